@@ -1,0 +1,156 @@
+"""The node graph: what every tensor operation records.
+
+A :class:`Node` is one operation applied to its inputs. Its op, inputs, attributes, shape and
+dtype never change after construction; only the *value slot* does (empty, then a realized numpy
+array or a cluster Future) and, once a node is realized and no longer needed by autograd, its
+inputs are cut so that old values can be garbage collected.
+
+Autograd bookkeeping lives here too because it is per node: ``requires_grad``, ``history``
+(the node was recorded with grad enabled from an input that requires grad, so it has a
+``grad_fn``), and a weak reference to the tensor that owns a leaf's ``.grad``.
+
+Traversals are iterative so that graphs of 100,000+ nodes never hit Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_uids = itertools.count()
+
+#: Phases of a node, used for naming tasks and for traces.
+FORWARD, BACKWARD, ACCUMULATE, UPDATE = "forward", "backward", "accumulate", "update"
+
+
+class _Naming(threading.local):
+    """Per-thread naming context: which phase new nodes belong to, and on whose behalf."""
+
+    phase = FORWARD
+    origin: str | None = None
+
+
+_naming = _Naming()
+
+
+@contextmanager
+def naming(phase: str, origin: str | None = None) -> Iterator[None]:
+    """Record the nodes created inside the block as belonging to ``phase`` (on behalf of
+    ``origin``, e.g. the forward op whose gradient they compute)."""
+    saved = (_naming.phase, _naming.origin)
+    _naming.phase, _naming.origin = phase, origin
+    try:
+        yield
+    finally:
+        _naming.phase, _naming.origin = saved
+
+
+def task_prefix(op_name: str, phase: str, origin: str | None) -> str:
+    """The readable part of a task key; ``dask.utils.key_split`` returns exactly this."""
+    if phase == FORWARD:
+        return op_name
+    if phase == BACKWARD:
+        return f"{origin or op_name}_backward"
+    if phase == ACCUMULATE:
+        return "accumulate_grad"
+    return f"{origin or op_name}_update"
+
+
+def user_site() -> tuple[Any, int] | None:
+    """The innermost stack frame outside pargraph, as (code object, line number).
+
+    Storing the code object rather than the frame keeps no local variables alive.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return frame.f_code, frame.f_lineno
+
+
+def format_site(site: tuple[Any, int] | None) -> str:
+    """``'File "train.py", line 12, in step'`` for a site from :func:`user_site`."""
+    if site is None:
+        return "<unknown>"
+    code, line = site
+    return f'File "{code.co_filename}", line {line}, in {code.co_name}'
+
+
+class Node:
+    """One recorded operation: ``op(*inputs, **attrs)`` with a static shape and dtype.
+
+    ``inputs`` holds Nodes and plain Python scalars (scalars stay "weak" for dtype promotion,
+    as in PyTorch). ``value`` is ``None`` until the node is realized.
+    """
+
+    __slots__ = (
+        "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
+        "requires_grad", "history", "freed", "owner", "retains_grad", "__weakref__",
+    )
+
+    def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
+                 value: Any = None, site=None) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        phase, origin = _naming.phase, _naming.origin
+        self.phase = phase
+        self.key = f"{task_prefix(op.name, phase, origin)}-{next(_uids)}"
+        self.site = site
+        self.value = value
+        self.requires_grad = False
+        self.history = False
+        self.freed = False
+        self.owner = None
+        self.retains_grad = False
+
+    @property
+    def realized(self) -> bool:
+        return self.value is not None
+
+    def input_nodes(self) -> Iterator[Node]:
+        return (i for i in self.inputs if isinstance(i, Node))
+
+    def __repr__(self) -> str:
+        return f"<Node {self.key} {self.shape} {self.dtype}>"
+
+
+def toposort(roots: Iterable[Node], stop=lambda node: False) -> list[Node]:
+    """Nodes reachable from ``roots`` (through inputs), inputs before consumers.
+
+    Iterative depth-first search; nodes for which ``stop(node)`` is true are included but
+    their inputs are not visited.
+    """
+    order: list[Node] = []
+    visited: set[int] = set()
+    for root in roots:
+        if id(root) in visited:
+            continue
+        visited.add(id(root))
+        stack = [(root, stop(root) or iter(root.input_nodes()))]
+        while stack:
+            node, children = stack[-1]
+            if children is True:
+                stack.pop()
+                order.append(node)
+                continue
+            for child in children:
+                if id(child) not in visited:
+                    visited.add(id(child))
+                    stack.append((child, stop(child) or iter(child.input_nodes())))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order

@@ -1,0 +1,825 @@
+"""The op registry: every primitive declared once, in one block.
+
+A primitive has a numpy ``forward``, a ``shape`` rule that infers the output shape and dtype
+(and raises a clear error for bad input at the call that builds the node), and one
+vector-Jacobian product per differentiable input, written in pargraph ops so that the backward
+graph is made of ordinary nodes. Calling a primitive records a :class:`~pargraph.graph.Node`;
+nothing is computed. vjps take ``(g, out, *inputs, **attrs)``: ``g`` is the incoming gradient,
+``out`` the forward node.
+
+Composite ops (mean, var, softmax, logsumexp, ...) at the end of this module are compositions of
+primitives and need no rule of their own.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pargraph.graph import Node, user_site
+
+REGISTRY: dict[str, Primitive] = {}
+DEFAULT_FLOAT = np.dtype(np.float32)
+_BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
+
+
+class _GradMode(threading.local):
+    """Whether new nodes record autograd history; switched by ``pargraph.no_grad`` & co."""
+
+    enabled = True
+
+
+grad_mode = _GradMode()
+
+
+class Primitive:
+    """A registered op: ``forward`` on numpy values, ``shape`` rule on nodes, vjps on nodes."""
+
+    def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None):
+        self.name = name
+        self.forward = forward
+        self.shape = shape
+        self.vjps: tuple[Callable | None, ...] | None = None
+        camel = "".join(part.capitalize() for part in name.split("_"))
+        self.grad_name = grad_name or f"{camel}Backward0"
+
+    def defvjp(self, *vjps: Callable | None) -> None:
+        """Register one vjp per input (``None`` for inputs without a gradient)."""
+        self.vjps = vjps
+
+    def defvjp_at(self, vjp_at: Callable[[int], Callable]) -> None:
+        """Register a factory of vjps by input position, for ops with any number of inputs."""
+        self.vjps = ()
+        self._vjp_at = vjp_at
+
+    def vjp(self, position: int) -> Callable | None:
+        if self.vjps is None:
+            return None
+        if not self.vjps:
+            return self._vjp_at(position)
+        return self.vjps[min(position, len(self.vjps) - 1)]  # the last one serves varargs
+
+    def __call__(self, *inputs: Any, **attrs: Any) -> Node:
+        try:
+            shape, dtype = self.shape(*inputs, **attrs)
+        except ShapeError as error:
+            raise RuntimeError(f"{self.name}: {error}") from None
+        node = Node(self, inputs, attrs, shape, np.dtype(dtype), site=user_site())
+        if grad_mode.enabled and self.vjps is not None and node.dtype.kind == "f" and any(
+            isinstance(i, Node) and i.requires_grad for i in inputs
+        ):
+            node.requires_grad = node.history = True
+        return node
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+class ShapeError(Exception):
+    """Raised by shape rules; the primitive prefixes its name and re-raises RuntimeError."""
+
+
+def primitive(name: str, shape: Callable, grad_name: str | None = None):
+    """Decorator registering ``forward`` as primitive ``name``."""
+
+    def register(forward: Callable | None) -> Primitive:
+        prim = Primitive(name, forward, shape, grad_name)
+        REGISTRY[name] = prim
+        return prim
+
+    return register
+
+
+# --- dtype and shape helpers --------------------------------------------------------------
+
+def _category(dtype: np.dtype) -> int:
+    return 0 if dtype == _BOOL else 2 if dtype.kind in "fc" else 1
+
+
+def _scalar_dtype(value: Any) -> np.dtype:
+    if isinstance(value, bool):
+        return _BOOL
+    return _INT64 if isinstance(value, int) else DEFAULT_FLOAT
+
+
+def result_dtype(*inputs: Any) -> np.dtype:
+    """PyTorch's type promotion: dimensioned tensors first, then 0-d tensors and Python
+    scalars only when they are of a higher category (bool < integer < float)."""
+    groups = (
+        [i.dtype for i in inputs if isinstance(i, Node) and i.shape != ()],
+        [i.dtype for i in inputs if isinstance(i, Node) and i.shape == ()],
+        [_scalar_dtype(i) for i in inputs if not isinstance(i, Node)],
+    )
+    result = None
+    for group in groups:
+        if not group:
+            continue
+        candidate = np.result_type(*group)
+        if result is None:
+            result = candidate
+        elif _category(candidate) > _category(result):
+            result = candidate if group is not groups[2] else _scalar_dtype_of_category(candidate)
+    return result
+
+
+def _scalar_dtype_of_category(dtype: np.dtype) -> np.dtype:
+    return DEFAULT_FLOAT if _category(dtype) == 2 else _INT64
+
+
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    return dtype if _category(dtype) == 2 else DEFAULT_FLOAT
+
+
+def shape_of(x: Any) -> tuple:
+    return x.shape if isinstance(x, Node) else ()
+
+
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for axis, sizes in enumerate(zip(*padded)):
+        wanted = {n for n in sizes if n != 1}
+        if len(wanted) > 1:
+            listed = " and ".join(str(tuple(s)) for s in shapes)
+            raise ShapeError(
+                f"shapes {listed} cannot be broadcast together "
+                f"(sizes {' vs '.join(map(str, sizes))} at dimension {axis})"
+            )
+        out.append(wanted.pop() if wanted else 1)
+    return tuple(out)
+
+
+def normalize_dim(dim: int, ndim: int) -> int:
+    low, high = (-ndim, ndim - 1) if ndim else (-1, 0)
+    if not low <= dim <= high:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{low}, {high}], but got {dim})"
+        )
+    return dim % ndim if ndim else 0
+
+
+def normalize_dims(dim: Any, ndim: int) -> tuple[int, ...]:
+    """``None`` means all dimensions; an int or a sequence of ints otherwise."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted({normalize_dim(d, ndim) for d in dims}))
+
+
+def _reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in dims)
+
+
+def _elementwise(*inputs: Any) -> tuple[tuple, np.dtype]:
+    return broadcast_shapes(*(shape_of(i) for i in inputs)), result_dtype(*inputs)
+
+
+def _elementwise_float(*inputs: Any) -> tuple[tuple, np.dtype]:
+    shape, dtype = _elementwise(*inputs)
+    return shape, float_dtype(dtype)
+
+
+def _same(x: Node, **attrs: Any) -> tuple[tuple, np.dtype]:
+    return x.shape, x.dtype
+
+
+def _same_float(x: Node) -> tuple[tuple, np.dtype]:
+    return x.shape, float_dtype(x.dtype)
+
+
+def _compare(x: Any, y: Any) -> tuple[tuple, np.dtype]:
+    return broadcast_shapes(shape_of(x), shape_of(y)), _BOOL
+
+
+def _reduction(x: Node, dim=None, keepdim=False) -> tuple[tuple, np.dtype]:
+    dtype = x.dtype if _category(x.dtype) == 2 else _INT64
+    return _reduced_shape(x.shape, dim, keepdim), dtype
+
+
+def _reduction_same(x: Node, dim=None, keepdim=False) -> tuple[tuple, np.dtype]:
+    if any(x.shape[d] == 0 for d in dim):
+        raise ShapeError(f"cannot reduce over an empty dimension of shape {x.shape}")
+    return _reduced_shape(x.shape, dim, keepdim), x.dtype
+
+
+def unbroadcast(g: Node, shape: tuple) -> Node:
+    """Sum ``g`` down to ``shape``: the vjp of numpy broadcasting."""
+    if g.shape == shape:
+        return g
+    lead = len(g.shape) - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    return reshape(sum_(g, dim=dims, keepdim=True), shape=shape)
+
+
+# --- leaves and identity --------------------------------------------------------------------
+
+leaf = Primitive("tensor", None, _same)
+REGISTRY["tensor"] = leaf
+
+
+def constant(value: np.ndarray, requires_grad: bool = False) -> Node:
+    """A leaf node holding ``value`` (already realized)."""
+    node = Node(leaf, (), {}, value.shape, value.dtype, value=value, site=user_site())
+    node.requires_grad = requires_grad
+    return node
+
+
+@primitive("alias", _same)
+def alias(x):
+    return x
+# alias has no vjp: it is what detach() records for a not-yet-realized value.
+
+
+@primitive("cast", lambda x, dtype: (x.shape, dtype), grad_name="ToCopyBackward0")
+def cast(x, dtype):
+    return x.astype(dtype)
+cast.defvjp(lambda g, out, x, dtype: cast(g, dtype=x.dtype))
+
+
+@primitive("clone", _same)
+def clone(x):
+    return np.array(x, copy=True)
+clone.defvjp(lambda g, out, x: g)
+
+
+# --- elementwise arithmetic -----------------------------------------------------------------
+
+@primitive("neg", _same)
+def neg(x):
+    return np.negative(x)
+neg.defvjp(lambda g, out, x: neg(g))
+
+
+@primitive("add", _elementwise)
+def add(x, y):
+    return np.add(x, y)
+add.defvjp(
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(g, y.shape),
+)
+
+
+@primitive("sub", _elementwise)
+def sub(x, y):
+    return np.subtract(x, y)
+sub.defvjp(
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(neg(g), y.shape),
+)
+
+
+@primitive("mul", _elementwise)
+def mul(x, y):
+    return np.multiply(x, y)
+mul.defvjp(
+    lambda g, out, x, y: unbroadcast(mul(g, y), x.shape),
+    lambda g, out, x, y: unbroadcast(mul(g, x), y.shape),
+)
+
+
+@primitive("div", _elementwise_float)
+def div(x, y):
+    return np.true_divide(x, y)
+div.defvjp(
+    lambda g, out, x, y: unbroadcast(div(g, y), x.shape),
+    lambda g, out, x, y: unbroadcast(neg(div(mul(g, out), y)), y.shape),
+)
+
+
+@primitive("pow", _elementwise)
+def pow_(x, y):
+    return np.power(x, y)
+
+
+def _pow_vjp_exponent(g, out, x, y):
+    """d/dy x**y = x**y log x; PyTorch's convention: 0 where x == 0 (instead of nan)."""
+    if not isinstance(x, Node):
+        return unbroadcast(mul(g, mul(out, math.log(x))) if x != 0 else mul(g, 0.0), y.shape)
+    return unbroadcast(where(eq(x, 0), 0.0, mul(g, mul(out, log(x)))), y.shape)
+
+
+def _minus_one(y: Any) -> Any:
+    return sub(y, 1) if isinstance(y, Node) else y - 1
+
+
+pow_.defvjp(
+    lambda g, out, x, y: unbroadcast(mul(g, mul(y, pow_(x, _minus_one(y)))), x.shape),
+    _pow_vjp_exponent,
+)
+
+
+@primitive("add_n", lambda *xs: _elementwise(*xs), grad_name="AddBackward0")
+def add_n(*xs):
+    total = np.add(xs[0], xs[1])
+    for x in xs[2:]:
+        np.add(total, x, out=total)
+    return total
+add_n.defvjp_at(lambda k: lambda g, out, *xs: unbroadcast(g, xs[k].shape))
+
+
+def _share_ties(g, out, x, y, wins):
+    """Gradient of maximum/minimum for x: all of g where x wins, half of it at ties."""
+    share = add(wins(x, y), mul(eq(x, y), 0.5))
+    return unbroadcast(mul(g, share), x.shape)
+
+
+@primitive("maximum", _elementwise)
+def maximum(x, y):
+    return np.maximum(x, y)
+maximum.defvjp(
+    lambda g, out, x, y: _share_ties(g, out, x, y, gt),
+    lambda g, out, x, y: _share_ties(g, out, y, x, gt),
+)
+
+
+@primitive("minimum", _elementwise)
+def minimum(x, y):
+    return np.minimum(x, y)
+minimum.defvjp(
+    lambda g, out, x, y: _share_ties(g, out, x, y, lt),
+    lambda g, out, x, y: _share_ties(g, out, y, x, lt),
+)
+
+
+def _where_shape(cond, x, y):
+    if isinstance(cond, Node) and cond.dtype != _BOOL:
+        raise ShapeError(f"condition must be a bool tensor, got {cond.dtype}")
+    return broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y)), result_dtype(x, y)
+
+
+@primitive("where", _where_shape)
+def where(cond, x, y):
+    return np.where(cond, x, y)
+where.defvjp(
+    None,
+    lambda g, out, cond, x, y: unbroadcast(where(cond, g, 0.0), x.shape),
+    lambda g, out, cond, x, y: unbroadcast(where(cond, 0.0, g), y.shape),
+)
+
+
+# --- elementwise math -----------------------------------------------------------------------
+
+@primitive("exp", _same_float)
+def exp(x):
+    return np.exp(x)
+exp.defvjp(lambda g, out, x: mul(g, out))
+
+
+@primitive("log", _same_float)
+def log(x):
+    return np.log(x)
+log.defvjp(lambda g, out, x: div(g, x))
+
+
+@primitive("sqrt", _same_float)
+def sqrt(x):
+    return np.sqrt(x)
+sqrt.defvjp(lambda g, out, x: div(mul(g, 0.5), out))
+
+
+@primitive("abs", _same)
+def abs_(x):
+    return np.abs(x)
+abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
+
+
+@primitive("sign", _same)
+def sign(x):
+    return np.sign(x)
+sign.defvjp(lambda g, out, x: mul(g, 0.0))
+
+
+@primitive("sin", _same_float)
+def sin(x):
+    return np.sin(x)
+sin.defvjp(lambda g, out, x: mul(g, cos(x)))
+
+
+@primitive("cos", _same_float)
+def cos(x):
+    return np.cos(x)
+cos.defvjp(lambda g, out, x: neg(mul(g, sin(x))))
+
+
+@primitive("tanh", _same_float)
+def tanh(x):
+    return np.tanh(x)
+tanh.defvjp(lambda g, out, x: mul(g, sub(1.0, mul(out, out))))
+
+
+@primitive("sigmoid", _same_float)
+def sigmoid(x):
+    # Split by sign so that exp never overflows.
+    x = np.asarray(x)
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z)).astype(x.dtype, copy=False)
+sigmoid.defvjp(lambda g, out, x: mul(g, mul(out, sub(1.0, out))))
+
+
+@primitive("relu", _same)
+def relu(x):
+    return np.maximum(x, 0)
+relu.defvjp(lambda g, out, x: mul(g, gt(x, 0)))
+
+
+def _clamp_shape(x, min=None, max=None):
+    if min is None and max is None:
+        raise ShapeError("at least one of 'min' or 'max' must not be None")
+    return x.shape, result_dtype(x, *(v for v in (min, max) if v is not None))
+
+
+@primitive("clamp", _clamp_shape)
+def clamp(x, min=None, max=None):
+    return np.clip(x, min, max)
+clamp.defvjp(lambda g, out, x, min=None, max=None: mul(g, _inside(x, min, max)))
+
+
+def _inside(x, low, high):
+    """Bool mask of low <= x <= high, either bound optional."""
+    masks = [m for m in (low is not None and ge(x, low), high is not None and le(x, high)) if m]
+    return masks[0] if len(masks) == 1 else logical_and(*masks)
+
+
+# --- comparisons and logic (no gradient) ----------------------------------------------------
+
+def _comparison(name: str, fn: Callable) -> Primitive:
+    return primitive(name, _compare)(fn)
+
+
+eq = _comparison("eq", np.equal)
+ne = _comparison("ne", np.not_equal)
+lt = _comparison("lt", np.less)
+le = _comparison("le", np.less_equal)
+gt = _comparison("gt", np.greater)
+ge = _comparison("ge", np.greater_equal)
+logical_and = _comparison("logical_and", np.logical_and)
+logical_or = _comparison("logical_or", np.logical_or)
+logical_not = primitive("logical_not", lambda x: (x.shape, _BOOL))(np.logical_not)
+
+
+# --- reductions -----------------------------------------------------------------------------
+
+@primitive("sum", _reduction)
+def sum_(x, dim=None, keepdim=False):
+    return np.sum(x, axis=dim, keepdims=keepdim)
+sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
+
+
+def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
+    """Reinsert reduced dimensions as size 1 so that ``g`` broadcasts against the input."""
+    if keepdim or not dims:
+        return g
+    shape = list(g.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    return reshape(g, shape=tuple(shape))
+
+
+@primitive("prod", _reduction)
+def prod(x, dim=None, keepdim=False):
+    return np.prod(x, axis=dim, keepdims=keepdim)
+prod.defvjp(
+    lambda g, out, x, dim=None, keepdim=False: mul(
+        expand(_keep(g, dim, keepdim), x.shape), prod_others(x, dim=dim)
+    )
+)
+
+
+@primitive("prod_others", lambda x, dim: (x.shape, x.dtype))
+def prod_others(x, dim):
+    """For each element, the product of the other elements of its reduction group; exact
+    where the group holds zeros (where ``out / x`` would divide by zero)."""
+    moved = np.moveaxis(np.asarray(x), dim, tuple(range(-len(dim), 0)))
+    flat = moved.reshape(moved.shape[: moved.ndim - len(dim)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.moveaxis((left * right).reshape(moved.shape), tuple(range(-len(dim), 0)), dim)
+# prod_others has no vjp, so a second derivative of prod is not available.
+
+
+def _extreme_vjp(g, out, x, dim=None, keepdim=False):
+    """amax/amin: the gradient is shared evenly among the elements equal to the extreme."""
+    hits = eq(x, expand(_keep(out, dim, keepdim), x.shape))
+    count = sum_(hits, dim=dim, keepdim=True)
+    return div(mul(expand(_keep(g, dim, keepdim), x.shape), hits), count)
+
+
+@primitive("amax", _reduction_same, grad_name="MaxBackward1")
+def amax(x, dim=None, keepdim=False):
+    return np.max(x, axis=dim, keepdims=keepdim)
+amax.defvjp(_extreme_vjp)
+
+
+@primitive("amin", _reduction_same, grad_name="MinBackward1")
+def amin(x, dim=None, keepdim=False):
+    return np.min(x, axis=dim, keepdims=keepdim)
+amin.defvjp(_extreme_vjp)
+
+
+def _arg_shape(x, dim=None, keepdim=False):
+    if x.shape and 0 in (x.shape if dim is None else (x.shape[dim],)):
+        raise ShapeError(f"cannot take the index of an extreme of an empty shape {x.shape}")
+    if dim is None:
+        return ((1,) * len(x.shape) if keepdim else ()), _INT64
+    return _reduced_shape(x.shape, (dim,), keepdim), _INT64
+
+
+@primitive("argmax", _arg_shape)
+def argmax(x, dim=None, keepdim=False):
+    return np.argmax(x, axis=dim, keepdims=keepdim)
+
+
+@primitive("argmin", _arg_shape)
+def argmin(x, dim=None, keepdim=False):
+    return np.argmin(x, axis=dim, keepdims=keepdim)
+
+
+def _along_shape(x, index, dim):
+    return index.shape, x.dtype
+
+
+@primitive("take_along_dim", _along_shape, grad_name="GatherBackward0")
+def take_along_dim(x, index, dim):
+    return np.take_along_axis(x, index, axis=dim)
+take_along_dim.defvjp(
+    lambda g, out, x, index, dim: put_along_dim(g, index, shape=x.shape, dim=dim), None
+)
+
+
+@primitive("put_along_dim", lambda g, index, shape, dim: (shape, g.dtype))
+def put_along_dim(g, index, shape, dim):
+    """Scatter-add ``g`` into zeros of ``shape`` at ``index`` along ``dim``."""
+    out = np.zeros(shape, dtype=g.dtype)
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    np.add.at(out, tuple(grid), g)
+    return out
+put_along_dim.defvjp(lambda g, out, g_in, index, shape, dim: take_along_dim(g, index, dim=dim))
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+def _reshape_shape(x, shape):
+    size = math.prod(x.shape)
+    if shape.count(-1) > 1:
+        raise ShapeError("only one dimension can be inferred")
+    known = math.prod(n for n in shape if n != -1)
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ShapeError(f"shape {tuple(shape)} is invalid for input of size {size}")
+        shape = tuple(size // known if n == -1 else n for n in shape)
+    if math.prod(shape) != size:
+        raise ShapeError(f"shape {tuple(shape)} is invalid for input of size {size}")
+    return tuple(shape), x.dtype
+
+
+@primitive("reshape", _reshape_shape, grad_name="ViewBackward0")
+def reshape(x, shape):
+    return np.reshape(x, shape)
+reshape.defvjp(lambda g, out, x, shape: reshape(g, shape=x.shape))
+
+
+def _permute_shape(x, dims):
+    if sorted(dims) != list(range(len(x.shape))):
+        raise ShapeError(f"dims {tuple(dims)} are not a permutation of the {len(x.shape)} "
+                         f"dimensions of shape {x.shape}")
+    return tuple(x.shape[d] for d in dims), x.dtype
+
+
+@primitive("permute", _permute_shape)
+def permute(x, dims):
+    return np.transpose(x, dims)
+permute.defvjp(lambda g, out, x, dims: permute(g, dims=tuple(np.argsort(dims).tolist())))
+
+
+def _expand_shape(x, shape):
+    lead = len(shape) - len(x.shape)
+    if lead < 0 or any(n != s and n != 1 for n, s in zip(x.shape, shape[lead:])):
+        raise ShapeError(f"shape {x.shape} cannot be expanded to {tuple(shape)}")
+    return tuple(shape), x.dtype
+
+
+@primitive("expand", _expand_shape)
+def expand(x, shape):
+    return np.broadcast_to(x, shape)
+expand.defvjp(lambda g, out, x, shape: unbroadcast(g, x.shape))
+
+
+class IndexSlot:
+    """Stands in an index spec for the k-th index tensor, which is an input of the node."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __reduce__(self):
+        return IndexSlot, (self.k,)
+
+
+def fill_index(spec: tuple, index_values: tuple) -> tuple:
+    return tuple(index_values[i.k] if isinstance(i, IndexSlot) else i for i in spec)
+
+
+def _index_shape(x, *index_nodes, spec):
+    dummies = tuple(np.zeros(n.shape, dtype=np.intp) for n in index_nodes)
+    probe = np.broadcast_to(np.zeros((), dtype=x.dtype), x.shape)
+    try:
+        return probe[fill_index(spec, dummies)].shape, x.dtype
+    except IndexError as error:
+        raise IndexError(f"index: {error} (tensor of shape {x.shape})") from None
+
+
+@primitive("index", _index_shape)
+def index(x, *index_values, spec):
+    return np.asarray(x)[fill_index(spec, index_values)]
+index.defvjp(lambda g, out, x, *idx, spec: index_add(g, *idx, shape=x.shape, spec=spec), None)
+
+
+@primitive("index_add", lambda g, *idx, shape, spec: (shape, g.dtype), grad_name="IndexBackward0")
+def index_add(g, *index_values, shape, spec):
+    """Scatter-add ``g`` into zeros of ``shape`` at ``spec`` (repeated indices add up)."""
+    out = np.zeros(shape, dtype=np.asarray(g).dtype)
+    np.add.at(out, fill_index(spec, index_values), g)
+    return out
+index_add.defvjp(lambda g, out, g_in, *idx, shape, spec: index(g, *idx, spec=spec), None)
+
+
+def _cat_shape(*xs, dim):
+    if not xs:
+        raise ShapeError("expected a non-empty sequence of tensors")
+    first = xs[0].shape
+    d = normalize_dim(dim, len(first))
+    for x in xs[1:]:
+        if len(x.shape) != len(first) or any(
+            a != b for i, (a, b) in enumerate(zip(x.shape, first)) if i != d
+        ):
+            raise ShapeError(f"sizes of tensors must match except in dimension {d}: "
+                             f"got {first} and {x.shape}")
+    total = sum(x.shape[d] for x in xs)
+    return first[:d] + (total,) + first[d + 1:], result_dtype(*xs)
+
+
+@primitive("cat", _cat_shape)
+def cat(*xs, dim):
+    return np.concatenate(xs, axis=dim)
+
+
+def _cat_vjp(position: int) -> Callable:
+    def vjp(g, out, *xs, dim):
+        d = normalize_dim(dim, len(out.shape))
+        start = sum(x.shape[d] for x in xs[:position])
+        spec = (slice(None),) * d + (slice(start, start + xs[position].shape[d]),)
+        return index(g, spec=spec)
+    return vjp
+
+
+cat.defvjp_at(_cat_vjp)
+
+
+def _matmul_shape(x, y):
+    if not x.shape or not y.shape:
+        raise ShapeError(f"both arguments must be at least 1-D, got shapes {x.shape} and {y.shape}")
+    xs = x.shape if len(x.shape) > 1 else (1,) + x.shape
+    ys = y.shape if len(y.shape) > 1 else y.shape + (1,)
+    if xs[-1] != ys[-2]:
+        raise ShapeError(f"shapes {x.shape} and {y.shape} cannot be multiplied")
+    batch = broadcast_shapes(xs[:-2], ys[:-2])
+    out = batch + (xs[-2] if len(x.shape) > 1 else None, ys[-1] if len(y.shape) > 1 else None)
+    return tuple(n for n in out if n is not None), result_dtype(x, y)
+
+
+@primitive("matmul", _matmul_shape, grad_name="MmBackward0")
+def matmul(x, y):
+    return np.matmul(x, y)
+
+
+def _matmul_vjp(which: int) -> Callable:
+    """1-D operands are promoted to matrices, differentiated as such, and reshaped back."""
+
+    def vjp(g, out, x, y):
+        x2 = x if len(x.shape) > 1 else reshape(x, shape=(1,) + x.shape)
+        y2 = y if len(y.shape) > 1 else reshape(y, shape=y.shape + (1,))
+        out2 = broadcast_shapes(x2.shape[:-2], y2.shape[:-2]) + (x2.shape[-2], y2.shape[-1])
+        g2 = reshape(g, shape=out2)
+        if which == 0:
+            return reshape(unbroadcast(matmul(g2, mT(y2)), x2.shape), shape=x.shape)
+        return reshape(unbroadcast(matmul(mT(x2), g2), y2.shape), shape=y.shape)
+
+    return vjp
+
+
+matmul.defvjp(_matmul_vjp(0), _matmul_vjp(1))
+
+
+# --- composites -----------------------------------------------------------------------------
+
+def transpose(x: Node, dim0: int, dim1: int) -> Node:
+    dims = list(range(len(x.shape)))
+    a, b = normalize_dim(dim0, len(dims)), normalize_dim(dim1, len(dims))
+    dims[a], dims[b] = dims[b], dims[a]
+    return permute(x, dims=tuple(dims))
+
+
+def mT(x: Node) -> Node:
+    return transpose(x, -2, -1)
+
+
+def _count(x: Node, dims: tuple) -> int:
+    return math.prod(x.shape[d] for d in dims)
+
+
+def mean(x: Node, dim=None, keepdim=False) -> Node:
+    dims = normalize_dims(dim, len(x.shape))
+    return div(sum_(x, dim=dims, keepdim=keepdim), _count(x, dims))
+
+
+def var(x: Node, dim=None, correction=1, keepdim=False) -> Node:
+    dims = normalize_dims(dim, len(x.shape))
+    centered = sub(x, mean(x, dims, keepdim=True))
+    dof = max(_count(x, dims) - correction, 0)
+    return div(sum_(mul(centered, centered), dim=dims, keepdim=keepdim), dof)
+
+
+def std(x: Node, dim=None, correction=1, keepdim=False) -> Node:
+    return sqrt(var(x, dim, correction=correction, keepdim=keepdim))
+
+
+def logsumexp(x: Node, dim, keepdim=False) -> Node:
+    """Stable: the max is subtracted first; it carries no gradient since its terms cancel."""
+    dims = normalize_dims(dim, len(x.shape))
+    shift = alias(amax(x, dim=dims, keepdim=True))
+    total = log(sum_(exp(sub(x, shift)), dim=dims, keepdim=True))
+    out = add(total, shift)
+    return out if keepdim else reshape(out, shape=_reduced_shape(x.shape, dims, False))
+
+
+def log_softmax(x: Node, dim: int) -> Node:
+    return sub(x, logsumexp(x, dim, keepdim=True))
+
+
+def softmax(x: Node, dim: int) -> Node:
+    shifted = exp(sub(x, alias(amax(x, dim=normalize_dims(dim, len(x.shape)), keepdim=True))))
+    return div(shifted, sum_(shifted, dim=normalize_dims(dim, len(x.shape)), keepdim=True))
+
+
+def squeeze(x: Node, dim=None) -> Node:
+    dims = normalize_dims(dim, len(x.shape))
+    shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
+    return reshape(x, shape=shape)
+
+
+def unsqueeze(x: Node, dim: int) -> Node:
+    d = normalize_dim(dim, len(x.shape) + 1)
+    return reshape(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+
+
+def flatten(x: Node, start_dim=0, end_dim=-1) -> Node:
+    if not x.shape:
+        return reshape(x, shape=(1,))
+    a, b = normalize_dim(start_dim, len(x.shape)), normalize_dim(end_dim, len(x.shape))
+    return reshape(x, shape=x.shape[:a] + (math.prod(x.shape[a:b + 1]),) + x.shape[b + 1:])
+
+
+def stack(xs: list[Node], dim=0) -> Node:
+    if not xs:
+        raise RuntimeError("stack: expected a non-empty sequence of tensors")
+    for x in xs[1:]:
+        if x.shape != xs[0].shape:
+            raise RuntimeError(f"stack: expects each tensor to be equal size, "
+                               f"but got {xs[0].shape} and {x.shape}")
+    d = normalize_dim(dim, len(xs[0].shape) + 1)
+    return cat(*(unsqueeze(x, d) for x in xs), dim=d)
+
+
+def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:
+    d = normalize_dim(dim, len(x.shape))
+    length = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sizes = [min(step, length - s) for s in range(0, length, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != length:
+            raise RuntimeError(f"split: sizes {sizes} do not add up to {length}, "
+                               f"the size of dimension {d}")
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(index(x, spec=(slice(None),) * d + (slice(start, start + size),)))
+        start += size
+    return pieces
+
+
+def chunk(x: Node, chunks: int, dim=0) -> list[Node]:
+    length = x.shape[normalize_dim(dim, len(x.shape))]
+    return split(x, max(-(-length // chunks), 1), dim)

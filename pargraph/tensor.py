@@ -1,0 +1,1118 @@
+"""The Tensor facade: PyTorch's names and semantics over lazily recorded nodes.
+
+A Tensor wraps one :class:`~pargraph.graph.Node`. Operations record new nodes (shape errors
+raise at once); values are realized on demand. In-place methods rebind the tensor to a new
+node, so the graph itself never mutates.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pargraph import backprop, execution, ops
+from pargraph.graph import ACCUMULATE, Node, naming
+from pargraph.lowering import lower
+from pargraph.ops import DEFAULT_FLOAT
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(bool)
+
+MinMax = namedtuple("MinMax", ["values", "indices"])
+_rng = np.random.default_rng()
+
+
+def manual_seed(seed: int) -> np.random.Generator:
+    """Seed pargraph's random number generator (``rand``, ``randn``, dropout, shuffling).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> _ = pargraph.manual_seed(0); a = pargraph.rand(2)
+    >>> _ = pargraph.manual_seed(0); bool((a == pargraph.rand(2)).all())
+    True
+    """
+    global _rng
+    _rng = np.random.default_rng(seed)
+    return _rng
+
+
+def default_generator() -> np.random.Generator:
+    return _rng
+
+
+class GradFn:
+    """The backward function of a non-leaf tensor, as PyTorch shows it."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def name(self) -> str:
+        return self._node.op.grad_name
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple((_grad_fn_of_input(i), 0) for i in self._node.input_nodes())
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad:
+    """Where a leaf's gradient ends up: ``variable`` is the leaf tensor."""
+
+    def __init__(self, node: Node) -> None:
+        owner = node.owner() if node.owner is not None else None
+        self.variable = owner
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    next_functions = ()
+
+
+def _grad_fn_of_input(node: Node):
+    if node.history:
+        return GradFn(node)
+    return AccumulateGrad(node) if node.requires_grad else None
+
+
+class Tensor:
+    """A multi-dimensional array that records the operations applied to it.
+
+    Create tensors with :func:`tensor` and the other factories.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.tensor(5.0, requires_grad=True)
+    >>> y = x ** 2
+    >>> y
+    tensor(25., grad_fn=<PowBackward0>)
+    >>> y.backward(); x.grad
+    tensor(10.)
+    """
+
+    __slots__ = ("_node", "grad", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self.grad: Tensor | None = None
+        node.owner = weakref.ref(self)
+
+    # --- attributes ---------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self._node.shape
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[ops.normalize_dim(dim, self.ndim)]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._node.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self._node.history
+
+    @property
+    def grad_fn(self) -> GradFn | None:
+        return GradFn(self._node) if self._node.history else None
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        return _wrap(ops.mT(self._node))
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    # --- values -------------------------------------------------------------------------
+
+    def _value(self) -> np.ndarray:
+        execution.realize([self._node])
+        value = self._node.value
+        if not isinstance(value, np.ndarray):  # a Future on a cluster
+            value = np.asarray(value.result())
+        return value
+
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array (realizing it if needed).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> (pargraph.ones(2) * 3).numpy()
+        array([3., 3.], dtype=float32)
+        """
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._value()
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([2.5]).item()
+        2.5
+        """
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted "
+                               "to Scalar")
+        return self._value().item()
+
+    def tolist(self) -> Any:
+        """The value as (nested) Python lists.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.arange(3).tolist()
+        [0, 1, 2]
+        """
+        return self._value().tolist()
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        value = self.numpy()
+        return value if dtype is None else value.astype(dtype)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted "
+                            "to an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} values is "
+                               "ambiguous")
+        return bool(self.item())
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return _format_tensor(self)
+
+    # --- autograd -----------------------------------------------------------------------
+
+    def detach(self) -> Tensor:
+        """A tensor with the same value that is not part of the graph.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> w = pargraph.ones(2, requires_grad=True)
+        >>> (w * 2).detach().requires_grad
+        False
+        """
+        node = self._node
+        if node.value is not None:
+            return _wrap(ops.constant(node.value))
+        with _no_history():
+            return _wrap(ops.alias(node))
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` on a leaf tensor, in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).requires_grad_().requires_grad
+        True
+        """
+        node = self._node
+        if node.history and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. "
+                               "If you want to use a computed variable in a subgraph that "
+                               "doesn't require differentiation use var_no_grad = var.detach().")
+        if requires_grad and node.dtype.kind not in "fc":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients, "
+                               f"got {node.dtype}")
+        if not node.history:
+            node.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on this non-leaf tensor after ``backward()``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.ones(2, requires_grad=True); h = x * 2; h.retain_grad()
+        >>> h.sum().backward(); h.grad
+        tensor([1., 1.])
+        """
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        self._node.retains_grad = True
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._node.retains_grad and self._node.history
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
+        """Compute the gradient of this tensor with respect to the graph's leaves.
+
+        The not-yet-realized part of the forward graph and the backward graph run as one dask
+        graph; leaf ``.grad`` accumulates across calls.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).sum().backward(); x.grad
+        tensor([2., 4.])
+        """
+        run_backward([self], [gradient], retain_graph, create_graph)
+
+    # --- dtype conversions --------------------------------------------------------------
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Convert to a dtype (``"cpu"`` as a device is accepted and ignored).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).to(pargraph.float64).dtype
+        dtype('float64')
+        """
+        dtype = kwargs.get("dtype")
+        for arg in args:
+            if not isinstance(arg, str):
+                dtype = arg
+            elif arg != "cpu":
+                raise RuntimeError(f"to: pargraph runs on the CPU; device {arg!r} is unknown")
+        if dtype is None or np.dtype(dtype) == self.dtype:
+            return self
+        return _wrap(ops.cast(self._node, dtype=np.dtype(dtype)))
+
+    def float(self) -> Tensor:
+        return self.to(float32)
+
+    def double(self) -> Tensor:
+        return self.to(float64)
+
+    def long(self) -> Tensor:
+        return self.to(int64)
+
+    def bool(self) -> Tensor:
+        return self.to(bool_)
+
+    def clone(self) -> Tensor:
+        return _wrap(ops.clone(self._node))
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    # --- operators ----------------------------------------------------------------------
+
+    def __add__(self, other): return _binary(ops.add, self, other)
+    def __radd__(self, other): return _binary(ops.add, other, self)
+    def __sub__(self, other): return _binary(ops.sub, self, other)
+    def __rsub__(self, other): return _binary(ops.sub, other, self)
+    def __mul__(self, other): return _binary(ops.mul, self, other)
+    def __rmul__(self, other): return _binary(ops.mul, other, self)
+    def __truediv__(self, other): return _binary(ops.div, self, other)
+    def __rtruediv__(self, other): return _binary(ops.div, other, self)
+    def __pow__(self, other): return _binary(ops.pow_, self, other)
+    def __rpow__(self, other): return _binary(ops.pow_, other, self)
+    def __matmul__(self, other): return _binary(ops.matmul, self, other)
+    def __rmatmul__(self, other): return _binary(ops.matmul, other, self)
+    def __neg__(self): return _wrap(ops.neg(self._node))
+    def __pos__(self): return self
+    def __abs__(self): return self.abs()
+    def __eq__(self, other): return _binary(ops.eq, self, other)  # type: ignore[override]
+    def __ne__(self, other): return _binary(ops.ne, self, other)  # type: ignore[override]
+    def __lt__(self, other): return _binary(ops.lt, self, other)
+    def __le__(self, other): return _binary(ops.le, self, other)
+    def __gt__(self, other): return _binary(ops.gt, self, other)
+    def __ge__(self, other): return _binary(ops.ge, self, other)
+    def __and__(self, other): return _binary(ops.logical_and, self, other)
+    def __or__(self, other): return _binary(ops.logical_or, self, other)
+    def __invert__(self): return _wrap(ops.logical_not(self._node))
+
+    add = __add__
+    sub = __sub__
+    mul = __mul__
+    div = __truediv__
+    pow = __pow__
+    matmul = __matmul__
+    neg = __neg__
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
+
+    def __getitem__(self, key: Any) -> Tensor:
+        spec, index_nodes = _index_spec(key, self.ndim)
+        return _wrap(ops.index(self._node, *index_nodes, spec=spec))
+
+    # --- elementwise math ---------------------------------------------------------------
+
+    def exp(self): return _wrap(ops.exp(self._node))
+    def log(self): return _wrap(ops.log(self._node))
+    def sqrt(self): return _wrap(ops.sqrt(self._node))
+    def abs(self): return _wrap(ops.abs_(self._node))
+    def sin(self): return _wrap(ops.sin(self._node))
+    def cos(self): return _wrap(ops.cos(self._node))
+    def tanh(self): return _wrap(ops.tanh(self._node))
+    def sigmoid(self): return _wrap(ops.sigmoid(self._node))
+    def relu(self): return _wrap(ops.relu(self._node))
+    def sign(self): return _wrap(ops.sign(self._node))
+
+    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
+        return _wrap(ops.clamp(self._node, min=_scalar(min), max=_scalar(max)))
+
+    def maximum(self, other: Tensor) -> Tensor:
+        return _binary(ops.maximum, self, other)
+
+    def minimum(self, other: Tensor) -> Tensor:
+        return _binary(ops.minimum, self, other)
+
+    def where(self, condition: Tensor, other: Any) -> Tensor:
+        return where(condition, self, other)
+
+    # --- reductions ---------------------------------------------------------------------
+
+    def sum(self, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+        x = self if dtype is None else self.to(dtype)
+        return _wrap(ops.sum_(x._node, dim=ops.normalize_dims(dim, self.ndim), keepdim=keepdim))
+
+    def mean(self, dim=None, keepdim: bool = False) -> Tensor:
+        return _wrap(ops.mean(self._node, dim, keepdim=keepdim))
+
+    def prod(self, dim=None, keepdim: bool = False) -> Tensor:
+        dims = ops.normalize_dims(dim, self.ndim)
+        return _wrap(ops.prod(self._node, dim=dims, keepdim=keepdim))
+
+    def max(self, dim=None, keepdim: bool = False):
+        """The maximum; with ``dim``, the ``(values, indices)`` along it."""
+        return _extreme(self, dim, keepdim, ops.amax, ops.argmax, other_op=ops.maximum)
+
+    def min(self, dim=None, keepdim: bool = False):
+        """The minimum; with ``dim``, the ``(values, indices)`` along it."""
+        return _extreme(self, dim, keepdim, ops.amin, ops.argmin, other_op=ops.minimum)
+
+    def amax(self, dim=None, keepdim: bool = False) -> Tensor:
+        return _wrap(ops.amax(self._node, dim=ops.normalize_dims(dim, self.ndim),
+                              keepdim=keepdim))
+
+    def amin(self, dim=None, keepdim: bool = False) -> Tensor:
+        return _wrap(ops.amin(self._node, dim=ops.normalize_dims(dim, self.ndim),
+                              keepdim=keepdim))
+
+    def argmax(self, dim=None, keepdim: bool = False) -> Tensor:
+        d = None if dim is None else ops.normalize_dim(dim, self.ndim)
+        return _wrap(ops.argmax(self._node, dim=d, keepdim=keepdim))
+
+    def argmin(self, dim=None, keepdim: bool = False) -> Tensor:
+        d = None if dim is None else ops.normalize_dim(dim, self.ndim)
+        return _wrap(ops.argmin(self._node, dim=d, keepdim=keepdim))
+
+    def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: int | None = None) -> Tensor:
+        return _wrap(ops.var(self._node, dim, _correction(unbiased, correction), keepdim))
+
+    def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: int | None = None) -> Tensor:
+        return _wrap(ops.std(self._node, dim, _correction(unbiased, correction), keepdim))
+
+    def all(self) -> Tensor:
+        return _wrap(ops.eq(ops.sum_(ops.logical_not(self._node),
+                                     dim=ops.normalize_dims(None, self.ndim)), 0))
+
+    def any(self) -> Tensor:
+        return _wrap(ops.gt(ops.sum_(ops.ne(self._node, 0),
+                                     dim=ops.normalize_dims(None, self.ndim)), 0))
+
+    def softmax(self, dim: int) -> Tensor:
+        return _wrap(ops.softmax(self._node, dim))
+
+    def log_softmax(self, dim: int) -> Tensor:
+        return _wrap(ops.log_softmax(self._node, dim))
+
+    def logsumexp(self, dim, keepdim: bool = False) -> Tensor:
+        return _wrap(ops.logsumexp(self._node, dim, keepdim=keepdim))
+
+    # --- shapes -------------------------------------------------------------------------
+
+    def reshape(self, *shape) -> Tensor:
+        return _wrap(ops.reshape(self._node, shape=_shape_arg(shape)))
+
+    def view(self, *shape) -> Tensor:
+        return self.reshape(*shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        return _wrap(ops.flatten(self._node, start_dim, end_dim))
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        return _wrap(ops.transpose(self._node, dim0, dim1))
+
+    def t(self) -> Tensor:
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D")
+        return self.T
+
+    def permute(self, *dims) -> Tensor:
+        dims = tuple(ops.normalize_dim(d, self.ndim) for d in _shape_arg(dims))
+        return _wrap(ops.permute(self._node, dims=dims))
+
+    def squeeze(self, dim=None) -> Tensor:
+        return _wrap(ops.squeeze(self._node, dim))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        return _wrap(ops.unsqueeze(self._node, dim))
+
+    def expand(self, *sizes) -> Tensor:
+        sizes = _shape_arg(sizes)
+        lead = len(sizes) - self.ndim
+        shape = tuple(
+            self.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes)
+        )
+        return _wrap(ops.expand(self._node, shape=shape))
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(*other.shape)
+
+    def split(self, split_size, dim: int = 0) -> tuple[Tensor, ...]:
+        return tuple(_wrap(n) for n in ops.split(self._node, split_size, dim))
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        return tuple(_wrap(n) for n in ops.chunk(self._node, chunks, dim))
+
+    # --- in place -----------------------------------------------------------------------
+
+    def _rebind(self, node: Node) -> Tensor:
+        """Point this tensor at ``node``: how in-place ops work on an immutable graph."""
+        old = self._node
+        if node.shape != old.shape:
+            raise RuntimeError(f"output with shape {old.shape} doesn't match the broadcast "
+                               f"shape {node.shape}")
+        if node.dtype != old.dtype:
+            if ops.result_dtype(ops.constant(np.zeros((1,), old.dtype)), node) != old.dtype:
+                raise RuntimeError(f"result type {node.dtype} can't be cast to the desired "
+                                   f"output type {old.dtype}")
+            node = ops.cast(node, dtype=old.dtype)
+        if not old.history and old.requires_grad and not node.history:
+            node.requires_grad = True  # an updated parameter stays a leaf that requires grad
+        self._node = node
+        node.owner = weakref.ref(self)
+        return self
+
+    def _check_in_place(self) -> None:
+        if ops.grad_mode.enabled and self._node.requires_grad and not self._node.history:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                               "in-place operation.")
+
+    def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
+        self._check_in_place()
+        other = other if alpha == 1 else _binary(ops.mul, other, alpha)
+        return self._rebind(_binary(ops.add, self, other)._node)
+
+    def sub_(self, other: Any, *, alpha: float = 1) -> Tensor:
+        self._check_in_place()
+        other = other if alpha == 1 else _binary(ops.mul, other, alpha)
+        return self._rebind(_binary(ops.sub, self, other)._node)
+
+    def mul_(self, other: Any) -> Tensor:
+        self._check_in_place()
+        return self._rebind(_binary(ops.mul, self, other)._node)
+
+    def div_(self, other: Any) -> Tensor:
+        self._check_in_place()
+        return self._rebind(_binary(ops.div, self, other)._node)
+
+    def copy_(self, src: Any) -> Tensor:
+        self._check_in_place()
+        src = as_tensor(src)
+        node = ops.expand(src._node, shape=self.shape) if src.shape != self.shape else src._node
+        if node.dtype != self.dtype:
+            node = ops.cast(node, dtype=self.dtype)
+        if node is src._node:
+            node = ops.clone(node)
+        return self._rebind(node)
+
+    def fill_(self, value: float) -> Tensor:
+        self._check_in_place()
+        return self._rebind(ops.constant(np.full(self.shape, value, dtype=self.dtype)))
+
+    def zero_(self) -> Tensor:
+        """Set every element to zero, in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).zero_()
+        tensor([0., 0.])
+        """
+        return self.fill_(0)
+
+    # --- dask collection protocol -------------------------------------------------------
+
+    def __dask_graph__(self) -> dict:
+        return lower([self._node])[0]
+
+    def __dask_keys__(self) -> list:
+        return [self._node.key]
+
+    def __dask_layers__(self) -> tuple:
+        return (self._node.key,)
+
+    def __dask_postcompute__(self):
+        return _first, ()
+
+    def __dask_postpersist__(self):
+        return _rebuild_persisted, (self._node.key,)
+
+    def __dask_tokenize__(self) -> str:
+        return self._node.key
+
+    @staticmethod
+    def __dask_optimize__(graph, keys, **kwargs):
+        return graph
+
+    __dask_scheduler__ = staticmethod(execution.DEFAULT_GET)
+
+
+def _first(results: Sequence) -> np.ndarray:
+    return results[0]
+
+
+def _rebuild_persisted(results: dict, key: str, *, rename=None) -> Tensor:
+    return _wrap(ops.constant(np.asarray(results[key])))
+
+
+def _wrap(node: Node) -> Tensor:
+    return Tensor(node)
+
+
+class _no_history:
+    """Record without grad history, whatever the grad mode (for detach and friends)."""
+
+    def __enter__(self) -> None:
+        self._saved = ops.grad_mode.enabled
+        ops.grad_mode.enabled = False
+
+    def __exit__(self, *exc: Any) -> None:
+        ops.grad_mode.enabled = self._saved
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Tensor):
+        return value.item()
+    return value
+
+
+def _operand(value: Any) -> Node | int | float | bool:
+    """A Tensor's node, a Python scalar as it is (weak in type promotion), or a new leaf."""
+    if isinstance(value, Tensor):
+        return value._node
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return tensor(value)._node
+    raise TypeError(f"unsupported operand type: {type(value).__name__} (expected a Tensor, a "
+                    "Python number, a numpy array or a list)")
+
+
+def _binary(prim: ops.Primitive, x: Any, y: Any) -> Tensor:
+    return _wrap(prim(_operand(x), _operand(y)))
+
+
+def _shape_arg(shape: tuple) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(n) for n in shape)
+
+
+def _correction(unbiased: bool | None, correction: int | None) -> int:
+    if correction is not None:
+        return correction
+    return 0 if unbiased is False else 1
+
+
+def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
+    if isinstance(dim, Tensor):
+        return _binary(other_op, x, dim)
+    if dim is None:
+        return _wrap(reduce_op(x._node, dim=ops.normalize_dims(None, x.ndim)))
+    d = ops.normalize_dim(dim, x.ndim)
+    with _no_history():
+        indices = arg_op(x._node, dim=d, keepdim=True)
+    values = ops.take_along_dim(x._node, indices, dim=d)
+    if not keepdim:
+        values = ops.squeeze(values, d)
+        indices = ops.squeeze(indices, d)
+    return MinMax(_wrap(values), _wrap(indices))
+
+
+def _index_spec(key: Any, ndim: int) -> tuple[tuple, list[Node]]:
+    """Split an index into a static spec and the index tensors that become node inputs."""
+    items = key if isinstance(key, tuple) else (key,)
+    spec: list = []
+    index_nodes: list[Node] = []
+    for item in items:
+        if isinstance(item, Tensor):
+            if item.dtype == bool_:
+                # A mask's result shape depends on its values: realize it now, as PyTorch does.
+                spec.extend(np.nonzero(item._value()))
+            elif item.dtype.kind in "iu":
+                spec.append(ops.IndexSlot(len(index_nodes)))
+                index_nodes.append(item._node)
+            else:
+                raise IndexError(f"tensors used as indices must be long, int or bool tensors, "
+                                 f"got {item.dtype}")
+        elif isinstance(item, (list, np.ndarray)):
+            array = np.asarray(item)
+            spec.extend(np.nonzero(array) if array.dtype == bool else (array.astype(np.int64),))
+        elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):
+            spec.append(item)
+        else:
+            raise IndexError(f"index: unsupported index type {type(item).__name__} (expected "
+                             "int, slice, None, ..., a list, or an integer or bool tensor)")
+    return tuple(spec), index_nodes
+
+
+# --- running backward -------------------------------------------------------------------------
+
+def gradient_nodes(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
+                   targets: set[int] | None, create_graph: bool):
+    """Check the roots, seed their gradients, and build the backward graph (not realized)."""
+    roots, seeds = [], []
+    for k, (out, seed) in enumerate(zip(outputs, grad_outputs)):
+        if not out.requires_grad:
+            raise RuntimeError(f"element {k} of tensors does not require grad and does not "
+                               "have a grad_fn")
+        if seed is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seed_node = ops.constant(np.ones(out.shape, dtype=out.dtype))
+        else:
+            seed_node = as_tensor(seed, dtype=out.dtype)._node
+            if seed_node.shape != out.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of "
+                                   f"{seed_node.shape} and output[{k}] has a shape of "
+                                   f"{out.shape}.")
+        roots.append(out._node)
+        seeds.append(seed_node)
+    return backprop.gradients(roots, seeds, targets, create_graph)
+
+
+def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
+                 retain_graph: bool | None, create_graph: bool) -> None:
+    """``Tensor.backward``: accumulate gradients into ``.grad`` of leaves (and retainers)."""
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    grads, region = gradient_nodes(outputs, grad_outputs, None, create_graph)
+    updated = []
+    for node, g in grads:
+        owner = node.owner() if node.owner is not None else None
+        if owner is None:
+            continue
+        if owner.grad is None:
+            owner.grad = _wrap(g)
+        elif create_graph:
+            with naming(ACCUMULATE):
+                owner.grad = _wrap(ops.add_n(owner.grad._node, g))
+        else:
+            with naming(ACCUMULATE), _no_history():
+                owner.grad._rebind(ops.add_n(owner.grad._node, g))
+        updated.append(owner.grad._node)
+    execution.realize(updated, release=() if retain_graph else region)
+
+
+# --- factories -----------------------------------------------------------------------------
+
+def _default_dtype(array: np.ndarray, from_python: bool) -> np.dtype:
+    if array.dtype.kind == "f" and from_python:
+        return DEFAULT_FLOAT
+    if array.dtype.kind in "iu" and from_python:
+        return int64
+    return array.dtype
+
+
+def tensor(data: Any, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data``.
+
+    Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep
+    their dtype.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.tensor([[1.0, 2.0]]).dtype
+    dtype('float32')
+    """
+    if isinstance(data, Tensor):
+        data = data.detach()._value()
+    from_python = not isinstance(data, (np.ndarray, np.generic))
+    array = np.array(data)
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise TypeError(f"tensor: could not infer a numeric dtype from {type(data).__name__}")
+    target = np.dtype(dtype) if dtype is not None else _default_dtype(array, from_python)
+    return _leaf(array.astype(target, copy=False), requires_grad)
+
+
+def as_tensor(data: Any, dtype=None) -> Tensor:
+    """``data`` as a tensor, without copying a Tensor that already has the dtype.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> t = pargraph.ones(2); pargraph.as_tensor(t) is t
+    True
+    """
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype == np.dtype(dtype) else data.to(dtype)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``array`` (its dtype is kept).
+
+    Examples
+    --------
+    >>> import numpy as np, pargraph
+    >>> pargraph.from_numpy(np.arange(3.0)).dtype
+    dtype('float64')
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray (got {type(array).__name__})")
+    return _leaf(array, False)
+
+
+def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
+    t = _wrap(ops.constant(array))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
+    dtype = np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT
+    return _leaf(np.full(_shape_arg(shape), fill, dtype=dtype), requires_grad)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros (float32 by default).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.zeros(2, 3).shape
+    (2, 3)
+    """
+    return _filled(size, 0, dtype, requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (float32 by default).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.ones(2)
+    tensor([1., 1.])
+    """
+    return _filled(size, 1, dtype, requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with ``fill_value``; the dtype follows the value, as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.full((2,), 7).dtype
+    dtype('int64')
+    """
+    if dtype is None:
+        dtype = ops._scalar_dtype(_scalar(fill_value))
+    return _filled((size,) if isinstance(size, int) else tuple(size), fill_value, dtype,
+                   requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.zeros_like(pargraph.ones(2, dtype=pargraph.int64)).dtype
+    dtype('int64')
+    """
+    return _filled(t.shape, 0, dtype or t.dtype, requires_grad)
+
+
+def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.ones_like(pargraph.zeros(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    return _filled(t.shape, 1, dtype or t.dtype, requires_grad)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``fill_value`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.full_like(pargraph.zeros(2), 4.5).tolist()
+    [4.5, 4.5]
+    """
+    return _filled(t.shape, fill_value, dtype or t.dtype, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive); int64 if all arguments are ints.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.arange(0, 1, 0.25).tolist()
+    [0.0, 0.25, 0.5, 0.75]
+    """
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = int64 if is_int else DEFAULT_FLOAT
+    return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` (inclusive).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linspace(0, 1, 3).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    return _leaf(np.linspace(start, end, steps).astype(dtype or DEFAULT_FLOAT), requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+    """The identity matrix.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.eye(2).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _leaf(np.eye(n, m, dtype=dtype or DEFAULT_FLOAT), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Uniform random numbers in [0, 1), from the generator seeded by ``manual_seed``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> bool(((pargraph.rand(100) >= 0) & (pargraph.rand(100) < 1)).all())
+    True
+    """
+    dtype = np.dtype(dtype or DEFAULT_FLOAT)
+    return _leaf(_rng.random(_shape_arg(size), dtype=dtype), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal random numbers, from the generator seeded by ``manual_seed``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.randn(2, 3).shape
+    (2, 3)
+    """
+    dtype = np.dtype(dtype or DEFAULT_FLOAT)
+    return _leaf(_rng.standard_normal(_shape_arg(size), dtype=dtype), requires_grad)
+
+
+def randint(*args, size=None, dtype=None) -> Tensor:
+    """Random integers: ``randint(high, size)`` or ``randint(low, high, size)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> int(pargraph.randint(0, 3, (10,)).max()) < 3
+    True
+    """
+    if size is None:
+        *args, size = args
+    low, high = (0, args[0]) if len(args) == 1 else args
+    array = _rng.integers(low, high, size=_shape_arg((size,)))
+    return _leaf(array.astype(dtype or int64), False)
+
+
+def rand_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``rand`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.rand_like(pargraph.zeros(2, 2)).shape
+    (2, 2)
+    """
+    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``randn`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.randn_like(pargraph.zeros(3)).shape
+    (3,)
+    """
+    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+# --- functions over several tensors ----------------------------------------------------------
+
+def where(condition: Tensor, input: Any, other: Any) -> Tensor:
+    """Elements of ``input`` where ``condition`` holds, else of ``other``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.tensor([-1.0, 2.0])
+    >>> pargraph.where(x > 0, x, 0.0)
+    tensor([0., 2.])
+    """
+    return _wrap(ops.where(_operand(condition), _operand(input), _operand(other)))
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate tensors along an existing dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cat([pargraph.ones(2), pargraph.zeros(1)]).tolist()
+    [1.0, 1.0, 0.0]
+    """
+    nodes = [as_tensor(t)._node for t in tensors]
+    if not nodes:
+        raise RuntimeError("cat: expected a non-empty list of Tensors")
+    return _wrap(ops.cat(*nodes, dim=ops.normalize_dim(dim, len(nodes[0].shape))))
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Stack same-shaped tensors along a new dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.stack([pargraph.ones(2), pargraph.zeros(2)]).shape
+    (2, 2)
+    """
+    return _wrap(ops.stack([as_tensor(t)._node for t in tensors], dim))
+
+
+def compute(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Realize several tensors in one run (one dask graph); returns them.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a, b = pargraph.compute(pargraph.ones(2) + 1, pargraph.ones(2) * 3)
+    >>> a.tolist(), b.tolist()
+    ([2.0, 2.0], [3.0, 3.0])
+    """
+    execution.realize([t._node for t in tensors])
+    return tensors
+
+
+# --- repr --------------------------------------------------------------------------------------
+
+def _format_tensor(t: Tensor) -> str:
+    value = np.asarray(t.detach()._value())
+    body = _format_values(value)
+    extras = []
+    if value.dtype not in (float32, int64, bool_):
+        extras.append(f"dtype=pargraph.{value.dtype.name}")
+    if t._node.history:
+        extras.append(f"grad_fn=<{t._node.op.grad_name}>")
+    elif t.requires_grad:
+        extras.append("requires_grad=True")
+    return "tensor(" + ", ".join([body, *extras]) + ")"
+
+
+def _format_values(value: np.ndarray) -> str:
+    if value.size == 0:
+        return "[]" if value.ndim == 1 else f"[], size={value.shape}"
+    formatter: dict = {}
+    if value.dtype.kind == "f":
+        finite = value[np.isfinite(value)]
+        whole = finite.size == 0 or (np.all(finite == np.round(finite))
+                                     and np.abs(finite).max() < 1e8)
+        formatter["float_kind"] = (
+            (lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)) if whole
+            else (lambda v: f"{v:.4f}" if np.isfinite(v) else str(v))
+        )
+    return np.array2string(value, separator=", ", formatter=formatter or None,
+                           prefix="tensor(", threshold=1000)
