@@ -319,9 +319,12 @@ pow_.defvjp(
 
 @primitive("add_n", lambda *xs: _elementwise(*xs), grad_name="AddBackward0")
 def add_n(*xs):
-    total = np.add(xs[0], xs[1])
+    total = np.add(xs[0], xs[1])  # a fresh array: later terms may be added in place
     for x in xs[2:]:
-        np.add(total, x, out=total)
+        in_place = (type(total) is np.ndarray and np.ndim(x) > 0
+                    and np.shape(x) == total.shape[-np.ndim(x):]
+                    and np.result_type(total, x) == total.dtype)
+        total = np.add(total, x, out=total if in_place else None)
     return total
 add_n.defvjp_at(lambda k: lambda g, out, *xs: unbroadcast(g, xs[k].shape))
 

@@ -1105,14 +1105,18 @@ def _format_tensor(t: Tensor) -> str:
 def _format_values(value: np.ndarray) -> str:
     if value.size == 0:
         return "[]" if value.ndim == 1 else f"[], size={value.shape}"
-    formatter: dict = {}
-    if value.dtype.kind == "f":
-        finite = value[np.isfinite(value)]
-        whole = finite.size == 0 or (np.all(finite == np.round(finite))
-                                     and np.abs(finite).max() < 1e8)
-        formatter["float_kind"] = (
-            (lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)) if whole
-            else (lambda v: f"{v:.4f}" if np.isfinite(v) else str(v))
-        )
-    return np.array2string(value, separator=", ", formatter=formatter or None,
-                           prefix="tensor(", threshold=1000)
+    if value.dtype.kind != "f":
+        return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000)
+    finite = value[np.isfinite(value)]
+    whole = finite.size == 0 or (np.all(finite == np.round(finite))
+                                 and np.abs(finite).max() < 1e8)
+
+    def text(v: float) -> str:
+        if not np.isfinite(v):
+            return str(v)
+        return f"{v:.0f}." if whole else f"{v:.4f}"
+
+    # PyTorch pads every element to the width of the widest finite one.
+    width = max((len(text(v)) for v in finite.flat), default=0)
+    return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000,
+                           formatter={"float_kind": lambda v: text(v).rjust(width)})

@@ -1,0 +1,290 @@
+"""Autograd behaves as PyTorch's does: leaves, .grad accumulation, freeing, grad modes, grad()."""
+
+import numpy as np
+import pytest
+
+import pargraph
+
+
+def test_requires_grad_propagates_and_leaves_are_leaves():
+    w = pargraph.ones(3, requires_grad=True)
+    x = pargraph.ones(3)
+    y = w * x
+    assert w.is_leaf and x.is_leaf and not y.is_leaf
+    assert y.requires_grad and not (x * 2).requires_grad
+    assert w.grad_fn is None and y.grad_fn.name() == "MulBackward0"
+    assert (y + 1).grad_fn.name() == "AddBackward0"
+    assert (x ** 2).grad_fn is None
+
+
+def test_grad_fn_next_functions_reach_the_leaves():
+    w = pargraph.ones(3, requires_grad=True)
+    y = (w * 2).sum()
+    (mul_fn, _), = y.grad_fn.next_functions
+    assert mul_fn.name() == "MulBackward0"
+    (leaf_fn, _), = mul_fn.next_functions
+    assert leaf_fn.name() == "torch::autograd::AccumulateGrad" and leaf_fn.variable is w
+    x = pargraph.ones(3)
+    assert (w * x).grad_fn.next_functions[1][0] is None
+
+
+def test_grad_accumulates_across_backward_calls_and_zero_resets():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [5.0, 7.0]
+    grad = x.grad
+    x.grad.zero_()
+    assert grad.tolist() == [0.0, 0.0]
+
+
+def test_grad_accumulates_into_the_same_tensor_object():
+    x = pargraph.tensor([1.0], requires_grad=True)
+    (x * 2).sum().backward()
+    first = x.grad
+    (x * 2).sum().backward()
+    assert x.grad is first and first.tolist() == [4.0]
+
+
+def test_unused_leaf_keeps_grad_none():
+    a = pargraph.ones(2, requires_grad=True)
+    b = pargraph.ones(2, requires_grad=True)
+    (a * 2).sum().backward()
+    assert b.grad is None and a.grad is not None
+
+
+def test_non_leaf_has_no_grad_unless_retained():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3
+    k = x * 4
+    k.retain_grad()
+    (h * k).sum().backward()
+    assert h.grad is None
+    assert k.retains_grad and k.grad.tolist() == [3.0, 6.0]
+
+
+def test_fan_in_sums_gradient_contributions():
+    x = pargraph.tensor(2.0, requires_grad=True)
+    y = x * x + x.exp() + 3 * x  # x feeds three consumers
+    y.backward()
+    assert x.grad.item() == pytest.approx(4 + np.exp(2) + 3)
+
+
+def test_second_backward_raises_and_mentions_retain_graph():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    loss = (x.exp() * x).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        loss.backward()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    loss = (x.exp() * x).sum()
+    loss.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+
+
+def test_graph_values_are_freed_after_backward():
+    x = pargraph.randn(100, requires_grad=True)
+    hidden = [x.tanh()]
+    for _ in range(3):
+        hidden.append(hidden[-1].sin() * 2)
+    loss = hidden[-1].sum()
+    loss.item()  # realize the forward first: intermediates are saved for backward
+    intermediate_nodes = [h._node for h in hidden]
+    del hidden
+    assert all(n.value is not None for n in intermediate_nodes)
+    loss.backward()
+    assert all(n.value is None and n.freed for n in intermediate_nodes)
+    assert loss.item() == pytest.approx(loss.item())  # the loss itself is still readable
+
+
+def test_backward_on_non_scalar_needs_gradient():
+    x = pargraph.ones(3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar"):
+        y.backward()
+    y.backward(pargraph.tensor([1.0, 0.0, 2.0]))
+    assert x.grad.tolist() == [2.0, 0.0, 4.0]
+
+
+def test_backward_gradient_shape_mismatch():
+    y = pargraph.ones(3, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_output\[0\] has a shape"):
+        y.backward(pargraph.ones(2))
+
+
+def test_backward_on_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
+        (pargraph.ones(2) * 2).sum().backward()
+
+
+def test_detach_shares_value_and_leaves_graph():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.item if False else None
+    d = y.detach()
+    assert not d.requires_grad and d.is_leaf and d.grad_fn is None
+    assert d.tolist() == [2.0, 4.0]
+    realized = pargraph.tensor([5.0])
+    assert realized.detach().numpy() is realized.numpy()  # same array, no copy
+    (d * x).sum().backward()
+    assert x.grad.tolist() == [2.0, 4.0]  # nothing flowed through d
+
+
+def test_python_control_flow_on_item():
+    x = pargraph.tensor(3.0, requires_grad=True)
+    y = x * 2
+    while y.item() < 100:
+        y = y * 2
+    y.backward()
+    assert y.item() == 192.0 and x.grad.item() == 64.0
+
+
+def test_create_graph_gives_differentiable_gradients():
+    x = pargraph.tensor(2.0, requires_grad=True)
+    y = x ** 3
+    y.backward(create_graph=True)
+    assert x.grad.item() == 12.0 and x.grad.requires_grad
+    (g2,) = pargraph.autograd.grad(x.grad, x)
+    assert g2.item() == 12.0
+
+
+def test_autograd_grad_leaves_dot_grad_untouched():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    h = x * x
+    (gx, gh) = pargraph.autograd.grad(h.sum() * 2, [x, h])
+    assert gx.tolist() == [4.0, 8.0] and gh.tolist() == [2.0, 2.0]
+    assert x.grad is None
+
+
+def test_autograd_grad_unused_inputs():
+    x = pargraph.ones(2, requires_grad=True)
+    z = pargraph.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="allow_unused=True"):
+        pargraph.autograd.grad(y, [x, z], retain_graph=True)
+    gx, gz = pargraph.autograd.grad(y, [x, z], allow_unused=True)
+    assert gz is None and gx.tolist() == [2.0, 2.0]
+
+
+def test_autograd_grad_with_grad_outputs():
+    x = pargraph.ones(3, requires_grad=True)
+    (g,) = pargraph.autograd.grad(x * 5, x, grad_outputs=pargraph.tensor([1.0, 2.0, 3.0]))
+    assert g.tolist() == [5.0, 10.0, 15.0]
+
+
+def test_no_grad_and_friends():
+    w = pargraph.ones(2, requires_grad=True)
+    with pargraph.no_grad():
+        assert not (w * 2).requires_grad and not pargraph.is_grad_enabled()
+        with pargraph.enable_grad():
+            assert (w * 2).requires_grad
+    assert pargraph.is_grad_enabled()
+    with pargraph.inference_mode():
+        assert not (w * 2).requires_grad
+    with pargraph.set_grad_enabled(False):
+        assert not (w * 2).requires_grad
+    assert pargraph.is_grad_enabled()
+    pargraph.set_grad_enabled(False)
+    assert not pargraph.is_grad_enabled()
+    pargraph.set_grad_enabled(True)
+    assert pargraph.is_grad_enabled()
+
+
+def test_grad_modes_as_decorators():
+    w = pargraph.ones(2, requires_grad=True)
+
+    @pargraph.no_grad()
+    def double(t):
+        return t * 2
+
+    @pargraph.no_grad
+    def triple(t):
+        return t * 3
+
+    @pargraph.inference_mode()
+    def quadruple(t):
+        return t * 4
+
+    @pargraph.set_grad_enabled(False)
+    def quintuple(t):
+        return t * 5
+
+    assert pargraph.is_grad_enabled()
+    for fn in (double, triple, quadruple, quintuple):
+        assert not fn(w).requires_grad
+    assert (w * 2).requires_grad
+
+
+def test_requires_grad_is_refused_on_integer_tensors():
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype"):
+        pargraph.tensor([1, 2], requires_grad=True)
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype"):
+        pargraph.arange(3).requires_grad_()
+
+
+def test_requires_grad_can_only_change_on_leaves():
+    y = pargraph.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf"):
+        y.requires_grad_(False)
+
+
+def test_in_place_on_leaf_requiring_grad_is_refused_unless_no_grad():
+    w = pargraph.ones(2, requires_grad=True)
+    for method, arg in (("add_", 1.0), ("sub_", 1.0), ("mul_", 2.0), ("copy_", [3.0, 4.0])):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+            getattr(w, method)(arg)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        w.zero_()
+    with pargraph.no_grad():
+        w.sub_(pargraph.tensor([0.5, 1.0]), alpha=2)
+    assert w.tolist() == [0.0, -1.0]
+    assert w.is_leaf and w.requires_grad  # an updated parameter is still a parameter
+    (w * w).sum().backward()
+    assert w.grad.tolist() == [0.0, -2.0]
+
+
+def test_in_place_ops_on_plain_tensors():
+    x = pargraph.ones(3)
+    assert x.add_(2).mul_(3).sub_(pargraph.tensor([1.0, 2.0, 3.0])).tolist() == [8.0, 7.0, 6.0]
+    x.copy_(pargraph.tensor([9.0]))
+    assert x.tolist() == [9.0, 9.0, 9.0]
+    x.zero_()
+    assert x.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        x.add_(pargraph.ones(2, 3))
+    ints = pargraph.arange(3)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        ints.mul_(1.5)
+
+
+def test_in_place_on_non_leaf_keeps_gradients_correct():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.mul_(h)  # h = (2x)^2
+    assert h.grad_fn.name() == "MulBackward0"
+    h.sum().backward()
+    assert x.grad.tolist() == [8.0, 16.0]
+
+
+def test_gradcheck_reports_a_wrong_vjp():
+    from pargraph import ops
+
+    x = pargraph.randn(3, dtype=pargraph.float64, requires_grad=True)
+    original = ops.sin.vjps
+    ops.sin.defvjp(lambda g, out, x: ops.mul(g, ops.sin(x)))  # deliberately wrong
+    try:
+        with pytest.raises(pargraph.autograd.GradcheckError, match="Jacobian mismatch"):
+            pargraph.autograd.gradcheck(lambda t: t.sin(), (x,))
+        assert not pargraph.autograd.gradcheck(lambda t: t.sin(), (x,), raise_exception=False)
+    finally:
+        ops.sin.vjps = original
+
+
+def test_gradcheck_needs_float64():
+    with pytest.raises(ValueError, match="float64"):
+        pargraph.autograd.gradcheck(lambda t: t * 2, (pargraph.ones(2, requires_grad=True),))
