@@ -58,7 +58,8 @@ def grad(
     if not allow_unused and any(g is None for g in grads):
         raise RuntimeError("One of the differentiated Tensors appears to not have been used in "
                            "the graph. Set allow_unused=True if this is the desired behavior.")
-    execution.realize([g for g in grads if g is not None], release=() if retain_graph else region)
+    targets = [g for g in grads if g is not None] + [out._node for out in outputs]
+    execution.realize(targets, release=() if retain_graph else region)
     return tuple(None if g is None else Tensor(g) for g in grads)
 
 

@@ -774,7 +774,9 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
             with naming(ACCUMULATE), _no_history():
                 owner.grad._rebind(ops.add_n(owner.grad._node, g))
         updated.append(owner.grad._node)
-    execution.realize(updated, release=() if retain_graph else region)
+    # The roots too: the rest of the forward graph runs in the same dask graph as backward.
+    roots = [out._node for out in outputs]
+    execution.realize(updated + roots, release=() if retain_graph else region)
 
 
 # --- factories -----------------------------------------------------------------------------

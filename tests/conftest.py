@@ -15,7 +15,8 @@ def local_client():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client:
         yield client
 
 

@@ -1,0 +1,263 @@
+"""Execution on dask: one shared suite on every scheduler, concurrency, names, errors, scale."""
+
+import sys
+import threading
+import time
+import traceback
+
+import dask
+import numpy as np
+import pytest
+from dask.callbacks import Callback
+from dask.utils import key_split
+
+import pargraph
+from pargraph import execution, ops
+from tests.test_ops import CASES, _tensors
+
+
+def mlp_step(seed: int = 0):
+    """Forward and backward of a two-layer network with a shared input (a fan-in point)."""
+    rng = np.random.default_rng(seed)
+    x = pargraph.tensor(rng.standard_normal((8, 5)))
+    w1 = pargraph.tensor(rng.standard_normal((5, 6)), requires_grad=True)
+    w2 = pargraph.tensor(rng.standard_normal((6, 3)), requires_grad=True)
+    hidden = (x @ w1).tanh()
+    logits = hidden @ w2 + hidden[:, :3]  # hidden feeds two consumers
+    loss = -logits.log_softmax(1)[:, 0].mean()
+    loss.backward()
+    return loss.item(), w1.grad.numpy(), w2.grad.numpy(), (x, w1, w2)
+
+
+def numpy_mlp_step(x, w1, w2):
+    hidden = np.tanh(x @ w1)
+    logits = hidden @ w2 + hidden[:, :3]
+    shifted = logits - logits.max(1, keepdims=True)
+    probs = np.exp(shifted) / np.exp(shifted).sum(1, keepdims=True)
+    loss = -(shifted[:, 0] - np.log(np.exp(shifted).sum(1))).mean()
+    g_logits = probs.copy()
+    g_logits[:, 0] -= 1
+    g_logits /= len(x)
+    g_hidden = g_logits @ w2.T
+    g_hidden[:, :3] += g_logits
+    g_w2 = hidden.T @ g_logits
+    g_w1 = x.T @ (g_hidden * (1 - hidden ** 2))
+    return loss, g_w1, g_w2
+
+
+# --- the shared suite: every scheduler must pass it ------------------------------------------
+
+def test_training_step_matches_numpy(scheduler):
+    loss, g1, g2, (x, w1, w2) = mlp_step()
+    ref_loss, ref_g1, ref_g2 = numpy_mlp_step(x.numpy(), w1.detach().numpy(), w2.detach().numpy())
+    assert loss == pytest.approx(ref_loss, rel=1e-12)
+    np.testing.assert_allclose(g1, ref_g1, rtol=1e-10)
+    np.testing.assert_allclose(g2, ref_g2, rtol=1e-10)
+
+
+def test_results_are_identical_on_every_scheduler(scheduler):
+    loss, g1, g2, _ = mlp_step(seed=3)
+    with dask.config.set(scheduler="sync"):
+        ref_loss, ref_g1, ref_g2, _ = mlp_step(seed=3)
+    assert loss == ref_loss
+    np.testing.assert_array_equal(g1, ref_g1)
+    np.testing.assert_array_equal(g2, ref_g2)
+
+
+@pytest.mark.parametrize("name", ["matmul_broadcast", "softmax", "index_tensor", "max_dim",
+                                  "cat", "where", "prod_zero"])
+def test_ops_forward_and_backward_on_every_scheduler(scheduler, name):
+    case = next(c for c in CASES if c.name == name)
+    inputs = _tensors(case, requires_grad=True)
+    out = case.fn(*inputs)
+    np.testing.assert_allclose(out.detach().numpy(), case.ref(*case.inputs), rtol=1e-10)
+    assert pargraph.autograd.gradcheck(case.fn, inputs)
+
+
+def test_second_backward_error_on_every_scheduler(scheduler):
+    x = pargraph.ones(2, requires_grad=True)
+    loss = (x.exp() * 2).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        loss.backward()
+
+
+def test_task_errors_on_every_scheduler(scheduler):
+    x = pargraph.ones(3)
+    bad = x[pargraph.tensor([0, 7])]; line = sys._getframe().f_lineno  # noqa: E702
+    with pytest.raises(IndexError) as excinfo:
+        bad.numpy()
+    message = str(excinfo.value)
+    assert message.startswith("index: ") and "out of bounds" in message
+    assert f'{__file__}", line {line}' in message
+
+
+def test_compute_realizes_several_tensors_in_one_run(scheduler, monkeypatch):
+    runs = []
+    original = execution.run_graph
+    monkeypatch.setattr(execution, "run_graph", lambda g, k: runs.append(k) or original(g, k))
+    a = pargraph.arange(4.0) * 2
+    b = a + 1
+    c = a.sum()
+    pargraph.compute(b, c)
+    assert len(runs) == 1
+    assert b.tolist() == [1.0, 3.0, 5.0, 7.0] and c.item() == 12.0
+    assert len(runs) == 1  # the values were kept: reading them ran nothing
+
+
+# --- scheduling -----------------------------------------------------------------------------------
+
+def _record_matmul_intervals(monkeypatch):
+    intervals = []
+    forward = ops.matmul.forward
+
+    def recording(x, y):
+        start = time.perf_counter()
+        out = forward(x, y)
+        intervals.append((start, time.perf_counter(), threading.get_ident()))
+        return out
+
+    monkeypatch.setattr(ops.matmul, "forward", recording)
+    return intervals
+
+
+def _two_branches():
+    rng = np.random.default_rng(0)
+    a = pargraph.tensor(rng.standard_normal((300, 300)))
+    b = pargraph.tensor(rng.standard_normal((300, 300)))
+    left, right = a, b
+    for _ in range(4):  # matmul releases the GIL: these branches can truly run at once
+        left = (left @ a).tanh()
+        right = (right @ b).tanh()
+    return left, right
+
+
+def _overlaps(intervals):
+    return sum(
+        1 for i, (s1, e1, _) in enumerate(intervals) for s2, e2, _ in intervals[i + 1:]
+        if s1 < e2 and s2 < e1
+    )
+
+
+def test_independent_branches_overlap_on_threads_not_on_sync(monkeypatch):
+    intervals = _record_matmul_intervals(monkeypatch)
+    with dask.config.set(scheduler="sync"):
+        pargraph.compute(*_two_branches())
+    assert len(intervals) == 8 and _overlaps(intervals) == 0
+    intervals.clear()
+    with dask.config.set(scheduler="threads", num_workers=2):
+        pargraph.compute(*_two_branches())
+    assert len(intervals) == 8
+    assert len({thread for *_, thread in intervals}) == 2
+    assert _overlaps(intervals) >= 1
+
+
+def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    seen = []
+    forward = ops.exp.forward
+    monkeypatch.setattr(ops.exp, "forward", lambda x: seen.append(
+        [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]) or forward(x))
+    with dask.config.set(scheduler="threads"):
+        pargraph.ones(2).exp().numpy()
+    assert seen[-1] and all(n == 1 for n in seen[-1])
+    with dask.config.set({"scheduler": "threads", "pargraph.limit-blas": False}):
+        pargraph.ones(2).exp().numpy()
+    outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert seen[-1] == outside
+
+
+def test_default_scheduler_is_threaded():
+    with dask.config.set(scheduler=None):
+        assert execution.choose_scheduler() is dask.threaded.get
+
+
+def test_values_are_computed_once(monkeypatch):
+    calls = []
+    forward = ops.sin.forward
+    monkeypatch.setattr(ops.sin, "forward", lambda x: calls.append(1) or forward(x))
+    y = pargraph.ones(3).sin()
+    z = y * 2
+    y.numpy()
+    z.numpy()
+    repr(y)
+    assert len(calls) == 1
+
+
+def test_forward_and_backward_run_as_one_graph(monkeypatch):
+    runs = []
+    original = execution.run_graph
+    monkeypatch.setattr(execution, "run_graph", lambda g, k: runs.append(set(g)) or original(g, k))
+    w = pargraph.ones(3, requires_grad=True)
+    loss = (w.exp() * w).sum()
+    loss.backward()
+    assert len(runs) == 1
+    groups = {key_split(k) for k in runs[0]}
+    assert {"exp", "mul", "sum", "mul_backward", "exp_backward", "accumulate_grad"} <= groups
+
+
+def test_task_names_group_forward_backward_and_accumulation_apart():
+    executed = []
+    w = pargraph.randn(4, 3, requires_grad=True)
+    x = pargraph.randn(5, 4)
+    hidden = (x @ w).relu()
+    loss = (hidden * hidden + hidden).sum()
+    with Callback(pretask=lambda key, dsk, state: executed.append(key)):
+        loss.backward()
+    groups = {key_split(k) for k in executed}
+    forward = {"matmul", "relu", "mul", "add", "sum"}
+    # add's vjp passes g through unchanged, so it emits no node of its own.
+    backward = {"matmul_backward", "relu_backward", "mul_backward", "sum_backward"}
+    assert forward <= groups and backward <= groups and "accumulate_grad" in groups
+    assert not forward & (groups - forward)
+
+
+def test_errors_in_tasks_keep_their_type_and_hide_dask_frames():
+    x = pargraph.arange(3)
+    bad = x ** -1; line = sys._getframe().f_lineno  # noqa: E702
+    with pytest.raises(ValueError, match="^pow: Integers to negative integer powers") as excinfo:
+        bad.tolist()
+    assert f"line {line}" in str(excinfo.value)
+    frames = traceback.extract_tb(excinfo.value.__traceback__)
+    assert not any("dask" in frame.filename for frame in frames)
+
+
+def test_long_chain_builds_runs_and_backpropagates_without_recursion():
+    x = pargraph.tensor(1.0, dtype=pargraph.float64, requires_grad=True)
+    y = x
+    for _ in range(50_000):
+        y = y * 1.00001
+        y = y - 0.00001
+    assert len(pargraph.graph.toposort([y._node])) == 100_001
+    with dask.config.set(scheduler="sync"):
+        y.backward()
+    assert y.item() == pytest.approx(1.0, rel=1e-6)
+    assert x.grad.item() == pytest.approx(1.00001 ** 50_000, rel=1e-9)
+
+
+# --- the dask collection protocol -----------------------------------------------------------------
+
+def test_tensors_are_dask_collections():
+    a = pargraph.ones(3) * 2
+    b = a.sum()
+    assert dask.is_dask_collection(a)
+    ra, rb = dask.compute(a, b)
+    np.testing.assert_array_equal(ra, [2.0, 2.0, 2.0])
+    assert rb == 6.0
+    assert dask.base.tokenize(a) != dask.base.tokenize(b)
+    assert a.__dask_keys__() == [a._node.key]
+
+
+def test_dask_visualize_draws_the_graph(tmp_path):
+    pytest.importorskip("graphviz")
+    path = tmp_path / "graph.svg"
+    t = (pargraph.ones(3).exp() + 1).sum()
+    dask.visualize(t, filename=str(path))
+    svg = path.read_text()
+    assert "exp" in svg and "sum" in svg
+
+
+def test_client_compute(local_client):
+    t = (pargraph.arange(4.0) ** 2).sum()
+    assert local_client.compute(t).result() == 14.0
