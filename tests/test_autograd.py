@@ -125,7 +125,6 @@ def test_backward_on_tensor_without_grad_raises():
 def test_detach_shares_value_and_leaves_graph():
     x = pargraph.tensor([1.0, 2.0], requires_grad=True)
     y = x * 2
-    y.item if False else None
     d = y.detach()
     assert not d.requires_grad and d.is_leaf and d.grad_fn is None
     assert d.tolist() == [2.0, 4.0]
