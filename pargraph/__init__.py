@@ -4,7 +4,7 @@ PyTorch-style tensors record a graph; ``backward()`` extends it with gradient no
 forward and backward together, independent branches at the same time.
 """
 
-from pargraph import autograd
+from pargraph import autograd, nn, optim, utils
 from pargraph.grad_mode import (
     enable_grad,
     inference_mode,
@@ -12,6 +12,7 @@ from pargraph.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from pargraph.serialization import load, save
 from pargraph.tensor import (
     Tensor,
     arange,
@@ -74,7 +75,8 @@ for _name in _METHODS:
 del _name
 
 __all__ = [
-    "Tensor", "autograd", "compute", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
+    "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "compute", "tensor",
+    "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",

@@ -839,6 +839,11 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return _leaf(array, False)
 
 
+def empty_for_init(*size: int) -> Tensor:
+    """An uninitialized float32 tensor, for layers that initialize their parameters next."""
+    return _leaf(np.empty(size, dtype=DEFAULT_FLOAT), False)
+
+
 def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
     t = _wrap(ops.constant(array))
     if requires_grad:

@@ -1,0 +1,234 @@
+"""``pargraph.nn.functional``: layers and losses as functions, composed of pargraph ops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pargraph.tensor import Tensor, arange, as_tensor, default_generator, from_numpy
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def relu(input: Tensor) -> Tensor:
+    """max(x, 0).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.relu(pargraph.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
+    return input.relu()
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.sigmoid(pargraph.zeros(1))
+    tensor([0.5000])
+    """
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    """The hyperbolic tangent.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.tanh(pargraph.zeros(1))
+    tensor([0.])
+    """
+    return input.tanh()
+
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    """exp(x) normalized along ``dim`` (computed stably).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.softmax(pargraph.zeros(2), dim=0)
+    tensor([0.5000, 0.5000])
+    """
+    return input.softmax(dim)
+
+
+def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """log(softmax(x)) along ``dim``, computed stably.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> round(F.log_softmax(pargraph.zeros(2), dim=0)[0].item(), 4)
+    -0.6931
+    """
+    return input.log_softmax(dim)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by 1/(1-p) (in training only).
+
+    The mask comes from the generator seeded by ``pargraph.manual_seed``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.dropout(pargraph.ones(3), p=0.5, training=False)
+    tensor([1., 1., 1.])
+    """
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    keep = default_generator().random(input.shape) >= p
+    return input * from_numpy((keep / (1 - p)).astype(input.dtype))
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.linear(pargraph.ones(1, 2), pargraph.ones(3, 2), pargraph.zeros(3))
+    tensor([[2., 2., 2.]])
+    """
+    out = input @ weight.T
+    return out if bias is None else out + bias
+
+
+def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
+    if input.shape != target.shape:
+        raise ValueError(f"{op}: target size {target.shape} must be the same as input size "
+                         f"{input.shape}")
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.mse_loss(pargraph.tensor([1.0, 3.0]), pargraph.tensor([1.0, 1.0]))
+    tensor(2.)
+    """
+    target = as_tensor(target)
+    _same_shape(input, target, "mse_loss")
+    diff = input - target
+    return _reduce(diff * diff, reduction, "mse_loss")
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean absolute error.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.l1_loss(pargraph.tensor([1.0, 3.0]), pargraph.tensor([1.0, 1.0]))
+    tensor(1.)
+    """
+    target = as_tensor(target)
+    _same_shape(input, target, "l1_loss")
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of probabilities; logs are clamped at -100, as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> round(F.binary_cross_entropy(pargraph.tensor([0.5]), pargraph.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    target = as_tensor(target, dtype=input.dtype)
+    _same_shape(input, target, "binary_cross_entropy")
+    log_p = input.log().clamp(min=-100)
+    log_not_p = (1 - input).log().clamp(min=-100)
+    return _reduce(-(target * log_p + (1 - target) * log_not_p), reduction,
+                   "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
+                                     reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of logits, computed stably: max(x, 0) - x*y + log(1 + exp(-|x|)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.tensor([0.0])
+    >>> round(F.binary_cross_entropy_with_logits(x, pargraph.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    target = as_tensor(target, dtype=input.dtype)
+    _same_shape(input, target, "binary_cross_entropy_with_logits")
+    loss = input.relu() - input * target + (1 + (-input.abs()).exp()).log()
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def _check_class_targets(input: Tensor, target: Tensor, op: str) -> None:
+    if input.ndim not in (1, 2):
+        raise ValueError(f"{op}: expected input of shape (N, C) or (C,), got {input.shape}")
+    if target.dtype.kind not in "iu":
+        raise ValueError(f"{op}: expected class indices of an integer dtype as target, got "
+                         f"{target.dtype}")
+    expected = input.shape[:-1]
+    if target.shape != expected:
+        raise ValueError(f"{op}: expected target of shape {expected} for input of shape "
+                         f"{input.shape}, got {target.shape}")
+    if target._node.value is not None and target.numel():
+        # Targets are data, so usually known: check them here, at the user's line.
+        values = np.asarray(target._node.value)
+        classes = input.shape[-1]
+        bad = values[(values < 0) | (values >= classes)]
+        if bad.size:
+            raise IndexError(f"{op}: target {int(bad.flat[0])} is out of bounds for {classes} "
+                             f"classes (expected class indices in [0, {classes - 1}])")
+
+
+def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices, given log-probabilities.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.nll_loss(pargraph.tensor([[-1.0, -2.0]]), pargraph.tensor([1]))
+    tensor(2.)
+    """
+    target = as_tensor(target)
+    _check_class_targets(input, target, "nll_loss")
+    if input.ndim == 1:
+        picked = input[target]
+    else:
+        picked = input[arange(input.shape[0]), target]
+    return _reduce(-picked, reduction, "nll_loss")
+
+
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Cross-entropy of logits against class indices: nll_loss(log_softmax(x)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> round(F.cross_entropy(pargraph.zeros(1, 2), pargraph.tensor([0])).item(), 4)
+    0.6931
+    """
+    target = as_tensor(target)
+    _check_class_targets(input, target, "cross_entropy")
+    return nll_loss(input.log_softmax(-1), target, reduction)

@@ -1,0 +1,121 @@
+"""``pargraph.nn.init``: fill parameters in place, from the generator ``manual_seed`` seeds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pargraph.nn.module import assign
+from pargraph.tensor import Tensor, default_generator
+
+
+def _fans(t: Tensor) -> tuple[int, int]:
+    if t.ndim < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
+                         "dimensions")
+    receptive = int(np.prod(t.shape[2:])) if t.ndim > 2 else 1
+    return t.shape[1] * receptive, t.shape[0] * receptive
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The recommended gain for a nonlinearity, as in PyTorch.
+
+    Examples
+    --------
+    >>> from pargraph.nn import init
+    >>> round(init.calculate_gain("relu"), 4)
+    1.4142
+    """
+    if nonlinearity in ("linear", "sigmoid", "identity"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def zeros_(t: Tensor) -> Tensor:
+    """Fill with zeros.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.zeros_(pargraph.ones(2)).tolist()
+    [0.0, 0.0]
+    """
+    assign(t, np.zeros(t.shape))
+    return t
+
+
+def ones_(t: Tensor) -> Tensor:
+    """Fill with ones.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.ones_(pargraph.zeros(2)).tolist()
+    [1.0, 1.0]
+    """
+    assign(t, np.ones(t.shape))
+    return t
+
+
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fill with samples of N(mean, std²).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.normal_(pargraph.zeros(3), std=0.0).tolist()
+    [0.0, 0.0, 0.0]
+    """
+    assign(t, default_generator().normal(mean, std, t.shape))
+    return t
+
+
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    """Fill with samples of U(a, b).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> bool((init.uniform_(pargraph.zeros(100), -1, 1).abs() <= 1).all())
+    True
+    """
+    assign(t, default_generator().uniform(a, b, t.shape))
+    return t
+
+
+def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """Glorot initialization: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.xavier_uniform_(pargraph.zeros(3, 5)).shape
+    (3, 5)
+    """
+    fan_in, fan_out = _fans(t)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -bound, bound)
+
+
+def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu") -> Tensor:
+    """He initialization: U(-b, b) with b = gain * sqrt(3 / fan), as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.kaiming_uniform_(pargraph.zeros(4, 9)).abs().max().item() <= (6 / 9) ** 0.5
+    True
+    """
+    fan_in, fan_out = _fans(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
+    return uniform_(t, -bound, bound)

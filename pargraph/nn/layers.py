@@ -1,0 +1,295 @@
+"""Layers and containers: Linear, activations, Dropout, Flatten, Identity, Sequential, ..."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pargraph.nn import functional as F
+from pargraph.nn import init
+from pargraph.nn.module import Module, Parameter
+from pargraph.tensor import Tensor, empty_for_init
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, with PyTorch's default initialization.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> layer = pargraph.nn.Linear(3, 2)
+    >>> layer(pargraph.ones(4, 3)).shape
+    (4, 2)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(empty_for_init(out_features, in_features))
+        self.bias = Parameter(empty_for_init(out_features)) if bias else None
+        if not bias:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if not input.shape or input.shape[-1] != self.in_features:
+            raise RuntimeError(
+                f"{self.describe()}: expected input with last dimension {self.in_features} "
+                f"(in_features), got input of shape {input.shape}"
+            )
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class ReLU(Module):
+    """Elementwise max(x, 0).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.ReLU()(pargraph.tensor([-1.0, 1.0]))
+    tensor([0., 1.])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu(input)
+
+
+class Sigmoid(Module):
+    """Elementwise logistic function.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Sigmoid()(pargraph.zeros(1))
+    tensor([0.5000])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.sigmoid(input)
+
+
+class Tanh(Module):
+    """Elementwise hyperbolic tangent.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Tanh()(pargraph.zeros(1))
+    tensor([0.])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.tanh(input)
+
+
+class Softmax(Module):
+    """Softmax along ``dim``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Softmax(dim=0)(pargraph.zeros(2))
+    tensor([0.5000, 0.5000])
+    """
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Dropout(Module):
+    """Zero elements with probability ``p`` in training mode; the identity in eval mode.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Dropout(0.5).eval()(pargraph.ones(2))
+    tensor([1., 1.])
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace=False"
+
+
+class Flatten(Module):
+    """Flatten dimensions ``start_dim`` to ``end_dim`` (the batch dimension stays).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Flatten()(pargraph.zeros(2, 3, 4)).shape
+    (2, 12)
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Identity(Module):
+    """Return the input unchanged.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.ones(1); pargraph.nn.Identity()(x) is x
+    True
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+class Sequential(Module):
+    """Modules applied one after another; indexable, sliceable, with ``len``.
+
+    Examples
+    --------
+    >>> from pargraph import nn
+    >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    >>> len(model), type(model[1]).__name__, len(model[:2])
+    (3, 'ReLU', 2)
+    """
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, module in modules[0].items():
+                self.add_module(name, module)
+        else:
+            for index, module in enumerate(modules):
+                self.add_module(str(index), module)
+
+    def __getitem__(self, index: int | slice) -> Module:
+        items = list(self._modules.items())
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(items[index]))
+        return items[index][1]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def forward(self, input: Any) -> Any:
+        for module in self:
+            input = module(input)
+        return input
+
+
+class ModuleList(Module):
+    """A list of modules, registered so their parameters are found.
+
+    Examples
+    --------
+    >>> from pargraph import nn
+    >>> layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    >>> len(list(layers.parameters()))
+    6
+    """
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        for module in modules or ():
+            self.append(module)
+
+    def __getitem__(self, index: int | slice) -> Module | ModuleList:
+        values = list(self._modules.values())
+        return ModuleList(values[index]) if isinstance(index, slice) else values[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> ModuleList:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for module in modules:
+            self.append(module)
+        return self
+
+
+class ModuleDict(Module):
+    """A dict of modules, registered so their parameters are found.
+
+    Examples
+    --------
+    >>> from pargraph import nn
+    >>> heads = nn.ModuleDict({"a": nn.Linear(2, 1), "b": nn.Linear(2, 1)})
+    >>> sorted(heads.keys())
+    ['a', 'b']
+    """
+
+    def __init__(self, modules: Mapping[str, Module] | None = None) -> None:
+        super().__init__()
+        for name, module in (modules or {}).items():
+            self[name] = module
+
+    def __getitem__(self, name: str) -> Module:
+        return self._modules[name]
+
+    def __setitem__(self, name: str, module: Module) -> None:
+        self.add_module(name, module)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()

@@ -1,0 +1,288 @@
+"""``Module`` and ``Parameter``: registration by attribute, dotted names, state dicts."""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from pargraph import ops
+from pargraph.grad_mode import no_grad
+from pargraph.tensor import Tensor, as_tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a Module registers as a learnable parameter (``requires_grad=True``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> p = pargraph.nn.Parameter(pargraph.zeros(2))
+    >>> p.requires_grad, p.is_leaf
+    (True, True)
+    """
+
+    def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
+        data = as_tensor(np.zeros(0, np.float32) if data is None else data)
+        value = data.detach()._value()
+        super().__init__(ops.constant(value))
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol: int):
+        return Parameter, (self.detach().numpy(), self.requires_grad)
+
+
+def assign(t: Tensor, value: Any) -> None:
+    """Replace the value of a leaf tensor (a parameter), keeping ``requires_grad``."""
+    array = np.array(value, dtype=t.dtype, copy=True)
+    if array.shape != t.shape:
+        raise RuntimeError(f"cannot assign a value of shape {array.shape} to a tensor of shape "
+                           f"{t.shape}")
+    with no_grad():
+        t._rebind(ops.constant(array))
+
+
+class Module:
+    """Base class of layers and models, as in PyTorch.
+
+    Assigning a Parameter or a Module to an attribute registers it; ``named_parameters`` gives
+    dotted names such as ``layer1.weight`` or ``0.bias``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph import nn
+    >>> class Net(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc = nn.Linear(2, 1)
+    ...     def forward(self, x):
+    ...         return self.fc(x)
+    >>> [name for name, _ in Net().named_parameters()]
+    ['fc.weight', 'fc.bias']
+    """
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parent", None)
+        object.__setattr__(self, "_name_in_parent", None)
+
+    # --- registration -------------------------------------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign to a Module before Module.__init__() is called")
+        for registry in (self._parameters, self._buffers, self._modules):
+            registry.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+            if value._parent is None:
+                object.__setattr__(value, "_parent", weakref.ref(self))
+                object.__setattr__(value, "_name_in_parent", name)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        for registry in ("_parameters", "_buffers", "_modules"):
+            found = self.__dict__.get(registry, {})
+            if name in found:
+                return found[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in (self._parameters, self._buffers, self._modules):
+            if name in registry:
+                del registry[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """Register a tensor that is state but not a parameter (it is in ``state_dict``)."""
+        self._buffers[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        if module is None:
+            self._modules[name] = None
+        else:
+            setattr(self, name, module)
+
+    def path(self) -> str:
+        """This module's dotted name inside the model that holds it (``""`` at the top)."""
+        names, module = [], self
+        while module._parent is not None and module._parent() is not None:
+            names.append(module._name_in_parent)
+            module = module._parent()
+        return ".".join(reversed(names))
+
+    # --- traversal ----------------------------------------------------------------------
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True
+                         ) -> Iterator[tuple[str, Parameter]]:
+        seen: set[int] = set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, param in module._parameters.items():
+                if param is None or id(param) in seen:
+                    continue
+                seen.add(id(param))
+                yield (f"{module_prefix}.{name}" if module_prefix else name), param
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        for module_prefix, module in self.named_modules(prefix=prefix):
+            for name, buffer in module._buffers.items():
+                if buffer is not None:
+                    yield (f"{module_prefix}.{name}" if module_prefix else name), buffer
+
+    def buffers(self) -> Iterator[Tensor]:
+        for _, buffer in self.named_buffers():
+            yield buffer
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, module in self._modules.items():
+            if module is not None:
+                yield name, module
+
+    def children(self) -> Iterator[Module]:
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        seen: set[int] = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = [(f"{name}.{child_name}" if name else child_name, child)
+                        for child_name, child in module.named_children()]
+            stack.extend(reversed(children))
+
+    def modules(self) -> Iterator[Module]:
+        for _, module in self.named_modules():
+            yield module
+
+    def apply(self, fn) -> Module:
+        for module in list(self.modules())[::-1]:
+            fn(module)
+        return self
+
+    # --- modes and gradients ------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> Module:
+        for module in self.modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for param in self.parameters():
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+            else:
+                param.grad.zero_()
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for param in self.parameters():
+            param.requires_grad_(requires_grad)
+        return self
+
+    # --- state --------------------------------------------------------------------------
+
+    def state_dict(self) -> OrderedDict[str, Tensor]:
+        """Parameters and buffers by dotted name, detached (values are gathered if needed)."""
+        state: OrderedDict[str, Tensor] = OrderedDict()
+        for name, param in self.named_parameters():
+            state[name] = param.detach()
+        for name, buffer in self.named_buffers():
+            state[name] = buffer.detach()
+        return state
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True):
+        """Copy values (tensors or numpy arrays) into the parameters and buffers.
+
+        With ``strict``, missing and unexpected keys raise; a shape mismatch always raises,
+        naming the key. Returns ``(missing_keys, unexpected_keys)``.
+        """
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in unexpected))
+        values = {}
+        for name, target in own.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            array = value.detach()._value() if isinstance(value, Tensor) else np.asarray(value)
+            if array.shape != target.shape:
+                errors.append(f'size mismatch for {name}: copying a param with shape '
+                              f'{array.shape} from checkpoint, the shape in current model is '
+                              f'{target.shape}.')
+            values[name] = array
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
+        for name, array in values.items():
+            assign(own[name], array)
+        return missing, unexpected
+
+    # --- calling and printing -----------------------------------------------------------
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required "
+                                  "\"forward\" function")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, module in self._modules.items():
+            child = repr(module).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {child}")
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}({extra}" if extra else f"{type(self).__name__}("
+        return head + "\n" + "\n".join(lines) + "\n)"
+
+    def describe(self) -> str:
+        """``Linear(in_features=4, ...)`` and its path in the model, for error messages."""
+        path = self.path()
+        text = f"{type(self).__name__}({self.extra_repr()})"
+        return f"{text} at '{path}'" if path else text

@@ -1,0 +1,8 @@
+"""``pargraph.optim``: optimizers whose updates run as one dask graph per step."""
+
+from pargraph.optim import lr_scheduler
+from pargraph.optim.adam import Adam, AdamW
+from pargraph.optim.optimizer import Optimizer
+from pargraph.optim.sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]

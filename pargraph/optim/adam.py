@@ -1,0 +1,77 @@
+"""Adam and AdamW (PyTorch's formulas, including amsgrad)."""
+
+from __future__ import annotations
+
+import math
+
+from pargraph.optim.optimizer import Optimizer
+from pargraph.tensor import Tensor, zeros_like
+
+
+class Adam(Optimizer):
+    """Adam; ``weight_decay`` adds an L2 term to the gradient.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.Adam([w], lr=0.1)
+    >>> (w * 2).sum().backward(); opt.step(); w
+    tensor([0.9000], requires_grad=True)
+    """
+
+    name = "adam"
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False):
+        if lr < 0 or eps < 0 or weight_decay < 0:
+            raise ValueError(f"Invalid lr {lr}, eps {eps} or weight_decay {weight_decay}")
+        if not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"Invalid beta parameters: {betas}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad))
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        beta1, beta2 = group["betas"]
+        lr, decay = group["lr"], group["weight_decay"]
+        step = state.get("step", 0) + 1
+        m = state.get("exp_avg", None)
+        v = state.get("exp_avg_sq", None)
+        m = zeros_like(param) if m is None else m
+        v = zeros_like(param) if v is None else v
+        if decay and self.decoupled:
+            param = param * (1 - lr * decay)
+        elif decay:
+            grad = grad + decay * param
+        m = m * beta1 + (1 - beta1) * grad
+        v = v * beta2 + (1 - beta2) * grad * grad
+        new_state = {"step": step, "exp_avg": m, "exp_avg_sq": v}
+        if group["amsgrad"]:
+            v_max = state.get("max_exp_avg_sq")
+            v = v if v_max is None else v_max.maximum(v)
+            new_state["max_exp_avg_sq"] = v
+        bias1 = 1 - beta1 ** step
+        bias2_sqrt = math.sqrt(1 - beta2 ** step)
+        denom = v.sqrt() / bias2_sqrt + group["eps"]
+        return param - (lr / bias1) * (m / denom), new_state
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 0.01), as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.AdamW([w], lr=0.1, weight_decay=0.5)
+    >>> (w * 0).sum().backward(); opt.step(); w
+    tensor([0.9500], requires_grad=True)
+    """
+
+    name = "adamw"
+    decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)

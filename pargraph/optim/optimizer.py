@@ -1,0 +1,160 @@
+"""The optimizer base class: parameter groups, state, and a step that is all-or-nothing.
+
+``step()`` records every parameter's update (and new optimizer state) as graph nodes in the
+``update`` phase, realizes them all in one dask run, so that the updates of independent
+parameters run in parallel, and only then points parameters and state at the results. If the
+run fails, parameters and state stay exactly as they were before the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pargraph import execution
+from pargraph.grad_mode import enable_grad, no_grad
+from pargraph.graph import UPDATE, naming
+from pargraph.tensor import Tensor, as_tensor
+
+_required = object()
+
+
+class Optimizer:
+    """Base class: subclasses implement ``update(param, grad, state, group)``, returning the
+    new parameter value and the new state, both as (lazy) tensors or numbers."""
+
+    name = "optimizer"
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict) -> None:
+        self.defaults = defaults
+        self.param_groups: list[dict] = []
+        self.state: dict[Tensor, dict] = {}
+        params = list(params)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, group: dict) -> None:
+        """Add a group of parameters with their own hyperparameters."""
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for k, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: parameter {k} is a "
+                                f"{type(p).__name__}, expected a Tensor")
+            if not p.is_leaf:
+                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor "
+                                 f"(parameter {k} has grad_fn={p.grad_fn.name()}); pass leaf "
+                                 "tensors such as model.parameters()")
+            if not p.requires_grad:
+                raise ValueError(f"{type(self).__name__}: parameter {k} does not require "
+                                 "gradients")
+        known = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in known for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        filled = {**self.defaults, **group, "params": params}
+        for key, value in filled.items():
+            if value is _required:
+                raise ValueError(f"{type(self).__name__}: parameter group didn't specify a "
+                                 f"value of required optimization parameter {key}")
+        filled.setdefault("initial_lr", filled.get("lr"))
+        self.param_groups.append(filled)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all parameters (to ``None`` by default, as in PyTorch)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        raise NotImplementedError
+
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:
+        """Update every parameter that has a gradient, in one dask run."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        pending: list[tuple[Tensor, Tensor, dict]] = []
+        with no_grad(), naming(UPDATE, self.name):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    new_param, new_state = self.update(p, p.grad, dict(self.state.get(p, {})),
+                                                       group)
+                    pending.append((p, new_param, new_state))
+        nodes = [new_param._node for _, new_param, _ in pending]
+        nodes += [v._node for *_, state in pending for v in state.values()
+                  if isinstance(v, Tensor)]
+        execution.realize(nodes)  # raises before anything is committed
+        with no_grad():
+            for p, new_param, new_state in pending:
+                p._rebind(new_param._node)
+                self.state[p] = new_state
+        return loss
+
+    def state_dict(self) -> dict:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}``."""
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            ids = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": ids})
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: v.detach() if isinstance(v, Tensor) else v
+                                           for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore hyperparameters and state saved by ``state_dict``."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
+                             f"optimizer has {len(self.param_groups)}")
+        for k, (saved, own) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(own["params"]):
+                raise ValueError(f"loaded state dict contains a parameter group {k} of size "
+                                 f"{len(saved['params'])} that doesn't match the size of "
+                                 f"optimizer's group ({len(own['params'])})")
+        state = {int(k): v for k, v in state_dict["state"].items()}
+        new_state: dict[Tensor, dict] = {}
+        for saved, own in zip(groups, self.param_groups):
+            for index, p in zip(saved["params"], own["params"]):
+                if int(index) in state:
+                    new_state[p] = {
+                        k: _restore(v, p) for k, v in state[int(index)].items()
+                    }
+            own.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for k, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {k}")
+            lines += [f"    {key}: {value}" for key, value in sorted(group.items())
+                      if key != "params"]
+        return "\n".join(lines + [")"])
+
+
+def _restore(value: Any, param: Tensor) -> Any:
+    if isinstance(value, (int, float)) or value is None:
+        return value
+    restored = as_tensor(value)
+    return restored.to(param.dtype) if restored.dtype.kind == "f" else restored
+
+
+required = _required
