@@ -1,0 +1,154 @@
+"""Classify real handwritten digits (scikit-learn's bundled 8x8 digits) with an MLP.
+
+Trains on local threads, checkpoints every epoch (``--resume`` continues from the last one),
+and writes a PNG of the loss and accuracy curves.
+
+    python demos/digits.py                 # ~97% test accuracy in a few seconds
+    python demos/digits.py --epochs 5 --checkpoint /tmp/d.npz && \\
+        python demos/digits.py --epochs 10 --checkpoint /tmp/d.npz --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+
+import pargraph  # noqa: E402
+from pargraph import nn, optim  # noqa: E402
+from pargraph.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=20, help="total epochs (default: 20)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
+    parser.add_argument("--hidden", type=int, default=128, help="width of the hidden layers")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint", default=os.path.join(common.OUT, "digits.npz"),
+                        help="checkpoint written after every epoch")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from --checkpoint up to --epochs")
+    parser.add_argument("--plot", default=os.path.join(common.OUT, "digits.png"),
+                        help="PNG of the loss and accuracy curves ('' to skip)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    common.add_execution_args(parser)
+    return parser.parse_args(argv)
+
+
+def load_data(seed: int):
+    """scikit-learn's digits (1,797 images, shipped with the package): a fixed 80/20 split."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = (digits.data / 16.0).astype(np.float32)
+    labels = digits.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(images))
+    test, train = order[:360], order[360:]
+    return (images[train], labels[train]), (images[test], labels[test])
+
+
+def build_model(hidden: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(64, hidden), nn.ReLU(),
+        nn.Linear(hidden, hidden), nn.ReLU(),
+        nn.Linear(hidden, 10),
+    )
+
+
+def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
+    model.eval()
+    with pargraph.no_grad():
+        predicted = model(pargraph.tensor(images)).argmax(1)
+        correct = (predicted == pargraph.tensor(labels)).float().mean().item()
+    model.train()
+    return correct
+
+
+def train(args: argparse.Namespace) -> dict:
+    (train_x, train_y), (test_x, test_y) = load_data(args.seed)
+    pargraph.manual_seed(args.seed)
+    model = build_model(args.hidden)
+    opt = optim.Adam(model.parameters(), lr=args.lr)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = DataLoader(TensorDataset(pargraph.tensor(train_x), pargraph.tensor(train_y)),
+                        batch_size=args.batch_size, shuffle=True)
+    history = {"loss": [], "accuracy": []}
+    first_epoch = 0
+    if args.resume and os.path.exists(args.checkpoint):
+        state = pargraph.load(args.checkpoint)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        history = state["history"]
+        first_epoch = state["epoch"] + 1
+        print(f"resumed from {args.checkpoint} after epoch {first_epoch}")
+
+    start = time.perf_counter()
+    for epoch in range(first_epoch, args.epochs):
+        # Seeding per epoch makes a resumed run repeat exactly what an uninterrupted one does.
+        pargraph.manual_seed(args.seed * 100_003 + epoch)
+        total, batches = 0.0, 0
+        bar = common.progress(loader, f"epoch {epoch + 1}/{args.epochs}", args.quiet)
+        for images, labels in bar:
+            opt.zero_grad()
+            loss = loss_fn(model(images), labels)
+            loss.backward()
+            opt.step()
+            total, batches = total + loss.item(), batches + 1
+            bar.set_postfix(loss=f"{total / batches:.4f}")
+        history["loss"].append(total / batches)
+        history["accuracy"].append(accuracy(model, test_x, test_y))
+        print(f"epoch {epoch + 1:3d}  loss {history['loss'][-1]:.4f}  "
+              f"test accuracy {history['accuracy'][-1]:.2%}")
+        if args.checkpoint:
+            os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
+            pargraph.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                           "epoch": epoch, "history": history}, args.checkpoint)
+    elapsed = time.perf_counter() - start
+    return {"model": model, "history": history, "seconds": elapsed,
+            "test_accuracy": accuracy(model, test_x, test_y)}
+
+
+def plot(history: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = np.arange(1, len(history["loss"]) + 1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    left.plot(epochs, history["loss"], marker="o")
+    left.set(title="training loss", xlabel="epoch", ylabel="cross-entropy")
+    right.plot(epochs, np.array(history["accuracy"]) * 100, marker="o", color="tab:green")
+    right.set(title="test accuracy", xlabel="epoch", ylabel="%")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    with common.execution(args):
+        result = train(args)
+    if args.plot and result["history"]["loss"]:
+        plot(result["history"], args.plot)
+    print(f"\ntest accuracy {result['test_accuracy']:.2%} after {args.epochs} epochs "
+          f"({result['seconds']:.1f} s on the {args.scheduler} scheduler)")
+    if args.checkpoint:
+        print(f"checkpoint: {args.checkpoint}")
+    if args.plot:
+        print(f"curves: {args.plot}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
