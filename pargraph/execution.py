@@ -16,8 +16,8 @@ Which scheduler
 BLAS threads
     Graph-level and BLAS-level parallelism must not oversubscribe the cores, so while a threaded
     run executes BLAS is limited to one thread. threadpoolctl's limits are process-wide and
-    cost far more than a task: the limit is set once around the run, through one cached
-    controller. ``dask.config.set({"pargraph.limit-blas": False})`` turns it off. The sync
+    cost far more than a task: the limit is set once around the run, through a cached
+    controller that rescans the loaded libraries only after new imports. ``dask.config.set({"pargraph.limit-blas": False})`` turns it off. The sync
     scheduler keeps BLAS's own threads: it has no other parallelism.
 
 Which values are kept
@@ -44,6 +44,7 @@ from pargraph.lowering import lower
 
 DEFAULT_GET = dask.threaded.get
 _blas_controller = None
+_modules_at_scan = 0
 
 
 def choose_scheduler() -> Callable:
@@ -74,13 +75,16 @@ def is_threaded(get: Callable) -> bool:
 
 def blas_limited(get: Callable):
     """A context limiting BLAS to one thread around a threaded run, or a no-op."""
-    global _blas_controller
+    global _blas_controller, _modules_at_scan
     if not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True):
         return _NoLimit()
-    if _blas_controller is None:
+    # Scanning for BLAS libraries costs ~0.7 ms; a new one can only have been loaded by an
+    # import, so scan again only when modules were imported since the last scan.
+    if _blas_controller is None or len(sys.modules) != _modules_at_scan:
         from threadpoolctl import ThreadpoolController
 
         _blas_controller = ThreadpoolController()
+        _modules_at_scan = len(sys.modules)
     return _blas_controller.limit(limits=1, user_api="blas")
 
 
