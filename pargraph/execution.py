@@ -17,8 +17,9 @@ BLAS threads
     Graph-level and BLAS-level parallelism must not oversubscribe the cores, so while a threaded
     run executes BLAS is limited to one thread. threadpoolctl's limits are process-wide and
     cost far more than a task: the limit is set once around the run, through a cached
-    controller that rescans the loaded libraries only after new imports. ``dask.config.set({"pargraph.limit-blas": False})`` turns it off. The sync
-    scheduler keeps BLAS's own threads: it has no other parallelism.
+    controller that rescans the loaded libraries only after new imports.
+    ``dask.config.set({"pargraph.limit-blas": False})`` turns it off. The sync scheduler keeps
+    BLAS's own threads: it has no other parallelism.
 
 Which values are kept
     The run returns, and the slots keep, the values of: the requested nodes; nodes that a live
