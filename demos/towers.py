@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--trace", metavar="OUT.json", default=None,
+                        help="trace one threaded step: write a Chrome trace (and a PNG "
+                             "timeline beside it) and print the parallelism summary")
     common.add_execution_args(parser)
     return parser.parse_args(argv)
 
@@ -83,6 +86,23 @@ def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool
     return times, losses
 
 
+def trace_one_step(model, opt, batch, args: argparse.Namespace) -> None:
+    """Record one training step on the threaded scheduler and report how it ran."""
+    settings = {"scheduler": "threads", **({"num_workers": args.workers} if args.workers else {})}
+    with dask.config.set(settings), pargraph.trace() as tr:
+        opt.zero_grad()
+        loss = nn.CrossEntropyLoss()(model(batch[0]), batch[1])
+        loss.backward()
+        opt.step()
+    tr.to_chrome(args.trace)
+    picture = os.path.splitext(args.trace)[0] + ".png"
+    tr.plot(picture, title=f"one training step of {args.towers} towers on threads")
+    print(f"trace of one threaded step: {args.trace} (open in https://ui.perfetto.dev), "
+          f"timeline: {picture}")
+    tr.summary()
+    print()
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     (train_x, train_y), _ = load_data(args.seed)
@@ -101,6 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
     params = sum(p.numel() for p in model.parameters())
     print(f"{args.towers} towers of width {args.width} ({params:,} parameters), "
           f"batch {args.batch_size}, {args.steps} steps per scheduler")
+    if args.trace:
+        trace_one_step(model, opt, batches[1], args)
     medians = {mode: statistics.median(times) for mode, (times, _) in results.items()}
     for mode, (times, losses) in results.items():
         print(f"  {mode:>20}: median step {medians[mode] * 1000:7.1f} ms   "

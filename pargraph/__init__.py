@@ -42,6 +42,8 @@ from pargraph.tensor import (
     zeros_like,
 )
 from pargraph.tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from pargraph.trace import Trace, trace
+from pargraph.viz import progress, visualize
 
 __version__ = "0.1.0"
 
@@ -75,7 +77,8 @@ for _name in _METHODS:
 del _name
 
 __all__ = [
-    "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "compute", "tensor",
+    "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "compute", "trace", "Trace",
+    "visualize", "progress", "tensor",
     "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",

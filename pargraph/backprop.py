@@ -30,11 +30,11 @@ def history_region(roots: Sequence[Node]) -> list[Node]:
     return toposort(roots, stop=lambda node: not node.history)
 
 
-def accumulate(contributions: list[Node]) -> Node:
+def accumulate(contributions: list[Node], scope: str | None = None) -> Node:
     """One gradient out of several: the fan-in node (or the single contribution itself)."""
     if len(contributions) == 1:
         return contributions[0]
-    with naming(ACCUMULATE):
+    with naming(ACCUMULATE, scope=scope):
         return add_n(*contributions)
 
 
@@ -74,7 +74,7 @@ def gradients(
             contributions = pending.pop(id(node), None)
             if contributions is None or not needs[id(node)]:
                 continue
-            g = accumulate(contributions)
+            g = accumulate(contributions, node.scope)
             if id(node) in targets:
                 grads.append((node, g))
             if node.history:
@@ -86,7 +86,7 @@ def gradients(
 
 def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list]) -> None:
     """Apply the vjps of ``node``'s op: one gradient contribution per input that needs one."""
-    with naming(BACKWARD, node.op.name):
+    with naming(BACKWARD, node.op.name, node.scope):
         for position, x in enumerate(node.inputs):
             if not isinstance(x, Node) or not needs.get(id(x), False):
                 continue

@@ -31,6 +31,7 @@ Which values are kept
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,6 +45,9 @@ from pargraph.graph import Node
 from pargraph.lowering import lower
 
 DEFAULT_GET = dask.threaded.get
+#: Objects with a ``run(computed_nodes, get)`` context manager, entered around every run
+#: (the trace layer registers itself here; execution never imports it).
+observers: list = []
 _blas_controller = None
 _modules_at_scan = 0
 
@@ -103,16 +107,28 @@ def is_live(node: Node) -> bool:
     return owner is not None and owner._node is node
 
 
-def run_graph(graph: dict, keys: list) -> Sequence[Any]:
+def run_graph(graph: dict, keys: list, get: Callable | None = None) -> Sequence[Any]:
     """Run a dask graph on the chosen scheduler; task errors surface without dask's frames."""
-    get = choose_scheduler()
+    get = get or choose_scheduler()
     try:
         # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
         # context variable, and dask's thread pool runs tasks in a copy of this context.
         with blas_limited(get), np.errstate(all="ignore"):
+            client = getattr(get, "__self__", None)
+            if client is not None and dask.config.get("pargraph.progress", False):
+                return _run_with_cluster_progress(client, graph, keys)
             return get(graph, keys)
     except Exception as error:
         raise error.with_traceback(None) from None
+
+
+def _run_with_cluster_progress(client: Any, graph: dict, keys: list) -> Sequence[Any]:
+    from distributed import progress
+
+    futures = client.get(graph, keys, sync=False)
+    with client.as_current():
+        progress(futures)
+    return client.gather(futures)
 
 
 def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
@@ -122,7 +138,11 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
     if pending:
         graph, computed = lower(pending)
         keep = _kept(computed, {id(n) for n in targets}, {id(n) for n in release})
-        values = run_graph(graph, [node.key for node in keep])
+        get = choose_scheduler()
+        with contextlib.ExitStack() as stack:
+            for observer in list(observers):
+                stack.enter_context(observer.run(computed, get))
+            values = run_graph(graph, [node.key for node in keep], get)
         for node, value in zip(keep, values):
             node.value = value
             if not node.history:

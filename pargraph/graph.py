@@ -36,21 +36,35 @@ class _Naming(threading.local):
 
     phase = FORWARD
     origin: str | None = None
+    scope: str = ""  # dotted path of the nn.Module whose forward records the node
 
 
 _naming = _Naming()
 
 
 @contextmanager
-def naming(phase: str, origin: str | None = None) -> Iterator[None]:
+def naming(phase: str, origin: str | None = None, scope: str | None = None) -> Iterator[None]:
     """Record the nodes created inside the block as belonging to ``phase`` (on behalf of
-    ``origin``, e.g. the forward op whose gradient they compute)."""
-    saved = (_naming.phase, _naming.origin)
+    ``origin``, e.g. the forward op whose gradient they compute, inside module ``scope``)."""
+    saved = (_naming.phase, _naming.origin, _naming.scope)
     _naming.phase, _naming.origin = phase, origin
+    if scope is not None:
+        _naming.scope = scope
     try:
         yield
     finally:
-        _naming.phase, _naming.origin = saved
+        _naming.phase, _naming.origin, _naming.scope = saved
+
+
+@contextmanager
+def module_scope(path: str) -> Iterator[None]:
+    """Nodes recorded inside the block belong to the module at ``path``."""
+    saved = _naming.scope
+    _naming.scope = path
+    try:
+        yield
+    finally:
+        _naming.scope = saved
 
 
 def task_prefix(op_name: str, phase: str, origin: str | None) -> str:
@@ -94,7 +108,7 @@ class Node:
 
     __slots__ = (
         "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
-        "requires_grad", "history", "freed", "owner", "retains_grad", "__weakref__",
+        "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "__weakref__",
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -106,6 +120,7 @@ class Node:
         self.dtype = dtype
         phase, origin = _naming.phase, _naming.origin
         self.phase = phase
+        self.scope = _naming.scope
         self.key = f"{task_prefix(op.name, phase, origin)}-{next(_uids)}"
         self.site = site
         self.value = value

@@ -23,6 +23,8 @@ Tasks
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +33,20 @@ from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.graph import Node, format_site, toposort
 from pargraph.ops import REGISTRY, Primitive
+
+
+class TaskTimes:
+    """Where running tasks report ``(key, start, stop, thread)`` while a trace listens.
+
+    A plain list append is atomic under the GIL, so worker threads need no lock. Only tasks
+    run in this process report here; on a cluster, traces read distributed's task stream.
+    """
+
+    sink: list | None = None
+
+
+def set_task_times(sink: list | None) -> None:
+    TaskTimes.sink = sink
 
 
 class NodeTask:
@@ -42,11 +58,16 @@ class NodeTask:
         self.prim, self.attrs, self.dtype, self.key, self.site = prim, attrs, dtype, key, site
 
     def __call__(self, *args: Any) -> np.ndarray:
+        sink = TaskTimes.sink
+        start = time.time() if sink is not None else 0.0
         try:
             out = np.asarray(self.prim.forward(*args, **self.attrs))
         except Exception as error:
             raise annotate(error, self.prim.name, self.site) from None
-        return out if out.dtype == self.dtype else out.astype(self.dtype)
+        out = out if out.dtype == self.dtype else out.astype(self.dtype)
+        if sink is not None:
+            sink.append((self.key, start, time.time(), threading.get_ident()))
+        return out
 
     def __reduce__(self):
         # Code objects do not pickle: ship the formatted site, look the op up by name.

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import backprop, execution, ops
-from pargraph.graph import ACCUMULATE, Node, naming
+from pargraph.graph import ACCUMULATE, Node, module_scope, naming  # noqa: F401
 from pargraph.lowering import lower
 from pargraph.ops import DEFAULT_FLOAT
 

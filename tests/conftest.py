@@ -36,3 +36,19 @@ def scheduler(request):
 def rng():
     pargraph.manual_seed(0)
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def record_runs(monkeypatch):
+    """A list that receives the graph (a dict) of every dask run pargraph makes."""
+    from pargraph import execution
+
+    runs = []
+    original = execution.run_graph
+
+    def recording(graph, keys, get=None):
+        runs.append(graph)
+        return original(graph, keys, get)
+
+    monkeypatch.setattr(execution, "run_graph", recording)
+    return runs

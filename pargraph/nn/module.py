@@ -11,7 +11,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph.grad_mode import no_grad
-from pargraph.tensor import Tensor, as_tensor
+from pargraph.tensor import Tensor, as_tensor, module_scope
 
 
 class Parameter(Tensor):
@@ -265,7 +265,9 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        path = self.path()
+        with module_scope(f"{path} ({type(self).__name__})" if path else type(self).__name__):
+            return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:
         return ""

@@ -1,0 +1,351 @@
+"""Traces: how a graph actually ran, node by node.
+
+Inside ``with pargraph.trace() as tr:`` every node realized (forward, backward, accumulation,
+optimizer update) is recorded with its task key, op, phase, the time it became *ready* (its
+last input finished: the end of its wait), the time it *started* and *finished*, and the
+*lane* (thread, or worker and thread) that ran it.
+
+Where the times come from
+    On the sync and threaded schedulers each task reports its own start and stop from inside
+    the thread that runs it (``lowering.TaskTimes``): dask's local pretask/posttask callbacks
+    run on the scheduler's thread and would measure queueing too. On a distributed cluster the
+    trace reads distributed's task stream, which records the same per task on the workers.
+
+What the summary computes
+    *work* is the sum of node durations; the *critical path* is the longest chain of
+    dependent nodes, weighted by duration. *Available parallelism* = work / critical path: how
+    many cores the graph could keep busy. *Achieved parallelism* = work / wall: how many it did.
+    *Scheduling overhead* is wall time during which no node was running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pargraph import execution, lowering
+from pargraph.graph import Node
+
+PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
+                "update": "#EDAE49"}
+_CHROME_COLORS = {"forward": "good", "backward": "rail_response", "accumulate": "terrible",
+                  "update": "yellow"}
+
+
+@dataclass
+class NodeRecord:
+    """One realized node: what it was and when and where it ran (times in seconds)."""
+
+    key: str
+    op: str
+    phase: str
+    scope: str
+    inputs: tuple[str, ...]
+    ready: float = 0.0
+    start: float = 0.0
+    stop: float = 0.0
+    lane: str = ""
+
+    @property
+    def duration(self) -> float:
+        return self.stop - self.start
+
+    @property
+    def waited(self) -> float:
+        return max(self.start - self.ready, 0.0)
+
+
+@dataclass
+class Summary:
+    """The numbers ``Trace.summary()`` reports (seconds)."""
+
+    wall: float
+    work: float
+    critical_path: float
+    overhead: float
+    nodes: int
+    lanes: int
+    by_phase: dict[str, float] = field(default_factory=dict)
+    by_op: dict[str, float] = field(default_factory=dict)
+    critical_nodes: list[NodeRecord] = field(default_factory=list)
+
+    @property
+    def available_parallelism(self) -> float:
+        return self.work / self.critical_path if self.critical_path else 0.0
+
+    @property
+    def achieved_parallelism(self) -> float:
+        return self.work / self.wall if self.wall else 0.0
+
+    def __str__(self) -> str:
+        ms = 1000.0
+        lines = [
+            f"nodes {self.nodes} on {self.lanes} lane(s)",
+            f"wall time            {self.wall * ms:9.2f} ms  (inside dask runs)",
+            f"total work           {self.work * ms:9.2f} ms",
+            f"critical path        {self.critical_path * ms:9.2f} ms",
+            f"available parallelism {self.available_parallelism:8.2f}x  (work / critical path)",
+            f"achieved parallelism  {self.achieved_parallelism:8.2f}x  (work / wall)",
+            f"scheduling overhead  {self.overhead * ms:9.2f} ms  (wall time with no node running)",
+            "work by phase:  "
+            + ", ".join(f"{k} {v * ms:.2f} ms" for k, v in self.by_phase.items()),
+            "work by op (top 8):",
+        ]
+        top_ops = sorted(self.by_op.items(), key=lambda kv: -kv[1])[:8]
+        lines += [f"  {op:<24} {t * ms:9.2f} ms" for op, t in top_ops]
+        lines.append("critical path, longest nodes:")
+        lines += [f"  {r.key:<32} {r.phase:<10} {r.duration * ms:8.2f} ms"
+                  for r in sorted(self.critical_nodes, key=lambda r: -r.duration)[:5]]
+        return "\n".join(lines)
+
+
+class Trace:
+    """Records the nodes realized inside ``with pargraph.trace() as tr:``."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, NodeRecord] = {}
+        self.runs: list[tuple[float, float]] = []
+        self._lanes: dict[Any, str] = {}
+        self._lock = threading.Lock()
+
+    # --- recording ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def run(self, computed: list[Node], get: Any) -> Iterator[None]:
+        """Entered by the execution layer around each dask run."""
+        computed_keys = {node.key for node in computed}
+        for node in computed:
+            inputs = tuple(i.key for i in node.input_nodes() if i.key in computed_keys
+                           or i.key in self.records)
+            self.records[node.key] = NodeRecord(node.key, node.op.name, node.phase,
+                                                node.scope, inputs)
+        client = getattr(get, "__self__", None)
+        start = time.time()
+        if client is not None:
+            from distributed import get_task_stream
+
+            with get_task_stream(client) as stream:
+                yield
+            self._add_task_stream(stream.data, computed_keys)
+        else:
+            events: list = []
+            lowering.set_task_times(events)
+            try:
+                yield
+            finally:
+                lowering.set_task_times(None)
+            self._add_local(events, computed_keys)
+        stop = time.time()
+        self.runs.append((start, stop))
+        self._set_ready(computed_keys, start)
+
+    def _lane(self, where: Any) -> str:
+        with self._lock:
+            if where not in self._lanes:
+                host, thread = where
+                self._lanes[where] = f"{host} thread {sum(1 for w in self._lanes if w[0] == host)}"
+            return self._lanes[where]
+
+    def _add_local(self, events: list, keys: set[str]) -> None:
+        for key, start, stop, thread in events:
+            if key in keys:
+                record = self.records[key]
+                record.start, record.stop = start, stop
+                record.lane = self._lane(("local", thread))
+
+    def _add_task_stream(self, tasks: list[dict], keys: set[str]) -> None:
+        for task in tasks:
+            key = task["key"]
+            if key not in keys:
+                continue
+            compute = [s for s in task.get("startstops", ()) if s["action"] == "compute"]
+            if not compute:
+                continue
+            record = self.records[key]
+            record.start, record.stop = compute[0]["start"], compute[-1]["stop"]
+            record.lane = self._lane((task["worker"], task.get("thread", 0)))
+
+    def _set_ready(self, keys: set[str], run_start: float) -> None:
+        for key in keys:
+            record = self.records[key]
+            ends = [self.records[i].stop for i in record.inputs if self.records[i].stop]
+            record.ready = max(ends + [run_start])
+
+    # --- analysis -----------------------------------------------------------------------
+
+    def nodes(self) -> list[NodeRecord]:
+        """The recorded nodes that ran, by start time."""
+        return sorted((r for r in self.records.values() if r.stop), key=lambda r: r.start)
+
+    def summary(self, print_it: bool = True) -> Summary:
+        """Wall time, work, critical path, parallelism, overhead, per-phase/op totals."""
+        nodes = self.nodes()
+        wall = sum(stop - start for start, stop in self.runs)
+        work = sum(r.duration for r in nodes)
+        length, path = critical_path(nodes)
+        by_phase: dict[str, float] = defaultdict(float)
+        by_op: dict[str, float] = defaultdict(float)
+        for r in nodes:
+            by_phase[r.phase] += r.duration
+            by_op[f"{r.op} ({r.phase})" if r.phase != "forward" else r.op] += r.duration
+        summary = Summary(
+            wall=wall, work=work, critical_path=length,
+            overhead=max(wall - _covered(nodes), 0.0), nodes=len(nodes),
+            lanes=len({r.lane for r in nodes}), by_phase=dict(by_phase), by_op=dict(by_op),
+            critical_nodes=path,
+        )
+        if print_it:
+            print(summary)
+        return summary
+
+    # --- export -------------------------------------------------------------------------
+
+    def to_chrome(self, path: str | os.PathLike) -> None:
+        """Write the Chrome trace event format (Perfetto, chrome://tracing): one lane per
+        thread or worker, one slice per node coloured by phase, waits as async spans."""
+        nodes = self.nodes()
+        origin = min((r.ready for r in nodes), default=0.0)
+        lanes = sorted({r.lane for r in nodes})
+        hosts = sorted({lane.rsplit(" thread ", 1)[0] for lane in lanes})
+        pid = {host: k + 1 for k, host in enumerate(hosts)}
+        tid = {lane: k + 1 for k, lane in enumerate(lanes)}
+        events: list[dict] = []
+        for host in hosts:
+            events.append({"name": "process_name", "ph": "M", "pid": pid[host], "tid": 0,
+                           "args": {"name": host}})
+        for lane in lanes:
+            events.append({"name": "thread_name", "ph": "M", "pid": pid[_host(lane)],
+                           "tid": tid[lane], "args": {"name": lane}})
+        for number, r in enumerate(nodes):
+            where = {"pid": pid[_host(r.lane)], "tid": tid[r.lane]}
+            args = {"key": r.key, "phase": r.phase, "module": r.scope,
+                    "waited_us": round(r.waited * 1e6, 1), "inputs": list(r.inputs)}
+            events.append({"name": r.op, "cat": r.phase, "ph": "X",
+                           "ts": (r.start - origin) * 1e6, "dur": r.duration * 1e6,
+                           "cname": _CHROME_COLORS.get(r.phase, "generic_work"), "args": args,
+                           **where})
+            if r.waited > 0:
+                wait = {"name": f"wait {r.op}", "cat": "wait", "id": number, **where}
+                events.append({**wait, "ph": "b", "ts": (r.ready - origin) * 1e6})
+                events.append({**wait, "ph": "e", "ts": (r.start - origin) * 1e6})
+        with open(path, "w") as file:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, file)
+
+    def plot(self, path: str | os.PathLike, title: str = "pargraph trace") -> None:
+        """Write a PNG timeline: one row per lane, nodes coloured by phase, waits in grey."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+
+        nodes = self.nodes()
+        origin = min((r.ready for r in nodes), default=0.0)
+        lanes = sorted({r.lane for r in nodes})
+        row = {lane: k for k, lane in enumerate(lanes)}
+        fig, ax = plt.subplots(figsize=(11, 1.2 + 0.6 * len(lanes)))
+        for r in nodes:
+            y = row[r.lane]
+            ax.broken_barh([((r.start - origin) * 1e3, max(r.duration * 1e3, 1e-3))],
+                           (y - 0.35, 0.7), facecolors=PHASE_COLORS.get(r.phase, "grey"),
+                           edgecolors="white", linewidth=0.3)
+            if r.waited > 0:
+                ax.plot([(r.ready - origin) * 1e3, (r.start - origin) * 1e3], [y + 0.42] * 2,
+                        color="grey", alpha=0.4, linewidth=0.8)
+        ax.set_yticks(range(len(lanes)), lanes)
+        ax.invert_yaxis()
+        ax.set_xlabel("time (ms)")
+        ax.set_title(title)
+        fig.legend(handles=[Patch(color=c, label=p) for p, c in PHASE_COLORS.items()]
+                   + [Patch(color="grey", alpha=0.4, label="waiting")],
+                   loc="lower center", ncol=5, frameon=False)
+        fig.tight_layout(rect=(0, 0.45 / (1.2 + 0.6 * len(lanes)), 1, 1))
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+
+def _host(lane: str) -> str:
+    return lane.rsplit(" thread ", 1)[0]
+
+
+def _covered(nodes: list[NodeRecord]) -> float:
+    """Total time during which at least one node was running."""
+    total, end = 0.0, float("-inf")
+    for r in sorted(nodes, key=lambda r: r.start):
+        if r.start > end:
+            total += r.duration
+            end = r.stop
+        elif r.stop > end:
+            total += r.stop - end
+            end = r.stop
+    return total
+
+
+def critical_path(nodes: list[NodeRecord]) -> tuple[float, list[NodeRecord]]:
+    """The longest chain of dependent nodes, weighted by duration: (length, nodes on it)."""
+    by_key = {r.key: r for r in nodes}
+    order = _topological(nodes, by_key)
+    longest: dict[str, float] = {}
+    previous: dict[str, str | None] = {}
+    for r in order:
+        best, via = 0.0, None
+        for i in r.inputs:
+            if i in longest and longest[i] > best:
+                best, via = longest[i], i
+        longest[r.key] = best + r.duration
+        previous[r.key] = via
+    if not longest:
+        return 0.0, []
+    key: str | None = max(longest, key=longest.get)
+    length = longest[key]
+    path = []
+    while key is not None:
+        path.append(by_key[key])
+        key = previous[key]
+    return length, path[::-1]
+
+
+def _topological(nodes: list[NodeRecord], by_key: dict[str, NodeRecord]) -> list[NodeRecord]:
+    indegree = {r.key: sum(1 for i in r.inputs if i in by_key) for r in nodes}
+    consumers: dict[str, list[str]] = defaultdict(list)
+    for r in nodes:
+        for i in r.inputs:
+            if i in by_key:
+                consumers[i].append(r.key)
+    ready = [k for k, d in indegree.items() if d == 0]
+    order = []
+    while ready:
+        key = ready.pop()
+        order.append(by_key[key])
+        for consumer in consumers[key]:
+            indegree[consumer] -= 1
+            if indegree[consumer] == 0:
+                ready.append(consumer)
+    return order
+
+
+@contextlib.contextmanager
+def trace() -> Iterator[Trace]:
+    """Record every node realized inside the block.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> with pargraph.trace() as tr:
+    ...     total = (pargraph.ones(3).exp() * 2).sum().item()
+    >>> sorted({r.op for r in tr.nodes()})
+    ['exp', 'mul', 'sum']
+    """
+    recorder = Trace()
+    execution.observers.append(recorder)
+    try:
+        yield recorder
+    finally:
+        execution.observers.remove(recorder)

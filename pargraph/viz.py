@@ -1,0 +1,158 @@
+"""Pictures of the graph (graphviz) and progress bars for long realizations."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+import dask
+import numpy as np
+
+from pargraph.backprop import gradients, history_region
+from pargraph.graph import Node, toposort
+from pargraph.ops import constant
+from pargraph.tensor import Tensor
+
+STYLES = {
+    "forward": dict(shape="ellipse", style="filled", fillcolor="#d8eedf", color="#4C9F70"),
+    "backward": dict(shape="ellipse", style="filled", fillcolor="#d6e4f3", color="#3B75AF"),
+    "accumulate": dict(shape="diamond", style="filled", fillcolor="#f6d5da", color="#D1495B"),
+    "update": dict(shape="ellipse", style="filled", fillcolor="#fbeed2", color="#EDAE49"),
+    "parameter": dict(shape="box", style="filled,bold", fillcolor="#fff7c2", color="#8a7400"),
+    "input": dict(shape="box", style="filled", fillcolor="#eeeeee", color="#777777"),
+}
+
+
+def _graph_nodes(t: Tensor, backward: bool) -> tuple[list[Node], list[tuple[Node, Node]]]:
+    """The forward graph of ``t`` and, if asked, the backward graph that backward() would run,
+    with ``(leaf, gradient)`` pairs.
+
+    The backward nodes are built for the picture only: nothing runs and nothing is freed.
+    """
+    pairs: list[tuple[Node, Node]] = []
+    if backward and t.requires_grad:
+        seed = constant(np.ones(t.shape, dtype=t.dtype))
+        pairs, _ = gradients([t._node], [seed])
+    forward = history_region([t._node]) if t.requires_grad else toposort([t._node])
+    seen = {id(n) for n in forward}
+    extra = [n for n in toposort([g for _, g in pairs]) if id(n) not in seen]
+    return forward + extra, pairs
+
+
+def _kind(node: Node) -> str:
+    # A node without history whose inputs are cut is a realized leaf: a parameter (also right
+    # after an optimizer update) or an input.
+    if node.op.name == "tensor" or (not node.history and not node.inputs):
+        return "parameter" if node.requires_grad else "input"
+    return node.phase
+
+
+def _depths(nodes: list[Node]) -> dict[int, int]:
+    """Longest distance from a source: nodes of one depth can run at the same time."""
+    depth: dict[int, int] = {}
+    for node in nodes:  # inputs come first
+        depth[id(node)] = 1 + max((depth.get(id(i), -1) for i in node.input_nodes()), default=-1)
+    return depth
+
+
+def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
+              collapse: str | None = None, params: dict | None = None):
+    """Draw the graph of ``t`` with graphviz into ``path`` (``.svg``, ``.png`` or ``.pdf``).
+
+    Forward, backward and accumulation nodes are styled differently; parameters and inputs
+    are boxes; nodes of the same depth share a rank (the levels that can run in parallel);
+    edges carry shapes. ``collapse="module"`` draws one box per module (and per phase) for
+    graphs too large to read. ``params`` maps names to parameters, e.g.
+    ``dict(model.named_parameters())``, to label them.
+
+    Examples
+    --------
+    >>> import os, tempfile, pargraph
+    >>> w = pargraph.ones(3, requires_grad=True)
+    >>> path = os.path.join(tempfile.mkdtemp(), "graph.svg")
+    >>> pargraph.visualize((w.exp() * w).sum(), path).name
+    'pargraph'
+    """
+    import graphviz
+
+    nodes, grads = _graph_nodes(t, backward)
+    names = {id(p._node): name for name, p in (params or {}).items()}
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".") or "svg"
+    dot = graphviz.Digraph("pargraph", format=fmt, graph_attr=dict(rankdir="TB",
+                                                                   fontname="Helvetica"),
+                           node_attr=dict(fontname="Helvetica", fontsize="10"),
+                           edge_attr=dict(fontname="Helvetica", fontsize="8", color="#666666"))
+    if collapse == "module":
+        _draw_collapsed(dot, nodes)
+    elif collapse is not None:
+        raise ValueError(f"visualize: collapse must be None or 'module', got {collapse!r}")
+    else:
+        _draw_nodes(dot, nodes, names)
+        for leaf, g in grads:
+            dot.edge(g.key, leaf.key, label="grad", style="dashed", color="#3B75AF",
+                     constraint="false")
+    base = os.path.splitext(os.fspath(path))[0]
+    dot.render(base, cleanup=True)
+    return dot
+
+
+def _draw_nodes(dot, nodes: list[Node], names: dict[int, str]) -> None:
+    depth = _depths(nodes)
+    ranks: dict[int, list[str]] = defaultdict(list)
+    for node in nodes:
+        kind = _kind(node)
+        label = names.get(id(node)) or (node.op.name if kind not in ("parameter", "input")
+                                        else ("parameter" if kind == "parameter" else "input"))
+        label += f"\n{node.shape}" if kind in ("parameter", "input") else ""
+        dot.node(node.key, label, tooltip=node.key, **STYLES[kind])
+        ranks[depth[id(node)]].append(node.key)
+        for i in node.input_nodes():
+            dot.edge(i.key, node.key, label=str(i.shape) if i.shape else "()")
+    for keys in ranks.values():
+        with dot.subgraph() as same:
+            same.attr(rank="same")
+            for key in keys:
+                same.node(key)
+
+
+def _draw_collapsed(dot, nodes: list[Node]) -> None:
+    def group(node: Node) -> str:
+        kind = _kind(node)
+        if kind in ("parameter", "input"):
+            return f"{node.scope or 'inputs'} {kind}s"
+        return f"{node.scope or '(top level)'} {kind}"
+
+    members: dict[str, Counter] = defaultdict(Counter)
+    kinds: dict[str, str] = {}
+    edges: Counter = Counter()
+    for node in nodes:
+        g = group(node)
+        members[g][node.op.name] += 1
+        kinds[g] = _kind(node)
+        for i in node.input_nodes():
+            if group(i) != g:
+                edges[(group(i), g)] += 1
+    for g, ops in members.items():
+        detail = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(4))
+        dot.node(g, f"{g}\n{sum(ops.values())} nodes: {detail}", **STYLES[kinds[g]])
+    for (a, b), n in edges.items():
+        dot.edge(a, b, label=f"{n} edges" if n > 1 else "")
+
+
+@contextlib.contextmanager
+def progress(minimum: float = 0.5) -> Iterator[None]:
+    """Show a progress bar for realizations inside the block that take over ``minimum`` s:
+    dask's bar on local schedulers, ``distributed.progress`` on a cluster.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> with pargraph.progress():
+    ...     _ = pargraph.ones(3).sum().item()
+    """
+    from dask.diagnostics import ProgressBar
+
+    with ProgressBar(minimum=minimum), dask.config.set({"pargraph.progress": True}):
+        yield

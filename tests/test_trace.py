@@ -1,0 +1,197 @@
+"""Traces, summaries, Chrome export, timelines, graph pictures and progress bars."""
+
+import json
+import re
+
+import dask
+import numpy as np
+import pytest
+
+import pargraph
+from pargraph.graph import toposort
+from pargraph.trace import NodeRecord, Trace, critical_path
+from pargraph.viz import _graph_nodes
+
+
+def two_branches():
+    rng = np.random.default_rng(0)
+    a = pargraph.tensor(rng.standard_normal((200, 200)), requires_grad=True)
+    b = pargraph.tensor(rng.standard_normal((200, 200)), requires_grad=True)
+    left, right = a, b
+    for _ in range(4):
+        left = (left @ a).tanh()
+        right = (right @ b).tanh()
+    return a, b, (left.sum() + right.sum())
+
+
+def check_trace(tr, expected_keys, lanes_overlap, phases=("forward", "backward")):
+    records = tr.nodes()
+    keys = [r.key for r in records]
+    assert sorted(keys) == sorted(expected_keys)  # every node exactly once
+    by_key = {r.key: r for r in records}
+    for r in records:
+        assert r.ready <= r.start <= r.stop
+        for i in r.inputs:
+            assert r.start >= by_key[i].stop  # a node waits for all of its inputs
+            assert r.ready >= by_key[i].stop
+    overlapping = [(x, y) for k, x in enumerate(records) for y in records[k + 1:]
+                   if x.lane != y.lane and x.start < y.stop and y.start < x.stop]
+    assert bool(overlapping) == lanes_overlap
+    assert set(phases) <= {r.phase for r in records}
+    return records
+
+
+def _expected_keys(loss):
+    return [n.key for n in toposort([loss._node]) if n.value is None]
+
+
+def test_trace_of_two_branches_on_threads():
+    a, b, loss = two_branches()
+    forward_keys = _expected_keys(loss)
+    with dask.config.set(scheduler="threads", num_workers=2), pargraph.trace() as tr:
+        loss.backward()
+    records = tr.nodes()
+    assert set(forward_keys) <= {r.key for r in records}
+    backward_keys = [r.key for r in records if r.phase != "forward"]
+    check_trace(tr, forward_keys + backward_keys, lanes_overlap=True)
+    assert len({r.lane for r in records}) == 2
+    # The critical path of this graph, by hand: the longer branch's chain of matmul+tanh
+    # forward, the sum, the final add, and the backward of that branch.
+    length, path = critical_path(records)
+    assert path[0].inputs == () or all(i not in {r.key for r in records} for i in path[0].inputs)
+    for earlier, later in zip(path, path[1:]):
+        assert earlier.key in later.inputs
+    assert length == pytest.approx(sum(r.duration for r in path))
+    summary = tr.summary(print_it=False)
+    assert summary.work == pytest.approx(sum(r.duration for r in records))
+    assert summary.available_parallelism == pytest.approx(summary.work / length)
+    assert summary.achieved_parallelism == pytest.approx(summary.work / summary.wall)
+    assert summary.by_phase["forward"] > 0 and summary.by_phase["backward"] > 0
+    assert "accumulate" in summary.by_phase  # a and b feed several matmuls: fan-in points
+
+
+def test_trace_on_sync_has_no_overlap():
+    _, _, loss = two_branches()
+    expected = _expected_keys(loss)
+    with dask.config.set(scheduler="sync"), pargraph.trace() as tr:
+        loss.item()
+    check_trace(tr, expected, lanes_overlap=False, phases=("forward",))
+    assert len({r.lane for r in tr.nodes()}) == 1
+
+
+def test_trace_on_an_in_process_cluster(local_client):
+    a, b, loss = two_branches()
+    forward_keys = _expected_keys(loss)
+    with dask.config.set(scheduler=local_client), pargraph.trace() as tr:
+        loss.backward()
+    records = tr.nodes()
+    backward_keys = [r.key for r in records if r.phase != "forward"]
+    check_trace(tr, forward_keys + backward_keys, lanes_overlap=True)
+    assert all(r.lane.startswith("inproc://") for r in records)
+
+
+def _record(key, start, stop, inputs=(), lane="t0", phase="forward"):
+    return NodeRecord(key, key.split("-")[0], phase, "", tuple(inputs), start, start, stop, lane)
+
+
+def test_summary_numbers_for_known_node_costs():
+    # a (1 ms) feeds b (2 ms) and c (5 ms), which both feed d (1 ms); b and c ran at once.
+    tr = Trace()
+    for r in [_record("a-1", 0.000, 0.001), _record("b-2", 0.001, 0.003, ["a-1"]),
+              _record("c-3", 0.001, 0.006, ["a-1"], lane="t1", phase="backward"),
+              _record("d-4", 0.006, 0.007, ["b-2", "c-3"], phase="update")]:
+        tr.records[r.key] = r
+    tr.runs.append((0.0, 0.008))
+    summary = tr.summary(print_it=False)
+    assert summary.work == pytest.approx(0.009)
+    assert summary.critical_path == pytest.approx(0.007)  # a + c + d
+    assert [r.key for r in summary.critical_nodes] == ["a-1", "c-3", "d-4"]
+    assert summary.available_parallelism == pytest.approx(9 / 7)
+    assert summary.achieved_parallelism == pytest.approx(9 / 8)
+    assert summary.overhead == pytest.approx(0.001)  # 8 ms wall, 7 ms with a node running
+    assert summary.by_phase == pytest.approx({"forward": 0.003, "backward": 0.005,
+                                              "update": 0.001})
+    assert summary.lanes == 2 and "available parallelism" in str(summary)
+
+
+def test_chrome_trace_has_the_trace_event_fields(tmp_path):
+    _, _, loss = two_branches()
+    with dask.config.set(scheduler="threads"), pargraph.trace() as tr:
+        loss.backward()
+    path = tmp_path / "trace.json"
+    tr.to_chrome(path)
+    events = json.loads(path.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert len(slices) == len(tr.nodes())
+    for event in slices:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= set(event)
+        assert event["dur"] >= 0 and event["cat"] in ("forward", "backward", "accumulate")
+    waits = [e for e in events if e["ph"] in ("b", "e")]
+    assert len(waits) % 2 == 0 and all(e["cat"] == "wait" for e in waits)
+    names = [e for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert len(names) == len({r.lane for r in tr.nodes()})
+
+
+def test_plot_writes_a_png(tmp_path):
+    _, _, loss = two_branches()
+    with pargraph.trace() as tr:
+        loss.item()
+    tr.plot(tmp_path / "timeline.png")
+    assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_optimizer_updates_are_traced_as_update_phase():
+    w = pargraph.ones(3, requires_grad=True)
+    opt = pargraph.optim.SGD([w], lr=0.1, momentum=0.9)
+    (w * w).sum().backward()
+    with pargraph.trace() as tr:
+        opt.step()
+    assert {r.phase for r in tr.nodes()} == {"update"}
+    assert all(r.key.startswith("sgd_update-") for r in tr.nodes())
+
+
+def _svg_node_count(path):
+    return len(re.findall(r'class="node"', path.read_text()))
+
+
+def test_visualize_draws_every_node(tmp_path):
+    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
+                                   pargraph.nn.Linear(4, 2))
+    loss = model(pargraph.ones(5, 3)).sum()
+    path = tmp_path / "graph.svg"
+    pargraph.visualize(loss, path, params=dict(model.named_parameters()))
+    nodes, grads = _graph_nodes(loss, backward=True)
+    assert _svg_node_count(path) == len(nodes) and len(grads) == 4
+    text = path.read_text()
+    assert "0.weight" in text and "matmul" in text
+    forward_only = tmp_path / "forward.svg"
+    pargraph.visualize(loss, forward_only, backward=False)
+    assert _svg_node_count(forward_only) == len(_graph_nodes(loss, backward=False)[0])
+    assert _svg_node_count(forward_only) < len(nodes)
+
+
+def test_visualize_collapses_by_module(tmp_path):
+    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
+                                   pargraph.nn.Linear(4, 2))
+    loss = model(pargraph.ones(5, 3)).sum()
+    path = tmp_path / "collapsed.png"
+    pargraph.visualize(loss, path, collapse="module")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    svg = tmp_path / "collapsed.svg"
+    pargraph.visualize(loss, svg, collapse="module")
+    text = svg.read_text()
+    assert "0 (Linear) forward" in text and "2 (Linear) backward" in text
+    assert _svg_node_count(svg) < len(_graph_nodes(loss, backward=True)[0])
+    with pytest.raises(ValueError, match="collapse must be None or 'module'"):
+        pargraph.visualize(loss, svg, collapse="layer")
+
+
+def test_progress_bar_locally(capsys):
+    with pargraph.progress(minimum=0):
+        assert pargraph.arange(5.0).exp().sum().item() == pytest.approx(np.exp(np.arange(5)).sum())
+    assert "100%" in capsys.readouterr().out
+
+
+def test_progress_on_a_cluster(local_client):
+    with dask.config.set(scheduler=local_client), pargraph.progress():
+        assert pargraph.arange(4.0).sum().item() == 6.0
