@@ -6,6 +6,9 @@ The lifecycle of a node
     with everything it depends on that is not realized yet and handed to dask as one graph.
     Dask's scheduler marks it ready when its last input finished, runs it, and propagates the
     result to its consumers; the result lands in the node's value slot when the run ends.
+    A run too small to profit from parallelism is one task (see :mod:`pargraph.fusion`); on
+    the sync and threaded schedulers it runs directly in the calling thread, with no scheduler
+    costs at all.
 
 Which scheduler
     dask's own rules, in dask's order: ``dask.config.set(scheduler=...)`` (a name, a callable
@@ -42,7 +45,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.lowering import lower
+from pargraph.lowering import Lowered, lower, plan
 
 DEFAULT_GET = dask.threaded.get
 #: Objects with a ``run(computed_nodes, get)`` context manager, entered around every run
@@ -122,6 +125,28 @@ def run_graph(graph: dict, keys: list, get: Callable | None = None) -> Sequence[
         raise error.with_traceback(None) from None
 
 
+def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
+    """Every run goes through here: one task inline on local schedulers, else dask."""
+    inline = lowered.single is not None and is_local(get)
+    if inline and not dask.config.get("pargraph.progress", False):
+        return run_inline(lowered)
+    return run_graph(lowered.graph, keys, get)
+
+
+def is_local(get: Callable) -> bool:
+    """The sync or threaded scheduler (not a cluster, not processes)."""
+    return is_threaded(get) or getattr(get, "func", get) is dask.local.get_sync
+
+
+def run_inline(lowered: Lowered) -> Sequence[Any]:
+    """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
+    try:
+        with np.errstate(all="ignore"):
+            return lowered.single(*(node.value for node in lowered.single_inputs))
+    except Exception as error:
+        raise error.with_traceback(None) from None
+
+
 def _run_with_cluster_progress(client: Any, graph: dict, keys: list) -> Sequence[Any]:
     from distributed import progress
 
@@ -136,13 +161,14 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
     ``release`` nodes (the graph a backward pass just went through)."""
     pending = [node for node in targets if node.value is None]
     if pending:
-        graph, computed = lower(pending)
+        order, computed = plan(pending)
         keep = _kept(computed, {id(n) for n in targets}, {id(n) for n in release})
+        lowered = lower(order, computed, keep)
         get = choose_scheduler()
         with contextlib.ExitStack() as stack:
             for observer in list(observers):
                 stack.enter_context(observer.run(computed, get))
-            values = run_graph(graph, [node.key for node in keep], get)
+            values = execute(lowered, [node.key for node in keep], get)
         for node, value in zip(keep, values):
             node.value = value
             if not node.history:

@@ -15,22 +15,32 @@ Keys
     recorded; nothing is ever tokenized.
 
 Tasks
-    Each node becomes ``Task(key, NodeTask(node), *inputs)`` where inputs are ``TaskRef``s to
+    A node becomes ``Task(key, NodeTask(node), *inputs)`` where inputs are ``TaskRef``s to
     the input nodes' keys or plain Python scalars. :class:`NodeTask` runs the op's numpy
     forward, casts to the node's static dtype, and on failure re-raises the original exception
     type with the op name and the user's source line that recorded the node.
+
+Fusion
+    Cheap nodes share a task with their consumer (:mod:`pargraph.fusion` has the rules): the
+    group becomes one ``Task(root key, FusedTask(...), *external inputs)`` that runs the members'
+    NodeTasks in order, so every member still reports its own timing to a trace. A run too
+    small to profit from parallelism becomes one task; each requested value is then read out of
+    its result tuple by a ``getitem`` task under the value's own key.
 """
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
+from pargraph import fusion
 from pargraph.graph import Node, format_site, toposort
 from pargraph.ops import REGISTRY, Primitive
 
@@ -38,8 +48,8 @@ from pargraph.ops import REGISTRY, Primitive
 class TaskTimes:
     """Where running tasks report ``(key, start, stop, thread)`` while a trace listens.
 
-    A plain list append is atomic under the GIL, so worker threads need no lock. Only tasks
-    run in this process report here; on a cluster, traces read distributed's task stream.
+    A plain list append is atomic under the GIL, so worker threads need no lock. On a cluster
+    each worker process records into its own list (see ``start_task_times``).
     """
 
     sink: list | None = None
@@ -47,6 +57,18 @@ class TaskTimes:
 
 def set_task_times(sink: list | None) -> None:
     TaskTimes.sink = sink
+
+
+def start_task_times() -> None:
+    """Start recording in this process (run on cluster workers by ``client.run``)."""
+    if TaskTimes.sink is None:
+        TaskTimes.sink = []
+
+
+def stop_task_times() -> list:
+    """Stop recording in this process and return what was recorded."""
+    events, TaskTimes.sink = TaskTimes.sink or [], None
+    return events
 
 
 class NodeTask:
@@ -101,19 +123,99 @@ def annotate(error: Exception, op_name: str, site: Any) -> Exception:
     return annotated
 
 
-def lower(targets: Sequence[Node]) -> tuple[dict, list[Node]]:
-    """The dask graph that computes ``targets``, and the nodes it computes (inputs first)."""
+class FusedTask:
+    """Several nodes run one after another inside one task.
+
+    ``steps`` holds, per member in topological order, its NodeTask and where each argument
+    comes from: ``("ext", k)`` the task's k-th argument, ``("env", j)`` the j-th member's
+    result, or ``("lit", value)``. The task returns its root's value, or a tuple of the
+    values of ``outputs`` (member positions) when the whole run is one task.
+    """
+
+    __slots__ = ("steps", "outputs")
+
+    def __init__(self, steps: list, outputs: list[int] | None = None) -> None:
+        self.steps, self.outputs = steps, outputs
+
+    def __call__(self, *external: Any) -> Any:
+        results: list = []
+        for task, sources in self.steps:
+            args = [external[v] if kind == "ext" else results[v] if kind == "env" else v
+                    for kind, v in sources]
+            results.append(task(*args))
+        if self.outputs is None:
+            return results[-1]
+        return tuple(results[k] for k in self.outputs)
+
+    def __repr__(self) -> str:
+        return f"FusedTask({', '.join(task.key for task, _ in self.steps)})"
+
+
+def node_task(node: Node) -> NodeTask:
+    if node.op.forward is None:
+        raise RuntimeError(f"{node.key} has no value and no op to compute it")
+    return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site)
+
+
+def fused(members: list[Node], outputs: list[Node] | None = None) -> tuple[FusedTask, list]:
+    """The FusedTask running ``members`` and the external nodes it takes as arguments."""
+    index = {id(n): k for k, n in enumerate(members)}
+    external: list[Node] = []
+    external_index: dict[int, int] = {}
+    steps = []
+    for node in members:
+        sources = []
+        for i in node.inputs:
+            if not isinstance(i, Node):
+                sources.append(("lit", i))
+            elif id(i) in index and index[id(i)] < index[id(node)]:
+                sources.append(("env", index[id(i)]))
+            else:
+                if id(i) not in external_index:
+                    external_index[id(i)] = len(external)
+                    external.append(i)
+                sources.append(("ext", external_index[id(i)]))
+        steps.append((node_task(node), sources))
+    out = None if outputs is None else [index[id(n)] for n in outputs]
+    return FusedTask(steps, out), external
+
+
+def plan(targets: Sequence[Node]) -> tuple[list[Node], list[Node]]:
+    """The nodes a run of ``targets`` touches (inputs first) and those it computes."""
+    order = toposort(targets, stop=lambda n: n.value is not None)
+    return order, [n for n in order if n.value is None]
+
+
+@dataclass
+class Lowered:
+    """A dask graph, plus, for a run small enough to be one task, that task itself (so that
+    local schedulers can run it in the calling thread)."""
+
+    graph: dict
+    single: FusedTask | None = None
+    single_inputs: list = field(default_factory=list)
+
+
+def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node]) -> Lowered:
+    """The dask graph that computes ``computed`` and returns the keys of ``outputs``."""
     graph: dict = {}
-    computed: list[Node] = []
-    for node in toposort(targets, stop=lambda n: n.value is not None):
+    for node in order:
         if node.value is not None:
             graph[node.key] = DataNode(node.key, node.value)
-            continue
-        if node.op.forward is None:
-            raise RuntimeError(f"{node.key} has no value and no op to compute it")
-        args = [TaskRef(i.key) if isinstance(i, Node) else i for i in node.inputs]
-        graph[node.key] = Task(
-            node.key, NodeTask(node.op, node.attrs, node.dtype, node.key, node.site), *args
-        )
-        computed.append(node)
-    return graph, computed
+    fuse_below, single_below = fusion.thresholds()
+    if fusion.is_small(computed, single_below):
+        task, external = fused(computed, list(outputs))
+        whole = f"pargraph_run-{outputs[0].key}"
+        graph[whole] = Task(whole, task, *(TaskRef(i.key) for i in external))
+        for k, node in enumerate(outputs):
+            graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
+        return Lowered(graph, task, external)
+    for members in fusion.group(computed, {id(n) for n in outputs}, fuse_below):
+        root = members[-1]
+        if len(members) == 1:
+            args = [TaskRef(i.key) if isinstance(i, Node) else i for i in root.inputs]
+            graph[root.key] = Task(root.key, node_task(root), *args)
+        else:
+            task, external = fused(members)
+            graph[root.key] = Task(root.key, task, *(TaskRef(i.key) for i in external))
+    return Lowered(graph)

@@ -16,7 +16,7 @@ import numpy as np
 
 from pargraph import backprop, execution, ops
 from pargraph.graph import ACCUMULATE, Node, module_scope, naming  # noqa: F401
-from pargraph.lowering import lower
+from pargraph.lowering import lower, plan
 from pargraph.ops import DEFAULT_FLOAT
 
 float32 = np.dtype(np.float32)
@@ -603,7 +603,8 @@ class Tensor:
     # --- dask collection protocol -------------------------------------------------------
 
     def __dask_graph__(self) -> dict:
-        return lower([self._node])[0]
+        order, computed = plan([self._node])
+        return lower(order, computed, [self._node] if computed else []).graph
 
     def __dask_keys__(self) -> list:
         return [self._node.key]

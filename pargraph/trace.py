@@ -6,10 +6,11 @@ last input finished: the end of its wait), the time it *started* and *finished*,
 *lane* (thread, or worker and thread) that ran it.
 
 Where the times come from
-    On the sync and threaded schedulers each task reports its own start and stop from inside
-    the thread that runs it (``lowering.TaskTimes``): dask's local pretask/posttask callbacks
-    run on the scheduler's thread and would measure queueing too. On a distributed cluster the
-    trace reads distributed's task stream, which records the same per task on the workers.
+    Each node reports its own start and stop from inside the thread that runs it
+    (``lowering.TaskTimes``), also when it is one member of a fused task: dask's local
+    pretask/posttask callbacks run on the scheduler's thread and would measure queueing too,
+    and distributed's task stream knows tasks, not the nodes fused into them. On a cluster,
+    ``client.run`` switches the recording on in every worker and collects it afterwards.
 
 What the summary computes
     *work* is the sum of node durations; the *critical path* is the longest chain of
@@ -129,11 +130,15 @@ class Trace:
         client = getattr(get, "__self__", None)
         start = time.time()
         if client is not None:
-            from distributed import get_task_stream
-
-            with get_task_stream(client) as stream:
+            # Each worker records its tasks' members itself: the task stream would only know
+            # tasks, and a fused task holds several nodes.
+            client.run(lowering.start_task_times)
+            try:
                 yield
-            self._add_task_stream(stream.data, computed_keys)
+            finally:
+                recorded = client.run(lowering.stop_task_times)
+            for worker, events in recorded.items():
+                self._add_events(events, computed_keys, worker)
         else:
             events: list = []
             lowering.set_task_times(events)
@@ -141,7 +146,7 @@ class Trace:
                 yield
             finally:
                 lowering.set_task_times(None)
-            self._add_local(events, computed_keys)
+            self._add_events(events, computed_keys, "local")
         stop = time.time()
         self.runs.append((start, stop))
         self._set_ready(computed_keys, start)
@@ -153,24 +158,12 @@ class Trace:
                 self._lanes[where] = f"{host} thread {sum(1 for w in self._lanes if w[0] == host)}"
             return self._lanes[where]
 
-    def _add_local(self, events: list, keys: set[str]) -> None:
+    def _add_events(self, events: list, keys: set[str], host: str) -> None:
         for key, start, stop, thread in events:
             if key in keys:
                 record = self.records[key]
                 record.start, record.stop = start, stop
-                record.lane = self._lane(("local", thread))
-
-    def _add_task_stream(self, tasks: list[dict], keys: set[str]) -> None:
-        for task in tasks:
-            key = task["key"]
-            if key not in keys:
-                continue
-            compute = [s for s in task.get("startstops", ()) if s["action"] == "compute"]
-            if not compute:
-                continue
-            record = self.records[key]
-            record.start, record.stop = compute[0]["start"], compute[-1]["stop"]
-            record.lane = self._lane((task["worker"], task.get("thread", 0)))
+                record.lane = self._lane((host, thread))
 
     def _set_ready(self, keys: set[str], run_start: float) -> None:
         for key in keys:

@@ -40,15 +40,22 @@ def rng():
 
 @pytest.fixture
 def record_runs(monkeypatch):
-    """A list that receives the graph (a dict) of every dask run pargraph makes."""
+    """A list that receives the dask graph (a dict) of every run pargraph makes."""
     from pargraph import execution
 
     runs = []
-    original = execution.run_graph
+    original = execution.execute
 
-    def recording(graph, keys, get=None):
-        runs.append(graph)
-        return original(graph, keys, get)
+    def recording(lowered, keys, get):
+        runs.append(lowered.graph)
+        return original(lowered, keys, get)
 
-    monkeypatch.setattr(execution, "run_graph", recording)
+    monkeypatch.setattr(execution, "execute", recording)
     return runs
+
+
+@pytest.fixture
+def unfused():
+    """One task per node: for tests about what individual nodes become."""
+    with dask.config.set({"pargraph.fuse": False}):
+        yield

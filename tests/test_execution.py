@@ -183,7 +183,7 @@ def test_values_are_computed_once(monkeypatch):
     assert len(calls) == 1
 
 
-def test_forward_and_backward_run_as_one_graph(record_runs):
+def test_forward_and_backward_run_as_one_graph(record_runs, unfused):
     runs = record_runs
     w = pargraph.ones(3, requires_grad=True)
     loss = (w.exp() * w).sum()
@@ -193,7 +193,7 @@ def test_forward_and_backward_run_as_one_graph(record_runs):
     assert {"exp", "mul", "sum", "mul_backward", "exp_backward", "accumulate_grad"} <= groups
 
 
-def test_task_names_group_forward_backward_and_accumulation_apart():
+def test_task_names_group_forward_backward_and_accumulation_apart(unfused):
     executed = []
     w = pargraph.randn(4, 3, requires_grad=True)
     x = pargraph.randn(5, 4)
@@ -245,7 +245,7 @@ def test_tensors_are_dask_collections():
     assert a.__dask_keys__() == [a._node.key]
 
 
-def test_dask_visualize_draws_the_graph(tmp_path):
+def test_dask_visualize_draws_the_graph(tmp_path, unfused):
     path = tmp_path / "graph.svg"
     t = (pargraph.ones(3).exp() + 1).sum()
     dask.visualize(t, filename=str(path))

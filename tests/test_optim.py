@@ -105,10 +105,10 @@ def test_a_failed_step_changes_nothing(monkeypatch):
                     for k, v in opt.state[p].items()}
     (p * p).sum().backward()
 
-    def failing_run(graph, keys, get=None):
+    def failing_run(lowered, keys, get):
         raise MemoryError("worker ran out of memory")
 
-    monkeypatch.setattr(execution, "run_graph", failing_run)
+    monkeypatch.setattr(execution, "execute", failing_run)
     with pytest.raises(MemoryError):
         opt.step()
     monkeypatch.undo()
