@@ -1,0 +1,1 @@
+"""pargraph's benchmark suite: ``python -m benchmarks`` (see benchmarks/run.py)."""

@@ -1,0 +1,85 @@
+"""Timing helpers shared by the workloads: repeated runs, medians with min-max, BLAS threads."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from threadpoolctl import threadpool_limits
+
+
+@dataclass
+class Timing:
+    """Seconds per call over repeated runs."""
+
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def ms(self) -> str:
+        return (f"{self.median * 1e3:.2f} ms ({min(self.samples) * 1e3:.2f}-"
+                f"{max(self.samples) * 1e3:.2f})")
+
+    def us(self, per: int = 1) -> str:
+        return (f"{self.median / per * 1e6:.2f} us ({min(self.samples) / per * 1e6:.2f}-"
+                f"{max(self.samples) / per * 1e6:.2f})")
+
+
+def measure(fn: Callable[[], object], repeats: int, warmup: int = 2,
+            blas_threads: int | None = None) -> Timing:
+    """Call ``fn`` ``warmup`` times, then time ``repeats`` calls (garbage collected between)."""
+    with threadpool_limits(blas_threads, "blas") if blas_threads else _nothing():
+        for _ in range(warmup):
+            fn()
+        samples = []
+        for _ in range(repeats):
+            gc.collect()
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+    return Timing(samples)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2,
+                blas: dict[str, int | None] | None = None) -> dict[str, Timing]:
+    """Time several variants round-robin, so that machine noise hits them all alike."""
+    blas = blas or {}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for name, fn in fns.items():
+        with _limits(blas.get(name)):
+            for _ in range(warmup):
+                fn()
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            with _limits(blas.get(name)):
+                gc.collect()
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
+    return {name: Timing(values) for name, values in samples.items()}
+
+
+def _limits(threads: int | None):
+    return threadpool_limits(threads, "blas") if threads else _nothing()
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+def torch_or_none():
+    """PyTorch if installed (optional: ``pip install torch==2.13.0``)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch

@@ -1,0 +1,319 @@
+"""The benchmark runner: ``python -m benchmarks`` prints a table and rewrites RESULTS.md.
+
+Every comparison is taken in one run, variants interleaved round-robin, because this machine
+is shared and noisy: ratios within a run mean more than absolute times across runs.
+
+    python -m benchmarks              # everything (a few minutes)
+    python -m benchmarks --quick      # fewer repeats
+    python -m benchmarks --only wide small
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import dask
+import numpy as np
+
+import pargraph
+from benchmarks import models
+from benchmarks.harness import interleaved, measure, torch_or_none
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _torch_threads(torch, threads, fn):
+    def run():
+        torch.set_num_threads(threads)
+        return fn()
+
+    return run
+
+
+def _on(scheduler, fn, workers=None):
+    settings = {"scheduler": scheduler, **({"num_workers": workers} if workers else {})}
+
+    def run():
+        with dask.config.set(settings):
+            return fn()
+
+    return run
+
+
+def wide(repeats: int) -> dict:
+    """Workload 1: 8 independent towers, one SGD step, batch 512."""
+    cfg = models.WIDE
+    rng = np.random.default_rng(0)
+    towers = [models.init_layers(cfg["sizes"], rng) for _ in range(cfg["towers"])]
+    x, y = models.data(cfg["sizes"][0], cfg["batch"], cfg["sizes"][-1])
+    variants = {
+        "pargraph threads (2 workers)": _on("threads", models.pargraph_step(
+            models.pargraph_wide(towers), x, y), workers=2),
+        "pargraph sync (1 core)": _on("sync", models.pargraph_step(
+            models.pargraph_wide(towers), x, y)),
+        "numpy by hand (1 core)": models.numpy_wide_step(towers, x, y),
+        "raw dask threads, task per layer": models.raw_dask_wide_step(towers, x, y),
+    }
+    blas = {"pargraph sync (1 core)": 1, "numpy by hand (1 core)": 1,
+            "raw dask threads, task per layer": 1}
+    torch = torch_or_none()
+    if torch is not None:
+        variants["PyTorch, 1 thread"] = _torch_threads(
+            torch, 1, models.torch_step(torch, towers, x, y))
+        variants["PyTorch, 2 threads"] = _torch_threads(
+            torch, 2, models.torch_step(torch, towers, x, y))
+    first_losses = {name: fn() for name, fn in variants.items()}
+    times = interleaved(variants, repeats, warmup=1, blas=blas)
+    result = {"times": times, "first_losses": first_losses, "targets": []}
+    pg_threads = times["pargraph threads (2 workers)"].median
+    pg_speedup = times["pargraph sync (1 core)"].median / pg_threads
+    result["pargraph_speedup"] = pg_speedup
+    if torch is not None:
+        t1, t2 = times["PyTorch, 1 thread"].median, times["PyTorch, 2 threads"].median
+        result["targets"] = [
+            ("step on threads <= PyTorch's step on 2 threads",
+             f"{pg_threads * 1e3:.1f} ms vs {t2 * 1e3:.1f} ms ({pg_threads / t2:.2f}x)",
+             pg_threads <= t2),
+            ("speedup sync->threads >= PyTorch's 1->2 threads",
+             f"{pg_speedup:.2f}x vs {t1 / t2:.2f}x", pg_speedup >= t1 / t2),
+        ]
+    return result
+
+
+def small(repeats: int) -> dict:
+    """Workload 2: a small MLP, batch 32: per-task overhead dominates."""
+    cfg = models.SMALL
+    layers = models.init_layers(cfg["sizes"], np.random.default_rng(0))
+    x, y = models.data(cfg["sizes"][0], cfg["batch"], cfg["sizes"][-1])
+    variants = {
+        "pargraph (default: threads)": models.pargraph_step(models.pargraph_small(layers), x, y),
+        "pargraph, fusion off": _unfused(models.pargraph_step(models.pargraph_small(layers),
+                                                              x, y)),
+        "numpy by hand": models.numpy_small_step(layers, x, y),
+    }
+    torch = torch_or_none()
+    if torch is not None:
+        variants["PyTorch, 1 thread"] = _torch_threads(
+            torch, 1, models.torch_step(torch, [layers], x, y))
+    first_losses = {name: fn() for name, fn in variants.items()}
+    times = interleaved(variants, repeats, warmup=3)
+    result = {"times": times, "first_losses": first_losses, "targets": []}
+    if torch is not None:
+        pg, t1 = times["pargraph (default: threads)"].median, times["PyTorch, 1 thread"].median
+        result["targets"] = [("step <= 3x PyTorch's (1 thread)", f"{pg / t1:.2f}x",
+                              pg <= 3 * t1)]
+    return result
+
+
+def _unfused(fn):
+    def run():
+        with dask.config.set({"pargraph.fuse": False}):
+            return fn()
+
+    return run
+
+
+CHAIN = 10_000
+
+
+def _pargraph_chain():
+    x = pargraph.tensor(np.linspace(0.1, 1.0, 16), requires_grad=True)
+    y = x
+    for k in range(CHAIN // 2):
+        y = y * 1.0001 if k % 2 else y + 0.001
+        y = y.tanh() if k % 50 == 0 else y * 0.9999
+    y.sum().backward()
+    return x.grad.numpy()
+
+
+def _raw_dask_chain():
+    """The same forward and backward chain as hand-written task_spec tasks."""
+    from dask.task_spec import DataNode, Task, TaskRef
+
+    graph = {"x": DataNode("x", np.linspace(0.1, 1.0, 16))}
+    ops = []
+    prev = "x"
+    for k in range(CHAIN // 2):
+        for op, arg in (((np.multiply, 1.0001) if k % 2 else (np.add, 0.001)),
+                        ((np.tanh, None) if k % 50 == 0 else (np.multiply, 0.9999))):
+            key = f"f-{len(ops)}"
+            graph[key] = Task(key, op, TaskRef(prev)) if arg is None else \
+                Task(key, op, TaskRef(prev), arg)
+            ops.append((op, arg))
+            prev = key
+    graph["g-end"] = Task("g-end", np.ones_like, TaskRef(prev))
+    g = "g-end"
+    for n, (op, arg) in enumerate(reversed(ops)):
+        key = f"g-{n}"
+        if op is np.tanh:
+            graph[key] = Task(key, _tanh_grad, TaskRef(g), TaskRef(f"f-{len(ops) - 1 - n}"))
+        elif op is np.multiply:
+            graph[key] = Task(key, np.multiply, TaskRef(g), arg)
+        else:
+            graph[key] = Task(key, _identity, TaskRef(g))
+        g = key
+    return dask.threaded.get(graph, g)
+
+
+def _tanh_grad(g, out):
+    return g * (1 - out * out)
+
+
+def _identity(g):
+    return g
+
+
+def overhead(repeats: int) -> dict:
+    """Workload 3: a 10,000-node chain of elementwise ops on 16 numbers, forward and backward."""
+    np.testing.assert_allclose(_on("threads", _pargraph_chain)(), _raw_dask_chain(), rtol=1e-9)
+    times = interleaved({"pargraph (threads)": _on("threads", _pargraph_chain),
+                         "raw dask task_spec (threads)": _raw_dask_chain}, repeats, warmup=1)
+    nodes = 2 * CHAIN
+    pg = times["pargraph (threads)"].median / nodes
+    raw = times["raw dask task_spec (threads)"].median / nodes
+    return {"times": times, "per": nodes,
+            "targets": [("pargraph costs less per node than raw dask",
+                         f"{pg * 1e6:.2f} us vs {raw * 1e6:.2f} us", pg < raw)]}
+
+
+def building(repeats: int) -> dict:
+    """Workload 4: recording nodes and lowering them, per op."""
+    from pargraph.lowering import lower, plan
+
+    x = pargraph.ones(16, requires_grad=True)
+
+    def record():
+        y = x
+        for _ in range(CHAIN // 2):
+            y = (y * 1.0001) + 0.001
+        return y
+
+    record_time = measure(record, repeats)
+    chains = [record() for _ in range(repeats + 2)]
+
+    def lowering():
+        y = chains.pop()
+        order, computed = plan([y._node])
+        lower(order, computed, [y._node])
+
+    with dask.config.set({"pargraph.single-task-below": 0}):
+        lower_time = measure(lowering, repeats)
+    per_op_record = record_time.median / CHAIN
+    per_op_lower = lower_time.median / CHAIN
+    return {"times": {"record": record_time, "lower (with fusion)": lower_time}, "per": CHAIN,
+            "targets": [
+                ("recording < 10 us per op", f"{per_op_record * 1e6:.2f} us",
+                 per_op_record < 10e-6),
+                ("lowering < 5 us per op", f"{per_op_lower * 1e6:.2f} us", per_op_lower < 5e-6),
+            ]}
+
+
+def memory(repeats: int) -> dict:
+    """Workload 5: peak resident memory of workload 1's step (fresh process each)."""
+    peaks = {}
+    for framework in ("pargraph", "torch"):
+        if framework == "torch" and torch_or_none() is None:
+            continue
+        out = subprocess.run([sys.executable, "-m", "benchmarks.memory", framework],
+                             capture_output=True, text=True, check=True,
+                             cwd=os.path.dirname(HERE)).stdout
+        peaks[framework] = json.loads(out.strip().splitlines()[-1])["peak_bytes"]
+    targets = []
+    if "torch" in peaks:
+        ratio = peaks["pargraph"] / peaks["torch"]
+        targets.append(("peak memory <= 1.3x PyTorch's",
+                        f"{peaks['pargraph'] / 2**20:.1f} MiB vs "
+                        f"{peaks['torch'] / 2**20:.1f} MiB ({ratio:.2f}x)", ratio <= 1.3))
+    return {"peaks": peaks, "targets": targets}
+
+
+def cluster(repeats: int) -> dict:
+    """Workload 6: workload 1 with DataParallel on 2 vs 1 worker processes."""
+    return {"skipped": "needs nn.DataParallel, which issue #4 (distributed) adds"}
+
+
+WORKLOADS = {"wide": wide, "small": small, "overhead": overhead, "building": building,
+             "memory": memory, "cluster": cluster}
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info
+                       if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    torch = torch_or_none()
+    versions = (f"Python {platform.python_version()}, numpy {np.__version__}, dask "
+                f"{dask.__version__}, pargraph {pargraph.__version__}"
+                + (f", torch {torch.__version__}" if torch else ", torch not installed"))
+    return f"{os.cpu_count()} cores ({cpu}), {platform.system()}; {versions}"
+
+
+def report(results: dict, repeats: int, elapsed: float) -> str:
+    lines = [
+        "# Benchmark results", "",
+        f"- date: {datetime.date.today().isoformat()}",
+        f"- machine: {machine()}",
+        f"- command: `python -m benchmarks{' --quick' if repeats < 7 else ''}` "
+        f"({repeats} timed repeats per variant, interleaved; {elapsed:.0f} s)",
+        "- times: median (min-max) per step or per node; every ratio is taken within this run",
+        "",
+    ]
+    for name, result in results.items():
+        lines += [f"## {name}: {WORKLOADS[name].__doc__.split(':', 1)[1].strip()}", ""]
+        if "skipped" in result:
+            lines += [f"Not run: {result['skipped']}.", ""]
+            continue
+        if "times" in result:
+            per = result.get("per")
+            lines += ["| variant | time |", "|---|---|"]
+            for variant, timing in result["times"].items():
+                value = timing.us(per) + " per node/op" if per else timing.ms()
+                lines.append(f"| {variant} | {value} |")
+            lines.append("")
+        if "peaks" in result:
+            lines += ["| framework | peak RSS during one step |", "|---|---|"]
+            lines += [f"| {k} | {v / 2**20:.1f} MiB |" for k, v in result["peaks"].items()]
+            lines.append("")
+        if "pargraph_speedup" in result:
+            lines += [f"pargraph's own speedup, sync (1 core) -> threads: "
+                      f"{result['pargraph_speedup']:.2f}x", ""]
+        if "first_losses" in result:
+            losses = ", ".join(f"{v:.6f}" for v in result["first_losses"].values())
+            lines += [f"First-step losses of the variants (same model and data): {losses}", ""]
+        for target, value, met in result.get("targets", []):
+            lines.append(f"- target: {target}: {value} — **{'met' if met else 'NOT met'}**")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 repeats instead of 9")
+    parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), default=None)
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
+    args = parser.parse_args(argv)
+    repeats = 3 if args.quick else 9
+    start = time.perf_counter()
+    results = {}
+    for name in args.only or WORKLOADS:
+        print(f"running {name} ...", flush=True)
+        results[name] = WORKLOADS[name](repeats)
+    text = report(results, repeats, time.perf_counter() - start)
+    print("\n" + text)
+    if not args.no_write:
+        with open(os.path.join(HERE, "RESULTS.md"), "w") as file:
+            file.write(text)
+
+
+if __name__ == "__main__":
+    main()
