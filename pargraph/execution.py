@@ -24,6 +24,11 @@ BLAS threads
     ``dask.config.set({"pargraph.limit-blas": False})`` turns it off. The sync scheduler keeps
     BLAS's own threads: it has no other parallelism.
 
+Deferred work
+    ``backward()`` builds its gradient graph at once (so its errors, such as a second backward
+    through a freed graph, raise at the call) but defers running it to the next realization:
+    typically ``optimizer.step()``, so forward, backward and updates run as one graph.
+
 Which values are kept
     The run returns, and the slots keep, the values of: the requested nodes; nodes that a live
     tensor still wraps; nodes with autograd history and the inputs they saved, because a later
@@ -156,9 +161,28 @@ def _run_with_cluster_progress(client: Any, graph: dict, keys: list) -> Sequence
     return client.gather(futures)
 
 
+_deferred: list[tuple[list[Node], list[Node]]] = []
+
+
+def defer(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
+    """Realize ``targets`` (and then release ``release``) with the next run, whatever it is.
+
+    ``backward()`` defers its gradients this way, so that the usual ``loss.backward();
+    optimizer.step()`` becomes one dask graph in which parameter updates start as soon as
+    their gradients exist, overlapping the rest of the backward pass.
+    """
+    _deferred.append((list(targets), list(release)))
+
+
 def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
-    """Compute the values of ``targets`` in one run; afterwards free the saved values of the
-    ``release`` nodes (the graph a backward pass just went through)."""
+    """Compute the values of ``targets`` (and of any deferred work) in one run; afterwards
+    free the saved values of the ``release`` nodes (the graph a backward pass went through)."""
+    if _deferred:
+        targets, release = list(targets), list(release)
+        for more_targets, more_release in _deferred:
+            targets += more_targets
+            release += more_release
+        _deferred.clear()
     pending = [node for node in targets if node.value is None]
     if pending:
         order, computed = plan(pending)

@@ -308,8 +308,9 @@ class Tensor:
                  create_graph: bool = False) -> None:
         """Compute the gradient of this tensor with respect to the graph's leaves.
 
-        The not-yet-realized part of the forward graph and the backward graph run as one dask
-        graph; leaf ``.grad`` accumulates across calls.
+        The backward graph is built now; it runs, with the not-yet-realized part of the forward
+        graph, at the next realization (reading a ``.grad``, ``item()``, ``optimizer.step()``),
+        as one dask graph. Leaf ``.grad`` accumulates across calls.
 
         Examples
         --------
@@ -775,9 +776,13 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
             with naming(ACCUMULATE), _no_history():
                 owner.grad._rebind(ops.add_n(owner.grad._node, g))
         updated.append(owner.grad._node)
-    # The roots too: the rest of the forward graph runs in the same dask graph as backward.
+    if not retain_graph:
+        for node in region:
+            node.freed = True  # a second backward raises now; values are dropped after the run
+    # The roots too: the rest of the forward graph runs in the same dask graph as backward,
+    # and that graph runs with the next realization (usually optimizer.step()).
     roots = [out._node for out in outputs]
-    execution.realize(updated + roots, release=() if retain_graph else region)
+    execution.defer(updated + roots, release=() if retain_graph else region)
 
 
 # --- factories -----------------------------------------------------------------------------

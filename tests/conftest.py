@@ -32,6 +32,15 @@ def scheduler(request):
             yield request.param
 
 
+@pytest.fixture(autouse=True)
+def no_deferred_work_leaks_between_tests():
+    """backward() defers its run to the next realization: never into another test's."""
+    from pargraph import execution
+
+    yield
+    execution._deferred.clear()
+
+
 @pytest.fixture
 def rng():
     pargraph.manual_seed(0)

@@ -98,7 +98,9 @@ def test_graph_values_are_freed_after_backward():
     del hidden
     assert all(n.value is not None for n in intermediate_nodes)
     loss.backward()
-    assert all(n.value is None and n.freed for n in intermediate_nodes)
+    assert all(n.freed for n in intermediate_nodes)  # at once: a second backward would raise
+    x.grad.numpy()  # the deferred backward runs; then the saved values are dropped
+    assert all(n.value is None for n in intermediate_nodes)
     assert loss.item() == pytest.approx(loss.item())  # the loss itself is still readable
 
 
@@ -287,3 +289,25 @@ def test_gradcheck_reports_a_wrong_vjp():
 def test_gradcheck_needs_float64():
     with pytest.raises(ValueError, match="float64"):
         pargraph.autograd.gradcheck(lambda t: t * 2, (pargraph.ones(2, requires_grad=True),))
+
+
+def test_backward_runs_with_the_next_realization(record_runs, unfused):
+    w = pargraph.ones(3, requires_grad=True)
+    opt = pargraph.optim.SGD([w], lr=0.5)
+    loss = (w.exp() * w).sum()
+    loss.backward()
+    assert record_runs == [] and w.grad.shape == (3,)
+    opt.step()  # forward, backward and the update: one dask graph
+    assert len(record_runs) == 1
+    keys = " ".join(record_runs[0])
+    assert "exp-" in keys and "_backward-" in keys and "sgd_update-" in keys
+    assert w.tolist() == pytest.approx([1 - 0.5 * 2 * np.e] * 3)
+    assert loss.item() == pytest.approx(3 * np.e) and len(record_runs) == 1
+
+
+def test_compute_without_arguments_runs_deferred_work():
+    x = pargraph.ones(2, requires_grad=True)
+    (x * 3).sum().backward()
+    assert x.grad._node.value is None
+    pargraph.compute()
+    assert x.grad._node.value is not None and x.grad.tolist() == [3.0, 3.0]

@@ -113,6 +113,7 @@ def test_trace_reports_the_members_of_fused_tasks():
     expected = {n.key for n in pargraph.graph.toposort([loss._node]) if n.value is None}
     with pargraph.trace() as tr:
         loss.backward()
+        pargraph.compute()
     keys = {r.key for r in tr.nodes()}
     assert expected <= keys and any(r.phase == "backward" for r in tr.nodes())
 
@@ -123,4 +124,5 @@ def test_trace_reports_fused_members_on_a_cluster(local_client):
     expected = {n.key for n in pargraph.graph.toposort([loss._node]) if n.value is None}
     with dask.config.set(scheduler=local_client), pargraph.trace() as tr:
         loss.backward()
+        pargraph.compute()
     assert expected <= {r.key for r in tr.nodes()}

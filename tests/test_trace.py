@@ -13,10 +13,10 @@ from pargraph.trace import NodeRecord, Trace, critical_path
 from pargraph.viz import _graph_nodes
 
 
-def two_branches():
+def two_branches(size=200):
     rng = np.random.default_rng(0)
-    a = pargraph.tensor(rng.standard_normal((200, 200)), requires_grad=True)
-    b = pargraph.tensor(rng.standard_normal((200, 200)), requires_grad=True)
+    a = pargraph.tensor(rng.standard_normal((size, size)) / size ** 0.5, requires_grad=True)
+    b = pargraph.tensor(rng.standard_normal((size, size)) / size ** 0.5, requires_grad=True)
     left, right = a, b
     for _ in range(4):
         left = (left @ a).tanh()
@@ -50,6 +50,7 @@ def test_trace_of_two_branches_on_threads():
     forward_keys = _expected_keys(loss)
     with dask.config.set(scheduler="threads", num_workers=2), pargraph.trace() as tr:
         loss.backward()
+        pargraph.compute()
     records = tr.nodes()
     assert set(forward_keys) <= {r.key for r in records}
     backward_keys = [r.key for r in records if r.phase != "forward"]
@@ -80,10 +81,13 @@ def test_trace_on_sync_has_no_overlap():
 
 
 def test_trace_on_an_in_process_cluster(local_client):
-    a, b, loss = two_branches()
+    # Larger branches: the cluster's scheduler decides placement; long tasks make the overlap
+    # of the two independent branches certain rather than likely.
+    a, b, loss = two_branches(size=500)
     forward_keys = _expected_keys(loss)
     with dask.config.set(scheduler=local_client), pargraph.trace() as tr:
         loss.backward()
+        pargraph.compute()
     records = tr.nodes()
     backward_keys = [r.key for r in records if r.phase != "forward"]
     check_trace(tr, forward_keys + backward_keys, lanes_overlap=True)
@@ -118,6 +122,7 @@ def test_chrome_trace_has_the_trace_event_fields(tmp_path):
     _, _, loss = two_branches()
     with dask.config.set(scheduler="threads"), pargraph.trace() as tr:
         loss.backward()
+        pargraph.compute()
     path = tmp_path / "trace.json"
     tr.to_chrome(path)
     events = json.loads(path.read_text())["traceEvents"]
@@ -144,6 +149,7 @@ def test_optimizer_updates_are_traced_as_update_phase():
     w = pargraph.ones(3, requires_grad=True)
     opt = pargraph.optim.SGD([w], lr=0.1, momentum=0.9)
     (w * w).sum().backward()
+    w.grad.numpy()
     with pargraph.trace() as tr:
         opt.step()
     assert {r.phase for r in tr.nodes()} == {"update"}
