@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from threadpoolctl import threadpool_limits
 
+SETTLE_SECONDS = 0.2
+
 
 @dataclass
 class Timing:
@@ -47,7 +49,9 @@ def measure(fn: Callable[[], object], repeats: int, warmup: int = 2,
 
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2,
                 blas: dict[str, int | None] | None = None) -> dict[str, Timing]:
-    """Time several variants round-robin, so that machine noise hits them all alike."""
+    """Time several variants round-robin, so that machine noise hits them all alike.
+
+    A pause before each timed call lets the previous variant's spinning threads go idle."""
     blas = blas or {}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for name, fn in fns.items():
@@ -58,6 +62,9 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int 
         for name, fn in fns.items():
             with _limits(blas.get(name)):
                 gc.collect()
+                # Let the previous variant's idle threads (OpenMP and BLAS pools spin-wait
+                # after work) go to sleep, so that they do not steal this variant's cores.
+                time.sleep(SETTLE_SECONDS)
                 start = time.perf_counter()
                 fn()
                 samples[name].append(time.perf_counter() - start)

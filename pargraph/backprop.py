@@ -85,7 +85,18 @@ def gradients(
 
 
 def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list]) -> None:
-    """Apply the vjps of ``node``'s op: one gradient contribution per input that needs one."""
+    """Apply the vjps of ``node``'s op: one gradient contribution per input that needs one.
+
+    The nodes they emit carry ``node``'s source line: an error in them points at the user's
+    line that recorded the forward op."""
+    saved_site, grad_mode.site = grad_mode.site, node.site
+    try:
+        _emit_vjps(node, g, needs, pending)
+    finally:
+        grad_mode.site = saved_site
+
+
+def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list]) -> None:
     with naming(BACKWARD, node.op.name, node.scope):
         for position, x in enumerate(node.inputs):
             if not isinstance(x, Node) or not needs.get(id(x), False):

@@ -66,7 +66,12 @@ def is_small(computed: list[Node], single_task_below: float) -> bool:
     """Whether the whole run is too little work to profit from parallelism."""
     if len(computed) < 2:
         return False
-    return sum(estimated_seconds(n) for n in computed) < single_task_below
+    total = 0.0
+    for node in computed:
+        total += estimated_seconds(node)
+        if total >= single_task_below:
+            return False
+    return True
 
 
 def group(computed: list[Node], outputs: set[int], fuse_below: float) -> list[list[Node]]:

@@ -141,7 +141,7 @@ class Node:
         return f"<Node {self.key} {self.shape} {self.dtype}>"
 
 
-def toposort(roots: Iterable[Node], stop=lambda node: False) -> list[Node]:
+def toposort(roots: Iterable[Node], stop=None) -> list[Node]:
     """Nodes reachable from ``roots`` (through inputs), inputs before consumers.
 
     Iterative depth-first search; nodes for which ``stop(node)`` is true are included but
@@ -153,19 +153,17 @@ def toposort(roots: Iterable[Node], stop=lambda node: False) -> list[Node]:
         if id(root) in visited:
             continue
         visited.add(id(root))
-        stack = [(root, stop(root) or iter(root.input_nodes()))]
+        stack = [(root, () if stop is not None and stop(root) else root.inputs, 0)]
         while stack:
-            node, children = stack[-1]
-            if children is True:
-                stack.pop()
-                order.append(node)
-                continue
-            for child in children:
-                if id(child) not in visited:
+            node, inputs, position = stack.pop()
+            for k in range(position, len(inputs)):
+                child = inputs[k]
+                if isinstance(child, Node) and id(child) not in visited:
                     visited.add(id(child))
-                    stack.append((child, stop(child) or iter(child.input_nodes())))
+                    stack.append((node, inputs, k + 1))
+                    children = () if stop is not None and stop(child) else child.inputs
+                    stack.append((child, children, 0))
                     break
             else:
-                stack.pop()
                 order.append(node)
     return order

@@ -159,23 +159,26 @@ def node_task(node: Node) -> NodeTask:
 
 def fused(members: list[Node], outputs: list[Node] | None = None) -> tuple[FusedTask, list]:
     """The FusedTask running ``members`` and the external nodes it takes as arguments."""
-    index = {id(n): k for k, n in enumerate(members)}
+    index: dict[int, int] = {}
     external: list[Node] = []
     external_index: dict[int, int] = {}
     steps = []
-    for node in members:
+    for position, node in enumerate(members):
         sources = []
         for i in node.inputs:
             if not isinstance(i, Node):
                 sources.append(("lit", i))
-            elif id(i) in index and index[id(i)] < index[id(node)]:
-                sources.append(("env", index[id(i)]))
-            else:
-                if id(i) not in external_index:
-                    external_index[id(i)] = len(external)
-                    external.append(i)
-                sources.append(("ext", external_index[id(i)]))
+                continue
+            key = id(i)
+            if key in index:  # an earlier member
+                sources.append(("env", index[key]))
+                continue
+            if key not in external_index:
+                external_index[key] = len(external)
+                external.append(i)
+            sources.append(("ext", external_index[key]))
         steps.append((node_task(node), sources))
+        index[id(node)] = position
     out = None if outputs is None else [index[id(n)] for n in outputs]
     return FusedTask(steps, out), external
 

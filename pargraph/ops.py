@@ -28,9 +28,15 @@ _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
 
 
 class _GradMode(threading.local):
-    """Whether new nodes record autograd history; switched by ``pargraph.no_grad`` & co."""
+    """Whether new nodes record autograd history; switched by ``pargraph.no_grad`` & co.
+
+    ``site`` overrides the recorded source line: nodes a vjp emits carry the line that
+    recorded their forward node, which is what an error should point at (and is cheaper than
+    walking the stack).
+    """
 
     enabled = True
+    site = None
 
 
 grad_mode = _GradMode()
@@ -68,7 +74,10 @@ class Primitive:
             shape, dtype = self.shape(*inputs, **attrs)
         except ShapeError as error:
             raise RuntimeError(f"{self.name}: {error}") from None
-        node = Node(self, inputs, attrs, shape, np.dtype(dtype), site=user_site())
+        site = grad_mode.site or user_site()
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        node = Node(self, inputs, attrs, shape, dtype, site=site)
         if grad_mode.enabled and self.vjps is not None and node.dtype.kind == "f" and any(
             isinstance(i, Node) and i.requires_grad for i in inputs
         ):
@@ -109,6 +118,9 @@ def _scalar_dtype(value: Any) -> np.dtype:
 def result_dtype(*inputs: Any) -> np.dtype:
     """PyTorch's type promotion: dimensioned tensors first, then 0-d tensors and Python
     scalars only when they are of a higher category (bool < integer < float)."""
+    common = _common_dtype(inputs)
+    if common is not None:
+        return common
     groups = (
         [i.dtype for i in inputs if isinstance(i, Node) and i.shape != ()],
         [i.dtype for i in inputs if isinstance(i, Node) and i.shape == ()],
@@ -126,6 +138,24 @@ def result_dtype(*inputs: Any) -> np.dtype:
     return result
 
 
+def _common_dtype(inputs: tuple) -> np.dtype | None:
+    """The fast path of promotion: every tensor has one dtype and no scalar outranks it."""
+    dtype = None
+    for i in inputs:
+        if isinstance(i, Node):
+            if dtype is None:
+                dtype = i.dtype
+            elif i.dtype != dtype:
+                return None
+    if dtype is None:
+        return None
+    rank = _category(dtype)
+    for i in inputs:
+        if not isinstance(i, Node) and _category(_scalar_dtype(i)) > rank:
+            return None
+    return dtype
+
+
 def _scalar_dtype_of_category(dtype: np.dtype) -> np.dtype:
     return DEFAULT_FLOAT if _category(dtype) == 2 else _INT64
 
@@ -139,6 +169,12 @@ def shape_of(x: Any) -> tuple:
 
 
 def broadcast_shapes(*shapes: tuple) -> tuple:
+    if len(shapes) == 2:  # the common cases, without the general loop
+        a, b = shapes
+        if a == b or not b:
+            return tuple(a)
+        if not a:
+            return tuple(b)
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
@@ -214,10 +250,26 @@ def unbroadcast(g: Node, shape: tuple) -> Node:
     if g.shape == shape:
         return g
     lead = len(g.shape) - len(shape)
-    dims = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
-    )
-    return reshape(sum_(g, dim=dims, keepdim=True), shape=shape)
+    kept = tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    if not kept:  # only leading dimensions go: one sum does it
+        return sum_(g, dim=tuple(range(lead)), keepdim=False)
+    return reshape(sum_(g, dim=tuple(range(lead)) + kept, keepdim=True), shape=shape)
+
+
+def reshaped(x: Node, shape: tuple) -> Node:
+    """``x`` with ``shape``: no node at all when it already has it (for vjps)."""
+    return x if x.shape == tuple(shape) else reshape(x, shape=tuple(shape))
+
+
+def swap_last(x: Node) -> Node:
+    """``x`` with its last two dimensions swapped, for vjps: the transpose of a transpose is
+    the original node, not a second permute."""
+    if x.op is permute:
+        dims = x.attrs["dims"]
+        combined = dims[:-2] + (dims[-1], dims[-2])
+        if combined == tuple(range(len(combined))):
+            return x.inputs[0]
+    return transpose(x, -2, -1)
 
 
 # --- leaves and identity --------------------------------------------------------------------
@@ -484,7 +536,7 @@ def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
     shape = list(g.shape)
     for d in dims:
         shape.insert(d, 1)
-    return reshape(g, shape=tuple(shape))
+    return reshaped(g, tuple(shape))
 
 
 @primitive("prod", _reduction)
@@ -589,7 +641,7 @@ def _reshape_shape(x, shape):
 @primitive("reshape", _reshape_shape, grad_name="ViewBackward0")
 def reshape(x, shape):
     return np.reshape(x, shape)
-reshape.defvjp(lambda g, out, x, shape: reshape(g, shape=x.shape))
+reshape.defvjp(lambda g, out, x, shape: reshaped(g, x.shape))
 
 
 def _permute_shape(x, dims):
@@ -714,10 +766,10 @@ def _matmul_vjp(which: int) -> Callable:
         x2 = x if len(x.shape) > 1 else reshape(x, shape=(1,) + x.shape)
         y2 = y if len(y.shape) > 1 else reshape(y, shape=y.shape + (1,))
         out2 = broadcast_shapes(x2.shape[:-2], y2.shape[:-2]) + (x2.shape[-2], y2.shape[-1])
-        g2 = reshape(g, shape=out2)
+        g2 = reshaped(g, out2)
         if which == 0:
-            return reshape(unbroadcast(matmul(g2, mT(y2)), x2.shape), shape=x.shape)
-        return reshape(unbroadcast(matmul(mT(x2), g2), y2.shape), shape=y.shape)
+            return reshaped(unbroadcast(matmul(g2, swap_last(y2)), x2.shape), x.shape)
+        return reshaped(unbroadcast(matmul(swap_last(x2), g2), y2.shape), y.shape)
 
     return vjp
 
