@@ -84,9 +84,10 @@ def group(computed: list[Node], outputs: set[int], fuse_below: float) -> list[li
     position = {id(n): k for k, n in enumerate(computed)}
     consumers: dict[int, list[Node]] = {id(n): [] for n in computed}
     for node in computed:
-        for i in set(node.input_nodes()):
-            if id(i) in consumers:
-                consumers[id(i)].append(node)
+        for i in node.inputs:
+            users = consumers.get(id(i))
+            if users is not None and (not users or users[-1] is not node):  # x * x: once
+                users.append(node)
     groups: list[list[Node]] = []
     member_of: dict[int, list[int]] = {}
     for node in reversed(computed):
@@ -114,7 +115,7 @@ def _joinable_groups(node: Node, users: list[Node], outputs: set[int],
     user_groups = member_of[id(users[0])]
     if len(user_groups) != 1:
         return None
-    if estimated_seconds(node) < fuse_below or _waits_only_for(users[0], node):
+    if _waits_only_for(users[0], node) or estimated_seconds(node) < fuse_below:
         return user_groups
     return None
 
