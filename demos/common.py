@@ -17,16 +17,47 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
                         help="dask scheduler to run the graphs on (default: threads)")
     parser.add_argument("--workers", type=int, default=None,
                         help="worker threads for the threaded scheduler (default: all cores)")
+    parser.add_argument("--address", metavar="tcp://HOST:PORT", default=None,
+                        help="run on the dask cluster whose scheduler is at this address")
+    parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="give up reaching --address after this long (default: 10)")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="run on an in-process cluster with the dask dashboard on "
+                             "http://127.0.0.1:8787/status")
 
 
 @contextlib.contextmanager
 def execution(args: argparse.Namespace) -> Iterator[None]:
-    """Run the block on the scheduler the command line asked for (dask's own config)."""
-    settings = {"scheduler": args.scheduler}
-    if args.workers:
-        settings["num_workers"] = args.workers
-    with dask.config.set(settings):
-        yield
+    """Run the block where the command line asked: a cluster (--address), an in-process
+    cluster with a dashboard (--dashboard), or one of dask's local schedulers."""
+    if args.address:
+        import pargraph
+
+        try:
+            client = pargraph.connect(args.address, timeout=args.connect_timeout)
+        except ConnectionError as error:
+            raise SystemExit(f"error: {error}") from None
+        workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        print(f"running on the dask cluster at {args.address} ({workers} workers); "
+              f"dashboard: {client.dashboard_link}")
+        with client, dask.config.set(scheduler=client):
+            yield
+    elif args.dashboard:
+        from distributed import Client, LocalCluster
+
+        threads = args.workers or os.cpu_count() or 1
+        with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
+                          dashboard_address="127.0.0.1:8787") as cluster, \
+                Client(cluster) as client, dask.config.set(scheduler=client):
+            print(f"dask dashboard: {client.dashboard_link} (task stream: "
+                  f"{client.dashboard_link.replace('/status', '/tasks')})")
+            yield
+    else:
+        settings = {"scheduler": args.scheduler}
+        if args.workers:
+            settings["num_workers"] = args.workers
+        with dask.config.set(settings):
+            yield
 
 
 def progress(iterable: Iterable, description: str, quiet: bool = False, total: int | None = None):

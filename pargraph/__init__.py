@@ -19,6 +19,7 @@ from pargraph.tensor import (
     as_tensor,
     cat,
     compute,
+    connect,
     eye,
     float32,
     float64,
@@ -38,6 +39,7 @@ from pargraph.tensor import (
     stack,
     tensor,
     where,
+    worker_threads,
     zeros,
     zeros_like,
 )
@@ -78,7 +80,7 @@ del _name
 
 __all__ = [
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "compute", "trace", "Trace",
-    "visualize", "progress", "tensor",
+    "visualize", "progress", "worker_threads", "connect", "tensor",
     "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",

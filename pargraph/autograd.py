@@ -129,7 +129,7 @@ def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[n
         for r, row in enumerate(rows):
             g = row.get(id(x._node))
             if g is not None:
-                jacobian[r] = np.asarray(g.value).reshape(-1)
+                jacobian[r] = execution.fetch(g).reshape(-1)
         jacobians.append(jacobian)
     return jacobians
 

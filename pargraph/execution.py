@@ -29,6 +29,12 @@ Deferred work
     through a freed graph, raise at the call) but defers running it to the next realization:
     typically ``optimizer.step()``, so forward, backward and updates run as one graph.
 
+On a cluster
+    Results stay on the workers: a value slot holds a Future, the next run's tasks refer to its
+    key, and only what the user asks for (``item()``, ``numpy()``, ``state_dict()``, ``save``)
+    is gathered. Parameters and optimizer state therefore never travel back and forth between
+    steps; only new data (a batch) is sent.
+
 Which values are kept
     The run returns, and the slots keep, the values of: the requested nodes; nodes that a live
     tensor still wraps; nodes with autograd history and the inputs they saved, because a later
@@ -40,6 +46,9 @@ Which values are kept
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
+import secrets
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,9 +59,11 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.lowering import Lowered, lower, plan
+from pargraph.lowering import Lowered, is_future, lower, plan
 
 DEFAULT_GET = dask.threaded.get
+_run_ids = itertools.count()
+_RUN_SESSION = secrets.token_hex(4)
 #: Objects with a ``run(computed_nodes, get)`` context manager, entered around every run
 #: (the trace layer registers itself here; execution never imports it).
 observers: list = []
@@ -122,20 +133,74 @@ def run_graph(graph: dict, keys: list, get: Callable | None = None) -> Sequence[
         # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
         # context variable, and dask's thread pool runs tasks in a copy of this context.
         with blas_limited(get), np.errstate(all="ignore"):
-            client = getattr(get, "__self__", None)
-            if client is not None and dask.config.get("pargraph.progress", False):
-                return _run_with_cluster_progress(client, graph, keys)
             return get(graph, keys)
     except Exception as error:
         raise error.with_traceback(None) from None
 
 
 def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
-    """Every run goes through here: one task inline on local schedulers, else dask."""
+    """Every run goes through here: one task inline on local schedulers, a graph whose results
+    stay on the workers as Futures on a cluster, else dask's local schedulers."""
     inline = lowered.single is not None and is_local(get)
     if inline and not dask.config.get("pargraph.progress", False):
         return run_inline(lowered)
+    client = client_of(get)
+    if client is not None:
+        return run_on_cluster(client, lowered.graph, keys)
     return run_graph(lowered.graph, keys, get)
+
+
+def client_of(get: Callable) -> Any:
+    """The distributed Client whose ``get`` this is, or ``None``."""
+    client = getattr(get, "__self__", None)
+    return client if type(client).__name__ == "Client" else None
+
+
+def run_on_cluster(client: Any, graph: dict, keys: list) -> list:
+    """Run on the cluster and keep the results there: returns Futures, gathers nothing."""
+    from distributed import progress, wait
+
+    try:
+        futures = client.get(_untokenized(graph), keys, sync=False)
+        with client.as_current():
+            if dask.config.get("pargraph.progress", False):
+                progress(futures)
+            wait(futures)
+        for future in futures:
+            if future.status == "error":
+                raise future.exception()
+            if future.status != "finished":  # cancelled or lost
+                future.result()
+    except Exception as error:
+        raise error.with_traceback(None) from None
+    return futures
+
+
+def _untokenized(graph: dict) -> Any:
+    """The graph as the expression ``Client.get`` builds from a dict, but named by a unique
+    token instead of one computed by hashing every task and array in it (~17 ms for a small
+    training step): pargraph's keys are already unique."""
+    try:
+        from dask._expr import LLGExpr
+    except ImportError:  # an older or newer dask: let it tokenize
+        return graph
+    expr = LLGExpr(graph)
+    expr._determ_token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
+    return expr
+
+
+def fetch(node: Node) -> np.ndarray:
+    """A realized node's value as a local numpy array (gathered from the cluster if needed)."""
+    value = node.value
+    return np.asarray(value.result()) if is_future(value) else value
+
+
+def worker_threads() -> int:
+    """How many tasks can run at once where the next run would go."""
+    client = client_of(choose_scheduler())
+    if client is not None:
+        return max(sum(client.nthreads().values()), 1)
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
 
 
 def is_local(get: Callable) -> bool:
@@ -147,18 +212,9 @@ def run_inline(lowered: Lowered) -> Sequence[Any]:
     """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
     try:
         with np.errstate(all="ignore"):
-            return lowered.single(*(node.value for node in lowered.single_inputs))
+            return lowered.single(*(fetch(node) for node in lowered.single_inputs))
     except Exception as error:
         raise error.with_traceback(None) from None
-
-
-def _run_with_cluster_progress(client: Any, graph: dict, keys: list) -> Sequence[Any]:
-    from distributed import progress
-
-    futures = client.get(graph, keys, sync=False)
-    with client.as_current():
-        progress(futures)
-    return client.gather(futures)
 
 
 _deferred: list[tuple[list[Node], list[Node]]] = []
@@ -187,8 +243,8 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
     if pending:
         order, computed = plan(pending)
         keep = _kept(computed, {id(n) for n in targets}, {id(n) for n in release})
-        lowered = lower(order, computed, keep)
         get = choose_scheduler()
+        lowered = lower(order, computed, keep, remote=client_of(get) is not None)
         with contextlib.ExitStack() as stack:
             for observer in list(observers):
                 stack.enter_context(observer.run(computed, get))
@@ -214,3 +270,30 @@ def _kept(computed: list[Node], targets: set[int], released: set[int]) -> list[N
         node for node in computed
         if id(node) in targets or id(node) in saved or is_live(node)
     ]
+
+
+def replicate(nodes: Sequence[Node]) -> None:
+    """Keep copies of cluster-held values on more than one worker (``pargraph.replicas``,
+    default 2), so that a worker dying loses no state that cannot be recomputed."""
+    futures = [n.value for n in nodes if is_future(n.value)]
+    wanted = int(dask.config.get("pargraph.replicas", 2))
+    if not futures or wanted < 2:
+        return
+    client = futures[0].client
+    workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    if workers >= 2:
+        client.replicate(futures, n=min(wanted, workers))
+
+
+def connect(address: str, timeout: float = 10.0, security: Any = None) -> Any:
+    """A ``distributed.Client`` for the scheduler at ``address``, or a ``ConnectionError``
+    that names the address, within ``timeout`` seconds."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=f"{timeout}s", security=security)
+    except (OSError, TimeoutError) as error:
+        raise ConnectionError(
+            f"could not reach the dask scheduler at {address} within {timeout:g} s ({error}); "
+            "is it running, and is the address right? Start one with `dask scheduler`."
+        ) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,8 @@ import numpy as np
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _uids = itertools.count()
+# Keys are global on a dask scheduler that several client processes may share.
+_SESSION = secrets.token_hex(4)
 
 #: Phases of a node, used for naming tasks and for traces.
 FORWARD, BACKWARD, ACCUMULATE, UPDATE = "forward", "backward", "accumulate", "update"
@@ -121,7 +124,7 @@ class Node:
         phase, origin = _naming.phase, _naming.origin
         self.phase = phase
         self.scope = _naming.scope
-        self.key = f"{task_prefix(op.name, phase, origin)}-{next(_uids)}"
+        self.key = f"{task_prefix(op.name, phase, origin)}-{next(_uids)}-{_SESSION}"
         self.site = site
         self.value = value
         self.requires_grad = False

@@ -2,8 +2,9 @@
 
 What gets lowered
     The not-yet-realized nodes reachable from the requested nodes. A realized node is a
-    boundary: it enters the graph as a ``DataNode`` holding its value (or, on a cluster, a
-    reference to the Future that holds it) and the walk does not go past it. So a backward
+    boundary: it enters the graph as a ``DataNode`` holding its value (on a cluster, a value
+    held as a Future is not in the graph at all: tasks refer to its key, which lives on a
+    worker) and the walk does not go past it. So a backward
     pass whose forward graph is not realized yet lowers forward and backward together, as one
     graph, and dask is free to overlap them and to release intermediates early.
 
@@ -199,12 +200,27 @@ class Lowered:
     single_inputs: list = field(default_factory=list)
 
 
-def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node]) -> Lowered:
-    """The dask graph that computes ``computed`` and returns the keys of ``outputs``."""
+def is_future(value: Any) -> bool:
+    """Whether a value slot holds a cluster Future (its data stays on a worker)."""
+    return type(value).__name__ == "Future" and hasattr(value, "key")
+
+
+def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
+          remote: bool = False) -> Lowered:
+    """The dask graph that computes ``computed`` and returns the keys of ``outputs``.
+
+    On a cluster (``remote``), a value held as a Future stays where it is: tasks refer to its
+    key, which the cluster keeps in memory for as long as the Future lives. Elsewhere it is
+    gathered into the graph like any other value.
+    """
     graph: dict = {}
     for node in order:
-        if node.value is not None:
+        if node.value is None:
+            continue
+        if not is_future(node.value):
             graph[node.key] = DataNode(node.key, node.value)
+        elif not remote:
+            graph[node.key] = DataNode(node.key, node.value.result())
     fuse_below, single_below = fusion.thresholds()
     if fusion.is_small(computed, single_below):
         task, external = fused(computed, list(outputs))

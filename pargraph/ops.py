@@ -278,9 +278,13 @@ leaf = Primitive("tensor", None, _same)
 REGISTRY["tensor"] = leaf
 
 
-def constant(value: np.ndarray, requires_grad: bool = False) -> Node:
-    """A leaf node holding ``value`` (already realized)."""
-    node = Node(leaf, (), {}, value.shape, value.dtype, value=value, site=user_site())
+def constant(value: Any, requires_grad: bool = False, shape: tuple | None = None,
+             dtype: np.dtype | None = None) -> Node:
+    """A leaf node holding ``value`` (already realized: an array, or a cluster Future, which
+    then needs ``shape`` and ``dtype``)."""
+    shape = value.shape if shape is None else shape
+    dtype = value.dtype if dtype is None else dtype
+    node = Node(leaf, (), {}, shape, dtype, value=value, site=user_site())
     node.requires_grad = requires_grad
     return node
 

@@ -166,10 +166,7 @@ class Tensor:
 
     def _value(self) -> np.ndarray:
         execution.realize([self._node])
-        value = self._node.value
-        if not isinstance(value, np.ndarray):  # a Future on a cluster
-            value = np.asarray(value.result())
-        return value
+        return execution.fetch(self._node)
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (realizing it if needed).
@@ -261,7 +258,7 @@ class Tensor:
         """
         node = self._node
         if node.value is not None:
-            return _wrap(ops.constant(node.value))
+            return _wrap(ops.constant(node.value, shape=node.shape, dtype=node.dtype))
         with _no_history():
             return _wrap(ops.alias(node))
 
@@ -1084,6 +1081,35 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     (2, 2)
     """
     return _wrap(ops.stack([as_tensor(t)._node for t in tensors], dim))
+
+
+def connect(address: str, timeout: float = 10.0, security=None):
+    """Connect to a dask cluster: a ``distributed.Client`` that becomes the default scheduler
+    for every realization, or a ``ConnectionError`` naming the address within ``timeout`` s.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> try:
+    ...     pargraph.connect("tcp://127.0.0.1:1", timeout=1)
+    ... except ConnectionError as error:
+    ...     print(str(error)[:58])
+    could not reach the dask scheduler at tcp://127.0.0.1:1 wi
+    """
+    return execution.connect(address, timeout, security)
+
+
+def worker_threads() -> int:
+    """How many tasks can run at once where the next run goes: the cluster's worker threads
+    with an active Client, else the threaded scheduler's ``num_workers`` (default: all cores).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.worker_threads() >= 1
+    True
+    """
+    return execution.worker_threads()
 
 
 def compute(*tensors: Tensor) -> tuple[Tensor, ...]:

@@ -2,6 +2,7 @@
 
 from pargraph.nn import functional, init
 from pargraph.nn.layers import (
+    DataParallel,
     Dropout,
     Flatten,
     Identity,
@@ -20,5 +21,5 @@ from pargraph.nn.module import Module, Parameter
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
-    "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "functional", "init",
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "functional", "init", "DataParallel",
 ]

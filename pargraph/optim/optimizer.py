@@ -3,7 +3,8 @@
 ``step()`` records every parameter's update (and new optimizer state) as graph nodes in the
 ``update`` phase, realizes them all in one dask run, so that the updates of independent
 parameters run in parallel, and only then points parameters and state at the results. If the
-run fails, parameters and state stay exactly as they were before the step.
+run fails, parameters and state stay exactly as they were before the step. On a cluster the new
+values stay on the workers, each kept on two of them, so that losing a worker loses no state.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ class Optimizer:
         nodes += [v._node for *_, state in pending for v in state.values()
                   if isinstance(v, Tensor)]
         execution.realize(nodes)  # raises before anything is committed
+        # Parameters and optimizer state exist nowhere else: on a cluster, keep a second copy.
+        execution.replicate(nodes)
         with no_grad():
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)

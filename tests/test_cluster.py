@@ -1,0 +1,228 @@
+"""Training on a real dask cluster: `dask scheduler` and `dask worker` processes on 127.0.0.1,
+started with the very commands docker/docker-compose.yml runs (only host and ports differ)."""
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import dask
+import numpy as np
+import pytest
+import yaml
+from dask.utils import key_split
+
+import pargraph
+from pargraph import nn, optim
+from pargraph.lowering import is_future
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMPOSE = os.path.join(ROOT, "docker", "docker-compose.yml")
+
+
+def compose_commands() -> dict[str, str]:
+    with open(COMPOSE) as file:
+        services = yaml.safe_load(file)["services"]
+    return {name: " ".join(service["command"].split()) for name, service in services.items()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def local_command(command: str, port: int, dashboard: int) -> list[str]:
+    """A compose command made to run on this machine: its host and ports, nothing else."""
+    command = (command.replace("--host 0.0.0.0", "--host 127.0.0.1")
+               .replace("--port 8786", f"--port {port}")
+               .replace("0.0.0.0:8787", f"127.0.0.1:{dashboard}")
+               .replace("tcp://scheduler:8786", f"tcp://127.0.0.1:{port}"))
+    args = shlex.split(command)
+    if args[:2] == ["dask", "worker"]:
+        args += ["--host", "127.0.0.1"]
+    return args
+
+
+class Cluster:
+    """A scheduler and workers as separate processes, stopped at the end."""
+
+    def __init__(self, workers: int) -> None:
+        self.port, self.dashboard = free_port(), free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        commands = compose_commands()
+        self.scheduler = self._start(local_command(commands["scheduler"], self.port,
+                                                   self.dashboard))
+        self.workers = [self._start(local_command(commands["worker"], self.port,
+                                                  self.dashboard)) for _ in range(workers)]
+        self.client = pargraph.connect(self.address, timeout=30)
+        self.client.wait_for_workers(workers, timeout=60)
+
+    @staticmethod
+    def _start(args: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                cwd=ROOT, start_new_session=True)
+
+    def kill_worker(self, index: int) -> None:
+        os.killpg(self.workers[index].pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.client.close()
+        for process in self.workers + [self.scheduler]:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.workers + [self.scheduler]:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    running = Cluster(workers=2)
+    yield running
+    running.close()
+
+
+def train(steps: int, scheduler, shards: int | None = None, on_step=None, width: int = 32):
+    """A few Adam steps of an MLP on real digits; returns losses and final parameters."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = pargraph.tensor((digits.data[:256] / 16).astype(np.float32))
+    y = pargraph.tensor(digits.target[:256])
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 10))
+    if shards:
+        model = nn.DataParallel(model, shards=shards)
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    with dask.config.set(scheduler=scheduler):
+        for step in range(steps):
+            if on_step:
+                on_step(step)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return losses, model, opt
+
+
+def test_compose_commands_are_the_ones_tests_run():
+    commands = compose_commands()
+    assert commands["scheduler"].startswith("dask scheduler ")
+    assert commands["worker"].startswith("dask worker tcp://scheduler:8786")
+    assert "demos/digits.py --address tcp://scheduler:8786" in commands["trainer"]
+    with open(COMPOSE) as file:
+        services = yaml.safe_load(file)["services"]
+    published = [p for s in services.values() for p in s.get("ports", [])]
+    assert published and all(p.startswith("127.0.0.1:") for p in published)
+    assert "container_name" not in services["worker"]  # `--scale worker=N` needs this
+
+
+def test_training_on_the_cluster_equals_the_threaded_run(cluster):
+    cluster_losses, model, _ = train(4, cluster.client)
+    threaded_losses, threaded_model, _ = train(4, "threads")
+    # Workers run BLAS on one thread, this process on all cores: sums may round differently.
+    np.testing.assert_allclose(cluster_losses, threaded_losses, rtol=1e-6)
+    for a, b in zip(model.parameters(), threaded_model.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7)
+
+
+def test_state_stays_on_the_workers_between_steps(cluster, record_runs):
+    _, model, opt = train(2, cluster.client)
+    params = list(model.parameters())
+    assert all(is_future(p._node.value) for p in params)
+    assert all(is_future(v._node.value) for state in opt.state.values()
+               for v in state.values() if isinstance(v, pargraph.Tensor))
+    last_run = record_runs[-1]
+    uploaded = [k for k, task in last_run.items() if type(task).__name__ == "DataNode"]
+    param_keys = {p._node.key for p in params}
+    assert not param_keys & set(uploaded)  # parameters were not sent again
+    state = model.state_dict()  # gathered only when asked for
+    assert all(isinstance(v.numpy(), np.ndarray) for v in state.values())
+
+
+def test_data_parallel_gradients_equal_the_single_branch_gradients(cluster):
+    for scheduler in ("threads", cluster.client):
+        pargraph.manual_seed(1)
+        single = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+        parallel = nn.DataParallel(single, shards=4)
+        x = pargraph.randn(32, 8)
+        y = pargraph.randint(0, 3, (32,))
+        with dask.config.set(scheduler=scheduler):
+            nn.functional.cross_entropy(single(x), y).backward()
+            expected = [p.grad.numpy().copy() for p in single.parameters()]
+            single.zero_grad()
+            nn.functional.cross_entropy(parallel(x), y).backward()
+            for p, g in zip(single.parameters(), expected):
+                np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5, atol=1e-6)
+    assert pargraph.nn.DataParallel(single)(x).shape == (32, 3)  # default: one shard a thread
+
+
+def test_task_stream_groups_are_named_after_ops(cluster):
+    from distributed import get_task_stream
+
+    with get_task_stream(client=cluster.client) as stream, \
+            dask.config.set({"pargraph.single-task-below": 0}):  # tiny steps are one task
+        train(2, cluster.client, shards=2)
+    groups = {key_split(task["key"]) for task in stream.data}
+    backward = {g for g in groups if g.endswith("_backward")}
+    assert backward and "accumulate_grad" in groups and "adam_update" in groups
+    forward = groups - backward - {"accumulate_grad", "adam_update", "tensor"}
+    assert forward & {"matmul", "add", "relu", "cat", "amax", "sum", "log", "neg", "div"}
+
+
+def test_a_worker_killed_mid_training_loses_nothing():
+    reference, _, _ = train(8, "threads", width=256)
+    running = Cluster(workers=2)
+    try:
+        def kill_during(step):
+            if step == 4:  # kill one worker while step 4's graph is running
+                threading.Timer(0.05, running.kill_worker, args=(0,)).start()
+
+        losses, _, _ = train(8, running.client, on_step=kill_during, width=256)
+        np.testing.assert_allclose(losses, reference, rtol=1e-6)
+        assert len(running.client.scheduler_info(n_workers=-1)["workers"]) == 1
+    finally:
+        running.close()
+
+
+def test_a_tls_cluster_trains():
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    security = Security.temporary()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://",
+                      security=security, dashboard_address=None) as tls_cluster, \
+            Client(tls_cluster, security=security, set_as_default=False) as client:
+        assert client.scheduler.address.startswith("tls://")
+        losses, _, _ = train(3, client)
+    np.testing.assert_allclose(losses, train(3, "sync")[0], rtol=1e-6)
+
+
+def test_an_unreachable_scheduler_is_a_clear_error_and_the_checkpoint_survives(tmp_path):
+    address = f"tcp://127.0.0.1:{free_port()}"
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError, match=f"could not reach the dask scheduler at {address}"):
+        pargraph.connect(address, timeout=2)
+    assert time.perf_counter() - start < 15
+    checkpoint = tmp_path / "digits.npz"
+    subprocess.run([sys.executable, "demos/digits.py", "--quiet", "--epochs", "1", "--plot", "",
+                    "--hidden", "16", "--checkpoint", str(checkpoint)], cwd=ROOT, check=True)
+    before = checkpoint.read_bytes()
+    done = subprocess.run([sys.executable, "demos/digits.py", "--quiet", "--epochs", "2",
+                           "--plot", "", "--hidden", "16", "--resume", "--checkpoint",
+                           str(checkpoint), "--address", address, "--connect-timeout", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"could not reach the dask scheduler at {address}" in done.stderr
+    assert checkpoint.read_bytes() == before
+    assert pargraph.load(checkpoint)["epoch"] == 0
