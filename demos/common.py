@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import urllib.parse
 from collections.abc import Iterable, Iterator
 
 import dask
@@ -49,8 +50,11 @@ def execution(args: argparse.Namespace) -> Iterator[None]:
         with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
                           dashboard_address="127.0.0.1:8787") as cluster, \
                 Client(cluster) as client, dask.config.set(scheduler=client):
-            print(f"dask dashboard: {client.dashboard_link} (task stream: "
-                  f"{client.dashboard_link.replace('/status', '/tasks')})")
+            # The link dask builds names this machine's address; the dashboard listens on
+            # 127.0.0.1 only.
+            port = urllib.parse.urlsplit(client.dashboard_link).port
+            print(f"dask dashboard: http://127.0.0.1:{port}/status "
+                  f"(task stream: http://127.0.0.1:{port}/tasks)")
             yield
     else:
         settings = {"scheduler": args.scheduler}
