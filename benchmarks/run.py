@@ -235,8 +235,33 @@ def memory(repeats: int) -> dict:
 
 
 def cluster(repeats: int) -> dict:
-    """Workload 6: workload 1 with DataParallel on 2 vs 1 worker processes."""
-    return {"skipped": "needs nn.DataParallel, which issue #4 (distributed) adds"}
+    """Workload 6: workload 1 with DataParallel on a local cluster of 2 vs 1 worker processes
+    (one thread each)."""
+    from distributed import Client, LocalCluster
+
+    cfg = models.WIDE
+    rng = np.random.default_rng(0)
+    towers = [models.init_layers(cfg["sizes"], rng) for _ in range(cfg["towers"])]
+    x, y = models.data(cfg["sizes"][0], cfg["batch"], cfg["sizes"][-1])
+    clusters, variants = [], {}
+    try:
+        for workers in (1, 2):
+            local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                 dashboard_address=None)
+            client = Client(local, set_as_default=False)
+            clusters.append((local, client))
+            with dask.config.set(scheduler=client):  # shards: one per worker thread
+                model = pargraph.nn.DataParallel(models.pargraph_wide(towers))
+            variants[f"DataParallel, {workers} worker process(es)"] = _on(
+                client, models.pargraph_step(model, x, y))
+        times = interleaved(variants, repeats, warmup=2)
+    finally:
+        for local, client in clusters:
+            client.close()
+            local.close()
+    one, two = (t.median for t in times.values())
+    return {"times": times, "targets": [("2 workers give >= 1.6x the throughput of 1",
+                                         f"{one / two:.2f}x", one / two >= 1.6)]}
 
 
 WORKLOADS = {"wide": wide, "small": small, "overhead": overhead, "building": building,

@@ -22,6 +22,9 @@ And before all that: a graph whose total estimated work is below ``pargraph.sing
 seconds cannot profit from parallelism (the way XLA's CPU runtime runs small graphs
 sequentially), so it runs as one single task.
 
+Both thresholds default to 50 µs and 1 ms on local schedulers and to 40 times that on a
+cluster, where a task costs about a millisecond.
+
 Costs are rough estimates from shapes: a matmul at ~20 GFLOP/s, other ops at ~1 ns per element
 read or written, plus ~2 µs per numpy call.
 """
@@ -37,6 +40,7 @@ from pargraph.graph import Node
 VIEW_OPS = frozenset({"reshape", "permute", "expand", "alias"})
 DEFAULT_FUSE_BELOW = 50e-6
 DEFAULT_SINGLE_TASK_BELOW = 1e-3
+CLUSTER_SCALE = 40.0
 
 
 def estimated_seconds(node: Node) -> float:
@@ -54,12 +58,18 @@ def estimated_seconds(node: Node) -> float:
     return 2e-6 + elements * 1e-9
 
 
-def thresholds() -> tuple[float, float]:
-    """``(fuse_below, single_task_below)`` in seconds; 0 turns a rule off."""
+def thresholds(remote: bool = False) -> tuple[float, float]:
+    """``(fuse_below, single_task_below)`` in seconds; 0 turns a rule off.
+
+    A cluster task costs about a millisecond of scheduler and worker time, some 40 times a
+    threaded one, so by default a cluster fuses nodes up to 40 times more work."""
     if not dask.config.get("pargraph.fuse", True):
         return 0.0, 0.0
-    return (float(dask.config.get("pargraph.fuse-below", DEFAULT_FUSE_BELOW)),
-            float(dask.config.get("pargraph.single-task-below", DEFAULT_SINGLE_TASK_BELOW)))
+    scale = CLUSTER_SCALE if remote else 1.0
+    fuse = dask.config.get("pargraph.fuse-below", None)
+    single = dask.config.get("pargraph.single-task-below", None)
+    return (float(fuse if fuse is not None else DEFAULT_FUSE_BELOW * scale),
+            float(single if single is not None else DEFAULT_SINGLE_TASK_BELOW * scale))
 
 
 def is_small(computed: list[Node], single_task_below: float) -> bool:

@@ -221,7 +221,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
             graph[node.key] = DataNode(node.key, node.value)
         elif not remote:
             graph[node.key] = DataNode(node.key, node.value.result())
-    fuse_below, single_below = fusion.thresholds()
+    fuse_below, single_below = fusion.thresholds(remote)
     if fusion.is_small(computed, single_below):
         task, external = fused(computed, list(outputs))
         whole = f"pargraph_run-{outputs[0].key}"
