@@ -65,3 +65,12 @@ def test_demos_have_help(demo):
     out = subprocess.run([sys.executable, os.path.join(DEMOS, demo), "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "--scheduler" in out and "--workers" in out
+
+
+def test_dashboard_flag_starts_a_local_cluster_and_prints_its_link():
+    done = subprocess.run([sys.executable, os.path.join(DEMOS, "fit_line.py"), "--quiet",
+                           "--steps", "20", "--dashboard"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    link = next(line for line in done.stdout.splitlines() if line.startswith("dask dashboard"))
+    assert "http://127.0.0.1:" in link and "/status" in link and "/tasks" in link
+    assert "learned f(x)" in done.stdout
