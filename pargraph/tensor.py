@@ -782,6 +782,17 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
     execution.defer(updated + roots, release=() if retain_graph else region)
 
 
+def zero_grads(tensors, set_to_none: bool = True) -> None:
+    """Reset the ``.grad`` of each tensor: to ``None``, or to zeros in place."""
+    for t in tensors:
+        if t.grad is None:
+            continue
+        if set_to_none:
+            t.grad = None
+        else:
+            t.grad.zero_()
+
+
 # --- factories -----------------------------------------------------------------------------
 
 def _default_dtype(array: np.ndarray, from_python: bool) -> np.dtype:

@@ -245,6 +245,8 @@ def test_tensors_are_dask_collections():
     assert rb == 6.0
     assert dask.base.tokenize(a) != dask.base.tokenize(b)
     assert a.__dask_keys__() == [a._node.key]
+    (persisted,) = dask.persist(a * 3)
+    assert isinstance(persisted, pargraph.Tensor) and persisted.tolist() == [6.0, 6.0, 6.0]
 
 
 def test_dask_visualize_draws_the_graph(tmp_path, unfused):

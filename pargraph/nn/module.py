@@ -11,7 +11,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph.grad_mode import no_grad
-from pargraph.tensor import Tensor, as_tensor, module_scope
+from pargraph.tensor import Tensor, as_tensor, module_scope, zero_grads
 
 
 class Parameter(Tensor):
@@ -200,13 +200,8 @@ class Module:
         return self.train(False)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for param in self.parameters():
-            if param.grad is None:
-                continue
-            if set_to_none:
-                param.grad = None
-            else:
-                param.grad.zero_()
+        """Reset the gradients of all parameters (to ``None`` by default, as in PyTorch)."""
+        zero_grads(self.parameters(), set_to_none)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for param in self.parameters():

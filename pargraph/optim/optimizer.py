@@ -15,7 +15,7 @@ from typing import Any
 from pargraph import execution
 from pargraph.grad_mode import enable_grad, no_grad
 from pargraph.graph import UPDATE, naming
-from pargraph.tensor import Tensor, as_tensor
+from pargraph.tensor import Tensor, as_tensor, zero_grads
 
 _required = object()
 
@@ -65,14 +65,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to ``None`` by default, as in PyTorch)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.zero_()
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         raise NotImplementedError
