@@ -101,7 +101,7 @@ def blas_limited(get: Callable):
     """A context limiting BLAS to one thread around a threaded run, or a no-op."""
     global _blas_controller, _modules_at_scan
     if not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True):
-        return _NoLimit()
+        return contextlib.nullcontext()
     # Scanning for BLAS libraries costs ~0.7 ms; a new one can only have been loaded by an
     # import, so scan again only when modules were imported since the last scan.
     if _blas_controller is None or len(sys.modules) != _modules_at_scan:
@@ -110,14 +110,6 @@ def blas_limited(get: Callable):
         _blas_controller = ThreadpoolController()
         _modules_at_scan = len(sys.modules)
     return _blas_controller.limit(limits=1, user_api="blas")
-
-
-class _NoLimit:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def is_live(node: Node) -> bool:
