@@ -118,9 +118,8 @@ def is_live(node: Node) -> bool:
     return owner is not None and owner._node is node
 
 
-def run_graph(graph: dict, keys: list, get: Callable | None = None) -> Sequence[Any]:
-    """Run a dask graph on the chosen scheduler; task errors surface without dask's frames."""
-    get = get or choose_scheduler()
+def run_graph(graph: dict, keys: list, get: Callable) -> Sequence[Any]:
+    """Run a dask graph on a local scheduler; task errors surface without dask's frames."""
     try:
         # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
         # context variable, and dask's thread pool runs tasks in a copy of this context.

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -114,7 +113,6 @@ class Trace:
         self.records: dict[str, NodeRecord] = {}
         self.runs: list[tuple[float, float]] = []
         self._lanes: dict[Any, str] = {}
-        self._lock = threading.Lock()
 
     # --- recording ----------------------------------------------------------------------
 
@@ -152,11 +150,11 @@ class Trace:
         self._set_ready(computed_keys, start)
 
     def _lane(self, where: Any) -> str:
-        with self._lock:
-            if where not in self._lanes:
-                host, thread = where
-                self._lanes[where] = f"{host} thread {sum(1 for w in self._lanes if w[0] == host)}"
-            return self._lanes[where]
+        """A readable lane name per (host, thread); called after a run, on one thread."""
+        if where not in self._lanes:
+            host = where[0]
+            self._lanes[where] = f"{host} thread {sum(1 for w in self._lanes if w[0] == host)}"
+        return self._lanes[where]
 
     def _add_events(self, events: list, keys: set[str], host: str) -> None:
         for key, start, stop, thread in events:
