@@ -264,7 +264,7 @@ def reshaped(x: Node, shape: tuple) -> Node:
 def swap_last(x: Node) -> Node:
     """``x`` with its last two dimensions swapped, for vjps: the transpose of a transpose is
     the original node, not a second permute."""
-    if x.op is permute:
+    if x.op is permute and x.inputs:  # a realized node may have had its inputs cut
         dims = x.attrs["dims"]
         combined = dims[:-2] + (dims[-1], dims[-2])
         if combined == tuple(range(len(combined))):
@@ -779,6 +779,37 @@ def _matmul_vjp(which: int) -> Callable:
 
 
 matmul.defvjp(_matmul_vjp(0), _matmul_vjp(1))
+
+
+def _linear_shape(x, w, b=None):
+    if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
+        raise ShapeError(f"input of shape {x.shape} and weight of shape {w.shape} cannot be "
+                         f"multiplied (expected the input's last dimension to be "
+                         f"{w.shape[1] if len(w.shape) == 2 else '?'})")
+    if b is not None and shape_of(b) not in ((), (w.shape[0],)):
+        raise ShapeError(f"bias of shape {shape_of(b)} does not match {w.shape[0]} outputs")
+    return x.shape[:-1] + (w.shape[0],), result_dtype(x, w, *(() if b is None else (b,)))
+
+
+@primitive("linear", _linear_shape, grad_name="AddmmBackward0")
+def linear(x, w, b=None):
+    """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
+    out = np.matmul(x, np.transpose(w))
+    if b is not None:
+        out += b
+    return out
+
+
+def _rows(t: Node) -> Node:
+    """``t`` with its leading dimensions flattened into one: (..., n) -> (rows, n)."""
+    return reshaped(t, (math.prod(t.shape[:-1]), t.shape[-1]))
+
+
+linear.defvjp(
+    lambda g, out, x, w, b=None: matmul(g, w),
+    lambda g, out, x, w, b=None: matmul(swap_last(_rows(g)), _rows(x)),
+    lambda g, out, x, w, b=None: unbroadcast(g, b.shape),
+)
 
 
 # --- composites -----------------------------------------------------------------------------

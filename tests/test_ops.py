@@ -162,6 +162,10 @@ CASES = [
     Case("matmul_dot", lambda x, y: x @ y, np.matmul, [normal(4), normal(4)]),
     Case("matmul_batch", lambda x, y: x @ y, np.matmul, [normal(2, 3, 4), normal(4, 5)]),
     Case("matmul_broadcast", lambda x, y: x @ y, np.matmul, [normal(2, 1, 3, 4), normal(3, 4, 2)]),
+    Case("linear", lambda x, w, b: node_op(ops.linear, x, w, b), lambda x, w, b: x @ w.T + b,
+         [normal(5, 4), normal(3, 4), normal(3)]),
+    Case("linear_batched", lambda x, w: node_op(ops.linear, x, w),
+         lambda x, w: x @ w.T, [normal(2, 5, 4), normal(3, 4)]),
     Case("cast", lambda x: x.float().double() * 2, lambda x: x.astype(np.float32) * 2.0,
          [normal(3, 4)], eps=1e-2, atol=1e-4),
     Case("cast_int", lambda x: x.long(), lambda x: x.astype(np.int64), [normal(3, 4) * 5],
@@ -222,7 +226,7 @@ def test_non_differentiable_ops_do_not_track_grad(case):
     assert not out.requires_grad and out.grad_fn is None
 
 
-SECOND_ORDER = ["exp", "log", "tanh", "sigmoid", "mul", "div", "pow", "matmul", "softmax",
+SECOND_ORDER = ["exp", "log", "tanh", "sigmoid", "mul", "div", "pow", "matmul", "linear", "softmax",
                 "sum_dim", "index_tensor", "max_dim", "cat", "expand", "where", "maximum"]
 
 

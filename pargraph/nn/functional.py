@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pargraph import ops
 from pargraph.tensor import Tensor, arange, as_tensor, default_generator, from_numpy
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -99,8 +100,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> F.linear(pargraph.ones(1, 2), pargraph.ones(3, 2), pargraph.zeros(3))
     tensor([[2., 2., 2.]])
     """
-    out = input @ weight.T
-    return out if bias is None else out + bias
+    args = (input._node, weight._node) + (() if bias is None else (bias._node,))
+    return Tensor(ops.linear(*args))
 
 
 def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
