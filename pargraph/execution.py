@@ -59,7 +59,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.lowering import Lowered, is_future, lower, plan
+from pargraph.lowering import Lowered, fetch, is_future, lower, plan
 
 DEFAULT_GET = dask.threaded.get
 _run_ids = itertools.count()
@@ -114,31 +114,33 @@ def blas_limited(get: Callable):
 
 def is_live(node: Node) -> bool:
     """Whether a tensor the user holds still wraps ``node``."""
-    owner = node.owner() if node.owner is not None else None
+    owner = node.owner_tensor()
     return owner is not None and owner._node is node
 
 
 def run_graph(graph: dict, keys: list, get: Callable) -> Sequence[Any]:
-    """Run a dask graph on a local scheduler; task errors surface without dask's frames."""
-    try:
-        # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
-        # context variable, and dask's thread pool runs tasks in a copy of this context.
-        with blas_limited(get), np.errstate(all="ignore"):
-            return get(graph, keys)
-    except Exception as error:
-        raise error.with_traceback(None) from None
+    """Run a dask graph on a local scheduler."""
+    with blas_limited(get):
+        return get(graph, keys)
 
 
 def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
     """Every run goes through here: one task inline on local schedulers, a graph whose results
-    stay on the workers as Futures on a cluster, else dask's local schedulers."""
-    inline = lowered.single is not None and is_local(get)
-    if inline and not dask.config.get("pargraph.progress", False):
-        return run_inline(lowered)
-    client = client_of(get)
-    if client is not None:
-        return run_on_cluster(client, lowered.graph, keys)
-    return run_graph(lowered.graph, keys, get)
+    stay on the workers as Futures on a cluster, else dask's local schedulers. Task errors
+    surface as themselves, without dask's frames."""
+    try:
+        # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
+        # context variable, and dask's thread pool runs tasks in a copy of this context.
+        with np.errstate(all="ignore"):
+            inline = lowered.single is not None and is_local(get)
+            if inline and not dask.config.get("pargraph.progress", False):
+                return run_inline(lowered)
+            client = client_of(get)
+            if client is not None:
+                return run_on_cluster(client, lowered.graph, keys)
+            return run_graph(lowered.graph, keys, get)
+    except Exception as error:
+        raise error.with_traceback(None) from None
 
 
 def client_of(get: Callable) -> Any:
@@ -151,19 +153,16 @@ def run_on_cluster(client: Any, graph: dict, keys: list) -> list:
     """Run on the cluster and keep the results there: returns Futures, gathers nothing."""
     from distributed import progress, wait
 
-    try:
-        futures = client.get(_untokenized(graph), keys, sync=False)
-        with client.as_current():
-            if dask.config.get("pargraph.progress", False):
-                progress(futures)
-            wait(futures)
-        for future in futures:
-            if future.status == "error":
-                raise future.exception()
-            if future.status != "finished":  # cancelled or lost
-                future.result()
-    except Exception as error:
-        raise error.with_traceback(None) from None
+    futures = client.get(_untokenized(graph), keys, sync=False)
+    with client.as_current():
+        if dask.config.get("pargraph.progress", False):
+            progress(futures)
+        wait(futures)
+    for future in futures:
+        if future.status == "error":
+            raise future.exception()
+        if future.status != "finished":  # cancelled or lost
+            future.result()
     return futures
 
 
@@ -178,12 +177,6 @@ def _untokenized(graph: dict) -> Any:
     expr = LLGExpr(graph)
     expr._determ_token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
     return expr
-
-
-def fetch(node: Node) -> np.ndarray:
-    """A realized node's value as a local numpy array (gathered from the cluster if needed)."""
-    value = node.value
-    return np.asarray(value.result()) if is_future(value) else value
 
 
 def worker_threads() -> int:
@@ -201,11 +194,7 @@ def is_local(get: Callable) -> bool:
 
 def run_inline(lowered: Lowered) -> Sequence[Any]:
     """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
-    try:
-        with np.errstate(all="ignore"):
-            return lowered.single(*(fetch(node) for node in lowered.single_inputs))
-    except Exception as error:
-        raise error.with_traceback(None) from None
+    return lowered.single(*(fetch(node) for node in lowered.single_inputs))
 
 
 _deferred: list[tuple[list[Node], list[Node]]] = []

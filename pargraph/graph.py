@@ -133,9 +133,9 @@ class Node:
         self.owner = None
         self.retains_grad = False
 
-    @property
-    def realized(self) -> bool:
-        return self.value is not None
+    def owner_tensor(self) -> Any:
+        """The tensor that last wrapped this node, if it is still alive."""
+        return self.owner() if self.owner is not None else None
 
     def input_nodes(self) -> Iterator[Node]:
         return (i for i in self.inputs if isinstance(i, Node))

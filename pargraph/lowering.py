@@ -56,10 +56,6 @@ class TaskTimes:
     sink: list | None = None
 
 
-def set_task_times(sink: list | None) -> None:
-    TaskTimes.sink = sink
-
-
 def start_task_times() -> None:
     """Start recording in this process (run on cluster workers by ``client.run``)."""
     if TaskTimes.sink is None:
@@ -205,6 +201,12 @@ def is_future(value: Any) -> bool:
     return type(value).__name__ == "Future" and hasattr(value, "key")
 
 
+def fetch(node: Node) -> np.ndarray:
+    """A realized node's value as a local numpy array (gathered from the cluster if needed)."""
+    value = node.value
+    return np.asarray(value.result()) if is_future(value) else value
+
+
 def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
           remote: bool = False) -> Lowered:
     """The dask graph that computes ``computed`` and returns the keys of ``outputs``.
@@ -220,7 +222,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         if not is_future(node.value):
             graph[node.key] = DataNode(node.key, node.value)
         elif not remote:
-            graph[node.key] = DataNode(node.key, node.value.result())
+            graph[node.key] = DataNode(node.key, fetch(node))
     fuse_below, single_below = fusion.thresholds(remote)
     if fusion.is_small(computed, single_below):
         task, external = fused(computed, list(outputs))

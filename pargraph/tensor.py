@@ -68,8 +68,7 @@ class AccumulateGrad:
     """Where a leaf's gradient ends up: ``variable`` is the leaf tensor."""
 
     def __init__(self, node: Node) -> None:
-        owner = node.owner() if node.owner is not None else None
-        self.variable = owner
+        self.variable = node.owner_tensor()
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
@@ -761,7 +760,7 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
     grads, region = gradient_nodes(outputs, grad_outputs, None, create_graph)
     updated = []
     for node, g in grads:
-        owner = node.owner() if node.owner is not None else None
+        owner = node.owner_tensor()
         if owner is None:
             continue
         if owner.grad is None:

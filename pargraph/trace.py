@@ -125,7 +125,7 @@ class Trace:
                            or i.key in self.records)
             self.records[node.key] = NodeRecord(node.key, node.op.name, node.phase,
                                                 node.scope, inputs)
-        client = getattr(get, "__self__", None)
+        client = execution.client_of(get)
         start = time.time()
         if client is not None:
             # Each worker records its tasks' members itself: the task stream would only know
@@ -138,12 +138,11 @@ class Trace:
             for worker, events in recorded.items():
                 self._add_events(events, computed_keys, worker)
         else:
-            events: list = []
-            lowering.set_task_times(events)
+            lowering.start_task_times()
             try:
                 yield
             finally:
-                lowering.set_task_times(None)
+                events = lowering.stop_task_times()
             self._add_events(events, computed_keys, "local")
         stop = time.time()
         self.runs.append((start, stop))
