@@ -64,9 +64,9 @@ def execution(args: argparse.Namespace) -> Iterator[None]:
             yield
 
 
-def progress(iterable: Iterable, description: str, quiet: bool = False, total: int | None = None):
+def progress(iterable: Iterable, description: str, quiet: bool = False):
     """A tqdm bar (on stderr); ``set_postfix`` shows the running loss."""
     from tqdm import tqdm
 
-    return tqdm(iterable, desc=description, total=total, disable=quiet, leave=False,
+    return tqdm(iterable, desc=description, disable=quiet, leave=False,
                 dynamic_ncols=True)

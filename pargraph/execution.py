@@ -219,10 +219,11 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
             targets += more_targets
             release += more_release
         _deferred.clear()
+    target_ids = {id(n) for n in targets}
     pending = [node for node in targets if node.value is None]
     if pending:
         order, computed = plan(pending)
-        keep = _kept(computed, {id(n) for n in targets}, {id(n) for n in release})
+        keep = _kept(computed, target_ids, {id(n) for n in release})
         get = choose_scheduler()
         lowered = lower(order, computed, keep, remote=client_of(get) is not None)
         with contextlib.ExitStack() as stack:
@@ -233,7 +234,6 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
             node.value = value
             if not node.history:
                 node.inputs = ()
-    target_ids = {id(n) for n in targets}
     for node in release:
         node.freed = True
         if id(node) not in target_ids and not is_live(node):
