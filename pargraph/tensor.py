@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from pargraph import backprop, execution, ops
-from pargraph.graph import ACCUMULATE, Node, module_scope, naming  # noqa: F401
+from pargraph.grad_mode import no_grad
+from pargraph.graph import Node, module_scope  # noqa: F401  (module_scope: for pargraph.nn)
 from pargraph.lowering import lower, plan
 from pargraph.ops import DEFAULT_FLOAT
 
@@ -258,7 +259,7 @@ class Tensor:
         node = self._node
         if node.value is not None:
             return _wrap(ops.constant(node.value, shape=node.shape, dtype=node.dtype))
-        with _no_history():
+        with no_grad():
             return _wrap(ops.alias(node))
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -637,17 +638,6 @@ def _wrap(node: Node) -> Tensor:
     return Tensor(node)
 
 
-class _no_history:
-    """Record without grad history, whatever the grad mode (for detach and friends)."""
-
-    def __enter__(self) -> None:
-        self._saved = ops.grad_mode.enabled
-        ops.grad_mode.enabled = False
-
-    def __exit__(self, *exc: Any) -> None:
-        ops.grad_mode.enabled = self._saved
-
-
 def _scalar(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
@@ -692,7 +682,7 @@ def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
     if dim is None:
         return _wrap(reduce_op(x._node, dim=ops.normalize_dims(None, x.ndim)))
     d = ops.normalize_dim(dim, x.ndim)
-    with _no_history():
+    with no_grad():
         indices = arg_op(x._node, dim=d, keepdim=True)
     values = ops.take_along_dim(x._node, indices, dim=d)
     if not keepdim:
@@ -766,11 +756,10 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
         if owner.grad is None:
             owner.grad = _wrap(g)
         elif create_graph:
-            with naming(ACCUMULATE):
-                owner.grad = _wrap(ops.add_n(owner.grad._node, g))
+            owner.grad = _wrap(backprop.accumulate([owner.grad._node, g]))
         else:
-            with naming(ACCUMULATE), _no_history():
-                owner.grad._rebind(ops.add_n(owner.grad._node, g))
+            with no_grad():
+                owner.grad._rebind(backprop.accumulate([owner.grad._node, g]))
         updated.append(owner.grad._node)
     if not retain_graph:
         for node in region:
