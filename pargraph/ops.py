@@ -115,6 +115,24 @@ def _scalar_dtype(value: Any) -> np.dtype:
     return _INT64 if isinstance(value, int) else DEFAULT_FLOAT
 
 
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's ``promote_types``: within a category numpy's rule; across categories the
+    higher category's dtype (``int64`` with ``float32`` is ``float32``, not numpy's float64)."""
+    if a == b:
+        return a
+    rank_a, rank_b = _category(a), _category(b)
+    if rank_a != rank_b:
+        return a if rank_a > rank_b else b
+    return np.result_type(a, b)
+
+
+def _promote_all(dtypes: list[np.dtype]) -> np.dtype:
+    result = dtypes[0]
+    for dtype in dtypes[1:]:
+        result = promote_types(result, dtype)
+    return result
+
+
 def result_dtype(*inputs: Any) -> np.dtype:
     """PyTorch's type promotion: dimensioned tensors first, then 0-d tensors and Python
     scalars only when they are of a higher category (bool < integer < float)."""
@@ -130,7 +148,7 @@ def result_dtype(*inputs: Any) -> np.dtype:
     for group in groups:
         if not group:
             continue
-        candidate = np.result_type(*group)
+        candidate = _promote_all(group)
         if result is None:
             result = candidate
         elif _category(candidate) > _category(result):
@@ -505,7 +523,7 @@ clamp.defvjp(lambda g, out, x, min=None, max=None: mul(g, _inside(x, min, max)))
 def _inside(x, low, high):
     """Bool mask of low <= x <= high, either bound optional."""
     masks = [m for m in (low is not None and ge(x, low), high is not None and le(x, high)) if m]
-    return masks[0] if len(masks) == 1 else logical_and(*masks)
+    return masks[0] if len(masks) == 1 else bitwise_and(*masks)
 
 
 # --- comparisons and logic (no gradient) ----------------------------------------------------
@@ -520,9 +538,23 @@ lt = _comparison("lt", np.less)
 le = _comparison("le", np.less_equal)
 gt = _comparison("gt", np.greater)
 ge = _comparison("ge", np.greater_equal)
-logical_and = _comparison("logical_and", np.logical_and)
-logical_or = _comparison("logical_or", np.logical_or)
 logical_not = primitive("logical_not", lambda x: (x.shape, _BOOL))(np.logical_not)
+
+
+def _bitwise_shape(name: str) -> Callable:
+    def shape(*inputs):
+        dtype = result_dtype(*inputs)
+        if dtype.kind not in "biu":  # PyTorch: bitwise ops exist for integers and bools only
+            raise ShapeError(f"not implemented for {dtype} (expected integer or bool tensors; "
+                             f"{name} is logical on bool and bitwise on integers)")
+        return broadcast_shapes(*(shape_of(i) for i in inputs)), dtype
+    return shape
+
+
+bitwise_and = primitive("bitwise_and", _bitwise_shape("&"))(np.bitwise_and)
+bitwise_or = primitive("bitwise_or", _bitwise_shape("|"))(np.bitwise_or)
+bitwise_xor = primitive("bitwise_xor", _bitwise_shape("^"))(np.bitwise_xor)
+bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
 
 
 # --- reductions -----------------------------------------------------------------------------
@@ -753,6 +785,9 @@ def _matmul_shape(x, y):
     ys = y.shape if len(y.shape) > 1 else y.shape + (1,)
     if xs[-1] != ys[-2]:
         raise ShapeError(f"shapes {x.shape} and {y.shape} cannot be multiplied")
+    if x.dtype != y.dtype:  # PyTorch does not promote in matmul
+        raise ShapeError(f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != "
+                         f"{y.dtype}")
     batch = broadcast_shapes(xs[:-2], ys[:-2])
     out = batch + (xs[-2] if len(x.shape) > 1 else None, ys[-1] if len(y.shape) > 1 else None)
     return tuple(n for n in out if n is not None), result_dtype(x, y)
@@ -788,6 +823,10 @@ def _linear_shape(x, w, b=None):
                          f"{w.shape[1] if len(w.shape) == 2 else '?'})")
     if b is not None and shape_of(b) not in ((), (w.shape[0],)):
         raise ShapeError(f"bias of shape {shape_of(b)} does not match {w.shape[0]} outputs")
+    mixed = {x.dtype, w.dtype} | ({b.dtype} if isinstance(b, Node) else set())
+    if len(mixed) > 1:  # PyTorch does not promote in linear
+        raise ShapeError(f"mat1 and mat2 must have the same dtype, but got "
+                         f"{' and '.join(sorted(d.name for d in mixed))}")
     return x.shape[:-1] + (w.shape[0],), result_dtype(x, w, *(() if b is None else (b,)))
 
 
@@ -897,6 +936,13 @@ def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:
     length = x.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
+        if step < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got "
+                               f"split_size={step}")
+        if step == 0 and length != 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {length}")
+        step = max(step, 1)
         sizes = [min(step, length - s) for s in range(0, length, step)] or [0]
     else:
         sizes = list(split_size_or_sections)
@@ -911,5 +957,7 @@ def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:
 
 
 def chunk(x: Node, chunks: int, dim=0) -> list[Node]:
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     length = x.shape[normalize_dim(dim, len(x.shape))]
     return split(x, max(-(-length // chunks), 1), dim)

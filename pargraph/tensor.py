@@ -380,9 +380,13 @@ class Tensor:
     def __le__(self, other): return _binary(ops.le, self, other)
     def __gt__(self, other): return _binary(ops.gt, self, other)
     def __ge__(self, other): return _binary(ops.ge, self, other)
-    def __and__(self, other): return _binary(ops.logical_and, self, other)
-    def __or__(self, other): return _binary(ops.logical_or, self, other)
-    def __invert__(self): return _wrap(ops.logical_not(self._node))
+    def __and__(self, other): return _binary(ops.bitwise_and, self, other)
+    def __rand__(self, other): return _binary(ops.bitwise_and, other, self)
+    def __or__(self, other): return _binary(ops.bitwise_or, self, other)
+    def __ror__(self, other): return _binary(ops.bitwise_or, other, self)
+    def __xor__(self, other): return _binary(ops.bitwise_xor, self, other)
+    def __rxor__(self, other): return _binary(ops.bitwise_xor, other, self)
+    def __invert__(self): return _wrap(ops.bitwise_not(self._node))
 
     add = __add__
     sub = __sub__
@@ -394,7 +398,7 @@ class Tensor:
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
 
     def __getitem__(self, key: Any) -> Tensor:
-        spec, index_nodes = _index_spec(key, self.ndim)
+        spec, index_nodes = _index_spec(key, self.shape)
         return _wrap(ops.index(self._node, *index_nodes, spec=spec))
 
     # --- elementwise math ---------------------------------------------------------------
@@ -691,31 +695,67 @@ def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
     return MinMax(_wrap(values), _wrap(indices))
 
 
-def _index_spec(key: Any, ndim: int) -> tuple[tuple, list[Node]]:
+def _index_spec(key: Any, shape: tuple) -> tuple[tuple, list[Node]]:
     """Split an index into a static spec and the index tensors that become node inputs."""
     items = key if isinstance(key, tuple) else (key,)
+    masks = [_as_mask(item) for item in items]
     spec: list = []
     index_nodes: list[Node] = []
-    for item in items:
-        if isinstance(item, Tensor):
-            if item.dtype == bool_:
-                # A mask's result shape depends on its values: realize it now, as PyTorch does.
-                spec.extend(np.nonzero(item._value()))
-            elif item.dtype.kind in "iu":
-                spec.append(ops.IndexSlot(len(index_nodes)))
-                index_nodes.append(item._node)
-            else:
+    position = 0  # the dimension of the indexed tensor that the next item indexes
+    for item, mask in zip(items, masks):
+        if mask is not None:
+            _check_mask(mask, shape, position)
+            spec.extend(np.nonzero(mask))
+            position += mask.ndim
+        elif isinstance(item, Tensor):
+            if item.dtype.kind not in "iu":
                 raise IndexError(f"tensors used as indices must be long, int or bool tensors, "
                                  f"got {item.dtype}")
+            spec.append(ops.IndexSlot(len(index_nodes)))
+            index_nodes.append(item._node)
+            position += 1
         elif isinstance(item, (list, np.ndarray)):
-            array = np.asarray(item)
-            spec.extend(np.nonzero(array) if array.dtype == bool else (array.astype(np.int64),))
-        elif item is None or item is Ellipsis or isinstance(item, (int, slice, np.integer)):
+            spec.append(np.asarray(item).astype(np.int64))
+            position += 1
+        elif item is Ellipsis:
             spec.append(item)
+            position = len(shape) - sum(_dims_indexed(i, m) for i, m in
+                                        zip(items[items.index(Ellipsis) + 1:],
+                                            masks[items.index(Ellipsis) + 1:]))
+        elif item is None or isinstance(item, (int, slice, np.integer)):
+            spec.append(item)
+            position += item is not None
         else:
             raise IndexError(f"index: unsupported index type {type(item).__name__} (expected "
                              "int, slice, None, ..., a list, or an integer or bool tensor)")
     return tuple(spec), index_nodes
+
+
+def _as_mask(item: Any) -> np.ndarray | None:
+    """A bool index as a numpy array (a mask tensor is realized now: its result shape depends
+    on its values, as in PyTorch), or ``None`` for any other index."""
+    if isinstance(item, Tensor):
+        return item._value() if item.dtype == bool_ else None
+    if isinstance(item, (list, np.ndarray)):
+        array = np.asarray(item)
+        return array if array.dtype == bool else None
+    return None
+
+
+def _dims_indexed(item: Any, mask: np.ndarray | None) -> int:
+    if mask is not None:
+        return mask.ndim
+    return 0 if item is None or item is Ellipsis else 1
+
+
+def _check_mask(mask: np.ndarray, shape: tuple, position: int) -> None:
+    for k, size in enumerate(mask.shape):
+        if position + k >= len(shape):
+            raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        if size != shape[position + k]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not "
+                             f"match the shape of the indexed tensor {list(shape)} at index "
+                             f"{position + k}")
 
 
 # --- running backward -------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def test_task_count_follows_the_fusion_rules():
 
 
 def test_views_are_recomputed_in_every_consumer():
-    w = pargraph.tensor(np.ones((200, 200)))
+    w = pargraph.tensor(np.ones((200, 200), dtype=np.float32))
     wt = w.T  # a view with two consumers
     a = (pargraph.ones(200, 200) @ wt).sum()
     b = (pargraph.ones(200, 200) * 3 @ wt).sum()
