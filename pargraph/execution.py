@@ -50,6 +50,7 @@ import itertools
 import os
 import secrets
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,7 +60,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.lowering import Lowered, fetch, is_future, lower, plan
+from pargraph.lowering import FAILED_KEY, Lowered, annotate, fetch, is_future, lower, plan
 
 DEFAULT_GET = dask.threaded.get
 _run_ids = itertools.count()
@@ -197,28 +198,44 @@ def run_inline(lowered: Lowered) -> Sequence[Any]:
     return lowered.single(*(fetch(node) for node in lowered.single_inputs))
 
 
-_deferred: list[tuple[list[Node], list[Node]]] = []
+class _DeferredWork(threading.local):
+    """Work that ``backward()`` deferred to this thread's next run: one entry per call, as
+    ``(targets, release, site of the backward() call)``. Per thread, so that one thread's
+    backward never runs (or fails) inside another thread's unrelated realization."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[list[Node], list[Node], Any]] = []
 
 
-def defer(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
-    """Realize ``targets`` (and then release ``release``) with the next run, whatever it is.
+_deferred = _DeferredWork()
+
+
+def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = None) -> None:
+    """Realize ``targets`` (and then release ``release``) with this thread's next run.
 
     ``backward()`` defers its gradients this way, so that the usual ``loss.backward();
     optimizer.step()`` becomes one dask graph in which parameter updates start as soon as
-    their gradients exist, overlapping the rest of the backward pass.
+    their gradients exist, overlapping the rest of the backward pass. ``site`` is the user's
+    line that called ``backward()``: an error in the deferred work names it.
     """
-    _deferred.append((list(targets), list(release)))
+    _deferred.entries.append((list(targets), list(release), site))
+
+
+def clear_deferred() -> None:
+    """Drop this thread's deferred work (for tests that must not leak into each other)."""
+    _deferred.entries = []
 
 
 def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
-    """Compute the values of ``targets`` (and of any deferred work) in one run; afterwards
-    free the saved values of the ``release`` nodes (the graph a backward pass went through)."""
-    if _deferred:
+    """Compute the values of ``targets`` (and of this thread's deferred work) in one run;
+    afterwards free the saved values of the ``release`` nodes (the graph a backward pass went
+    through)."""
+    deferred, _deferred.entries = _deferred.entries, []
+    if deferred:
         targets, release = list(targets), list(release)
-        for more_targets, more_release in _deferred:
+        for more_targets, more_release, _ in deferred:
             targets += more_targets
             release += more_release
-        _deferred.clear()
     target_ids = {id(n) for n in targets}
     pending = [node for node in targets if node.value is None]
     if pending:
@@ -226,10 +243,13 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         keep = _kept(computed, target_ids, {id(n) for n in release})
         get = choose_scheduler()
         lowered = lower(order, computed, keep, remote=client_of(get) is not None)
-        with contextlib.ExitStack() as stack:
-            for observer in list(observers):
-                stack.enter_context(observer.run(computed, get))
-            values = execute(lowered, [node.key for node in keep], get)
+        try:
+            with contextlib.ExitStack() as stack:
+                for observer in list(observers):
+                    stack.enter_context(observer.run(computed, get))
+                values = execute(lowered, [node.key for node in keep], get)
+        except Exception as error:
+            raise _blame_backward(error, deferred) from None
         for node, value in zip(keep, values):
             node.value = value
             if not node.history:
@@ -238,6 +258,17 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         node.freed = True
         if id(node) not in target_ids and not is_live(node):
             node.value = None
+
+
+def _blame_backward(error: Exception, deferred: list) -> Exception:
+    """``error`` with the line of the ``backward()`` call whose deferred work raised it."""
+    failed = getattr(error, FAILED_KEY, None)
+    for targets, _, site in deferred:
+        pending = [n for n in targets if n.value is None]
+        if failed is not None and any(n.key == failed for n in plan(pending)[1]):
+            return annotate(error, "backward", site, note="the failing work was deferred "
+                            "by the backward() called at")
+    return error
 
 
 def _kept(computed: list[Node], targets: set[int], released: set[int]) -> list[Node]:

@@ -82,7 +82,9 @@ class NodeTask:
         try:
             out = np.asarray(self.prim.forward(*args, **self.attrs))
         except Exception as error:
-            raise annotate(error, self.prim.name, self.site) from None
+            if getattr(error, _ANNOTATED, False):  # a nested pargraph call named its op
+                raise
+            raise annotate(error, self.prim.name, self.site, self.key) from None
         out = out if out.dtype == self.dtype else out.astype(self.dtype)
         if sink is not None:
             sink.append((self.key, start, time.time(), threading.get_ident()))
@@ -102,14 +104,20 @@ def _remote_task(name: str, attrs: dict, dtype: np.dtype, key: str, site: str) -
 
 
 _ANNOTATED = "_pargraph_annotated"  # set on exceptions that already name the op and the site
+#: Set on an annotated exception: the key of the node whose task raised it.
+FAILED_KEY = "_pargraph_failed_key"
 
 
-def annotate(error: Exception, op_name: str, site: Any) -> Exception:
-    """The same exception type, its message prefixed by the op and suffixed by the site."""
-    if getattr(error, _ANNOTATED, False):
-        return error
+def annotate(error: Exception, op_name: str, site: Any, key: str | None = None,
+             note: str = "the failing node was recorded at") -> Exception:
+    """The same exception type, its message prefixed by the op and suffixed by the site.
+
+    An exception that is annotated already only gets one more line: ``note`` and the site."""
     where = format_site(site) if isinstance(site, tuple) else site
-    message = f"{op_name}: {error}\n  the failing node was recorded at: {where}"
+    if getattr(error, _ANNOTATED, False):
+        message = f"{error}\n  {note}: {where}"
+    else:
+        message = f"{op_name}: {error}\n  {note}: {where}"
     try:
         annotated = type(error)(message)
     except Exception:
@@ -117,6 +125,7 @@ def annotate(error: Exception, op_name: str, site: Any) -> Exception:
         if hasattr(error, "add_note"):
             error.add_note(message)
     setattr(annotated, _ANNOTATED, True)
+    setattr(annotated, FAILED_KEY, key if key is not None else getattr(error, FAILED_KEY, None))
     return annotated
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from pargraph import backprop, execution, ops
 from pargraph.grad_mode import no_grad
-from pargraph.graph import Node, module_scope  # noqa: F401  (module_scope: for pargraph.nn)
+from pargraph.graph import Node, module_scope, user_site  # noqa: F401  (module_scope: nn)
 from pargraph.lowering import lower, plan
 from pargraph.ops import DEFAULT_FLOAT
 
@@ -807,7 +807,8 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
     # The roots too: the rest of the forward graph runs in the same dask graph as backward,
     # and that graph runs with the next realization (usually optimizer.step()).
     roots = [out._node for out in outputs]
-    execution.defer(updated + roots, release=() if retain_graph else region)
+    execution.defer(updated + roots, release=() if retain_graph else region,
+                    site=user_site())
 
 
 def zero_grads(tensors, set_to_none: bool = True) -> None:

@@ -38,7 +38,7 @@ def no_deferred_work_leaks_between_tests():
     from pargraph import execution
 
     yield
-    execution._deferred.clear()
+    execution.clear_deferred()
 
 
 @pytest.fixture

@@ -1,5 +1,8 @@
 """Autograd behaves as PyTorch's does: leaves, .grad accumulation, freeing, grad modes, grad()."""
 
+import inspect
+import threading
+
 import numpy as np
 import pytest
 
@@ -311,3 +314,29 @@ def test_compute_without_arguments_runs_deferred_work():
     assert x.grad._node.value is None
     pargraph.compute()
     assert x.grad._node.value is not None and x.grad.tolist() == [3.0, 3.0]
+
+
+def _failing_backward():
+    """A backward() whose deferred run raises (the index is out of range); returns the line."""
+    x = pargraph.ones(3, requires_grad=True)
+    loss = x[pargraph.tensor([7])].sum()
+    loss.backward(); return inspect.currentframe().f_lineno  # noqa: E702
+
+
+def test_deferred_backward_work_belongs_to_the_thread_that_called_backward():
+    outcome = {}
+
+    def other_thread():
+        outcome["item"] = (pargraph.ones(2) * 2).sum().item()
+
+    line = _failing_backward()
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert outcome["item"] == 4.0  # thread B's realization did not run (or fail on) A's work
+    with pytest.raises(IndexError) as error:
+        pargraph.compute()
+    message = str(error.value)
+    assert "index 7 is out of bounds" in message
+    assert f'deferred by the backward() called at: File "{__file__}", line {line}' in message
+    pargraph.compute()  # the failed work is gone: nothing left to raise
