@@ -12,7 +12,7 @@ from pargraph.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from pargraph.serialization import load, save
+from pargraph.serialization import CheckpointError, load, save
 from pargraph.tensor import (
     Tensor,
     arange,
@@ -79,7 +79,8 @@ for _name in _METHODS:
 del _name
 
 __all__ = [
-    "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "compute", "trace", "Trace",
+    "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
+    "trace", "Trace",
     "visualize", "progress", "worker_threads", "connect", "tensor",
     "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",

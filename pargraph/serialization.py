@@ -1,17 +1,31 @@
 """``pargraph.save`` / ``pargraph.load``: checkpoints that never unpickle code.
 
-A checkpoint is a numpy ``.npz`` archive. Arrays (tensors) are stored as members; everything
-else (nesting, dict keys, numbers, strings) is JSON in one ``__structure__`` member. Loading
-uses ``allow_pickle=False``, so a file holding a pickle is refused. Saving writes a temporary
-file in the same folder and renames it over the target, so a crash while saving never destroys
-the previous checkpoint.
+A checkpoint is a zip archive of ``.npy`` members, as ``numpy.savez`` writes it. Arrays
+(tensors) are members ``a0.npy``, ``a1.npy``, ...; everything else (nesting, dict keys, numbers,
+strings) is JSON in one ``__structure__`` member, which also records each array's shape and
+dtype.
+
+Loading trusts nothing in the file: it reads the structure first (bounded in size), then only
+the members the structure names, and checks each member's header and byte size against what
+the structure says *before* reading its data, so a small file cannot make ``load`` allocate
+gigabytes. Pickles are never loaded. Whatever is wrong with a file (truncated, empty, flipped
+bits, not a zip, a crafted structure), ``load`` raises one error type,
+:class:`CheckpointError`, naming the path and the problem.
+
+Saving writes a temporary file ``<name>.<pid>-<random>.tmp`` in the target's folder and
+renames it over the target, so a crash while saving never destroys the previous checkpoint.
+A save also removes temporary files that dead processes left behind for the same target.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import tempfile
+import re
+import secrets
+import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -19,7 +33,20 @@ import numpy as np
 from pargraph.tensor import Tensor, from_numpy
 
 _STRUCTURE = "__structure__"
+_FORMAT = "pargraph-checkpoint"
+_MAX_STRUCTURE_BYTES = 64 * 2**20
+_MEMBER = re.compile(r"a\d+")
 
+
+class CheckpointError(ValueError):
+    """A file that is not a readable pargraph checkpoint; the message names path and cause."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"pargraph.load: {path!r} is not a valid pargraph checkpoint: {problem}")
+        self.path, self.problem = path, problem
+
+
+# --- saving ------------------------------------------------------------------------------------
 
 def _encode(obj: Any, arrays: dict) -> Any:
     if isinstance(obj, Tensor):
@@ -41,27 +68,14 @@ def _encode(obj: Any, arrays: dict) -> Any:
                     "them)")
 
 
-def _store(array: np.ndarray, arrays: dict) -> str:
-    if array.dtype == object:
-        raise TypeError("pargraph.save: object arrays cannot be stored (they need pickle)")
+def _store(array: np.ndarray, arrays: dict) -> dict:
+    array = np.asarray(array)
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"pargraph.save: arrays of dtype {array.dtype} cannot be stored "
+                        "(checkpoints hold numeric and bool arrays)")
     name = f"a{len(arrays)}"
     arrays[name] = array
-    return name
-
-
-def _decode(obj: Any, archive: Any) -> Any:
-    if isinstance(obj, list):
-        return [_decode(v, archive) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    (kind, value), = obj.items()
-    if kind == "tensor":
-        return from_numpy(archive[value])
-    if kind == "ndarray":
-        return archive[value]
-    if kind == "tuple":
-        return tuple(_decode(v, archive) for v in value)
-    return {_decode(k, archive): _decode(v, archive) for k, v in value}
+    return {"member": name, "shape": list(array.shape), "dtype": array.dtype.str}
 
 
 def save(obj: Any, path: str | os.PathLike) -> None:
@@ -76,14 +90,14 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     3
     """
     arrays: dict[str, np.ndarray] = {}
-    structure = json.dumps(_encode(obj, arrays))
+    structure = json.dumps({"format": _FORMAT, "version": 1, "root": _encode(obj, arrays)})
     arrays[_STRUCTURE] = np.frombuffer(structure.encode(), dtype=np.uint8)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
-                                         dir=folder)
+    _remove_stale_temporaries(path)
+    temporary = f"{os.path.abspath(path)}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     try:
-        with os.fdopen(handle, "wb") as file:
+        with open(temporary, "xb") as file:
             np.savez(file, **arrays)
             file.flush()
             os.fsync(file.fileno())
@@ -92,10 +106,55 @@ def save(obj: Any, path: str | os.PathLike) -> None:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
+    _sync_folder(folder)
 
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Delete ``<path>.<pid>-<random>.tmp`` files whose writing process no longer exists."""
+    folder, base = os.path.split(os.path.abspath(path))
+    pattern = re.compile(re.escape(base) + r"\.(\d+)-[0-9a-f]+\.tmp")
+    for name in os.listdir(folder):
+        match = pattern.fullmatch(name)
+        if match and not _process_exists(int(match.group(1))):
+            try:
+                os.remove(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass  # another save removed it first
+
+
+def _process_exists(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True
+
+
+def _sync_folder(folder: str) -> None:
+    """Make the rename durable (on platforms where folders can be opened)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+# --- loading -----------------------------------------------------------------------------------
 
 def load(path: str | os.PathLike) -> Any:
     """Read a checkpoint written by :func:`save`; tensors come back as tensors.
+
+    Raises :class:`CheckpointError` (a ``ValueError``) for any file that is not a valid
+    checkpoint, and ``FileNotFoundError`` for a missing one.
 
     Examples
     --------
@@ -105,13 +164,126 @@ def load(path: str | os.PathLike) -> Any:
     >>> pargraph.load(path)["bias"].shape
     (3,)
     """
+    path = os.fspath(path)
     try:
-        with np.load(os.fspath(path), allow_pickle=False) as archive:
-            if _STRUCTURE not in archive.files:
-                raise ValueError("it has no __structure__ member")
-            members = {name: archive[name] for name in archive.files}
-    except ValueError as error:
-        raise ValueError(f"pargraph.load: {os.fspath(path)!r} is not a pargraph checkpoint "
-                         f"({error}); pargraph never loads pickled data") from None
-    structure = json.loads(members.pop(_STRUCTURE).tobytes().decode())
-    return _decode(structure, members)
+        with zipfile.ZipFile(path) as archive:
+            reader = _MemberReader(path, archive)
+            root = _read_structure(reader)
+            return _decode(root, reader)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, CheckpointError):
+        raise
+    except RecursionError:
+        raise CheckpointError(path, "its structure is nested too deeply") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
+            KeyError, TypeError, NotImplementedError) as error:
+        problem = str(error) or type(error).__name__
+        raise CheckpointError(path, f"{problem} ({type(error).__name__}); the file is damaged "
+                                    "or was not written by pargraph.save") from None
+
+
+def _read_structure(reader: _MemberReader) -> Any:
+    raw = reader.array(_STRUCTURE, {"shape": None, "dtype": "|u1"}, _MAX_STRUCTURE_BYTES)
+    if raw.ndim != 1:
+        raise CheckpointError(reader.path, "its __structure__ member is not a byte string")
+    try:
+        structure = json.loads(raw.tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(reader.path, f"its __structure__ is not valid JSON ({error})"
+                              ) from None
+    if isinstance(structure, dict) and structure.get("format") == _FORMAT:
+        if structure.get("version") != 1:
+            raise CheckpointError(reader.path, f"format version {structure.get('version')!r} "
+                                               "is newer than this pargraph reads (1)")
+        return structure.get("root")
+    return structure  # pargraph 0.1's checkpoints: the bare structure
+
+
+class _MemberReader:
+    """Reads named ``.npy`` members of the archive, checking each against the structure."""
+
+    def __init__(self, path: str, archive: zipfile.ZipFile) -> None:
+        self.path, self.archive = path, archive
+
+    def fail(self, problem: str) -> CheckpointError:
+        return CheckpointError(self.path, problem)
+
+    def array(self, name: str, declared: dict, limit: int | None = None) -> np.ndarray:
+        try:
+            info = self.archive.getinfo(name + ".npy")
+        except KeyError:
+            raise self.fail(f"member {name!r} is missing") from None
+        if limit is not None and info.file_size > limit:
+            raise self.fail(f"member {name!r} is {info.file_size} bytes (at most {limit})")
+        with self.archive.open(info) as file:
+            version = np.lib.format.read_magic(file)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(file)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(file)
+            else:
+                raise self.fail(f"member {name!r} has .npy format {version}")
+            self._check_header(name, declared, shape, dtype)
+            size = math.prod(shape) * dtype.itemsize
+            if file.tell() + size != info.file_size:
+                raise self.fail(f"member {name!r} holds {info.file_size - file.tell()} bytes of "
+                                f"data, but {shape} {dtype} needs {size}")
+            data = file.read(size)
+            if len(data) != size or file.read(1):  # reading to the end checks the CRC
+                raise self.fail(f"member {name!r} is truncated")
+        array = np.frombuffer(data, dtype=dtype)
+        order = "F" if fortran else "C"
+        return array.reshape(shape[::-1]).T.copy() if order == "F" else array.reshape(shape)
+
+    def _check_header(self, name: str, declared: dict, shape: tuple, dtype: np.dtype) -> None:
+        if dtype.kind not in "biufc" or dtype.hasobject or dtype.fields:
+            raise self.fail(f"member {name!r} has dtype {dtype} (pargraph stores numeric "
+                            "arrays only and never loads pickles)")
+        wanted_dtype = declared.get("dtype")
+        if wanted_dtype is not None and np.dtype(wanted_dtype) != dtype:
+            raise self.fail(f"member {name!r} has dtype {dtype}, the structure says "
+                            f"{np.dtype(wanted_dtype)}")
+        wanted_shape = declared.get("shape")
+        if wanted_shape is not None and tuple(wanted_shape) != tuple(shape):
+            raise self.fail(f"member {name!r} has shape {tuple(shape)}, the structure says "
+                            f"{tuple(wanted_shape)}")
+
+
+def _decode(obj: Any, reader: _MemberReader) -> Any:
+    if isinstance(obj, list):
+        return [_decode(v, reader) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if len(obj) != 1:
+        raise reader.fail(f"unexpected entry {sorted(obj)[:4]} in its structure")
+    (kind, value), = obj.items()
+    if kind in ("tensor", "ndarray"):
+        array = reader.array(*_member_of(value, reader))
+        return from_numpy(array) if kind == "tensor" else array
+    if kind == "tuple" and isinstance(value, list):
+        return tuple(_decode(v, reader) for v in value)
+    if kind == "dict" and isinstance(value, list):
+        if not all(isinstance(item, list) and len(item) == 2 for item in value):
+            raise reader.fail("a dict in its structure is not a list of key-value pairs")
+        decoded = {}
+        for k, v in value:
+            key, item = _decode(k, reader), _decode(v, reader)
+            try:
+                decoded[key] = item
+            except TypeError:
+                raise reader.fail(f"a dict key of type {type(key).__name__} in its "
+                                  "structure") from None
+        return decoded
+    raise reader.fail(f"unknown entry {kind!r} in its structure")
+
+
+def _member_of(value: Any, reader: _MemberReader) -> tuple[str, dict]:
+    """The member name an array entry points to, and what it declares about it."""
+    declared = value if isinstance(value, dict) else {"member": value}  # 0.1: a bare name
+    name = declared.get("member")
+    if not isinstance(name, str) or not _MEMBER.fullmatch(name):
+        raise reader.fail(f"an array entry names member {name!r}")
+    shape = declared.get("shape")
+    if shape is not None and not (isinstance(shape, list)
+                                  and all(isinstance(n, int) and n >= 0 for n in shape)):
+        raise reader.fail(f"member {name!r} has a malformed shape {shape!r} in the structure")
+    return name, declared

@@ -2,6 +2,11 @@
 
 import os
 import pickle
+import signal
+import subprocess
+import sys
+import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -35,12 +40,12 @@ def test_model_and_optimizer_round_trip(tmp_path):
 def test_load_refuses_pickles(tmp_path):
     raw = tmp_path / "evil.pkl"
     raw.write_bytes(pickle.dumps({"w": np.ones(2)}))
-    with pytest.raises(ValueError, match="not a pargraph checkpoint.*never loads pickled data"):
+    with pytest.raises(pargraph.CheckpointError, match="not a valid pargraph checkpoint"):
         pargraph.load(raw)
     with_object = tmp_path / "object.npz"
     np.savez(with_object, __structure__=np.frombuffer(b'{"tensor": "a0"}', np.uint8),
              a0=np.array([{"code": 1}], dtype=object))
-    with pytest.raises(ValueError, match="never loads pickled data"):
+    with pytest.raises(pargraph.CheckpointError, match="never loads pickles"):
         pargraph.load(with_object)
     with pytest.raises(TypeError, match="cannot store a object"):
         pargraph.save({"f": object()}, tmp_path / "x.npz")
@@ -60,3 +65,123 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert pargraph.load(path)["w"].tolist() == [1.0, 1.0, 1.0]
     assert os.listdir(tmp_path) == ["model.npz"]  # no temporary file left behind
+
+
+def _checkpoint(tmp_path, name="model.npz"):
+    path = tmp_path / name
+    pargraph.save({"w": pargraph.ones(64, 64), "b": pargraph.zeros(3), "epoch": 2}, path)
+    return path
+
+
+def _damaged_files(tmp_path):
+    good = _checkpoint(tmp_path).read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 3] ^= 0x10  # inside a0's data
+    npy = tmp_path / "plain.npy"
+    np.save(npy, np.ones(3))
+    crafted = tmp_path / "crafted.npz"
+    deep = "[" * 100_000 + "]" * 100_000
+    np.savez(crafted, __structure__=np.frombuffer(deep.encode(), np.uint8))
+    unknown = tmp_path / "unknown.npz"
+    np.savez(unknown, __structure__=np.frombuffer(b'{"module": "os"}', np.uint8))
+    missing = tmp_path / "missing_member.npz"
+    np.savez(missing, __structure__=np.frombuffer(b'{"tensor": "a7"}', np.uint8))
+    no_structure = tmp_path / "no_structure.npz"
+    np.savez(no_structure, a0=np.ones(2))
+    return {
+        "zero bytes": b"",
+        "truncated": good[: len(good) // 2],
+        "truncated end": good[:-30],
+        "bit flipped": bytes(flipped),
+        "an .npy file": npy.read_bytes(),
+        "deeply nested": crafted.read_bytes(),
+        "unknown entry": unknown.read_bytes(),
+        "missing member": missing.read_bytes(),
+        "no structure": no_structure.read_bytes(),
+        "text": b"hello, not a checkpoint",
+    }
+
+
+def test_every_kind_of_damaged_file_raises_one_clear_error(tmp_path):
+    for what, content in _damaged_files(tmp_path).items():
+        path = tmp_path / "damaged.npz"
+        path.write_bytes(content)
+        with pytest.raises(pargraph.CheckpointError) as error:
+            pargraph.load(path)
+        assert str(path) in str(error.value), what
+        assert isinstance(error.value, ValueError)
+    with pytest.raises(FileNotFoundError):
+        pargraph.load(tmp_path / "nowhere.npz")
+
+
+def test_load_reads_only_the_members_the_structure_names_and_checks_their_size(tmp_path):
+    path = tmp_path / "bomb.npz"
+    structure = b'{"format": "pargraph-checkpoint", "version": 1, "root": {"tensor": ' \
+                b'{"member": "a0", "shape": [2], "dtype": "<f4"}}}'
+    big = np.zeros(2**24, dtype=np.float32)  # 64 MiB, compressed to almost nothing
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("__structure__.npy", "w") as member:
+            np.lib.format.write_array(member, np.frombuffer(structure, np.uint8))
+        with archive.open("a0.npy", "w") as member:
+            np.lib.format.write_array(member, big)
+        with archive.open("a1.npy", "w") as member:  # named by nothing: never read
+            np.lib.format.write_array(member, big)
+    assert path.stat().st_size < 2**20
+    start = time.perf_counter()
+    with pytest.raises(pargraph.CheckpointError, match=r"member 'a0' has shape \(16777216,\), "
+                                                       r"the structure says \(2,\)"):
+        pargraph.load(path)
+    assert time.perf_counter() - start < 1.0  # refused from the header, nothing decoded
+
+
+def test_checkpoints_of_pargraph_0_1_still_load(tmp_path):
+    path = tmp_path / "old.npz"
+    np.savez(path, __structure__=np.frombuffer(b'{"dict": [["w", {"tensor": "a0"}]]}', np.uint8),
+             a0=np.arange(3.0))
+    assert pargraph.load(path)["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_save_killed_midway_leaves_no_temporary_for_good(tmp_path):
+    path = tmp_path / "model.npz"
+    script = (f"import numpy as np, pargraph, os, signal\n"
+              f"def stall(file, **arrays):\n"
+              f"    file.write(b'partial'); file.flush(); os.kill(os.getpid(), signal.SIGKILL)\n"
+              f"np.savez = stall\n"
+              f"pargraph.save({{'w': pargraph.ones(2)}}, {str(path)!r})\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    left = [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].startswith("model.npz.")
+    live = tmp_path / f"model.npz.{os.getppid()}-abcd.tmp"  # a live process's save: kept
+    live.write_bytes(b"in progress")
+    pargraph.save({"w": pargraph.zeros(2)}, path)
+    assert sorted(os.listdir(tmp_path)) == ["model.npz", live.name]
+    assert pargraph.load(path)["w"].tolist() == [0.0, 0.0]
+
+
+def test_load_state_dict_validates_every_value_before_changing_any():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    state = {k: v.numpy() + 1 for k, v in model.state_dict().items()}
+    state["1.weight"] = np.array([["a", "b", "c"]])
+    with pytest.raises(RuntimeError, match="1.weight"):
+        model.load_state_dict(state)
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])  # 0.weight unchanged too
+    state["1.weight"] = np.ones((1, 3), dtype=np.float64)  # converted to the parameter's dtype
+    model.load_state_dict(state)
+    assert model[1].weight.dtype == pargraph.float32
+    np.testing.assert_array_equal(model[0].weight.detach().numpy(), before["0.weight"] + 1)
+
+
+def test_optimizer_load_state_dict_changes_nothing_when_a_value_is_bad():
+    model = nn.Linear(2, 2)
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    model(pargraph.ones(1, 2)).sum().backward()
+    opt.step()
+    state = opt.state_dict()
+    state["param_groups"][0]["lr"] = 0.5
+    state["state"][1]["exp_avg"] = np.ones((7,))
+    with pytest.raises(ValueError, match=r"state\[1\]\['exp_avg'\] has shape \(7,\)"):
+        opt.load_state_dict(state)
+    assert opt.param_groups[0]["lr"] == 0.01

@@ -38,6 +38,15 @@ class Parameter(Tensor):
         return Parameter, (self.detach().numpy(), self.requires_grad)
 
 
+def _converted(value: Any, target: Tensor) -> np.ndarray:
+    """``value`` as a new numpy array of ``target``'s dtype, or a TypeError saying why not."""
+    array = value.detach()._value() if isinstance(value, Tensor) else np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"expected a tensor or a numeric array, got {type(value).__name__} "
+                        f"of dtype {array.dtype}")
+    return array.astype(target.dtype, copy=True)
+
+
 def assign(t: Tensor, value: Any) -> None:
     """Replace the value of a leaf tensor (a parameter), keeping ``requires_grad``."""
     array = np.array(value, dtype=t.dtype, copy=True)
@@ -239,8 +248,11 @@ class Module:
         for name, target in own.items():
             if name not in state_dict:
                 continue
-            value = state_dict[name]
-            array = value.detach()._value() if isinstance(value, Tensor) else np.asarray(value)
+            try:
+                array = _converted(state_dict[name], target)
+            except (TypeError, ValueError) as error:
+                errors.append(f"invalid value for {name}: {error}")
+                continue
             if array.shape != target.shape:
                 errors.append(f'size mismatch for {name}: copying a param with shape '
                               f'{array.shape} from checkpoint, the shape in current model is '

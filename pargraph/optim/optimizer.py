@@ -127,13 +127,15 @@ class Optimizer:
                                  f"{len(saved['params'])} that doesn't match the size of "
                                  f"optimizer's group ({len(own['params'])})")
         state = {int(k): v for k, v in state_dict["state"].items()}
+        # Everything is converted before anything changes: a bad value leaves the optimizer
+        # as it was.
         new_state: dict[Tensor, dict] = {}
         for saved, own in zip(groups, self.param_groups):
             for index, p in zip(saved["params"], own["params"]):
                 if int(index) in state:
-                    new_state[p] = {
-                        k: _restore(v, p) for k, v in state[int(index)].items()
-                    }
+                    new_state[p] = {k: _restore(v, p, f"state[{index}][{k!r}]")
+                                    for k, v in state[int(index)].items()}
+        for saved, own in zip(groups, self.param_groups):
             own.update({k: v for k, v in saved.items() if k != "params"})
         self.state = new_state
 
@@ -146,10 +148,16 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-def _restore(value: Any, param: Tensor) -> Any:
+def _restore(value: Any, param: Tensor, where: str) -> Any:
     if isinstance(value, (int, float)) or value is None:
         return value
-    restored = as_tensor(value)
+    try:
+        restored = as_tensor(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"loaded optimizer state: invalid value for {where}: {error}") from None
+    if restored.shape != param.shape and restored.numel() != 1:
+        raise ValueError(f"loaded optimizer state: {where} has shape {restored.shape}, the "
+                         f"parameter has shape {param.shape}")
     return restored.to(param.dtype) if restored.dtype.kind == "f" else restored
 
 
