@@ -258,6 +258,25 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         node.freed = True
         if id(node) not in target_ids and not is_live(node):
             node.value = None
+    if release:
+        _forget_structure([node for node in release if node.value is not None])
+
+
+_structure_kept: list[Node] = []
+
+
+def _forget_structure(freed_with_values: list[Node]) -> None:
+    """Cut the inputs of the nodes the *previous* backward freed and that still hold a value.
+
+    A tensor kept after its backward ran (``history.append(loss)``) then holds its value only,
+    not its step's graph and the old parameter values in it. The structure of the latest
+    backward stays one step longer, so it can still be drawn (``pargraph.visualize``).
+    """
+    global _structure_kept
+    for node in _structure_kept:
+        if node.freed:
+            node.inputs = ()
+    _structure_kept = freed_with_values
 
 
 def _blame_backward(error: Exception, deferred: list) -> Exception:

@@ -1,0 +1,51 @@
+"""Memory: tensors kept after their step's backward hold their value, not the step's graph."""
+
+import subprocess
+import sys
+
+import pargraph
+from pargraph import nn, optim
+
+TRAIN_KEEPING_LOSSES = """
+import psutil, pargraph
+from pargraph import nn, optim
+pargraph.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))  # 150 KB of weights
+opt = optim.SGD(model.parameters(), lr=0.01)
+x, y = pargraph.randn(32, 64), pargraph.randint(0, 10, (32,))
+history, rss = [], {}
+for step in range(3000):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    history.append(loss)  # kept as a tensor, not as loss.item()
+    if step in (299, 2999):
+        rss[step] = psutil.Process().memory_info().rss
+print(rss[299], rss[2999], float(history[0]), float(history[-1]))
+"""
+
+
+def test_rss_stays_flat_over_3000_steps_with_every_loss_tensor_kept():
+    done = subprocess.run([sys.executable, "-c", TRAIN_KEEPING_LOSSES], capture_output=True,
+                          text=True, timeout=240, check=True)
+    at_300, at_3000, first, last = (float(v) for v in done.stdout.split())
+    # Before the fix each step kept its graph and old weights: +150 KB a step, +400 MiB here.
+    assert at_3000 <= 1.10 * at_300, f"RSS grew from {at_300 / 2**20:.1f} MiB to " \
+                                     f"{at_3000 / 2**20:.1f} MiB"
+    assert last < first  # it trained
+
+
+def test_a_kept_loss_lets_go_of_its_graph_after_the_next_backward():
+    model = nn.Linear(4, 1)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x = pargraph.ones(2, 4)
+    first = model(x).sum()
+    first.backward()
+    opt.step()
+    assert first._node.inputs  # the latest backward's structure is kept (for visualize)
+    second = model(x).sum()
+    second.backward()
+    opt.step()
+    assert first._node.inputs == () and first.item() == first.item()
+    assert first.grad_fn.name() == "SumBackward0"
