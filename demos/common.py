@@ -47,8 +47,11 @@ def execution(args: argparse.Namespace) -> Iterator[None]:
         from distributed import Client, LocalCluster
 
         threads = args.workers or os.cpu_count() or 1
+        # Loopback only: the scheduler's dashboard and the workers' HTTP servers (which listen
+        # on every interface unless told otherwise) run code for whoever reaches them.
         with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
-                          dashboard_address="127.0.0.1:8787") as cluster, \
+                          dashboard_address="127.0.0.1:8787",
+                          worker_dashboard_address="127.0.0.1:0") as cluster, \
                 Client(cluster) as client, dask.config.set(scheduler=client):
             # The link dask builds names this machine's address; the dashboard listens on
             # 127.0.0.1 only.

@@ -109,7 +109,8 @@ def main() -> None:
         client = Client(args.address)
     else:
         cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                               dashboard_address="127.0.0.1:8787")
+                               dashboard_address="127.0.0.1:8787",
+                               worker_dashboard_address="127.0.0.1:0")
         client = Client(cluster)
     stop = threading.Event()
     trainer = train_in_background(client, stop)

@@ -45,12 +45,14 @@ Which values are kept
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
 import secrets
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -323,13 +325,68 @@ def replicate(nodes: Sequence[Node]) -> None:
 
 def connect(address: str, timeout: float = 10.0, security: Any = None) -> Any:
     """A ``distributed.Client`` for the scheduler at ``address``, or a ``ConnectionError``
-    that names the address, within ``timeout`` seconds."""
+    that names the address, within ``timeout`` seconds whatever answers there."""
     from distributed import Client
 
+    if address.startswith("tls://") and security is None:
+        raise ValueError(
+            f"connect: {address} is a TLS address, so pass security=: for example "
+            "distributed.security.Security(tls_ca_file='ca.pem', tls_client_cert='client.pem', "
+            "tls_client_key='client-key.pem', require_encryption=True) (see docker/README.md)")
+    deadline = time.monotonic() + timeout
+    _probe_scheduler(address, timeout, security)
+    remaining = max(deadline - time.monotonic(), 0.1)
     try:
-        return Client(address, timeout=f"{timeout}s", security=security)
+        return Client(address, timeout=f"{remaining}s", security=security)
     except (OSError, TimeoutError) as error:
-        raise ConnectionError(
-            f"could not reach the dask scheduler at {address} within {timeout:g} s ({error}); "
-            "is it running, and is the address right? Start one with `dask scheduler`."
-        ) from None
+        raise _unreachable(address, timeout, error) from None
+
+
+def _unreachable(address: str, timeout: float, reason: Any) -> ConnectionError:
+    return ConnectionError(
+        f"could not reach the dask scheduler at {address} within {timeout:g} s ({reason}); "
+        "is it running, and is the address right? Start one with `dask scheduler --host "
+        "127.0.0.1`.")
+
+
+def _probe_scheduler(address: str, timeout: float, security: Any) -> None:
+    """Ask whatever listens at ``address`` for its identity, on a thread of its own and bounded
+    by ``timeout``: a port that accepts but never answers, or a server speaking another
+    protocol (whose reply dask would read as a frame length of exabytes), becomes a
+    ConnectionError instead of a hang or a MemoryError."""
+    from distributed.comm import connect as open_comm
+
+    async def identity() -> Any:
+        kwargs = security.get_connection_args("client") if security is not None else {}
+        comm = await open_comm(address, timeout=timeout, **kwargs)
+        try:
+            await comm.write({"op": "identity"})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    outcome: dict = {}
+
+    def ask() -> None:
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), timeout))
+        except BaseException as error:  # MemoryError included: a bogus frame length
+            outcome["error"] = error
+
+    thread = threading.Thread(target=ask, name="pargraph-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    if thread.is_alive() or isinstance(outcome.get("error"), (TimeoutError,
+                                                              asyncio.TimeoutError)):
+        raise _unreachable(address, timeout, "no answer")
+    if "error" in outcome:
+        error = outcome["error"]
+        if isinstance(error, (OSError, EOFError)) or type(error).__name__ == "CommClosedError":
+            raise _unreachable(address, timeout, error)
+        raise ConnectionError(f"the server at {address} does not speak the dask protocol "
+                              f"({type(error).__name__}); is the address that of a dask "
+                              "scheduler?") from None
+    reply = outcome.get("reply")
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise ConnectionError(f"the server at {address} is not a dask scheduler (it answered "
+                              f"{str(reply)[:80]!r})")

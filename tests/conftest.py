@@ -15,7 +15,7 @@ def local_client():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                      dashboard_address=None) as cluster, \
+                      dashboard_address=None, worker_dashboard_address="127.0.0.1:0") as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield client
 

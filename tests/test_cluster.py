@@ -43,8 +43,9 @@ def local_command(command: str, port: int, dashboard: int) -> list[str]:
                .replace("0.0.0.0:8787", f"127.0.0.1:{dashboard}")
                .replace("tcp://scheduler:8786", f"tcp://127.0.0.1:{port}"))
     args = shlex.split(command)
-    if args[:2] == ["dask", "worker"]:
-        args += ["--host", "127.0.0.1"]
+    if args[:2] == ["dask", "worker"]:  # inside compose it listens on its container's network
+        args = [a for a in args if a != "--no-dashboard"]
+        args += ["--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"]
     return args
 
 

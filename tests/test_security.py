@@ -1,0 +1,155 @@
+"""Loopback by default, and a connect that returns or raises in time whatever is at the address.
+
+A dask scheduler or worker reachable from the network runs anyone's code: every command the
+READMEs and the demos show must listen on 127.0.0.1 / ::1 only."""
+
+import argparse
+import http.server
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+import pargraph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOOPBACK = {"127.0.0.1", "::1"}
+
+
+def documented_cluster_commands() -> list[str]:
+    """Every ``dask scheduler`` / ``dask worker`` line in the READMEs' local instructions
+    (docker/README.md's TLS example for a multi-machine cluster is the one exception)."""
+    commands = []
+    for name in ("README.md", os.path.join("docker", "README.md")):
+        with open(os.path.join(ROOT, name)) as file:
+            for line in file:
+                line = line.strip().rstrip("&").strip()
+                if re.match(r"dask (scheduler|worker)\b", line) and "tls" not in line:
+                    commands.append(line)
+    return commands
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening_addresses(pids: list[int]) -> set[tuple[str, int]]:
+    found = set()
+    for pid in pids:
+        process = psutil.Process(pid)
+        for member in [process, *process.children(recursive=True)]:
+            for connection in member.net_connections("inet"):
+                if connection.status == psutil.CONN_LISTEN:
+                    found.add((connection.laddr.ip, connection.laddr.port))
+    return found
+
+
+def test_documented_commands_listen_on_loopback_only():
+    commands = documented_cluster_commands()
+    assert any(c.startswith("dask scheduler") for c in commands)
+    assert any(c.startswith("dask worker") for c in commands)
+    port, dashboard = free_port(), free_port()
+    processes = []
+    try:
+        for command in sorted(commands, key=lambda c: not c.startswith("dask scheduler")):
+            local = command.replace(":8786", f":{port}").replace("--port 8786", f"--port {port}")
+            local = local.replace(":8787", f":{dashboard}")
+            processes.append(subprocess.Popen(shlex.split(local), stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL, cwd=ROOT,
+                                              start_new_session=True))
+            if command.startswith("dask scheduler"):
+                pargraph.connect(f"tcp://127.0.0.1:{port}", timeout=30).close()
+        workers = sum(c.startswith("dask worker") for c in commands)
+        with pargraph.connect(f"tcp://127.0.0.1:{port}", timeout=30) as client:
+            client.wait_for_workers(workers, timeout=60)
+        time.sleep(1)  # workers start their HTTP servers right after registering
+        addresses = listening_addresses([p.pid for p in processes])
+        assert len(addresses) >= 2 + 2 * workers  # scheduler, dashboard, workers, nannies
+        exposed = {a for a in addresses if a[0] not in LOOPBACK}
+        assert not exposed, f"listening beyond loopback: {sorted(exposed)}"
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=30)
+
+
+@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")
+def test_the_demos_dashboard_cluster_listens_on_loopback_only():
+    sys.path.insert(0, os.path.join(ROOT, "demos"))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+    before = listening_addresses([os.getpid()])
+    args = argparse.Namespace(address=None, dashboard=True, workers=1, scheduler="threads",
+                              connect_timeout=10.0)
+    with common.execution(args):
+        during = listening_addresses([os.getpid()]) - before
+        assert (pargraph.ones(3) * 2).sum().item() == 6.0
+    assert during, "the dashboard cluster opened no socket"
+    assert all(ip in LOOPBACK for ip, _ in during), sorted(during)
+
+
+@pytest.fixture
+def silent_server():
+    """A port that accepts TCP connections and never says a word."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+@pytest.fixture
+def http_server():
+    """A web server: it answers dask's handshake with an HTTP error page."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             http.server.BaseHTTPRequestHandler)
+    server.RequestHandlerClass.log_message = lambda *args: None
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"tcp://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("server", ["silent_server", "http_server"])
+def test_connect_returns_or_raises_within_its_timeout(server, request):
+    address = request.getfixturevalue(server)
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError, match=re.escape(address)):
+        pargraph.connect(address, timeout=2)
+    assert time.perf_counter() - start < 3.0
+
+
+def test_a_tls_address_without_security_says_what_to_pass():
+    with pytest.raises(ValueError, match=r"TLS address, so pass security=.*Security\("):
+        pargraph.connect("tls://127.0.0.1:8786", timeout=1)
