@@ -137,8 +137,13 @@ def plot(history: dict, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    with common.execution(args):
-        result = train(args)
+    try:
+        with common.execution(args):
+            result = train(args)
+    except pargraph.ClusterLostError as error:
+        resume = " ".join(["python", "demos/digits.py", *(argv or sys.argv[1:]), "--resume"])
+        raise SystemExit(f"error: {error}\nThe last finished epoch is in {args.checkpoint}; "
+                         f"start the cluster again and continue with:\n  {resume}") from None
     if args.plot and result["history"]["loss"]:
         plot(result["history"], args.plot)
     print(f"\ntest accuracy {result['test_accuracy']:.2%} after {args.epochs} epochs "

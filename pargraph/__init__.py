@@ -5,6 +5,7 @@ forward and backward together, independent branches at the same time.
 """
 
 from pargraph import autograd, nn, optim, utils
+from pargraph.execution import ClusterLostError
 from pargraph.grad_mode import (
     enable_grad,
     inference_mode,
@@ -80,7 +81,7 @@ del _name
 
 __all__ = [
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
-    "trace", "Trace",
+    "ClusterLostError", "trace", "Trace",
     "visualize", "progress", "worker_threads", "connect", "tensor",
     "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",

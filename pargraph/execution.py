@@ -35,6 +35,14 @@ On a cluster
     is gathered. Parameters and optimizer state therefore never travel back and forth between
     steps; only new data (a batch) is sent.
 
+Losing the cluster
+    Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
+    or a ``fetch`` that meets a cancelled Future raises :class:`ClusterLostError` right away
+    (dask itself would wait for a reconnect and then report "cancelled for reason: unknown").
+    Objects registered with :func:`register_recovery` (optimizers, when
+    ``pargraph.mirror-every`` is set, e.g. by ``connect(..., mirror_every=N)``) first put
+    back the copies they gathered, so ``state_dict()`` still answers, at most N steps old.
+
 Which values are kept
     The run returns, and the slots keep, the values of: the requested nodes; nodes that a live
     tensor still wraps; nodes with autograd history and the inputs they saved, because a later
@@ -53,7 +61,9 @@ import secrets
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError
 from typing import Any
 
 import dask
@@ -62,7 +72,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.lowering import FAILED_KEY, Lowered, annotate, fetch, is_future, lower, plan
+from pargraph.lowering import FAILED_KEY, Lowered, annotate, is_future, lower, plan
 
 DEFAULT_GET = dask.threaded.get
 _run_ids = itertools.count()
@@ -156,16 +166,23 @@ def run_on_cluster(client: Any, graph: dict, keys: list) -> list:
     """Run on the cluster and keep the results there: returns Futures, gathers nothing."""
     from distributed import progress, wait
 
+    if client.status != "running":  # reconnecting or closed: every value it held is gone
+        raise cluster_lost(client, f"the client's connection is {client.status}")
     futures = client.get(_untokenized(graph), keys, sync=False)
-    with client.as_current():
-        if dask.config.get("pargraph.progress", False):
-            progress(futures)
-        wait(futures)
+    try:
+        with client.as_current():
+            if dask.config.get("pargraph.progress", False):
+                progress(futures)
+            wait(futures)
+    except CancelledError as error:
+        raise cluster_lost(client, f"the run was cancelled: {str(error).splitlines()[0]}"
+                           ) from None
     for future in futures:
         if future.status == "error":
             raise future.exception()
-        if future.status != "finished":  # cancelled or lost
-            future.result()
+        if future.status != "finished":  # cancelled: the scheduler went away
+            raise cluster_lost(client, f"the run's results were cancelled "
+                                       f"({future.key} and {len(futures) - 1} more)")
     return futures
 
 
@@ -242,6 +259,7 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
     pending = [node for node in targets if node.value is None]
     if pending:
         order, computed = plan(pending)
+        _check_held_values(order)
         keep = _kept(computed, target_ids, {id(n) for n in release})
         get = choose_scheduler()
         lowered = lower(order, computed, keep, remote=client_of(get) is not None)
@@ -323,10 +341,17 @@ def replicate(nodes: Sequence[Node]) -> None:
         return
 
 
-def connect(address: str, timeout: float = 10.0, security: Any = None) -> Any:
+def connect(address: str, timeout: float = 10.0, security: Any = None,
+            mirror_every: int | None = None) -> Any:
     """A ``distributed.Client`` for the scheduler at ``address``, or a ``ConnectionError``
-    that names the address, within ``timeout`` seconds whatever answers there."""
+    that names the address, within ``timeout`` seconds whatever answers there.
+    ``mirror_every`` sets ``pargraph.mirror-every`` for the process."""
     from distributed import Client
+
+    if mirror_every is not None:
+        if int(mirror_every) < 0:
+            raise ValueError(f"connect: mirror_every must be >= 0 (steps), got {mirror_every}")
+        dask.config.set({"pargraph.mirror-every": int(mirror_every)})
 
     if address.startswith("tls://") and security is None:
         raise ValueError(
@@ -390,3 +415,95 @@ def _probe_scheduler(address: str, timeout: float, security: Any) -> None:
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         raise ConnectionError(f"the server at {address} is not a dask scheduler (it answered "
                               f"{str(reply)[:80]!r})")
+
+
+# --- losing the cluster ---------------------------------------------------------------------
+
+
+class ClusterLostError(RuntimeError):
+    """The cluster that held tensor values lost them (its scheduler went away)."""
+
+
+_recovery_sources: list = []  # weak references to objects with a ``recover()`` method
+_recovered: dict[str, np.ndarray] = {}  # key of a lost Future -> the value put back for it
+#: The path of the last checkpoint ``pargraph.save`` wrote in this process, for error messages.
+last_checkpoint: list[str] = []
+
+
+def register_recovery(source: Any) -> None:
+    """Call ``source.recover()`` when the cluster is lost. It puts back the values it kept a
+    copy of and returns ``(description, {lost Future key: value})``."""
+    _recovery_sources.append(weakref.ref(source))
+
+
+def mirror_every() -> int:
+    """Every how many optimizer steps parameters and state are copied off the cluster (0:
+    never); ``pargraph.connect(..., mirror_every=N)`` or the ``pargraph.mirror-every`` key."""
+    return int(dask.config.get("pargraph.mirror-every", 0) or 0)
+
+
+def _is_lost(value: Any) -> bool:
+    return is_future(value) and value.status in ("cancelled", "lost")
+
+
+def _check_held_values(order: list[Node]) -> None:
+    """Before a run: values that died with their cluster are put back from a recovery copy,
+    or the run stops with :class:`ClusterLostError` (instead of hanging on a reconnect)."""
+    for node in order:
+        if not _is_lost(node.value):
+            continue
+        if node.value.key not in _recovered:
+            raise cluster_lost(node.value.client, f"{node.value.key} was cancelled")
+        node.value = _recovered[node.value.key]
+
+
+def fetch(node: Node) -> np.ndarray:
+    """A realized node's value as a local numpy array (gathered from the cluster if needed)."""
+    value = node.value
+    if not is_future(value):
+        return value
+    if value.key in _recovered:
+        node.value = _recovered[value.key]
+        return node.value
+    if not _is_lost(value):
+        try:
+            return np.asarray(value.result())
+        except Exception as error:
+            if not _is_lost(value):
+                raise
+            cause = f"{value.key}: {error}"
+    else:
+        cause = f"{value.key} was cancelled"
+    error = cluster_lost(value.client, cause)
+    if value.key in _recovered:
+        node.value = _recovered[value.key]
+        return node.value
+    raise error
+
+
+def cluster_lost(client: Any, cause: str) -> ClusterLostError:
+    """Put back what recovery sources kept and describe the loss (to be raised)."""
+    restored = []
+    for reference in list(_recovery_sources):
+        source = reference()
+        if source is None:
+            _recovery_sources.remove(reference)
+            continue
+        description, values = source.recover()
+        if description:
+            restored.append(description)
+            _recovered.update(values)
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "the cluster"
+    message = (f"the dask cluster at {address} lost the values it held: its scheduler went "
+               f"away ({cause}).")
+    if restored:
+        message += (" Rolled back to the copies gathered off the cluster: "
+                    + "; ".join(restored) + ". state_dict() answers with them: save them, "
+                    "then connect to a running cluster and continue, or resume later.")
+    else:
+        message += (" Parameters and optimizer state that lived there are gone. Resume from "
+                    "your last checkpoint (pargraph.load, then load_state_dict"
+                    + (f"; this process last saved {last_checkpoint[-1]}" if last_checkpoint
+                       else "") + "). To lose at most N steps next time, connect with "
+                    "pargraph.connect(address, mirror_every=N).")
+    return ClusterLostError(message)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph import execution
 from pargraph.tensor import Tensor, from_numpy
 
 _STRUCTURE = "__structure__"
@@ -102,6 +103,8 @@ def save(obj: Any, path: str | os.PathLike) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
+        execution.last_checkpoint.append(os.path.abspath(path))
+        del execution.last_checkpoint[:-1]
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)

@@ -1123,9 +1123,13 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return _wrap(ops.stack([as_tensor(t)._node for t in tensors], dim))
 
 
-def connect(address: str, timeout: float = 10.0, security=None):
+def connect(address: str, timeout: float = 10.0, security=None,
+            mirror_every: int | None = None):
     """Connect to a dask cluster: a ``distributed.Client`` that becomes the default scheduler
-    for every realization, or a ``ConnectionError`` naming the address within ``timeout`` s.
+    for every realization, or a ``ConnectionError`` naming the address within ``timeout`` s
+    (whatever listens there). ``security`` is distributed's ``Security`` (needed for
+    ``tls://``). With ``mirror_every=N``, optimizers copy parameters and state off the cluster
+    every N steps (in the background), so losing the scheduler costs at most N steps.
 
     Examples
     --------
@@ -1136,7 +1140,7 @@ def connect(address: str, timeout: float = 10.0, security=None):
     ...     print(str(error)[:58])
     could not reach the dask scheduler at tcp://127.0.0.1:1 wi
     """
-    return execution.connect(address, timeout, security)
+    return execution.connect(address, timeout, security, mirror_every)
 
 
 def worker_threads() -> int:

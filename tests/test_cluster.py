@@ -72,7 +72,10 @@ class Cluster:
         os.killpg(self.workers[index].pid, signal.SIGKILL)
 
     def close(self) -> None:
-        self.client.close()
+        try:
+            self.client.close(timeout=5)  # also when its scheduler was killed
+        except Exception:
+            pass
         for process in self.workers + [self.scheduler]:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -227,3 +230,107 @@ def test_an_unreachable_scheduler_is_a_clear_error_and_the_checkpoint_survives(t
     assert f"could not reach the dask scheduler at {address}" in done.stderr
     assert checkpoint.read_bytes() == before
     assert pargraph.load(checkpoint)["epoch"] == 0
+
+
+def _steps(model, opt, x, y, count):
+    for _ in range(count):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def _kill_scheduler(running: Cluster, held) -> None:
+    os.killpg(running.scheduler.pid, signal.SIGKILL)
+    running.scheduler.wait()
+    deadline = time.monotonic() + 20
+    while held.status != "cancelled" and time.monotonic() < deadline:
+        time.sleep(0.05)  # the client notices the closed connection
+
+
+def test_a_lost_scheduler_rolls_back_to_the_mirror_and_state_dict_answers():
+    running = Cluster(workers=1)
+    try:
+        with dask.config.set({"pargraph.mirror-every": 0}, scheduler=running.client):
+            pargraph.connect(running.address, timeout=10, mirror_every=3).close()
+            pargraph.manual_seed(0)
+            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+            opt = optim.Adam(model.parameters(), lr=0.01)
+            x, y = pargraph.randn(32, 8), pargraph.randint(0, 2, (32,))
+            _steps(model, opt, x, y, 6)
+            opt._mirror.in_flight.result(timeout=30)  # step 6's copy has arrived
+            at_step_6 = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+            _steps(model, opt, x, y, 1)  # step 7 lives on the cluster only
+            assert all(is_future(p._node.value) for p in model.parameters())
+            _kill_scheduler(running, model[0].weight._node.value)
+
+            state = model.state_dict()  # answers: the mirror's copy of step 6
+            for name, value in state.items():
+                np.testing.assert_array_equal(value.numpy(), at_step_6[name])
+            assert opt.state_dict()["state"][0]["step"] == 6
+            start = time.perf_counter()
+            with pytest.raises(pargraph.ClusterLostError, match="as of its step 6"):
+                _steps(model, opt, x, y, 1)
+            assert time.perf_counter() - start < 5
+        # Rolled back, the same objects train on: locally here, on a new cluster just as well.
+        with dask.config.set(scheduler="sync"):
+            _steps(model, opt, x, y, 1)
+        assert opt.state_dict()["state"][0]["step"] == 7
+    finally:
+        running.close()
+
+
+def test_a_lost_scheduler_without_mirror_is_a_clear_error_naming_the_checkpoint(tmp_path):
+    running = Cluster(workers=1)
+    try:
+        with dask.config.set(scheduler=running.client):
+            model = nn.Linear(4, 2)
+            opt = optim.SGD(model.parameters(), lr=0.1)
+            x, y = pargraph.randn(8, 4), pargraph.randint(0, 2, (8,))
+            _steps(model, opt, x, y, 2)
+            pargraph.save(model.state_dict(), tmp_path / "last.npz")
+            _steps(model, opt, x, y, 1)
+            _kill_scheduler(running, model.weight._node.value)
+            start = time.perf_counter()
+            with pytest.raises(pargraph.ClusterLostError) as error:
+                _steps(model, opt, x, y, 1)
+            assert time.perf_counter() - start < 5  # dask alone waits ~30 s for a reconnect
+            message = str(error.value)
+            assert "lost the values it held" in message and "mirror_every=N" in message
+            assert str(tmp_path / "last.npz") in message
+            with pytest.raises(pargraph.ClusterLostError):
+                model.state_dict()["weight"].numpy()
+    finally:
+        running.close()
+
+
+def test_the_digits_demo_resumes_after_a_scheduler_restart(tmp_path):
+    running = Cluster(workers=1)
+    checkpoint = tmp_path / "digits.npz"
+    command = [sys.executable, "demos/digits.py", "--quiet", "--plot", "", "--hidden", "16",
+               "--epochs", "40", "--checkpoint", str(checkpoint), "--address", running.address]
+    try:
+        demo = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not checkpoint.exists() and time.monotonic() < deadline and demo.poll() is None:
+            time.sleep(0.05)
+        os.killpg(running.scheduler.pid, signal.SIGKILL)  # mid-training
+        out, err = demo.communicate(timeout=90)
+        assert demo.returncode != 0, out
+        assert "lost the values it held" in err and "--resume" in err
+        finished = pargraph.load(checkpoint)["epoch"]
+        assert finished < 39
+
+        running.scheduler = running._start(local_command(compose_commands()["scheduler"],
+                                                         running.port, running.dashboard))
+        for worker in running.workers:
+            os.killpg(worker.pid, signal.SIGKILL)  # workers of the old scheduler
+        running.workers = [running._start(local_command(compose_commands()["worker"],
+                                                        running.port, running.dashboard))]
+        done = subprocess.run(command + ["--resume", "--epochs", str(finished + 3)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert f"resumed from {checkpoint} after epoch {finished + 1}" in done.stdout
+        assert pargraph.load(checkpoint)["epoch"] == finished + 2
+    finally:
+        running.close()

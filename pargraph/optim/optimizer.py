@@ -4,7 +4,9 @@
 ``update`` phase, realizes them all in one dask run, so that the updates of independent
 parameters run in parallel, and only then points parameters and state at the results. If the
 run fails, parameters and state stay exactly as they were before the step. On a cluster the new
-values stay on the workers, each kept on two of them, so that losing a worker loses no state.
+values stay on the workers, each kept on two of them, so that losing a worker loses no state;
+with ``pargraph.mirror-every`` (``connect(..., mirror_every=N)``) a copy is also gathered off
+the cluster every N steps, so that losing the scheduler costs at most N steps.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from pargraph import execution
 from pargraph.grad_mode import enable_grad, no_grad
 from pargraph.graph import UPDATE, naming
+from pargraph.optim.mirror import StateMirror
 from pargraph.tensor import Tensor, as_tensor, zero_grads
 
 _required = object()
@@ -30,6 +33,8 @@ class Optimizer:
         self.defaults = defaults
         self.param_groups: list[dict] = []
         self.state: dict[Tensor, dict] = {}
+        self._step_count = 0
+        self._mirror: StateMirror | None = None
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -95,6 +100,10 @@ class Optimizer:
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)
                 self.state[p] = new_state
+        self._step_count += 1
+        if execution.mirror_every():
+            self._mirror = self._mirror or StateMirror(self)
+            self._mirror.after_step(self._step_count)
         return loss
 
     def state_dict(self) -> dict:

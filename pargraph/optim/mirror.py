@@ -1,0 +1,107 @@
+"""Copies of an optimizer's parameters and state off the cluster, so a scheduler loss costs at
+most ``pargraph.mirror-every`` steps.
+
+On a cluster, parameters and optimizer state live only on the workers; replication protects
+them from a worker's death, not from the scheduler's. Every N-th step the mirror asks the
+cluster for the values it just committed, on a thread of its own, so the gather overlaps the
+next steps instead of delaying them. When the cluster is lost, the execution layer calls
+:meth:`StateMirror.recover`, which points the parameters and the optimizer state back at the
+last complete copy.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from pargraph import execution
+from pargraph.grad_mode import no_grad
+from pargraph.lowering import is_future
+from pargraph.tensor import Tensor, as_tensor
+
+_gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")
+
+
+class StateMirror:
+    """The last complete copy of one optimizer's parameters and state, taken every N steps."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer_ref = weakref.ref(optimizer)  # the optimizer holds its mirror
+        self.copy: tuple[int, list, list] | None = None  # (step, params, states), all numpy
+        self.in_flight = None
+        self.restored_step: int | None = None  # the copy's step, once it was put back
+        self.lock = threading.Lock()
+        execution.register_recovery(self)
+
+    def after_step(self, step: int) -> None:
+        """Start gathering this step's values if it is a mirrored step and they are remote."""
+        every = execution.mirror_every()
+        if not every or step % every:
+            return
+        optimizer = self.optimizer_ref()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        states = [optimizer.state.get(p, {}) for p in params]
+        values = [p._node.value for p in params]
+        values += [v._node.value for state in states for v in state.values()
+                   if isinstance(v, Tensor)]
+        futures = [v for v in values if is_future(v)]
+        if not futures:
+            return  # nothing lives on a cluster
+        if self.in_flight is not None and not self.in_flight.done():
+            return  # the previous copy is still on its way: skip this one, not the step
+        self.in_flight = _gatherers.submit(self._gather, step, params, states, futures)
+
+    def _gather(self, step: int, params: list, states: list, futures: list) -> None:
+        gathered = dict(zip((f.key for f in futures), futures[0].client.gather(futures)))
+
+        def local(value: Any) -> Any:
+            if isinstance(value, Tensor):
+                held = value._node.value
+                return np.array(gathered[held.key] if is_future(held) else held)
+            return value
+
+        copy = (step, [local(p) for p in params],
+                [{k: local(v) for k, v in state.items()} for state in states])
+        with self.lock:
+            self.copy = copy
+
+    def recover(self) -> tuple[str, dict]:
+        """Point every parameter whose value (or state) was lost back at the last copy; return
+        what was restored and, for each lost Future, the value that replaces it."""
+        with self.lock:
+            copy = self.copy
+        optimizer = self.optimizer_ref()
+        if copy is None or optimizer is None:
+            return "", {}
+        step, param_values, state_values = copy
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        restored = 0
+        replaced: dict[str, np.ndarray] = {}
+        with no_grad():
+            for p, value, state in zip(params, param_values, state_values):
+                old_state = optimizer.state.get(p, {})
+                lost = {k: v._node.value.key for k, v in old_state.items()
+                        if isinstance(v, Tensor) and is_future(v._node.value)}
+                if not is_future(p._node.value) and not lost:
+                    continue  # recovered already, or never on the cluster
+                if is_future(p._node.value):
+                    replaced[p._node.value.key] = value
+                replaced.update({key: state[k] for k, key in lost.items() if k in state})
+                p._rebind(as_tensor(value)._node)
+                p.grad = None  # gradients lived on the lost cluster too
+                optimizer.state[p] = {k: as_tensor(v) if isinstance(v, np.ndarray) else v
+                                      for k, v in state.items()}
+                if not state:
+                    del optimizer.state[p]
+                restored += 1
+        name = type(optimizer).__name__
+        if not restored:
+            if self.restored_step is None:
+                return "", {}
+            return f"{name}'s parameters and state as of its step {self.restored_step}", {}
+        optimizer._step_count = self.restored_step = step
+        return f"{name}'s parameters and state as of its step {step}", replaced
