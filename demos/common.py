@@ -6,18 +6,20 @@ import argparse
 import contextlib
 import os
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import dask
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 
-def add_execution_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scheduler", choices=["threads", "sync"], default="threads",
-                        help="dask scheduler to run the graphs on (default: threads)")
+def add_execution_args(parser: argparse.ArgumentParser, scheduler: bool = True) -> None:
+    if scheduler:
+        parser.add_argument("--scheduler", choices=["threads", "sync"], default="threads",
+                            help="dask scheduler to run the graphs on (default: threads)")
     parser.add_argument("--workers", type=int, default=None,
-                        help="worker threads for the threaded scheduler (default: all cores)")
+                        help="worker threads for the threaded scheduler or the --dashboard "
+                             "cluster (default: all cores)")
     parser.add_argument("--address", metavar="tcp://HOST:PORT", default=None,
                         help="run on the dask cluster whose scheduler is at this address")
     parser.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -27,10 +29,15 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
                              "http://127.0.0.1:8787/status")
 
 
+def on_a_cluster(args: argparse.Namespace) -> bool:
+    return bool(args.address or args.dashboard)
+
+
 @contextlib.contextmanager
-def execution(args: argparse.Namespace) -> Iterator[None]:
+def execution(args: argparse.Namespace) -> Iterator[str]:
     """Run the block where the command line asked: a cluster (--address), an in-process
-    cluster with a dashboard (--dashboard), or one of dask's local schedulers."""
+    cluster with a dashboard (--dashboard), or one of dask's local schedulers. Yields a
+    description of where that is, for the demo's summary."""
     if args.address:
         import pargraph
 
@@ -41,8 +48,11 @@ def execution(args: argparse.Namespace) -> Iterator[None]:
         workers = len(client.scheduler_info(n_workers=-1)["workers"])
         print(f"running on the dask cluster at {args.address} ({workers} workers); "
               f"dashboard: {client.dashboard_link}")
-        with client, dask.config.set(scheduler=client):
-            yield
+        try:
+            with dask.config.set(scheduler=client):
+                yield f"the dask cluster at {args.address} ({workers} workers)"
+        finally:
+            client.close(timeout=5)
     elif args.dashboard:
         from distributed import Client, LocalCluster
 
@@ -58,18 +68,22 @@ def execution(args: argparse.Namespace) -> Iterator[None]:
             port = urllib.parse.urlsplit(client.dashboard_link).port
             print(f"dask dashboard: http://127.0.0.1:{port}/status "
                   f"(task stream: http://127.0.0.1:{port}/tasks)")
-            yield
+            yield (f"an in-process dask cluster ({threads} threads; dashboard "
+                   f"http://127.0.0.1:{port}/status)")
     else:
-        settings = {"scheduler": args.scheduler}
+        scheduler = getattr(args, "scheduler", "threads")
+        settings = {"scheduler": scheduler}
         if args.workers:
             settings["num_workers"] = args.workers
         with dask.config.set(settings):
-            yield
+            threads = f" ({args.workers or os.cpu_count()} threads)" if scheduler == "threads" \
+                else ""
+            yield f"the {scheduler} scheduler{threads}"
 
 
-def progress(iterable: Iterable, description: str, quiet: bool = False):
-    """A tqdm bar (on stderr); ``set_postfix`` shows the running loss."""
+def progress(total: int, description: str, quiet: bool = False):
+    """One tqdm bar (on stderr) over a whole training run: steps done, steps/s, and whatever
+    ``set_postfix`` shows (the running loss). ``update(1)`` after every step."""
     from tqdm import tqdm
 
-    return tqdm(iterable, desc=description, disable=quiet, leave=False,
-                dynamic_ncols=True)
+    return tqdm(total=total, desc=description, disable=quiet, unit="step", dynamic_ncols=True)

@@ -83,38 +83,58 @@ def train(args: argparse.Namespace) -> dict:
                         batch_size=args.batch_size, shuffle=True)
     history = {"loss": [], "accuracy": []}
     first_epoch = 0
-    if args.resume and os.path.exists(args.checkpoint):
-        state = pargraph.load(args.checkpoint)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        history = state["history"]
-        first_epoch = state["epoch"] + 1
-        print(f"resumed from {args.checkpoint} after epoch {first_epoch}")
+    if args.resume:
+        first_epoch, history = resume(args, model, opt)
 
+    steps_per_epoch = len(loader)
+    bar = common.progress((args.epochs - first_epoch) * steps_per_epoch, "training", args.quiet)
     start = time.perf_counter()
     for epoch in range(first_epoch, args.epochs):
         # Seeding per epoch makes a resumed run repeat exactly what an uninterrupted one does.
         pargraph.manual_seed(args.seed * 100_003 + epoch)
         total, batches = 0.0, 0
-        bar = common.progress(loader, f"epoch {epoch + 1}/{args.epochs}", args.quiet)
-        for images, labels in bar:
+        for images, labels in loader:
             opt.zero_grad()
             loss = loss_fn(model(images), labels)
             loss.backward()
             opt.step()
             total, batches = total + loss.item(), batches + 1
-            bar.set_postfix(loss=f"{total / batches:.4f}")
+            bar.update(1)
+            bar.set_postfix(epoch=f"{epoch + 1}/{args.epochs}", loss=f"{total / batches:.4f}")
         history["loss"].append(total / batches)
         history["accuracy"].append(accuracy(model, test_x, test_y))
-        print(f"epoch {epoch + 1:3d}  loss {history['loss'][-1]:.4f}  "
-              f"test accuracy {history['accuracy'][-1]:.2%}")
+        bar.write(f"epoch {epoch + 1:3d}  loss {history['loss'][-1]:.4f}  "
+                  f"test accuracy {history['accuracy'][-1]:.2%}", file=sys.stdout)
         if args.checkpoint:
             os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
             pargraph.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                           "epoch": epoch, "history": history}, args.checkpoint)
+                           "epoch": epoch, "history": history, "seed": args.seed,
+                           "hidden": args.hidden}, args.checkpoint)
+    bar.close()
     elapsed = time.perf_counter() - start
     return {"model": model, "history": history, "seconds": elapsed,
-            "test_accuracy": accuracy(model, test_x, test_y)}
+            "steps_per_epoch": steps_per_epoch, "test_accuracy": accuracy(model, test_x, test_y)}
+
+
+def resume(args: argparse.Namespace, model: nn.Module, opt: optim.Optimizer) -> tuple[int, dict]:
+    """Load ``--checkpoint`` into the model and optimizer: (first epoch to run, history)."""
+    if not args.checkpoint or not os.path.exists(args.checkpoint):
+        print(f"--resume: there is no checkpoint at {args.checkpoint!r}; starting from "
+              "scratch", file=sys.stderr)
+        return 0, {"loss": [], "accuracy": []}
+    state = pargraph.load(args.checkpoint)
+    saved_seed = state.get("seed", args.seed)
+    if saved_seed != args.seed:  # the seed picks the test split: resuming would evaluate
+        raise SystemExit(f"error: {args.checkpoint} was trained with --seed {saved_seed}, "
+                         f"which picks its train/test split; resume it with --seed "
+                         f"{saved_seed} (got --seed {args.seed})")
+    if state.get("hidden", args.hidden) != args.hidden:
+        raise SystemExit(f"error: {args.checkpoint} holds a model with --hidden "
+                         f"{state['hidden']}; resume it with --hidden {state['hidden']}")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    print(f"resumed from {args.checkpoint} after epoch {state['epoch'] + 1}")
+    return state["epoch"] + 1, state["history"]
 
 
 def plot(history: dict, path: str) -> None:
@@ -138,20 +158,23 @@ def plot(history: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     try:
-        with common.execution(args):
+        with common.execution(args) as where:
             result = train(args)
     except pargraph.ClusterLostError as error:
-        resume = " ".join(["python", "demos/digits.py", *(argv or sys.argv[1:]), "--resume"])
+        resume_command = " ".join(["python", "demos/digits.py", *(argv or sys.argv[1:]),
+                                   "--resume"])
         raise SystemExit(f"error: {error}\nThe last finished epoch is in {args.checkpoint}; "
-                         f"start the cluster again and continue with:\n  {resume}") from None
+                         f"start the cluster again and continue with:\n  {resume_command}"
+                         ) from None
     if args.plot and result["history"]["loss"]:
         plot(result["history"], args.plot)
     print(f"\ntest accuracy {result['test_accuracy']:.2%} after {args.epochs} epochs "
-          f"({result['seconds']:.1f} s on the {args.scheduler} scheduler)")
+          f"({result['seconds']:.1f} s on {where})")
     if args.checkpoint:
         print(f"checkpoint: {args.checkpoint}")
     if args.plot:
         print(f"curves: {args.plot}")
+    result["where"] = where
     return result
 
 

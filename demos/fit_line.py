@@ -38,25 +38,30 @@ def fit(args: argparse.Namespace) -> dict:
     b = pargraph.zeros(1, requires_grad=True)
     opt = pargraph.optim.SGD([w, b], lr=args.lr)
     loss = None
-    bar = common.progress(range(args.steps), f"lr={args.lr}", args.quiet)
-    for _ in bar:
-        opt.zero_grad()
-        loss = ((x * w + b - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        value = loss.item()
-        bar.set_postfix(loss=f"{value:.4g}")
-        if not math.isfinite(value) or value > 1e12:
-            break
-    return {"w": w.item(), "b": b.item(), "loss": loss.item()}
+    steps = 0
+    with common.progress(args.steps, f"lr={args.lr}", args.quiet) as bar:
+        while steps < args.steps:
+            steps += 1
+            opt.zero_grad()
+            loss = ((x * w + b - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            value = loss.item()
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.4g}")
+            if not math.isfinite(value) or value > 1e12:
+                break
+    return {"w": w.item(), "b": b.item(), "loss": loss.item(), "steps": steps,
+            "points": x.shape[0], "x": x.numpy()}
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    with common.execution(args):
+    with common.execution(args) as where:
         result = fit(args)
     print(f"learned f(x) = {result['w']:.4f} x + {result['b']:.4f}   (true: 3x + 7)   "
-          f"final loss {result['loss']:.4g}")
+          f"final loss {result['loss']:.4g} after {result['steps']} steps on {where}")
+    result["where"] = where
     if not math.isfinite(result["loss"]) or result["loss"] > 1e6:
         print(f"diverged: lr={args.lr} is too large; each step overshoots the minimum")
     elif abs(result["w"] - 3) > 0.1 or abs(result["b"] - 7) > 0.1:

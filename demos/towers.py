@@ -9,6 +9,8 @@ scheduler, in one run, so you see what running branches in parallel buys on your
 - ``sync``: one task at a time, BLAS free to use every core inside each matmul;
 - ``sync, 1 BLAS thread``: one task at a time on one core, the baseline for graph parallelism.
 
+With ``--address`` or ``--dashboard`` it times the step on that cluster instead.
+
     python demos/towers.py --towers 8 --steps 20
 """
 
@@ -51,30 +53,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--towers", type=int, default=8)
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per scheduler")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per mode")
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--trace", metavar="OUT.json", default=None,
-                        help="trace one threaded step: write a Chrome trace (and a PNG "
-                             "timeline beside it) and print the parallelism summary")
-    common.add_execution_args(parser)
+                        help="trace one step (on threads, or on the cluster): write a Chrome "
+                             "trace (and a PNG timeline beside it) and print the parallelism "
+                             "summary")
+    common.add_execution_args(parser, scheduler=False)  # it compares the local schedulers
     return parser.parse_args(argv)
 
 
 def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool):
+    """Time one training step per batch in ``mode``: a local scheduler mode (see the module
+    docstring), or ``"cluster"``: wherever ``common.execution`` pointed dask."""
     from threadpoolctl import threadpool_limits
 
-    scheduler = mode.split(",")[0]
-    settings = {"scheduler": scheduler}
-    if workers and scheduler == "threads":
-        settings["num_workers"] = workers
+    settings = {}
+    if mode != "cluster":
+        settings["scheduler"] = mode.split(",")[0]
+        if workers and settings["scheduler"] == "threads":
+            settings["num_workers"] = workers
     one_blas_thread = mode.endswith("1 BLAS thread")
     loss_fn = nn.CrossEntropyLoss()
     times, losses = [], []
-    with dask.config.set(settings), threadpool_limits(1 if one_blas_thread else None, "blas"):
-        bar = common.progress(batches, f"{mode:>20}", quiet)
-        for images, labels in bar:
+    with dask.config.set(settings), threadpool_limits(1 if one_blas_thread else None, "blas"), \
+            common.progress(len(batches), f"{mode:>20}", quiet) as bar:
+        for images, labels in batches:
             start = time.perf_counter()
             opt.zero_grad()
             loss = loss_fn(model(images), labels)
@@ -82,13 +88,17 @@ def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool
             opt.step()
             losses.append(loss.item())
             times.append(time.perf_counter() - start)
+            bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
     return times, losses
 
 
-def trace_one_step(model, opt, batch, args: argparse.Namespace) -> None:
-    """Record one training step on the threaded scheduler and report how it ran."""
-    settings = {"scheduler": "threads", **({"num_workers": args.workers} if args.workers else {})}
+def trace_one_step(model, opt, batch, args: argparse.Namespace, where: str) -> None:
+    """Record one training step where the demo runs (threads locally) and report how it ran."""
+    settings = {}
+    if not common.on_a_cluster(args):
+        settings = {"scheduler": "threads",
+                    **({"num_workers": args.workers} if args.workers else {})}
     with dask.config.set(settings), pargraph.trace() as tr:
         opt.zero_grad()
         loss = nn.CrossEntropyLoss()(model(batch[0]), batch[1])
@@ -96,8 +106,8 @@ def trace_one_step(model, opt, batch, args: argparse.Namespace) -> None:
         opt.step()
     tr.to_chrome(args.trace)
     picture = os.path.splitext(args.trace)[0] + ".png"
-    tr.plot(picture, title=f"one training step of {args.towers} towers on threads")
-    print(f"trace of one threaded step: {args.trace} (open in https://ui.perfetto.dev), "
+    tr.plot(picture, title=f"one training step of {args.towers} towers on {where}")
+    print(f"trace of one step on {where}: {args.trace} (open in https://ui.perfetto.dev), "
           f"timeline: {picture}")
     tr.summary()
     print()
@@ -111,28 +121,32 @@ def main(argv: list[str] | None = None) -> dict:
     opt = optim.SGD(model.parameters(), lr=args.lr)
     index = pargraph.randint(0, len(train_x), (args.steps + 1, args.batch_size)).numpy()
     batches = [(pargraph.tensor(train_x[i]), pargraph.tensor(train_y[i])) for i in index]
-    timed_steps(model, opt, batches[:1], "threads", args.workers, True)  # warm up
-    modes = ["threads", "sync", "sync, 1 BLAS thread"]
-    if args.scheduler == "sync":
-        modes = modes[1:] + modes[:1]
-    results = {}
-    for mode in modes:
-        results[mode] = timed_steps(model, opt, batches[1:], mode, args.workers, args.quiet)
-    params = sum(p.numel() for p in model.parameters())
-    print(f"{args.towers} towers of width {args.width} ({params:,} parameters), "
-          f"batch {args.batch_size}, {args.steps} steps per scheduler")
-    if args.trace:
-        trace_one_step(model, opt, batches[1], args)
+    with common.execution(args) as where:
+        # On a cluster the step runs there; locally the demo compares three ways to run it.
+        modes = ["cluster"] if common.on_a_cluster(args) else \
+            ["threads", "sync", "sync, 1 BLAS thread"]
+        timed_steps(model, opt, batches[:1], modes[0], args.workers, True)  # warm up
+        results = {mode: timed_steps(model, opt, batches[1:], mode, args.workers, args.quiet)
+                   for mode in modes}
+        params = sum(p.numel() for p in model.parameters())
+        print(f"{args.towers} towers of width {args.width} ({params:,} parameters), "
+              f"batch {args.batch_size}, {args.steps} steps per mode, on {where}")
+        if args.trace:
+            trace_one_step(model, opt, batches[1], args, where)
     medians = {mode: statistics.median(times) for mode, (times, _) in results.items()}
     for mode, (times, losses) in results.items():
         print(f"  {mode:>20}: median step {medians[mode] * 1000:7.1f} ms   "
               f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})   "
               f"last loss {losses[-1]:.4f}")
-    graph_speedup = medians["sync, 1 BLAS thread"] / medians["threads"]
-    print(f"  threads vs sync on one core: {graph_speedup:.2f}x (branches running at once)")
-    print(f"  threads vs sync with multithreaded BLAS: "
-          f"{medians['sync'] / medians['threads']:.2f}x")
-    return {"speedup": graph_speedup, "results": results}
+    summary = {"results": results, "where": where, "speedup": None, "model": model,
+               "batch_shape": batches[0][0].shape}
+    if "threads" in medians:
+        summary["speedup"] = medians["sync, 1 BLAS thread"] / medians["threads"]
+        print(f"  threads vs sync on one core: {summary['speedup']:.2f}x (branches running "
+              "at once)")
+        print(f"  threads vs sync with multithreaded BLAS: "
+              f"{medians['sync'] / medians['threads']:.2f}x")
+    return summary
 
 
 if __name__ == "__main__":

@@ -334,3 +334,19 @@ def test_the_digits_demo_resumes_after_a_scheduler_restart(tmp_path):
         assert pargraph.load(checkpoint)["epoch"] == finished + 2
     finally:
         running.close()
+
+
+def test_demos_run_on_the_cluster_at_address(cluster, tmp_path):
+    demos = os.path.join(ROOT, "demos")
+    runs = {
+        "digits.py": ["--epochs", "1", "--hidden", "8", "--plot", "", "--checkpoint",
+                      str(tmp_path / "d.npz")],
+        "fit_line.py": ["--steps", "5"],
+        "towers.py": ["--towers", "2", "--width", "8", "--batch-size", "8", "--steps", "1"],
+    }
+    for demo, flags in runs.items():
+        done = subprocess.run([sys.executable, os.path.join(demos, demo), "--quiet", *flags,
+                               "--address", cluster.address], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"on the dask cluster at {cluster.address}" in done.stdout, demo

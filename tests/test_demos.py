@@ -1,8 +1,12 @@
 """The demos, run as a user would: accuracy, resume, learning rates, and --help."""
 
+import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -58,19 +62,182 @@ def test_towers_reports_both_schedulers(capsys):
                           "--steps", "2", "--workers", "2"])
     out = capsys.readouterr().out
     assert "threads" in out and "sync" in out and result["speedup"] > 0
+    assert "on the threads scheduler (2 threads)" in out
 
 
-@pytest.mark.parametrize("demo", ["digits.py", "fit_line.py", "towers.py"])
-def test_demos_have_help(demo):
+def _help_flags(demo: str) -> set[str]:
     out = subprocess.run([sys.executable, os.path.join(DEMOS, demo), "--help"],
                          capture_output=True, text=True, check=True).stdout
-    assert "--scheduler" in out and "--workers" in out
+    return set(re.findall(r"^\s+(--[a-z-]+)", out, re.MULTILINE)) - {"--help"}
 
 
-def test_dashboard_flag_starts_a_local_cluster_and_prints_its_link():
-    done = subprocess.run([sys.executable, os.path.join(DEMOS, "fit_line.py"), "--quiet",
-                           "--steps", "20", "--dashboard"],
-                          capture_output=True, text=True, timeout=120, check=True)
+# Which test shows that each flag a demo lists in --help does what it says.
+FLAG_TESTS = {
+    "digits.py": {
+        "--epochs": "test_digits_resume_gives_the_same_parameters_as_an_uninterrupted_run",
+        "--checkpoint": "test_digits_reaches_95_percent_and_writes_checkpoint_and_plot",
+        "--resume": "test_digits_resume_refuses_another_seed_and_says_when_nothing_to_resume",
+        "--plot": "test_digits_reaches_95_percent_and_writes_checkpoint_and_plot",
+        "--batch-size": "test_digits_size_flags",
+        "--lr": "test_digits_size_flags",
+        "--hidden": "test_digits_size_flags",
+        "--seed": "test_digits_resume_refuses_another_seed_and_says_when_nothing_to_resume",
+        "--quiet": "test_quiet_hides_the_progress_bar",
+        "--scheduler": "test_digits_runs_on_the_sync_scheduler",
+        "--workers": "test_workers_sets_the_threads",
+        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
+        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    },
+    "fit_line.py": {
+        "--lr": "test_fit_line_learning_rates",
+        "--steps": "test_fit_line_size_flags",
+        "--points": "test_fit_line_size_flags",
+        "--seed": "test_fit_line_size_flags",
+        "--quiet": "test_quiet_hides_the_progress_bar",
+        "--scheduler": "test_fit_line_size_flags",
+        "--workers": "test_workers_sets_the_threads",
+        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
+        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    },
+    "towers.py": {
+        "--towers": "test_towers_size_flags",
+        "--width": "test_towers_size_flags",
+        "--batch-size": "test_towers_size_flags",
+        "--steps": "test_towers_size_flags",
+        "--lr": "test_towers_size_flags",
+        "--seed": "test_towers_size_flags",
+        "--quiet": "test_quiet_hides_the_progress_bar",
+        "--trace": "test_towers_trace_writes_a_chrome_trace_and_a_timeline",
+        "--workers": "test_towers_reports_both_schedulers",
+        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
+        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    },
+}
+
+
+@pytest.mark.parametrize("demo", sorted(FLAG_TESTS))
+def test_every_flag_in_help_has_a_test(demo):
+    assert _help_flags(demo) == set(FLAG_TESTS[demo])
+    here = globals()
+    with open(os.path.join(os.path.dirname(__file__), "test_cluster.py")) as file:
+        cluster_tests = file.read()
+    for test in FLAG_TESTS[demo].values():
+        if test.startswith("test_cluster.py::"):
+            assert f"def {test.split('::')[1]}(" in cluster_tests, test
+        else:
+            assert callable(here.get(test)), test
+
+
+def test_digits_size_flags(tmp_path):
+    import pargraph
+
+    base = ["--quiet", "--plot", "", "--epochs", "1", "--checkpoint", str(tmp_path / "d.npz")]
+    result = digits.main(base + ["--batch-size", "500", "--hidden", "24", "--lr", "0"])
+    assert result["steps_per_epoch"] == 3  # 1,437 training images in batches of 500
+    assert result["model"][0].out_features == 24
+    pargraph.manual_seed(0)
+    untrained = digits.build_model(24)
+    for a, b in zip(_params(result["model"]), _params(untrained)):
+        np.testing.assert_array_equal(a, b)  # --lr 0: nothing moved
+
+
+def test_digits_resume_refuses_another_seed_and_says_when_nothing_to_resume(tmp_path,
+                                                                             capsys):
+    checkpoint = str(tmp_path / "d.npz")
+    base = ["--quiet", "--plot", "", "--hidden", "16", "--checkpoint", checkpoint]
+    fresh = digits.main(base + ["--epochs", "1", "--resume"])
+    assert "there is no checkpoint at" in capsys.readouterr().err
+    assert len(fresh["history"]["loss"]) == 1
+    other = digits.main(base + ["--epochs", "1", "--seed", "1",
+                                "--checkpoint", str(tmp_path / "other.npz")])
+    assert any(not np.array_equal(a, b) for a, b in zip(_params(fresh["model"]),
+                                                         _params(other["model"])))
+    with pytest.raises(SystemExit, match="trained with --seed 0.*resume it with --seed 0"):
+        digits.main(base + ["--epochs", "2", "--resume", "--seed", "1"])
+    assert pargraph_epoch(checkpoint) == 0  # untouched
+
+
+def pargraph_epoch(path: str) -> int:
+    import pargraph
+
+    return pargraph.load(path)["epoch"]
+
+
+def test_fit_line_size_flags():
+    result = fit_line.main(["--quiet", "--steps", "7", "--points", "13", "--seed", "3",
+                            "--scheduler", "sync"])
+    assert result["steps"] == 7 and result["points"] == 13 and "sync" in result["where"]
+    again = fit_line.main(["--quiet", "--steps", "7", "--points", "13", "--seed", "4"])
+    assert not np.array_equal(result["x"], again["x"])
+
+
+def test_towers_size_flags():
+    import pargraph
+
+    result = towers.main(["--quiet", "--towers", "3", "--width", "16", "--batch-size", "24",
+                          "--steps", "4", "--lr", "0", "--seed", "5"])
+    assert len(result["model"].towers) == 3 and result["batch_shape"] == (24, 64)
+    assert result["model"].towers[0][0].out_features == 16
+    assert all(len(times) == 4 for times, _ in result["results"].values())
+    pargraph.manual_seed(5)
+    untrained = towers.Towers(3, 16)
+    for a, b in zip(_params(result["model"]), _params(untrained)):
+        np.testing.assert_array_equal(a, b)  # --lr 0, --seed 5
+
+
+def test_towers_trace_writes_a_chrome_trace_and_a_timeline(tmp_path, capsys):
+    trace = tmp_path / "step.json"
+    towers.main(["--quiet", "--towers", "2", "--width", "16", "--batch-size", "16",
+                 "--steps", "1", "--trace", str(trace)])
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert (tmp_path / "step.png").read_bytes()[:4] == b"\x89PNG"
+    assert "available parallelism" in capsys.readouterr().out
+
+
+SMALL = {"digits.py": ["--epochs", "1", "--hidden", "8", "--plot", ""],
+         "fit_line.py": ["--steps", "5"],
+         "towers.py": ["--towers", "2", "--width", "8", "--batch-size", "8", "--steps", "1"]}
+
+
+def _run(demo: str, *flags: str, tmp_path, **kwargs) -> subprocess.CompletedProcess:
+    extra = ["--checkpoint", str(tmp_path / "c.npz")] if demo == "digits.py" else []
+    return subprocess.run([sys.executable, os.path.join(DEMOS, demo), *SMALL[demo], *extra,
+                           *flags], capture_output=True, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("demo", sorted(SMALL))
+def test_quiet_hides_the_progress_bar(demo, tmp_path):
+    loud = _run(demo, timeout=120, check=True, tmp_path=tmp_path)
+    quiet = _run(demo, "--quiet", timeout=120, check=True, tmp_path=tmp_path)
+    assert "step/s" in loud.stderr or "s/step" in loud.stderr
+    assert "step/s" not in quiet.stderr and "s/step" not in quiet.stderr
+
+
+@pytest.mark.parametrize("demo", ["digits.py", "fit_line.py"])
+def test_workers_sets_the_threads(demo, tmp_path):
+    done = _run(demo, "--quiet", "--workers", "3", timeout=120, check=True, tmp_path=tmp_path)
+    assert "on the threads scheduler (3 threads)" in done.stdout
+
+
+@pytest.mark.parametrize("demo", sorted(SMALL))
+def test_connect_timeout_bounds_an_unreachable_address(demo, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    start = time.perf_counter()
+    done = _run(demo, "--quiet", "--address", address, "--connect-timeout", "1", timeout=60,
+                tmp_path=tmp_path)
+    assert done.returncode != 0
+    assert f"could not reach the dask scheduler at {address} within 1 s" in done.stderr
+    assert time.perf_counter() - start < 15  # interpreter start-up included
+
+
+@pytest.mark.parametrize("demo", sorted(SMALL))
+def test_dashboard_flag_starts_a_local_cluster_and_says_so(demo, tmp_path):
+    done = _run(demo, "--quiet", "--dashboard", timeout=120, check=True, tmp_path=tmp_path)
     link = next(line for line in done.stdout.splitlines() if line.startswith("dask dashboard"))
     assert "http://127.0.0.1:" in link and "/status" in link and "/tasks" in link
-    assert "learned f(x)" in done.stdout
+    assert "on an in-process dask cluster" in done.stdout
