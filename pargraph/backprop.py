@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pargraph.graph import ACCUMULATE, BACKWARD, Node, naming, toposort
+from pargraph.graph import ACCUMULATE, BACKWARD, Node, format_site, naming, toposort
 from pargraph.ops import add_n, cast, grad_mode
 
 FREED_MESSAGE = (
@@ -96,6 +96,24 @@ def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
         grad_mode.site = saved_site
 
 
+def _check_not_overwritten(node: Node, g: Node, contribution: Node) -> None:
+    """PyTorch's version-counter check: a vjp that needs a value an in-place op has since
+    replaced (the forward node or one of its inputs) raises instead of using the old value."""
+    suspects = {id(n) for n in (node, *node.input_nodes()) if n.overwritten}
+    if not suspects:
+        return
+    boundary = {id(n) for n in (node, g, *node.input_nodes())}
+    used = toposort([contribution], stop=lambda n: id(n) in boundary)
+    for saved in used:
+        if id(saved) in suspects:
+            what = "its output" if saved is node else "one of its inputs"
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{saved.dtype} {list(saved.shape)}], {what}, was changed "
+                f"in place after {node.op.name} (recorded at {format_site(node.site)}) used it. "
+                "Hint: compute the gradient before changing it in place, or change a clone().")
+
+
 def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list]) -> None:
     with naming(BACKWARD, node.op.name, node.scope):
         for position, x in enumerate(node.inputs):
@@ -105,6 +123,7 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
             if vjp is None:
                 continue
             contribution = vjp(g, node, *node.inputs, **node.attrs)
+            _check_not_overwritten(node, g, contribution)
             assert contribution.shape == x.shape, (node.op.name, contribution.shape, x.shape)
             if contribution.dtype != x.dtype:
                 contribution = cast(contribution, dtype=x.dtype)

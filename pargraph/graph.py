@@ -111,7 +111,8 @@ class Node:
 
     __slots__ = (
         "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
-        "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "__weakref__",
+        "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "overwritten",
+        "__weakref__",
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -132,6 +133,9 @@ class Node:
         self.freed = False
         self.owner = None
         self.retains_grad = False
+        # An in-place op replaced this value in its tensor (PyTorch bumps the version
+        # counter): a backward that needs the old value raises, as in PyTorch.
+        self.overwritten = False
 
     def owner_tensor(self) -> Any:
         """The tensor that last wrapped this node, if it is still alive."""

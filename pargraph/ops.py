@@ -746,6 +746,41 @@ def index_add(g, *index_values, shape, spec):
 index_add.defvjp(lambda g, out, g_in, *idx, shape, spec: index(g, *idx, spec=spec), None)
 
 
+def _index_put_shape(x, value, *index_nodes, spec):
+    target_shape, _ = _index_shape(x, *index_nodes, spec=spec)
+    try:
+        broadcast_shapes(target_shape, shape_of(value))
+        if len(shape_of(value)) > len(target_shape) and any(
+                n != 1 for n in shape_of(value)[:len(shape_of(value)) - len(target_shape)]):
+            raise ShapeError("")
+    except ShapeError:
+        raise ShapeError(f"shape mismatch: value tensor of shape {shape_of(value)} cannot be "
+                         f"broadcast to indexing result of shape {target_shape}") from None
+    return x.shape, x.dtype
+
+
+@primitive("index_put", _index_put_shape, grad_name="IndexPutBackward0")
+def index_put(x, value, *index_values, spec):
+    """``x`` with ``x[spec] = value``: what ``x[key] = value`` records."""
+    out = np.array(x, copy=True)
+    out[fill_index(spec, index_values)] = value  # numpy drops the value's leading 1s too
+    return out
+
+
+def _index_put_value_vjp(g, out, x, value, *idx, spec):
+    taken = index(g, *idx, spec=spec)
+    extra = len(value.shape) - len(taken.shape)  # leading 1s the value may have beyond it
+    core = value.shape[extra:] if extra > 0 else value.shape
+    return reshaped(unbroadcast(taken, core), value.shape)
+
+
+index_put.defvjp(
+    lambda g, out, x, value, *idx, spec: index_put(g, 0.0, *idx, spec=spec),
+    _index_put_value_vjp,
+    None,
+)
+
+
 def _cat_shape(*xs, dim):
     if not xs:
         raise ShapeError("expected a non-empty sequence of tensors")

@@ -156,7 +156,17 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
+        """This tensor's data without its history, shared: ``p.data.add_(x)`` changes ``p``."""
         return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        value = as_tensor(value)
+        if value.shape != self.shape or value.dtype != self.dtype:
+            self._replace(_detached_node(value._node))  # PyTorch lets .data change shape
+            return
+        with no_grad():
+            self._rebind(_detached_node(value._node))
 
     @property
     def device(self) -> str:
@@ -241,13 +251,20 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:  # as PyTorch: a 0-d tensor formats like its Python number
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     def __repr__(self) -> str:
         return _format_tensor(self)
 
     # --- autograd -----------------------------------------------------------------------
 
     def detach(self) -> Tensor:
-        """A tensor with the same value that is not part of the graph.
+        """A tensor with the same data that is not part of the graph.
+
+        As in PyTorch it shares the data: an in-place change of either tensor is seen by both.
 
         Examples
         --------
@@ -255,12 +272,10 @@ class Tensor:
         >>> w = pargraph.ones(2, requires_grad=True)
         >>> (w * 2).detach().requires_grad
         False
+        >>> d = w.detach(); _ = d.mul_(3); w
+        tensor([3., 3.], requires_grad=True)
         """
-        node = self._node
-        if node.value is not None:
-            return _wrap(ops.constant(node.value, shape=node.shape, dtype=node.dtype))
-        with no_grad():
-            return _wrap(ops.alias(node))
+        return SharedData(self)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` on a leaf tensor, in place.
@@ -330,14 +345,20 @@ class Tensor:
         dtype('float64')
         """
         dtype = kwargs.get("dtype")
+        check_device(kwargs.get("device"), "to")
         for arg in args:
-            if not isinstance(arg, str):
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif isinstance(arg, str) or type(arg).__name__ == "device":
+                check_device(arg, "to")
+            else:
                 dtype = arg
-            elif arg != "cpu":
-                raise RuntimeError(f"to: pargraph runs on the CPU; device {arg!r} is unknown")
         if dtype is None or np.dtype(dtype) == self.dtype:
             return self
         return _wrap(ops.cast(self._node, dtype=np.dtype(dtype)))
+
+    def cpu(self) -> Tensor:
+        return self
 
     def float(self) -> Tensor:
         return self.to(float32)
@@ -550,9 +571,19 @@ class Tensor:
             node = ops.cast(node, dtype=old.dtype)
         if not old.history and old.requires_grad and not node.history:
             node.requires_grad = True  # an updated parameter stays a leaf that requires grad
+        old.overwritten = old is not node
         self._node = node
         node.owner = weakref.ref(self)
         return self
+
+    def _replace(self, node: Node) -> None:
+        """Point this tensor at ``node`` of any shape and dtype (``.data = ``, ``Module.to``),
+        keeping whether it is a leaf that requires grad."""
+        old = self._node
+        node.requires_grad = old.requires_grad and not old.history
+        old.overwritten = True
+        self._node = node
+        node.owner = weakref.ref(self)
 
     def _check_in_place(self) -> None:
         if ops.grad_mode.enabled and self._node.requires_grad and not self._node.history:
@@ -572,6 +603,27 @@ class Tensor:
     def mul_(self, other: Any) -> Tensor:
         self._check_in_place()
         return self._rebind(_binary(ops.mul, self, other)._node)
+
+    def pow_(self, exponent: Any) -> Tensor:
+        self._check_in_place()
+        return self._rebind(_binary(ops.pow_, self, exponent)._node)
+
+    # ``w -= lr * w.grad`` is in place, as in PyTorch: the tensor object stays the same, so a
+    # loop variable over ``model.parameters()`` updates the model.
+    def __iadd__(self, other): return self.add_(other)
+    def __isub__(self, other): return self.sub_(other)
+    def __imul__(self, other): return self.mul_(other)
+    def __itruediv__(self, other): return self.div_(other)
+    def __ipow__(self, other): return self.pow_(other)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``x[key] = value`` in place (ints, slices, masks, index tensors), as in PyTorch."""
+        self._check_in_place()
+        spec, index_nodes = _index_spec(key, self.shape)
+        value = _operand(value)
+        if isinstance(value, Node) and value.dtype != self.dtype:
+            value = ops.cast(value, dtype=self.dtype)
+        self._rebind(ops.index_put(self._node, value, *index_nodes, spec=spec))
 
     def div_(self, other: Any) -> Tensor:
         self._check_in_place()
@@ -628,6 +680,74 @@ class Tensor:
         return graph
 
     __dask_scheduler__ = staticmethod(execution.DEFAULT_GET)
+
+
+class SharedData(Tensor):
+    """What ``t.detach()`` and ``t.data`` return: ``t``'s data without its history, shared.
+
+    Nodes never change, so sharing is done at the tensor level: reading this tensor reads
+    ``t``'s current node (detached), and an in-place op on it rebinds ``t``. Either way both
+    see every in-place change, as two PyTorch tensors sharing storage do.
+    """
+
+    __slots__ = ("_base", "_seen", "_leaf_requires_grad")
+
+    def __init__(self, base: Tensor) -> None:
+        while isinstance(base, SharedData):
+            base = base._base
+        self._base = base
+        self._seen: tuple[Node, Node] | None = None
+        self._leaf_requires_grad = False
+        self.grad = None
+
+    @property
+    def _node(self) -> Node:
+        base_node = self._base._node
+        if self._seen is None or self._seen[0] is not base_node:
+            node = _detached_node(base_node)
+            node.requires_grad = self._leaf_requires_grad
+            node.owner = weakref.ref(self)
+            self._seen = (base_node, node)
+        return self._seen[1]
+
+    @_node.setter
+    def _node(self, node: Node) -> None:
+        raise AssertionError("SharedData is rebound through its base")  # pragma: no cover
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        super().requires_grad_(requires_grad)  # checks the dtype
+        self._leaf_requires_grad = bool(requires_grad)
+        return self
+
+    def _rebind(self, node: Node) -> Tensor:
+        if self._leaf_requires_grad or node.history:
+            # It has a history of its own now: it stops sharing, as a PyTorch tensor whose
+            # in-place op recorded autograd history would need its own storage for that.
+            raise RuntimeError("an in-place operation on detached data must not record "
+                               "autograd history; run it under pargraph.no_grad()")
+        self._base._rebind(node)
+        return self
+
+    def _replace(self, node: Node) -> None:
+        self._base._replace(node)
+
+
+def _detached_node(node: Node) -> Node:
+    """A node with ``node``'s value and no history: its value if realized, else an alias."""
+    if node.value is not None:
+        return ops.constant(node.value, shape=node.shape, dtype=node.dtype)
+    with no_grad():
+        return ops.alias(node)
+
+
+def check_device(device: Any, where: str) -> None:
+    """Accept the CPU (``"cpu"``, ``device("cpu")``, ``None``); refuse any other device."""
+    if device is None:
+        return
+    name = str(getattr(device, "type", device))
+    if name != "cpu" and not name.startswith("cpu:"):
+        raise RuntimeError(f"{where}: pargraph runs on the CPU; device {str(device)!r} is not "
+                           "available (use 'cpu')")
 
 
 def _first(results: Sequence) -> np.ndarray:

@@ -269,10 +269,42 @@ def test_in_place_ops_on_plain_tensors():
 def test_in_place_on_non_leaf_keeps_gradients_correct():
     x = pargraph.tensor([1.0, 2.0], requires_grad=True)
     h = x * 2
-    h.mul_(h)  # h = (2x)^2
+    h.mul_(3)  # h = 6x
     assert h.grad_fn.name() == "MulBackward0"
     h.sum().backward()
-    assert x.grad.tolist() == [8.0, 16.0]
+    assert x.grad.tolist() == [6.0, 6.0]
+
+
+def test_a_saved_value_changed_in_place_fails_backward_like_pytorch():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.mul_(h)  # mul saved h, and the same op overwrote it
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*one of its inputs"):
+        h.sum().backward()
+    out = x.exp()  # exp's vjp uses its output
+    out.mul_(3)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*its output"):
+        out.sum().backward()
+
+
+def test_changing_a_weight_between_forward_and_backward_fails_like_pytorch():
+    model = pargraph.nn.Linear(3, 2)
+    loss = model(pargraph.ones(4, 3)).sum()
+    with pargraph.no_grad():
+        model.weight -= 0.1  # only the input's gradient needs the old weight: none asked
+    loss.backward()
+    x = pargraph.ones(4, 3, requires_grad=True)
+    loss = model(x).sum()
+    with pargraph.no_grad():
+        model.weight -= 0.1
+    with pytest.raises(RuntimeError, match=r"\[float32 \[2, 3\]\], one of its inputs"):
+        loss.backward()
+    unsaved = pargraph.ones(3, requires_grad=True)
+    y = (unsaved + 1).sum()  # add saves nothing: changing its input is fine
+    with pargraph.no_grad():
+        unsaved.mul_(5)
+    y.backward()
+    assert unsaved.grad.tolist() == [1.0, 1.0, 1.0]
 
 
 def test_gradcheck_reports_a_wrong_vjp():

@@ -63,6 +63,18 @@ class Case:
     extra: dict = field(default_factory=dict)
 
 
+def _put(x, value, key):
+    y = x * 1  # a non-leaf copy: item assignment is in place
+    y[key] = value
+    return y
+
+
+def _put_ref(x, value, key):
+    y = x.copy()
+    y[key] = value
+    return y
+
+
 def unary(name, fn, ref, gen=normal, shape=(3, 4)):
     return Case(name, fn, ref, [gen(*shape)])
 
@@ -177,6 +189,10 @@ CASES = [
          [np.array([[5, -3, 12]]), np.array([6, 7, -8])], differentiable=False),
     Case("all", lambda x: (x > 0).all(), lambda x: (x > 0).all(), [normal(3, 4)],
          differentiable=False),
+    Case("index_put", lambda x, v: _put(x, v, ([0, 2], slice(1, 3))),
+         lambda x, v: _put_ref(x, v, ([0, 2], slice(1, 3))), [normal(3, 4), normal(2, 2)]),
+    Case("index_put_broadcast", lambda x, v: _put(x, v, (slice(None), 1)),
+         lambda x, v: _put_ref(x, v, (slice(None), 1)), [normal(3, 4), normal(1)]),
     Case("add_n", lambda x, y, z: node_op(ops.add_n, x, y, z), lambda x, y, z: x + y + z,
          [normal(3, 4), normal(4), normal(3, 1)]),
     Case("index_add", lambda g: node_op(ops.index_add, g, shape=(3, 4), spec=(INT_INDEX,)),
@@ -230,8 +246,9 @@ def test_non_differentiable_ops_do_not_track_grad(case):
     assert not out.requires_grad and out.grad_fn is None
 
 
-SECOND_ORDER = ["exp", "log", "tanh", "sigmoid", "mul", "div", "pow", "matmul", "linear", "softmax",
-                "sum_dim", "index_tensor", "max_dim", "cat", "expand", "where", "maximum"]
+SECOND_ORDER = ["index_put", "exp", "log", "tanh", "sigmoid", "mul", "div", "pow", "matmul",
+                "linear", "softmax", "sum_dim", "index_tensor", "max_dim", "cat", "expand", "where",
+                "maximum"]
 
 
 @pytest.mark.parametrize("name", SECOND_ORDER)

@@ -11,7 +11,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph.grad_mode import no_grad
-from pargraph.tensor import Tensor, as_tensor, module_scope, zero_grads
+from pargraph.tensor import Tensor, as_tensor, check_device, module_scope, zero_grads
 
 
 class Parameter(Tensor):
@@ -199,6 +199,52 @@ class Module:
         return self
 
     # --- modes and gradients ------------------------------------------------------------
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Convert parameters and buffers to a dtype, in place (``"cpu"`` is accepted as the
+        device; a tensor argument gives its dtype). Returns the module, as in PyTorch.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Linear(2, 1).to("cpu", dtype=pargraph.float64)
+        >>> layer.weight.dtype
+        dtype('float64')
+        """
+        dtype = kwargs.get("dtype")
+        check_device(kwargs.get("device"), "Module.to")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif isinstance(arg, str) or type(arg).__name__ == "device":
+                check_device(arg, "Module.to")
+            else:
+                dtype = arg
+        if dtype is not None:
+            self._cast_floats(np.dtype(dtype))
+        return self
+
+    def cpu(self) -> Module:
+        return self
+
+    def float(self) -> Module:
+        return self._cast_floats(np.dtype(np.float32))
+
+    def double(self) -> Module:
+        return self._cast_floats(np.dtype(np.float64))
+
+    def _cast_floats(self, dtype: np.dtype) -> Module:
+        """Cast floating point parameters, their gradients and buffers, keeping the objects."""
+        if dtype.kind != "f":
+            raise TypeError(f"Module.to: only floating point dtypes are supported, got {dtype}")
+        tensors = [p for _, p in self.named_parameters()] + [b for _, b in self.named_buffers()]
+        with no_grad():
+            for t in tensors:
+                if t.dtype.kind == "f" and t.dtype != dtype:
+                    t._replace(ops.cast(t._node, dtype=dtype))
+                    if t.grad is not None:
+                        t.grad = t.grad.to(dtype)
+        return self
 
     def train(self, mode: bool = True) -> Module:
         for module in self.modules():
