@@ -43,6 +43,7 @@ def gradients(
     grad_roots: Sequence[Node],
     targets: set[int] | None = None,
     create_graph: bool = False,
+    checked: bool = True,
 ) -> tuple[list[tuple[Node, Node]], list[Node]]:
     """Build the gradient nodes of ``roots`` (seeded with ``grad_roots``) with respect to the
     nodes whose ids are in ``targets``; by default, as ``backward()`` does, the leaves that
@@ -50,6 +51,8 @@ def gradients(
 
     Returns ``(grads, region)``: ``(target, gradient node)`` for each target that was reached,
     and the history nodes the backward pass went through (those whose saved values it uses).
+    ``checked=False`` builds the nodes for a picture only, never to run: a freed graph or a
+    value changed in place since does not matter then.
     """
     order = history_region(roots)
     if targets is None:
@@ -60,7 +63,7 @@ def gradients(
             node.history and any(needs.get(id(i), False) for i in node.input_nodes())
         )
     region = [node for node in order if node.history and needs[id(node)]]
-    if any(node.freed for node in region):
+    if checked and any(node.freed for node in region):
         raise RuntimeError(FREED_MESSAGE)
 
     pending: dict[int, list[Node]] = {}
@@ -78,20 +81,21 @@ def gradients(
             if id(node) in targets:
                 grads.append((node, g))
             if node.history:
-                _propagate(node, g, needs, pending)
+                _propagate(node, g, needs, pending, checked)
     finally:
         grad_mode.enabled = saved_mode
     return grads, region
 
 
-def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list]) -> None:
+def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
+               checked: bool = True) -> None:
     """Apply the vjps of ``node``'s op: one gradient contribution per input that needs one.
 
     The nodes they emit carry ``node``'s source line: an error in them points at the user's
     line that recorded the forward op."""
     saved_site, grad_mode.site = grad_mode.site, node.site
     try:
-        _emit_vjps(node, g, needs, pending)
+        _emit_vjps(node, g, needs, pending, checked)
     finally:
         grad_mode.site = saved_site
 
@@ -114,7 +118,8 @@ def _check_not_overwritten(node: Node, g: Node, contribution: Node) -> None:
                 "Hint: compute the gradient before changing it in place, or change a clone().")
 
 
-def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list]) -> None:
+def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
+               checked: bool) -> None:
     with naming(BACKWARD, node.op.name, node.scope):
         for position, x in enumerate(node.inputs):
             if not isinstance(x, Node) or not needs.get(id(x), False):
@@ -123,7 +128,8 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
             if vjp is None:
                 continue
             contribution = vjp(g, node, *node.inputs, **node.attrs)
-            _check_not_overwritten(node, g, contribution)
+            if checked:
+                _check_not_overwritten(node, g, contribution)
             assert contribution.shape == x.shape, (node.op.name, contribution.shape, x.shape)
             if contribution.dtype != x.dtype:
                 contribution = cast(contribution, dtype=x.dtype)

@@ -240,6 +240,13 @@ def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = Non
     _deferred.entries.append((list(targets), list(release), site))
 
 
+def flush() -> None:
+    """Run this thread's deferred work now (what ``pargraph.compute()`` without arguments,
+    and the end of a ``trace()`` or ``progress()`` block, do)."""
+    if _deferred.entries:
+        realize([])
+
+
 def clear_deferred() -> None:
     """Drop this thread's deferred work (for tests that must not leak into each other)."""
     _deferred.entries = []

@@ -85,6 +85,11 @@ class Summary:
         return self.work / self.wall if self.wall else 0.0
 
     def __str__(self) -> str:
+        if not self.nodes:
+            return ("no node ran inside the trace block. pargraph runs recorded ops only when a "
+                    "value is needed (item(), numpy(), print, optimizer.step(), "
+                    "pargraph.compute()); values realized before the block are not run again. "
+                    "Put the code that computes them inside `with pargraph.trace():`.")
         ms = 1000.0
         lines = [
             f"nodes {self.nodes} on {self.lanes} lane(s)",
@@ -337,5 +342,6 @@ def trace() -> Iterator[Trace]:
     execution.observers.append(recorder)
     try:
         yield recorder
+        execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
         execution.observers.remove(recorder)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import dask
 import numpy as np
 
+from pargraph import execution
 from pargraph.backprop import gradients, history_region
 from pargraph.graph import Node, toposort
 from pargraph.ops import constant
@@ -29,12 +30,13 @@ def _graph_nodes(t: Tensor, backward: bool) -> tuple[list[Node], list[tuple[Node
     """The forward graph of ``t`` and, if asked, the backward graph that backward() would run,
     with ``(leaf, gradient)`` pairs.
 
-    The backward nodes are built for the picture only: nothing runs and nothing is freed.
+    The backward nodes are built for the picture only: nothing runs and nothing is freed, so
+    the picture can be drawn after ``backward()`` and ``optimizer.step()`` too.
     """
     pairs: list[tuple[Node, Node]] = []
     if backward and t.requires_grad:
         seed = constant(np.ones(t.shape, dtype=t.dtype))
-        pairs, _ = gradients([t._node], [seed])
+        pairs, _ = gradients([t._node], [seed], checked=False)
     forward = history_region([t._node]) if t.requires_grad else toposort([t._node])
     seen = {id(n) for n in forward}
     extra = [n for n in toposort([g for _, g in pairs]) if id(n) not in seen]
@@ -75,7 +77,10 @@ def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
     >>> pargraph.visualize((w.exp() * w).sum(), path).name
     'pargraph'
     """
-    import graphviz
+    try:
+        import graphviz
+    except ImportError:
+        raise ImportError(f"visualize needs the graphviz Python package: {_INSTALL}") from None
 
     nodes, grads = _graph_nodes(t, backward)
     names = {id(p._node): name for name, p in (params or {}).items()}
@@ -94,8 +99,17 @@ def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
             dot.edge(g.key, leaf.key, label="grad", style="dashed", color="#3B75AF",
                      constraint="false")
     base = os.path.splitext(os.fspath(path))[0]
-    dot.render(base, cleanup=True)
+    try:
+        dot.render(base, cleanup=True)
+    except graphviz.ExecutableNotFound:
+        raise RuntimeError(f"visualize needs Graphviz's `dot` program on the PATH: "
+                           f"{_INSTALL}") from None
     return dot
+
+
+_INSTALL = ("`pip install graphviz` (it comes with pargraph's [demos] and [test] extras) and "
+            "the Graphviz programs (`apt-get install graphviz`, `brew install graphviz` or "
+            "https://graphviz.org/download/)")
 
 
 def _draw_nodes(dot, nodes: list[Node], names: dict[int, str]) -> None:
@@ -146,6 +160,10 @@ def progress(minimum: float = 0.5) -> Iterator[None]:
     """Show a progress bar for realizations inside the block that take over ``minimum`` s:
     dask's bar on local schedulers, ``distributed.progress`` on a cluster.
 
+    Realizations shorter than ``minimum`` (0.5 s by default) show nothing: a training step
+    usually is one. For a bar over a whole training loop, wrap the loop in ``tqdm`` as the
+    demos do. Work that ``backward()`` deferred inside the block runs before it closes.
+
     Examples
     --------
     >>> import pargraph
@@ -156,3 +174,4 @@ def progress(minimum: float = 0.5) -> Iterator[None]:
 
     with ProgressBar(minimum=minimum), dask.config.set({"pargraph.progress": True}):
         yield
+        execution.flush()

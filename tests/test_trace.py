@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 
 import dask
 import numpy as np
@@ -201,3 +202,60 @@ def test_progress_bar_locally(capsys):
 def test_progress_on_a_cluster(local_client):
     with dask.config.set(scheduler=local_client), pargraph.progress():
         assert pargraph.arange(4.0).sum().item() == 6.0
+
+
+def test_trace_runs_the_backward_recorded_inside_its_block():
+    model = pargraph.nn.Linear(3, 2)
+    with pargraph.trace() as tr:
+        loss = model(pargraph.ones(4, 3)).sum()
+        loss.backward()  # deferred: the block's end runs it
+    phases = {r.phase for r in tr.nodes()}
+    assert "forward" in phases and "backward" in phases
+    assert model.weight.grad._node.value is not None
+
+
+def test_progress_runs_the_backward_recorded_inside_its_block():
+    w = pargraph.ones(3, requires_grad=True)
+    with pargraph.progress():
+        (w * 2).sum().backward()
+    assert w.grad._node.value is not None and w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_summary_of_an_empty_trace_says_why(capsys):
+    x = (pargraph.ones(2) * 3).sum()
+    x.item()
+    with pargraph.trace() as tr:
+        x.item()  # realized before the block: nothing runs
+    summary = tr.summary()
+    assert summary.nodes == 0
+    out = capsys.readouterr().out
+    assert "no node ran inside the trace block" in out and "item()" in out
+
+
+def test_visualize_after_backward_and_step_draws_the_recorded_graph(tmp_path):
+    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
+                                   pargraph.nn.Linear(4, 2))
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(pargraph.ones(5, 3)).sum()
+    expected = len(_graph_nodes(loss, backward=True)[0])
+    loss.backward()
+    opt.step()  # the README's order: backward, step, then draw
+    path = tmp_path / "graph.svg"
+    pargraph.visualize(loss, path, params=dict(model.named_parameters()))
+    assert _svg_node_count(path) == expected
+    pargraph.visualize(loss, tmp_path / "modules.svg", collapse="module")
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()  # drawing did not make the freed graph runnable
+
+
+def test_visualize_says_how_to_install_graphviz(tmp_path, monkeypatch):
+    import graphviz
+
+    loss = (pargraph.ones(2, requires_grad=True) * 2).sum()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` here
+    with pytest.raises(RuntimeError, match=r"needs Graphviz's `dot` program.*apt-get install"):
+        pargraph.visualize(loss, tmp_path / "g.svg")
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # the package is missing
+    with pytest.raises(ImportError, match=r"pip install graphviz"):
+        pargraph.visualize(loss, tmp_path / "g.svg")
+    assert graphviz  # imported before the patch
