@@ -36,17 +36,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def local_command(command: str, port: int, dashboard: int) -> list[str]:
-    """A compose command made to run on this machine: its host and ports, nothing else."""
+def local_command(command: str, port: int, dashboard: int, worker_http: int = 0) -> list[str]:
+    """A compose command made to run on this machine: 127.0.0.1 and its ports, nothing else."""
     command = (command.replace("--host 0.0.0.0", "--host 127.0.0.1")
                .replace("--port 8786", f"--port {port}")
                .replace("0.0.0.0:8787", f"127.0.0.1:{dashboard}")
+               .replace("0.0.0.0:8789", f"127.0.0.1:{worker_http}")
                .replace("tcp://scheduler:8786", f"tcp://127.0.0.1:{port}"))
-    args = shlex.split(command)
-    if args[:2] == ["dask", "worker"]:  # inside compose it listens on its container's network
-        args = [a for a in args if a != "--no-dashboard"]
-        args += ["--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"]
-    return args
+    assert "0.0.0.0" not in command, command
+    return shlex.split(command)
 
 
 class Cluster:
@@ -58,8 +56,10 @@ class Cluster:
         commands = compose_commands()
         self.scheduler = self._start(local_command(commands["scheduler"], self.port,
                                                    self.dashboard))
+        self.worker_http = [free_port() for _ in range(workers)]
         self.workers = [self._start(local_command(commands["worker"], self.port,
-                                                  self.dashboard)) for _ in range(workers)]
+                                                  self.dashboard, http))
+                        for http in self.worker_http]
         self.client = pargraph.connect(self.address, timeout=30)
         self.client.wait_for_workers(workers, timeout=60)
 
