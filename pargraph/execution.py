@@ -6,9 +6,18 @@ The lifecycle of a node
     with everything it depends on that is not realized yet and handed to dask as one graph.
     Dask's scheduler marks it ready when its last input finished, runs it, and propagates the
     result to its consumers; the result lands in the node's value slot when the run ends.
-    A run too small to profit from parallelism is one task (see :mod:`pargraph.fusion`); on
+    A run too small to profit from parallelism is one task (see :mod:`pargraph.lowering`); on
     the sync and threaded schedulers it runs directly in the calling thread, with no scheduler
     costs at all.
+
+Threads or one thread
+    A threaded run of coarse group tasks (:mod:`pargraph.partition`) goes the way that was
+    faster for its structure: on dask's threads with BLAS limited to one thread each, or
+    group after group in the calling thread with BLAS free to use every core. The plan tries
+    each way three times, keeps the faster median, and retries the other every 50 runs
+    (``GroupPlan.choose_mode``). So a chain, a few big matmuls or many small GIL-bound ops run
+    as on the sync scheduler, and independent branches run side by side: threads are never
+    slower than sync for long.
 
 Which scheduler
     dask's own rules, in dask's order: ``dask.config.set(scheduler=...)`` (a name, a callable
@@ -145,12 +154,15 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
         # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
         # context variable, and dask's thread pool runs tasks in a copy of this context.
         with np.errstate(all="ignore"):
+            progress = dask.config.get("pargraph.progress", False)
             inline = lowered.single is not None and is_local(get)
-            if inline and not dask.config.get("pargraph.progress", False):
+            if inline and not progress:
                 return run_inline(lowered)
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys)
+            if lowered.sequential is not None and is_threaded(get) and not progress:
+                return run_adaptively(lowered, keys, get)
             return run_graph(lowered.graph, keys, get)
     except Exception as error:
         raise error.with_traceback(None) from None
@@ -199,6 +211,14 @@ def _untokenized(graph: dict) -> Any:
     return expr
 
 
+def _workers(get: Callable, client: Any) -> int:
+    if client is not None:
+        return max(sum(client.nthreads().values()), 1)
+    if is_threaded(get):
+        return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+    return 1
+
+
 def worker_threads() -> int:
     """How many tasks can run at once where the next run would go."""
     client = client_of(choose_scheduler())
@@ -210,6 +230,23 @@ def worker_threads() -> int:
 def is_local(get: Callable) -> bool:
     """The sync or threaded scheduler (not a cluster, not processes)."""
     return is_threaded(get) or getattr(get, "func", get) is dask.local.get_sync
+
+
+def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
+    """A threaded run of a structure seen before goes the way that was faster for it: on
+    dask's threads with BLAS limited to one thread, or in this thread, group after group, with
+    BLAS free to use every core (see ``GroupPlan.choose_mode``)."""
+    mode = lowered.plan.choose_mode()
+    start = time.perf_counter()
+    if mode == "threads":
+        results = run_graph(lowered.graph, keys, get)
+    else:
+        values: dict = {}
+        for key in lowered.sequential:
+            values[key] = lowered.graph[key](values)
+        results = [values[key] for key in keys]
+    lowered.plan.record(mode, time.perf_counter() - start)
+    return results
 
 
 def run_inline(lowered: Lowered) -> Sequence[Any]:
@@ -269,12 +306,16 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         _check_held_values(order)
         keep = _kept(computed, target_ids, {id(n) for n in release})
         get = choose_scheduler()
-        lowered = lower(order, computed, keep, remote=client_of(get) is not None)
+        client = client_of(get)
+        if client is not None and client.status != "running":  # every value it held is gone
+            raise cluster_lost(client, f"the client's connection is {client.status}")
+        lowered = lower(order, computed, keep, remote=client is not None,
+                        workers=_workers(get, client))
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
                     stack.enter_context(observer.run(computed, get))
-                values = execute(lowered, [node.key for node in keep], get)
+                values = lowered.values(execute(lowered, lowered.keys, get))
         except Exception as error:
             raise _blame_backward(error, deferred) from None
         for node, value in zip(keep, values):
@@ -438,8 +479,8 @@ last_checkpoint: list[str] = []
 
 
 def register_recovery(source: Any) -> None:
-    """Call ``source.recover()`` when the cluster is lost. It puts back the values it kept a
-    copy of and returns ``(description, {lost Future key: value})``."""
+    """Call ``source.recover(client)`` when ``client``'s cluster is lost. It puts back the
+    values it kept a copy of and returns ``(description, {lost Future key: value})``."""
     _recovery_sources.append(weakref.ref(source))
 
 
@@ -496,7 +537,7 @@ def cluster_lost(client: Any, cause: str) -> ClusterLostError:
         if source is None:
             _recovery_sources.remove(reference)
             continue
-        description, values = source.recover()
+        description, values = source.recover(client)
         if description:
             restored.append(description)
             _recovered.update(values)

@@ -2,31 +2,41 @@
 
 What gets lowered
     The not-yet-realized nodes reachable from the requested nodes. A realized node is a
-    boundary: it enters the graph as a ``DataNode`` holding its value (on a cluster, a value
-    held as a Future is not in the graph at all: tasks refer to its key, which lives on a
-    worker) and the walk does not go past it. So a backward
-    pass whose forward graph is not realized yet lowers forward and backward together, as one
-    graph, and dask is free to overlap them and to release intermediates early.
+    boundary: its value enters as a literal argument of the tasks that read it (on a
+    cluster, a value held as a Future is not in the graph at all: tasks refer to its key,
+    which lives on a worker) and the walk does not go past it. So a backward pass whose
+    forward graph is not realized yet lowers forward and backward together, as one graph, and
+    dask is free to overlap them and to release intermediates early.
+
+What a task is
+    A group of nodes chosen by :mod:`pargraph.partition` (a tower's forward pass, its
+    backward pass, a weight gradient with its update): ``Task(group key, FusedTask(...),
+    *inputs)``. :class:`FusedTask` runs the members' :class:`NodeTask` s in topological order,
+    so every member still reports its own timing to a trace, and returns the tuple of the
+    members used outside the group; consumers index that tuple inside their own task, so no
+    extra ``getitem`` task exists locally. :class:`NodeTask` runs the op's numpy forward,
+    casts to the node's static dtype, and on failure re-raises the original exception type
+    with the op name and the user's source line that recorded the node. Why: a dask task costs
+    ~40 us on threads and ~1 ms on a cluster before it does anything; a training step has
+    hundreds of nodes and, as literal data, hundreds of parameters. Cost: one tuple per group.
 
 Keys
-    A node's key is ``"<prefix>-<serial>"`` where the prefix is what ``dask.utils.key_split``
-    returns and hence what the dashboard groups by: the op name for forward nodes,
-    ``<op>_backward`` for the nodes a vjp of ``<op>`` emits, ``accumulate_grad`` for fan-in
-    points and ``<optimizer>_update`` for parameter updates. Keys are assigned when a node is
-    recorded; nothing is ever tokenized.
+    A node's key is ``"<prefix>-<serial>-<session>"`` where the prefix is what
+    ``dask.utils.key_split`` returns: the op name for forward nodes, ``<op>_backward`` for the
+    nodes a vjp emits, ``accumulate_grad`` for fan-in points and ``<optimizer>_update`` for
+    parameter updates. A group's key is ``"<label>-<serial>t-<session>"``, its label the
+    module path its members share and the phase (``towers.3_forward``) or its heaviest node's
+    prefix (``sgd_update``): the dashboard's task stream groups by it. Keys are assigned when a
+    node is recorded; nothing is ever tokenized. ``pargraph.fuse: False`` lowers one node to
+    one task under the node's own key (the per-op view, for debugging).
 
-Tasks
-    A node becomes ``Task(key, NodeTask(node), *inputs)`` where inputs are ``TaskRef``s to
-    the input nodes' keys or plain Python scalars. :class:`NodeTask` runs the op's numpy
-    forward, casts to the node's static dtype, and on failure re-raises the original exception
-    type with the op name and the user's source line that recorded the node.
-
-Fusion
-    Cheap nodes share a task with their consumer (:mod:`pargraph.fusion` has the rules): the
-    group becomes one ``Task(root key, FusedTask(...), *external inputs)`` that runs the members'
-    NodeTasks in order, so every member still reports its own timing to a trace. A run too
-    small to profit from parallelism becomes one task; each requested value is then read out of
-    its result tuple by a ``getitem`` task under the value's own key.
+Single tasks and cached plans
+    A run too small to profit from parallelism, or that partitions into one group, is one
+    task (local schedulers run it in the calling thread, BLAS free). Otherwise the partition
+    and the tasks' templates are a :class:`GroupPlan`, cached by the run's structure
+    (:class:`PlanCache`): a training loop's steps after the first only fill in keys and
+    values. On a cluster every kept value also gets a ``getitem`` task under its own key, so
+    that it lives on as a Future of its own.
 """
 
 from __future__ import annotations
@@ -38,12 +48,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
-from pargraph import fusion
 from pargraph.graph import Node, format_site, toposort
 from pargraph.ops import REGISTRY, Primitive
+from pargraph.partition import estimated_seconds, partition, task_cost
+
+DEFAULT_SINGLE_TASK_BELOW = 1e-3
 
 
 class TaskTimes:
@@ -133,9 +146,10 @@ class FusedTask:
     """Several nodes run one after another inside one task.
 
     ``steps`` holds, per member in topological order, its NodeTask and where each argument
-    comes from: ``("ext", k)`` the task's k-th argument, ``("env", j)`` the j-th member's
-    result, or ``("lit", value)``. The task returns its root's value, or a tuple of the
-    values of ``outputs`` (member positions) when the whole run is one task.
+    comes from: ``(EXT, k)`` the task's k-th argument, ``(PART, (k, j))`` element ``j`` of the
+    task's k-th argument (a tuple another group task returned), ``(ENV, j)`` the j-th member's
+    result, or ``(LIT, value)``. The task returns the tuple of the values of ``outputs``
+    (member positions), or its last member's value when ``outputs`` is ``None``.
     """
 
     __slots__ = ("steps", "outputs")
@@ -146,7 +160,8 @@ class FusedTask:
     def __call__(self, *external: Any) -> Any:
         results: list = []
         for task, sources in self.steps:
-            args = [external[v] if kind == "ext" else results[v] if kind == "env" else v
+            args = [results[v] if kind == ENV else external[v] if kind == EXT
+                    else external[v[0]][v[1]] if kind == PART else v
                     for kind, v in sources]
             results.append(task(*args))
         if self.outputs is None:
@@ -157,32 +172,42 @@ class FusedTask:
         return f"FusedTask({', '.join(task.key for task, _ in self.steps)})"
 
 
+ENV, EXT, PART, LIT = 0, 1, 2, 3
+
+
 def node_task(node: Node) -> NodeTask:
     if node.op.forward is None:
         raise RuntimeError(f"{node.key} has no value and no op to compute it")
     return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site)
 
 
-def fused(members: list[Node], outputs: list[Node] | None = None) -> tuple[FusedTask, list]:
-    """The FusedTask running ``members`` and the external nodes it takes as arguments."""
+def fused(members: list[Node], outputs: list[Node] | None = None,
+          exports: dict[int, tuple[str, int]] | None = None) -> tuple[FusedTask, list]:
+    """The FusedTask running ``members`` and the keys it takes as arguments.
+
+    ``exports`` maps the id of a node computed by another group task to that task's key and
+    the node's position in its result tuple; any other outside node is passed by its own key.
+    """
     index: dict[int, int] = {}
-    external: list[Node] = []
-    external_index: dict[int, int] = {}
+    external: list[str] = []
+    external_index: dict[str, int] = {}
     steps = []
+    exports = exports or {}
     for position, node in enumerate(members):
         sources = []
         for i in node.inputs:
             if not isinstance(i, Node):
-                sources.append(("lit", i))
+                sources.append((LIT, i))
                 continue
-            key = id(i)
-            if key in index:  # an earlier member
-                sources.append(("env", index[key]))
+            if id(i) in index:  # an earlier member
+                sources.append((ENV, index[id(i)]))
                 continue
+            key, part = exports.get(id(i), (i.key, None))
             if key not in external_index:
                 external_index[key] = len(external)
-                external.append(i)
-            sources.append(("ext", external_index[key]))
+                external.append(key)
+            k = external_index[key]
+            sources.append((EXT, k) if part is None else (PART, (k, part)))
         steps.append((node_task(node), sources))
         index[id(node)] = position
     out = None if outputs is None else [index[id(n)] for n in outputs]
@@ -197,12 +222,21 @@ def plan(targets: Sequence[Node]) -> tuple[list[Node], list[Node]]:
 
 @dataclass
 class Lowered:
-    """A dask graph, plus, for a run small enough to be one task, that task itself (so that
-    local schedulers can run it in the calling thread)."""
+    """A dask graph, the keys to ask it for, and how to turn their results into the values of
+    the run's outputs. A run small enough to be one task also keeps that task (``single``)
+    so that local schedulers can run it in the calling thread."""
 
     graph: dict
+    keys: list
+    unpack: Any = None  # results of ``keys`` -> one value per output; None: as they are
     single: FusedTask | None = None
     single_inputs: list = field(default_factory=list)
+    tasks: int = 0
+    plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
+    sequential: list | None = None  # group keys in a dependency order: runnable in-thread
+
+    def values(self, results: Sequence[Any]) -> Sequence[Any]:
+        return results if self.unpack is None else self.unpack(results)
 
 
 def is_future(value: Any) -> bool:
@@ -217,35 +251,277 @@ def fetch(node: Node) -> np.ndarray:
 
 
 def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
-          remote: bool = False) -> Lowered:
-    """The dask graph that computes ``computed`` and returns the keys of ``outputs``.
+          remote: bool = False, named_outputs: bool | None = None, workers: int = 1) -> Lowered:
+    """The dask graph that computes ``computed`` and returns the values of ``outputs``.
 
     On a cluster (``remote``), a value held as a Future stays where it is: tasks refer to its
     key, which the cluster keeps in memory for as long as the Future lives. Elsewhere it is
-    gathered into the graph like any other value.
+    gathered into the graph like any other value. With ``named_outputs`` (the default on a
+    cluster, where each kept value becomes a Future of its own) every output has a task under
+    its own key; otherwise outputs are read out of their group's result.
     """
+    named_outputs = remote if named_outputs is None else named_outputs
     graph: dict = {}
+    local_values: dict[str, Any] = {}
     for node in order:
         if node.value is None:
             continue
         if not is_future(node.value):
-            graph[node.key] = DataNode(node.key, node.value)
+            local_values[node.key] = node.value
         elif not remote:
-            graph[node.key] = DataNode(node.key, fetch(node))
-    fuse_below, single_below = fusion.thresholds(remote)
-    if fusion.is_small(computed, single_below):
-        task, external = fused(computed, list(outputs))
-        whole = f"pargraph_run-{outputs[0].key}"
-        graph[whole] = Task(whole, task, *(TaskRef(i.key) for i in external))
-        for k, node in enumerate(outputs):
-            graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
-        return Lowered(graph, task, external)
-    for members in fusion.group(computed, {id(n) for n in outputs}, fuse_below):
-        root = members[-1]
-        if len(members) == 1:
-            args = [TaskRef(i.key) if isinstance(i, Node) else i for i in root.inputs]
-            graph[root.key] = Task(root.key, node_task(root), *args)
+            local_values[node.key] = fetch(node)
+    outputs = list(outputs)
+    if not dask.config.get("pargraph.fuse", True):
+        for key, value in local_values.items():
+            graph[key] = DataNode(key, value)
+        return _one_task_per_node(graph, computed, outputs)
+    plan_ = _cached_plan(order, computed, outputs, remote, workers)
+    if plan_ is None:
+        for key, value in local_values.items():
+            graph[key] = DataNode(key, value)
+        return _single_task(graph, computed, outputs)
+    return plan_.instantiate(graph, order, computed, outputs, named_outputs, local_values)
+
+
+class PlanCache:
+    """Lowering plans by graph structure: a training loop records the same structure every
+    step, so its partition and task templates are computed once. The structure is what they
+    depend on: each node's op, shape and inputs (positions in the run), which nodes are
+    realized inputs, which are outputs, the cluster/local choice, the worker count and the
+    thresholds. Literal arguments (a learning rate) and values are read from the nodes of
+    each run. Bounded, least recently used first out."""
+
+    size = 64
+    entries: dict = {}
+    hits = 0
+    misses = 0
+
+
+def structure_of(order: list[Node], outputs: list[Node], remote: bool, workers: int) -> tuple:
+    position = {id(node): k for k, node in enumerate(order)}
+    parts = []
+    for node in order:
+        if node.value is not None:
+            parts.append(node.shape)
         else:
-            task, external = fused(members)
-            graph[root.key] = Task(root.key, task, *(TaskRef(i.key) for i in external))
-    return Lowered(graph)
+            parts.append((node.op.name, node.shape, tuple(
+                position[id(i)] if isinstance(i, Node) else -1 for i in node.inputs)))
+    settings = (dask.config.get("pargraph.task-grain", None),
+                dask.config.get("pargraph.single-task-below", None))
+    return (remote, workers, settings, tuple(position[id(n)] for n in outputs), tuple(parts))
+
+
+def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node], remote: bool,
+                 workers: int) -> GroupPlan | None:
+    """The run's plan, or ``None`` when it is one task (too small, or one group)."""
+    key = structure_of(order, outputs, remote, workers)
+    cache = PlanCache
+    found = cache.entries.pop(key, False)
+    if found is not False:
+        cache.hits += 1
+    else:
+        cache.misses += 1
+        found = None
+        if not is_small(computed, remote):
+            groups = partition(computed, remote, workers)
+            if len(groups) > 1:
+                found = GroupPlan(order, computed, groups, outputs)
+        while len(cache.entries) >= cache.size:
+            cache.entries.pop(next(iter(cache.entries)))
+    cache.entries[key] = found
+    return found
+
+
+class GroupPlan:
+    """One task per group, returning the tuple of its members used outside it, as templates
+    in positions (members in ``computed``, realized inputs in ``order``) that
+    :meth:`instantiate` fills with each run's nodes, keys and values."""
+
+    def __init__(self, order: list[Node], computed: list[Node], groups: list[list[Node]],
+                 outputs: list[Node]) -> None:
+        in_order = {id(node): k for k, node in enumerate(order)}
+        in_computed = {id(node): k for k, node in enumerate(computed)}
+        group_of = {id(node): g for g, members in enumerate(groups) for node in members}
+        used_outside = {id(n) for n in outputs}
+        for g, members in enumerate(groups):
+            for node in members:
+                used_outside.update(id(i) for i in node.input_nodes()
+                                    if group_of.get(id(i), g) != g)
+        self.members = [[in_computed[id(n)] for n in members] for members in groups]
+        self.labels = [group_label(members) for members in groups]
+        self.exported: list[list[int]] = []
+        export_of: dict[int, tuple[int, int]] = {}
+        for g, members in enumerate(groups):
+            local = [j for j, n in enumerate(members) if id(n) in used_outside]
+            self.exported.append(local)
+            for e, j in enumerate(local):
+                export_of[id(members[j])] = (g, e)
+        self.sources: list[list] = []
+        self.external: list[list[tuple[int, int]]] = []  # (0, order pos) or (1, group)
+        for members in groups:
+            index = {id(n): j for j, n in enumerate(members)}
+            refs: dict[tuple[int, int], int] = {}
+            group_sources = []
+            for node in members:
+                sources, literal = [], False
+                for position, i in enumerate(node.inputs):
+                    if not isinstance(i, Node):
+                        sources.append((LIT, position))
+                        literal = True
+                    elif id(i) in index:
+                        sources.append((ENV, index[id(i)]))
+                    else:
+                        producer = export_of.get(id(i))
+                        ref = (1, producer[0]) if producer else (0, in_order[id(i)])
+                        k = refs.setdefault(ref, len(refs))
+                        sources.append((EXT, k) if producer is None else (PART, (k, producer[1])))
+                group_sources.append((sources, literal))
+            self.sources.append(group_sources)
+            self.external.append(list(refs))
+        self.outputs = [export_of[id(n)] for n in outputs]
+        self.order = self._dependency_order()
+        self.timings: dict[str, list[float]] = {"threads": [], "inline": []}
+        self.runs = 0
+
+    def _dependency_order(self) -> list[int]:
+        """The groups in an order where each comes after the groups it reads from."""
+        needs = [{v for kind, v in refs if kind == 1} for refs in self.external]
+        done: list[int] = []
+        placed: set[int] = set()
+        while len(done) < len(needs):
+            for g, wanted in enumerate(needs):
+                if g not in placed and wanted <= placed:
+                    placed.add(g)
+                    done.append(g)
+        return done
+
+    def choose_mode(self) -> str:
+        """Threads or one thread with BLAS free: whichever ran this structure faster.
+
+        Each mode is tried three times, then the faster median wins; every 50th run retries
+        the other, since the machine's load changes. A chain of groups, or many small ones
+        whose numpy calls contend for the GIL, runs faster in one thread; independent big
+        matmuls run faster side by side."""
+        self.runs += 1
+        threads, inline = self.timings["threads"], self.timings["inline"]
+        if len(threads) < 3:
+            return "threads"
+        if len(inline) < 3:
+            return "inline"
+        best = "threads" if _median(threads) <= _median(inline) else "inline"
+        if self.runs % 50 == 0:
+            return "inline" if best == "threads" else "threads"
+        return best
+
+    def record(self, mode: str, seconds: float) -> None:
+        timings = self.timings[mode]
+        timings.append(seconds)
+        del timings[:-5]
+
+    def instantiate(self, graph: dict, order: list[Node], computed: list[Node],
+                    outputs: list[Node], named_outputs: bool,
+                    local_values: dict[str, Any]) -> Lowered:
+        """Realized values held here are the tasks' literal arguments, not graph keys: dask's
+        schedulers spend as much on a data key as on a task (a step has hundreds of
+        parameters)."""
+        keys = []
+        for label, members in zip(self.labels, self.members):
+            _, serial, session = computed[members[-1]].key.rsplit("-", 2)
+            keys.append(f"{label}-{serial}t-{session}")  # "t": never a node's key
+        for g, members in enumerate(self.members):
+            steps = []
+            for position, (sources, literal) in zip(members, self.sources[g]):
+                node = computed[position]
+                if literal:
+                    sources = [(LIT, node.inputs[v]) if kind == LIT else (kind, v)
+                               for kind, v in sources]
+                steps.append((node_task(node), sources))
+            args = []
+            for kind, v in self.external[g]:
+                if kind == 1:
+                    args.append(TaskRef(keys[v]))
+                else:
+                    key = order[v].key
+                    args.append(local_values[key] if key in local_values else TaskRef(key))
+            graph[keys[g]] = Task(keys[g], FusedTask(steps, self.exported[g]), *args)
+        tasks = len(self.members)
+        sequential = [keys[g] for g in self.order]
+        if named_outputs:
+            for node, (g, e) in zip(outputs, self.outputs):
+                graph[node.key] = Task(node.key, operator.getitem, TaskRef(keys[g]), e)
+            return Lowered(graph, [node.key for node in outputs], tasks=tasks + len(outputs),
+                           plan=self)
+        wanted = sorted({g for g, _ in self.outputs})
+        position = {g: k for k, g in enumerate(wanted)}
+        picks = [(position[g], e) for g, e in self.outputs]
+        return Lowered(graph, [keys[g] for g in wanted],
+                       unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
+                       plan=self, sequential=sequential)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def is_small(computed: list[Node], remote: bool) -> bool:
+    """Whether the whole run is too little work to profit from parallelism (the way XLA's CPU
+    runtime runs small graphs sequentially): below ``pargraph.single-task-below`` seconds."""
+    if len(computed) < 2:
+        return False
+    below = dask.config.get("pargraph.single-task-below", None)
+    below = float(below if below is not None else DEFAULT_SINGLE_TASK_BELOW * (
+        task_cost(True) / task_cost(False) if remote else 1.0))
+    total = 0.0
+    for node in computed:
+        total += estimated_seconds(node)
+        if total >= below:
+            return False
+    return True
+
+
+def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node]) -> Lowered:
+    for node in computed:
+        args = [TaskRef(i.key) if isinstance(i, Node) else i for i in node.inputs]
+        graph[node.key] = Task(node.key, node_task(node), *args)
+    return Lowered(graph, [node.key for node in outputs], tasks=len(computed))
+
+
+def _single_task(graph: dict, computed: list[Node], outputs: list[Node]) -> Lowered:
+    task, external = fused(computed, outputs)
+    whole = f"pargraph_run-{outputs[0].key}"
+    graph[whole] = Task(whole, task, *(TaskRef(k) for k in external))
+    for k, node in enumerate(outputs):
+        graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
+    inputs = [node for node in _inputs_of(computed) if node.key in set(external)]
+    by_key = {node.key: node for node in inputs}
+    return Lowered(graph, [node.key for node in outputs], single=task,
+                   single_inputs=[by_key[k] for k in external], tasks=1 + len(outputs))
+
+
+def _inputs_of(computed: list[Node]) -> list[Node]:
+    inside = {id(n) for n in computed}
+    return [i for n in computed for i in n.input_nodes() if id(i) not in inside]
+
+
+def group_label(members: list[Node]) -> str:
+    """The readable part of a group task's key: the module path its members share and the
+    phase of its heaviest node (``towers.3_forward``; an underscore, since key_split drops a
+    ``-backward`` word), or else that node's task prefix (``sgd_update``).
+    ``dask.utils.key_split`` returns exactly this."""
+    heaviest = max(members, key=estimated_seconds)
+    path = _common_path([n.scope.split(" (")[0] for n in members if n.scope])
+    return f"{path}_{heaviest.phase}" if path else heaviest.key.rsplit("-", 2)[0]
+
+
+def _common_path(paths: list[str]) -> str:
+    if not paths:
+        return ""
+    common = paths[0].split(".")
+    for path in paths[1:]:
+        parts = path.split(".")
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    return ".".join(common)

@@ -175,13 +175,28 @@ def test_task_stream_groups_are_named_after_ops(cluster):
     from distributed import get_task_stream
 
     with get_task_stream(client=cluster.client) as stream, \
-            dask.config.set({"pargraph.single-task-below": 0}):  # tiny steps are one task
+            dask.config.set({"pargraph.fuse": False}):  # one node, one task: the per-op view
         train(2, cluster.client, shards=2)
     groups = {key_split(task["key"]) for task in stream.data}
     backward = {g for g in groups if g.endswith("_backward")}
     assert backward and "accumulate_grad" in groups and "adam_update" in groups
     forward = groups - backward - {"accumulate_grad", "adam_update", "tensor"}
     assert forward & {"matmul", "add", "relu", "cat", "amax", "sum", "log", "neg", "div"}
+
+
+def test_coarse_tasks_have_readable_names(cluster):
+    from distributed import get_task_stream
+
+    from pargraph.ops import REGISTRY
+
+    with get_task_stream(client=cluster.client) as stream:
+        train(3, cluster.client, shards=2, width=256)
+    groups = {key_split(task["key"]) for task in stream.data}
+    ops = set(REGISTRY)
+    for group in groups:  # "<module>_<phase>", or the op prefix of a group's heaviest node
+        head = group.split("-")[0].removesuffix("_backward").removesuffix("_update")
+        assert head in ops | {"accumulate_grad", "adam", "pargraph_run"} or \
+            group.rsplit("_", 1)[-1] in ("forward", "backward", "update", "accumulate"), group
 
 
 def test_a_worker_killed_mid_training_loses_nothing():

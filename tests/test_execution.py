@@ -157,12 +157,20 @@ def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
     forward = ops.exp.forward
     monkeypatch.setattr(ops.exp, "forward", lambda x: seen.append(
         [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]) or forward(x))
+
+    def two_branches():  # two groups that can run side by side: a run on dask's threads
+        big = pargraph.ones(400, 400)
+        return ((big @ big).exp().sum() + (big @ big.T).exp().sum()).numpy()
+
     with dask.config.set(scheduler="threads"):
-        pargraph.ones(2).exp().numpy()
+        two_branches()
     assert seen[-1] and all(n == 1 for n in seen[-1])
-    with dask.config.set({"scheduler": "threads", "pargraph.limit-blas": False}):
-        pargraph.ones(2).exp().numpy()
     outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with dask.config.set({"scheduler": "threads", "pargraph.limit-blas": False}):
+        two_branches()
+    assert seen[-1] == outside
+    with dask.config.set(scheduler="threads"):
+        pargraph.ones(2).exp().numpy()  # one task: it runs in this thread, BLAS left free
     assert seen[-1] == outside
 
 

@@ -69,9 +69,10 @@ class StateMirror:
         with self.lock:
             self.copy = copy
 
-    def recover(self) -> tuple[str, dict]:
-        """Point every parameter whose value (or state) was lost back at the last copy; return
-        what was restored and, for each lost Future, the value that replaces it."""
+    def recover(self, client: Any) -> tuple[str, dict]:
+        """Point every parameter whose value (or state) was lost with ``client``'s cluster
+        back at the last copy; return what was restored and, for each lost Future, the value
+        that replaces it."""
         with self.lock:
             copy = self.copy
         optimizer = self.optimizer_ref()
@@ -85,9 +86,9 @@ class StateMirror:
             for p, value, state in zip(params, param_values, state_values):
                 old_state = optimizer.state.get(p, {})
                 lost = {k: v._node.value.key for k, v in old_state.items()
-                        if isinstance(v, Tensor) and is_future(v._node.value)}
-                if not is_future(p._node.value) and not lost:
-                    continue  # recovered already, or never on the cluster
+                        if isinstance(v, Tensor) and _held_by(v._node.value, client)}
+                if not _held_by(p._node.value, client) and not lost:
+                    continue  # recovered already, or never on that cluster
                 if is_future(p._node.value):
                     replaced[p._node.value.key] = value
                 replaced.update({key: state[k] for k, key in lost.items() if k in state})
@@ -105,3 +106,7 @@ class StateMirror:
             return f"{name}'s parameters and state as of its step {self.restored_step}", {}
         optimizer._step_count = self.restored_step = step
         return f"{name}'s parameters and state as of its step {step}", replaced
+
+
+def _held_by(value: Any, client: Any) -> bool:
+    return is_future(value) and value.client is client

@@ -1,0 +1,241 @@
+"""Steady-state training loops, one framework and setting per process.
+
+What users run: ``zero_grad``, forward, ``backward``, ``step``, ``loss.item()``, again and
+again, with no pause between timed steps. Each call of this module times one variant in a
+fresh process and prints one JSON line; :func:`compare` runs every variant several times,
+interleaved, so the machine's noise spreads over all of them.
+
+    python -m benchmarks.loop --workload branchy --variant "pargraph threads"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+WORKLOADS = {
+    "wide": dict(towers=8, sizes=(256, 512, 512, 10), batch=512),
+    "branchy": dict(towers=32, sizes=(64, 128, 128, 10), batch=128),
+    "small": dict(towers=1, sizes=(32, 64, 64, 4), batch=32),
+}
+PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
+TORCH = ["PyTorch, 1 thread", "PyTorch, 2 threads"]
+
+
+def _data(cfg: dict):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((cfg["batch"], cfg["sizes"][0])).astype(np.float32)
+    return x, rng.integers(0, cfg["sizes"][-1], cfg["batch"])
+
+
+def _pargraph_step(cfg: dict):
+    import pargraph
+    from pargraph import nn, optim
+
+    pargraph.manual_seed(0)
+
+    def tower():
+        layers = []
+        for k, (a, b) in enumerate(zip(cfg["sizes"], cfg["sizes"][1:])):
+            layers.append(nn.Linear(a, b))
+            if k < len(cfg["sizes"]) - 2:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers)
+
+    towers = nn.ModuleList(tower() for _ in range(cfg["towers"]))
+    x, y = (pargraph.tensor(v) for v in _data(cfg))
+    opt = optim.SGD(towers.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step() -> float:
+        opt.zero_grad()
+        logits = towers[0](x) if len(towers) == 1 else \
+            pargraph.stack([t(x) for t in towers]).mean(0)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def _torch_step(cfg: dict, threads: int):
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+
+    def tower():
+        layers = []
+        for k, (a, b) in enumerate(zip(cfg["sizes"], cfg["sizes"][1:])):
+            layers.append(torch.nn.Linear(a, b))
+            if k < len(cfg["sizes"]) - 2:
+                layers.append(torch.nn.ReLU())
+        return torch.nn.Sequential(*layers)
+
+    towers = torch.nn.ModuleList(tower() for _ in range(cfg["towers"]))
+    x, y = (torch.from_numpy(v) for v in _data(cfg))
+    opt = torch.optim.SGD(towers.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step() -> float:
+        opt.zero_grad()
+        logits = towers[0](x) if len(towers) == 1 else \
+            torch.stack([t(x) for t in towers]).mean(0)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def _jax_step(cfg: dict):
+    import jax
+    import jax.numpy as jnp
+
+    key = jax.random.PRNGKey(0)
+    params = []
+    for _ in range(cfg["towers"]):
+        layers = []
+        for a, b in zip(cfg["sizes"], cfg["sizes"][1:]):
+            key, k1 = jax.random.split(key)
+            bound = 1 / a ** 0.5
+            layers.append((jax.random.uniform(k1, (b, a), minval=-bound, maxval=bound),
+                           jnp.zeros(b)))
+        params.append(layers)
+    x, y = (jnp.asarray(v) for v in _data(cfg))
+
+    def loss_of(params):
+        outs = []
+        for layers in params:
+            h = x
+            for k, (w, b) in enumerate(layers):
+                h = h @ w.T + b
+                h = jax.nn.relu(h) if k < len(layers) - 1 else h
+            outs.append(h)
+        logits = jnp.mean(jnp.stack(outs), 0)
+        return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(len(y)), y])
+
+    @jax.jit
+    def update(params):
+        loss, grads = jax.value_and_grad(loss_of)(params)
+        return loss, jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+
+    state = {"params": params}
+
+    def step() -> float:
+        loss, state["params"] = update(state["params"])
+        return float(loss)
+
+    return step
+
+
+def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
+    """Time ``steps`` consecutive steps after ``warmup`` ones, in this process."""
+    import dask
+
+    cfg = WORKLOADS[workload]
+    settings: dict = {}
+    blas = None
+    if variant.startswith("pargraph"):
+        import pargraph
+
+        step = _pargraph_step(cfg)
+        settings["scheduler"] = "threads" if "threads" in variant else "sync"
+        if variant.endswith("1 BLAS thread"):
+            blas = 1
+    elif variant.startswith("PyTorch"):
+        step = _torch_step(cfg, 1 if "1 thread" in variant else 2)
+    else:
+        step = _jax_step(cfg)
+    from threadpoolctl import threadpool_limits
+
+    runs: list = []
+    with dask.config.set(settings), threadpool_limits(blas, "blas"):
+        for _ in range(warmup):
+            step()
+        if variant.startswith("pargraph"):
+            from pargraph import execution
+
+            original = execution.execute
+
+            def counting(lowered, keys, get):
+                runs.append(lowered.tasks)
+                return original(lowered, keys, get)
+
+            execution.execute = counting
+        times, losses = [], []
+        for _ in range(steps):
+            start = time.perf_counter()
+            losses.append(step())
+            times.append(time.perf_counter() - start)
+    tasks = len(runs) and sum(runs) / steps
+    if variant.startswith("pargraph"):
+        from pargraph import execution
+
+        execution.execute = original
+        del pargraph
+    return {"workload": workload, "variant": variant, "times": times, "loss": losses[-1],
+            "tasks_per_step": tasks}
+
+
+def available(variant: str) -> bool:
+    module = {"PyTorch": "torch", "JAX": "jax"}.get(variant.split(",")[0].split()[0])
+    if module is None:
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def compare(workload: str, variants: list[str], rounds: int = 3, steps: int = 7,
+            warmup: int = 2) -> dict[str, dict]:
+    """Each variant ``rounds`` times in its own process, interleaved; medians over all steps."""
+    results: dict[str, dict] = {}
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
+    for _ in range(rounds):
+        for variant in [v for v in variants if available(v)]:
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.loop", "--workload", workload, "--variant",
+                 variant, "--steps", str(steps), "--warmup", str(warmup)],
+                capture_output=True, text=True, env=env, check=True)
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            entry = results.setdefault(variant, {"times": [], "tasks_per_step": 0})
+            entry["times"] += row["times"]
+            entry["tasks_per_step"] = row["tasks_per_step"]
+            entry["loss"] = row["loss"]
+    for entry in results.values():
+        entry["median"] = statistics.median(entry["times"])
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
+    parser.add_argument("--variant", help="one variant (pargraph threads, PyTorch, 1 thread, "
+                        "JAX jit, ...); without it, --compare")
+    parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--compare", action="store_true",
+                        help="run every variant (interleaved processes) and print a table")
+    args = parser.parse_args(argv)
+    if args.compare or not args.variant:
+        variants = PARGRAPH + TORCH + ["JAX jit"]
+        for name, entry in compare(args.workload, variants, steps=args.steps,
+                                   warmup=args.warmup).items():
+            print(f"{name:32} {entry['median'] * 1000:8.2f} ms  "
+                  f"tasks/step {entry['tasks_per_step']:.0f}")
+        return
+    print(json.dumps(run_variant(args.workload, args.variant, args.steps, args.warmup)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Partitioning into coarse tasks: identical results, acyclic groups, the task counts the
+algorithm predicts, the plan cache, and the choice between threads and one thread."""
+
+import dask
+import numpy as np
+import pytest
+
+import pargraph
+from pargraph import nn
+from pargraph.lowering import FusedTask, GroupPlan, PlanCache, is_small, lower, plan
+from pargraph.partition import partition
+
+MODES = {
+    "one task per node": {"pargraph.fuse": False},
+    "partitioned": {"pargraph.single-task-below": 0},
+    "single task": {"pargraph.single-task-below": 1e9},
+}
+
+
+def training_step(settings, scheduler="threads"):
+    """Two steps of a small MLP with Adam: every kind of node (forward, backward, fan-in,
+    update). Returns the losses and the final parameters."""
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(),
+                          nn.Linear(16, 3))
+    opt = pargraph.optim.Adam(model.parameters(), lr=0.01)
+    x, y = pargraph.randn(32, 6), pargraph.randint(0, 3, (32,))
+    losses = []
+    with dask.config.set({"scheduler": scheduler, **settings}):
+        for _ in range(8):  # past the adaptive choice's trials of both ways to run
+            opt.zero_grad()
+            hidden = model[:2](x)
+            loss = nn.functional.cross_entropy(model[2:](hidden) + hidden[:, :3], y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return losses, [p.detach().numpy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_partitioned_and_single_task_runs_are_bit_identical(scheduler):
+    reference_losses, reference_params = training_step(MODES["one task per node"], scheduler)
+    for mode in ("partitioned", "single task"):
+        losses, params = training_step(MODES[mode], scheduler)
+        assert losses == reference_losses, mode
+        for a, b in zip(params, reference_params):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_partitioned_results_identical_on_a_cluster(local_client):
+    reference_losses, reference_params = training_step(MODES["one task per node"], "sync")
+    losses, params = training_step(MODES["partitioned"], local_client)
+    assert losses == reference_losses
+    for a, b in zip(params, reference_params):
+        np.testing.assert_array_equal(a, b)
+
+
+def _quotient_is_acyclic(groups):
+    group_of = {id(n): g for g, members in enumerate(groups) for n in members}
+    edges = {(group_of[id(i)], g) for g, members in enumerate(groups) for n in members
+             for i in n.input_nodes() if id(i) in group_of and group_of[id(i)] != g}
+    remaining, reached = set(range(len(groups))), True
+    while remaining and reached:
+        reached = False
+        for g in sorted(remaining):
+            if not any(a in remaining for a, b in edges if b == g):
+                remaining.discard(g)
+                reached = True
+    return not remaining
+
+
+def _towers_step(towers=4, width=512, batch=512):
+    pargraph.manual_seed(0)
+    model = nn.ModuleList(nn.Sequential(nn.Linear(256, width), nn.ReLU(),
+                                        nn.Linear(width, 10)) for _ in range(towers))
+    x, y = pargraph.randn(batch, 256), pargraph.randint(0, 10, (batch,))
+    loss = nn.functional.cross_entropy(pargraph.stack([t(x) for t in model]).mean(0), y)
+    loss.backward()
+    targets = [p.grad._node for p in model.parameters()] + [loss._node]
+    return model, plan(targets)[1]
+
+
+def test_a_towers_step_becomes_a_few_tasks_per_tower():
+    model, computed = _towers_step()
+    groups = partition(computed, remote=False, workers=2)
+    assert _quotient_is_acyclic(groups)
+    for members in groups:
+        position = {id(n): k for k, n in enumerate(computed)}
+        assert [position[id(n)] for n in members] == sorted(position[id(n)] for n in members)
+    assert sorted(id(n) for m in groups for n in m) == sorted(id(n) for n in computed)
+    group_of = {id(n): g for g, members in enumerate(groups) for n in members}
+    for k in range(4):  # each tower's forward pass is one task
+        forward = {group_of[id(n)] for n in computed
+                   if n.phase == "forward" and n.scope.startswith(f"{k}.")}
+        assert len(forward) == 1, (k, forward)
+    assert len(groups) <= 4 * 3 + 1  # forward, backward, a weight gradient; the loss
+    assert len(computed) > 10 * len(groups)
+
+
+def test_small_independent_branches_are_bundled_but_keep_two_per_worker():
+    pargraph.manual_seed(0)
+    x = pargraph.randn(64, 64)
+    weights = [pargraph.randn(64, 64) for _ in range(32)]
+    branches = [((x @ w).relu() @ w).tanh() for w in weights]  # 32 x ~0.1 ms of work
+    computed = plan([b._node for b in branches])[1]
+    groups = partition(computed, remote=False, workers=2)
+    assert 4 <= len(groups) < 32
+    assert _quotient_is_acyclic(groups)
+
+
+def test_two_branches_and_a_join():
+    rng = np.random.default_rng(0)
+    w1, w2, x = (pargraph.tensor(rng.standard_normal((300, 300))) for _ in range(3))
+    left = (x @ w1 + 1.0).relu()       # matmul, add, relu: one chain
+    right = (x @ w2).tanh() * 2.0      # matmul, tanh, mul: another chain
+    out = (left + right).sum()         # the join and the sum follow the branch finishing last
+    computed = plan([out._node])[1]
+    groups = partition(computed, remote=False, workers=2)
+    assert sorted(len(g) for g in groups) == [3, 5]
+    with dask.config.set({"pargraph.single-task-below": 0}):
+        lowered = lower(*plan([out._node]), [out._node])
+    tasks = [t for t in lowered.graph.values() if isinstance(getattr(t, "func", None),
+                                                               FusedTask)]
+    assert len(tasks) == 2 and lowered.tasks == 2
+    np.testing.assert_allclose(
+        out.item(), float((np.maximum(x.numpy() @ w1.numpy() + 1, 0)
+                           + np.tanh(x.numpy() @ w2.numpy()) * 2).sum()), rtol=1e-6)
+
+
+def test_small_runs_are_single_tasks_and_large_ones_are_not():
+    small = [pargraph.ones(4).exp()._node, pargraph.ones(4).sin()._node]
+    assert is_small(small, remote=False)
+    big = pargraph.ones(600, 600)
+    assert not is_small([(big @ big)._node, (big @ big)._node], remote=False)
+
+
+def test_the_plan_is_cached_by_structure():
+    model = nn.Linear(64, 64)
+    hits, misses = PlanCache.hits, PlanCache.misses
+    with dask.config.set({"pargraph.single-task-below": 0}):
+        for batch in (256, 256, 256, 128):
+            model.zero_grad()
+            model(pargraph.randn(batch, 64)).relu().sum().backward()
+            pargraph.compute()
+    assert PlanCache.misses - misses == 2  # the first step, then the new batch size
+    assert PlanCache.hits - hits == 2
+
+
+def test_the_faster_way_to_run_a_structure_wins():
+    model, computed = _towers_step(towers=2, width=64, batch=64)
+    groups = partition(computed, remote=False, workers=2)
+    chosen = GroupPlan(plan(computed)[0], computed, groups, [computed[-1]])
+    modes = [chosen.choose_mode() for _ in range(6)]
+    assert modes == ["threads"] * 3 + ["inline"] * 3 or modes[:3] == ["threads"] * 3
+    for seconds in (0.010, 0.011, 0.012):
+        chosen.record("threads", seconds)
+    for seconds in (0.005, 0.006, 0.004):
+        chosen.record("inline", seconds)
+    assert chosen.choose_mode() == "inline"
+    for seconds in (0.001, 0.001, 0.001):
+        chosen.record("threads", seconds)
+    assert chosen.choose_mode() == "threads"
+
+
+def test_trace_reports_the_members_of_group_tasks():
+    w = pargraph.ones(3, requires_grad=True)
+    loss = ((w * 2).exp() + w).sum()
+    expected = {n.key for n in pargraph.graph.toposort([loss._node]) if n.value is None}
+    with pargraph.trace() as tr:
+        loss.backward()
+        pargraph.compute()
+    keys = {r.key for r in tr.nodes()}
+    assert expected <= keys and any(r.phase == "backward" for r in tr.nodes())
+
+
+def test_trace_reports_group_members_on_a_cluster(local_client):
+    w = pargraph.ones(3, requires_grad=True)
+    loss = ((w * 2).exp() + w).sum()
+    expected = {n.key for n in pargraph.graph.toposort([loss._node]) if n.value is None}
+    with dask.config.set(scheduler=local_client), pargraph.trace() as tr:
+        loss.backward()
+        pargraph.compute()
+    assert expected <= {r.key for r in tr.nodes()}
+
+
+def test_group_tasks_are_named_after_their_module_and_phase():
+    from dask.utils import key_split
+
+    from pargraph.lowering import group_label
+
+    model, computed = _towers_step()
+    labels = {group_label(g) for g in partition(computed, workers=2)}
+    assert {f"{k}_forward" for k in range(4)} <= labels, labels
+    assert {f"{k}_backward" for k in range(4)} <= labels, labels
+    assert all(key_split(f"{label}-12t-abcd1234") == label for label in labels)
