@@ -23,7 +23,7 @@ import dask
 import numpy as np
 
 import pargraph
-from benchmarks import models
+from benchmarks import loop, models
 from benchmarks.harness import interleaved, measure, torch_or_none
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,71 +45,6 @@ def _on(scheduler, fn, workers=None):
             return fn()
 
     return run
-
-
-def wide(repeats: int) -> dict:
-    """Workload 1: 8 independent towers, one SGD step, batch 512."""
-    cfg = models.WIDE
-    rng = np.random.default_rng(0)
-    towers = [models.init_layers(cfg["sizes"], rng) for _ in range(cfg["towers"])]
-    x, y = models.data(cfg["sizes"][0], cfg["batch"], cfg["sizes"][-1])
-    variants = {
-        "pargraph threads (2 workers)": _on("threads", models.pargraph_step(
-            models.pargraph_wide(towers), x, y), workers=2),
-        "pargraph sync (1 core)": _on("sync", models.pargraph_step(
-            models.pargraph_wide(towers), x, y)),
-        "numpy by hand (1 core)": models.numpy_wide_step(towers, x, y),
-        "raw dask threads, task per layer": models.raw_dask_wide_step(towers, x, y),
-    }
-    blas = {"pargraph sync (1 core)": 1, "numpy by hand (1 core)": 1,
-            "raw dask threads, task per layer": 1}
-    torch = torch_or_none()
-    if torch is not None:
-        variants["PyTorch, 1 thread"] = _torch_threads(
-            torch, 1, models.torch_step(torch, towers, x, y))
-        variants["PyTorch, 2 threads"] = _torch_threads(
-            torch, 2, models.torch_step(torch, towers, x, y))
-    first_losses = {name: fn() for name, fn in variants.items()}
-    times = interleaved(variants, repeats, warmup=1, blas=blas)
-    result = {"times": times, "first_losses": first_losses, "targets": []}
-    pg_threads = times["pargraph threads (2 workers)"].median
-    pg_speedup = times["pargraph sync (1 core)"].median / pg_threads
-    result["pargraph_speedup"] = pg_speedup
-    if torch is not None:
-        t1, t2 = times["PyTorch, 1 thread"].median, times["PyTorch, 2 threads"].median
-        result["targets"] = [
-            ("step on threads <= PyTorch's step on 2 threads",
-             f"{pg_threads * 1e3:.1f} ms vs {t2 * 1e3:.1f} ms ({pg_threads / t2:.2f}x)",
-             pg_threads <= t2),
-            ("speedup sync->threads >= PyTorch's 1->2 threads",
-             f"{pg_speedup:.2f}x vs {t1 / t2:.2f}x", pg_speedup >= t1 / t2),
-        ]
-    return result
-
-
-def small(repeats: int) -> dict:
-    """Workload 2: a small MLP, batch 32: per-task overhead dominates."""
-    cfg = models.SMALL
-    layers = models.init_layers(cfg["sizes"], np.random.default_rng(0))
-    x, y = models.data(cfg["sizes"][0], cfg["batch"], cfg["sizes"][-1])
-    variants = {
-        "pargraph (default: threads)": models.pargraph_step(models.pargraph_small(layers), x, y),
-        "pargraph, fusion off": _unfused(models.pargraph_step(models.pargraph_small(layers),
-                                                              x, y)),
-        "numpy by hand": models.numpy_small_step(layers, x, y),
-    }
-    torch = torch_or_none()
-    if torch is not None:
-        variants["PyTorch, 1 thread"] = _torch_threads(
-            torch, 1, models.torch_step(torch, [layers], x, y))
-    first_losses = {name: fn() for name, fn in variants.items()}
-    times = interleaved(variants, repeats, warmup=3)
-    result = {"times": times, "first_losses": first_losses, "targets": []}
-    if torch is not None:
-        pg, t1 = times["pargraph (default: threads)"].median, times["PyTorch, 1 thread"].median
-        result["targets"] = [("step <= 3x PyTorch's (1 thread)", f"{pg / t1:.2f}x",
-                              pg <= 3 * t1)]
-    return result
 
 
 def _unfused(fn):
@@ -264,8 +199,46 @@ def cluster(repeats: int) -> dict:
                                          f"{one / two:.2f}x", one / two >= 1.6)]}
 
 
-WORKLOADS = {"wide": wide, "small": small, "overhead": overhead, "building": building,
-             "memory": memory, "cluster": cluster}
+def loops(repeats: int) -> dict:
+    """Steady-state loops: wide (8 towers 256-512-512-10, batch 512), branchy (32 towers
+    64-128-128-10, batch 128) and small (32-64-64-4, batch 32), each framework and setting in
+    its own process, no pause between timed steps"""
+    rounds = 3 if repeats < 7 else 4
+    rows, targets = {}, []
+    for workload in ("wide", "branchy", "small"):
+        result = loop.compare(workload, loop.PARGRAPH + loop.TORCH + ["JAX jit"],
+                              rounds=rounds, steps=7, warmup=8)
+        rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
+                          for name, entry in result.items()}
+        ms = {name: entry["median"] for name, entry in result.items()}
+        threads = ms["pargraph threads"]
+        torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
+        if workload == "branchy":
+            targets.append(("branchy: threads <= 1.0x PyTorch's best step",
+                            _ratio(threads, torch_best), torch_best and threads <= torch_best))
+            speedup = ms["pargraph sync, 1 BLAS thread"] / threads
+            targets.append(("branchy: threads >= 1.5x pargraph sync with one BLAS thread",
+                            f"{speedup:.2f}x", speedup >= 1.5))
+        if workload == "wide":
+            two = ms.get("PyTorch, 2 threads")
+            targets.append(("wide: threads <= 1.0x PyTorch 2 threads", _ratio(threads, two),
+                            two and threads <= two))
+            targets.append(("wide: threads <= 1.0x pargraph sync (BLAS threads)",
+                            _ratio(threads, ms["pargraph sync"]),
+                            threads <= ms["pargraph sync"]))
+        if workload == "small":
+            one = ms.get("PyTorch, 1 thread")
+            targets.append(("small: <= 1.5x PyTorch 1 thread", _ratio(threads, one),
+                            one and threads <= 1.5 * one))
+    return {"rows": rows, "targets": targets}
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return f"{a / b:.2f}x ({a * 1000:.2f} vs {b * 1000:.2f} ms)" if b else "no reference"
+
+
+WORKLOADS = {"loops": loops, "overhead": overhead, "building": building, "memory": memory,
+             "cluster": cluster}
 
 
 def machine() -> str:
@@ -298,6 +271,12 @@ def report(results: dict, repeats: int, elapsed: float) -> str:
         if "skipped" in result:
             lines += [f"Not run: {result['skipped']}.", ""]
             continue
+        for workload, rows in result.get("rows", {}).items():
+            lines += [f"### {workload}", "", "| variant | median step | tasks per step |",
+                      "|---|---|---|"]
+            lines += [f"| {name} | {median * 1000:.2f} ms | {tasks:.0f} |"
+                      for name, (median, tasks) in rows.items()]
+            lines.append("")
         if "times" in result:
             per = result.get("per")
             lines += ["| variant | time |", "|---|---|"]

@@ -75,6 +75,8 @@ class Summary:
     by_phase: dict[str, float] = field(default_factory=dict)
     by_op: dict[str, float] = field(default_factory=dict)
     critical_nodes: list[NodeRecord] = field(default_factory=list)
+    plan_hits: int = 0
+    plan_misses: int = 0
 
     @property
     def available_parallelism(self) -> float:
@@ -101,6 +103,8 @@ class Summary:
             f"scheduling overhead  {self.overhead * ms:9.2f} ms  (wall time with no node running)",
             "work by phase:  "
             + ", ".join(f"{k} {v * ms:.2f} ms" for k, v in self.by_phase.items()),
+            f"plan cache            {self.plan_hits} hit(s), {self.plan_misses} miss(es)  "
+            "(a miss partitions a new graph structure)",
             "work by op (top 8):",
         ]
         top_ops = sorted(self.by_op.items(), key=lambda kv: -kv[1])[:8]
@@ -118,6 +122,13 @@ class Trace:
         self.records: dict[str, NodeRecord] = {}
         self.runs: list[tuple[float, float]] = []
         self._lanes: dict[Any, str] = {}
+        self._plans_at_start = (lowering.PlanCache.hits, lowering.PlanCache.misses)
+        self.plan_hits = self.plan_misses = 0
+
+    def _count_plans(self) -> None:
+        hits, misses = self._plans_at_start
+        self.plan_hits = lowering.PlanCache.hits - hits
+        self.plan_misses = lowering.PlanCache.misses - misses
 
     # --- recording ----------------------------------------------------------------------
 
@@ -194,7 +205,7 @@ class Trace:
             wall=wall, work=work, critical_path=length,
             overhead=max(wall - _covered(nodes), 0.0), nodes=len(nodes),
             lanes=len({r.lane for r in nodes}), by_phase=dict(by_phase), by_op=dict(by_op),
-            critical_nodes=path,
+            critical_nodes=path, plan_hits=self.plan_hits, plan_misses=self.plan_misses,
         )
         if print_it:
             print(summary)
@@ -345,3 +356,4 @@ def trace() -> Iterator[Trace]:
         execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
         execution.observers.remove(recorder)
+        recorder._count_plans()

@@ -259,3 +259,16 @@ def test_visualize_says_how_to_install_graphviz(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"pip install graphviz"):
         pargraph.visualize(loss, tmp_path / "g.svg")
     assert graphviz  # imported before the patch
+
+
+def test_summary_counts_plan_cache_hits_and_misses():
+    model = pargraph.nn.Linear(32, 32)
+    x = pargraph.randn(512, 32)
+    with dask.config.set({"pargraph.single-task-below": 0}), pargraph.trace() as tr:
+        for _ in range(3):
+            model.zero_grad()
+            model(x).relu().sum().backward()
+            pargraph.compute()
+    summary = tr.summary(print_it=False)
+    assert summary.plan_misses >= 1 and summary.plan_hits >= 2
+    assert "plan cache" in str(summary)
