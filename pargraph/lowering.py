@@ -280,6 +280,10 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         for key, value in local_values.items():
             graph[key] = DataNode(key, value)
         return _single_task(graph, computed, outputs)
+    if remote:  # a value several tasks read is sent to the cluster once, as one key
+        for key, value in local_values.items():
+            graph[key] = DataNode(key, value)
+        local_values = {}
     return plan_.instantiate(graph, order, computed, outputs, named_outputs, local_values)
 
 

@@ -344,15 +344,7 @@ class Tensor:
         >>> pargraph.ones(1).to(pargraph.float64).dtype
         dtype('float64')
         """
-        dtype = kwargs.get("dtype")
-        check_device(kwargs.get("device"), "to")
-        for arg in args:
-            if isinstance(arg, Tensor):
-                dtype = arg.dtype
-            elif isinstance(arg, str) or type(arg).__name__ == "device":
-                check_device(arg, "to")
-            else:
-                dtype = arg
+        dtype = dtype_of_to(args, kwargs, "to")
         if dtype is None or np.dtype(dtype) == self.dtype:
             return self
         return _wrap(ops.cast(self._node, dtype=np.dtype(dtype)))
@@ -738,6 +730,21 @@ def _detached_node(node: Node) -> Node:
         return ops.constant(node.value, shape=node.shape, dtype=node.dtype)
     with no_grad():
         return ops.alias(node)
+
+
+def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
+    """The dtype a ``.to(...)`` call asks for (a dtype, or another tensor's), or ``None``;
+    devices other than the CPU are refused."""
+    dtype = kwargs.get("dtype")
+    check_device(kwargs.get("device"), where)
+    for arg in args:
+        if isinstance(arg, Tensor):
+            dtype = arg.dtype
+        elif isinstance(arg, str) or type(arg).__name__ == "device":
+            check_device(arg, where)
+        else:
+            dtype = arg
+    return dtype
 
 
 def check_device(device: Any, where: str) -> None:

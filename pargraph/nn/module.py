@@ -11,7 +11,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph.grad_mode import no_grad
-from pargraph.tensor import Tensor, as_tensor, check_device, module_scope, zero_grads
+from pargraph.tensor import Tensor, as_tensor, dtype_of_to, module_scope, zero_grads
 
 
 class Parameter(Tensor):
@@ -211,15 +211,7 @@ class Module:
         >>> layer.weight.dtype
         dtype('float64')
         """
-        dtype = kwargs.get("dtype")
-        check_device(kwargs.get("device"), "Module.to")
-        for arg in args:
-            if isinstance(arg, Tensor):
-                dtype = arg.dtype
-            elif isinstance(arg, str) or type(arg).__name__ == "device":
-                check_device(arg, "Module.to")
-            else:
-                dtype = arg
+        dtype = dtype_of_to(args, kwargs, "Module.to")
         if dtype is not None:
             self._cast_floats(np.dtype(dtype))
         return self
