@@ -17,7 +17,7 @@ Threads or one thread
     each way three times, keeps the faster median, and retries the other every 50 runs
     (``GroupPlan.choose_mode``). So a chain, a few big matmuls or many small GIL-bound ops run
     as on the sync scheduler, and independent branches run side by side: threads are never
-    slower than sync for long.
+    slower than sync for long. ``pargraph.adaptive: False`` always uses dask's threads.
 
 Which scheduler
     dask's own rules, in dask's order: ``dask.config.set(scheduler=...)`` (a name, a callable
@@ -161,7 +161,8 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys)
-            if lowered.sequential is not None and is_threaded(get) and not progress:
+            adaptive = dask.config.get("pargraph.adaptive", True)
+            if lowered.sequential is not None and is_threaded(get) and adaptive and not progress:
                 return run_adaptively(lowered, keys, get)
             return run_graph(lowered.graph, keys, get)
     except Exception as error:
@@ -242,8 +243,10 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
         results = run_graph(lowered.graph, keys, get)
     else:
         values: dict = {}
-        for key in lowered.sequential:
+        for key, done in lowered.sequential:
             values[key] = lowered.graph[key](values)
+            for finished in done:  # as dask would release them
+                del values[finished]
         results = [values[key] for key in keys]
     lowered.plan.record(mode, time.perf_counter() - start)
     return results

@@ -152,18 +152,23 @@ class FusedTask:
     (member positions), or its last member's value when ``outputs`` is ``None``.
     """
 
-    __slots__ = ("steps", "outputs")
+    __slots__ = ("steps", "outputs", "release")
 
-    def __init__(self, steps: list, outputs: list[int] | None = None) -> None:
+    def __init__(self, steps: list, outputs: list[int] | None = None,
+                 release: list[tuple[int, ...]] | None = None) -> None:
         self.steps, self.outputs = steps, outputs
+        self.release = release if release is not None else release_schedule(
+            [sources for _, sources in steps], outputs)
 
     def __call__(self, *external: Any) -> Any:
         results: list = []
-        for task, sources in self.steps:
+        for (task, sources), done in zip(self.steps, self.release):
             args = [results[v] if kind == ENV else external[v] if kind == EXT
                     else external[v[0]][v[1]] if kind == PART else v
                     for kind, v in sources]
             results.append(task(*args))
+            for j in done:  # a member's value goes as soon as its last reader in here ran
+                results[j] = None
         if self.outputs is None:
             return results[-1]
         return tuple(results[k] for k in self.outputs)
@@ -173,6 +178,23 @@ class FusedTask:
 
 
 ENV, EXT, PART, LIT = 0, 1, 2, 3
+
+
+def release_schedule(sources: list[list], outputs: list[int] | None) -> list[tuple[int, ...]]:
+    """For each step of a FusedTask, the members whose values no later step reads and that it
+    does not return: dropping them there keeps a group's peak memory at what a task per node
+    would need."""
+    last_reader: dict[int, int] = {}
+    for step, step_sources in enumerate(sources):
+        for kind, v in step_sources:
+            if kind == ENV:
+                last_reader[v] = step
+    kept = set(outputs) if outputs is not None else {len(sources) - 1}
+    done: list[list[int]] = [[] for _ in sources]
+    for member in range(len(sources)):
+        if member not in kept:
+            done[last_reader.get(member, member)].append(member)
+    return [tuple(d) for d in done]
 
 
 def node_task(node: Node) -> NodeTask:
@@ -233,7 +255,7 @@ class Lowered:
     single_inputs: list = field(default_factory=list)
     tasks: int = 0
     plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
-    sequential: list | None = None  # group keys in a dependency order: runnable in-thread
+    sequential: list | None = None  # (group key, keys to free after it) in dependency order
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -382,8 +404,23 @@ class GroupPlan:
                 group_sources.append((sources, literal))
             self.sources.append(group_sources)
             self.external.append(list(refs))
+        self.release = [release_schedule([sources for sources, _ in group_sources],
+                                         self.exported[g])
+                        for g, group_sources in enumerate(self.sources)]
         self.outputs = [export_of[id(n)] for n in outputs]
         self.order = self._dependency_order()
+        # For a run in one thread: after the k-th group of ``order``, the groups whose results
+        # no later group reads (and that are not outputs) can go.
+        wanted = {g for g, _ in self.outputs}
+        last_reader = {}
+        for k, g in enumerate(self.order):
+            for kind, v in self.external[g]:
+                if kind == 1:
+                    last_reader[v] = k
+        self.free_after: list[list[int]] = [[] for _ in self.order]
+        for g, k in last_reader.items():
+            if g not in wanted:
+                self.free_after[k].append(g)
         self.timings: dict[str, list[float]] = {"threads": [], "inline": []}
         self.runs = 0
 
@@ -447,9 +484,11 @@ class GroupPlan:
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
-            graph[keys[g]] = Task(keys[g], FusedTask(steps, self.exported[g]), *args)
+            graph[keys[g]] = Task(keys[g], FusedTask(steps, self.exported[g], self.release[g]),
+                                  *args)
         tasks = len(self.members)
-        sequential = [keys[g] for g in self.order]
+        sequential = [(keys[g], [keys[h] for h in free])
+                      for g, free in zip(self.order, self.free_after)]
         if named_outputs:
             for node, (g, e) in zip(outputs, self.outputs):
                 graph[node.key] = Task(node.key, operator.getitem, TaskRef(keys[g]), e)

@@ -26,7 +26,9 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
        times the cost of a task) are merged. Independent small groups of one depth of the
        quotient graph (32 small towers' forward passes) are bundled, largest first into the
        lightest bundle, into as many bundles as their work fills grains, but no fewer than two
-       per worker where there were that many groups. What is still small merges into the
+       per worker where there were that many groups (first, a small group that reads from one
+       group only joins it: a relu mask goes with its activation, which then need not leave
+       the task). What is still small merges into the
        producer group it waits on, or else its consumer (a weight gradient of a small layer
        goes back into its chain). Every merge keeps the quotient graph acyclic.
 
@@ -164,6 +166,11 @@ class _Groups:
         if grain <= 0:
             return
         totals = [sum(work[p] for p in members) for members in self.members_of]
+        for g in range(len(self.members_of)):  # a small tail of one group goes into it
+            producer = self._only_producer(g)
+            if totals[g] < grain and producer is not None and self.can_merge(g, producer):
+                self.merge(g, producer)
+                totals[producer] += totals[g]
         levels: dict[int, list[int]] = {}
         for g, level in self._depths().items():
             levels.setdefault(level, []).append(g)
@@ -189,6 +196,16 @@ class _Groups:
                     self.merge(g, target)
                     totals[target] += totals[g]
                     break
+
+    def _only_producer(self, g: int) -> int | None:
+        """The one group ``g`` reads from directly, if there is exactly one."""
+        if not self.alive[g] or not self.ancestors[g]:
+            return None
+        top = self.ancestors[g].bit_length() - 1  # candidates: ancestors not below another
+        direct = [a for a in range(top + 1) if (self.ancestors[g] >> a) & 1 and not any(
+            (self.ancestors[b] >> a) & 1 for b in range(top + 1)
+            if b != a and (self.ancestors[g] >> b) & 1)]
+        return direct[0] if len(direct) == 1 else None
 
     def _depths(self) -> dict[int, int]:
         """Each live group's depth in the quotient graph: groups of one depth are independent.

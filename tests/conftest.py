@@ -20,15 +20,22 @@ def local_client():
         yield client
 
 
+#: Every graph goes through the scheduler under test: no single-task runs in the calling
+#: thread, no bundling into few tasks, no adaptive choice of one thread over dask's threads.
+#: (tests/test_partition.py covers those paths on their own.)
+THROUGH_THE_SCHEDULER = {"pargraph.single-task-below": 0, "pargraph.task-grain": 0,
+                         "pargraph.adaptive": False}
+
+
 @pytest.fixture(params=SCHEDULERS)
 def scheduler(request):
     """Run the test under each of dask's schedulers; yields the scheduler's name."""
     if request.param == "distributed":
         client = request.getfixturevalue("local_client")
-        with dask.config.set(scheduler=client):
+        with dask.config.set(scheduler=client, **THROUGH_THE_SCHEDULER):
             yield request.param
     else:
-        with dask.config.set(scheduler=request.param):
+        with dask.config.set(scheduler=request.param, **THROUGH_THE_SCHEDULER):
             yield request.param
 
 

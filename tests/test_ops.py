@@ -7,7 +7,6 @@ graph, so a new op cannot land without a test.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pytest
@@ -225,7 +224,7 @@ def _tensors(case: Case, requires_grad: bool):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_forward_matches_numpy(case):
+def test_forward_matches_numpy(case, scheduler):
     out = case.fn(*_tensors(case, requires_grad=False))
     expected = np.asarray(case.ref(*case.inputs))
     assert out.shape == expected.shape
@@ -235,7 +234,7 @@ def test_forward_matches_numpy(case):
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.differentiable], ids=lambda c: c.name)
-def test_gradients_match_finite_differences(case):
+def test_gradients_match_finite_differences(case, scheduler):
     inputs = _tensors(case, requires_grad=True)
     assert pargraph.autograd.gradcheck(case.fn, inputs, eps=case.eps, atol=case.atol)
 
@@ -310,7 +309,3 @@ def test_sqrt_and_pow_at_zero_follow_pytorch_conventions():
     exponent = pargraph.tensor([2.0, 2.0], requires_grad=True)
     (base ** exponent).sum().backward()
     assert exponent.grad.tolist()[0] == 0.0  # not nan: PyTorch's convention at x == 0
-
-
-def run_case(case: Case, scheduler: Any) -> np.ndarray:
-    return case.fn(*_tensors(case, requires_grad=False)).numpy()
