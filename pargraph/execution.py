@@ -81,7 +81,8 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.lowering import FAILED_KEY, Lowered, annotate, is_future, lower, plan
+from pargraph.lowering import Lowered, is_future, lower, plan
+from pargraph.runtime import FAILED_KEY, annotate
 
 DEFAULT_GET = dask.threaded.get
 _run_ids = itertools.count()

@@ -45,10 +45,15 @@ grad_mode = _GradMode()
 class Primitive:
     """A registered op: ``forward`` on numpy values, ``shape`` rule on nodes, vjps on nodes."""
 
-    def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None):
+    def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
+                 view: bool = False, cost: Callable | None = None):
         self.name = name
         self.forward = forward
         self.shape = shape
+        #: A view costs nothing in numpy (reshape, permute, expand): partitioning knows it.
+        self.view = view
+        #: Estimated seconds of a node of this op, from its shapes; None: by elements touched.
+        self.cost = cost
         self.vjps: tuple[Callable | None, ...] | None = None
         camel = "".join(part.capitalize() for part in name.split("_"))
         self.grad_name = grad_name or f"{camel}Backward0"
@@ -92,11 +97,13 @@ class ShapeError(Exception):
     """Raised by shape rules; the primitive prefixes its name and re-raises RuntimeError."""
 
 
-def primitive(name: str, shape: Callable, grad_name: str | None = None):
-    """Decorator registering ``forward`` as primitive ``name``."""
+def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
+              cost: Callable | None = None):
+    """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
+    ``cost``: estimated seconds of a node, for partitioning)."""
 
     def register(forward: Callable | None) -> Primitive:
-        prim = Primitive(name, forward, shape, grad_name)
+        prim = Primitive(name, forward, shape, grad_name, view, cost)
         REGISTRY[name] = prim
         return prim
 
@@ -307,7 +314,7 @@ def constant(value: Any, requires_grad: bool = False, shape: tuple | None = None
     return node
 
 
-@primitive("alias", _same)
+@primitive("alias", _same, view=True)
 def alias(x):
     return x
 # alias has no vjp: it is what detach() records for a not-yet-realized value.
@@ -674,7 +681,7 @@ def _reshape_shape(x, shape):
     return tuple(shape), x.dtype
 
 
-@primitive("reshape", _reshape_shape, grad_name="ViewBackward0")
+@primitive("reshape", _reshape_shape, grad_name="ViewBackward0", view=True)
 def reshape(x, shape):
     return np.reshape(x, shape)
 reshape.defvjp(lambda g, out, x, shape: reshaped(g, x.shape))
@@ -687,7 +694,7 @@ def _permute_shape(x, dims):
     return tuple(x.shape[d] for d in dims), x.dtype
 
 
-@primitive("permute", _permute_shape)
+@primitive("permute", _permute_shape, view=True)
 def permute(x, dims):
     return np.transpose(x, dims)
 permute.defvjp(lambda g, out, x, dims: permute(g, dims=tuple(np.argsort(dims).tolist())))
@@ -700,7 +707,7 @@ def _expand_shape(x, shape):
     return tuple(shape), x.dtype
 
 
-@primitive("expand", _expand_shape)
+@primitive("expand", _expand_shape, view=True)
 def expand(x, shape):
     return np.broadcast_to(x, shape)
 expand.defvjp(lambda g, out, x, shape: unbroadcast(g, x.shape))
@@ -813,6 +820,13 @@ def _cat_vjp(position: int) -> Callable:
 cat.defvjp_at(_cat_vjp)
 
 
+def _gemm_cost(node: Node) -> float:
+    """A matrix product's time at ~20 GFLOP/s plus a call: 2 * outputs * inner size."""
+    x = node.inputs[0]
+    inner = x.shape[-1] if x.shape else 1
+    return 3e-6 + 2 * math.prod(node.shape) * inner / 20e9
+
+
 def _matmul_shape(x, y):
     if not x.shape or not y.shape:
         raise ShapeError(f"both arguments must be at least 1-D, got shapes {x.shape} and {y.shape}")
@@ -828,7 +842,7 @@ def _matmul_shape(x, y):
     return tuple(n for n in out if n is not None), result_dtype(x, y)
 
 
-@primitive("matmul", _matmul_shape, grad_name="MmBackward0")
+@primitive("matmul", _matmul_shape, grad_name="MmBackward0", cost=lambda node: _gemm_cost(node))
 def matmul(x, y):
     return np.matmul(x, y)
 
@@ -865,7 +879,7 @@ def _linear_shape(x, w, b=None):
     return x.shape[:-1] + (w.shape[0],), result_dtype(x, w, *(() if b is None else (b,)))
 
 
-@primitive("linear", _linear_shape, grad_name="AddmmBackward0")
+@primitive("linear", _linear_shape, grad_name="AddmmBackward0", cost=lambda node: _gemm_cost(node))
 def linear(x, w, b=None):
     """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
     out = np.matmul(x, np.transpose(w))

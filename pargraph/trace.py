@@ -7,7 +7,7 @@ last input finished: the end of its wait), the time it *started* and *finished*,
 
 Where the times come from
     Each node reports its own start and stop from inside the thread that runs it
-    (``lowering.TaskTimes``), also when it is one member of a fused task: dask's local
+    (``runtime.TaskTimes``), also when it is one member of a fused task: dask's local
     pretask/posttask callbacks run on the scheduler's thread and would measure queueing too,
     and distributed's task stream knows tasks, not the nodes fused into them. On a cluster,
     ``client.run`` switches the recording on in every worker and collects it afterwards.
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pargraph import execution, lowering
+from pargraph import execution, lowering, runtime
 from pargraph.graph import Node
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
@@ -146,19 +146,19 @@ class Trace:
         if client is not None:
             # Each worker records its tasks' members itself: the task stream would only know
             # tasks, and a fused task holds several nodes.
-            client.run(lowering.start_task_times)
+            client.run(runtime.start_task_times)
             try:
                 yield
             finally:
-                recorded = client.run(lowering.stop_task_times)
+                recorded = client.run(runtime.stop_task_times)
             for worker, events in recorded.items():
                 self._add_events(events, computed_keys, worker)
         else:
-            lowering.start_task_times()
+            runtime.start_task_times()
             try:
                 yield
             finally:
-                events = lowering.stop_task_times()
+                events = runtime.stop_task_times()
             self._add_events(events, computed_keys, "local")
         stop = time.time()
         self.runs.append((start, stop))

@@ -7,8 +7,9 @@ import pytest
 
 import pargraph
 from pargraph import nn
-from pargraph.lowering import FusedTask, GroupPlan, PlanCache, is_small, lower, plan
+from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
 from pargraph.partition import partition
+from pargraph.runtime import FusedTask
 
 MODES = {
     "one task per node": {"pargraph.fuse": False},

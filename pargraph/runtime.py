@@ -1,0 +1,166 @@
+"""The task runtime: what runs inside a dask task, on any scheduler or worker.
+
+A task of pargraph's is a :class:`FusedTask`: the :class:`NodeTask` s of a group of nodes,
+run one after another (see :mod:`pargraph.partition` for how groups are chosen and
+:mod:`pargraph.lowering` for how they become dask tasks). It returns the tuple of the values
+its consumers and the caller need, and drops every other member's value as soon as its last
+reader in the task has run.
+
+Each NodeTask runs one op's numpy forward and casts to the node's static dtype. On failure it
+re-raises the original exception type with the op's name and the user's line that recorded
+the node (:func:`annotate`), never a traceback from inside dask. While a trace listens it
+reports ``(key, start, stop, thread)`` to :class:`TaskTimes`, so a member of a group reports
+its own timing. Everything here pickles (code objects travel as formatted source lines, ops by
+name), so it runs on cluster workers too.
+
+This module does not import dask: it is what a worker needs to run a task.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from pargraph.graph import format_site
+from pargraph.ops import REGISTRY, Primitive
+
+
+class TaskTimes:
+    """Where running tasks report ``(key, start, stop, thread)`` while a trace listens.
+
+    A plain list append is atomic under the GIL, so worker threads need no lock. On a cluster
+    each worker process records into its own list (see ``start_task_times``).
+    """
+
+    sink: list | None = None
+
+
+def start_task_times() -> None:
+    """Start recording in this process (run on cluster workers by ``client.run``)."""
+    if TaskTimes.sink is None:
+        TaskTimes.sink = []
+
+
+def stop_task_times() -> list:
+    """Stop recording in this process and return what was recorded."""
+    events, TaskTimes.sink = TaskTimes.sink or [], None
+    return events
+
+
+class NodeTask:
+    """The callable of one node's task: the op's forward, a dtype cast, readable errors."""
+
+    __slots__ = ("prim", "attrs", "dtype", "key", "site")
+
+    def __init__(self, prim: Primitive, attrs: dict, dtype: np.dtype, key: str, site: Any):
+        self.prim, self.attrs, self.dtype, self.key, self.site = prim, attrs, dtype, key, site
+
+    def __call__(self, *args: Any) -> np.ndarray:
+        sink = TaskTimes.sink
+        start = time.time() if sink is not None else 0.0
+        try:
+            out = np.asarray(self.prim.forward(*args, **self.attrs))
+        except Exception as error:
+            if getattr(error, _ANNOTATED, False):  # a nested pargraph call named its op
+                raise
+            raise annotate(error, self.prim.name, self.site, self.key) from None
+        out = out if out.dtype == self.dtype else out.astype(self.dtype)
+        if sink is not None:
+            sink.append((self.key, start, time.time(), threading.get_ident()))
+        return out
+
+    def __reduce__(self):
+        # Code objects do not pickle: ship the formatted site, look the op up by name.
+        return _remote_task, (self.prim.name, self.attrs, self.dtype, self.key,
+                              format_site(self.site) if isinstance(self.site, tuple) else self.site)
+
+    def __repr__(self) -> str:
+        return f"NodeTask({self.key})"
+
+
+def _remote_task(name: str, attrs: dict, dtype: np.dtype, key: str, site: str) -> NodeTask:
+    return NodeTask(REGISTRY[name], attrs, dtype, key, site)
+
+
+_ANNOTATED = "_pargraph_annotated"  # set on exceptions that already name the op and the site
+#: Set on an annotated exception: the key of the node whose task raised it.
+FAILED_KEY = "_pargraph_failed_key"
+
+
+def annotate(error: Exception, op_name: str, site: Any, key: str | None = None,
+             note: str = "the failing node was recorded at") -> Exception:
+    """The same exception type, its message prefixed by the op and suffixed by the site.
+
+    An exception that is annotated already only gets one more line: ``note`` and the site."""
+    where = format_site(site) if isinstance(site, tuple) else site
+    if getattr(error, _ANNOTATED, False):
+        message = f"{error}\n  {note}: {where}"
+    else:
+        message = f"{op_name}: {error}\n  {note}: {where}"
+    try:
+        annotated = type(error)(message)
+    except Exception:
+        annotated = error
+        if hasattr(error, "add_note"):
+            error.add_note(message)
+    setattr(annotated, _ANNOTATED, True)
+    setattr(annotated, FAILED_KEY, key if key is not None else getattr(error, FAILED_KEY, None))
+    return annotated
+
+
+class FusedTask:
+    """Several nodes run one after another inside one task.
+
+    ``steps`` holds, per member in topological order, its NodeTask and where each argument
+    comes from: ``(EXT, k)`` the task's k-th argument, ``(PART, (k, j))`` element ``j`` of the
+    task's k-th argument (a tuple another group task returned), ``(ENV, j)`` the j-th member's
+    result, or ``(LIT, value)``. The task returns the tuple of the values of ``outputs``
+    (member positions), or its last member's value when ``outputs`` is ``None``.
+    """
+
+    __slots__ = ("steps", "outputs", "release")
+
+    def __init__(self, steps: list, outputs: list[int] | None = None,
+                 release: list[tuple[int, ...]] | None = None) -> None:
+        self.steps, self.outputs = steps, outputs
+        self.release = release if release is not None else release_schedule(
+            [sources for _, sources in steps], outputs)
+
+    def __call__(self, *external: Any) -> Any:
+        results: list = []
+        for (task, sources), done in zip(self.steps, self.release):
+            args = [results[v] if kind == ENV else external[v] if kind == EXT
+                    else external[v[0]][v[1]] if kind == PART else v
+                    for kind, v in sources]
+            results.append(task(*args))
+            for j in done:  # a member's value goes as soon as its last reader in here ran
+                results[j] = None
+        if self.outputs is None:
+            return results[-1]
+        return tuple(results[k] for k in self.outputs)
+
+    def __repr__(self) -> str:
+        return f"FusedTask({', '.join(task.key for task, _ in self.steps)})"
+
+
+ENV, EXT, PART, LIT = 0, 1, 2, 3
+
+
+def release_schedule(sources: list[list], outputs: list[int] | None) -> list[tuple[int, ...]]:
+    """For each step of a FusedTask, the members whose values no later step reads and that it
+    does not return: dropping them there keeps a group's peak memory at what a task per node
+    would need."""
+    last_reader: dict[int, int] = {}
+    for step, step_sources in enumerate(sources):
+        for kind, v in step_sources:
+            if kind == ENV:
+                last_reader[v] = step
+    kept = set(outputs) if outputs is not None else {len(sources) - 1}
+    done: list[list[int]] = [[] for _ in sources]
+    for member in range(len(sources)):
+        if member not in kept:
+            done[last_reader.get(member, member)].append(member)
+    return [tuple(d) for d in done]
