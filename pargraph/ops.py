@@ -512,7 +512,9 @@ sigmoid.defvjp(lambda g, out, x: mul(g, mul(out, sub(1.0, out))))
 @primitive("relu", _same)
 def relu(x):
     return np.maximum(x, 0)
-relu.defvjp(lambda g, out, x: mul(g, gt(x, 0)))
+# From the output, as PyTorch's ReluBackward: out > 0 exactly where x > 0, and the output is
+# kept for the next layer's weight gradient anyway, so the input need not be kept at all.
+relu.defvjp(lambda g, out, x: mul(g, gt(out, 0)))
 
 
 def _clamp_shape(x, min=None, max=None):

@@ -26,9 +26,10 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
        times the cost of a task) are merged. Independent small groups of one depth of the
        quotient graph (32 small towers' forward passes) are bundled, largest first into the
        lightest bundle, into as many bundles as their work fills grains, but no fewer than two
-       per worker where there were that many groups (first, a small group that reads from one
-       group only joins it: a relu mask goes with its activation, which then need not leave
-       the task). What is still small merges into the
+       per worker where there were that many groups. Before that, a small group that reads
+       from one group only joins it, unless that group feeds more than two (or one per worker)
+       such groups: a weight gradient's tail joins its chain, a fan-out is bundled instead.
+       What is still small merges into the
        producer group it waits on, or else its consumer (a weight gradient of a small layer
        goes back into its chain). Every merge keeps the quotient graph acyclic.
 
@@ -165,11 +166,18 @@ class _Groups:
         if grain <= 0:
             return
         totals = [sum(work[p] for p in members) for members in self.members_of]
-        for g in range(len(self.members_of)):  # a small tail of one group goes into it
-            producer = self._only_producer(g)
-            if totals[g] < grain and producer is not None and self.can_merge(g, producer):
-                self.merge(g, producer)
-                totals[producer] += totals[g]
+        tails: dict[int, list[int]] = {}
+        for g in range(len(self.members_of)):
+            producer = self._only_producer(g) if totals[g] < grain else None
+            if producer is not None:
+                tails.setdefault(producer, []).append(g)
+        for producer, small in tails.items():
+            if len(small) > max(2, workers):
+                continue  # a fan-out (a loss feeding 32 towers): bundled below instead
+            for g in small:
+                if self.can_merge(g, producer):
+                    self.merge(g, producer)
+                    totals[producer] += totals[g]
         levels: dict[int, list[int]] = {}
         for g, level in self._depths().items():
             levels.setdefault(level, []).append(g)
@@ -198,12 +206,12 @@ class _Groups:
 
     def _only_producer(self, g: int) -> int | None:
         """The one group ``g`` reads from directly, if there is exactly one."""
-        if not self.alive[g] or not self.ancestors[g]:
+        bits = self.ancestors[g]
+        if not self.alive[g] or not bits:
             return None
-        top = self.ancestors[g].bit_length() - 1  # candidates: ancestors not below another
-        direct = [a for a in range(top + 1) if (self.ancestors[g] >> a) & 1 and not any(
-            (self.ancestors[b] >> a) & 1 for b in range(top + 1)
-            if b != a and (self.ancestors[g] >> b) & 1)]
+        candidates = [a for a in range(bits.bit_length()) if (bits >> a) & 1]
+        direct = [a for a in candidates
+                  if not any(b != a and (self.ancestors[b] >> a) & 1 for b in candidates)]
         return direct[0] if len(direct) == 1 else None
 
     def _depths(self) -> dict[int, int]:
