@@ -82,6 +82,7 @@ import numpy as np
 
 from pargraph.graph import Node
 from pargraph.lowering import Lowered, is_future, lower, plan
+from pargraph.partition import Granularity
 from pargraph.runtime import FAILED_KEY, annotate
 
 DEFAULT_GET = dask.threaded.get
@@ -155,7 +156,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
         # Like PyTorch, floating point errors give inf/nan silently. numpy's errstate is a
         # context variable, and dask's thread pool runs tasks in a copy of this context.
         with np.errstate(all="ignore"):
-            progress = dask.config.get("pargraph.progress", False)
+            progress = _progress.minimum is not None
             inline = lowered.single is not None and is_local(get)
             if inline and not progress:
                 return run_inline(lowered)
@@ -185,7 +186,7 @@ def run_on_cluster(client: Any, graph: dict, keys: list) -> list:
     futures = client.get(_untokenized(graph), keys, sync=False)
     try:
         with client.as_current():
-            if dask.config.get("pargraph.progress", False):
+            if _progress.minimum is not None:
                 progress(futures)
             wait(futures)
     except CancelledError as error:
@@ -211,6 +212,14 @@ def _untokenized(graph: dict) -> Any:
     expr = LLGExpr(graph)
     expr._determ_token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
     return expr
+
+
+def granularity(get: Callable, client: Any = None) -> Granularity:
+    """How coarse the next run's tasks are: dask's config, and where the run goes."""
+    return Granularity.of(client is not None, _workers(get, client),
+                          bool(dask.config.get("pargraph.fuse", True)),
+                          dask.config.get("pargraph.single-task-below", None),
+                          dask.config.get("pargraph.task-grain", None))
 
 
 def _workers(get: Callable, client: Any) -> int:
@@ -281,6 +290,29 @@ def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = Non
     _deferred.entries.append((list(targets), list(release), site))
 
 
+class _Progress(threading.local):
+    minimum: float | None = None  # seconds: show a bar for runs longer than this
+
+
+_progress = _Progress()
+
+
+@contextlib.contextmanager
+def showing_progress(minimum: float = 0.5):
+    """Progress bars for this thread's runs inside the block (``pargraph.progress``): dask's
+    bar on local schedulers, ``distributed.progress`` on a cluster. A run with a bar goes
+    through dask's scheduler (the bar watches it), not in the calling thread."""
+    from dask.diagnostics import ProgressBar
+
+    saved, _progress.minimum = _progress.minimum, minimum
+    try:
+        with ProgressBar(minimum=minimum):
+            yield
+            flush()
+    finally:
+        _progress.minimum = saved
+
+
 def flush() -> None:
     """Run this thread's deferred work now (what ``pargraph.compute()`` without arguments,
     and the end of a ``trace()`` or ``progress()`` block, do)."""
@@ -313,8 +345,7 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         client = client_of(get)
         if client is not None and client.status != "running":  # every value it held is gone
             raise cluster_lost(client, f"the client's connection is {client.status}")
-        lowered = lower(order, computed, keep, remote=client is not None,
-                        workers=_workers(get, client))
+        lowered = lower(order, computed, keep, granularity(get, client))
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):

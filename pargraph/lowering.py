@@ -46,15 +46,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import dask
 import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.graph import Node, toposort
-from pargraph.partition import estimated_seconds, partition, task_cost
+from pargraph.partition import LOCAL, Granularity, estimated_seconds, partition
 from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, release_schedule
-
-DEFAULT_SINGLE_TASK_BELOW = 1e-3
 
 
 def node_task(node: Node) -> NodeTask:
@@ -133,7 +130,7 @@ def fetch(node: Node) -> np.ndarray:
 
 
 def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
-          remote: bool = False, named_outputs: bool | None = None, workers: int = 1) -> Lowered:
+          granularity: Granularity = LOCAL, named_outputs: bool | None = None) -> Lowered:
     """The dask graph that computes ``computed`` and returns the values of ``outputs``.
 
     On a cluster (``remote``), a value held as a Future stays where it is: tasks refer to its
@@ -142,6 +139,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     cluster, where each kept value becomes a Future of its own) every output has a task under
     its own key; otherwise outputs are read out of their group's result.
     """
+    remote = granularity.remote
     named_outputs = remote if named_outputs is None else named_outputs
     graph: dict = {}
     local_values: dict[str, Any] = {}
@@ -153,11 +151,11 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         elif not remote:
             local_values[node.key] = fetch(node)
     outputs = list(outputs)
-    if not dask.config.get("pargraph.fuse", True):
+    if not granularity.fuse:
         for key, value in local_values.items():
             graph[key] = DataNode(key, value)
         return _one_task_per_node(graph, computed, outputs)
-    plan_ = _cached_plan(order, computed, outputs, remote, workers)
+    plan_ = _cached_plan(order, computed, outputs, granularity)
     if plan_ is None:
         for key, value in local_values.items():
             graph[key] = DataNode(key, value)
@@ -183,7 +181,7 @@ class PlanCache:
     misses = 0
 
 
-def structure_of(order: list[Node], outputs: list[Node], remote: bool, workers: int) -> tuple:
+def structure_of(order: list[Node], outputs: list[Node], granularity: Granularity) -> tuple:
     position = {id(node): k for k, node in enumerate(order)}
     parts = []
     for node in order:
@@ -192,15 +190,13 @@ def structure_of(order: list[Node], outputs: list[Node], remote: bool, workers: 
         else:
             parts.append((node.op.name, node.shape, tuple(
                 position[id(i)] if isinstance(i, Node) else -1 for i in node.inputs)))
-    settings = (dask.config.get("pargraph.task-grain", None),
-                dask.config.get("pargraph.single-task-below", None))
-    return (remote, workers, settings, tuple(position[id(n)] for n in outputs), tuple(parts))
+    return (granularity, tuple(position[id(n)] for n in outputs), tuple(parts))
 
 
-def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node], remote: bool,
-                 workers: int) -> GroupPlan | None:
+def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
+                 granularity: Granularity) -> GroupPlan | None:
     """The run's plan, or ``None`` when it is one task (too small, or one group)."""
-    key = structure_of(order, outputs, remote, workers)
+    key = structure_of(order, outputs, granularity)
     cache = PlanCache
     found = cache.entries.pop(key, False)
     if found is not False:
@@ -208,8 +204,8 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node], r
     else:
         cache.misses += 1
         found = None
-        if not is_small(computed, remote):
-            groups = partition(computed, remote, workers)
+        if not is_small(computed, granularity.single_task_below):
+            groups = partition(computed, granularity)
             if len(groups) > 1:
                 found = GroupPlan(order, computed, groups, outputs)
         while len(cache.entries) >= cache.size:
@@ -367,14 +363,11 @@ def _median(values: list[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
-def is_small(computed: list[Node], remote: bool) -> bool:
-    """Whether the whole run is too little work to profit from parallelism (the way XLA's CPU
-    runtime runs small graphs sequentially): below ``pargraph.single-task-below`` seconds."""
+def is_small(computed: list[Node], below: float) -> bool:
+    """Whether the whole run is too little work (``below`` seconds) to profit from
+    parallelism, the way XLA's CPU runtime runs small graphs sequentially."""
     if len(computed) < 2:
         return False
-    below = dask.config.get("pargraph.single-task-below", None)
-    below = float(below if below is not None else DEFAULT_SINGLE_TASK_BELOW * (
-        task_cost(True) / task_cost(False) if remote else 1.0))
     total = 0.0
     for node in computed:
         total += estimated_seconds(node)

@@ -43,8 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import dask
+from dataclasses import dataclass
 
 from pargraph.graph import Node
 
@@ -54,6 +53,8 @@ TASK_COST_LOCAL = 40e-6
 TASK_COST_CLUSTER = 1e-3
 #: Groups smaller than this many task costs of work merge into a neighbour.
 DEFAULT_GRAIN = 25.0
+#: Seconds of estimated work below which a whole run is one task, locally.
+DEFAULT_SINGLE_TASK_BELOW = 1e-3
 
 
 def estimated_seconds(node: Node) -> float:
@@ -75,15 +76,38 @@ def task_cost(remote: bool) -> float:
     return TASK_COST_CLUSTER if remote else TASK_COST_LOCAL
 
 
-def partition(computed: Sequence[Node], remote: bool = False,
-              workers: int = 1) -> list[list[Node]]:
+@dataclass(frozen=True)
+class Granularity:
+    """How coarse a run's tasks are; the execution layer makes it from dask's config
+    (``pargraph.fuse``, ``pargraph.single-task-below``, ``pargraph.task-grain``) and from
+    where the run goes."""
+
+    remote: bool = False
+    workers: int = 1
+    fuse: bool = True  # False: one task per node
+    single_task_below: float = DEFAULT_SINGLE_TASK_BELOW  # seconds of work: one task
+    grain: float = DEFAULT_GRAIN * TASK_COST_LOCAL  # seconds: smaller groups merge
+
+    @classmethod
+    def of(cls, remote: bool, workers: int, fuse: bool = True,
+           single_task_below: float | None = None, grain: float | None = None) -> Granularity:
+        """Defaults scaled to the cost of a task where the run goes."""
+        scale = task_cost(remote) / TASK_COST_LOCAL
+        return cls(remote, workers, fuse,
+                   DEFAULT_SINGLE_TASK_BELOW * scale if single_task_below is None
+                   else float(single_task_below),
+                   (DEFAULT_GRAIN if grain is None else float(grain)) * task_cost(remote))
+
+
+LOCAL = Granularity()
+
+
+def partition(computed: Sequence[Node], granularity: Granularity = LOCAL) -> list[list[Node]]:
     """Groups of ``computed`` (a topological order), each in topological order, whose
-    quotient graph is acyclic, for ``workers`` tasks running at once."""
-    cost = task_cost(remote)
-    grain = float(dask.config.get("pargraph.task-grain", DEFAULT_GRAIN)) * cost
+    quotient graph is acyclic, for ``granularity.workers`` tasks running at once."""
     work = [estimated_seconds(node) for node in computed]
     groups = _linear_clusters(computed, work)
-    groups.coarsen(work, grain, workers)
+    groups.coarsen(work, granularity.grain, granularity.workers)
     return groups.members(computed)
 
 

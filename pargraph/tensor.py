@@ -650,7 +650,9 @@ class Tensor:
 
     def __dask_graph__(self) -> dict:
         order, computed = plan([self._node])
-        return lower(order, computed, [self._node] if computed else []).graph
+        outputs = [self._node] if computed else []
+        return lower(order, computed, outputs, execution.granularity(execution.DEFAULT_GET),
+                     named_outputs=True).graph
 
     def __dask_keys__(self) -> list:
         return [self._node.key]

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 
-import dask
 import numpy as np
 
 from pargraph import execution
@@ -155,8 +152,7 @@ def _draw_collapsed(dot, nodes: list[Node]) -> None:
         dot.edge(a, b, label=f"{n} edges" if n > 1 else "")
 
 
-@contextlib.contextmanager
-def progress(minimum: float = 0.5) -> Iterator[None]:
+def progress(minimum: float = 0.5):
     """Show a progress bar for realizations inside the block that take over ``minimum`` s:
     dask's bar on local schedulers, ``distributed.progress`` on a cluster.
 
@@ -170,8 +166,4 @@ def progress(minimum: float = 0.5) -> Iterator[None]:
     >>> with pargraph.progress():
     ...     _ = pargraph.ones(3).sum().item()
     """
-    from dask.diagnostics import ProgressBar
-
-    with ProgressBar(minimum=minimum), dask.config.set({"pargraph.progress": True}):
-        yield
-        execution.flush()
+    return execution.showing_progress(minimum)

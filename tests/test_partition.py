@@ -8,7 +8,7 @@ import pytest
 import pargraph
 from pargraph import nn
 from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
-from pargraph.partition import partition
+from pargraph.partition import Granularity, partition
 from pargraph.runtime import FusedTask
 
 MODES = {
@@ -83,7 +83,7 @@ def _towers_step(towers=4, width=512, batch=512):
 
 def test_a_towers_step_becomes_a_few_tasks_per_tower():
     model, computed = _towers_step()
-    groups = partition(computed, remote=False, workers=2)
+    groups = partition(computed, Granularity(workers=2))
     assert _quotient_is_acyclic(groups)
     for members in groups:
         position = {id(n): k for k, n in enumerate(computed)}
@@ -104,7 +104,7 @@ def test_small_independent_branches_are_bundled_but_keep_two_per_worker():
     weights = [pargraph.randn(64, 64) for _ in range(32)]
     branches = [((x @ w).relu() @ w).tanh() for w in weights]  # 32 x ~0.1 ms of work
     computed = plan([b._node for b in branches])[1]
-    groups = partition(computed, remote=False, workers=2)
+    groups = partition(computed, Granularity(workers=2))
     assert 4 <= len(groups) < 32
     assert _quotient_is_acyclic(groups)
 
@@ -116,10 +116,9 @@ def test_two_branches_and_a_join():
     right = (x @ w2).tanh() * 2.0      # matmul, tanh, mul: another chain
     out = (left + right).sum()         # the join and the sum follow the branch finishing last
     computed = plan([out._node])[1]
-    groups = partition(computed, remote=False, workers=2)
+    groups = partition(computed, Granularity(workers=2))
     assert sorted(len(g) for g in groups) == [3, 5]
-    with dask.config.set({"pargraph.single-task-below": 0}):
-        lowered = lower(*plan([out._node]), [out._node])
+    lowered = lower(*plan([out._node]), [out._node], Granularity.of(False, 2, True, 0))
     tasks = [t for t in lowered.graph.values() if isinstance(getattr(t, "func", None),
                                                                FusedTask)]
     assert len(tasks) == 2 and lowered.tasks == 2
@@ -130,9 +129,9 @@ def test_two_branches_and_a_join():
 
 def test_small_runs_are_single_tasks_and_large_ones_are_not():
     small = [pargraph.ones(4).exp()._node, pargraph.ones(4).sin()._node]
-    assert is_small(small, remote=False)
+    assert is_small(small, Granularity().single_task_below)
     big = pargraph.ones(600, 600)
-    assert not is_small([(big @ big)._node, (big @ big)._node], remote=False)
+    assert not is_small([(big @ big)._node, (big @ big)._node], Granularity().single_task_below)
 
 
 def test_the_plan_is_cached_by_structure():
@@ -149,7 +148,7 @@ def test_the_plan_is_cached_by_structure():
 
 def test_the_faster_way_to_run_a_structure_wins():
     model, computed = _towers_step(towers=2, width=64, batch=64)
-    groups = partition(computed, remote=False, workers=2)
+    groups = partition(computed, Granularity(workers=2))
     chosen = GroupPlan(plan(computed)[0], computed, groups, [computed[-1]])
     modes = [chosen.choose_mode() for _ in range(6)]
     assert modes == ["threads"] * 3 + ["inline"] * 3 or modes[:3] == ["threads"] * 3
@@ -190,7 +189,7 @@ def test_group_tasks_are_named_after_their_module_and_phase():
     from pargraph.lowering import group_label
 
     model, computed = _towers_step()
-    labels = {group_label(g) for g in partition(computed, workers=2)}
+    labels = {group_label(g) for g in partition(computed, Granularity(workers=2))}
     assert {f"{k}_forward" for k in range(4)} <= labels, labels
     assert {f"{k}_backward" for k in range(4)} <= labels, labels
     assert all(key_split(f"{label}-12t-abcd1234") == label for label in labels)
