@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pargraph.graph import ACCUMULATE, BACKWARD, Node, format_site, naming, toposort
+from pargraph.graph import ACCUMULATE, BACKWARD, FREED, Node, format_site, naming, toposort
 from pargraph.ops import add_n, cast, grad_mode
 
 FREED_MESSAGE = (
@@ -63,7 +63,7 @@ def gradients(
             node.history and any(needs.get(id(i), False) for i in node.input_nodes())
         )
     region = [node for node in order if node.history and needs[id(node)]]
-    if checked and any(node.freed for node in region):
+    if checked and any(node.state == FREED for node in region):
         raise RuntimeError(FREED_MESSAGE)
 
     pending: dict[int, list[Node]] = {}

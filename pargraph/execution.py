@@ -80,7 +80,7 @@ import dask.local
 import dask.threaded
 import numpy as np
 
-from pargraph.graph import Node
+from pargraph.graph import FREED, Node
 from pargraph.lowering import Lowered, is_future, lower, plan
 from pargraph.partition import Granularity
 from pargraph.runtime import FAILED_KEY, annotate
@@ -354,13 +354,9 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         except Exception as error:
             raise _blame_backward(error, deferred) from None
         for node, value in zip(keep, values):
-            node.value = value
-            if not node.history:
-                node.inputs = ()
+            node.realize(value, keep_inputs=node.history)
     for node in release:
-        node.freed = True
-        if id(node) not in target_ids and not is_live(node):
-            node.value = None
+        node.free(keep_value=id(node) in target_ids or is_live(node))
     if release:
         _forget_structure([node for node in release if node.value is not None])
 
@@ -377,8 +373,8 @@ def _forget_structure(freed_with_values: list[Node]) -> None:
     """
     global _structure_kept
     for node in _structure_kept:
-        if node.freed:
-            node.inputs = ()
+        if node.state == FREED:
+            node.cut()
     _structure_kept = freed_with_values
 
 

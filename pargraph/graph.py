@@ -33,6 +33,14 @@ _SESSION = secrets.token_hex(4)
 #: Phases of a node, used for naming tasks and for traces.
 FORWARD, BACKWARD, ACCUMULATE, UPDATE = "forward", "backward", "accumulate", "update"
 
+#: A node's lifecycle, named as dask's ``local.py`` names its task states:
+#: ``waiting``: recorded, no value yet (it runs with the next realization that needs it);
+#: ``realized``: its value is in the slot, and it keeps its inputs, which autograd may need;
+#: ``cut``: realized, inputs dropped: it holds its value only (a leaf, an updated parameter);
+#: ``freed``: a backward went through it, its saved values are gone (a second backward
+#: raises); it still holds a value a tensor wraps.
+WAITING, REALIZED, CUT, FREED = "waiting", "realized", "cut", "freed"
+
 
 class _Naming(threading.local):
     """Per-thread naming context: which phase new nodes belong to, and on whose behalf."""
@@ -136,6 +144,31 @@ class Node:
         # An in-place op replaced this value in its tensor (PyTorch bumps the version
         # counter): a backward that needs the old value raises, as in PyTorch.
         self.overwritten = False
+
+    @property
+    def state(self) -> str:
+        """``waiting``, ``realized``, ``cut`` or ``freed`` (see the module's constants)."""
+        if self.freed:
+            return FREED
+        if self.value is None:
+            return WAITING
+        return REALIZED if self.inputs else CUT
+
+    def realize(self, value: Any, keep_inputs: bool) -> None:
+        """waiting -> realized (or cut, when nothing can need the inputs any more)."""
+        self.value = value
+        if not keep_inputs:
+            self.inputs = ()
+
+    def free(self, keep_value: bool) -> None:
+        """-> freed: a backward went through it; its value stays only if somebody holds it."""
+        self.freed = True
+        if not keep_value:
+            self.value = None
+
+    def cut(self) -> None:
+        """Drop the inputs, so the values they hold can be garbage collected."""
+        self.inputs = ()
 
     def owner_tensor(self) -> Any:
         """The tensor that last wrapped this node, if it is still alive."""

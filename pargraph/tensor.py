@@ -932,7 +932,7 @@ def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
         updated.append(owner.grad._node)
     if not retain_graph:
         for node in region:
-            node.freed = True  # a second backward raises now; values are dropped after the run
+            node.free(keep_value=True)  # a second backward raises now; values go after the run
     # The roots too: the rest of the forward graph runs in the same dask graph as backward,
     # and that graph runs with the next realization (usually optimizer.step()).
     roots = [out._node for out in outputs]

@@ -9,7 +9,7 @@ import numpy as np
 
 from pargraph import execution
 from pargraph.backprop import gradients, history_region
-from pargraph.graph import Node, toposort
+from pargraph.graph import CUT, Node, toposort
 from pargraph.ops import constant
 from pargraph.tensor import Tensor
 
@@ -41,9 +41,9 @@ def _graph_nodes(t: Tensor, backward: bool) -> tuple[list[Node], list[tuple[Node
 
 
 def _kind(node: Node) -> str:
-    # A node without history whose inputs are cut is a realized leaf: a parameter (also right
-    # after an optimizer update) or an input.
-    if node.op.name == "tensor" or (not node.history and not node.inputs):
+    # A cut node without history holds its value only: a parameter (also right after an
+    # optimizer update) or an input.
+    if node.op.name == "tensor" or (not node.history and node.state == CUT):
         return "parameter" if node.requires_grad else "input"
     return node.phase
 

@@ -268,3 +268,19 @@ def test_dask_visualize_draws_the_graph(tmp_path, unfused):
 def test_client_compute(local_client):
     t = (pargraph.arange(4.0) ** 2).sum()
     assert local_client.compute(t).result() == 14.0
+
+
+def test_a_node_goes_through_named_states():
+    from pargraph.graph import CUT, FREED, REALIZED, WAITING
+
+    w = pargraph.ones(3, requires_grad=True)
+    h = w * 2
+    loss = h.sum()
+    assert h._node.state == WAITING and w._node.state == CUT  # a leaf holds its value only
+    loss.item()
+    assert h._node.state == REALIZED  # a backward may still need its inputs
+    loss.backward()
+    assert h._node.state == FREED
+    pargraph.compute()
+    assert h._node.state == FREED and h.tolist() == [2.0, 2.0, 2.0]  # a tensor still holds it
+    assert (h.detach() + 1)._node.state == WAITING
