@@ -286,10 +286,12 @@ class GroupPlan:
         done: list[int] = []
         placed: set[int] = set()
         while len(done) < len(needs):
+            before = len(done)
             for g, wanted in enumerate(needs):
                 if g not in placed and wanted <= placed:
                     placed.add(g)
                     done.append(g)
+            assert len(done) > before, "the partition's groups depend on each other in a cycle"
         return done
 
     def choose_mode(self) -> str:
