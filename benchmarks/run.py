@@ -29,27 +29,11 @@ from benchmarks.harness import interleaved, measure, torch_or_none
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _torch_threads(torch, threads, fn):
-    def run():
-        torch.set_num_threads(threads)
-        return fn()
-
-    return run
-
-
 def _on(scheduler, fn, workers=None):
     settings = {"scheduler": scheduler, **({"num_workers": workers} if workers else {})}
 
     def run():
         with dask.config.set(settings):
-            return fn()
-
-    return run
-
-
-def _unfused(fn):
-    def run():
-        with dask.config.set({"pargraph.fuse": False}):
             return fn()
 
     return run
