@@ -223,19 +223,19 @@ def granularity(get: Callable, client: Any = None) -> Granularity:
 
 
 def _workers(get: Callable, client: Any) -> int:
+    """Tasks that can run at once on ``get``: one on the sync scheduler."""
+    return _threads(client) if client is not None or is_threaded(get) else 1
+
+
+def _threads(client: Any) -> int:
     if client is not None:
         return max(sum(client.nthreads().values()), 1)
-    if is_threaded(get):
-        return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
-    return 1
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
 
 
 def worker_threads() -> int:
     """How many tasks can run at once where the next run would go."""
-    client = client_of(choose_scheduler())
-    if client is not None:
-        return max(sum(client.nthreads().values()), 1)
-    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+    return _threads(client_of(choose_scheduler()))
 
 
 def is_local(get: Callable) -> bool:

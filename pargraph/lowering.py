@@ -42,8 +42,10 @@ Single tasks and cached plans
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import median_high
 from typing import Any
 
 import numpy as np
@@ -60,18 +62,13 @@ def node_task(node: Node) -> NodeTask:
     return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site)
 
 
-def fused(members: list[Node], outputs: list[Node] | None = None,
-          exports: dict[int, tuple[str, int]] | None = None) -> tuple[FusedTask, list]:
-    """The FusedTask running ``members`` and the keys it takes as arguments.
-
-    ``exports`` maps the id of a node computed by another group task to that task's key and
-    the node's position in its result tuple; any other outside node is passed by its own key.
-    """
+def fused(members: list[Node], outputs: list[Node] | None = None) -> tuple[FusedTask, list]:
+    """The FusedTask running ``members`` (a whole run) and the outside nodes it takes as
+    arguments."""
     index: dict[int, int] = {}
-    external: list[str] = []
-    external_index: dict[str, int] = {}
+    external: list[Node] = []
+    external_index: dict[int, int] = {}
     steps = []
-    exports = exports or {}
     for position, node in enumerate(members):
         sources = []
         for i in node.inputs:
@@ -81,12 +78,10 @@ def fused(members: list[Node], outputs: list[Node] | None = None,
             if id(i) in index:  # an earlier member
                 sources.append((ENV, index[id(i)]))
                 continue
-            key, part = exports.get(id(i), (i.key, None))
-            if key not in external_index:
-                external_index[key] = len(external)
-                external.append(key)
-            k = external_index[key]
-            sources.append((EXT, k) if part is None else (PART, (k, part)))
+            if id(i) not in external_index:
+                external_index[id(i)] = len(external)
+                external.append(i)
+            sources.append((EXT, external_index[id(i)]))
         steps.append((node_task(node), sources))
         index[id(node)] = position
     out = None if outputs is None else [index[id(n)] for n in outputs]
@@ -151,19 +146,16 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         elif not remote:
             local_values[node.key] = fetch(node)
     outputs = list(outputs)
-    if not granularity.fuse:
-        for key, value in local_values.items():
-            graph[key] = DataNode(key, value)
-        return _one_task_per_node(graph, computed, outputs)
-    plan_ = _cached_plan(order, computed, outputs, granularity)
-    if plan_ is None:
-        for key, value in local_values.items():
-            graph[key] = DataNode(key, value)
-        return _single_task(graph, computed, outputs)
-    if remote:  # a value several tasks read is sent to the cluster once, as one key
-        for key, value in local_values.items():
-            graph[key] = DataNode(key, value)
+    plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
+    if plan_ is None or remote:
+        # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
+        # value several tasks read is sent once, as one key.
+        graph.update((key, DataNode(key, value)) for key, value in local_values.items())
         local_values = {}
+    if not granularity.fuse:
+        return _one_task_per_node(graph, computed, outputs)
+    if plan_ is None:
+        return _single_task(graph, computed, outputs)
     return plan_.instantiate(graph, order, computed, outputs, named_outputs, local_values)
 
 
@@ -307,7 +299,7 @@ class GroupPlan:
             return "threads"
         if len(inline) < 3:
             return "inline"
-        best = "threads" if _median(threads) <= _median(inline) else "inline"
+        best = "threads" if median_high(threads) <= median_high(inline) else "inline"
         if self.runs % 50 == 0:
             return "inline" if best == "threads" else "threads"
         return best
@@ -360,11 +352,6 @@ class GroupPlan:
                        plan=self, sequential=sequential)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
 def is_small(computed: list[Node], below: float) -> bool:
     """Whether the whole run is too little work (``below`` seconds) to profit from
     parallelism, the way XLA's CPU runtime runs small graphs sequentially."""
@@ -388,18 +375,11 @@ def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node]) -
 def _single_task(graph: dict, computed: list[Node], outputs: list[Node]) -> Lowered:
     task, external = fused(computed, outputs)
     whole = f"pargraph_run-{outputs[0].key}"
-    graph[whole] = Task(whole, task, *(TaskRef(k) for k in external))
+    graph[whole] = Task(whole, task, *(TaskRef(i.key) for i in external))
     for k, node in enumerate(outputs):
         graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
-    inputs = [node for node in _inputs_of(computed) if node.key in set(external)]
-    by_key = {node.key: node for node in inputs}
-    return Lowered(graph, [node.key for node in outputs], single=task,
-                   single_inputs=[by_key[k] for k in external], tasks=1 + len(outputs))
-
-
-def _inputs_of(computed: list[Node]) -> list[Node]:
-    inside = {id(n) for n in computed}
-    return [i for n in computed for i in n.input_nodes() if id(i) not in inside]
+    return Lowered(graph, [node.key for node in outputs], single=task, single_inputs=external,
+                   tasks=1 + len(outputs))
 
 
 def group_label(members: list[Node]) -> str:
@@ -413,13 +393,5 @@ def group_label(members: list[Node]) -> str:
 
 
 def _common_path(paths: list[str]) -> str:
-    if not paths:
-        return ""
-    common = paths[0].split(".")
-    for path in paths[1:]:
-        parts = path.split(".")
-        n = 0
-        while n < min(len(common), len(parts)) and common[n] == parts[n]:
-            n += 1
-        common = common[:n]
-    return ".".join(common)
+    """The dotted module path all ``paths`` start with (``towers.3`` of ``towers.3.0``...)."""
+    return ".".join(os.path.commonprefix([path.split(".") for path in paths])) if paths else ""
