@@ -42,7 +42,7 @@ structure, so this runs once per distinct graph.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pargraph.graph import Node
@@ -159,15 +159,9 @@ class _Groups:
     def can_merge(self, small: int, into: int) -> bool:
         """Whether merging group ``small`` into group ``into`` keeps the quotient acyclic:
         no third group lies on a path between them."""
-        for a, b in ((small, into), (into, small)):
-            between = self.ancestors[a] & ~(1 << b)
-            bit = 1 << b
-            while between:
-                low = between & -between
-                if self.ancestors[low.bit_length() - 1] & bit:
-                    return False
-                between ^= low
-        return True
+        return not any((self.ancestors[x] >> b) & 1
+                       for a, b in ((small, into), (into, small))
+                       for x in _bits(self.ancestors[a] & ~(1 << b)))
 
     def merge(self, small: int, into: int) -> None:
         self.members_of[into] += self.members_of[small]
@@ -184,12 +178,18 @@ class _Groups:
                 self.ancestors[other] = (bits & ~small_bit) | into_bit | combined
 
     def coarsen(self, work: list[float], grain: float, workers: int) -> None:
-        """Merge groups below ``grain`` of work: first independent ones of one depth into
-        bundles (keeping at least two tasks per worker at that depth where there were that
-        many), then what is left into the producer it waits on or its consumer."""
+        """Merge groups below ``grain`` of work: into the one group they read from (unless it
+        fans out to many such groups), then independent ones of one depth into bundles
+        (keeping at least two tasks per worker at that depth where there were that many),
+        then what is left into the producer it waits on or its consumer."""
         if grain <= 0:
             return
         totals = [sum(work[p] for p in members) for members in self.members_of]
+
+        def absorb(g: int, into: int) -> None:
+            self.merge(g, into)
+            totals[into] += totals[g]
+
         tails: dict[int, list[int]] = {}
         for g in range(len(self.members_of)):
             producer = self._only_producer(g) if totals[g] < grain else None
@@ -200,8 +200,7 @@ class _Groups:
                 continue  # a fan-out (a loss feeding 32 towers): bundled below instead
             for g in small:
                 if self.can_merge(g, producer):
-                    self.merge(g, producer)
-                    totals[producer] += totals[g]
+                    absorb(g, producer)
         levels: dict[int, list[int]] = {}
         for g, level in self._depths().items():
             levels.setdefault(level, []).append(g)
@@ -217,23 +216,20 @@ class _Groups:
             for g in small[bins:]:  # the lightest bin gets the next group
                 head = min(heads, key=totals.__getitem__)
                 if self.can_merge(g, head):
-                    self.merge(g, head)
-                    totals[head] += totals[g]
+                    absorb(g, head)
         for g in range(len(self.members_of)):
             if not self.alive[g] or totals[g] >= grain:
                 continue
             for target in self._neighbours(g):
                 if self.can_merge(g, target):
-                    self.merge(g, target)
-                    totals[target] += totals[g]
+                    absorb(g, target)
                     break
 
     def _only_producer(self, g: int) -> int | None:
         """The one group ``g`` reads from directly, if there is exactly one."""
-        bits = self.ancestors[g]
-        if not self.alive[g] or not bits:
+        if not self.alive[g] or not self.ancestors[g]:
             return None
-        candidates = [a for a in range(bits.bit_length()) if (bits >> a) & 1]
+        candidates = list(_bits(self.ancestors[g]))
         direct = [a for a in candidates
                   if not any(b != a and (self.ancestors[b] >> a) & 1 for b in candidates)]
         return direct[0] if len(direct) == 1 else None
@@ -245,18 +241,12 @@ class _Groups:
         alive.sort(key=lambda g: self.ancestors[g].bit_count())
         depth: dict[int, int] = {}
         for g in alive:
-            bits, level = self.ancestors[g], 0
-            while bits:
-                low = bits & -bits
-                level = max(level, depth.get(low.bit_length() - 1, -1) + 1)
-                bits ^= low
-            depth[g] = level
+            depth[g] = 1 + max((depth.get(a, -1) for a in _bits(self.ancestors[g])), default=-1)
         return depth
 
     def _neighbours(self, g: int) -> list[int]:
         """Producer groups, the one it depends on most directly first, then consumers."""
-        producers = [p for p in range(len(self.ancestors))
-                     if self.alive[p] and p != g and (self.ancestors[g] >> p) & 1]
+        producers = list(_bits(self.ancestors[g]))
         consumers = [c for c in range(len(self.ancestors))
                      if self.alive[c] and c != g and (self.ancestors[c] >> g) & 1]
         return sorted(producers, reverse=True) + sorted(consumers)
@@ -264,6 +254,14 @@ class _Groups:
     def members(self, computed: Sequence[Node]) -> list[list[Node]]:
         return [[computed[p] for p in sorted(members)]
                 for members in self.members_of if members]
+
+
+def _bits(mask: int) -> Iterator[int]:
+    """The positions of the set bits of ``mask``: the groups of an ancestor bitset."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def _linear_clusters(computed: Sequence[Node], work: list[float]) -> _Groups:
