@@ -199,7 +199,8 @@ class _Groups:
             if len(small) > max(2, workers):
                 continue  # a fan-out (a loss feeding 32 towers): bundled below instead
             for g in small:
-                if self.can_merge(g, producer):
+                # A producer that was itself a small tail may have gone into its own producer.
+                if self.alive[producer] and self.can_merge(g, producer):
                     absorb(g, producer)
         levels: dict[int, list[int]] = {}
         for g, level in self._depths().items():
@@ -241,7 +242,7 @@ class _Groups:
         alive.sort(key=lambda g: self.ancestors[g].bit_count())
         depth: dict[int, int] = {}
         for g in alive:
-            depth[g] = 1 + max((depth.get(a, -1) for a in _bits(self.ancestors[g])), default=-1)
+            depth[g] = 1 + max((depth[a] for a in _bits(self.ancestors[g])), default=-1)
         return depth
 
     def _neighbours(self, g: int) -> list[int]:
