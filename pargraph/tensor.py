@@ -831,7 +831,7 @@ def _index_spec(key: Any, shape: tuple) -> tuple[tuple, list[Node]]:
     spec: list = []
     index_nodes: list[Node] = []
     position = 0  # the dimension of the indexed tensor that the next item indexes
-    for item, mask in zip(items, masks):
+    for k, (item, mask) in enumerate(zip(items, masks)):
         if mask is not None:
             _check_mask(mask, shape, position)
             spec.extend(np.nonzero(mask))
@@ -848,9 +848,9 @@ def _index_spec(key: Any, shape: tuple) -> tuple[tuple, list[Node]]:
             position += 1
         elif item is Ellipsis:
             spec.append(item)
-            position = len(shape) - sum(_dims_indexed(i, m) for i, m in
-                                        zip(items[items.index(Ellipsis) + 1:],
-                                            masks[items.index(Ellipsis) + 1:]))
+            # (by position: ``items.index`` would compare index tensors with ``...``)
+            position = len(shape) - sum(_dims_indexed(i, m)
+                                        for i, m in zip(items[k + 1:], masks[k + 1:]))
         elif item is None or isinstance(item, (int, slice, np.integer)):
             spec.append(item)
             position += item is not None

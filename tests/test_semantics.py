@@ -147,6 +147,8 @@ def test_a_mask_of_the_wrong_shape_raises_like_pytorch():
     assert x[..., pargraph.tensor([True, False, True, True])].shape == (3, 3)
     assert x[None, pargraph.tensor([True, False, True])].shape == (1, 2, 4)
     assert x[pargraph.ones(3, 4, dtype=pargraph.bool)].shape == (12,)
+    assert x[pargraph.tensor([0, 2]), ...].shape == (2, 4)  # an index tensor before ...
+    assert x[np.array([0, 2]), ..., pargraph.tensor([True, False, True, False])].shape == (2,)
 
 
 @pytest.mark.parametrize("call,message", [
