@@ -506,7 +506,7 @@ class ClusterLostError(RuntimeError):
 _recovery_sources: list = []  # weak references to objects with a ``recover()`` method
 _recovered: dict[str, np.ndarray] = {}  # key of a lost Future -> the value put back for it
 #: The path of the last checkpoint ``pargraph.save`` wrote in this process, for error messages.
-last_checkpoint: list[str] = []
+last_checkpoint: str | None = None
 
 
 def register_recovery(source: Any) -> None:
@@ -582,7 +582,7 @@ def cluster_lost(client: Any, cause: str) -> ClusterLostError:
     else:
         message += (" Parameters and optimizer state that lived there are gone. Resume from "
                     "your last checkpoint (pargraph.load, then load_state_dict"
-                    + (f"; this process last saved {last_checkpoint[-1]}" if last_checkpoint
+                    + (f"; this process last saved {last_checkpoint}" if last_checkpoint
                        else "") + "). To lose at most N steps next time, connect with "
                     "pargraph.connect(address, mirror_every=N).")
     return ClusterLostError(message)

@@ -103,8 +103,7 @@ def save(obj: Any, path: str | os.PathLike) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-        execution.last_checkpoint.append(os.path.abspath(path))
-        del execution.last_checkpoint[:-1]
+        execution.last_checkpoint = os.path.abspath(path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
