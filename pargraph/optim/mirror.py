@@ -44,28 +44,28 @@ class StateMirror:
             return
         optimizer = self.optimizer_ref()
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        states = [optimizer.state.get(p, {}) for p in params]
-        values = [p._node.value for p in params]
-        values += [v._node.value for state in states for v in state.values()
-                   if isinstance(v, Tensor)]
-        futures = [v for v in values if is_future(v)]
+        # The values as of this step: later steps rebind the tensors while the copy travels.
+        held = [p._node.value for p in params]
+        held_states = [{k: v._node.value if isinstance(v, Tensor) else v
+                        for k, v in optimizer.state.get(p, {}).items()} for p in params]
+        futures = [v for v in held + [v for state in held_states for v in state.values()]
+                   if is_future(v)]
         if not futures:
             return  # nothing lives on a cluster
         if self.in_flight is not None and not self.in_flight.done():
             return  # the previous copy is still on its way: skip this one, not the step
-        self.in_flight = _gatherers.submit(self._gather, step, params, states, futures)
+        self.in_flight = _gatherers.submit(self._gather, step, held, held_states, futures)
 
-    def _gather(self, step: int, params: list, states: list, futures: list) -> None:
+    def _gather(self, step: int, held: list, held_states: list, futures: list) -> None:
         gathered = dict(zip((f.key for f in futures), futures[0].client.gather(futures)))
 
         def local(value: Any) -> Any:
-            if isinstance(value, Tensor):
-                held = value._node.value
-                return np.array(gathered[held.key] if is_future(held) else held)
-            return value
+            if is_future(value):
+                return np.array(gathered[value.key])
+            return np.array(value) if isinstance(value, np.ndarray) else value
 
-        copy = (step, [local(p) for p in params],
-                [{k: local(v) for k, v in state.items()} for state in states])
+        copy = (step, [local(v) for v in held],
+                [{k: local(v) for k, v in state.items()} for state in held_states])
         with self.lock:
             self.copy = copy
 
