@@ -52,7 +52,8 @@ def execution(args: argparse.Namespace) -> Iterator[str]:
             with dask.config.set(scheduler=client):
                 yield f"the dask cluster at {args.address} ({workers} workers)"
         finally:
-            client.close(timeout=5)
+            with contextlib.suppress(Exception):  # a client whose scheduler died may not close
+                client.close(timeout=5)
     elif args.dashboard:
         from distributed import Client, LocalCluster
 

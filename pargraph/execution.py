@@ -522,7 +522,9 @@ def mirror_every() -> int:
 
 
 def _is_lost(value: Any) -> bool:
-    return is_future(value) and value.status in ("cancelled", "lost")
+    # "cancelled": the client lost its scheduler. ("lost" is a worker's death: dask
+    # recomputes those values, so it is not a loss of the cluster.)
+    return is_future(value) and value.status == "cancelled"
 
 
 def _check_held_values(order: list[Node]) -> None:
