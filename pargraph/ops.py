@@ -902,6 +902,53 @@ linear.defvjp(
 )
 
 
+# --- optimizer updates: one node per tensor and formula, no gradient ------------------------
+# PyTorch's formulas (torch.optim.sgd/adam), written with the same numpy operations in the same
+# order as the composite Tensor arithmetic they replace, so results are bit-identical; one node
+# instead of 2-12 per parameter and step.
+
+def _like_first(x, *others, **attrs):
+    return x.shape, x.dtype
+
+
+def _decayed(grad, param, weight_decay):
+    return grad + weight_decay * param if weight_decay else grad
+
+
+@primitive("momentum_buffer", _like_first)
+def momentum_buffer(grad, param, buf=None, *, momentum, dampening, weight_decay):
+    """SGD's new momentum buffer (the first step copies the direction)."""
+    d_p = _decayed(grad, param, weight_decay)
+    return d_p.copy() if buf is None else buf * momentum + (1 - dampening) * d_p
+
+
+@primitive("sgd_step", _like_first)
+def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov):
+    """SGD's new parameter, from its gradient and (with momentum) its new buffer."""
+    d_p = _decayed(grad, param, weight_decay)
+    if buf is not None:
+        d_p = d_p + momentum * buf if nesterov else buf
+    return param - lr * d_p
+
+
+@primitive("adam_moment", _like_first)
+def adam_moment(grad, param, moment=None, *, beta, weight_decay, square):
+    """Adam's new first (``square=False``) or second moment estimate."""
+    grad = _decayed(grad, param, weight_decay)
+    moment = np.zeros_like(param) if moment is None else moment
+    scaled = (1 - beta) * grad
+    return moment * beta + (scaled * grad if square else scaled)
+
+
+@primitive("adam_step", _like_first)
+def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupled_decay):
+    """Adam's new parameter (``decoupled_decay``: AdamW's factor ``lr * weight_decay``)."""
+    if decoupled_decay:
+        param = param * (1 - decoupled_decay)
+    denom = np.sqrt(exp_avg_sq) / bias2_sqrt + eps
+    return param - (lr / bias1) * (exp_avg / denom)
+
+
 # --- composites -----------------------------------------------------------------------------
 
 def transpose(x: Node, dim0: int, dim1: int) -> Node:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-from pargraph.optim.optimizer import Optimizer
-from pargraph.tensor import Tensor, zeros_like
+from pargraph import ops
+from pargraph.optim.optimizer import Optimizer, updated
+from pargraph.tensor import Tensor
 
 
 class Adam(Optimizer):
@@ -36,25 +37,21 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         lr, decay = group["lr"], group["weight_decay"]
         step = state.get("step", 0) + 1
-        m = state.get("exp_avg", None)
-        v = state.get("exp_avg_sq", None)
-        m = zeros_like(param) if m is None else m
-        v = zeros_like(param) if v is None else v
-        if decay and self.decoupled:
-            param = param * (1 - lr * decay)
-        elif decay:
-            grad = grad + decay * param
-        m = m * beta1 + (1 - beta1) * grad
-        v = v * beta2 + (1 - beta2) * grad * grad
+        l2 = 0.0 if self.decoupled else decay  # AdamW decays the parameter, not the gradient
+        m = updated(ops.adam_moment, grad, param, state.get("exp_avg"), beta=beta1,
+                    weight_decay=l2, square=False)
+        v = updated(ops.adam_moment, grad, param, state.get("exp_avg_sq"), beta=beta2,
+                    weight_decay=l2, square=True)
         new_state = {"step": step, "exp_avg": m, "exp_avg_sq": v}
         if group["amsgrad"]:
             v_max = state.get("max_exp_avg_sq")
             v = v if v_max is None else v_max.maximum(v)
             new_state["max_exp_avg_sq"] = v
-        bias1 = 1 - beta1 ** step
-        bias2_sqrt = math.sqrt(1 - beta2 ** step)
-        denom = v.sqrt() / bias2_sqrt + group["eps"]
-        return param - (lr / bias1) * (m / denom), new_state
+        new_param = updated(
+            ops.adam_step, param, m, v, lr=lr, bias1=1 - beta1 ** step,
+            bias2_sqrt=math.sqrt(1 - beta2 ** step), eps=group["eps"],
+            decoupled_decay=lr * decay if self.decoupled else 0.0)
+        return new_param, new_state
 
 
 class AdamW(Adam):

@@ -17,10 +17,16 @@ from typing import Any
 from pargraph import execution
 from pargraph.grad_mode import enable_grad, no_grad
 from pargraph.graph import UPDATE, naming
+from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
 from pargraph.tensor import Tensor, as_tensor, zero_grads
 
 _required = object()
+
+
+def updated(prim: Primitive, *tensors: Tensor | None, **attrs: Any) -> Tensor:
+    """``prim`` recorded on ``tensors`` (``None`` ones left out): one node per formula."""
+    return Tensor(prim(*(t._node for t in tensors if t is not None), **attrs))
 
 
 class Optimizer:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pargraph.optim.optimizer import Optimizer, required
+from pargraph import ops
+from pargraph.optim.optimizer import Optimizer, required, updated
 from pargraph.tensor import Tensor
 
 
@@ -32,16 +33,12 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
-        d_p = grad
-        if group["weight_decay"]:
-            d_p = d_p + group["weight_decay"] * param
-        momentum = group["momentum"]
+        decay, momentum = group["weight_decay"], group["momentum"]
+        buf = None
         if momentum:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = d_p.clone()
-            else:
-                buf = buf * momentum + (1 - group["dampening"]) * d_p
+            buf = updated(ops.momentum_buffer, grad, param, state.get("momentum_buffer"),
+                          momentum=momentum, dampening=group["dampening"], weight_decay=decay)
             state["momentum_buffer"] = buf
-            d_p = d_p + momentum * buf if group["nesterov"] else buf
-        return param - group["lr"] * d_p, state
+        new_param = updated(ops.sgd_step, param, grad, buf, lr=group["lr"], momentum=momentum,
+                            weight_decay=decay, nesterov=group["nesterov"])
+        return new_param, state
