@@ -6,13 +6,31 @@ explicit ``add_n`` node is created in the ``accumulate`` phase: the fan-in point
 node's op then turns that gradient into contributions for each input that needs one. Nothing is
 computed here; the result is a mapping from nodes to (unrealized) gradient nodes, which the
 execution layer runs together with whatever part of the forward graph is not realized yet.
+
+A training loop records the same forward structure every step, so the backward graph is
+generated once per structure (calling every vjp, with its shape and dtype rules) and then
+instantiated from a :class:`BackwardTemplate`: the same ops, attributes, shapes and dtypes, new
+nodes wired to this step's forward nodes. That is ~4x cheaper than calling the vjps, and is
+the largest piece of the serial Python a step costs.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from typing import Any
 
-from pargraph.graph import ACCUMULATE, BACKWARD, FREED, Node, format_site, naming, toposort
+from pargraph.graph import (
+    ACCUMULATE,
+    BACKWARD,
+    FREED,
+    Node,
+    format_site,
+    naming,
+    toposort,
+    uid_mark,
+    user_site,
+)
 from pargraph.ops import add_n, cast, grad_mode
 
 FREED_MESSAGE = (
@@ -66,6 +84,17 @@ def gradients(
     if checked and any(node.state == FREED for node in region):
         raise RuntimeError(FREED_MESSAGE)
 
+    key = None
+    if checked and not create_graph:
+        key = _structure_key(order, roots, grad_roots, targets)
+    template = BackwardTemplate.cache.pop(key, None) if key is not None else None
+    if template is not None:
+        BackwardTemplate.cache[key] = template  # most recently used last
+        BackwardTemplate.hits += 1
+        return template.instantiate(order, grad_roots), region
+    mark = uid_mark()
+    origins: list[tuple[int, int]] = []  # (first uid, forward position): who made which nodes
+    position = {id(node): k for k, node in enumerate(order)}
     pending: dict[int, list[Node]] = {}
     for root, grad_root in zip(roots, grad_roots):
         pending.setdefault(id(root), []).append(grad_root)
@@ -77,6 +106,7 @@ def gradients(
             contributions = pending.pop(id(node), None)
             if contributions is None or not needs[id(node)]:
                 continue
+            origins.append((uid_mark(), position[id(node)]))
             g = accumulate(contributions, node.scope)
             if id(node) in targets:
                 grads.append((node, g))
@@ -84,7 +114,128 @@ def gradients(
                 _propagate(node, g, needs, pending, checked)
     finally:
         grad_mode.enabled = saved_mode
+    if key is not None:
+        BackwardTemplate.misses += 1
+        template = BackwardTemplate.record(order, grad_roots, grads, mark, origins)
+        if template is not None:
+            while len(BackwardTemplate.cache) >= BackwardTemplate.size:
+                BackwardTemplate.cache.pop(next(iter(BackwardTemplate.cache)))
+            BackwardTemplate.cache[key] = template
     return grads, region
+
+
+def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequence[Node],
+                   targets: set[int]) -> tuple | None:
+    """What the generated backward graph depends on: each node's op, attributes, shape, dtype
+    and autograd flags, and, for nodes with history, their inputs (positions, or the scalars
+    themselves). ``None`` when it cannot be a cache key (an unhashable attribute, a value
+    changed in place, whose check must run)."""
+    position = {id(node): k for k, node in enumerate(order)}
+    parts: list[Any] = []
+    for node in order:
+        if node.overwritten:
+            return None
+        flags = (node.requires_grad, node.retains_grad, id(node) in targets)
+        if node.history:
+            inputs = tuple(position[id(i)] if isinstance(i, Node) else (type(i), i)
+                           for i in node.inputs)
+        else:  # a vjp may look at a leaf-side node's producer (swap_last), never further
+            inputs = bool(node.inputs)
+        # A cut node's attributes (an updated parameter's learning rate) cannot matter.
+        attrs = tuple(node.attrs.items()) if node.attrs and node.inputs else ()
+        parts.append((node.op, node.shape, node.dtype, flags, inputs, attrs))
+    seeds = tuple((position[id(r)], g.shape, g.dtype) for r, g in zip(roots, grad_roots))
+    key = (seeds, tuple(parts))
+    try:
+        hash(key)
+    except TypeError:  # an index array or a slice among the attributes
+        return None
+    return key
+
+
+class _Literal:
+    """A scalar input of a template node (plain ints are positions)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _InputOf:
+    """A template node input that is input ``j`` of forward node ``k`` (``swap_last`` returns
+    the node a permute was recorded on, which the history region need not contain)."""
+
+    __slots__ = ("k", "j")
+
+    def __init__(self, k: int, j: int) -> None:
+        self.k, self.j = k, j
+
+
+class BackwardTemplate:
+    """The nodes one backward generation created, in positions: inputs refer to the forward
+    history region (``order``), then the seeds, then earlier template nodes. Bounded cache,
+    least recently used first out; hits and misses show in ``trace().summary()``."""
+
+    size = 32
+    cache: dict = {}
+    hits = 0
+    misses = 0
+
+    def __init__(self, nodes: list[tuple], grads: list[tuple[int, int]]) -> None:
+        self.nodes = nodes
+        self.grads = grads
+
+    @classmethod
+    def record(cls, order: list[Node], grad_roots: Sequence[Node],
+               grads: list[tuple[Node, Node]], mark: int,
+               origins: list[tuple[int, int]]) -> BackwardTemplate | None:
+        refs: dict[int, Any] = {id(node): k for k, node in enumerate(order)}
+        for k, node in enumerate(grad_roots):
+            refs.setdefault(id(node), len(order) + k)
+        input_of = {id(i): (k, j) for k, node in enumerate(order)
+                    for j, i in enumerate(node.inputs) if isinstance(i, Node)}
+        created = toposort([g for _, g in grads], stop=lambda n: id(n) in refs or n.uid < mark)
+        starts = [uid for uid, _ in origins]
+        nodes = []
+        for node in created:
+            if id(node) in refs:
+                continue
+            if node.uid < mark:  # neither forward, nor seed, nor new
+                if id(node) not in input_of:
+                    return None
+                refs[id(node)] = _InputOf(*input_of[id(node)])
+                continue
+            spec = tuple(refs[id(i)] if isinstance(i, Node) else _Literal(i)
+                         for i in node.inputs)
+            origin = origins[bisect.bisect_right(starts, node.uid) - 1][1]
+            nodes.append((node.op, spec, node.attrs, node.shape, node.dtype, node.phase,
+                          node.key_prefix(), origin, node.site is order[origin].site,
+                          None if node.inputs else node.value))
+            refs[id(node)] = len(order) + len(grad_roots) + len(nodes) - 1
+        pairs = [(refs[id(t)], refs[id(g)]) for t, g in grads]
+        if not all(isinstance(g, int) for _, g in pairs):
+            return None
+        return cls(nodes, pairs)
+
+    def instantiate(self, order: list[Node], grad_roots: Sequence[Node]) -> list[tuple[Node, Node]]:
+        """This step's backward graph: the template's nodes wired to ``order``."""
+        nodes: list[Any] = [*order, *grad_roots]
+        call_site = None
+        for op, spec, attrs, shape, dtype, phase, prefix, origin, at_forward_site, value \
+                in self.nodes:
+            inputs = tuple(
+                nodes[s] if s.__class__ is int
+                else s.value if s.__class__ is _Literal else order[s.k].inputs[s.j]
+                for s in spec)
+            forward = order[origin]
+            if at_forward_site:
+                site = forward.site
+            else:
+                site = call_site = call_site or user_site()
+            nodes.append(Node.replayed(op, inputs, attrs, shape, dtype, phase, prefix,
+                                       forward.scope, site, value))
+        return [(nodes[t], nodes[g]) for t, g in self.grads]
 
 
 def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],

@@ -120,7 +120,7 @@ class Node:
     __slots__ = (
         "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
         "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "overwritten",
-        "__weakref__",
+        "uid", "__weakref__",
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -133,7 +133,8 @@ class Node:
         phase, origin = _naming.phase, _naming.origin
         self.phase = phase
         self.scope = _naming.scope
-        self.key = f"{task_prefix(op.name, phase, origin)}-{next(_uids)}-{_SESSION}"
+        self.uid = uid = next(_uids)  # increasing: what a block of code created is a range
+        self.key = f"{task_prefix(op.name, phase, origin)}-{uid}-{_SESSION}"
         self.site = site
         self.value = value
         self.requires_grad = False
@@ -144,6 +145,25 @@ class Node:
         # An in-place op replaced this value in its tensor (PyTorch bumps the version
         # counter): a backward that needs the old value raises, as in PyTorch.
         self.overwritten = False
+
+    @classmethod
+    def replayed(cls, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
+                 phase: str, prefix: str, scope: str, site, value: Any = None) -> Node:
+        """A node whose naming (``phase``, key ``prefix``, ``scope``) is given rather than read
+        from the naming context: for graphs instantiated from a template."""
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
+        node.phase, node.scope, node.site, node.value = phase, scope, site, value
+        node.uid = uid = next(_uids)
+        node.key = f"{prefix}-{uid}-{_SESSION}"
+        node.requires_grad = node.history = node.freed = node.retains_grad = False
+        node.owner = None
+        node.overwritten = False
+        return node
+
+    def key_prefix(self) -> str:
+        """The readable part of the key (see :func:`task_prefix`)."""
+        return self.key.rsplit("-", 2)[0]
 
     @property
     def state(self) -> str:
@@ -179,6 +199,12 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.key} {self.shape} {self.dtype}>"
+
+
+def uid_mark() -> int:
+    """A number below the uid of every node created after this call, above every earlier
+    one (it uses up one uid)."""
+    return next(_uids)
 
 
 def toposort(roots: Iterable[Node], stop=None) -> list[Node]:

@@ -726,6 +726,12 @@ class IndexSlot:
     def __reduce__(self):
         return IndexSlot, (self.k,)
 
+    def __eq__(self, other: object) -> bool:  # equal specs: equal structure (backward cache)
+        return isinstance(other, IndexSlot) and other.k == self.k
+
+    def __hash__(self) -> int:
+        return hash((IndexSlot, self.k))
+
 
 def fill_index(spec: tuple, index_values: tuple) -> tuple:
     return tuple(index_values[i.k] if isinstance(i, IndexSlot) else i for i in spec)

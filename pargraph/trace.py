@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pargraph import execution, lowering, runtime
+from pargraph.backprop import BackwardTemplate
 from pargraph.graph import Node
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
@@ -77,6 +78,8 @@ class Summary:
     critical_nodes: list[NodeRecord] = field(default_factory=list)
     plan_hits: int = 0
     plan_misses: int = 0
+    backward_hits: int = 0
+    backward_misses: int = 0
 
     @property
     def available_parallelism(self) -> float:
@@ -105,6 +108,8 @@ class Summary:
             + ", ".join(f"{k} {v * ms:.2f} ms" for k, v in self.by_phase.items()),
             f"plan cache            {self.plan_hits} hit(s), {self.plan_misses} miss(es)  "
             "(a miss partitions a new graph structure)",
+            f"backward cache        {self.backward_hits} hit(s), {self.backward_misses} "
+            "miss(es)  (a miss calls the vjps of a new forward structure)",
             "work by op (top 8):",
         ]
         top_ops = sorted(self.by_op.items(), key=lambda kv: -kv[1])[:8]
@@ -115,6 +120,11 @@ class Summary:
         return "\n".join(lines)
 
 
+def _cache_counts() -> tuple[int, int, int, int]:
+    return (lowering.PlanCache.hits, lowering.PlanCache.misses,
+            BackwardTemplate.hits, BackwardTemplate.misses)
+
+
 class Trace:
     """Records the nodes realized inside ``with pargraph.trace() as tr:``."""
 
@@ -122,13 +132,13 @@ class Trace:
         self.records: dict[str, NodeRecord] = {}
         self.runs: list[tuple[float, float]] = []
         self._lanes: dict[Any, str] = {}
-        self._plans_at_start = (lowering.PlanCache.hits, lowering.PlanCache.misses)
-        self.plan_hits = self.plan_misses = 0
+        self._caches_at_start = _cache_counts()
+        self.plan_hits = self.plan_misses = self.backward_hits = self.backward_misses = 0
 
-    def _count_plans(self) -> None:
-        hits, misses = self._plans_at_start
-        self.plan_hits = lowering.PlanCache.hits - hits
-        self.plan_misses = lowering.PlanCache.misses - misses
+    def _count_cache_use(self) -> None:
+        now = _cache_counts()
+        (self.plan_hits, self.plan_misses, self.backward_hits, self.backward_misses) = (
+            b - a for a, b in zip(self._caches_at_start, now))
 
     # --- recording ----------------------------------------------------------------------
 
@@ -206,6 +216,7 @@ class Trace:
             overhead=max(wall - _covered(nodes), 0.0), nodes=len(nodes),
             lanes=len({r.lane for r in nodes}), by_phase=dict(by_phase), by_op=dict(by_op),
             critical_nodes=path, plan_hits=self.plan_hits, plan_misses=self.plan_misses,
+            backward_hits=self.backward_hits, backward_misses=self.backward_misses,
         )
         if print_it:
             print(summary)
@@ -356,4 +367,4 @@ def trace() -> Iterator[Trace]:
         execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
         execution.observers.remove(recorder)
-        recorder._count_plans()
+        recorder._count_cache_use()

@@ -372,3 +372,67 @@ def test_deferred_backward_work_belongs_to_the_thread_that_called_backward():
     assert "index 7 is out of bounds" in message
     assert f'deferred by the backward() called at: File "{__file__}", line {line}' in message
     pargraph.compute()  # the failed work is gone: nothing left to raise
+
+
+# --- backward graphs instantiated from a template (backprop.BackwardTemplate) ---------------
+
+def _model_step(const):
+    """A step with fan-in, broadcasting, an index tensor, a non-grad transposed constant
+    (whose vjp reaches past the history region) and a cross entropy."""
+    pargraph.manual_seed(3)
+    w = pargraph.randn(4, 5, requires_grad=True)
+    b = pargraph.zeros(5, requires_grad=True)
+    x = pargraph.randn(6, 4)
+    h = (x @ w + b).relu()
+    logits = h @ const.T + h[pargraph.tensor([0, 2, 1, 1, 0, 3])] * 0.5
+    loss = pargraph.nn.functional.cross_entropy(logits, pargraph.tensor([0, 1, 2, 0, 1, 2]))
+    return loss, [w, b]
+
+
+def _backward_graph(loss):
+    from pargraph import ops
+    from pargraph.backprop import gradients
+    from pargraph.graph import toposort
+
+    seed = ops.constant(np.ones((), dtype=np.float32))
+    grads, _ = gradients([loss._node], [seed])
+    nodes = toposort([g for _, g in grads])
+    position = {id(n): k for k, n in enumerate(nodes)}
+    return [(n.op.name, n.shape, n.dtype, n.attrs, n.phase, n.key_prefix(), n.scope,
+             n.site, tuple(position.get(id(i), repr(i)) for i in n.inputs)) for n in nodes]
+
+
+def test_a_cached_backward_graph_equals_a_generated_one():
+    from pargraph.backprop import BackwardTemplate
+
+    const = pargraph.randn(5, 5)
+    BackwardTemplate.cache.clear()
+    generated = _backward_graph(_model_step(const)[0])
+    hits = BackwardTemplate.hits
+    instantiated = _backward_graph(_model_step(const)[0])
+    assert BackwardTemplate.hits == hits + 1
+    assert instantiated == generated  # ops, attrs, names, scopes, source lines, wiring
+
+
+def test_cached_backward_gives_the_gradients_of_fresh_generation():
+    from pargraph.backprop import BackwardTemplate
+
+    const = pargraph.randn(5, 5)
+    results = []
+    for clear in (True, False, False):
+        if clear:
+            BackwardTemplate.cache.clear()
+        loss, params = _model_step(const)
+        loss.backward()
+        results.append([p.grad.numpy() for p in params])
+    for later in results[1:]:
+        for a, b in zip(results[0], later):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_different_scalar_is_a_different_backward_structure():
+    w = pargraph.ones(3, requires_grad=True)
+    for factor in (2.0, 3.0, 2.0):
+        w.grad = None
+        (w * factor).sum().backward()
+        assert w.grad.tolist() == [factor] * 3
