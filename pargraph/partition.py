@@ -31,7 +31,9 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
        such groups: a weight gradient's tail joins its chain, a fan-out is bundled instead.
        What is still small merges into the
        producer group it waits on, or else its consumer (a weight gradient of a small layer
-       goes back into its chain). Every merge keeps the quotient graph acyclic.
+       goes back into its chain); a bundle of branches only into a producer, never into the
+       consumer the branches share, which would run them in series. Every merge keeps the
+       quotient graph acyclic.
 
 Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
 cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
@@ -205,6 +207,7 @@ class _Groups:
         levels: dict[int, list[int]] = {}
         for g, level in self._depths().items():
             levels.setdefault(level, []).append(g)
+        bundles: set[int] = set()
         for level_groups in levels.values():
             small = sorted((g for g in level_groups if totals[g] < grain),
                            key=totals.__getitem__, reverse=True)
@@ -218,10 +221,14 @@ class _Groups:
                 head = min(heads, key=totals.__getitem__)
                 if self.can_merge(g, head):
                     absorb(g, head)
+            if bins > 1:
+                bundles.update(heads)
         for g in range(len(self.members_of)):
             if not self.alive[g] or totals[g] >= grain:
                 continue
-            for target in self._neighbours(g):
+            # A bundle of branches never goes into the consumer the branches share (a loss
+            # reading 32 towers): that would run independent work one after another.
+            for target in self._neighbours(g, consumers=g not in bundles):
                 if self.can_merge(g, target):
                     absorb(g, target)
                     break
@@ -245,12 +252,13 @@ class _Groups:
             depth[g] = 1 + max((depth[a] for a in _bits(self.ancestors[g])), default=-1)
         return depth
 
-    def _neighbours(self, g: int) -> list[int]:
+    def _neighbours(self, g: int, consumers: bool = True) -> list[int]:
         """Producer groups, the one it depends on most directly first, then consumers."""
-        producers = list(_bits(self.ancestors[g]))
-        consumers = [c for c in range(len(self.ancestors))
-                     if self.alive[c] and c != g and (self.ancestors[c] >> g) & 1]
-        return sorted(producers, reverse=True) + sorted(consumers)
+        producers = sorted(_bits(self.ancestors[g]), reverse=True)
+        if not consumers:
+            return producers
+        return producers + [c for c in range(len(self.ancestors))
+                            if self.alive[c] and c != g and (self.ancestors[c] >> g) & 1]
 
     def members(self, computed: Sequence[Node]) -> list[list[Node]]:
         return [[computed[p] for p in sorted(members)]

@@ -193,3 +193,16 @@ def test_group_tasks_are_named_after_their_module_and_phase():
     assert {f"{k}_forward" for k in range(4)} <= labels, labels
     assert {f"{k}_backward" for k in range(4)} <= labels, labels
     assert all(key_split(f"{label}-12t-abcd1234") == label for label in labels)
+
+
+def test_bundled_branches_do_not_collapse_into_the_consumer_they_share():
+    """16 small towers feed one loss: their bundles stay tasks of their own (merging them
+    into the loss's group ran all 16 towers one after another in one task)."""
+    model, computed = _towers_step(towers=16, width=64, batch=64)
+    groups = partition(computed, Granularity(workers=2))
+    assert _quotient_is_acyclic(groups)
+    towers_per_group = [
+        {n.scope.split(".")[0] for n in members if n.phase == "forward" and n.scope}
+        for members in groups]
+    assert max(len(t) for t in towers_per_group) <= 8
+    assert sum(1 for t in towers_per_group if t) >= 2  # at least one per worker
