@@ -215,21 +215,22 @@ def toposort(roots: Iterable[Node], stop=None) -> list[Node]:
     """
     order: list[Node] = []
     visited: set[int] = set()
+    visit = visited.add
     for root in roots:
         if id(root) in visited:
             continue
-        visited.add(id(root))
-        stack = [(root, () if stop is not None and stop(root) else root.inputs, 0)]
+        visit(id(root))
+        # Each entry holds an iterator over the node's inputs: it resumes where it left off.
+        stack = [(root, iter(() if stop is not None and stop(root) else root.inputs))]
         while stack:
-            node, inputs, position = stack.pop()
-            for k in range(position, len(inputs)):
-                child = inputs[k]
+            node, inputs = stack[-1]
+            for child in inputs:
                 if isinstance(child, Node) and id(child) not in visited:
-                    visited.add(id(child))
-                    stack.append((node, inputs, k + 1))
+                    visit(id(child))
                     children = () if stop is not None and stop(child) else child.inputs
-                    stack.append((child, children, 0))
+                    stack.append((child, iter(children)))
                     break
             else:
+                stack.pop()
                 order.append(node)
     return order
