@@ -32,11 +32,12 @@ Keys
 
 Single tasks and cached plans
     A run too small to profit from parallelism, or that partitions into one group, is one
-    task (local schedulers run it in the calling thread, BLAS free). Otherwise the partition
-    and the tasks' templates are a :class:`GroupPlan`, cached by the run's structure
-    (:class:`PlanCache`): a training loop's steps after the first only fill in keys and
-    values. On a cluster every kept value also gets a ``getitem`` task under its own key, so
-    that it lives on as a Future of its own.
+    task (local schedulers run it in the calling thread, BLAS free), templated as a
+    :class:`SinglePlan`. Otherwise the partition and the tasks' templates are a
+    :class:`GroupPlan`. Both are cached by the run's structure (:class:`PlanCache`): a
+    training loop's steps after the first only fill in keys and values. On a cluster every
+    kept value also gets a ``getitem`` task under its own key, so that it lives on as a
+    Future of its own.
 """
 
 from __future__ import annotations
@@ -60,32 +61,6 @@ def node_task(node: Node) -> NodeTask:
     if node.op.forward is None:
         raise RuntimeError(f"{node.key} has no value and no op to compute it")
     return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site)
-
-
-def fused(members: list[Node], outputs: list[Node] | None = None) -> tuple[FusedTask, list]:
-    """The FusedTask running ``members`` (a whole run) and the outside nodes it takes as
-    arguments."""
-    index: dict[int, int] = {}
-    external: list[Node] = []
-    external_index: dict[int, int] = {}
-    steps = []
-    for position, node in enumerate(members):
-        sources = []
-        for i in node.inputs:
-            if not isinstance(i, Node):
-                sources.append((LIT, i))
-                continue
-            if id(i) in index:  # an earlier member
-                sources.append((ENV, index[id(i)]))
-                continue
-            if id(i) not in external_index:
-                external_index[id(i)] = len(external)
-                external.append(i)
-            sources.append((EXT, external_index[id(i)]))
-        steps.append((node_task(node), sources))
-        index[id(node)] = position
-    out = None if outputs is None else [index[id(n)] for n in outputs]
-    return FusedTask(steps, out), external
 
 
 def plan(targets: Sequence[Node]) -> tuple[list[Node], list[Node]]:
@@ -147,15 +122,15 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
             local_values[node.key] = fetch(node)
     outputs = list(outputs)
     plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
-    if plan_ is None or remote:
+    if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
         # value several tasks read is sent once, as one key.
         graph.update((key, DataNode(key, value)) for key, value in local_values.items())
         local_values = {}
     if not granularity.fuse:
         return _one_task_per_node(graph, computed, outputs)
-    if plan_ is None:
-        return _single_task(graph, computed, outputs)
+    if isinstance(plan_, SinglePlan):
+        return _single_task(graph, *plan_.instantiate(order, computed), outputs)
     return plan_.instantiate(graph, order, computed, outputs, named_outputs, local_values)
 
 
@@ -186,8 +161,8 @@ def structure_of(order: list[Node], outputs: list[Node], granularity: Granularit
 
 
 def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
-                 granularity: Granularity) -> GroupPlan | None:
-    """The run's plan, or ``None`` when it is one task (too small, or one group)."""
+                 granularity: Granularity) -> GroupPlan | SinglePlan:
+    """The run's plan: one task when it is too small or one group, else a task per group."""
     key = structure_of(order, outputs, granularity)
     cache = PlanCache
     found = cache.entries.pop(key, False)
@@ -200,6 +175,7 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
             groups = partition(computed, granularity)
             if len(groups) > 1:
                 found = GroupPlan(order, computed, groups, outputs)
+        found = found or SinglePlan(order, computed, outputs)
         while len(cache.entries) >= cache.size:
             cache.entries.pop(next(iter(cache.entries)))
     cache.entries[key] = found
@@ -372,8 +348,46 @@ def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node]) -
     return Lowered(graph, [node.key for node in outputs], tasks=len(computed))
 
 
-def _single_task(graph: dict, computed: list[Node], outputs: list[Node]) -> Lowered:
-    task, external = fused(computed, outputs)
+class SinglePlan:
+    """A run that is one task, as a template: each member's input sources (literal arguments
+    are read from each run's nodes), the outside nodes it reads (positions in ``order``), and
+    when its members' values can go."""
+
+    def __init__(self, order: list[Node], computed: list[Node], outputs: list[Node]) -> None:
+        in_order = {id(node): k for k, node in enumerate(order)}
+        index: dict[int, int] = {}
+        external: dict[int, int] = {}  # order position -> argument number
+        self.sources: list[tuple[list, bool]] = []
+        for position, node in enumerate(computed):
+            sources, literal = [], False
+            for j, i in enumerate(node.inputs):
+                if not isinstance(i, Node):
+                    sources.append((LIT, j))
+                    literal = True
+                elif id(i) in index:  # an earlier member
+                    sources.append((ENV, index[id(i)]))
+                else:
+                    sources.append((EXT, external.setdefault(in_order[id(i)], len(external))))
+            self.sources.append((sources, literal))
+            index[id(node)] = position
+        self.external = list(external)
+        self.outputs = [index[id(n)] for n in outputs]
+        self.release = release_schedule([sources for sources, _ in self.sources], self.outputs)
+
+    def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
+        """This run's task and the outside nodes it takes as arguments."""
+        steps = []
+        for node, (sources, literal) in zip(computed, self.sources):
+            if literal:
+                sources = [(LIT, node.inputs[v]) if kind == LIT else (kind, v)
+                           for kind, v in sources]
+            steps.append((node_task(node), sources))
+        return (FusedTask(steps, self.outputs, self.release),
+                [order[k] for k in self.external])
+
+
+def _single_task(graph: dict, task: FusedTask, external: list[Node],
+                 outputs: list[Node]) -> Lowered:
     whole = f"pargraph_run-{outputs[0].key}"
     graph[whole] = Task(whole, task, *(TaskRef(i.key) for i in external))
     for k, node in enumerate(outputs):
