@@ -81,7 +81,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import FREED, Node
-from pargraph.lowering import Lowered, is_future, lower, plan
+from pargraph.lowering import Lowered, futures_of, is_future, lower, plan
 from pargraph.partition import Granularity
 from pargraph.runtime import FAILED_KEY, annotate
 
@@ -404,7 +404,7 @@ def _kept(computed: list[Node], targets: set[int], released: set[int]) -> list[N
 def replicate(nodes: Sequence[Node]) -> None:
     """Keep copies of cluster-held values on more than one worker (``pargraph.replicas``,
     default 2), so that a worker dying loses no state that cannot be recomputed."""
-    futures = [n.value for n in nodes if is_future(n.value)]
+    futures = futures_of([n.value for n in nodes if is_future(n.value)])
     wanted = int(dask.config.get("pargraph.replicas", 2))
     if not futures or wanted < 2:
         return
@@ -549,10 +549,12 @@ def fetch(node: Node) -> np.ndarray:
     if not _is_lost(value):
         try:
             return np.asarray(value.result())
-        except Exception as error:
-            if not _is_lost(value):
+        except (Exception, asyncio.CancelledError) as error:
+            # Fetching a part runs a task: its cancellation can come before the part's own.
+            cancelled = isinstance(error, (asyncio.CancelledError, CancelledError))
+            if not _is_lost(value) and not cancelled:
                 raise
-            cause = f"{value.key}: {error}"
+            cause = f"{value.key}: {error or type(error).__name__}"
     else:
         cause = f"{value.key} was cancelled"
     error = cluster_lost(value.client, cause)

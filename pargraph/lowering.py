@@ -35,15 +35,15 @@ Single tasks and cached plans
     task (local schedulers run it in the calling thread, BLAS free), templated as a
     :class:`SinglePlan`. Otherwise the partition and the tasks' templates are a
     :class:`GroupPlan`. Both are cached by the run's structure (:class:`PlanCache`): a
-    training loop's steps after the first only fill in keys and values. On a cluster every
-    kept value also gets a ``getitem`` task under its own key, so that it lives on as a
-    Future of its own.
+    training loop's steps after the first only fill in keys and values. On a cluster a
+    kept value is a :class:`HeldPart`: its group's Future and its position in the tuple.
 """
 
 from __future__ import annotations
 
 import operator
 import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median_high
@@ -88,9 +88,56 @@ class Lowered:
         return results if self.unpack is None else self.unpack(results)
 
 
+class HeldPart:
+    """A value kept on a cluster as element ``index`` of a group task's tuple result.
+
+    A training step keeps every parameter, gradient and optimizer state; one ``getitem`` task
+    per kept value (so that each became a Future of its own) cost the scheduler ~1 ms each.
+    Now the group's Future is kept and the tasks that read a part index the tuple inside
+    themselves. It answers like a Future where pargraph reads one (``key``, which names the
+    part, ``status``, ``client``, ``result()``). Cost: a tuple stays on its worker while any of
+    its parts is held (at most one step's values between groups, beside what is kept).
+    """
+
+    __slots__ = ("future", "index")
+
+    def __init__(self, future: Any, index: int) -> None:
+        self.future, self.index = future, index
+
+    @property
+    def key(self) -> str:
+        return f"{self.future.key}[{self.index}]"
+
+    @property
+    def status(self) -> str:
+        return self.future.status
+
+    @property
+    def client(self) -> Any:
+        return self.future.client
+
+    def result(self) -> Any:
+        """The part alone, fetched from its worker (not the whole tuple)."""
+        key = f"fetch-{self.key}-{secrets.token_hex(4)}"  # "fetch" in the task stream
+        return self.client.submit(operator.getitem, self.future, self.index, key=key).result()
+
+    def ref(self) -> Task:
+        """The part as a task argument: indexed inside the task that reads it."""
+        return Task(None, operator.getitem, TaskRef(self.future.key), self.index)
+
+
 def is_future(value: Any) -> bool:
-    """Whether a value slot holds a cluster Future (its data stays on a worker)."""
-    return type(value).__name__ == "Future" and hasattr(value, "key")
+    """Whether a value slot holds a cluster Future, or a part of one (data on a worker)."""
+    return type(value) is HeldPart or (type(value).__name__ == "Future" and hasattr(value, "key"))
+
+
+def futures_of(values: Sequence[Any]) -> list:
+    """The distinct cluster Futures behind ``values`` (parts share their group's Future)."""
+    found: dict[str, Any] = {}
+    for value in values:
+        future = value.future if type(value) is HeldPart else value
+        found.setdefault(future.key, future)
+    return list(found.values())
 
 
 def fetch(node: Node) -> np.ndarray:
@@ -100,17 +147,16 @@ def fetch(node: Node) -> np.ndarray:
 
 
 def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
-          granularity: Granularity = LOCAL, named_outputs: bool | None = None) -> Lowered:
+          granularity: Granularity = LOCAL, named_outputs: bool = False) -> Lowered:
     """The dask graph that computes ``computed`` and returns the values of ``outputs``.
 
     On a cluster (``remote``), a value held as a Future stays where it is: tasks refer to its
     key, which the cluster keeps in memory for as long as the Future lives. Elsewhere it is
-    gathered into the graph like any other value. With ``named_outputs`` (the default on a
-    cluster, where each kept value becomes a Future of its own) every output has a task under
-    its own key; otherwise outputs are read out of their group's result.
+    gathered into the graph like any other value. With ``named_outputs`` (the dask collection
+    protocol) every output has a task under its own key; otherwise outputs are read out of
+    their group's result: locally the values, on a cluster :class:`HeldPart` s of its Future.
     """
     remote = granularity.remote
-    named_outputs = remote if named_outputs is None else named_outputs
     graph: dict = {}
     local_values: dict[str, Any] = {}
     for node in order:
@@ -127,11 +173,17 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         # value several tasks read is sent once, as one key.
         graph.update((key, DataNode(key, value)) for key, value in local_values.items())
         local_values = {}
+    if remote:  # parts of group results are indexed inside the tasks that read them
+        local_values.update((node.key, node.value.ref()) for node in order
+                            if type(node.value) is HeldPart)
     if not granularity.fuse:
-        return _one_task_per_node(graph, computed, outputs)
+        return _one_task_per_node(graph, computed, outputs, local_values)
     if isinstance(plan_, SinglePlan):
-        return _single_task(graph, *plan_.instantiate(order, computed), outputs)
-    return plan_.instantiate(graph, order, computed, outputs, named_outputs, local_values)
+        task, external = plan_.instantiate(order, computed)
+        return _single_task(graph, task, external, outputs, local_values,
+                            parts=remote and not named_outputs)
+    return plan_.instantiate(graph, order, computed, outputs, local_values,
+                             named_outputs=bool(named_outputs), remote=remote)
 
 
 class PlanCache:
@@ -286,11 +338,11 @@ class GroupPlan:
         del timings[:-5]
 
     def instantiate(self, graph: dict, order: list[Node], computed: list[Node],
-                    outputs: list[Node], named_outputs: bool,
-                    local_values: dict[str, Any]) -> Lowered:
+                    outputs: list[Node], local_values: dict[str, Any],
+                    named_outputs: bool = False, remote: bool = False) -> Lowered:
         """Realized values held here are the tasks' literal arguments, not graph keys: dask's
         schedulers spend as much on a data key as on a task (a step has hundreds of
-        parameters)."""
+        parameters). ``local_values`` maps such nodes' keys to the argument to pass."""
         keys = []
         for label, members in zip(self.labels, self.members):
             _, serial, session = computed[members[-1]].key.rsplit("-", 2)
@@ -323,6 +375,10 @@ class GroupPlan:
         wanted = sorted({g for g, _ in self.outputs})
         position = {g: k for k, g in enumerate(wanted)}
         picks = [(position[g], e) for g, e in self.outputs]
+        if remote:  # results are Futures of the group tuples
+            return Lowered(graph, [keys[g] for g in wanted],
+                           unpack=lambda results: [HeldPart(results[k], e) for k, e in picks],
+                           tasks=tasks, plan=self)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential)
@@ -341,9 +397,14 @@ def is_small(computed: list[Node], below: float) -> bool:
     return True
 
 
-def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node]) -> Lowered:
+def _ref(node: Node, held: dict[str, Any]) -> Any:
+    return held[node.key] if node.key in held else TaskRef(node.key)
+
+
+def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
+                       held: dict[str, Any]) -> Lowered:
     for node in computed:
-        args = [TaskRef(i.key) if isinstance(i, Node) else i for i in node.inputs]
+        args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
         graph[node.key] = Task(node.key, node_task(node), *args)
     return Lowered(graph, [node.key for node in outputs], tasks=len(computed))
 
@@ -386,10 +447,13 @@ class SinglePlan:
                 [order[k] for k in self.external])
 
 
-def _single_task(graph: dict, task: FusedTask, external: list[Node],
-                 outputs: list[Node]) -> Lowered:
+def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
+                 held: dict[str, Any], parts: bool = False) -> Lowered:
     whole = f"pargraph_run-{outputs[0].key}"
-    graph[whole] = Task(whole, task, *(TaskRef(i.key) for i in external))
+    graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
+    if parts:  # on a cluster: the outputs stay parts of the one task's Future
+        return Lowered(graph, [whole], unpack=lambda results: [
+            HeldPart(results[0], k) for k in range(len(outputs))], tasks=1)
     for k, node in enumerate(outputs):
         graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
     return Lowered(graph, [node.key for node in outputs], single=task, single_inputs=external,

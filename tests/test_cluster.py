@@ -1,6 +1,7 @@
 """Training on a real dask cluster: `dask scheduler` and `dask worker` processes on 127.0.0.1,
 started with the very commands docker/docker-compose.yml runs (only host and ports differ)."""
 
+import operator
 import os
 import shlex
 import signal
@@ -154,6 +155,25 @@ def test_state_stays_on_the_workers_between_steps(cluster, record_runs):
     assert all(isinstance(v.numpy(), np.ndarray) for v in state.values())
 
 
+@pytest.mark.parametrize("single_task_below", [None, 0.0])  # one task; a task per group
+def test_kept_values_are_parts_of_group_results_not_tasks_of_their_own(
+        cluster, record_runs, single_task_below):
+    from pargraph.lowering import HeldPart
+
+    with dask.config.set({"pargraph.single-task-below": single_task_below}):
+        _, model, opt = train(2, cluster.client, width=64)
+    last_run = record_runs[-1]
+    tasks = [t for t in last_run.values() if type(t).__name__ == "Task"]
+    assert all(t.func is not operator.getitem for t in tasks)  # no task per kept value
+    assert all(type(t.func).__name__ == "FusedTask" for t in tasks)
+    params = list(model.parameters())
+    assert all(type(p._node.value) is HeldPart for p in params)
+    reference, threaded_model, _ = train(2, "threads", width=64)
+    for p, q in zip(params, threaded_model.parameters()):  # a part alone is fetched
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7)
+
+
 def test_data_parallel_gradients_equal_the_single_branch_gradients(cluster):
     for scheduler in ("threads", cluster.client):
         pargraph.manual_seed(1)
@@ -195,7 +215,7 @@ def test_coarse_tasks_have_readable_names(cluster):
     ops = set(REGISTRY)
     for group in groups:  # "<module>_<phase>", or the op prefix of a group's heaviest node
         head = group.split("-")[0].removesuffix("_backward").removesuffix("_update")
-        assert head in ops | {"accumulate_grad", "adam", "pargraph_run"} or \
+        assert head in ops | {"accumulate_grad", "adam", "pargraph_run", "fetch"} or \
             group.rsplit("_", 1)[-1] in ("forward", "backward", "update", "accumulate"), group
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from pargraph import execution
 from pargraph.grad_mode import no_grad
-from pargraph.lowering import is_future
+from pargraph.lowering import HeldPart, futures_of, is_future
 from pargraph.tensor import Tensor, as_tensor
 
 _gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")
@@ -57,9 +57,12 @@ class StateMirror:
         self.in_flight = _gatherers.submit(self._gather, step, held, held_states, futures)
 
     def _gather(self, step: int, held: list, held_states: list, futures: list) -> None:
-        gathered = dict(zip((f.key for f in futures), futures[0].client.gather(futures)))
+        distinct = futures_of(futures)  # a group's Future once, however many parts it holds
+        gathered = dict(zip((f.key for f in distinct), distinct[0].client.gather(distinct)))
 
         def local(value: Any) -> Any:
+            if isinstance(value, HeldPart):
+                return np.array(gathered[value.future.key][value.index])
             if is_future(value):
                 return np.array(gathered[value.key])
             return np.array(value) if isinstance(value, np.ndarray) else value
