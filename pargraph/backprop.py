@@ -31,7 +31,7 @@ from pargraph.graph import (
     uid_mark,
     user_site,
 )
-from pargraph.ops import add_n, cast, grad_mode
+from pargraph.ops import add_n, cast, grad_mode, recorded_at
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -244,11 +244,8 @@ def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
 
     The nodes they emit carry ``node``'s source line: an error in them points at the user's
     line that recorded the forward op."""
-    saved_site, grad_mode.site = grad_mode.site, node.site
-    try:
+    with recorded_at(node.site):
         _emit_vjps(node, g, needs, pending, checked)
-    finally:
-        grad_mode.site = saved_site
 
 
 def _check_not_overwritten(node: Node, g: Node, contribution: Node) -> None:

@@ -13,9 +13,10 @@ primitives and need no rule of their own.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,17 @@ class _GradMode(threading.local):
 
 
 grad_mode = _GradMode()
+
+
+@contextlib.contextmanager
+def recorded_at(site: Any) -> Iterator[None]:
+    """Nodes recorded inside the block carry ``site`` as their source line (one stack walk
+    for many nodes: an optimizer step's updates all point at the user's ``step()`` call)."""
+    saved, grad_mode.site = grad_mode.site, site
+    try:
+        yield
+    finally:
+        grad_mode.site = saved
 
 
 class Primitive:

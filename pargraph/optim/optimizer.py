@@ -16,8 +16,8 @@ from typing import Any
 
 from pargraph import execution
 from pargraph.grad_mode import enable_grad, no_grad
-from pargraph.graph import UPDATE, naming
-from pargraph.ops import Primitive
+from pargraph.graph import UPDATE, naming, user_site
+from pargraph.ops import Primitive, recorded_at
 from pargraph.optim.mirror import StateMirror
 from pargraph.tensor import Tensor, as_tensor, zero_grads
 
@@ -88,7 +88,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         pending: list[tuple[Tensor, Tensor, dict]] = []
-        with no_grad(), naming(UPDATE, self.name):
+        with no_grad(), naming(UPDATE, self.name), recorded_at(user_site()):
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
