@@ -31,9 +31,10 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
        such groups: a weight gradient's tail joins its chain, a fan-out is bundled instead.
        What is still small merges into the
        producer group it waits on, or else its consumer (a weight gradient of a small layer
-       goes back into its chain); a bundle of branches only into a producer, never into the
-       consumer the branches share, which would run them in series. Every merge keeps the
-       quotient graph acyclic.
+       goes back into its chain), never where it would make parallel work wait: not into one
+       of several consumers that do not wait for each other, and a bundle of branches not
+       into the consumer they share (a loss) or an input others read too. Every merge keeps
+       the quotient graph acyclic.
 
 Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
 cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
@@ -226,9 +227,7 @@ class _Groups:
         for g in range(len(self.members_of)):
             if not self.alive[g] or totals[g] >= grain:
                 continue
-            # A bundle of branches never goes into the consumer the branches share (a loss
-            # reading 32 towers): that would run independent work one after another.
-            for target in self._neighbours(g, consumers=g not in bundles):
+            for target in self._neighbours(g, bundle=g in bundles):
                 if self.can_merge(g, target):
                     absorb(g, target)
                     break
@@ -252,13 +251,25 @@ class _Groups:
             depth[g] = 1 + max((depth[a] for a in _bits(self.ancestors[g])), default=-1)
         return depth
 
-    def _neighbours(self, g: int, consumers: bool = True) -> list[int]:
-        """Producer groups, the one it depends on most directly first, then consumers."""
+    def _neighbours(self, g: int, bundle: bool = False) -> list[int]:
+        """Where small group ``g`` may go: producer groups, the one it depends on most
+        directly first, then consumers. A merge makes readers wait for work they did not
+        need: merging ``g`` into a consumer makes every other reader of ``g`` wait for that
+        consumer, so only a consumer all of them wait for anyway qualifies. A ``bundle`` of
+        branches is parallel work: it goes only where nothing waits for it in addition (not
+        into the input slice that other bundles read too)."""
+        def readers(a: int) -> list[int]:
+            return [c for c in range(len(self.ancestors))
+                    if self.alive[c] and c != a and (self.ancestors[c] >> a) & 1]
+
+        def waited_for(target: int, of: list[int]) -> bool:
+            return all(d == target or (self.ancestors[d] >> target) & 1 for d in of)
+
         producers = sorted(_bits(self.ancestors[g]), reverse=True)
-        if not consumers:
-            return producers
-        return producers + [c for c in range(len(self.ancestors))
-                            if self.alive[c] and c != g and (self.ancestors[c] >> g) & 1]
+        if bundle:
+            return [p for p in producers if waited_for(g, readers(p))]
+        mine = readers(g)
+        return producers + [c for c in mine if waited_for(c, mine)]
 
     def members(self, computed: Sequence[Node]) -> list[list[Node]]:
         return [[computed[p] for p in sorted(members)]
