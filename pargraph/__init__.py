@@ -5,16 +5,7 @@ forward and backward together, independent branches at the same time.
 """
 
 from pargraph import autograd, nn, optim, utils
-from pargraph.execution import ClusterLostError
-from pargraph.grad_mode import (
-    enable_grad,
-    inference_mode,
-    is_grad_enabled,
-    no_grad,
-    set_grad_enabled,
-)
-from pargraph.serialization import CheckpointError, load, save
-from pargraph.tensor import (
+from pargraph._tensor import (
     Tensor,
     arange,
     as_tensor,
@@ -44,7 +35,16 @@ from pargraph.tensor import (
     zeros,
     zeros_like,
 )
-from pargraph.tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from pargraph.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from pargraph.execution import ClusterLostError
+from pargraph.serialization import CheckpointError, load, save
 from pargraph.trace import Trace, trace
 from pargraph.viz import progress, visualize
 

@@ -9,6 +9,11 @@ Autograd bookkeeping lives here too because it is per node: ``requires_grad``, `
 (the node was recorded with grad enabled from an input that requires grad, so it has a
 ``grad_fn``), and a weak reference to the tensor that owns a leaf's ``.grad``.
 
+The recording context is here too, per thread: which phase and module new nodes belong to
+(:func:`naming`, :func:`module_scope`), whether they record autograd history (``grad_mode``,
+switched by :mod:`pargraph.autograd.mode`) and which source line they carry
+(:func:`recorded_at`). Ops read it when they record a node.
+
 Traversals are iterative so that graphs of 100,000+ nodes never hit Python's recursion limit.
 """
 
@@ -51,6 +56,33 @@ class _Naming(threading.local):
 
 
 _naming = _Naming()
+
+
+class _GradMode(threading.local):
+    """Whether new nodes record autograd history (per thread, as in PyTorch). The state of
+    the recording context; :mod:`pargraph.autograd.mode` is its API (``no_grad`` & co.).
+
+    ``site`` overrides the recorded source line: nodes a vjp emits carry the line that
+    recorded their forward node, which is what an error should point at (and is cheaper than
+    walking the stack).
+    """
+
+    enabled = True
+    site = None
+
+
+grad_mode = _GradMode()
+
+
+@contextmanager
+def recorded_at(site: Any) -> Iterator[None]:
+    """Nodes recorded inside the block carry ``site`` as their source line (one stack walk
+    for many nodes: an optimizer step's updates all point at the user's ``step()`` call)."""
+    saved, grad_mode.site = grad_mode.site, site
+    try:
+        yield
+    finally:
+        grad_mode.site = saved
 
 
 @contextmanager

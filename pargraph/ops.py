@@ -13,45 +13,17 @@ primitives and need no rule of their own.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from pargraph.graph import Node, user_site
+from pargraph.graph import Node, grad_mode, user_site
 
 REGISTRY: dict[str, Primitive] = {}
 DEFAULT_FLOAT = np.dtype(np.float32)
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
-
-
-class _GradMode(threading.local):
-    """Whether new nodes record autograd history; switched by ``pargraph.no_grad`` & co.
-
-    ``site`` overrides the recorded source line: nodes a vjp emits carry the line that
-    recorded their forward node, which is what an error should point at (and is cheaper than
-    walking the stack).
-    """
-
-    enabled = True
-    site = None
-
-
-grad_mode = _GradMode()
-
-
-@contextlib.contextmanager
-def recorded_at(site: Any) -> Iterator[None]:
-    """Nodes recorded inside the block carry ``site`` as their source line (one stack walk
-    for many nodes: an optimizer step's updates all point at the user's ``step()`` call)."""
-    saved, grad_mode.site = grad_mode.site, site
-    try:
-        yield
-    finally:
-        grad_mode.site = saved
 
 
 class Primitive:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import execution
-from pargraph.tensor import Tensor, from_numpy
+from pargraph._tensor import Tensor, from_numpy
 
 _STRUCTURE = "__structure__"
 _FORMAT = "pargraph-checkpoint"

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pargraph import execution, lowering, runtime
-from pargraph.backprop import BackwardTemplate
+from pargraph.autograd.backward_graph import BackwardTemplate
 from pargraph.graph import Node
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",

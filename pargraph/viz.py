@@ -8,10 +8,10 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from pargraph import execution
-from pargraph.backprop import gradients, history_region
+from pargraph._tensor import Tensor
+from pargraph.autograd.backward_graph import gradients, history_region
 from pargraph.graph import CUT, Node, toposort
 from pargraph.ops import constant
-from pargraph.tensor import Tensor
 
 STYLES = {
     "forward": dict(shape="ellipse", style="filled", fillcolor="#d8eedf", color="#4C9F70"),

@@ -391,7 +391,7 @@ def _model_step(const):
 
 def _backward_graph(loss):
     from pargraph import ops
-    from pargraph.backprop import gradients
+    from pargraph.autograd.backward_graph import gradients
     from pargraph.graph import toposort
 
     seed = ops.constant(np.ones((), dtype=np.float32))
@@ -403,7 +403,7 @@ def _backward_graph(loss):
 
 
 def test_a_cached_backward_graph_equals_a_generated_one():
-    from pargraph.backprop import BackwardTemplate
+    from pargraph.autograd.backward_graph import BackwardTemplate
 
     const = pargraph.randn(5, 5)
     BackwardTemplate.cache.clear()
@@ -415,7 +415,7 @@ def test_a_cached_backward_graph_equals_a_generated_one():
 
 
 def test_cached_backward_gives_the_gradients_of_fresh_generation():
-    from pargraph.backprop import BackwardTemplate
+    from pargraph.autograd.backward_graph import BackwardTemplate
 
     const = pargraph.randn(5, 5)
     results = []

@@ -13,9 +13,9 @@ import pytest
 
 import pargraph
 from pargraph import ops
-from pargraph.backprop import history_region
+from pargraph._tensor import Tensor
+from pargraph.autograd.backward_graph import history_region
 from pargraph.graph import toposort
-from pargraph.tensor import Tensor
 
 R = np.random.default_rng(1234)
 

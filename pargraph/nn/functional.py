@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pargraph import ops
-from pargraph.tensor import Tensor, arange, as_tensor, default_generator, from_numpy
+from pargraph._tensor import Tensor, arange, as_tensor, default_generator, from_numpy
 
 _REDUCTIONS = ("mean", "sum", "none")
 

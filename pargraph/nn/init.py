@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
+from pargraph._tensor import Tensor, default_generator
 from pargraph.nn.module import assign
-from pargraph.tensor import Tensor, default_generator
 
 
 def _fans(t: Tensor) -> tuple[int, int]:

@@ -7,10 +7,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from pargraph._tensor import Tensor, cat, empty_for_init, worker_threads
 from pargraph.nn import functional as F
 from pargraph.nn import init
 from pargraph.nn.module import Module, Parameter
-from pargraph.tensor import Tensor, cat, empty_for_init, worker_threads
 
 
 class Linear(Module):

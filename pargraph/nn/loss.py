@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pargraph._tensor import Tensor
 from pargraph.nn import functional as F
 from pargraph.nn.module import Module
-from pargraph.tensor import Tensor
 
 
 class _Loss(Module):

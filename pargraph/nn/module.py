@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph.grad_mode import no_grad
-from pargraph.tensor import Tensor, as_tensor, dtype_of_to, module_scope, zero_grads
+from pargraph._tensor import Tensor, as_tensor, dtype_of_to
+from pargraph.autograd.engine import zero_grads
+from pargraph.autograd.mode import no_grad
+from pargraph.graph import module_scope
 
 
 class Parameter(Tensor):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from pargraph import ops
+from pargraph._tensor import Tensor
 from pargraph.optim.optimizer import Optimizer, updated
-from pargraph.tensor import Tensor
 
 
 class Adam(Optimizer):

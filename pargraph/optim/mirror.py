@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from pargraph import execution
-from pargraph.grad_mode import no_grad
+from pargraph._tensor import Tensor, as_tensor
+from pargraph.autograd.mode import no_grad
 from pargraph.lowering import HeldPart, futures_of, is_future
-from pargraph.tensor import Tensor, as_tensor
 
 _gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")
 

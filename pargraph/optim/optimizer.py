@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pargraph import execution
-from pargraph.grad_mode import enable_grad, no_grad
-from pargraph.graph import UPDATE, naming, user_site
-from pargraph.ops import Primitive, recorded_at
+from pargraph._tensor import Tensor, as_tensor
+from pargraph.autograd.engine import zero_grads
+from pargraph.autograd.mode import enable_grad, no_grad
+from pargraph.graph import UPDATE, naming, recorded_at, user_site
+from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
-from pargraph.tensor import Tensor, as_tensor, zero_grads
 
 _required = object()
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pargraph import ops
+from pargraph._tensor import Tensor
 from pargraph.optim.optimizer import Optimizer, required, updated
-from pargraph.tensor import Tensor
 
 
 class SGD(Optimizer):

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph.tensor import Tensor, default_generator, stack, tensor
+from pargraph._tensor import Tensor, default_generator, stack, tensor
 
 
 class Dataset:

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import backprop, execution, ops
-from pargraph.grad_mode import no_grad
-from pargraph.graph import Node, module_scope, user_site  # noqa: F401  (module_scope: nn)
+from pargraph import execution, ops
+from pargraph.autograd import engine
+from pargraph.autograd.mode import no_grad
+from pargraph.graph import Node, grad_mode
 from pargraph.lowering import lower, plan
 from pargraph.ops import DEFAULT_FLOAT
 
@@ -331,7 +332,7 @@ class Tensor:
         >>> (x * x).sum().backward(); x.grad
         tensor([2., 4.])
         """
-        run_backward([self], [gradient], retain_graph, create_graph)
+        engine.backward([self], [gradient], retain_graph, create_graph)
 
     # --- dtype conversions --------------------------------------------------------------
 
@@ -578,7 +579,7 @@ class Tensor:
         node.owner = weakref.ref(self)
 
     def _check_in_place(self) -> None:
-        if ops.grad_mode.enabled and self._node.requires_grad and not self._node.history:
+        if grad_mode.enabled and self._node.requires_grad and not self._node.history:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
 
@@ -885,70 +886,6 @@ def _check_mask(mask: np.ndarray, shape: tuple, position: int) -> None:
             raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not "
                              f"match the shape of the indexed tensor {list(shape)} at index "
                              f"{position + k}")
-
-
-# --- running backward -------------------------------------------------------------------------
-
-def gradient_nodes(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
-                   targets: set[int] | None, create_graph: bool):
-    """Check the roots, seed their gradients, and build the backward graph (not realized)."""
-    roots, seeds = [], []
-    for k, (out, seed) in enumerate(zip(outputs, grad_outputs)):
-        if not out.requires_grad:
-            raise RuntimeError(f"element {k} of tensors does not require grad and does not "
-                               "have a grad_fn")
-        if seed is None:
-            if out.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seed_node = ops.constant(np.ones(out.shape, dtype=out.dtype))
-        else:
-            seed_node = as_tensor(seed, dtype=out.dtype)._node
-            if seed_node.shape != out.shape:
-                raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of "
-                                   f"{seed_node.shape} and output[{k}] has a shape of "
-                                   f"{out.shape}.")
-        roots.append(out._node)
-        seeds.append(seed_node)
-    return backprop.gradients(roots, seeds, targets, create_graph)
-
-
-def run_backward(outputs: Sequence[Tensor], grad_outputs: Sequence[Any],
-                 retain_graph: bool | None, create_graph: bool) -> None:
-    """``Tensor.backward``: accumulate gradients into ``.grad`` of leaves (and retainers)."""
-    retain_graph = create_graph if retain_graph is None else retain_graph
-    grads, region = gradient_nodes(outputs, grad_outputs, None, create_graph)
-    updated = []
-    for node, g in grads:
-        owner = node.owner_tensor()
-        if owner is None:
-            continue
-        if owner.grad is None:
-            owner.grad = _wrap(g)
-        elif create_graph:
-            owner.grad = _wrap(backprop.accumulate([owner.grad._node, g]))
-        else:
-            with no_grad():
-                owner.grad._rebind(backprop.accumulate([owner.grad._node, g]))
-        updated.append(owner.grad._node)
-    if not retain_graph:
-        for node in region:
-            node.free(keep_value=True)  # a second backward raises now; values go after the run
-    # The roots too: the rest of the forward graph runs in the same dask graph as backward,
-    # and that graph runs with the next realization (usually optimizer.step()).
-    roots = [out._node for out in outputs]
-    execution.defer(updated + roots, release=() if retain_graph else region,
-                    site=user_site())
-
-
-def zero_grads(tensors, set_to_none: bool = True) -> None:
-    """Reset the ``.grad`` of each tensor: to ``None``, or to zeros in place."""
-    for t in tensors:
-        if t.grad is None:
-            continue
-        if set_to_none:
-            t.grad = None
-        else:
-            t.grad.zero_()
 
 
 # --- factories -----------------------------------------------------------------------------

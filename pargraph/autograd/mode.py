@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from pargraph.ops import grad_mode
+from pargraph.graph import grad_mode
 
 
 def is_grad_enabled() -> bool:

@@ -26,12 +26,14 @@ from pargraph.graph import (
     FREED,
     Node,
     format_site,
+    grad_mode,
     naming,
+    recorded_at,
     toposort,
     uid_mark,
     user_site,
 )
-from pargraph.ops import add_n, cast, grad_mode, recorded_at
+from pargraph.ops import add_n, cast
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -59,25 +61,25 @@ def accumulate(contributions: list[Node], scope: str | None = None) -> Node:
 def gradients(
     roots: Sequence[Node],
     grad_roots: Sequence[Node],
-    targets: set[int] | None = None,
+    wrt: set[int] | None = None,
     create_graph: bool = False,
     checked: bool = True,
 ) -> tuple[list[tuple[Node, Node]], list[Node]]:
     """Build the gradient nodes of ``roots`` (seeded with ``grad_roots``) with respect to the
-    nodes whose ids are in ``targets``; by default, as ``backward()`` does, the leaves that
+    nodes whose ids are in ``wrt``; by default, as ``backward()`` does, the leaves that
     require grad and the nodes that retain their grad.
 
-    Returns ``(grads, region)``: ``(target, gradient node)`` for each target that was reached,
+    Returns ``(grads, region)``: ``(node, gradient node)`` for each node of ``wrt`` reached,
     and the history nodes the backward pass went through (those whose saved values it uses).
     ``checked=False`` builds the nodes for a picture only, never to run: a freed graph or a
     value changed in place since does not matter then.
     """
     order = history_region(roots)
-    if targets is None:
-        targets = {id(n) for n in order if n.retains_grad or (n.requires_grad and not n.history)}
+    if wrt is None:
+        wrt = {id(n) for n in order if n.retains_grad or (n.requires_grad and not n.history)}
     needs: dict[int, bool] = {}
     for node in order:
-        needs[id(node)] = id(node) in targets or (
+        needs[id(node)] = id(node) in wrt or (
             node.history and any(needs.get(id(i), False) for i in node.input_nodes())
         )
     region = [node for node in order if node.history and needs[id(node)]]
@@ -86,7 +88,7 @@ def gradients(
 
     key = None
     if checked and not create_graph:
-        key = _structure_key(order, roots, grad_roots, targets)
+        key = _structure_key(order, roots, grad_roots, wrt)
     template = BackwardTemplate.cache.pop(key, None) if key is not None else None
     if template is not None:
         BackwardTemplate.cache[key] = template  # most recently used last
@@ -108,7 +110,7 @@ def gradients(
                 continue
             origins.append((uid_mark(), position[id(node)]))
             g = accumulate(contributions, node.scope)
-            if id(node) in targets:
+            if id(node) in wrt:
                 grads.append((node, g))
             if node.history:
                 _propagate(node, g, needs, pending, checked)
@@ -125,7 +127,7 @@ def gradients(
 
 
 def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequence[Node],
-                   targets: set[int]) -> tuple | None:
+                   wrt: set[int]) -> tuple | None:
     """What the generated backward graph depends on: each node's op, attributes, shape, dtype
     and autograd flags, and, for nodes with history, their inputs (positions, or the scalars
     themselves). ``None`` when it cannot be a cache key (an unhashable attribute, a value
@@ -135,7 +137,7 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     for node in order:
         if node.overwritten:
             return None
-        flags = (node.requires_grad, node.retains_grad, id(node) in targets)
+        flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
         if node.history:
             inputs = tuple(position[id(i)] if isinstance(i, Node) else (type(i), i)
                            for i in node.inputs)

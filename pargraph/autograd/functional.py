@@ -1,27 +1,33 @@
-"""``pargraph.autograd``: gradients as values (``grad``) and checked against finite differences
-(``gradcheck``). The backward graph itself is built by :mod:`pargraph.backprop`."""
+"""Gradients as values (``grad``) and checked against finite differences (``gradcheck``).
+
+The backward graph is built by :mod:`pargraph.autograd.backward_graph`, through the driver in
+:mod:`pargraph.autograd.engine`; these functions return tensors, so they read the facade when
+they run (see the engine's docstring)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pargraph import execution
-from pargraph.grad_mode import (  # noqa: F401  (re-exported, as torch.autograd does)
-    enable_grad,
-    inference_mode,
-    no_grad,
-    set_grad_enabled,
-)
-from pargraph.tensor import Tensor, compute, gradient_nodes, tensor
+from pargraph.autograd.engine import gradient_nodes
+
+if TYPE_CHECKING:
+    from pargraph._tensor import Tensor
+
+
+def _facade() -> Any:
+    from pargraph import _tensor
+
+    return _tensor
 
 
 def _as_list(value: Any) -> list:
     if value is None:
         return []
-    return [value] if isinstance(value, Tensor) else list(value)
+    return [value] if isinstance(value, _facade().Tensor) else list(value)
 
 
 def grad(
@@ -60,7 +66,7 @@ def grad(
                            "the graph. Set allow_unused=True if this is the desired behavior.")
     targets = [g for g in grads if g is not None] + [out._node for out in outputs]
     execution.realize(targets, release=() if retain_graph else region)
-    return tuple(None if g is None else Tensor(g) for g in grads)
+    return tuple(None if g is None else _facade().Tensor(g) for g in grads)
 
 
 class GradcheckError(RuntimeError):
@@ -88,7 +94,9 @@ def gradcheck(
     True
     """
     inputs = tuple(_as_list(inputs))
-    checked = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    tensor_type = _facade().Tensor
+    checked = [k for k, x in enumerate(inputs)
+               if isinstance(x, tensor_type) and x.requires_grad]
     if not checked:
         raise ValueError("gradcheck: expected at least one input tensor that requires grad")
     for k in checked:
@@ -112,7 +120,7 @@ def gradcheck(
 
 def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[np.ndarray]:
     rows = []
-    targets = {id(x._node) for x in inputs}
+    wrt = {id(x._node) for x in inputs}
     for out in outputs:
         if not out.requires_grad:  # independent of every input: a zero Jacobian
             rows.extend({} for _ in range(out.numel()))
@@ -120,7 +128,8 @@ def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[n
         for j in range(out.numel()):
             seed = np.zeros(out.numel(), dtype=out.dtype)
             seed[j] = 1
-            pairs, _ = gradient_nodes([out], [tensor(seed.reshape(out.shape))], targets, False)
+            pairs, _ = gradient_nodes([out], [_facade().tensor(seed.reshape(out.shape))], wrt,
+                                      False)
             rows.append({id(node): g for node, g in pairs})
     execution.realize([g for row in rows for g in row.values()])
     jacobians = []
@@ -137,12 +146,13 @@ def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[n
 def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: float):
     """Central differences. ``fn`` runs with grad enabled and inputs that require grad as the
     originals do, so that functions which differentiate internally (second derivatives) work."""
-    base = [x.detach().numpy() if isinstance(x, Tensor) else x for x in inputs]
+    facade = _facade()
+    base = [x.detach().numpy() if isinstance(x, facade.Tensor) else x for x in inputs]
 
     def as_input(value, original):
-        if not isinstance(original, Tensor):
+        if not isinstance(original, facade.Tensor):
             return value
-        return tensor(value, requires_grad=original.requires_grad)
+        return facade.tensor(value, requires_grad=original.requires_grad)
 
     evaluations = []  # per checked input, per element: (outputs at +eps, outputs at -eps)
     for k in checked:
@@ -157,7 +167,7 @@ def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: f
                 pair.append([o.detach() for o in _as_list(fn(*args)) if o.dtype.kind == "f"])
             per_element.append(pair)
         evaluations.append(per_element)
-    compute(*(o for per in evaluations for pair in per for outs in pair for o in outs))
+    facade.compute(*(o for per in evaluations for pair in per for outs in pair for o in outs))
     jacobians = []
     for per_element in evaluations:
         columns = []

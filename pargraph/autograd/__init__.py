@@ -1,0 +1,24 @@
+"""``pargraph.autograd``: everything about gradients, in one layer.
+
+- :mod:`~pargraph.autograd.mode` — grad mode: ``no_grad``, ``enable_grad``,
+  ``set_grad_enabled``, ``inference_mode`` (the per-thread flag they switch lives with the
+  other recording context in :mod:`pargraph.graph`, where ops read it);
+- :mod:`~pargraph.autograd.backward_graph` — the backward graph: vjp nodes, ``add_n`` fan-in
+  nodes, templates reused for a forward structure seen before;
+- :mod:`~pargraph.autograd.engine` — the driver: seeds, ``.grad`` accumulation, deferring the
+  run (``Tensor.backward`` and ``backward`` call it);
+- :mod:`~pargraph.autograd.functional` — ``grad`` and ``gradcheck``.
+"""
+
+from pargraph.autograd.engine import backward
+from pargraph.autograd.functional import GradcheckError, grad, gradcheck
+from pargraph.autograd.mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+
+__all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
+           "set_grad_enabled", "inference_mode", "is_grad_enabled"]
