@@ -1,25 +1,32 @@
-"""The Tensor facade: PyTorch's names and semantics over lazily recorded nodes.
+"""The Tensor class: PyTorch's names and semantics over lazily recorded nodes.
 
 A Tensor wraps one :class:`~pargraph.graph.Node`. Operations record new nodes (shape errors
 raise at once); values are realized on demand. In-place methods rebind the tensor to a new
 node, so the graph itself never mutates.
+
+Named ``_tensor`` (as PyTorch's ``torch/_tensor.py``) so that the module does not hide the
+``pargraph.tensor`` factory. The rest of the facade, by concern: :mod:`pargraph.factories`
+(new tensors, the random generator), :mod:`pargraph.functions` (``cat``, ``stack``,
+``compute``, function forms of methods), :mod:`pargraph.printing` (``repr``),
+:mod:`pargraph.collection` (dask's collection protocol), :mod:`pargraph.cluster`
+(``connect``). ``backward()`` calls into :mod:`pargraph.autograd`. Methods of primitives
+declared with ``method=True`` (``exp``, ``relu``, ...) are added from the op registry.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import namedtuple
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from pargraph import execution, ops
-from pargraph.autograd import engine
+from pargraph import autograd, execution, ops
 from pargraph.autograd.mode import no_grad
+from pargraph.collection import DaskCollection
 from pargraph.graph import Node, grad_mode
-from pargraph.lowering import lower, plan
 from pargraph.ops import DEFAULT_FLOAT
+from pargraph.printing import format_tensor
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -27,28 +34,6 @@ int64 = np.dtype(np.int64)
 bool_ = np.dtype(bool)
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
-_rng = np.random.default_rng()
-
-
-def manual_seed(seed: int) -> np.random.Generator:
-    """Seed pargraph's random number generator (``rand``, ``randn``, dropout, shuffling).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> _ = pargraph.manual_seed(0); a = pargraph.rand(2)
-    >>> _ = pargraph.manual_seed(0); bool((a == pargraph.rand(2)).all())
-    True
-    """
-    global _rng
-    _rng = np.random.default_rng(seed)
-    return _rng
-
-
-def default_generator() -> np.random.Generator:
-    return _rng
-
-
 class GradFn:
     """The backward function of a non-leaf tensor, as PyTorch shows it."""
 
@@ -84,7 +69,7 @@ def _grad_fn_of_input(node: Node):
     return AccumulateGrad(node) if node.requires_grad else None
 
 
-class Tensor:
+class Tensor(DaskCollection):
     """A multi-dimensional array that records the operations applied to it.
 
     Create tensors with :func:`tensor` and the other factories.
@@ -107,6 +92,11 @@ class Tensor:
         self._node = node
         self.grad: Tensor | None = None
         node.owner = weakref.ref(self)
+
+    @staticmethod
+    def _wrap(node: Node) -> Tensor:
+        """A plain tensor around ``node`` (whatever subclass ``self`` is)."""
+        return Tensor(node)
 
     # --- attributes ---------------------------------------------------------------------
 
@@ -162,7 +152,7 @@ class Tensor:
 
     @data.setter
     def data(self, value: Tensor) -> None:
-        value = as_tensor(value)
+        value = value if isinstance(value, Tensor) else Tensor(leaf_of(value))
         if value.shape != self.shape or value.dtype != self.dtype:
             self._replace(_detached_node(value._node))  # PyTorch lets .data change shape
             return
@@ -258,7 +248,7 @@ class Tensor:
         return object.__format__(self, spec)
 
     def __repr__(self) -> str:
-        return _format_tensor(self)
+        return format_tensor(self)
 
     # --- autograd -----------------------------------------------------------------------
 
@@ -332,7 +322,7 @@ class Tensor:
         >>> (x * x).sum().backward(); x.grad
         tensor([2., 4.])
         """
-        engine.backward([self], [gradient], retain_graph, create_graph)
+        autograd.backward([self], [gradient], retain_graph, create_graph)
 
     # --- dtype conversions --------------------------------------------------------------
 
@@ -415,21 +405,10 @@ class Tensor:
         spec, index_nodes = _index_spec(key, self.shape)
         return _wrap(ops.index(self._node, *index_nodes, spec=spec))
 
-    # --- elementwise math ---------------------------------------------------------------
-
-    def exp(self): return _wrap(ops.exp(self._node))
-    def log(self): return _wrap(ops.log(self._node))
-    def sqrt(self): return _wrap(ops.sqrt(self._node))
-    def abs(self): return _wrap(ops.abs_(self._node))
-    def sin(self): return _wrap(ops.sin(self._node))
-    def cos(self): return _wrap(ops.cos(self._node))
-    def tanh(self): return _wrap(ops.tanh(self._node))
-    def sigmoid(self): return _wrap(ops.sigmoid(self._node))
-    def relu(self): return _wrap(ops.relu(self._node))
-    def sign(self): return _wrap(ops.sign(self._node))
+    # --- elementwise math (exp, log, ... come from the op registry: see below the class) -
 
     def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
-        return _wrap(ops.clamp(self._node, min=_scalar(min), max=_scalar(max)))
+        return _wrap(ops.clamp(self._node, min=scalar(min), max=scalar(max)))
 
     def maximum(self, other: Tensor) -> Tensor:
         return _binary(ops.maximum, self, other)
@@ -438,7 +417,7 @@ class Tensor:
         return _binary(ops.minimum, self, other)
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
-        return where(condition, self, other)
+        return _wrap(ops.where(operand(condition), self._node, operand(other)))
 
     # --- reductions ---------------------------------------------------------------------
 
@@ -505,7 +484,7 @@ class Tensor:
     # --- shapes -------------------------------------------------------------------------
 
     def reshape(self, *shape) -> Tensor:
-        return _wrap(ops.reshape(self._node, shape=_shape_arg(shape)))
+        return _wrap(ops.reshape(self._node, shape=shape_arg(shape)))
 
     def view(self, *shape) -> Tensor:
         return self.reshape(*shape)
@@ -523,7 +502,7 @@ class Tensor:
         return self.T
 
     def permute(self, *dims) -> Tensor:
-        dims = tuple(ops.normalize_dim(d, self.ndim) for d in _shape_arg(dims))
+        dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
         return _wrap(ops.permute(self._node, dims=dims))
 
     def squeeze(self, dim=None) -> Tensor:
@@ -533,7 +512,7 @@ class Tensor:
         return _wrap(ops.unsqueeze(self._node, dim))
 
     def expand(self, *sizes) -> Tensor:
-        sizes = _shape_arg(sizes)
+        sizes = shape_arg(sizes)
         lead = len(sizes) - self.ndim
         shape = tuple(
             self.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes)
@@ -613,7 +592,7 @@ class Tensor:
         """``x[key] = value`` in place (ints, slices, masks, index tensors), as in PyTorch."""
         self._check_in_place()
         spec, index_nodes = _index_spec(key, self.shape)
-        value = _operand(value)
+        value = operand(value)
         if isinstance(value, Node) and value.dtype != self.dtype:
             value = ops.cast(value, dtype=self.dtype)
         self._rebind(ops.index_put(self._node, value, *index_nodes, spec=spec))
@@ -624,7 +603,7 @@ class Tensor:
 
     def copy_(self, src: Any) -> Tensor:
         self._check_in_place()
-        src = as_tensor(src)
+        src = src if isinstance(src, Tensor) else Tensor(leaf_of(src))
         node = ops.expand(src._node, shape=self.shape) if src.shape != self.shape else src._node
         if node.dtype != self.dtype:
             node = ops.cast(node, dtype=self.dtype)
@@ -647,34 +626,22 @@ class Tensor:
         """
         return self.fill_(0)
 
-    # --- dask collection protocol -------------------------------------------------------
+def _method_of(prim: ops.Primitive):
+    def method(self: Tensor) -> Tensor:
+        return _wrap(prim(self._node))
 
-    def __dask_graph__(self) -> dict:
-        order, computed = plan([self._node])
-        outputs = [self._node] if computed else []
-        return lower(order, computed, outputs, execution.granularity(execution.DEFAULT_GET),
-                     named_outputs=True).graph
+    method.__name__ = method.__qualname__ = prim.name
+    method.__doc__ = (f"``{prim.name}`` of each element: the ``{prim.name}`` primitive "
+                      "(see :mod:`pargraph.ops`).")
+    return method
 
-    def __dask_keys__(self) -> list:
-        return [self._node.key]
 
-    def __dask_layers__(self) -> tuple:
-        return (self._node.key,)
-
-    def __dask_postcompute__(self):
-        return _first, ()
-
-    def __dask_postpersist__(self):
-        return _rebuild_persisted, (self._node.key,)
-
-    def __dask_tokenize__(self) -> str:
-        return self._node.key
-
-    @staticmethod
-    def __dask_optimize__(graph, keys, **kwargs):
-        return graph
-
-    __dask_scheduler__ = staticmethod(execution.DEFAULT_GET)
+# A primitive declared with ``method=True`` is a Tensor method (and a ``pargraph.<name>``
+# function, see :mod:`pargraph.functions`) without a line written for it here.
+for _prim in ops.REGISTRY.values():
+    if _prim.method:
+        setattr(Tensor, _prim.name, _method_of(_prim))
+del _prim
 
 
 class SharedData(Tensor):
@@ -728,11 +695,12 @@ class SharedData(Tensor):
 
 
 def _detached_node(node: Node) -> Node:
-    """A node with ``node``'s value and no history: its value if realized, else an alias."""
+    """A node with ``node``'s value and no history: its value if realized, else a
+    ``stop_gradient`` node."""
     if node.value is not None:
         return ops.constant(node.value, shape=node.shape, dtype=node.dtype)
     with no_grad():
-        return ops.alias(node)
+        return ops.stop_gradient(node)
 
 
 def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
@@ -760,19 +728,31 @@ def check_device(device: Any, where: str) -> None:
                            "available (use 'cpu')")
 
 
-def _first(results: Sequence) -> np.ndarray:
-    return results[0]
-
-
-def _rebuild_persisted(results: dict, key: str, *, rename=None) -> Tensor:
-    return _wrap(ops.constant(np.asarray(results[key])))
-
-
 def _wrap(node: Node) -> Tensor:
     return Tensor(node)
 
 
-def _scalar(value: Any) -> Any:
+def leaf_of(data: Any, dtype: Any = None) -> Node:
+    """A new leaf node holding a copy of ``data``: Python floats become float32 and Python
+    ints int64, as in PyTorch; numpy arrays keep their dtype."""
+    if isinstance(data, Tensor):
+        data = data.detach()._value()
+    from_python = not isinstance(data, (np.ndarray, np.generic))
+    array = np.array(data)
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise TypeError(f"tensor: could not infer a numeric dtype from {type(data).__name__}")
+    if dtype is not None:
+        target = np.dtype(dtype)
+    elif from_python and array.dtype.kind == "f":
+        target = DEFAULT_FLOAT
+    elif from_python and array.dtype.kind in "iu":
+        target = int64
+    else:
+        target = array.dtype
+    return ops.constant(array.astype(target, copy=False))
+
+
+def scalar(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, Tensor):
@@ -780,7 +760,7 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def _operand(value: Any) -> Node | int | float | bool:
+def operand(value: Any) -> Node | int | float | bool:
     """A Tensor's node, a Python scalar as it is (weak in type promotion), or a new leaf."""
     if isinstance(value, Tensor):
         return value._node
@@ -789,16 +769,16 @@ def _operand(value: Any) -> Node | int | float | bool:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (np.ndarray, list, tuple)):
-        return tensor(value)._node
+        return leaf_of(value)
     raise TypeError(f"unsupported operand type: {type(value).__name__} (expected a Tensor, a "
                     "Python number, a numpy array or a list)")
 
 
 def _binary(prim: ops.Primitive, x: Any, y: Any) -> Tensor:
-    return _wrap(prim(_operand(x), _operand(y)))
+    return _wrap(prim(operand(x), operand(y)))
 
 
-def _shape_arg(shape: tuple) -> tuple:
+def shape_arg(shape: tuple) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     return tuple(int(n) for n in shape)
@@ -888,384 +868,3 @@ def _check_mask(mask: np.ndarray, shape: tuple, position: int) -> None:
                              f"{position + k}")
 
 
-# --- factories -----------------------------------------------------------------------------
-
-def _default_dtype(array: np.ndarray, from_python: bool) -> np.dtype:
-    if array.dtype.kind == "f" and from_python:
-        return DEFAULT_FLOAT
-    if array.dtype.kind in "iu" and from_python:
-        return int64
-    return array.dtype
-
-
-def tensor(data: Any, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A new leaf tensor holding a copy of ``data``.
-
-    Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep
-    their dtype.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.tensor([[1.0, 2.0]]).dtype
-    dtype('float32')
-    """
-    if isinstance(data, Tensor):
-        data = data.detach()._value()
-    from_python = not isinstance(data, (np.ndarray, np.generic))
-    array = np.array(data)
-    if array.dtype == object or array.dtype.kind not in "biuf":
-        raise TypeError(f"tensor: could not infer a numeric dtype from {type(data).__name__}")
-    target = np.dtype(dtype) if dtype is not None else _default_dtype(array, from_python)
-    return _leaf(array.astype(target, copy=False), requires_grad)
-
-
-def as_tensor(data: Any, dtype=None) -> Tensor:
-    """``data`` as a tensor, without copying a Tensor that already has the dtype.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> t = pargraph.ones(2); pargraph.as_tensor(t) is t
-    True
-    """
-    if isinstance(data, Tensor):
-        return data if dtype is None or data.dtype == np.dtype(dtype) else data.to(dtype)
-    return tensor(data, dtype=dtype)
-
-
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing memory with ``array`` (its dtype is kept).
-
-    Examples
-    --------
-    >>> import numpy as np, pargraph
-    >>> pargraph.from_numpy(np.arange(3.0)).dtype
-    dtype('float64')
-    """
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy: expected np.ndarray (got {type(array).__name__})")
-    return _leaf(array, False)
-
-
-def empty_for_init(*size: int) -> Tensor:
-    """An uninitialized float32 tensor, for layers that initialize their parameters next."""
-    return _leaf(np.empty(size, dtype=DEFAULT_FLOAT), False)
-
-
-def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
-    t = _wrap(ops.constant(array))
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
-    dtype = np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT
-    return _leaf(np.full(_shape_arg(shape), fill, dtype=dtype), requires_grad)
-
-
-def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros (float32 by default).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.zeros(2, 3).shape
-    (2, 3)
-    """
-    return _filled(size, 0, dtype, requires_grad)
-
-
-def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of ones (float32 by default).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.ones(2)
-    tensor([1., 1.])
-    """
-    return _filled(size, 1, dtype, requires_grad)
-
-
-def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A tensor filled with ``fill_value``; the dtype follows the value, as in PyTorch.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.full((2,), 7).dtype
-    dtype('int64')
-    """
-    if dtype is None:
-        dtype = ops._scalar_dtype(_scalar(fill_value))
-    return _filled((size,) if isinstance(size, int) else tuple(size), fill_value, dtype,
-                   requires_grad)
-
-
-def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Zeros with the shape (and by default the dtype) of ``t``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.zeros_like(pargraph.ones(2, dtype=pargraph.int64)).dtype
-    dtype('int64')
-    """
-    return _filled(t.shape, 0, dtype or t.dtype, requires_grad)
-
-
-def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Ones with the shape (and by default the dtype) of ``t``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.ones_like(pargraph.zeros(3)).tolist()
-    [1.0, 1.0, 1.0]
-    """
-    return _filled(t.shape, 1, dtype or t.dtype, requires_grad)
-
-
-def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
-    """``fill_value`` with the shape (and by default the dtype) of ``t``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.full_like(pargraph.zeros(2), 4.5).tolist()
-    [4.5, 4.5]
-    """
-    return _filled(t.shape, fill_value, dtype or t.dtype, requires_grad)
-
-
-def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Values from ``start`` to ``end`` (exclusive); int64 if all arguments are ints.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.arange(0, 1, 0.25).tolist()
-    [0.0, 0.25, 0.5, 0.75]
-    """
-    if end is None:
-        start, end = 0, start
-    if dtype is None:
-        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-        dtype = int64 if is_int else DEFAULT_FLOAT
-    return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
-
-
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end`` (inclusive).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.linspace(0, 1, 3).tolist()
-    [0.0, 0.5, 1.0]
-    """
-    return _leaf(np.linspace(start, end, steps).astype(dtype or DEFAULT_FLOAT), requires_grad)
-
-
-def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
-    """The identity matrix.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.eye(2).tolist()
-    [[1.0, 0.0], [0.0, 1.0]]
-    """
-    return _leaf(np.eye(n, m, dtype=dtype or DEFAULT_FLOAT), requires_grad)
-
-
-def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Uniform random numbers in [0, 1), from the generator seeded by ``manual_seed``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> bool(((pargraph.rand(100) >= 0) & (pargraph.rand(100) < 1)).all())
-    True
-    """
-    dtype = np.dtype(dtype or DEFAULT_FLOAT)
-    return _leaf(_rng.random(_shape_arg(size), dtype=dtype), requires_grad)
-
-
-def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal random numbers, from the generator seeded by ``manual_seed``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.randn(2, 3).shape
-    (2, 3)
-    """
-    dtype = np.dtype(dtype or DEFAULT_FLOAT)
-    return _leaf(_rng.standard_normal(_shape_arg(size), dtype=dtype), requires_grad)
-
-
-def randint(*args, size=None, dtype=None) -> Tensor:
-    """Random integers: ``randint(high, size)`` or ``randint(low, high, size)``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> int(pargraph.randint(0, 3, (10,)).max()) < 3
-    True
-    """
-    if size is None:
-        *args, size = args
-    low, high = (0, args[0]) if len(args) == 1 else args
-    array = _rng.integers(low, high, size=_shape_arg((size,)))
-    return _leaf(array.astype(dtype or int64), False)
-
-
-def rand_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    """``rand`` with the shape (and by default the dtype) of ``t``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.rand_like(pargraph.zeros(2, 2)).shape
-    (2, 2)
-    """
-    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
-
-
-def randn_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
-    """``randn`` with the shape (and by default the dtype) of ``t``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.randn_like(pargraph.zeros(3)).shape
-    (3,)
-    """
-    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
-
-
-# --- functions over several tensors ----------------------------------------------------------
-
-def where(condition: Tensor, input: Any, other: Any) -> Tensor:
-    """Elements of ``input`` where ``condition`` holds, else of ``other``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> x = pargraph.tensor([-1.0, 2.0])
-    >>> pargraph.where(x > 0, x, 0.0)
-    tensor([0., 2.])
-    """
-    return _wrap(ops.where(_operand(condition), _operand(input), _operand(other)))
-
-
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenate tensors along an existing dimension.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.cat([pargraph.ones(2), pargraph.zeros(1)]).tolist()
-    [1.0, 1.0, 0.0]
-    """
-    nodes = [as_tensor(t)._node for t in tensors]
-    if not nodes:
-        raise RuntimeError("cat: expected a non-empty list of Tensors")
-    return _wrap(ops.cat(*nodes, dim=ops.normalize_dim(dim, len(nodes[0].shape))))
-
-
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Stack same-shaped tensors along a new dimension.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.stack([pargraph.ones(2), pargraph.zeros(2)]).shape
-    (2, 2)
-    """
-    return _wrap(ops.stack([as_tensor(t)._node for t in tensors], dim))
-
-
-def connect(address: str, timeout: float = 10.0, security=None,
-            mirror_every: int | None = None):
-    """Connect to a dask cluster: a ``distributed.Client`` that becomes the default scheduler
-    for every realization, or a ``ConnectionError`` naming the address within ``timeout`` s
-    (whatever listens there). ``security`` is distributed's ``Security`` (needed for
-    ``tls://``). With ``mirror_every=N``, optimizers copy parameters and state off the cluster
-    every N steps (in the background), so losing the scheduler costs at most N steps.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> try:
-    ...     pargraph.connect("tcp://127.0.0.1:1", timeout=1)
-    ... except ConnectionError as error:
-    ...     print(str(error)[:58])
-    could not reach the dask scheduler at tcp://127.0.0.1:1 wi
-    """
-    return execution.connect(address, timeout, security, mirror_every)
-
-
-def worker_threads() -> int:
-    """How many tasks can run at once where the next run goes: the cluster's worker threads
-    with an active Client, else the threaded scheduler's ``num_workers`` (default: all cores).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.worker_threads() >= 1
-    True
-    """
-    return execution.worker_threads()
-
-
-def compute(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """Realize several tensors in one run (one dask graph); returns them.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> a, b = pargraph.compute(pargraph.ones(2) + 1, pargraph.ones(2) * 3)
-    >>> a.tolist(), b.tolist()
-    ([2.0, 2.0], [3.0, 3.0])
-    """
-    execution.realize([t._node for t in tensors])
-    return tensors
-
-
-# --- repr --------------------------------------------------------------------------------------
-
-def _format_tensor(t: Tensor) -> str:
-    value = np.asarray(t.detach()._value())
-    body = _format_values(value)
-    extras = []
-    if value.dtype not in (float32, int64, bool_):
-        extras.append(f"dtype=pargraph.{value.dtype.name}")
-    if t._node.history:
-        extras.append(f"grad_fn=<{t._node.op.grad_name}>")
-    elif t.requires_grad:
-        extras.append("requires_grad=True")
-    return "tensor(" + ", ".join([body, *extras]) + ")"
-
-
-def _format_values(value: np.ndarray) -> str:
-    if value.size == 0:
-        return "[]" if value.ndim == 1 else f"[], size={value.shape}"
-    if value.dtype.kind != "f":
-        return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000)
-    finite = value[np.isfinite(value)]
-    whole = finite.size == 0 or (np.all(finite == np.round(finite))
-                                 and np.abs(finite).max() < 1e8)
-
-    def text(v: float) -> str:
-        if not np.isfinite(v):
-            return str(v)
-        return f"{v:.0f}." if whole else f"{v:.4f}"
-
-    # PyTorch pads every element to the width of the widest finite one.
-    width = max((len(text(v)) for v in finite.flat), default=0)
-    return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000,
-                           formatter={"float_kind": lambda v: text(v).rjust(width)})

@@ -214,6 +214,17 @@ def _untokenized(graph: dict) -> Any:
     return expr
 
 
+def _granularity_or_lost(get: Callable, client: Any) -> Granularity:
+    """``granularity``, which asks a cluster's scheduler for its workers: a scheduler that is
+    gone by then is a lost cluster (ClusterLostError), not a comm error from inside dask."""
+    try:
+        return granularity(get, client)
+    except (OSError, asyncio.CancelledError) as error:  # CommClosedError is an OSError
+        if client is None:
+            raise
+        raise cluster_lost(client, f"asking the scheduler for its workers: {error!r}") from None
+
+
 def granularity(get: Callable, client: Any = None) -> Granularity:
     """How coarse the next run's tasks are: dask's config, and where the run goes."""
     return Granularity.of(client is not None, _workers(get, client),
@@ -345,7 +356,7 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         client = client_of(get)
         if client is not None and client.status != "running":  # every value it held is gone
             raise cluster_lost(client, f"the client's connection is {client.status}")
-        lowered = lower(order, computed, keep, granularity(get, client))
+        lowered = lower(order, computed, keep, _granularity_or_lost(get, client))
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
@@ -389,7 +400,7 @@ def _blame_backward(error: Exception, deferred: list) -> Exception:
     return error
 
 
-def _kept(computed: list[Node], targets: set[int], released: set[int]) -> list[Node]:
+def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> list[Node]:
     saved = set()
     for node in computed:
         if node.history and id(node) not in released:
@@ -397,7 +408,7 @@ def _kept(computed: list[Node], targets: set[int], released: set[int]) -> list[N
             saved.update(id(i) for i in node.input_nodes())
     return [
         node for node in computed
-        if id(node) in targets or id(node) in saved or is_live(node)
+        if id(node) in target_ids or id(node) in saved or is_live(node)
     ]
 
 

@@ -239,28 +239,35 @@ def uid_mark() -> int:
     return next(_uids)
 
 
-def toposort(roots: Iterable[Node], stop=None) -> list[Node]:
+def toposort(roots: Iterable[Any], stop=None, inputs_of=None) -> list[Any]:
     """Nodes reachable from ``roots`` (through inputs), inputs before consumers.
 
     Iterative depth-first search; nodes for which ``stop(node)`` is true are included but
-    their inputs are not visited.
+    their inputs are not visited. ``inputs_of(item)`` sorts other graphs (a trace's records):
+    the items ``item`` depends on; by default a node's ``inputs`` that are nodes.
     """
-    order: list[Node] = []
+    order: list[Any] = []
     visited: set[int] = set()
     visit = visited.add
+    any_item = inputs_of is not None
+
+    def children(item: Any) -> Iterable[Any]:
+        if stop is not None and stop(item):
+            return ()
+        return inputs_of(item) if any_item else item.inputs
+
     for root in roots:
         if id(root) in visited:
             continue
         visit(id(root))
         # Each entry holds an iterator over the node's inputs: it resumes where it left off.
-        stack = [(root, iter(() if stop is not None and stop(root) else root.inputs))]
+        stack = [(root, iter(children(root)))]
         while stack:
             node, inputs = stack[-1]
             for child in inputs:
-                if isinstance(child, Node) and id(child) not in visited:
+                if (any_item or isinstance(child, Node)) and id(child) not in visited:
                     visit(id(child))
-                    children = () if stop is not None and stop(child) else child.inputs
-                    stack.append((child, iter(children)))
+                    stack.append((child, iter(children(child))))
                     break
             else:
                 stack.pop()

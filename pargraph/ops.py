@@ -30,8 +30,10 @@ class Primitive:
     """A registered op: ``forward`` on numpy values, ``shape`` rule on nodes, vjps on nodes."""
 
     def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
-                 view: bool = False, cost: Callable | None = None):
+                 view: bool = False, cost: Callable | None = None, method: bool = False):
         self.name = name
+        #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
+        self.method = method
         self.forward = forward
         self.shape = shape
         #: A view costs nothing in numpy (reshape, permute, expand): partitioning knows it.
@@ -82,12 +84,13 @@ class ShapeError(Exception):
 
 
 def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
-              cost: Callable | None = None):
+              cost: Callable | None = None, method: bool = False):
     """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
-    ``cost``: estimated seconds of a node, for partitioning)."""
+    ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
+    ``pargraph.<name>(x)`` exist for it)."""
 
     def register(forward: Callable | None) -> Primitive:
-        prim = Primitive(name, forward, shape, grad_name, view, cost)
+        prim = Primitive(name, forward, shape, grad_name, view, cost, method)
         REGISTRY[name] = prim
         return prim
 
@@ -283,8 +286,8 @@ def swap_last(x: Node) -> Node:
 
 # --- leaves and identity --------------------------------------------------------------------
 
-leaf = Primitive("tensor", None, _same)
-REGISTRY["tensor"] = leaf
+leaf = Primitive("leaf", None, _same)  # a value given, not computed: a tensor from data
+REGISTRY["leaf"] = leaf
 
 
 def constant(value: Any, requires_grad: bool = False, shape: tuple | None = None,
@@ -298,10 +301,11 @@ def constant(value: Any, requires_grad: bool = False, shape: tuple | None = None
     return node
 
 
-@primitive("alias", _same, view=True)
-def alias(x):
+@primitive("stop_gradient", _same, view=True)
+def stop_gradient(x):
     return x
-# alias has no vjp: it is what detach() records for a not-yet-realized value.
+# No vjp: the same value with no history. What detach() records for a not-yet-realized value,
+# and the shift of a stable softmax (its gradient terms cancel).
 
 
 @primitive("cast", lambda x, dtype: (x.shape, dtype), grad_name="ToCopyBackward0")
@@ -436,55 +440,55 @@ where.defvjp(
 
 # --- elementwise math -----------------------------------------------------------------------
 
-@primitive("exp", _same_float)
+@primitive("exp", _same_float, method=True)
 def exp(x):
     return np.exp(x)
 exp.defvjp(lambda g, out, x: mul(g, out))
 
 
-@primitive("log", _same_float)
+@primitive("log", _same_float, method=True)
 def log(x):
     return np.log(x)
 log.defvjp(lambda g, out, x: div(g, x))
 
 
-@primitive("sqrt", _same_float)
+@primitive("sqrt", _same_float, method=True)
 def sqrt(x):
     return np.sqrt(x)
 sqrt.defvjp(lambda g, out, x: div(mul(g, 0.5), out))
 
 
-@primitive("abs", _same)
+@primitive("abs", _same, method=True)
 def abs_(x):
     return np.abs(x)
 abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
 
 
-@primitive("sign", _same)
+@primitive("sign", _same, method=True)
 def sign(x):
     return np.sign(x)
 sign.defvjp(lambda g, out, x: mul(g, 0.0))
 
 
-@primitive("sin", _same_float)
+@primitive("sin", _same_float, method=True)
 def sin(x):
     return np.sin(x)
 sin.defvjp(lambda g, out, x: mul(g, cos(x)))
 
 
-@primitive("cos", _same_float)
+@primitive("cos", _same_float, method=True)
 def cos(x):
     return np.cos(x)
 cos.defvjp(lambda g, out, x: neg(mul(g, sin(x))))
 
 
-@primitive("tanh", _same_float)
+@primitive("tanh", _same_float, method=True)
 def tanh(x):
     return np.tanh(x)
 tanh.defvjp(lambda g, out, x: mul(g, sub(1.0, mul(out, out))))
 
 
-@primitive("sigmoid", _same_float)
+@primitive("sigmoid", _same_float, method=True)
 def sigmoid(x):
     # Split by sign so that exp never overflows.
     x = np.asarray(x)
@@ -493,7 +497,7 @@ def sigmoid(x):
 sigmoid.defvjp(lambda g, out, x: mul(g, mul(out, sub(1.0, out))))
 
 
-@primitive("relu", _same)
+@primitive("relu", _same, method=True)
 def relu(x):
     return np.maximum(x, 0)
 # From the output, as PyTorch's ReluBackward: out > 0 exactly where x > 0, and the output is
@@ -975,7 +979,7 @@ def std(x: Node, dim=None, correction=1, keepdim=False) -> Node:
 def logsumexp(x: Node, dim, keepdim=False) -> Node:
     """Stable: the max is subtracted first; it carries no gradient since its terms cancel."""
     dims = normalize_dims(dim, len(x.shape))
-    shift = alias(amax(x, dim=dims, keepdim=True))
+    shift = stop_gradient(amax(x, dim=dims, keepdim=True))
     total = log(sum_(exp(sub(x, shift)), dim=dims, keepdim=True))
     out = add(total, shift)
     return out if keepdim else reshape(out, shape=_reduced_shape(x.shape, dims, False))
@@ -986,7 +990,8 @@ def log_softmax(x: Node, dim: int) -> Node:
 
 
 def softmax(x: Node, dim: int) -> Node:
-    shifted = exp(sub(x, alias(amax(x, dim=normalize_dims(dim, len(x.shape)), keepdim=True))))
+    shift = stop_gradient(amax(x, dim=normalize_dims(dim, len(x.shape)), keepdim=True))
+    shifted = exp(sub(x, shift))
     return div(shifted, sum_(shifted, dim=normalize_dims(dim, len(x.shape)), keepdim=True))
 
 

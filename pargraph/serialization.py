@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from pargraph import execution
-from pargraph._tensor import Tensor, from_numpy
+from pargraph._tensor import Tensor
+from pargraph.factories import from_numpy
 
 _STRUCTURE = "__structure__"
 _FORMAT = "pargraph-checkpoint"

@@ -32,7 +32,7 @@ from typing import Any
 
 from pargraph import execution, lowering, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
-from pargraph.graph import Node
+from pargraph.graph import Node, toposort
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
                 "update": "#EDAE49"}
@@ -308,7 +308,7 @@ def _covered(nodes: list[NodeRecord]) -> float:
 def critical_path(nodes: list[NodeRecord]) -> tuple[float, list[NodeRecord]]:
     """The longest chain of dependent nodes, weighted by duration: (length, nodes on it)."""
     by_key = {r.key: r for r in nodes}
-    order = _topological(nodes, by_key)
+    order = toposort(nodes, inputs_of=lambda r: [by_key[i] for i in r.inputs if i in by_key])
     longest: dict[str, float] = {}
     previous: dict[str, str | None] = {}
     for r in order:
@@ -327,25 +327,6 @@ def critical_path(nodes: list[NodeRecord]) -> tuple[float, list[NodeRecord]]:
         path.append(by_key[key])
         key = previous[key]
     return length, path[::-1]
-
-
-def _topological(nodes: list[NodeRecord], by_key: dict[str, NodeRecord]) -> list[NodeRecord]:
-    indegree = {r.key: sum(1 for i in r.inputs if i in by_key) for r in nodes}
-    consumers: dict[str, list[str]] = defaultdict(list)
-    for r in nodes:
-        for i in r.inputs:
-            if i in by_key:
-                consumers[i].append(r.key)
-    ready = [k for k, d in indegree.items() if d == 0]
-    order = []
-    while ready:
-        key = ready.pop()
-        order.append(by_key[key])
-        for consumer in consumers[key]:
-            indegree[consumer] -= 1
-            if indegree[consumer] == 0:
-                ready.append(consumer)
-    return order
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.backward_graph import gradients, history_region
 from pargraph.graph import CUT, Node, toposort
-from pargraph.ops import constant
+from pargraph.ops import constant, leaf
 
 STYLES = {
     "forward": dict(shape="ellipse", style="filled", fillcolor="#d8eedf", color="#4C9F70"),
@@ -43,7 +43,7 @@ def _graph_nodes(t: Tensor, backward: bool) -> tuple[list[Node], list[tuple[Node
 def _kind(node: Node) -> str:
     # A cut node without history holds its value only: a parameter (also right after an
     # optimizer update) or an input.
-    if node.op.name == "tensor" or (not node.history and node.state == CUT):
+    if node.op is leaf or (not node.history and node.state == CUT):
         return "parameter" if node.requires_grad else "input"
     return node.phase
 

@@ -436,3 +436,12 @@ def test_a_different_scalar_is_a_different_backward_structure():
         w.grad = None
         (w * factor).sum().backward()
         assert w.grad.tolist() == [factor] * 3
+
+
+def test_autograd_backward_takes_several_outputs_and_their_seeds():
+    x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    a, b = x * 3, (x * x).sum()
+    pargraph.autograd.backward([a, b], [pargraph.tensor([1.0, 0.5]), None])
+    assert x.grad.tolist() == [3.0 + 2.0, 1.5 + 4.0]
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar"):
+        pargraph.autograd.backward([x * 2])

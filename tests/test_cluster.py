@@ -200,7 +200,7 @@ def test_task_stream_groups_are_named_after_ops(cluster):
     groups = {key_split(task["key"]) for task in stream.data}
     backward = {g for g in groups if g.endswith("_backward")}
     assert backward and "accumulate_grad" in groups and "adam_update" in groups
-    forward = groups - backward - {"accumulate_grad", "adam_update", "tensor"}
+    forward = groups - backward - {"accumulate_grad", "adam_update", "leaf"}
     assert forward & {"matmul", "add", "relu", "cat", "amax", "sum", "log", "neg", "div"}
 
 
@@ -385,3 +385,19 @@ def test_demos_run_on_the_cluster_at_address(cluster, tmp_path):
                               timeout=120)
         assert done.returncode == 0, done.stderr
         assert f"on the dask cluster at {cluster.address}" in done.stdout, demo
+
+
+def test_a_scheduler_gone_when_asked_for_its_workers_is_a_lost_cluster(cluster, monkeypatch):
+    """The scheduler can die between two runs, just before a run asks it for its workers."""
+    from distributed.comm.core import CommClosedError
+
+    from pargraph import execution
+
+    def gone(client):
+        raise CommClosedError("in <TCP (closed) ConnectionPool.ncores>: Connection reset")
+
+    monkeypatch.setattr(execution, "_threads", gone)
+    x = pargraph.ones(4) * 2
+    with dask.config.set(scheduler=cluster.client), \
+            pytest.raises(pargraph.ClusterLostError, match="asking the scheduler"):
+        x.sum().item()

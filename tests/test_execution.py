@@ -13,7 +13,7 @@ from dask.utils import key_split
 
 import pargraph
 from pargraph import execution, ops
-from tests.test_ops import CASES, _tensors
+from tests.op_table import CASES, tensors_of
 
 
 def mlp_step(seed: int = 0):
@@ -68,7 +68,7 @@ def test_results_are_identical_on_every_scheduler(scheduler):
                                   "cat", "where", "prod_zero"])
 def test_ops_forward_and_backward_on_every_scheduler(scheduler, name):
     case = next(c for c in CASES if c.name == name)
-    inputs = _tensors(case, requires_grad=True)
+    inputs = tensors_of(case, requires_grad=True)
     out = case.fn(*inputs)
     np.testing.assert_allclose(out.detach().numpy(), case.ref(*case.inputs), rtol=1e-10)
     assert pargraph.autograd.gradcheck(case.fn, inputs)

@@ -6,12 +6,11 @@
 - :mod:`~pargraph.autograd.backward_graph` — the backward graph: vjp nodes, ``add_n`` fan-in
   nodes, templates reused for a forward structure seen before;
 - :mod:`~pargraph.autograd.engine` — the driver: seeds, ``.grad`` accumulation, deferring the
-  run (``Tensor.backward`` and ``backward`` call it);
-- :mod:`~pargraph.autograd.functional` — ``grad`` and ``gradcheck``.
+  run (``Tensor.backward`` and the functions call it);
+- :mod:`~pargraph.autograd.functional` — ``backward``, ``grad`` and ``gradcheck``.
 """
 
-from pargraph.autograd.engine import backward
-from pargraph.autograd.functional import GradcheckError, grad, gradcheck
+from pargraph.autograd.functional import GradcheckError, backward, grad, gradcheck
 from pargraph.autograd.mode import (
     enable_grad,
     inference_mode,

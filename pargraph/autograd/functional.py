@@ -1,33 +1,64 @@
 """Gradients as values (``grad``) and checked against finite differences (``gradcheck``).
 
 The backward graph is built by :mod:`pargraph.autograd.backward_graph`, through the driver in
-:mod:`pargraph.autograd.engine`; these functions return tensors, so they read the facade when
-they run (see the engine's docstring)."""
+:mod:`pargraph.autograd.engine`. Like the engine, these functions use the tensors they are
+given (their ``_node``, ``_wrap``, ``requires_grad``) and never import the facade above."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from pargraph import execution
+from pargraph import execution, ops
+from pargraph.autograd import engine
 from pargraph.autograd.engine import gradient_nodes
 
-if TYPE_CHECKING:
-    from pargraph._tensor import Tensor
+#: The facade's Tensor, as these functions see it: anything with ``_node``, ``requires_grad``,
+#: ``_wrap`` (a layer below the facade does not import it).
+Tensor = Any
 
 
-def _facade() -> Any:
-    from pargraph import _tensor
-
-    return _tensor
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "_node") and hasattr(value, "requires_grad")
 
 
 def _as_list(value: Any) -> list:
     if value is None:
         return []
-    return [value] if isinstance(value, _facade().Tensor) else list(value)
+    return [value] if _is_tensor(value) else list(value)
+
+
+def _seed_nodes(outputs: list, grad_outputs: list) -> list:
+    """The user's seeds as nodes of each output's dtype (``None`` stays: ones)."""
+    nodes = []
+    for out, seed in zip(outputs, grad_outputs):
+        if seed is None:
+            nodes.append(None)
+        elif _is_tensor(seed):
+            nodes.append(seed._node if seed.dtype == out.dtype else seed.to(out.dtype)._node)
+        else:
+            nodes.append(ops.constant(np.asarray(seed, dtype=out.dtype)))
+    return nodes
+
+
+def backward(tensors: Tensor | Sequence[Tensor],
+             grad_tensors: Tensor | Sequence[Any] | None = None,
+             retain_graph: bool | None = None, create_graph: bool = False) -> None:
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves (and of the
+    tensors that retain theirs), as ``torch.autograd.backward`` does.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    >>> pargraph.autograd.backward([(x * x).sum()]); x.grad
+    tensor([2., 4.])
+    """
+    tensors = _as_list(tensors)
+    seeds = _as_list(grad_tensors) or [None] * len(tensors)
+    engine.backward(tensors, _seed_nodes(tensors, seeds), retain_graph, create_graph)
 
 
 def grad(
@@ -58,7 +89,8 @@ def grad(
             raise RuntimeError(f"One of the differentiated Tensors (input {k}) does not "
                                "require grad")
     retain_graph = create_graph if retain_graph is None else retain_graph
-    pairs, region = gradient_nodes(outputs, seeds, {id(x._node) for x in inputs}, create_graph)
+    pairs, region = gradient_nodes(outputs, _seed_nodes(outputs, seeds),
+                                   {id(x._node) for x in inputs}, create_graph)
     found = {id(node): g for node, g in pairs}
     grads = [found.get(id(x._node)) for x in inputs]
     if not allow_unused and any(g is None for g in grads):
@@ -66,7 +98,7 @@ def grad(
                            "the graph. Set allow_unused=True if this is the desired behavior.")
     targets = [g for g in grads if g is not None] + [out._node for out in outputs]
     execution.realize(targets, release=() if retain_graph else region)
-    return tuple(None if g is None else _facade().Tensor(g) for g in grads)
+    return tuple(None if g is None else x._wrap(g) for x, g in zip(inputs, grads))
 
 
 class GradcheckError(RuntimeError):
@@ -94,9 +126,7 @@ def gradcheck(
     True
     """
     inputs = tuple(_as_list(inputs))
-    tensor_type = _facade().Tensor
-    checked = [k for k, x in enumerate(inputs)
-               if isinstance(x, tensor_type) and x.requires_grad]
+    checked = [k for k, x in enumerate(inputs) if _is_tensor(x) and x.requires_grad]
     if not checked:
         raise ValueError("gradcheck: expected at least one input tensor that requires grad")
     for k in checked:
@@ -128,7 +158,7 @@ def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[n
         for j in range(out.numel()):
             seed = np.zeros(out.numel(), dtype=out.dtype)
             seed[j] = 1
-            pairs, _ = gradient_nodes([out], [_facade().tensor(seed.reshape(out.shape))], wrt,
+            pairs, _ = gradient_nodes([out], [ops.constant(seed.reshape(out.shape))], wrt,
                                       False)
             rows.append({id(node): g for node, g in pairs})
     execution.realize([g for row in rows for g in row.values()])
@@ -146,13 +176,13 @@ def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[n
 def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: float):
     """Central differences. ``fn`` runs with grad enabled and inputs that require grad as the
     originals do, so that functions which differentiate internally (second derivatives) work."""
-    facade = _facade()
-    base = [x.detach().numpy() if isinstance(x, facade.Tensor) else x for x in inputs]
+    base = [x.detach().numpy() if _is_tensor(x) else x for x in inputs]
 
     def as_input(value, original):
-        if not isinstance(original, facade.Tensor):
+        if not _is_tensor(original):
             return value
-        return facade.tensor(value, requires_grad=original.requires_grad)
+        fresh = original._wrap(ops.constant(np.array(value)))
+        return fresh.requires_grad_(original.requires_grad)
 
     evaluations = []  # per checked input, per element: (outputs at +eps, outputs at -eps)
     for k in checked:
@@ -167,7 +197,8 @@ def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: f
                 pair.append([o.detach() for o in _as_list(fn(*args)) if o.dtype.kind == "f"])
             per_element.append(pair)
         evaluations.append(per_element)
-    facade.compute(*(o for per in evaluations for pair in per for outs in pair for o in outs))
+    execution.realize([o._node for per in evaluations for pair in per for outs in pair
+                       for o in outs])
     jacobians = []
     for per_element in evaluations:
         columns = []

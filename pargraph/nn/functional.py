@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor, arange, as_tensor, default_generator, from_numpy
+from pargraph._tensor import Tensor
+from pargraph.factories import arange, as_tensor, default_generator, from_numpy
 
 _REDUCTIONS = ("mean", "sum", "none")
 

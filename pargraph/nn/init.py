@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from pargraph._tensor import Tensor, default_generator
+from pargraph._tensor import Tensor
+from pargraph.factories import default_generator
 from pargraph.nn.module import assign
 
 

@@ -7,7 +7,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from pargraph._tensor import Tensor, cat, empty_for_init, worker_threads
+from pargraph._tensor import Tensor
+from pargraph.cluster import worker_threads
+from pargraph.factories import empty_for_init
+from pargraph.functions import cat
 from pargraph.nn import functional as F
 from pargraph.nn import init
 from pargraph.nn.module import Module, Parameter

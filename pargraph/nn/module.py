@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor, as_tensor, dtype_of_to
+from pargraph._tensor import Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
+from pargraph.factories import as_tensor
 from pargraph.graph import module_scope
 
 

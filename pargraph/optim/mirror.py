@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from pargraph import execution
-from pargraph._tensor import Tensor, as_tensor
+from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
+from pargraph.factories import as_tensor
 from pargraph.lowering import HeldPart, futures_of, is_future
 
 _gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pargraph import execution
-from pargraph._tensor import Tensor, as_tensor
+from pargraph._tensor import Tensor
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
+from pargraph.factories import as_tensor
 from pargraph.graph import UPDATE, naming, recorded_at, user_site
 from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror

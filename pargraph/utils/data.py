@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from pargraph._tensor import Tensor, default_generator, stack, tensor
+from pargraph._tensor import Tensor
+from pargraph.factories import default_generator, tensor
+from pargraph.functions import stack
 
 
 class Dataset:

@@ -1,0 +1,283 @@
+"""Factories: new tensors from data (``tensor``, ``as_tensor``, ``from_numpy``), filled or
+ranged (``zeros``, ``arange``, ...) and random (``rand``, ``randn``, ``randint``), with
+pargraph's random number generator (``manual_seed``).
+
+Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep their
+dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pargraph import ops
+from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
+from pargraph.ops import DEFAULT_FLOAT
+
+_rng = np.random.default_rng()
+
+
+def manual_seed(seed: int) -> np.random.Generator:
+    """Seed pargraph's random number generator (``rand``, ``randn``, dropout, shuffling).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> _ = pargraph.manual_seed(0); a = pargraph.rand(2)
+    >>> _ = pargraph.manual_seed(0); bool((a == pargraph.rand(2)).all())
+    True
+    """
+    global _rng
+    _rng = np.random.default_rng(seed)
+    return _rng
+
+
+def default_generator() -> np.random.Generator:
+    return _rng
+
+
+def tensor(data: Any, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data``.
+
+    Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep
+    their dtype.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.tensor([[1.0, 2.0]]).dtype
+    dtype('float32')
+    """
+    t = Tensor(leaf_of(data, dtype))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def as_tensor(data: Any, dtype=None) -> Tensor:
+    """``data`` as a tensor, without copying a Tensor that already has the dtype.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> t = pargraph.ones(2); pargraph.as_tensor(t) is t
+    True
+    """
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype == np.dtype(dtype) else data.to(dtype)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``array`` (its dtype is kept).
+
+    Examples
+    --------
+    >>> import numpy as np, pargraph
+    >>> pargraph.from_numpy(np.arange(3.0)).dtype
+    dtype('float64')
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray (got {type(array).__name__})")
+    return _leaf(array, False)
+
+
+def empty_for_init(*size: int) -> Tensor:
+    """An uninitialized float32 tensor, for layers that initialize their parameters next."""
+    return _leaf(np.empty(size, dtype=DEFAULT_FLOAT), False)
+
+
+def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
+    t = Tensor(ops.constant(array))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
+    dtype = np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT
+    return _leaf(np.full(shape_arg(shape), fill, dtype=dtype), requires_grad)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros (float32 by default).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.zeros(2, 3).shape
+    (2, 3)
+    """
+    return _filled(size, 0, dtype, requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (float32 by default).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.ones(2)
+    tensor([1., 1.])
+    """
+    return _filled(size, 1, dtype, requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with ``fill_value``; the dtype follows the value, as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.full((2,), 7).dtype
+    dtype('int64')
+    """
+    if dtype is None:
+        dtype = ops._scalar_dtype(scalar(fill_value))
+    return _filled((size,) if isinstance(size, int) else tuple(size), fill_value, dtype,
+                   requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.zeros_like(pargraph.ones(2, dtype=pargraph.int64)).dtype
+    dtype('int64')
+    """
+    return _filled(t.shape, 0, dtype or t.dtype, requires_grad)
+
+
+def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.ones_like(pargraph.zeros(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    return _filled(t.shape, 1, dtype or t.dtype, requires_grad)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``fill_value`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.full_like(pargraph.zeros(2), 4.5).tolist()
+    [4.5, 4.5]
+    """
+    return _filled(t.shape, fill_value, dtype or t.dtype, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive); int64 if all arguments are ints.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.arange(0, 1, 0.25).tolist()
+    [0.0, 0.25, 0.5, 0.75]
+    """
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = int64 if is_int else DEFAULT_FLOAT
+    return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` (inclusive).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linspace(0, 1, 3).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    return _leaf(np.linspace(start, end, steps).astype(dtype or DEFAULT_FLOAT), requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+    """The identity matrix.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.eye(2).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _leaf(np.eye(n, m, dtype=dtype or DEFAULT_FLOAT), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Uniform random numbers in [0, 1), from the generator seeded by ``manual_seed``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> bool(((pargraph.rand(100) >= 0) & (pargraph.rand(100) < 1)).all())
+    True
+    """
+    dtype = np.dtype(dtype or DEFAULT_FLOAT)
+    return _leaf(_rng.random(shape_arg(size), dtype=dtype), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal random numbers, from the generator seeded by ``manual_seed``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.randn(2, 3).shape
+    (2, 3)
+    """
+    dtype = np.dtype(dtype or DEFAULT_FLOAT)
+    return _leaf(_rng.standard_normal(shape_arg(size), dtype=dtype), requires_grad)
+
+
+def randint(*args, size=None, dtype=None) -> Tensor:
+    """Random integers: ``randint(high, size)`` or ``randint(low, high, size)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> int(pargraph.randint(0, 3, (10,)).max()) < 3
+    True
+    """
+    if size is None:
+        *args, size = args
+    low, high = (0, args[0]) if len(args) == 1 else args
+    array = _rng.integers(low, high, size=shape_arg((size,)))
+    return _leaf(array.astype(dtype or int64), False)
+
+
+def rand_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``rand`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.rand_like(pargraph.zeros(2, 2)).shape
+    (2, 2)
+    """
+    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``randn`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.randn_like(pargraph.zeros(3)).shape
+    (3,)
+    """
+    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)

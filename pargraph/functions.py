@@ -1,0 +1,92 @@
+"""Functions over tensors: ``where``, ``cat``, ``stack``, ``compute`` (several tensors in one
+run), and the function form of tensor methods (``pargraph.exp(x)`` is ``x.exp()``), derived:
+every primitive declared with ``method=True`` in :mod:`pargraph.ops` is a method and a
+function without a line written for it here or in the Tensor class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pargraph import execution, ops
+from pargraph._tensor import Tensor, operand
+from pargraph.factories import as_tensor
+
+
+def where(condition: Tensor, input: Any, other: Any) -> Tensor:
+    """Elements of ``input`` where ``condition`` holds, else of ``other``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.tensor([-1.0, 2.0])
+    >>> pargraph.where(x > 0, x, 0.0)
+    tensor([0., 2.])
+    """
+    return Tensor(ops.where(operand(condition), operand(input), operand(other)))
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate tensors along an existing dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cat([pargraph.ones(2), pargraph.zeros(1)]).tolist()
+    [1.0, 1.0, 0.0]
+    """
+    nodes = [as_tensor(t)._node for t in tensors]
+    if not nodes:
+        raise RuntimeError("cat: expected a non-empty list of Tensors")
+    return Tensor(ops.cat(*nodes, dim=ops.normalize_dim(dim, len(nodes[0].shape))))
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Stack same-shaped tensors along a new dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.stack([pargraph.ones(2), pargraph.zeros(2)]).shape
+    (2, 2)
+    """
+    return Tensor(ops.stack([as_tensor(t)._node for t in tensors], dim))
+
+
+def compute(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Realize several tensors in one run (one dask graph); returns them.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a, b = pargraph.compute(pargraph.ones(2) + 1, pargraph.ones(2) * 3)
+    >>> a.tolist(), b.tolist()
+    ([2.0, 2.0], [3.0, 3.0])
+    """
+    execution.realize([t._node for t in tensors])
+    return tensors
+
+
+def _method_function(name: str):
+    def function(input: Tensor, *args, **kwargs):
+        return getattr(as_tensor(input), name)(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = (
+        f"Function form of :meth:`Tensor.{name}`: ``pargraph.{name}(x, ...)`` is "
+        f"``x.{name}(...)``.\n\n"
+        "Examples\n--------\n>>> import pargraph\n"
+        f">>> pargraph.{name} is not None\nTrue\n"
+    )
+    return function
+
+
+#: Tensor methods that also exist as ``pargraph.<name>`` functions: the primitives declared
+#: with ``method=True``, then the composite methods.
+METHOD_FUNCTIONS = [prim.name for prim in ops.REGISTRY.values() if prim.method] + (
+    "clamp maximum minimum sum mean prod max min amax amin argmax argmin var std softmax "
+    "log_softmax logsumexp matmul reshape flatten transpose permute squeeze unsqueeze split "
+    "chunk add sub mul div pow eq ne lt le gt ge detach clone numel"
+).split()
+method_functions = {name: _method_function(name) for name in METHOD_FUNCTIONS}

@@ -1,0 +1,251 @@
+"""The op table: one row per op (or op variant) with its numpy reference and inputs.
+
+Shared by tests/test_ops.py (forward, gradients, coverage of the registry) and
+tests/test_execution.py (every op on every scheduler).
+"""
+
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import pargraph
+from pargraph import ops
+from pargraph._tensor import Tensor
+
+R = np.random.default_rng(1234)
+
+
+def normal(*shape):
+    return R.standard_normal(shape)
+
+
+def positive(*shape):
+    return R.uniform(0.5, 2.0, shape)
+
+
+def away(*shape):
+    """Normal values kept away from 0, where abs/relu/sign have a kink."""
+    x = R.standard_normal(shape)
+    return np.where(np.abs(x) < 0.2, np.sign(x + 1e-9) * 0.5, x)
+
+
+def distinct(*shape):
+    """A permutation of well separated values: no ties for max/min/maximum."""
+    return R.permutation(np.arange(int(np.prod(shape))) * 0.37 - 1.1).reshape(shape)
+
+
+def with_zero(*shape):
+    x = R.uniform(0.5, 2.0, shape)
+    x.flat[1] = 0.0
+    return x
+
+
+def node_op(prim, *args, **attrs):
+    """Call a primitive directly on tensors (for ops only the backward pass records)."""
+    return Tensor(prim(*(a._node if isinstance(a, Tensor) else a for a in args), **attrs))
+
+
+@dataclass
+class Case:
+    name: str
+    fn: Callable
+    ref: Callable
+    inputs: list  # numpy arrays; float arrays are differentiated
+    eps: float = 1e-6
+    atol: float = 1e-5
+    differentiable: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def _put(x, value, key):
+    y = x * 1  # a non-leaf copy: item assignment is in place
+    y[key] = value
+    return y
+
+
+def _put_ref(x, value, key):
+    y = x.copy()
+    y[key] = value
+    return y
+
+
+def unary(name, fn, ref, gen=normal, shape=(3, 4)):
+    return Case(name, fn, ref, [gen(*shape)])
+
+
+INT_INDEX = np.array([2, 0, 2, 1])
+MASK = np.array([True, False, True])
+
+CASES = [
+    unary("neg", lambda x: -x, np.negative),
+    unary("exp", lambda x: x.exp(), np.exp),
+    unary("log", lambda x: x.log(), np.log, positive),
+    unary("sqrt", pargraph.sqrt, np.sqrt, positive),
+    unary("abs", lambda x: x.abs(), np.abs, away),
+    unary("sign", lambda x: x.sign() * x, lambda x: np.sign(x) * x, away),
+    unary("sin", pargraph.sin, np.sin),
+    unary("cos", lambda x: x.cos(), np.cos),
+    unary("tanh", lambda x: x.tanh(), np.tanh),
+    unary("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+    unary("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), away),
+    unary("clamp", lambda x: x.clamp(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), distinct),
+    unary("clamp_min", lambda x: x.clamp(min=0.1), lambda x: np.clip(x, 0.1, None), distinct),
+    unary("clone", lambda x: x.clone(), np.copy),
+    Case("add", lambda x, y: x + y, np.add, [normal(3, 4), normal(4)]),
+    Case("add_3d", lambda x, y: x + y, np.add, [normal(2, 1, 3), normal(4, 1)]),
+    Case("sub", lambda x, y: x - y, np.subtract, [normal(3, 1), normal(1, 4)]),
+    Case("mul", lambda x, y: x * y, np.multiply, [normal(3, 4), normal(3, 4)]),
+    Case("div", lambda x, y: x / y, np.divide, [normal(3, 4), positive(4)]),
+    Case("pow", lambda x, y: x ** y, np.power, [positive(3, 4), normal(3, 4)]),
+    Case("pow_scalar", lambda x: x ** 3, lambda x: x ** 3, [normal(3, 4)]),
+    Case("rpow", lambda x: 2.0 ** x, lambda x: 2.0 ** x, [normal(3)]),
+    Case("scalars", lambda x: (2.0 - x) / 3 + 1 / (x * x + 1),
+         lambda x: (2 - x) / 3 + 1 / (x * x + 1), [normal(5)]),
+    Case("maximum", pargraph.maximum, np.maximum, [distinct(3, 4), distinct(4) + 0.05]),
+    Case("minimum", lambda x, y: x.minimum(y), np.minimum, [distinct(3, 4), distinct(3, 4) + 0.05]),
+    Case("where", lambda x, y: pargraph.where(x > 0, x, y), lambda x, y: np.where(x > 0, x, y),
+         [away(3, 4), normal(4)]),
+    Case("sum_all", lambda x: x.sum(), np.sum, [normal(3, 4)]),
+    Case("sum_dim", lambda x: x.sum(1), lambda x: x.sum(1), [normal(3, 4)]),
+    Case("sum_dims_keepdim", lambda x: x.sum((0, 2), keepdim=True),
+         lambda x: x.sum((0, 2), keepdims=True), [normal(2, 3, 4)]),
+    Case("mean", lambda x: x.mean(-1), lambda x: x.mean(-1), [normal(3, 4)]),
+    Case("var", lambda x: x.var(0), lambda x: x.var(0, ddof=1), [normal(5, 3)]),
+    Case("std", lambda x: x.std(unbiased=False), lambda x: x.std(), [normal(5, 3)]),
+    Case("prod", lambda x: x.prod(1), lambda x: x.prod(1), [positive(3, 4)]),
+    Case("prod_zero", lambda x: x.prod(), np.prod, [with_zero(2, 3)]),
+    Case("max_all", lambda x: x.max(), np.max, [distinct(3, 4)]),
+    Case("min_all", lambda x: x.min(), np.min, [distinct(3, 4)]),
+    Case("amax_dim", lambda x: x.amax(1, keepdim=True), lambda x: x.max(1, keepdims=True),
+         [distinct(3, 4)]),
+    Case("amin_dims", lambda x: pargraph.amin(x, (0, 1)), lambda x: x.min((0, 1)),
+         [distinct(2, 3, 2)]),
+    Case("max_dim", lambda x: x.max(1).values, lambda x: x.max(1), [distinct(3, 4)]),
+    Case("min_dim_keepdim", lambda x: x.min(0, keepdim=True)[0], lambda x: x.min(0, keepdims=True),
+         [distinct(3, 4)]),
+    Case("argmax", lambda x: x.argmax(1), lambda x: x.argmax(1), [distinct(3, 4)],
+         differentiable=False),
+    Case("argmin", lambda x: x.argmin(), lambda x: x.argmin(), [distinct(3, 4)],
+         differentiable=False),
+    Case("max_indices", lambda x: x.max(-1).indices, lambda x: x.argmax(-1), [distinct(3, 4)],
+         differentiable=False),
+    Case("logsumexp", lambda x: x.logsumexp(1),
+         lambda x: np.log(np.exp(x).sum(1)), [normal(3, 4)]),
+    Case("softmax", lambda x: x.softmax(-1),
+         lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True), [normal(3, 4)]),
+    Case("log_softmax", lambda x: x.log_softmax(0),
+         lambda x: x - np.log(np.exp(x).sum(0, keepdims=True)), [normal(3, 4)]),
+    Case("reshape", lambda x: x.reshape(2, -1), lambda x: x.reshape(2, -1), [normal(3, 4)]),
+    Case("view_flatten", lambda x: x.view(12).flatten(), lambda x: x.reshape(12), [normal(3, 4)]),
+    Case("flatten_range", lambda x: x.flatten(1), lambda x: x.reshape(2, 12), [normal(2, 3, 4)]),
+    Case("permute", lambda x: x.permute(2, 0, 1), lambda x: x.transpose(2, 0, 1),
+         [normal(2, 3, 4)]),
+    Case("transpose", lambda x: x.transpose(0, 1), lambda x: x.swapaxes(0, 1), [normal(3, 4)]),
+    Case("T", lambda x: x.T, lambda x: x.T, [normal(3, 4)]),
+    Case("squeeze", lambda x: x.squeeze(), np.squeeze, [normal(3, 1, 4, 1)]),
+    Case("unsqueeze", lambda x: x.unsqueeze(1), lambda x: x[:, None], [normal(3, 4)]),
+    Case("expand", lambda x: x.expand(2, 3, -1), lambda x: np.broadcast_to(x, (2, 3, 4)),
+         [normal(3, 1) * np.ones((1, 4))]),
+    Case("expand_ones", lambda x: x.expand(3, 4), lambda x: np.broadcast_to(x, (3, 4)),
+         [normal(3, 1)]),
+    Case("index_basic", lambda x: x[1:, None, ..., ::2], lambda x: x[1:, None, ..., ::2],
+         [normal(3, 4)]),
+    Case("index_int", lambda x: x[-1, 2], lambda x: x[-1, 2], [normal(3, 4)]),
+    Case("index_tensor", lambda x: x[pargraph.tensor(INT_INDEX)], lambda x: x[INT_INDEX],
+         [normal(3, 4)]),
+    Case("index_list", lambda x: x[:, [0, 3, 3]], lambda x: x[:, [0, 3, 3]], [normal(3, 4)]),
+    Case("index_mask", lambda x: x[pargraph.tensor(MASK)], lambda x: x[MASK], [normal(3, 4)]),
+    Case("index_bool_tensor_self", lambda x: x[x > 0], lambda x: x[x > 0], [away(3, 4)]),
+    Case("cat", lambda x, y: pargraph.cat([x, y, x], dim=1),
+         lambda x, y: np.concatenate([x, y, x], 1), [normal(3, 2), normal(3, 4)]),
+    Case("stack", lambda x, y: pargraph.stack([x, y], dim=-1),
+         lambda x, y: np.stack([x, y], -1), [normal(3, 2), normal(3, 2)]),
+    Case("split", lambda x: x.split(2, dim=1)[1] * 2, lambda x: x[:, 2:4] * 2, [normal(3, 5)]),
+    Case("chunk", lambda x: x.chunk(2)[1], lambda x: x[2:], [normal(3, 5)]),
+    Case("matmul", lambda x, y: x @ y, np.matmul, [normal(3, 4), normal(4, 5)]),
+    Case("matmul_vec_mat", lambda x, y: x @ y, np.matmul, [normal(4), normal(4, 5)]),
+    Case("matmul_mat_vec", pargraph.matmul, np.matmul, [normal(3, 4), normal(4)]),
+    Case("matmul_dot", lambda x, y: x @ y, np.matmul, [normal(4), normal(4)]),
+    Case("matmul_batch", lambda x, y: x @ y, np.matmul, [normal(2, 3, 4), normal(4, 5)]),
+    Case("matmul_broadcast", lambda x, y: x @ y, np.matmul, [normal(2, 1, 3, 4), normal(3, 4, 2)]),
+    Case("linear", lambda x, w, b: node_op(ops.linear, x, w, b), lambda x, w, b: x @ w.T + b,
+         [normal(5, 4), normal(3, 4), normal(3)]),
+    Case("linear_batched", lambda x, w: node_op(ops.linear, x, w),
+         lambda x, w: x @ w.T, [normal(2, 5, 4), normal(3, 4)]),
+    Case("cast", lambda x: x.float().double() * 2, lambda x: x.astype(np.float32) * 2.0,
+         [normal(3, 4)], eps=1e-2, atol=1e-4),
+    Case("cast_int", lambda x: x.long(), lambda x: x.astype(np.int64), [normal(3, 4) * 5],
+         differentiable=False),
+    Case("compare", lambda x, y: (x < y) | (x >= 1) & ~(x == y) | (x != 0) & (x <= y) & (x > -9),
+         lambda x, y: (x < y) | (x >= 1) & ~(x == y) | (x != 0) & (x <= y) & (x > -9),
+         [normal(3, 4), normal(4)], differentiable=False),
+    Case("bitwise_int", lambda x, y: (x ^ y) & ~x | y, lambda x, y: (x ^ y) & ~x | y,
+         [np.array([[5, -3, 12]]), np.array([6, 7, -8])], differentiable=False),
+    Case("all", lambda x: (x > 0).all(), lambda x: (x > 0).all(), [normal(3, 4)],
+         differentiable=False),
+    Case("index_put", lambda x, v: _put(x, v, ([0, 2], slice(1, 3))),
+         lambda x, v: _put_ref(x, v, ([0, 2], slice(1, 3))), [normal(3, 4), normal(2, 2)]),
+    Case("index_put_broadcast", lambda x, v: _put(x, v, (slice(None), 1)),
+         lambda x, v: _put_ref(x, v, (slice(None), 1)), [normal(3, 4), normal(1)]),
+    Case("add_n", lambda x, y, z: node_op(ops.add_n, x, y, z), lambda x, y, z: x + y + z,
+         [normal(3, 4), normal(4), normal(3, 1)]),
+    Case("index_add", lambda g: node_op(ops.index_add, g, shape=(3, 4), spec=(INT_INDEX,)),
+         lambda g: _index_add(g), [normal(4, 4)]),
+    Case("put_along_dim",
+         lambda g: node_op(ops.put_along_dim, g, pargraph.tensor([[1], [3], [0]]), shape=(3, 4),
+                           dim=1),
+         lambda g: _put_along(g), [normal(3, 1)]),
+    Case("prod_others", lambda x: node_op(ops.prod_others, x, dim=(1,)),
+         lambda x: np.stack([np.prod(np.delete(x, i, axis=1), axis=1) for i in range(4)], 1),
+         [with_zero(3, 4)], differentiable=False),
+    # the optimizers' update formulas (torch.optim's documented algorithms)
+    Case("momentum_buffer",
+         lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,
+                                 weight_decay=0.01),
+         lambda g, p, b: 0.9 * b + 0.9 * (g + 0.01 * p), [normal(3, 4)] * 3,
+         differentiable=False),
+    Case("momentum_buffer_first",
+         lambda g, p: node_op(ops.momentum_buffer, g, p, momentum=0.9, dampening=0.1,
+                              weight_decay=0.0),
+         lambda g, p: g, [normal(3, 4), normal(3, 4)], differentiable=False),
+    Case("sgd_step_nesterov",
+         lambda p, g, b: node_op(ops.sgd_step, p, g, b, lr=0.1, momentum=0.9, weight_decay=0.0,
+                                 nesterov=True),
+         lambda p, g, b: p - 0.1 * (g + 0.9 * b), [normal(3, 4), normal(3, 4), normal(3, 4)],
+         differentiable=False),
+    Case("sgd_step_plain",
+         lambda p, g: node_op(ops.sgd_step, p, g, lr=0.1, momentum=0.0, weight_decay=0.2,
+                              nesterov=False),
+         lambda p, g: p - 0.1 * (g + 0.2 * p), [normal(3, 4), normal(3, 4)],
+         differentiable=False),
+    Case("adam_moment",
+         lambda g, p, v: node_op(ops.adam_moment, g, p, v, beta=0.99, weight_decay=0.1,
+                                 square=True),
+         lambda g, p, v: 0.99 * v + 0.01 * (g + 0.1 * p) ** 2,
+         [normal(3, 4), normal(3, 4), positive(3, 4)], differentiable=False),
+    Case("adam_step",
+         lambda p, m, v: node_op(ops.adam_step, p, m, v, lr=0.1, bias1=0.5, bias2_sqrt=0.25,
+                                 eps=1e-8, decoupled_decay=0.01),
+         lambda p, m, v: p * 0.99 - 0.2 * m / (np.sqrt(v) / 0.25 + 1e-8),
+         [normal(3, 4), normal(3, 4), positive(3, 4)], differentiable=False),
+]
+
+
+def _index_add(g):
+    out = np.zeros((3, 4))
+    np.add.at(out, INT_INDEX, g)
+    return out
+
+
+def _put_along(g):
+    out = np.zeros((3, 4))
+    out[[0, 1, 2], [1, 3, 0]] = g[:, 0]
+    return out
+
+
+def tensors_of(case: Case, requires_grad: bool):
+    """The case's inputs as leaf tensors (float ones require grad if asked)."""
+    return [pargraph.tensor(a, requires_grad=requires_grad and a.dtype.kind == "f")
+            for a in case.inputs]

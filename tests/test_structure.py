@@ -1,0 +1,65 @@
+"""The house's layering: imports point one way (ARCHITECTURE in ../shared/DESIGN.md), and the
+facade is derived from the op registry where it can be."""
+
+import ast
+import pathlib
+import types
+
+import numpy as np
+
+import pargraph
+from pargraph import ops
+
+PACKAGE = pathlib.Path(pargraph.__file__).parent
+
+#: What each low layer may import from pargraph (anything not listed is above it).
+ALLOWED = {
+    "graph.py": set(),
+    "printing.py": set(),
+    "ops.py": {"pargraph.graph"},
+    "partition.py": {"pargraph.graph"},
+    "runtime.py": {"pargraph.graph", "pargraph.ops"},
+    "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution"},
+}
+
+
+def _pargraph_imports(path: pathlib.Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "pargraph":
+            found.update(f"pargraph.{a.name}" for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.startswith("pargraph."):
+            found.add(".".join(node.module.split(".")[:2]))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("pargraph"))
+    return found
+
+
+def test_low_layers_import_nothing_above_them():
+    for name, allowed in ALLOWED.items():
+        paths = sorted((PACKAGE / name).glob("*.py")) if name == "autograd" else [PACKAGE / name]
+        for path in paths:
+            imports = {m for m in _pargraph_imports(path)
+                       if not (name == "autograd" and m.startswith("pargraph.autograd"))}
+            assert imports <= allowed, (path.name, imports - allowed)
+
+
+def test_pargraph_tensor_is_the_factory_not_a_module():
+    assert callable(pargraph.tensor) and not isinstance(pargraph.tensor, types.ModuleType)
+    from pargraph._tensor import Tensor
+
+    assert Tensor is pargraph.Tensor
+
+
+def test_primitives_declared_as_methods_are_methods_and_functions():
+    declared = [prim for prim in ops.REGISTRY.values() if prim.method]
+    assert {"exp", "relu", "abs", "sigmoid"} <= {prim.name for prim in declared}
+    x = pargraph.tensor([[0.5, -1.5], [2.0, 0.25]], dtype=pargraph.float64)
+    for prim in declared:
+        by_method = getattr(x, prim.name)()
+        by_function = getattr(pargraph, prim.name)(x)
+        np.testing.assert_array_equal(by_method.numpy(), by_function.numpy())
+        with np.errstate(invalid="ignore"):  # log and sqrt of -1.5: nan, as in PyTorch
+            expected = np.asarray(prim.forward(x.numpy()))
+        np.testing.assert_array_equal(by_method.numpy(), expected)
