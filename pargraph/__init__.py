@@ -4,8 +4,8 @@ PyTorch-style tensors record a graph; ``backward()`` extends it with gradient no
 forward and backward together, independent branches at the same time.
 """
 
-from pargraph import autograd, nn, optim, utils
-from pargraph._tensor import Tensor, float32, float64, int64
+from pargraph import autograd, cuda, linalg, nn, optim, utils
+from pargraph._tensor import Size, Tensor, float16, float32, float64, int32, int64
 from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
 from pargraph.autograd import (
     enable_grad,
@@ -15,6 +15,7 @@ from pargraph.autograd import (
     set_grad_enabled,
 )
 from pargraph.cluster import connect, worker_threads
+from pargraph.devices import device, set_default_device
 from pargraph.execution import ClusterLostError
 from pargraph.factories import (
     arange,
@@ -36,7 +37,16 @@ from pargraph.factories import (
     zeros,
     zeros_like,
 )
-from pargraph.functions import METHOD_FUNCTIONS, cat, compute, method_functions, stack, where
+from pargraph.functions import (
+    METHOD_FUNCTIONS,
+    allclose,
+    cat,
+    compute,
+    is_tensor,
+    method_functions,
+    stack,
+    where,
+)
 from pargraph.serialization import CheckpointError, load, save
 from pargraph.trace import Trace, trace
 from pargraph.viz import progress, visualize
@@ -46,6 +56,8 @@ __version__ = "0.1.0"
 float = float32  # noqa: A001
 double = float64
 long = int64
+half = float16
+int = int32  # noqa: A001
 
 globals().update(method_functions)  # pargraph.exp(x), pargraph.sum(x, dim), ...
 
@@ -57,5 +69,6 @@ __all__ = [
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-    "is_grad_enabled", *METHOD_FUNCTIONS,
+    "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
+    "set_default_device", "cuda", "linalg", "is_tensor", "allclose", *METHOD_FUNCTIONS,
 ]

@@ -24,14 +24,35 @@ import numpy as np
 from pargraph import autograd, execution, ops
 from pargraph.autograd.mode import no_grad
 from pargraph.collection import DaskCollection
+from pargraph.devices import check_device, device
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import DEFAULT_FLOAT
 from pargraph.printing import format_tensor
 
+float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(bool)
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple, with PyTorch's ``numel()``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> s = pargraph.zeros(2, 3).shape
+    >>> s == (2, 3), s.numel()
+    (True, 6)
+    """
+
+    def numel(self) -> int:
+        return int(np.prod(self, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"pargraph.Size({list(self)})"
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 class GradFn:
@@ -88,7 +109,9 @@ class Tensor(DaskCollection):
     __slots__ = ("_node", "grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Any = None, *more: int) -> None:
+        if not isinstance(node, Node):  # PyTorch's legacy constructor: Tensor(data) is float32
+            node = _legacy_leaf(node, more)
         self._node = node
         self.grad: Tensor | None = None
         node.owner = weakref.ref(self)
@@ -101,11 +124,11 @@ class Tensor(DaskCollection):
     # --- attributes ---------------------------------------------------------------------
 
     @property
-    def shape(self) -> tuple:
-        return self._node.shape
+    def shape(self) -> Size:
+        return Size(self._node.shape)
 
     def size(self, dim: int | None = None):
-        return self.shape if dim is None else self.shape[ops.normalize_dim(dim, self.ndim)]
+        return self.shape if dim is None else self._node.shape[ops.normalize_dim(dim, self.ndim)]
 
     @property
     def dtype(self) -> np.dtype:
@@ -160,8 +183,8 @@ class Tensor(DaskCollection):
             self._rebind(_detached_node(value._node))
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> device:
+        return _CPU
 
     # --- values -------------------------------------------------------------------------
 
@@ -355,6 +378,25 @@ class Tensor(DaskCollection):
     def bool(self) -> Tensor:
         return self.to(bool_)
 
+    def half(self) -> Tensor:
+        return self.to(float16)
+
+    def int(self) -> Tensor:
+        return self.to(int32)
+
+    def type(self, dtype: Any = None) -> Any:
+        """Without ``dtype``, PyTorch's type name (``"torch.FloatTensor"``); else ``to(dtype)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).type(), pargraph.ones(1).type(pargraph.float64).dtype
+        ('torch.FloatTensor', dtype('float64'))
+        """
+        if dtype is None:
+            return _TYPE_NAMES.get(self.dtype, f"torch.{self.dtype.name}Tensor")
+        return self.to(dtype)
+
     def clone(self) -> Tensor:
         return _wrap(ops.clone(self._node))
 
@@ -481,6 +523,41 @@ class Tensor(DaskCollection):
     def logsumexp(self, dim, keepdim: bool = False) -> Tensor:
         return _wrap(ops.logsumexp(self._node, dim, keepdim=keepdim))
 
+    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The ``p``-norm over ``dim`` (all elements by default): 2, 1, ``inf``, ``-inf`` or
+        any other positive number; ``"fro"`` is the 2-norm of all the elements.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[3.0, 4.0]]).norm(2, 1, keepdim=True)
+        tensor([[5.]])
+        """
+        if p == "fro":
+            p = 2
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or p <= 0 and p != -np.inf:
+            raise NotImplementedError(f"norm: p={p!r} is not supported (expected a positive "
+                                      "number, inf, -inf or 'fro')")
+        magnitude = self.abs()
+        if p == np.inf:
+            return magnitude.amax(dim, keepdim)
+        if p == -np.inf:
+            return magnitude.amin(dim, keepdim)
+        if p == 2:
+            return _wrap(ops.norm(self._node, dim=ops.normalize_dims(dim, self.ndim),
+                                  keepdim=keepdim))
+        if p == 1:
+            return magnitude.sum(dim, keepdim)
+        return (magnitude ** p).sum(dim, keepdim) ** (1.0 / p)
+
+    # --- more elementwise math ------------------------------------------------------------
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def rsqrt(self) -> Tensor:
+        return 1.0 / self.sqrt()
+
     # --- shapes -------------------------------------------------------------------------
 
     def reshape(self, *shape) -> Tensor:
@@ -488,6 +565,31 @@ class Tensor(DaskCollection):
 
     def view(self, *shape) -> Tensor:
         return self.reshape(*shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    def mm(self, mat2: Tensor) -> Tensor:
+        """Matrix product of two 2-D tensors (no broadcasting, unlike ``@``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).mm(pargraph.ones(3, 1)).tolist()
+        [[3.0], [3.0]]
+        """
+        return _checked_product(self, mat2, 2, "mm")
+
+    def bmm(self, mat2: Tensor) -> Tensor:
+        """Batched matrix product of two 3-D tensors with the same batch size.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(4, 2, 3).bmm(pargraph.ones(4, 3, 5)).shape
+        pargraph.Size([4, 2, 5])
+        """
+        return _checked_product(self, mat2, 3, "bmm")
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return _wrap(ops.flatten(self._node, start_dim, end_dim))
@@ -718,18 +820,42 @@ def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
     return dtype
 
 
-def check_device(device: Any, where: str) -> None:
-    """Accept the CPU (``"cpu"``, ``device("cpu")``, ``None``); refuse any other device."""
-    if device is None:
-        return
-    name = str(getattr(device, "type", device))
-    if name != "cpu" and not name.startswith("cpu:"):
-        raise RuntimeError(f"{where}: pargraph runs on the CPU; device {str(device)!r} is not "
-                           "available (use 'cpu')")
-
-
 def _wrap(node: Node) -> Tensor:
     return Tensor(node)
+
+
+def _checked_product(a: Tensor, b: Any, ndim: int, op: str) -> Tensor:
+    b = b if isinstance(b, Tensor) else Tensor(leaf_of(b))
+    what = "2D" if ndim == 2 else "3D"
+    for name, t in (("self", a), ("mat2", b)):
+        if t.ndim != ndim:
+            raise RuntimeError(f"{op}: {name} must be a {what} tensor, got {t.ndim}D")
+    if ndim == 3 and a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"{op}: batch1 and batch2 must have the same batch size, got "
+                           f"{a.shape[0]} and {b.shape[0]}")
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"{op}: mat1 and mat2 shapes cannot be multiplied "
+                           f"({'x'.join(map(str, a.shape[-2:]))} and "
+                           f"{'x'.join(map(str, b.shape[-2:]))})")
+    return a @ b
+
+
+_CPU = device("cpu")
+_TYPE_NAMES = {float16: "torch.HalfTensor", float32: "torch.FloatTensor",
+               float64: "torch.DoubleTensor", int32: "torch.IntTensor",
+               int64: "torch.LongTensor", bool_: "torch.BoolTensor"}
+
+
+def _legacy_leaf(data: Any, more: tuple) -> Node:
+    """``Tensor(data)``: float32 values; ``Tensor(2, 3)``: a float32 tensor of that size (zeros,
+    where PyTorch leaves the memory uninitialized); ``Tensor()``: an empty one."""
+    if data is None or isinstance(data, int) and not isinstance(data, bool):
+        sizes = (0,) if data is None else (data, *more)
+        return ops.constant(np.zeros(sizes, dtype=np.float32))
+    if more:
+        raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got "
+                        f"{type(data).__name__} and {len(more)} more argument(s)")
+    return leaf_of(data, float32)
 
 
 def leaf_of(data: Any, dtype: Any = None) -> Node:

@@ -3,7 +3,7 @@ ranged (``zeros``, ``arange``, ...) and random (``rand``, ``randn``, ``randint``
 pargraph's random number generator (``manual_seed``).
 
 Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep their
-dtype.
+dtype. Every factory takes ``device=`` (the CPU, or a clear error).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
+from pargraph.devices import check_device
 from pargraph.ops import DEFAULT_FLOAT
 
 _rng = np.random.default_rng()
@@ -38,7 +39,8 @@ def default_generator() -> np.random.Generator:
     return _rng
 
 
-def tensor(data: Any, dtype=None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype=None, requires_grad: bool = False,
+           device: Any = None) -> Tensor:
     """A new leaf tensor holding a copy of ``data``.
 
     Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep
@@ -50,13 +52,14 @@ def tensor(data: Any, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> pargraph.tensor([[1.0, 2.0]]).dtype
     dtype('float32')
     """
+    check_device(device, "tensor")
     t = Tensor(leaf_of(data, dtype))
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-def as_tensor(data: Any, dtype=None) -> Tensor:
+def as_tensor(data: Any, dtype=None, device: Any = None) -> Tensor:
     """``data`` as a tensor, without copying a Tensor that already has the dtype.
 
     Examples
@@ -65,6 +68,7 @@ def as_tensor(data: Any, dtype=None) -> Tensor:
     >>> t = pargraph.ones(2); pargraph.as_tensor(t) is t
     True
     """
+    check_device(device, "as_tensor")
     if isinstance(data, Tensor):
         return data if dtype is None or data.dtype == np.dtype(dtype) else data.to(dtype)
     return tensor(data, dtype=dtype)
@@ -101,19 +105,22 @@ def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
     return _leaf(np.full(shape_arg(shape), fill, dtype=dtype), requires_grad)
 
 
-def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros(*size, dtype=None, requires_grad: bool = False,
+          device: Any = None) -> Tensor:
     """A tensor of zeros (float32 by default).
 
     Examples
     --------
     >>> import pargraph
     >>> pargraph.zeros(2, 3).shape
-    (2, 3)
+    pargraph.Size([2, 3])
     """
+    check_device(device, "zeros")
     return _filled(size, 0, dtype, requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def ones(*size, dtype=None, requires_grad: bool = False,
+         device: Any = None) -> Tensor:
     """A tensor of ones (float32 by default).
 
     Examples
@@ -122,10 +129,12 @@ def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> pargraph.ones(2)
     tensor([1., 1.])
     """
+    check_device(device, "ones")
     return _filled(size, 1, dtype, requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full(size, fill_value, dtype=None, requires_grad: bool = False,
+         device: Any = None) -> Tensor:
     """A tensor filled with ``fill_value``; the dtype follows the value, as in PyTorch.
 
     Examples
@@ -134,13 +143,15 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> pargraph.full((2,), 7).dtype
     dtype('int64')
     """
+    check_device(device, "full")
     if dtype is None:
         dtype = ops._scalar_dtype(scalar(fill_value))
     return _filled((size,) if isinstance(size, int) else tuple(size), fill_value, dtype,
                    requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False,
+               device: Any = None) -> Tensor:
     """Zeros with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -149,10 +160,12 @@ def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> pargraph.zeros_like(pargraph.ones(2, dtype=pargraph.int64)).dtype
     dtype('int64')
     """
+    check_device(device, "zeros_like")
     return _filled(t.shape, 0, dtype or t.dtype, requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def ones_like(t: Tensor, dtype=None, requires_grad: bool = False,
+              device: Any = None) -> Tensor:
     """Ones with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -161,10 +174,12 @@ def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> pargraph.ones_like(pargraph.zeros(3)).tolist()
     [1.0, 1.0, 1.0]
     """
+    check_device(device, "ones_like")
     return _filled(t.shape, 1, dtype or t.dtype, requires_grad)
 
 
-def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False,
+              device: Any = None) -> Tensor:
     """``fill_value`` with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -173,10 +188,12 @@ def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False) ->
     >>> pargraph.full_like(pargraph.zeros(2), 4.5).tolist()
     [4.5, 4.5]
     """
+    check_device(device, "full_like")
     return _filled(t.shape, fill_value, dtype or t.dtype, requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False,
+           device: Any = None) -> Tensor:
     """Values from ``start`` to ``end`` (exclusive); int64 if all arguments are ints.
 
     Examples
@@ -185,6 +202,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> 
     >>> pargraph.arange(0, 1, 0.25).tolist()
     [0.0, 0.25, 0.5, 0.75]
     """
+    check_device(device, "arange")
     if end is None:
         start, end = 0, start
     if dtype is None:
@@ -193,7 +211,8 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> 
     return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
 
 
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
+             device: Any = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` (inclusive).
 
     Examples
@@ -202,10 +221,12 @@ def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) ->
     >>> pargraph.linspace(0, 1, 3).tolist()
     [0.0, 0.5, 1.0]
     """
+    check_device(device, "linspace")
     return _leaf(np.linspace(start, end, steps).astype(dtype or DEFAULT_FLOAT), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
+        device: Any = None) -> Tensor:
     """The identity matrix.
 
     Examples
@@ -214,10 +235,12 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -
     >>> pargraph.eye(2).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
+    check_device(device, "eye")
     return _leaf(np.eye(n, m, dtype=dtype or DEFAULT_FLOAT), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def rand(*size, dtype=None, requires_grad: bool = False,
+         device: Any = None) -> Tensor:
     """Uniform random numbers in [0, 1), from the generator seeded by ``manual_seed``.
 
     Examples
@@ -226,24 +249,27 @@ def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     >>> bool(((pargraph.rand(100) >= 0) & (pargraph.rand(100) < 1)).all())
     True
     """
+    check_device(device, "rand")
     dtype = np.dtype(dtype or DEFAULT_FLOAT)
     return _leaf(_rng.random(shape_arg(size), dtype=dtype), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def randn(*size, dtype=None, requires_grad: bool = False,
+          device: Any = None) -> Tensor:
     """Standard normal random numbers, from the generator seeded by ``manual_seed``.
 
     Examples
     --------
     >>> import pargraph
     >>> pargraph.randn(2, 3).shape
-    (2, 3)
+    pargraph.Size([2, 3])
     """
+    check_device(device, "randn")
     dtype = np.dtype(dtype or DEFAULT_FLOAT)
     return _leaf(_rng.standard_normal(shape_arg(size), dtype=dtype), requires_grad)
 
 
-def randint(*args, size=None, dtype=None) -> Tensor:
+def randint(*args, size=None, dtype=None, device: Any = None) -> Tensor:
     """Random integers: ``randint(high, size)`` or ``randint(low, high, size)``.
 
     Examples
@@ -252,6 +278,7 @@ def randint(*args, size=None, dtype=None) -> Tensor:
     >>> int(pargraph.randint(0, 3, (10,)).max()) < 3
     True
     """
+    check_device(device, "randint")
     if size is None:
         *args, size = args
     low, high = (0, args[0]) if len(args) == 1 else args
@@ -259,25 +286,29 @@ def randint(*args, size=None, dtype=None) -> Tensor:
     return _leaf(array.astype(dtype or int64), False)
 
 
-def rand_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def rand_like(t: Tensor, dtype=None, requires_grad: bool = False,
+              device: Any = None) -> Tensor:
     """``rand`` with the shape (and by default the dtype) of ``t``.
 
     Examples
     --------
     >>> import pargraph
     >>> pargraph.rand_like(pargraph.zeros(2, 2)).shape
-    (2, 2)
+    pargraph.Size([2, 2])
     """
+    check_device(device, "rand_like")
     return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def randn_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+def randn_like(t: Tensor, dtype=None, requires_grad: bool = False,
+               device: Any = None) -> Tensor:
     """``randn`` with the shape (and by default the dtype) of ``t``.
 
     Examples
     --------
     >>> import pargraph
     >>> pargraph.randn_like(pargraph.zeros(3)).shape
-    (3,)
+    pargraph.Size([3])
     """
+    check_device(device, "randn_like")
     return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)

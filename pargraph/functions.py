@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from pargraph import execution, ops
 from pargraph._tensor import Tensor, operand
 from pargraph.factories import as_tensor
@@ -49,7 +51,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     --------
     >>> import pargraph
     >>> pargraph.stack([pargraph.ones(2), pargraph.zeros(2)]).shape
-    (2, 2)
+    pargraph.Size([2, 2])
     """
     return Tensor(ops.stack([as_tensor(t)._node for t in tensors], dim))
 
@@ -66,6 +68,35 @@ def compute(*tensors: Tensor) -> tuple[Tensor, ...]:
     """
     execution.realize([t._node for t in tensors])
     return tensors
+
+
+def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a pargraph Tensor.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.is_tensor(pargraph.ones(1)), pargraph.is_tensor([1.0])
+    (True, False)
+    """
+    return isinstance(obj, Tensor)
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether all elements are close: ``|input - other| <= atol + rtol * |other|``
+    (realizes both).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.allclose(pargraph.ones(2), pargraph.ones(2) + 1e-9)
+    True
+    """
+    a, b = as_tensor(input), as_tensor(other)
+    compute(a, b)
+    return bool(np.allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol,
+                            equal_nan=equal_nan))
 
 
 def _method_function(name: str):
@@ -87,6 +118,6 @@ def _method_function(name: str):
 METHOD_FUNCTIONS = [prim.name for prim in ops.REGISTRY.values() if prim.method] + (
     "clamp maximum minimum sum mean prod max min amax amin argmax argmin var std softmax "
     "log_softmax logsumexp matmul reshape flatten transpose permute squeeze unsqueeze split "
-    "chunk add sub mul div pow eq ne lt le gt ge detach clone numel"
+    "chunk add sub mul div pow eq ne lt le gt ge detach clone numel norm square rsqrt mm bmm"
 ).split()
 method_functions = {name: _method_function(name) for name in METHOD_FUNCTIONS}

@@ -458,6 +458,24 @@ def sqrt(x):
 sqrt.defvjp(lambda g, out, x: div(mul(g, 0.5), out))
 
 
+@primitive("log1p", _same_float, method=True)
+def log1p(x):
+    return np.log1p(x)
+log1p.defvjp(lambda g, out, x: div(g, add(x, 1)))
+
+
+@primitive("isnan", lambda x: (x.shape, _BOOL), method=True)
+def isnan(x):
+    return np.isnan(x)
+# No vjp: a mask.
+
+
+@primitive("isinf", lambda x: (x.shape, _BOOL), method=True)
+def isinf(x):
+    return np.isinf(x)
+# No vjp: a mask.
+
+
 @primitive("abs", _same, method=True)
 def abs_(x):
     return np.abs(x)
@@ -570,6 +588,26 @@ def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
     for d in dims:
         shape.insert(d, 1)
     return reshaped(g, tuple(shape))
+
+
+def _norm_shape(x, dim=None, keepdim=False):
+    return _reduced_shape(x.shape, dim, keepdim), float_dtype(x.dtype)
+
+
+@primitive("norm", _norm_shape, grad_name="NormBackward1")
+def norm(x, dim=None, keepdim=False):
+    """The 2-norm over ``dim``: one node, so that its gradient at 0 is 0 (PyTorch's
+    subgradient), where ``sqrt(sum(x * x))`` would give nan."""
+    return np.sqrt(np.sum(np.square(x), axis=dim, keepdims=keepdim))
+
+
+def _norm_vjp(g, out, x, dim=None, keepdim=False):
+    scale = _keep(out, dim, keepdim)
+    ratio = where(gt(scale, 0), div(x, scale), 0.0)
+    return mul(_keep(g, dim, keepdim), ratio)
+
+
+norm.defvjp(_norm_vjp)
 
 
 @primitive("prod", _reduction)

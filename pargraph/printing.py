@@ -31,7 +31,7 @@ def format_values(value: np.ndarray) -> str:
         return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000)
     finite = value[np.isfinite(value)]
     whole = finite.size == 0 or (np.all(finite == np.round(finite))
-                                 and np.abs(finite).max() < 1e8)
+                                 and float(np.abs(finite).max()) < 1e8)
 
     def text(v: float) -> str:
         if not np.isfinite(v):

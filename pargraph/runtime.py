@@ -130,6 +130,12 @@ class FusedTask:
             [sources for _, sources in steps], outputs)
 
     def __call__(self, *external: Any) -> Any:
+        # As in PyTorch, floating point errors give inf/nan silently: on a worker too, where
+        # the caller's numpy error state does not reach.
+        with np.errstate(all="ignore"):
+            return self._run(external)
+
+    def _run(self, external: tuple) -> Any:
         results: list = []
         for (task, sources), done in zip(self.steps, self.release):
             args = [results[v] if kind == ENV else external[v] if kind == EXT

@@ -165,7 +165,7 @@ def load(path: str | os.PathLike) -> Any:
     >>> path = os.path.join(tempfile.mkdtemp(), "state.npz")
     >>> pargraph.save({"bias": pargraph.zeros(3)}, path)
     >>> pargraph.load(path)["bias"].shape
-    (3,)
+    pargraph.Size([3])
     """
     path = os.fspath(path)
     try:

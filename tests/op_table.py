@@ -200,6 +200,26 @@ CASES = [
     Case("prod_others", lambda x: node_op(ops.prod_others, x, dim=(1,)),
          lambda x: np.stack([np.prod(np.delete(x, i, axis=1), axis=1) for i in range(4)], 1),
          [with_zero(3, 4)], differentiable=False),
+    unary("log1p", lambda x: x.log1p(), np.log1p, positive),
+    Case("isnan_isinf", lambda x: pargraph.isnan(x.log()) | x.exp().isinf(),
+         lambda x: _nan_or_inf(x),
+         [np.array([-1.0, 0.5, 800.0, 2.0])], differentiable=False),
+    Case("norm_dim", lambda x: x.norm(2, 1, keepdim=True),
+         lambda x: np.linalg.norm(x, axis=1, keepdims=True), [normal(3, 4)]),
+    Case("norm_all", lambda x: pargraph.linalg.norm(x), lambda x: np.linalg.norm(x),
+         [normal(3, 4)]),
+    Case("norm_p", lambda x: x.norm(1) + x.norm(3, 0).sum() + x.norm(float("inf")),
+         lambda x: np.abs(x).sum() + (np.abs(x) ** 3).sum(0).__pow__(1 / 3).sum()
+         + np.abs(x).max(), [away(3, 4)]),
+    Case("mm", lambda a, b: pargraph.mm(a, b), lambda a, b: a @ b, [normal(3, 4), normal(4, 2)]),
+    Case("bmm", lambda a, b: a.bmm(b), lambda a, b: a @ b, [normal(2, 3, 4), normal(2, 4, 5)]),
+    Case("square_rsqrt", lambda x: x.square() + x.rsqrt(), lambda x: x * x + 1 / np.sqrt(x),
+         [positive(3, 4)]),
+    Case("smooth_l1_loss",
+         lambda x, y: pargraph.nn.functional.smooth_l1_loss(x, y, beta=0.5),
+         lambda x, y: np.mean(np.where(np.abs(x - y) < 0.5, 0.5 * (x - y) ** 2 / 0.5,
+                                       np.abs(x - y) - 0.25)),
+         [np.array([0.1, 2.0, -1.5, 0.3]), np.array([0.0, 0.5, 0.1, -0.1])]),
     # the optimizers' update formulas (torch.optim's documented algorithms)
     Case("momentum_buffer",
          lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,
@@ -231,6 +251,11 @@ CASES = [
          lambda p, m, v: p * 0.99 - 0.2 * m / (np.sqrt(v) / 0.25 + 1e-8),
          [normal(3, 4), normal(3, 4), positive(3, 4)], differentiable=False),
 ]
+
+
+def _nan_or_inf(x):
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.isnan(np.log(x)) | np.isinf(np.exp(x))
 
 
 def _index_add(g):

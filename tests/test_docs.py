@@ -1,4 +1,5 @@
-"""The README's sample outputs come from the code: a change that makes them stale fails here."""
+"""The README's sample outputs and the docstrings' examples come from the code: a change that
+makes them stale fails here."""
 
 import os
 import subprocess
@@ -12,3 +13,23 @@ def test_readme_samples_match_a_fresh_run():
                            "--check"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "match the code" in done.stdout
+
+
+def test_every_docstring_example_runs():
+    """The examples in the package's docstrings are doctests: they must print what they say."""
+    import doctest
+    import importlib
+    import pkgutil
+
+    import pargraph
+
+    failed, attempted = {}, 0
+    for info in pkgutil.walk_packages(pargraph.__path__, "pargraph."):
+        module = importlib.import_module(info.name)
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False,
+                                 report=False)
+        attempted += result.attempted
+        if result.failed:
+            failed[info.name] = result.failed
+    assert attempted > 100  # the public functions' examples
+    assert not failed, f"docstring examples that fail (run pytest --doctest-modules): {failed}"

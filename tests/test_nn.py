@@ -44,7 +44,8 @@ def test_linear_names_the_layer_and_both_sizes_on_bad_input():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     with pytest.raises(RuntimeError, match=r"Linear\(in_features=8, out_features=2, bias=True\) "
                                            r"at '2': expected input with last dimension 8 "
-                                           r"\(in_features\), got input of shape \(5, 7\)"):
+                                           r"\(in_features\), got input of shape "
+                                           r"pargraph.Size\(\[5, 7\]\)"):
         model[2](pargraph.ones(5, 7))
 
 
@@ -207,8 +208,9 @@ def test_load_state_dict_errors_name_the_key():
     bad = net.state_dict()
     bad["heads.0.weight"] = pargraph.ones(3, 3)
     with pytest.raises(RuntimeError, match=r"size mismatch for heads.0.weight: copying a param "
-                                           r"with shape \(3, 3\) from checkpoint, the shape in "
-                                           r"current model is \(2, 4\)"):
+                                           r"with shape pargraph.Size\(\[3, 3\]\) from "
+                                           r"checkpoint, the shape in current model is "
+                                           r"pargraph.Size\(\[2, 4\]\)"):
         net.load_state_dict(bad)
 
 

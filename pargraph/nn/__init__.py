@@ -15,11 +15,20 @@ from pargraph.nn.layers import (
     Softmax,
     Tanh,
 )
-from pargraph.nn.loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from pargraph.nn.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from pargraph.nn.module import Module, Parameter
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
-    "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "functional", "init", "DataParallel",
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
+    "DataParallel",
 ]

@@ -7,6 +7,7 @@ import numpy as np
 from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.factories import arange, as_tensor, default_generator, from_numpy
+from pargraph.functions import where as pargraph_where
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -148,6 +149,28 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     target = as_tensor(target)
     _same_shape(input, target, "l1_loss")
     return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """Huber-like loss: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.smooth_l1_loss(pargraph.tensor([0.5, 3.0]), pargraph.tensor([0.0, 0.0]))
+    tensor(1.3125)
+    """
+    if beta < 0:
+        raise RuntimeError(f"smooth_l1_loss does not support negative values for beta "
+                           f"(got {beta})")
+    target = as_tensor(target)
+    _same_shape(input, target, "smooth_l1_loss")
+    diff = (input - target).abs()
+    if beta == 0:
+        return _reduce(diff, reduction, "smooth_l1_loss")
+    loss = pargraph_where(diff < beta, diff * diff * (0.5 / beta), diff - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

@@ -99,7 +99,7 @@ def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
     --------
     >>> import pargraph; from pargraph.nn import init
     >>> init.xavier_uniform_(pargraph.zeros(3, 5)).shape
-    (3, 5)
+    pargraph.Size([3, 5])
     """
     fan_in, fan_out = _fans(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))

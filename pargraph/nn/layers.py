@@ -9,6 +9,7 @@ from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.cluster import worker_threads
+from pargraph.devices import check_device
 from pargraph.factories import empty_for_init
 from pargraph.functions import cat
 from pargraph.nn import functional as F
@@ -24,17 +25,21 @@ class Linear(Module):
     >>> import pargraph
     >>> layer = pargraph.nn.Linear(3, 2)
     >>> layer(pargraph.ones(4, 3)).shape
-    (4, 2)
+    pargraph.Size([4, 2])
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
+        check_device(device, "Linear")
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty_for_init(out_features, in_features))
         self.bias = Parameter(empty_for_init(out_features)) if bias else None
         if not bias:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if dtype is not None:
+            self.to(dtype)
 
     def reset_parameters(self) -> None:
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -148,7 +153,7 @@ class Flatten(Module):
     --------
     >>> import pargraph
     >>> pargraph.nn.Flatten()(pargraph.zeros(2, 3, 4)).shape
-    (2, 12)
+    pargraph.Size([2, 12])
     """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
@@ -312,7 +317,7 @@ class DataParallel(Module):
     >>> import pargraph
     >>> model = pargraph.nn.DataParallel(pargraph.nn.Linear(3, 2), shards=2)
     >>> model(pargraph.ones(8, 3)).shape
-    (8, 2)
+    pargraph.Size([8, 2])
     >>> [name for name, _ in model.named_parameters()]
     ['module.weight', 'module.bias']
     """

@@ -47,6 +47,24 @@ class L1Loss(_Loss):
         return F.l1_loss(input, target, self.reduction)
 
 
+class SmoothL1Loss(_Loss):
+    """Smooth L1 (Huber-like) loss with threshold ``beta``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.SmoothL1Loss()(pargraph.tensor([3.0]), pargraph.tensor([0.0]))
+    tensor(2.5000)
+    """
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
 class BCELoss(_Loss):
     """Binary cross-entropy of probabilities.
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor, dtype_of_to
+from pargraph._tensor import Size, Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
@@ -296,7 +296,7 @@ class Module:
                 continue
             if array.shape != target.shape:
                 errors.append(f'size mismatch for {name}: copying a param with shape '
-                              f'{array.shape} from checkpoint, the shape in current model is '
+                              f'{Size(array.shape)} from checkpoint, the shape in current model is '
                               f'{target.shape}.')
             values[name] = array
         if errors:

@@ -1,0 +1,60 @@
+"""Devices: pargraph runs on the CPU. ``device("cpu")`` objects are accepted wherever PyTorch
+takes a device; any other device is a clear error where it is used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class device:  # noqa: N801  (PyTorch's name)
+    """A device: ``device("cpu")``, ``device("cpu", 0)`` or ``device("cuda:0")``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> d = pargraph.device("cpu"); d.type, str(d)
+    ('cpu', 'cpu')
+    """
+
+    def __init__(self, kind: Any, index: int | None = None) -> None:
+        if isinstance(kind, device):
+            kind, index = kind.type, kind.index
+        name = str(kind)
+        if ":" in name:
+            name, number = name.split(":", 1)
+            index = int(number)
+        self.type, self.index = name, index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}'" + (
+            "" if self.index is None else f", index={self.index}") + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return str(self) == str(device(other)) if isinstance(other, (device, str)) else False
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+def set_default_device(where: Any) -> None:
+    """Only the CPU exists here: ``"cpu"`` is accepted, anything else refused.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.set_default_device("cpu")
+    """
+    check_device(where, "set_default_device")
+
+
+def check_device(device: Any, where: str) -> None:
+    """Accept the CPU (``"cpu"``, ``device("cpu")``, ``None``); refuse any other device."""
+    if device is None:
+        return
+    name = str(getattr(device, "type", device))
+    if name != "cpu" and not name.startswith("cpu:"):
+        raise RuntimeError(f"{where}: pargraph runs on the CPU; device {str(device)!r} is not "
+                           "available (use 'cpu')")

@@ -1,0 +1,114 @@
+"""Names real PyTorch programs use (#13): devices, dtypes, Size, the legacy constructor, and a
+pytorch/examples program run unchanged with ``import pargraph as torch``."""
+
+from itertools import count
+
+import numpy as np
+import pytest
+
+import pargraph
+import pargraph as torch
+
+
+def test_cpu_is_the_only_device():
+    assert not torch.cuda.is_available() and torch.cuda.device_count() == 0
+    cpu = torch.device("cpu")
+    assert cpu.type == "cpu" and str(cpu) == "cpu" and cpu == "cpu"
+    assert torch.ones(2).to(cpu).device == "cpu"
+    torch.set_default_device("cpu")
+    with pytest.raises(RuntimeError, match="pargraph runs on the CPU; device 'cuda'"):
+        torch.set_default_device("cuda")
+    with pytest.raises(RuntimeError, match="device 'cuda:0' is not available"):
+        torch.ones(2).to(torch.device("cuda:0"))
+
+
+def test_size_is_a_tuple_with_numel():
+    x = torch.zeros(2, 3)
+    assert x.shape == (2, 3) and x.size() == (2, 3) and x.size(1) == 3
+    assert isinstance(x.shape, tuple) and x.size().numel() == 6
+    assert repr(x.shape) == "pargraph.Size([2, 3])"
+
+
+def test_legacy_constructor_and_type_names():
+    assert torch.Tensor([-4.0]).tolist() == [-4.0]
+    assert torch.Tensor([1, 2]).dtype == np.float32  # always float, as in PyTorch
+    assert torch.Tensor(2, 3).shape == (2, 3) and torch.Tensor().shape == (0,)
+    assert torch.ones(1).type() == "torch.FloatTensor"
+    assert torch.ones(1).type(torch.float64).dtype == np.float64
+    assert torch.ones(2).half().dtype == np.float16 and torch.ones(2).int().dtype == np.int32
+    assert (torch.ones(2, dtype=torch.int32) + 1).dtype == np.int32
+    assert torch.is_tensor(torch.ones(1)) and not torch.is_tensor(np.ones(1))
+
+
+def test_products_check_their_operands_like_pytorch():
+    with pytest.raises(RuntimeError, match=r"mm: mat1 and mat2 shapes cannot be multiplied "
+                                            r"\(2x3 and 2x3\)"):
+        torch.mm(torch.ones(2, 3), torch.ones(2, 3))
+    with pytest.raises(RuntimeError, match="mm: self must be a 2D tensor, got 3D"):
+        torch.ones(1, 2, 3).mm(torch.ones(3, 2))
+    with pytest.raises(RuntimeError, match="same batch size, got 2 and 3"):
+        torch.bmm(torch.ones(2, 2, 2), torch.ones(3, 2, 2))
+    assert torch.ones(2, 4).view_as(torch.zeros(8)).shape == (8,)
+
+
+def test_norm_gradient_at_zero_is_zero_and_unsupported_orders_raise():
+    x = torch.zeros(3, requires_grad=True)
+    x.norm().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]  # PyTorch's subgradient, not nan
+    with pytest.raises(NotImplementedError, match="p='nuc'"):
+        torch.ones(2, 2).norm("nuc")
+    with pytest.raises(NotImplementedError, match="ord=2 over a matrix"):
+        torch.linalg.norm(torch.ones(2, 2), ord=2)
+    assert torch.allclose(torch.linalg.norm(torch.ones(2, 2), ord=1, dim=1), torch.full((2,), 2.0))
+    assert not torch.allclose(torch.ones(2), torch.zeros(2))
+
+
+def test_pytorch_examples_regression_runs_unchanged():
+    """pytorch/examples regression/main.py, its loop as written (import line changed)."""
+    import pargraph.nn.functional as F
+
+    torch.manual_seed(0)
+    POLY_DEGREE = 4
+    W_target = torch.randn(POLY_DEGREE, 1) * 5
+    b_target = torch.randn(1) * 5
+
+    def make_features(x):
+        x = x.unsqueeze(1)
+        return torch.cat([x ** i for i in range(1, POLY_DEGREE + 1)], 1)
+
+    def f(x):
+        return x.mm(W_target) + b_target.item()
+
+    def get_batch(batch_size=32):
+        random = torch.randn(batch_size)
+        x = make_features(random)
+        y = f(x)
+        return x, y
+
+    fc = torch.nn.Linear(W_target.size(0), 1)
+    for batch_idx in count(1):
+        batch_x, batch_y = get_batch()
+        fc.zero_grad()
+        output = F.smooth_l1_loss(fc(batch_x), batch_y)
+        loss = output.item()
+        output.backward()
+        for param in fc.parameters():
+            param.data.add_(-0.1 * param.grad)
+        if loss < 1e-3 or batch_idx == 2000:
+            break
+    assert loss < 1e-3, (batch_idx, loss)
+    learned = fc.weight.detach().numpy().ravel()
+    np.testing.assert_allclose(learned, W_target.numpy().ravel(), atol=0.1)
+    assert pargraph.is_tensor(output)
+
+
+def test_device_and_dtype_keywords_of_factories_and_layers():
+    assert torch.zeros(2, device="cpu").tolist() == [0.0, 0.0]
+    assert torch.tensor([1.0], device=torch.device("cpu")).device == "cpu"
+    layer = torch.nn.Linear(3, 2, device="cpu", dtype=torch.float64)
+    assert layer.weight.dtype == np.float64 and layer.bias.dtype == np.float64
+    assert layer(torch.ones(1, 3, dtype=torch.float64)).dtype == np.float64
+    for make in (lambda: torch.randn(2, device="cuda"), lambda: torch.arange(3, device="cuda"),
+                 lambda: torch.nn.Linear(3, 2, device="cuda")):
+        with pytest.raises(RuntimeError, match="pargraph runs on the CPU"):
+            make()
