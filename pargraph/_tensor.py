@@ -550,6 +550,17 @@ class Tensor(DaskCollection):
             return magnitude.sum(dim, keepdim)
         return (magnitude ** p).sum(dim, keepdim) ** (1.0 / p)
 
+    def cumsum(self, dim: int) -> Tensor:
+        """Running sums along ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2, 3]).cumsum(0).tolist()
+        [1, 3, 6]
+        """
+        return _wrap(ops.cumsum(self._node, dim=ops.normalize_dim(dim, self.ndim)))
+
     # --- more elementwise math ------------------------------------------------------------
 
     def square(self) -> Tensor:
@@ -568,6 +579,88 @@ class Tensor(DaskCollection):
 
     def view_as(self, other: Tensor) -> Tensor:
         return self.reshape(other.shape)
+
+    def flip(self, *dims) -> Tensor:
+        """The elements in reverse order along ``dims``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2], [3, 4]]).flip(1).tolist()
+        [[2, 1], [4, 3]]
+        """
+        dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
+        return _wrap(ops.flip(self._node, dims=dims))
+
+    def repeat(self, *sizes) -> Tensor:
+        """Tile the tensor ``sizes[i]`` times along each dimension (new leading ones too).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).repeat(2, 2).tolist()
+        [[1, 2, 1, 2], [1, 2, 1, 2]]
+        """
+        sizes = shape_arg(sizes)
+        if len(sizes) < self.ndim:
+            raise RuntimeError("Number of dimensions of repeat dims can not be smaller than "
+                               "number of dimensions of tensor")
+        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+        interleaved = tuple(n for pair in zip((1,) * len(shape), shape) for n in pair)
+        wide = tuple(n for pair in zip(sizes, shape) for n in pair)
+        tiled = self.reshape(interleaved).expand(*wide)
+        return tiled.reshape(tuple(r * n for r, n in zip(sizes, shape)))
+
+    def masked_fill(self, mask: Any, value: Any) -> Tensor:
+        """``value`` where ``mask`` (broadcast to this shape) is true, else this tensor.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(3); x.masked_fill(pargraph.tensor([True, False, True]), 5.0)
+        tensor([5., 0., 5.])
+        """
+        mask = mask if isinstance(mask, Tensor) else Tensor(leaf_of(mask))
+        if mask.dtype != bool_:
+            raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with "
+                               f"dtype {mask.dtype}")
+        try:
+            fits = np.broadcast_shapes(mask.shape, self.shape) == tuple(self.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask.shape)} is not "
+                               f"broadcastable to the tensor's shape {tuple(self.shape)}")
+        return _wrap(ops.where(mask._node, operand(value), self._node))
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two dimensions (others zero).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 2).tril().tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return self._triangle(np.tril, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two dimensions (others zero).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 2).triu(1).tolist()
+        [[0.0, 1.0], [0.0, 0.0]]
+        """
+        return self._triangle(np.triu, diagonal)
+
+    def _triangle(self, which: Any, diagonal: int) -> Tensor:
+        if self.ndim < 2:
+            raise RuntimeError(f"{which.__name__}: input tensor must have at least 2 "
+                               f"dimensions, got {self.ndim}")
+        keep = which(np.ones(self.shape[-2:], dtype=bool), diagonal)
+        return _wrap(ops.where(ops.constant(keep), self._node, 0))
 
     def mm(self, mat2: Tensor) -> Tensor:
         """Matrix product of two 2-D tensors (no broadcasting, unlike ``@``).
@@ -677,6 +770,10 @@ class Tensor(DaskCollection):
     def mul_(self, other: Any) -> Tensor:
         self._check_in_place()
         return self._rebind(_binary(ops.mul, self, other)._node)
+
+    def clamp_(self, min: float | None = None, max: float | None = None) -> Tensor:
+        self._check_in_place()
+        return self._rebind(self.clamp(min, max)._node)
 
     def pow_(self, exponent: Any) -> Tensor:
         self._check_in_place()

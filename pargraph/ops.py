@@ -580,6 +580,25 @@ def sum_(x, dim=None, keepdim=False):
 sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
 
 
+def _cumsum_shape(x, dim, reverse=False):
+    return x.shape, x.dtype if _category(x.dtype) == 2 else _INT64
+
+
+@primitive("cumsum", _cumsum_shape)
+def cumsum(x, dim, reverse=False):
+    """Running sums along ``dim`` (``reverse``: from the end, what the vjp needs)."""
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
+    return np.cumsum(x, axis=dim)
+cumsum.defvjp(lambda g, out, x, dim, reverse=False: cumsum(g, dim=dim, reverse=not reverse))
+
+
+@primitive("flip", _same, view=True)
+def flip(x, dims):
+    return np.flip(x, dims)
+flip.defvjp(lambda g, out, x, dims: flip(g, dims=dims))
+
+
 def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
     """Reinsert reduced dimensions as size 1 so that ``g`` broadcasts against the input."""
     if keepdim or not dims:

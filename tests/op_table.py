@@ -220,6 +220,27 @@ CASES = [
          lambda x, y: np.mean(np.where(np.abs(x - y) < 0.5, 0.5 * (x - y) ** 2 / 0.5,
                                        np.abs(x - y) - 0.25)),
          [np.array([0.1, 2.0, -1.5, 0.3]), np.array([0.0, 0.5, 0.1, -0.1])]),
+    Case("cumsum", lambda x: x.cumsum(1) + x.cumsum(-2), lambda x: np.cumsum(x, 1) +
+         np.cumsum(x, 0), [normal(3, 4)]),
+    Case("cumsum_int", lambda x: x.cumsum(0), lambda x: np.cumsum(x, 0),
+         [np.array([1, 2, 3], dtype=np.int32)], differentiable=False),
+    Case("flip", lambda x: x.flip(0, 1) * pargraph.arange(4.0), lambda x: x[::-1, ::-1] *
+         np.arange(4.0), [normal(3, 4)]),
+    Case("repeat", lambda x: x.repeat(2, 1, 3), lambda x: np.tile(x, (2, 1, 3)), [normal(3, 4)]),
+    Case("masked_fill", lambda x: x.masked_fill(pargraph.tensor([True, False, False, True]), 2.5),
+         lambda x: np.where(np.array([True, False, False, True]), 2.5, x), [normal(3, 4)]),
+    Case("tril_triu", lambda x: x.tril(-1) * 2 + x.triu(1), lambda x: np.tril(x, -1) * 2 +
+         np.triu(x, 1), [normal(2, 3, 4)]),
+    Case("leaky_relu", lambda x: pargraph.nn.functional.leaky_relu(x, 0.2),
+         lambda x: np.where(x > 0, x, 0.2 * x), [away(3, 4)]),
+    Case("silu", lambda x: pargraph.nn.functional.silu(x), lambda x: x / (1 + np.exp(-x)),
+         [normal(3, 4)]),
+    Case("softplus", lambda x: pargraph.nn.functional.softplus(x, beta=2.0, threshold=3.0),
+         lambda x: np.where(2 * x > 3, x, np.log1p(np.exp(2 * x)) / 2),
+         [np.array([-30.0, -1.0, 0.0, 0.5, 1.2, 2.0, 40.0])]),
+    Case("one_hot", lambda i: pargraph.nn.functional.one_hot(i, 4),
+         lambda i: np.eye(4, dtype=np.int64)[i], [np.array([[0, 3], [2, 2]])],
+         differentiable=False),
     # the optimizers' update formulas (torch.optim's documented algorithms)
     Case("momentum_buffer",
          lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,

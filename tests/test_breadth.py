@@ -112,3 +112,47 @@ def test_device_and_dtype_keywords_of_factories_and_layers():
                  lambda: torch.nn.Linear(3, 2, device="cuda")):
         with pytest.raises(RuntimeError, match="pargraph runs on the CPU"):
             make()
+
+
+def test_clip_grad_norm_scales_like_pytorch_and_is_recorded_not_run():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal(5)
+    w = torch.tensor(a, requires_grad=True)
+    v = torch.tensor(b, requires_grad=True)
+    ((w * w).sum() + (v * 3).sum()).backward()
+    grads = [2 * a, np.full(5, 3.0)]
+    total = torch.nn.utils.clip_grad_norm_([w, v], max_norm=1.5)
+    assert w.grad._node.value is None  # joins the step's graph; nothing ran yet
+    expected_total = np.sqrt(sum((g ** 2).sum() for g in grads))
+    assert np.isclose(total.item(), expected_total)
+    scale = min(1.5 / (expected_total + 1e-6), 1.0)
+    np.testing.assert_allclose(w.grad.numpy(), grads[0] * scale)
+    np.testing.assert_allclose(v.grad.numpy(), grads[1] * scale)
+
+    inf_total = torch.nn.utils.clip_grad_norm_(v, max_norm=100.0, norm_type=float("inf"))
+    assert np.isclose(inf_total.item(), 3.0 * scale)  # below max_norm: unchanged
+    np.testing.assert_allclose(v.grad.numpy(), grads[1] * scale)
+    v.grad = torch.tensor([float("nan")] * 5, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="is non-finite, so it cannot be clipped"):
+        torch.nn.utils.clip_grad_norm_([v], 1.0, error_if_nonfinite=True)
+
+
+def test_clip_grad_value_and_the_new_activation_modules():
+    w = torch.ones(3, requires_grad=True)
+    (w * torch.tensor([-5.0, 0.2, 7.0])).sum().backward()
+    torch.nn.utils.clip_grad_value_(w, 1.0)
+    assert w.grad.tolist() == pytest.approx([-1.0, 0.2, 1.0])
+    x = torch.tensor([-2.0, 0.0, 3.0])
+    assert torch.nn.LeakyReLU(0.5)(x).tolist() == [-1.0, 0.0, 3.0]
+    assert torch.nn.SiLU()(x).tolist() == pytest.approx((x.numpy() / (1 + np.exp(-x.numpy())))
+                                                       .tolist())
+    assert torch.nn.Softplus(beta=2.0)(x).tolist() == pytest.approx(
+        (np.log1p(np.exp(2 * x.numpy())) / 2).tolist(), rel=1e-6)
+    assert torch.nn.LogSoftmax(dim=0)(x).exp().sum().item() == pytest.approx(1.0)
+    assert "negative_slope=0.5" in repr(torch.nn.LeakyReLU(0.5))
+    with pytest.raises(RuntimeError, match="masked_fill only supports boolean masks"):
+        x.masked_fill(torch.tensor([1, 0, 1]), 0.0)
+    with pytest.raises(RuntimeError, match="not broadcastable to the tensor's shape"):
+        x.masked_fill(torch.tensor([[True], [False]]), 0.0)
+    with pytest.raises(RuntimeError, match="repeat dims can not be smaller"):
+        torch.ones(2, 2).repeat(2)

@@ -1,18 +1,22 @@
 """``pargraph.nn``: modules, layers, losses, ``functional`` and ``init``, with PyTorch's names."""
 
-from pargraph.nn import functional, init
+from pargraph.nn import functional, init, utils
 from pargraph.nn.layers import (
     DataParallel,
     Dropout,
     Flatten,
     Identity,
+    LeakyReLU,
     Linear,
+    LogSoftmax,
     ModuleDict,
     ModuleList,
     ReLU,
     Sequential,
     Sigmoid,
+    SiLU,
     Softmax,
+    Softplus,
     Tanh,
 )
 from pargraph.nn.loss import (
@@ -30,5 +34,5 @@ __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
     "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
-    "DataParallel",
+    "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils",
 ]

@@ -72,6 +72,63 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:
     return input.log_softmax(dim)
 
 
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` where positive, else ``negative_slope * x``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.leaky_relu(pargraph.tensor([-2.0, 3.0]), 0.1)
+    tensor([-0.2000,  3.0000])
+    """
+    return pargraph_where(input > 0, input, input * negative_slope)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)`` (swish).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.silu(pargraph.zeros(1))
+    tensor([0.])
+    """
+    return input * input.sigmoid()
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, computed stably; linear above ``threshold``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.softplus(pargraph.zeros(1))
+    tensor([0.6931])
+    """
+    scaled = input * beta
+    # log1p(exp(-|s|)) + max(s, 0): no overflow; maximum shares its gradient at the tie s = 0,
+    # where abs gives none, so the gradient there is sigmoid(0) = 0.5, as it should be.
+    smooth = ((-scaled.abs()).exp().log1p() + scaled.maximum(0.0)) / beta
+    return pargraph_where(scaled > threshold, input, smooth)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """Class indices as int64 rows of zeros with a one at the index.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.one_hot(pargraph.tensor([0, 2]), 3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    indices = as_tensor(tensor)
+    if indices.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes < 0:
+        num_classes = int(indices.max().item()) + 1 if indices.numel() else 0
+    return (indices.unsqueeze(-1) == arange(num_classes)).long()
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero elements with probability ``p`` and scale the rest by 1/(1-p) (in training only).
 

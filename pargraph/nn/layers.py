@@ -102,6 +102,80 @@ class Tanh(Module):
         return F.tanh(input)
 
 
+class LeakyReLU(Module):
+    """Elementwise ``x`` where positive, else ``negative_slope * x``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.LeakyReLU(0.5)(pargraph.tensor([-2.0, 1.0]))
+    tensor([-1.,  1.])
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class SiLU(Module):
+    """Elementwise ``x * sigmoid(x)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.SiLU()(pargraph.zeros(2))
+    tensor([0., 0.])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.silu(input)
+
+
+class Softplus(Module):
+    """Elementwise ``log(1 + exp(beta * x)) / beta``, linear above ``threshold``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Softplus()(pargraph.zeros(1))
+    tensor([0.6931])
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class LogSoftmax(Module):
+    """log(softmax(x)) along ``dim``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> round(pargraph.nn.LogSoftmax(dim=0)(pargraph.zeros(2))[0].item(), 4)
+    -0.6931
+    """
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.log_softmax(input, self.dim)
+
+
 class Softmax(Module):
     """Softmax along ``dim``.
 

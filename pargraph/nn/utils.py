@@ -1,0 +1,70 @@
+"""``pargraph.nn.utils``: gradient clipping, recorded into the step's graph (nothing is
+computed early: the clipped gradients run with the optimizer's step, in the same dask run)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from pargraph._tensor import Tensor
+from pargraph.autograd.mode import no_grad
+from pargraph.factories import tensor
+from pargraph.functions import stack
+
+
+def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    return [p.grad for p in params if p.grad is not None]
+
+
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                    norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach: bool | None = None) -> Tensor:
+    """Scale the gradients so that their joint ``norm_type``-norm is at most ``max_norm``;
+    returns that norm (before clipping), as PyTorch does. ``error_if_nonfinite`` has to look
+    at the norm, so it computes it now.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.ones(4, requires_grad=True)
+    >>> (w * 3).sum().backward()
+    >>> pargraph.nn.utils.clip_grad_norm_([w], max_norm=1.0)
+    tensor(6.)
+    >>> round(w.grad.norm().item(), 4)
+    1.0
+    """
+    grads = _grads(parameters)
+    if not grads:
+        return tensor(0.0)
+    norm_type = float(norm_type)
+    with no_grad():
+        if norm_type == math.inf:
+            total = stack([g.abs().amax() for g in grads]).amax()
+        else:
+            total = stack([g.norm(norm_type) for g in grads]).norm(norm_type)
+        if error_if_nonfinite and not math.isfinite(total.item()):
+            raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
+                               "`parameters` is non-finite, so it cannot be clipped. To disable "
+                               "this error and scale the gradients by the non-finite norm "
+                               "anyway, set `error_if_nonfinite=False`")
+        scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale)
+    return total
+
+
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
+                     foreach: bool | None = None) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.ones(2, requires_grad=True)
+    >>> (w * 3).sum().backward(); pargraph.nn.utils.clip_grad_value_([w], 0.5); w.grad
+    tensor([0.5000, 0.5000])
+    """
+    with no_grad():
+        for g in _grads(parameters):
+            g.clamp_(-clip_value, clip_value)
