@@ -18,6 +18,7 @@ from pargraph.cluster import connect, worker_threads
 from pargraph.devices import device, set_default_device
 from pargraph.execution import ClusterLostError
 from pargraph.factories import (
+    Generator,
     arange,
     as_tensor,
     eye,
@@ -70,5 +71,5 @@ __all__ = [
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
-    "set_default_device", "cuda", "linalg", "is_tensor", "allclose", *METHOD_FUNCTIONS,
+    "set_default_device", "cuda", "linalg", "is_tensor", "allclose", "Generator", *METHOD_FUNCTIONS,
 ]

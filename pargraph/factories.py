@@ -312,3 +312,36 @@ def randn_like(t: Tensor, dtype=None, requires_grad: bool = False,
     """
     check_device(device, "randn_like")
     return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+class Generator:
+    """A random number generator to hand to ``DataLoader``, ``random_split`` and the random
+    factories, as PyTorch's ``torch.Generator``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a = pargraph.Generator().manual_seed(3).numpy_generator.random()
+    >>> b = pargraph.Generator().manual_seed(3).numpy_generator.random()
+    >>> a == b
+    True
+    """
+
+    def __init__(self, device: Any = "cpu") -> None:
+        check_device(device, "Generator")
+        self._seed = int(np.random.SeedSequence().entropy % 2**63)
+        self.numpy_generator = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._seed = int(seed)
+        self.numpy_generator = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def seed(self) -> int:
+        return self.manual_seed(int(np.random.SeedSequence().entropy % 2**63))._seed
+
+    def permutation(self, n: int) -> np.ndarray:
+        return self.numpy_generator.permutation(n)

@@ -46,3 +46,27 @@ def test_custom_dataset_is_collated():
 
     batch = next(iter(DataLoader(Squares(), batch_size=3)))
     assert batch["x"].shape == (3, 1) and batch["y"].tolist() == [0, 1, 4]
+
+
+def test_random_split_subset_concat_and_a_seeded_generator():
+    from pargraph.utils.data import ConcatDataset, DataLoader, Subset, TensorDataset, random_split
+
+    data = TensorDataset(pargraph.arange(10), pargraph.arange(10) * 2)
+    first = random_split(data, [7, 3], generator=pargraph.Generator().manual_seed(5))
+    again = random_split(data, [0.7, 0.3], generator=pargraph.Generator().manual_seed(5))
+    assert [s.indices for s in first] == [s.indices for s in again]
+    assert sorted(first[0].indices + first[1].indices) == list(range(10))
+    x, y = first[1][2]
+    assert y.item() == 2 * x.item() and x.item() == first[1].indices[2]
+    uneven = random_split(data, [0.5, 0.25, 0.25])  # 5, 2, 2 and the remainder to the first
+    assert [len(s) for s in uneven] == [6, 2, 2]
+    with pytest.raises(ValueError, match="Sum of input lengths does not equal"):
+        random_split(data, [4, 4])
+    both = ConcatDataset([Subset(data, [9, 8]), data])
+    assert len(both) == 12 and both[1][0].item() == 8 and both[2][0].item() == 0
+    assert both[-1][0].item() == 9
+    batches = [b[0].tolist() for b in DataLoader(data, batch_size=5, shuffle=True,
+                                                 generator=pargraph.Generator().manual_seed(1))]
+    batches_again = [b[0].tolist() for b in DataLoader(
+        data, batch_size=5, shuffle=True, generator=pargraph.Generator().manual_seed(1))]
+    assert batches == batches_again and sorted(sum(batches, [])) == list(range(10))

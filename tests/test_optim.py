@@ -184,3 +184,129 @@ def test_step_lr_and_cosine_annealing():
     restored = lr_scheduler.CosineAnnealingLR(opt, T_max=10)
     restored.load_state_dict(cosine.state_dict())
     assert restored.last_epoch == cosine.last_epoch
+
+
+def _reference(update, steps=3):
+    """Run ``update(p, g, state, t)`` (numpy, torch.optim's documented algorithm) on GRADS."""
+    p, state, out = START.copy(), {}, []
+    for t, g in enumerate(GRADS[:steps], start=1):
+        p = update(p, g.copy(), state, t)
+        out.append(p.copy())
+    return out
+
+
+def rmsprop_reference(lr, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                      centered=False):
+    def update(p, g, s, t):
+        g = g + weight_decay * p
+        s["v"] = alpha * s.get("v", 0.0) + (1 - alpha) * g * g
+        v = s["v"]
+        if centered:
+            s["ga"] = alpha * s.get("ga", 0.0) + (1 - alpha) * g
+            v = v - s["ga"] ** 2
+        avg = np.sqrt(v) + eps
+        if momentum:
+            s["b"] = momentum * s.get("b", 0.0) + g / avg
+            return p - lr * s["b"]
+        return p - lr * g / avg
+    return _reference(update)
+
+
+def adagrad_reference(lr, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+                      eps=1e-10):
+    def update(p, g, s, t):
+        g = g + weight_decay * p
+        clr = lr / (1 + (t - 1) * lr_decay)
+        s["sum"] = s.get("sum", initial_accumulator_value) + g * g
+        return p - clr * g / (np.sqrt(s["sum"]) + eps)
+    return _reference(update)
+
+
+def adadelta_reference(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+    def update(p, g, s, t):
+        g = g + weight_decay * p
+        s["v"] = rho * s.get("v", 0.0) + (1 - rho) * g * g
+        delta = np.sqrt(s.get("u", 0.0) + eps) / np.sqrt(s["v"] + eps) * g
+        s["u"] = rho * s.get("u", 0.0) + (1 - rho) * delta * delta
+        return p - lr * delta
+    return _reference(update)
+
+
+@pytest.mark.parametrize("make, reference", [
+    (lambda ps: optim.RMSprop(ps, lr=0.01), lambda: rmsprop_reference(0.01)),
+    (lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True, weight_decay=0.1),
+     lambda: rmsprop_reference(0.01, momentum=0.9, centered=True, weight_decay=0.1)),
+    (lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.5, initial_accumulator_value=0.3),
+     lambda: adagrad_reference(0.1, lr_decay=0.5, initial_accumulator_value=0.3)),
+    (lambda ps: optim.Adagrad(ps, lr=0.1, weight_decay=0.2),
+     lambda: adagrad_reference(0.1, weight_decay=0.2)),
+    (lambda ps: optim.Adadelta(ps), lambda: adadelta_reference()),
+    (lambda ps: optim.Adadelta(ps, lr=0.5, rho=0.8, weight_decay=0.1),
+     lambda: adadelta_reference(0.5, rho=0.8, weight_decay=0.1)),
+])
+def test_rmsprop_adagrad_adadelta_match_their_formulas(make, reference):
+    values, opt, p = run(make)
+    np.testing.assert_allclose(values, reference(), rtol=1e-10)
+    assert opt.state_dict()["state"][0]["step"] == 3
+
+
+def test_multistep_lambda_and_onecycle_schedules():
+    def sgd(lr=1.0, **kw):
+        return optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=lr, **kw)
+
+    multi = lr_scheduler.MultiStepLR(sgd(), milestones=[3, 1], gamma=0.5)
+    seen = [multi.get_last_lr()[0]]
+    for _ in range(4):
+        multi.step()
+        seen.append(multi.get_last_lr()[0])
+    assert seen == [1.0, 0.5, 0.5, 0.25, 0.25]
+    opt = sgd()
+    opt.add_param_group({"params": [pargraph.zeros(1, requires_grad=True)], "lr": 2.0})
+    lam = lr_scheduler.LambdaLR(opt, [lambda e: 1 / (e + 1), lambda e: 0.9 ** e])
+    lam.step()
+    assert lam.get_last_lr() == [0.5, 2.0 * 0.9]
+    with pytest.raises(ValueError, match="Expected 2 lr_lambdas, but got 1"):
+        lr_scheduler.LambdaLR(opt, [lambda e: 1.0])
+
+    # OneCycle, by the formulas of Smith's 1cycle policy as PyTorch documents them
+    opt = sgd(momentum=0.9)
+    cycle = lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=10, pct_start=0.3)
+    lrs, moms = [], []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        moms.append(opt.param_groups[0]["momentum"])
+        if len(lrs) < 10:
+            cycle.step()
+
+    def cos(start, end, pct):
+        return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
+
+    initial, low, up_end = 1.0 / 25, 1.0 / 25 / 1e4, 0.3 * 10 - 1
+    expected = [cos(initial, 1.0, k / up_end) if k <= up_end else
+                cos(1.0, low, (k - up_end) / (9 - up_end)) for k in range(10)]
+    np.testing.assert_allclose(lrs, expected, rtol=1e-12)
+    assert moms[0] == pytest.approx(0.95) and min(moms) == pytest.approx(0.85)
+    with pytest.raises(ValueError, match="Tried to step 11 times"):
+        cycle.step()
+        cycle.step()
+    adam = optim.Adam([pargraph.zeros(1, requires_grad=True)], lr=0.1)
+    lr_scheduler.OneCycleLR(adam, max_lr=0.1, epochs=2, steps_per_epoch=5)
+    assert adam.param_groups[0]["betas"][0] == pytest.approx(0.95)
+
+
+def test_reduce_lr_on_plateau_waits_patience_then_cools_down():
+    opt = optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    plateau = lr_scheduler.ReduceLROnPlateau(opt, patience=2, factor=0.5, cooldown=1,
+                                             min_lr=0.2)
+    lrs = []
+    for loss in [1.0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]:
+        plateau.step(pargraph.tensor(loss))
+        lrs.append(plateau.get_last_lr()[0])
+    assert lrs == [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25]
+    for _ in range(10):
+        plateau.step(0.9)
+    assert plateau.get_last_lr() == [0.2]  # never below min_lr
+    maximize = lr_scheduler.ReduceLROnPlateau(opt, mode="max", patience=0)
+    maximize.step(1.0)
+    maximize.step(2.0)
+    assert opt.param_groups[0]["lr"] == 0.2

@@ -1,7 +1,10 @@
-"""``pargraph.utils.data``: ``Dataset``, ``TensorDataset`` and a seeded ``DataLoader``."""
+"""``pargraph.utils.data``: ``Dataset``, ``TensorDataset``, ``Subset``, ``ConcatDataset``,
+``random_split`` and a seeded ``DataLoader``."""
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -84,7 +87,7 @@ class DataLoader:
     """
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False,
-                 drop_last: bool = False, generator: np.random.Generator | None = None,
+                 drop_last: bool = False, generator: Any = None,
                  collate_fn: Callable[[list], Any] | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size should be a positive integer, got {batch_size}")
@@ -109,3 +112,90 @@ class DataLoader:
             else:
                 collate = self.collate_fn or default_collate
                 yield collate([self.dataset[int(i)] for i in indices])
+
+
+class Subset(Dataset):
+    """The samples of ``dataset`` at ``indices``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.utils.data import Subset, TensorDataset
+    >>> part = Subset(TensorDataset(pargraph.arange(10)), [2, 5])
+    >>> len(part), part[1][0].item()
+    (2, 5)
+    """
+
+    def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
+        self.dataset, self.indices = dataset, list(indices)
+
+    def __getitem__(self, index: int) -> Any:
+        if isinstance(index, list):
+            return [self.dataset[self.indices[i]] for i in index]
+        return self.dataset[self.indices[index]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    """Several datasets one after another.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.utils.data import ConcatDataset, TensorDataset
+    >>> both = ConcatDataset([TensorDataset(pargraph.zeros(2)), TensorDataset(pargraph.ones(3))])
+    >>> len(both), both[4][0].item()
+    (5, 1.0)
+    """
+
+    def __init__(self, datasets: Sequence[Dataset]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("datasets should not be an empty iterable")
+        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+
+    def __len__(self) -> int:
+        return int(self.cumulative_sizes[-1]) if self.cumulative_sizes else 0
+
+    def __getitem__(self, index: int) -> Any:
+        if index < 0:
+            if -index > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            index += len(self)
+        which = bisect.bisect_right(self.cumulative_sizes, index)
+        start = int(self.cumulative_sizes[which - 1]) if which else 0
+        return self.datasets[which][index - start]
+
+
+def random_split(dataset: Dataset, lengths: Sequence[float],
+                 generator: Any = None) -> list[Subset]:
+    """Split ``dataset`` into non-overlapping random subsets of the given lengths (or
+    fractions summing to 1, the remainder spread round-robin, as in PyTorch).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.utils.data import TensorDataset, random_split
+    >>> train, test = random_split(TensorDataset(pargraph.arange(10)), [0.8, 0.2],
+    ...                            generator=pargraph.Generator().manual_seed(0))
+    >>> len(train), len(test), sorted(train.indices + test.indices) == list(range(10))
+    (8, 2, True)
+    """
+    n = len(dataset)
+    if all(0 <= length <= 1 for length in lengths) and math.isclose(sum(lengths), 1) and \
+            sum(lengths) <= 1 + 1e-9 and not all(isinstance(x, int) for x in lengths):
+        sizes = [int(math.floor(n * frac)) for frac in lengths]
+        for k in range(n - sum(sizes)):
+            sizes[k % len(sizes)] += 1
+        lengths = sizes
+    if sum(lengths) != n:
+        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    rng = getattr(generator, "numpy_generator", generator) or default_generator()
+    order = rng.permutation(n).tolist()
+    subsets, start = [], 0
+    for length in lengths:
+        subsets.append(Subset(dataset, order[start:start + length]))
+        start += length
+    return subsets
