@@ -233,6 +233,41 @@ class Node:
         return f"<Node {self.key} {self.shape} {self.dtype}>"
 
 
+_MISSING = object()
+
+
+class StructureCache:
+    """What was derived from a graph structure (a partition, a backward template), by that
+    structure: a training loop records the same structure every step. Bounded, least
+    recently used first out, safe to share between threads; counts hits and misses."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: dict = {}
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        with self._lock:
+            found = self.entries.pop(key, _MISSING)
+            if found is _MISSING:
+                self.misses += 1
+                return default
+            self.entries[key] = found  # most recently used last
+            self.hits += 1
+            return found
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            while self.entries and len(self.entries) >= self.size:
+                self.entries.pop(next(iter(self.entries)))
+            self.entries[key] = value
+
+    def clear(self) -> None:
+        with self._lock:
+            self.entries.clear()
+
+
 def uid_mark() -> int:
     """A number below the uid of every node created after this call, above every earlier
     one (it uses up one uid)."""

@@ -34,7 +34,7 @@ Single tasks and cached plans
     A run too small to profit from parallelism, or that partitions into one group, is one
     task (local schedulers run it in the calling thread, BLAS free), templated as a
     :class:`SinglePlan`. Otherwise the partition and the tasks' templates are a
-    :class:`GroupPlan`. Both are cached by the run's structure (:class:`PlanCache`): a
+    :class:`GroupPlan`. Both are cached by the run's structure (``PlanCache``): a
     training loop's steps after the first only fill in keys and values. On a cluster a
     kept value is a :class:`HeldPart`: its group's Future and its position in the tuple.
 """
@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
-from pargraph.graph import Node, toposort
+from pargraph.graph import Node, StructureCache, toposort
 from pargraph.partition import LOCAL, Granularity, estimated_seconds, partition
 from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, release_schedule
 
@@ -186,18 +186,12 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
                              named_outputs=bool(named_outputs), remote=remote)
 
 
-class PlanCache:
-    """Lowering plans by graph structure: a training loop records the same structure every
-    step, so its partition and task templates are computed once. The structure is what they
-    depend on: each node's op, shape and inputs (positions in the run), which nodes are
-    realized inputs, which are outputs, the cluster/local choice, the worker count and the
-    thresholds. Literal arguments (a learning rate) and values are read from the nodes of
-    each run. Bounded, least recently used first out."""
-
-    size = 64
-    entries: dict = {}
-    hits = 0
-    misses = 0
+#: Lowering plans by graph structure: a training loop records the same structure every step,
+#: so its partition and task templates are computed once. The structure is what they depend
+#: on: each node's op, shape and inputs (positions in the run), which nodes are realized
+#: inputs, which are outputs, the cluster/local choice, the worker count and the thresholds.
+#: Literal arguments (a learning rate) and values are read from the nodes of each run.
+PlanCache = StructureCache(64)
 
 
 def structure_of(order: list[Node], outputs: list[Node], granularity: Granularity) -> tuple:
@@ -216,21 +210,14 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
                  granularity: Granularity) -> GroupPlan | SinglePlan:
     """The run's plan: one task when it is too small or one group, else a task per group."""
     key = structure_of(order, outputs, granularity)
-    cache = PlanCache
-    found = cache.entries.pop(key, False)
-    if found is not False:
-        cache.hits += 1
-    else:
-        cache.misses += 1
-        found = None
+    found = PlanCache.get(key)
+    if found is None:
         if not is_small(computed, granularity.single_task_below):
             groups = partition(computed, granularity)
             if len(groups) > 1:
                 found = GroupPlan(order, computed, groups, outputs)
         found = found or SinglePlan(order, computed, outputs)
-        while len(cache.entries) >= cache.size:
-            cache.entries.pop(next(iter(cache.entries)))
-    cache.entries[key] = found
+        PlanCache.put(key, found)
     return found
 
 

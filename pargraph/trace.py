@@ -122,7 +122,7 @@ class Summary:
 
 def _cache_counts() -> tuple[int, int, int, int]:
     return (lowering.PlanCache.hits, lowering.PlanCache.misses,
-            BackwardTemplate.hits, BackwardTemplate.misses)
+            BackwardTemplate.cache.hits, BackwardTemplate.cache.misses)
 
 
 class Trace:

@@ -408,9 +408,9 @@ def test_a_cached_backward_graph_equals_a_generated_one():
     const = pargraph.randn(5, 5)
     BackwardTemplate.cache.clear()
     generated = _backward_graph(_model_step(const)[0])
-    hits = BackwardTemplate.hits
+    hits = BackwardTemplate.cache.hits
     instantiated = _backward_graph(_model_step(const)[0])
-    assert BackwardTemplate.hits == hits + 1
+    assert BackwardTemplate.cache.hits == hits + 1
     assert instantiated == generated  # ops, attrs, names, scopes, source lines, wiring
 
 

@@ -206,3 +206,32 @@ def test_bundled_branches_do_not_collapse_into_the_consumer_they_share():
         for members in groups]
     assert max(len(t) for t in towers_per_group) <= 8
     assert sum(1 for t in towers_per_group if t) >= 2  # at least one per worker
+
+
+def test_structure_caches_are_bounded_lru_and_shared_safely_between_threads():
+    import threading
+
+    from pargraph.graph import StructureCache
+
+    cache = StructureCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # "b" is now the least recently used
+    cache.put("c", 3)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    assert (cache.hits, cache.misses) == (3, 1)
+
+    shared = StructureCache(8)
+
+    def churn(offset):
+        for k in range(2000):
+            key = (offset + k) % 13
+            if shared.get(key) is None:
+                shared.put(key, key)
+
+    threads = [threading.Thread(target=churn, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(shared.entries) <= 8 and shared.hits + shared.misses == 8000

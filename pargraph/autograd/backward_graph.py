@@ -25,6 +25,7 @@ from pargraph.graph import (
     BACKWARD,
     FREED,
     Node,
+    StructureCache,
     format_site,
     grad_mode,
     naming,
@@ -89,10 +90,8 @@ def gradients(
     key = None
     if checked and not create_graph:
         key = _structure_key(order, roots, grad_roots, wrt)
-    template = BackwardTemplate.cache.pop(key, None) if key is not None else None
+    template = BackwardTemplate.cache.get(key) if key is not None else None
     if template is not None:
-        BackwardTemplate.cache[key] = template  # most recently used last
-        BackwardTemplate.hits += 1
         return template.instantiate(order, grad_roots), region
     mark = uid_mark()
     origins: list[tuple[int, int]] = []  # (first uid, forward position): who made which nodes
@@ -117,12 +116,9 @@ def gradients(
     finally:
         grad_mode.enabled = saved_mode
     if key is not None:
-        BackwardTemplate.misses += 1
         template = BackwardTemplate.record(order, grad_roots, grads, mark, origins)
         if template is not None:
-            while len(BackwardTemplate.cache) >= BackwardTemplate.size:
-                BackwardTemplate.cache.pop(next(iter(BackwardTemplate.cache)))
-            BackwardTemplate.cache[key] = template
+            BackwardTemplate.cache.put(key, template)
     return grads, region
 
 
@@ -179,10 +175,7 @@ class BackwardTemplate:
     history region (``order``), then the seeds, then earlier template nodes. Bounded cache,
     least recently used first out; hits and misses show in ``trace().summary()``."""
 
-    size = 32
-    cache: dict = {}
-    hits = 0
-    misses = 0
+    cache = StructureCache(32)
 
     def __init__(self, nodes: list[tuple], grads: list[tuple[int, int]]) -> None:
         self.nodes = nodes
