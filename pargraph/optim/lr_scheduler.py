@@ -10,7 +10,22 @@ from typing import Any
 from pargraph.optim.optimizer import Optimizer
 
 
-class LRScheduler:
+class _SchedulerState:
+    """What every scheduler answers: its last learning rates and its state (no optimizer)."""
+
+    _last_lr: list[float]
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)
+
+
+class LRScheduler(_SchedulerState):
     """Sets each group's ``lr`` from ``get_lr()`` on every ``step()`` (call it once per epoch)."""
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
@@ -30,15 +45,6 @@ class LRScheduler:
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def get_last_lr(self) -> list[float]:
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.__dict__.update(state_dict)
 
 
 class StepLR(LRScheduler):
@@ -230,7 +236,7 @@ def _linear_anneal(start: float, end: float, pct: float) -> float:
     return (end - start) * pct + start
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(_SchedulerState):
     """Multiply the learning rate by ``factor`` once ``metrics`` passed to ``step`` stopped
     improving for ``patience`` epochs (PyTorch's modes, thresholds and cooldown).
 
@@ -288,12 +294,3 @@ class ReduceLROnPlateau:
                     group["lr"] = new_lr
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def get_last_lr(self) -> list[float]:
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.__dict__.update(state_dict)
