@@ -62,7 +62,7 @@ class GradFn:
         self._node = node
 
     def name(self) -> str:
-        return self._node.op.grad_name
+        return self._node.backward_name()
 
     @property
     def next_functions(self) -> tuple:
@@ -445,7 +445,11 @@ class Tensor(DaskCollection):
 
     def __getitem__(self, key: Any) -> Tensor:
         spec, index_nodes = _index_spec(key, self.shape)
-        return _wrap(ops.index(self._node, *index_nodes, spec=spec))
+        out = ops.index(self._node, *index_nodes, spec=spec)
+        if not index_nodes:  # PyTorch's names: an int selects, a slice slices
+            ints = any(isinstance(item, (int, np.integer)) for item in spec)
+            out = ops.shown_as(out, "SelectBackward0" if ints else "SliceBackward0")
+        return _wrap(out)
 
     # --- elementwise math (exp, log, ... come from the op registry: see below the class) -
 
@@ -465,7 +469,8 @@ class Tensor(DaskCollection):
 
     def sum(self, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
         x = self if dtype is None else self.to(dtype)
-        return _wrap(ops.sum_(x._node, dim=ops.normalize_dims(dim, self.ndim), keepdim=keepdim))
+        out = ops.sum_(x._node, dim=ops.normalize_dims(dim, self.ndim), keepdim=keepdim)
+        return _wrap(out if dim is None else ops.shown_as(out, "SumBackward1"))
 
     def mean(self, dim=None, keepdim: bool = False) -> Tensor:
         return _wrap(ops.mean(self._node, dim, keepdim=keepdim))
@@ -694,7 +699,8 @@ class Tensor(DaskCollection):
         if self.ndim > 2:
             raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                                f"{self.ndim}D")
-        return self.T
+        out = self.T
+        return _wrap(ops.shown_as(out._node, "TBackward0", self._node))
 
     def permute(self, *dims) -> Tensor:
         dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))

@@ -152,7 +152,7 @@ class Node:
     __slots__ = (
         "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
         "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "overwritten",
-        "uid", "__weakref__",
+        "uid", "grad_name", "__weakref__",
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -166,6 +166,7 @@ class Node:
         self.phase = phase
         self.scope = _naming.scope
         self.uid = uid = next(_uids)  # increasing: what a block of code created is a range
+        self.grad_name = None  # PyTorch's name for a composite's result (MeanBackward0)
         self.key = f"{task_prefix(op.name, phase, origin)}-{uid}-{_SESSION}"
         self.site = site
         self.value = value
@@ -191,7 +192,12 @@ class Node:
         node.requires_grad = node.history = node.freed = node.retains_grad = False
         node.owner = None
         node.overwritten = False
+        node.grad_name = None
         return node
+
+    def backward_name(self) -> str:
+        """What PyTorch calls this node's grad_fn (``MulBackward0``, ``MeanBackward1``)."""
+        return self.grad_name or self.op.grad_name
 
     def key_prefix(self) -> str:
         """The readable part of the key (see :func:`task_prefix`)."""

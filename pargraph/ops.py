@@ -1006,11 +1006,19 @@ def transpose(x: Node, dim0: int, dim1: int) -> Node:
     dims = list(range(len(x.shape)))
     a, b = normalize_dim(dim0, len(dims)), normalize_dim(dim1, len(dims))
     dims[a], dims[b] = dims[b], dims[a]
-    return permute(x, dims=tuple(dims))
+    return shown_as(permute(x, dims=tuple(dims)), "TransposeBackward0")
 
 
 def mT(x: Node) -> Node:
     return transpose(x, -2, -1)
+
+
+def shown_as(node: Node, grad_name: str, *inputs: Node) -> Node:
+    """``node``, the result of a composite, with PyTorch's grad_fn name for the whole (its
+    inputs are left alone if the composite returned one of them)."""
+    if all(node is not i for i in inputs):
+        node.grad_name = grad_name
+    return node
 
 
 def _count(x: Node, dims: tuple) -> int:
@@ -1019,18 +1027,20 @@ def _count(x: Node, dims: tuple) -> int:
 
 def mean(x: Node, dim=None, keepdim=False) -> Node:
     dims = normalize_dims(dim, len(x.shape))
-    return div(sum_(x, dim=dims, keepdim=keepdim), _count(x, dims))
+    out = div(sum_(x, dim=dims, keepdim=keepdim), _count(x, dims))
+    return shown_as(out, "MeanBackward0" if dim is None else "MeanBackward1")
 
 
 def var(x: Node, dim=None, correction=1, keepdim=False) -> Node:
     dims = normalize_dims(dim, len(x.shape))
     centered = sub(x, mean(x, dims, keepdim=True))
     dof = max(_count(x, dims) - correction, 0)
-    return div(sum_(mul(centered, centered), dim=dims, keepdim=keepdim), dof)
+    out = div(sum_(mul(centered, centered), dim=dims, keepdim=keepdim), dof)
+    return shown_as(out, "VarBackward0")
 
 
 def std(x: Node, dim=None, correction=1, keepdim=False) -> Node:
-    return sqrt(var(x, dim, correction=correction, keepdim=keepdim))
+    return shown_as(sqrt(var(x, dim, correction=correction, keepdim=keepdim)), "StdBackward0")
 
 
 def logsumexp(x: Node, dim, keepdim=False) -> Node:
@@ -1039,28 +1049,31 @@ def logsumexp(x: Node, dim, keepdim=False) -> Node:
     shift = stop_gradient(amax(x, dim=dims, keepdim=True))
     total = log(sum_(exp(sub(x, shift)), dim=dims, keepdim=True))
     out = add(total, shift)
-    return out if keepdim else reshape(out, shape=_reduced_shape(x.shape, dims, False))
+    out = out if keepdim else reshape(out, shape=_reduced_shape(x.shape, dims, False))
+    return shown_as(out, "LogsumexpBackward0")
 
 
 def log_softmax(x: Node, dim: int) -> Node:
-    return sub(x, logsumexp(x, dim, keepdim=True))
+    return shown_as(sub(x, logsumexp(x, dim, keepdim=True)), "LogSoftmaxBackward0")
 
 
 def softmax(x: Node, dim: int) -> Node:
     shift = stop_gradient(amax(x, dim=normalize_dims(dim, len(x.shape)), keepdim=True))
     shifted = exp(sub(x, shift))
-    return div(shifted, sum_(shifted, dim=normalize_dims(dim, len(x.shape)), keepdim=True))
+    total = sum_(shifted, dim=normalize_dims(dim, len(x.shape)), keepdim=True)
+    return shown_as(div(shifted, total), "SoftmaxBackward0")
 
 
 def squeeze(x: Node, dim=None) -> Node:
     dims = normalize_dims(dim, len(x.shape))
     shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
-    return reshape(x, shape=shape)
+    return shown_as(reshape(x, shape=shape), "SqueezeBackward0" if dim is None else
+                    "SqueezeBackward1")
 
 
 def unsqueeze(x: Node, dim: int) -> Node:
     d = normalize_dim(dim, len(x.shape) + 1)
-    return reshape(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+    return shown_as(reshape(x, shape=x.shape[:d] + (1,) + x.shape[d:]), "UnsqueezeBackward0")
 
 
 def flatten(x: Node, start_dim=0, end_dim=-1) -> Node:
@@ -1078,7 +1091,7 @@ def stack(xs: list[Node], dim=0) -> Node:
             raise RuntimeError(f"stack: expects each tensor to be equal size, "
                                f"but got {xs[0].shape} and {x.shape}")
     d = normalize_dim(dim, len(xs[0].shape) + 1)
-    return cat(*(unsqueeze(x, d) for x in xs), dim=d)
+    return shown_as(cat(*(unsqueeze(x, d) for x in xs), dim=d), "StackBackward0")
 
 
 def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:

@@ -17,7 +17,7 @@ def format_tensor(t: Any) -> str:
     if value.dtype not in _PLAIN_DTYPES:
         extras.append(f"dtype=pargraph.{value.dtype.name}")
     if t._node.history:
-        extras.append(f"grad_fn=<{t._node.op.grad_name}>")
+        extras.append(f"grad_fn=<{t._node.backward_name()}>")
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return "tensor(" + ", ".join([body, *extras]) + ")"

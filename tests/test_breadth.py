@@ -156,3 +156,22 @@ def test_clip_grad_value_and_the_new_activation_modules():
         x.masked_fill(torch.tensor([[True], [False]]), 0.0)
     with pytest.raises(RuntimeError, match="repeat dims can not be smaller"):
         torch.ones(2, 2).repeat(2)
+
+
+def test_grad_fn_names_are_pytorchs():
+    F = torch.nn.functional
+    x = torch.ones(3, 4, requires_grad=True)
+    names = {
+        "MeanBackward0": x.mean(), "MeanBackward1": x.mean(0), "SumBackward0": x.sum(),
+        "SumBackward1": x.sum(1), "SelectBackward0": x[1], "SliceBackward0": x[:, 1:],
+        "IndexBackward0": x[torch.tensor([0, 2])], "SoftmaxBackward0": x.softmax(1),
+        "LogSoftmaxBackward0": x.log_softmax(1), "VarBackward0": x.var(),
+        "StdBackward0": x.std(0), "UnsqueezeBackward0": x.unsqueeze(0),
+        "StackBackward0": torch.stack([x, x]), "TBackward0": x.t(),
+        "TransposeBackward0": x.transpose(0, 1), "MseLossBackward0": F.mse_loss(x, x.detach()),
+        "NllLossBackward0": F.cross_entropy(x, torch.tensor([0, 1, 2])),
+        "SmoothL1LossBackward0": F.smooth_l1_loss(x, x.detach()),
+    }
+    assert {name: t.grad_fn.name() for name, t in names.items()} == {n: n for n in names}
+    assert repr(x.mean()) == "tensor(1., grad_fn=<MeanBackward0>)"
+    assert x.detach().mean().grad_fn is None  # a name only where there is a graph

@@ -163,14 +163,25 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return Tensor(ops.linear(*args))
 
 
+#: PyTorch's grad_fn names of the losses that are one op there (l1_loss is a mean there too).
+_LOSS_NAMES = {"mse_loss": "MseLossBackward0", "smooth_l1_loss": "SmoothL1LossBackward0",
+               "binary_cross_entropy": "BinaryCrossEntropyBackward0",
+               "binary_cross_entropy_with_logits": "BinaryCrossEntropyWithLogitsBackward0",
+               "nll_loss": "NllLossBackward0"}
+
+
 def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
     if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        out = loss.mean()
+    elif reduction == "sum":
+        out = loss.sum()
+    elif reduction == "none":
+        out = loss
+    else:
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if op in _LOSS_NAMES and out._node.history:
+        out._node.grad_name = _LOSS_NAMES[op]
+    return out
 
 
 def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
