@@ -312,6 +312,25 @@ class Tensor(DaskCollection):
             node.requires_grad = bool(requires_grad)
         return self
 
+    def register_hook(self, hook: Any) -> _HookHandle:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns
+        replaces the gradient. The hook runs while ``backward()`` builds the graph and sees
+        the gradient as a lazy tensor: what it computes joins the backward graph.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.ones(2, requires_grad=True)
+        >>> handle = x.register_hook(lambda grad: grad * 10)
+        >>> (x * 3).sum().backward(); x.grad
+        tensor([30., 30.])
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node = self._node
+        node.hooks = [*(node.hooks or []), hook]
+        return _HookHandle(node.hooks, hook)
+
     def retain_grad(self) -> None:
         """Keep ``.grad`` on this non-leaf tensor after ``backward()``.
 
@@ -925,6 +944,17 @@ def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
 
 def _wrap(node: Node) -> Tensor:
     return Tensor(node)
+
+
+class _HookHandle:
+    """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Any) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
 
 
 def _checked_product(a: Tensor, b: Any, ndim: int, op: str) -> Tensor:

@@ -152,7 +152,7 @@ class Node:
     __slots__ = (
         "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
         "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "overwritten",
-        "uid", "grad_name", "__weakref__",
+        "uid", "grad_name", "hooks", "__weakref__",
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -167,6 +167,7 @@ class Node:
         self.scope = _naming.scope
         self.uid = uid = next(_uids)  # increasing: what a block of code created is a range
         self.grad_name = None  # PyTorch's name for a composite's result (MeanBackward0)
+        self.hooks: list | None = None  # Tensor.register_hook: applied to this node's gradient
         self.key = f"{task_prefix(op.name, phase, origin)}-{uid}-{_SESSION}"
         self.site = site
         self.value = value
@@ -192,7 +193,7 @@ class Node:
         node.requires_grad = node.history = node.freed = node.retains_grad = False
         node.owner = None
         node.overwritten = False
-        node.grad_name = None
+        node.grad_name = node.hooks = None
         return node
 
     def backward_name(self) -> str:

@@ -175,3 +175,45 @@ def test_grad_fn_names_are_pytorchs():
     assert {name: t.grad_fn.name() for name, t in names.items()} == {n: n for n in names}
     assert repr(x.mean()) == "tensor(1., grad_fn=<MeanBackward0>)"
     assert x.detach().mean().grad_fn is None  # a name only where there is a graph
+
+
+def test_tensor_hooks_see_and_replace_gradients_each_backward():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    for _ in range(2):  # the second backward has the same structure: hooks still run
+        x.grad = None
+        y = x * 3
+        y.register_hook(lambda g: seen.append(g) or g * 0.5)  # non-leaf: changes what flows on
+        (y * y).sum().backward()
+        assert x.grad.tolist() == [9.0, 18.0]  # 2*y*0.5*3
+    assert [g.tolist() for g in seen] == [[6.0, 12.0]] * 2  # realized with the step
+    leaf = torch.ones(2, requires_grad=True)
+    handle = leaf.register_hook(lambda g: g + 1)
+    leaf.sum().backward()
+    handle.remove()
+    leaf.sum().backward()
+    assert leaf.grad.tolist() == [3.0, 3.0]  # (1 + 1) + 1
+    with pytest.raises(RuntimeError, match="hook .* has changed the size of value"):
+        bad = torch.ones(2, requires_grad=True)
+        bad.register_hook(lambda g: g.sum())
+        (bad * 2).sum().backward()
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't"):
+        torch.ones(2).register_hook(print)
+
+
+def test_module_forward_hooks_and_apply():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU())
+    outputs = []
+    handle = model[0].register_forward_hook(lambda m, args, out: outputs.append(out.shape))
+    pre = model.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    result = model(torch.ones(4, 2))
+    assert outputs == [(4, 3)]
+    np.testing.assert_allclose(result.detach().numpy(),
+                               np.maximum(model[0].bias.detach().numpy(), 0)[None].repeat(4, 0))
+    handle.remove()
+    pre.remove()
+    model(torch.ones(1, 2))
+    assert outputs == [(4, 3)]
+    names = []
+    model.apply(lambda m: names.append(type(m).__name__))
+    assert names == ["Linear", "ReLU", "Sequential"]

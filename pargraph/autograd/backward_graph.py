@@ -109,6 +109,8 @@ def gradients(
                 continue
             origins.append((uid_mark(), position[id(node)]))
             g = accumulate(contributions, node.scope)
+            if node.hooks:
+                g = _hooked(node, g)
             if id(node) in wrt:
                 grads.append((node, g))
             if node.history:
@@ -131,7 +133,7 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     position = {id(node): k for k, node in enumerate(order)}
     parts: list[Any] = []
     for node in order:
-        if node.overwritten:
+        if node.overwritten or node.hooks:  # a check that must run; user code that must run
             return None
         flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
         if node.history:
@@ -231,6 +233,23 @@ class BackwardTemplate:
             nodes.append(Node.replayed(op, inputs, attrs, shape, dtype, phase, prefix,
                                        forward.scope, site, value))
         return [(nodes[t], nodes[g]) for t, g in self.grads]
+
+
+def _hooked(node: Node, g: Node) -> Node:
+    """``g`` after the hooks registered on ``node``'s tensor: each sees the gradient as a
+    tensor (lazy: what it computes joins the backward graph) and may return a replacement."""
+    owner = node.owner_tensor()
+    if owner is None:
+        return g
+    for hook in list(node.hooks):
+        replaced = hook(owner._wrap(g))
+        if replaced is not None:
+            if tuple(replaced.shape) != g.shape:
+                raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} has changed the "
+                                   f"size of value: expected {list(g.shape)}, got "
+                                   f"{list(replaced.shape)}")
+            g = replaced._node
+    return g
 
 
 def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,17 @@ from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
 from pargraph.graph import module_scope
+
+
+class _Removable:
+    """A hook handle: ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
 
 
 class Parameter(Tensor):
@@ -87,6 +98,8 @@ class Module:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parent", None)
         object.__setattr__(self, "_name_in_parent", None)
+        object.__setattr__(self, "_forward_hooks", [])
+        object.__setattr__(self, "_forward_pre_hooks", [])
 
     # --- registration -------------------------------------------------------------------
 
@@ -195,11 +208,6 @@ class Module:
     def modules(self) -> Iterator[Module]:
         for _, module in self.named_modules():
             yield module
-
-    def apply(self, fn) -> Module:
-        for module in list(self.modules())[::-1]:
-            fn(module)
-        return self
 
     # --- modes and gradients ------------------------------------------------------------
 
@@ -315,7 +323,63 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         path = self.path()
         with module_scope(f"{path} ({type(self).__name__})" if path else type(self).__name__):
-            return self.forward(*args, **kwargs)
+            for hook in list(self._forward_pre_hooks):
+                changed = hook(self, args)
+                if changed is not None:
+                    args = changed if isinstance(changed, tuple) else (changed,)
+            output = self.forward(*args, **kwargs)
+            for hook in list(self._forward_hooks):
+                changed = hook(self, args, output)
+                if changed is not None:
+                    output = changed
+            return output
+
+    def register_forward_hook(self, hook: Callable) -> _Removable:
+        """Call ``hook(module, args, output)`` after each forward; a value it returns replaces
+        the output.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Identity()
+        >>> _ = layer.register_forward_hook(lambda module, args, output: output * 2)
+        >>> layer(pargraph.ones(1))
+        tensor([2.])
+        """
+        self._forward_hooks.append(hook)
+        return _Removable(self._forward_hooks, hook)
+
+    def register_forward_pre_hook(self, hook: Callable) -> _Removable:
+        """Call ``hook(module, args)`` before each forward; a value it returns replaces the
+        positional arguments (a tuple, or a single argument).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Identity()
+        >>> _ = layer.register_forward_pre_hook(lambda module, args: args[0] + 1)
+        >>> layer(pargraph.ones(1))
+        tensor([2.])
+        """
+        self._forward_pre_hooks.append(hook)
+        return _Removable(self._forward_pre_hooks, hook)
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every submodule (children first) and then on this module.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> seen = []
+        >>> _ = pargraph.nn.Sequential(pargraph.nn.ReLU()).apply(lambda m: seen.append(
+        ...     type(m).__name__))
+        >>> seen
+        ['ReLU', 'Sequential']
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def extra_repr(self) -> str:
         return ""
