@@ -217,3 +217,17 @@ def test_module_forward_hooks_and_apply():
     names = []
     model.apply(lambda m: names.append(type(m).__name__))
     assert names == ["Linear", "ReLU", "Sequential"]
+
+
+def test_normal_initializers_have_pytorchs_spread():
+    from pargraph.nn import init
+
+    torch.manual_seed(0)
+    w = init.kaiming_normal_(torch.zeros(256, 512), nonlinearity="relu")
+    assert np.std(w.numpy()) == pytest.approx(np.sqrt(2.0 / 512), rel=0.02)
+    w = init.kaiming_normal_(torch.zeros(256, 512), mode="fan_out", nonlinearity="relu")
+    assert np.std(w.numpy()) == pytest.approx(np.sqrt(2.0 / 256), rel=0.02)
+    w = init.xavier_normal_(torch.zeros(256, 512), gain=2.0)
+    assert np.std(w.numpy()) == pytest.approx(2.0 * np.sqrt(2.0 / 768), rel=0.02)
+    assert abs(float(np.mean(w.numpy()))) < 0.01
+    assert not torch.accelerator.is_available() and torch.accelerator.current_accelerator() is None

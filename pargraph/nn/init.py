@@ -120,3 +120,33 @@ def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
     fan = fan_in if mode == "fan_in" else fan_out
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
     return uniform_(t, -bound, bound)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """Glorot initialization: N(0, std) with std = gain * sqrt(2 / (fan_in + fan_out)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.xavier_normal_(pargraph.zeros(3, 5)).shape
+    pargraph.Size([3, 5])
+    """
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu") -> Tensor:
+    """He initialization: N(0, std) with std = gain / sqrt(fan), as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.kaiming_normal_(pargraph.zeros(4, 9), nonlinearity="relu").shape
+    pargraph.Size([4, 9])
+    """
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _fans(t)
+    fan = fan_in if mode == "fan_in" else fan_out
+    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
