@@ -312,7 +312,7 @@ class Tensor(DaskCollection):
             node.requires_grad = bool(requires_grad)
         return self
 
-    def register_hook(self, hook: Any) -> _HookHandle:
+    def register_hook(self, hook: Any) -> RemovableHandle:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns
         replaces the gradient. The hook runs while ``backward()`` builds the graph and sees
         the gradient as a lazy tensor: what it computes joins the backward graph.
@@ -329,7 +329,7 @@ class Tensor(DaskCollection):
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         node = self._node
         node.hooks = [*(node.hooks or []), hook]
-        return _HookHandle(node.hooks, hook)
+        return RemovableHandle(node.hooks, hook)
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` on this non-leaf tensor after ``backward()``.
@@ -942,12 +942,12 @@ def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
     return dtype
 
 
-def _wrap(node: Node) -> Tensor:
-    return Tensor(node)
+_wrap = Tensor._wrap  # a plain tensor around a node, for the methods above
 
 
-class _HookHandle:
-    """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
+class RemovableHandle:
+    """What registering a hook returns (on a tensor or a module): ``remove()`` unregisters
+    the hook."""
 
     def __init__(self, hooks: list, hook: Any) -> None:
         self._hooks, self._hook = hooks, hook

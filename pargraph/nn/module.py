@@ -10,22 +10,11 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Size, Tensor, dtype_of_to
+from pargraph._tensor import RemovableHandle, Size, Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
 from pargraph.graph import module_scope
-
-
-class _Removable:
-    """A hook handle: ``remove()`` unregisters the hook."""
-
-    def __init__(self, hooks: list, hook: Callable) -> None:
-        self._hooks, self._hook = hooks, hook
-
-    def remove(self) -> None:
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
 
 
 class Parameter(Tensor):
@@ -334,7 +323,7 @@ class Module:
                     output = changed
             return output
 
-    def register_forward_hook(self, hook: Callable) -> _Removable:
+    def register_forward_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(module, args, output)`` after each forward; a value it returns replaces
         the output.
 
@@ -347,9 +336,9 @@ class Module:
         tensor([2.])
         """
         self._forward_hooks.append(hook)
-        return _Removable(self._forward_hooks, hook)
+        return RemovableHandle(self._forward_hooks, hook)
 
-    def register_forward_pre_hook(self, hook: Callable) -> _Removable:
+    def register_forward_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(module, args)`` before each forward; a value it returns replaces the
         positional arguments (a tuple, or a single argument).
 
@@ -362,7 +351,7 @@ class Module:
         tensor([2.])
         """
         self._forward_pre_hooks.append(hook)
-        return _Removable(self._forward_pre_hooks, hook)
+        return RemovableHandle(self._forward_pre_hooks, hook)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and then on this module.
