@@ -312,15 +312,17 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         path = self.path()
         with module_scope(f"{path} ({type(self).__name__})" if path else type(self).__name__):
-            for hook in list(self._forward_pre_hooks):
-                changed = hook(self, args)
-                if changed is not None:
-                    args = changed if isinstance(changed, tuple) else (changed,)
+            if self._forward_pre_hooks:  # every op of a forward goes through here: no copies
+                for hook in list(self._forward_pre_hooks):
+                    changed = hook(self, args)
+                    if changed is not None:
+                        args = changed if isinstance(changed, tuple) else (changed,)
             output = self.forward(*args, **kwargs)
-            for hook in list(self._forward_hooks):
-                changed = hook(self, args, output)
-                if changed is not None:
-                    output = changed
+            if self._forward_hooks:
+                for hook in list(self._forward_hooks):
+                    changed = hook(self, args, output)
+                    if changed is not None:
+                        output = changed
             return output
 
     def register_forward_hook(self, hook: Callable) -> RemovableHandle:
