@@ -13,6 +13,7 @@ import numpy as np
 import pargraph
 from pargraph import ops
 from pargraph._tensor import Tensor
+from pargraph.nn import functional as F
 
 R = np.random.default_rng(1234)
 
@@ -241,6 +242,27 @@ CASES = [
     Case("one_hot", lambda i: pargraph.nn.functional.one_hot(i, 4),
          lambda i: np.eye(4, dtype=np.int64)[i], [np.array([[0, 3], [2, 2]])],
          differentiable=False),
+    Case("conv2d", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2),
+                                            dilation=(1, 2), groups=2),
+         lambda x, w, b: _conv_ref(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2),
+                                   groups=2), [normal(2, 4, 5, 4), normal(4, 2, 3, 2), normal(4)]),
+    Case("conv1d_same", lambda x, w: F.conv1d(x, w, padding="same"),
+         lambda x, w: _conv_ref(x[..., None], w[..., None], None, stride=(1, 1),
+                                padding=(1, 0), dilation=(1, 1), groups=1)[..., 0],
+         [normal(2, 3, 6), normal(2, 3, 3)]),
+    Case("max_pool2d", lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
+         lambda x: _max_pool_ref(x, 3, 2, 1, ceil_mode=True), [distinct(2, 3, 6, 5)]),
+    Case("avg_pool2d", lambda x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False),
+         lambda x: _avg_pool_ref(x), [normal(1, 2, 4, 5)]),
+    Case("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (2, 3)),
+         lambda x: np.stack([np.stack([x[..., i * 5 // 2:-(-(i + 1) * 5 // 2),
+                                         j * 4 // 3:-(-(j + 1) * 4 // 3)].mean((-2, -1))
+                                       for j in range(3)], -1) for i in range(2)], -2),
+         [normal(2, 3, 5, 4)]),
+    Case("pad_constant", lambda x: F.pad(x, (1, -1, 2, 0), value=0.5),
+         lambda x: np.pad(x[:, :-1], ((2, 0), (1, 0)), constant_values=0.5), [normal(3, 4)]),
+    Case("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect"),
+         lambda x: np.pad(x, ((0, 0), (0, 0), (2, 1)), mode="reflect"), [normal(2, 3, 4)]),
     # the optimizers' update formulas (torch.optim's documented algorithms)
     Case("momentum_buffer",
          lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,
@@ -272,6 +294,45 @@ CASES = [
          lambda p, m, v: p * 0.99 - 0.2 * m / (np.sqrt(v) / 0.25 + 1e-8),
          [normal(3, 4), normal(3, 4), positive(3, 4)], differentiable=False),
 ]
+
+
+def _conv_ref(x, w, b, stride, padding, dilation, groups):
+    """Direct 2-d cross-correlation, loop by loop: an independent reference for conv."""
+    x = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = (h - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    for oc in range(o):
+        g = oc // (o // groups)
+        for i in range(oh):
+            for j in range(ow):
+                rows = i * stride[0] + dilation[0] * np.arange(kh)
+                cols = j * stride[1] + dilation[1] * np.arange(kw)
+                patch = x[:, g * cg:(g + 1) * cg][:, :, rows][:, :, :, cols]
+                out[:, oc, i, j] = (patch * w[oc]).sum((1, 2, 3))
+    return out if b is None else out + b[:, None, None]
+
+
+def _max_pool_ref(x, k, s, p, ceil_mode):
+    x = np.pad(x, ((0, 0), (0, 0), (p, p + s), (p, p + s)), constant_values=-np.inf)
+    sizes = []
+    for n in x.shape[2:]:
+        n -= 2 * p + s
+        out = -(-(n + 2 * p - k) // s) + 1 if ceil_mode else (n + 2 * p - k) // s + 1
+        sizes.append(out - ((out - 1) * s >= n + p))
+    return np.array([[[[x[a, c, i * s:i * s + k, j * s:j * s + k].max()
+                        for j in range(sizes[1])] for i in range(sizes[0])]
+                      for c in range(x.shape[1])] for a in range(x.shape[0])])
+
+
+def _avg_pool_ref(x):
+    """2x2 windows, stride 2, padding 1, padding not counted."""
+    x = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=np.nan)
+    return np.array([[[[np.nanmean(x[a, c, i * 2:i * 2 + 2, j * 2:j * 2 + 2])
+                        for j in range(3)] for i in range(3)]
+                      for c in range(x.shape[1])] for a in range(x.shape[0])])
 
 
 def _nan_or_inf(x):

@@ -18,6 +18,7 @@ ALLOWED = {
     "printing.py": set(),
     "ops.py": {"pargraph.graph"},
     "partition.py": {"pargraph.graph"},
+    "convolution.py": {"pargraph.graph", "pargraph.ops"},
     "runtime.py": {"pargraph.graph", "pargraph.ops"},
     "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution"},
 }

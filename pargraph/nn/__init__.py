@@ -1,6 +1,16 @@
 """``pargraph.nn``: modules, layers, losses, ``functional`` and ``init``, with PyTorch's names."""
 
 from pargraph.nn import functional, init, utils
+from pargraph.nn.conv import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    Conv1d,
+    Conv2d,
+    MaxPool1d,
+    MaxPool2d,
+)
 from pargraph.nn.layers import (
     DataParallel,
     Dropout,
@@ -34,5 +44,6 @@ __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
     "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
-    "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils",
+    "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils", "Conv1d", "Conv2d",
+    "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
 ]

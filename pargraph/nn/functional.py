@@ -8,6 +8,17 @@ from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.factories import arange, as_tensor, default_generator, from_numpy
 from pargraph.functions import where as pargraph_where
+from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    max_pool1d,
+    max_pool2d,
+    pad,
+)
 
 _REDUCTIONS = ("mean", "sum", "none")
 

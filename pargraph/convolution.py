@@ -1,0 +1,252 @@
+"""Convolution and pooling primitives, registered in the op registry like every other op.
+
+A convolution is im2col and one matrix product: the padded input is viewed as windows
+(``numpy.lib.stride_tricks.sliding_window_view``, no copy), the windows are gathered into a
+``(groups, positions, channels x kernel)`` matrix, and a batched ``matmul`` per group does the
+arithmetic in BLAS. Its two gradients are primitives of their own, closed under
+differentiation: with ``T(x, w, g) = <conv(x, w), g>`` the input gradient is ``dT/dx`` (a
+col2im: one strided add per kernel position) and the weight gradient ``dT/dw`` (one matmul),
+and the vjps of each are again one of the three, so second derivatives come for free.
+
+Max pooling is an ``argmax`` over the same windows (a primitive without gradient) and a gather
+of the winners (``take_along_dim``, whose vjp scatters back); its indices are PyTorch's
+(positions in the flattened, unpadded input plane). Average pooling is a convolution with a
+constant kernel. All work for any number of spatial dimensions; ``nn.functional`` exposes the
+1-d and 2-d forms.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from pargraph.graph import Node
+from pargraph.ops import ShapeError, primitive, result_dtype, sum_
+
+
+def out_size(size: int, kernel: int, stride: int, pad: tuple[int, int], dilation: int) -> int:
+    """Number of window positions along one dimension (PyTorch's floor formula)."""
+    return (size + pad[0] + pad[1] - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _geometry(shape: tuple, kernel: tuple, stride: tuple, padding: tuple,
+              dilation: tuple) -> tuple[int, ...]:
+    return tuple(out_size(n, k, s, p, d)
+                 for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation))
+
+
+def _windows(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+             fill: float = 0) -> np.ndarray:
+    """The windows of the padded input as a view: ``(N, C, *out, *kernel)``."""
+    spatial = len(kernel)
+    if any(p != (0, 0) for p in padding):
+        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+    view = sliding_window_view(x, span, axis=tuple(range(2, 2 + spatial)))
+    out = tuple((n - s) // st + 1 for n, s, st in zip(x.shape[2:], span, stride))
+    picks = tuple(slice(0, (o - 1) * st + 1, st) for o, st in zip(out, stride))
+    return view[(slice(None), slice(None)) + picks + tuple(slice(None, None, d) for d in dilation)]
+
+
+def _columns(x: np.ndarray, kernel: tuple, groups: int, **geometry) -> np.ndarray:
+    """im2col: ``(groups, N * positions, channels_per_group * kernel_size)``."""
+    win = _windows(x, kernel, **geometry)
+    n, c = win.shape[:2]
+    out = win.shape[2:2 + len(kernel)]
+    win = win.reshape((n, groups, c // groups) + win.shape[2:])
+    spatial = len(kernel)
+    order = (1, 0, *range(3, 3 + spatial), 2, *range(3 + spatial, 3 + 2 * spatial))
+    cols = win.transpose(order)
+    return cols.reshape(groups, n * math.prod(out), (c // groups) * math.prod(kernel))
+
+
+def _grad_rows(g: np.ndarray, groups: int) -> np.ndarray:
+    """The output gradient as ``(groups, N * positions, out_channels_per_group)``."""
+    n, o = g.shape[:2]
+    spatial = g.ndim - 2
+    per = g.reshape((n, groups, o // groups) + g.shape[2:])
+    order = (1, 0) + tuple(range(3, 3 + spatial)) + (2,)
+    return per.transpose(order).reshape(groups, n * math.prod(g.shape[2:]), o // groups)
+
+
+def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
+    """``(groups, out_channels_per_group, channels_per_group * kernel_size)``."""
+    return w.reshape(groups, w.shape[0] // groups, -1)
+
+
+# --- convolution ----------------------------------------------------------------------------
+
+def _conv_shape(x, w, b=None, *, stride, padding, dilation, groups):
+    spatial = len(stride)
+    if len(x.shape) != spatial + 2 or len(w.shape) != spatial + 2:
+        raise ShapeError(f"expected a {spatial + 2}-D input (batch, channels, {spatial} spatial) "
+                         f"and a {spatial + 2}-D weight, got input of shape {x.shape} and weight "
+                         f"of shape {w.shape}")
+    if x.shape[1] != w.shape[1] * groups:
+        raise ShapeError(f"given groups={groups}, weight of size {list(w.shape)}, expected "
+                         f"input{list(x.shape)} to have {w.shape[1] * groups} channels, but got "
+                         f"{x.shape[1]} channels instead")
+    if w.shape[0] % groups:
+        raise ShapeError(f"out_channels ({w.shape[0]}) must be divisible by groups ({groups})")
+    if b is not None and b.shape != (w.shape[0],):
+        raise ShapeError(f"bias of shape {b.shape} does not match {w.shape[0]} out_channels")
+    mixed = {x.dtype, w.dtype} | ({b.dtype} if b is not None else set())
+    if len(mixed) > 1:  # PyTorch does not promote in convolutions
+        raise ShapeError(f"input and weight must have the same dtype, got "
+                         f"{' and '.join(sorted(d.name for d in mixed))}")
+    out = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
+    if any(o < 1 for o in out):
+        raise ShapeError(f"calculated output size {out} is too small for input of shape "
+                         f"{x.shape}, kernel {w.shape[2:]}, padding {padding}, dilation "
+                         f"{dilation}")
+    return (x.shape[0], w.shape[0]) + out, result_dtype(x, w)
+
+
+def _conv_cost(node: Node) -> float:
+    """All three convolution ops do 2 * outputs * (channels per group x kernel) flops."""
+    name = node.op.name
+    out = node.shape if name == "conv" else (node.inputs[0] if name == "conv_input_grad"
+                                             else node.inputs[1]).shape
+    weight = node.shape if name == "conv_weight_grad" else node.inputs[1].shape
+    return 5e-6 + 2 * math.prod(out) * math.prod(weight[1:]) / 15e9
+
+
+@primitive("conv", _conv_shape, grad_name="ConvolutionBackward0", cost=_conv_cost)
+def conv(x, w, b=None, *, stride, padding, dilation, groups):
+    """N-d cross-correlation (PyTorch's convolution): im2col and one matmul per group."""
+    geometry = dict(stride=stride, padding=padding, dilation=dilation)
+    cols = _columns(x, w.shape[2:], groups, **geometry)
+    rows = np.matmul(cols, _weight_matrix(w, groups).transpose(0, 2, 1))
+    n, out = x.shape[0], _geometry(x.shape, w.shape[2:], stride, padding, dilation)
+    spatial = len(out)
+    rows = rows.reshape((groups, n) + out + (w.shape[0] // groups,))
+    order = (1, 0, 2 + spatial) + tuple(range(2, 2 + spatial))
+    result = np.ascontiguousarray(rows.transpose(order)).reshape((n, w.shape[0]) + out)
+    if b is not None:
+        result += b.reshape((-1,) + (1,) * spatial)
+    return result
+
+
+@primitive("conv_input_grad", lambda g, w, *, input_shape, **geometry: (input_shape, g.dtype),
+           cost=_conv_cost)
+def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
+    """d<conv(x, w), g>/dx: the rows times the weight, added back into place (col2im)."""
+    kernel, spatial = w.shape[2:], len(stride)
+    cols = np.matmul(_grad_rows(g, groups), _weight_matrix(w, groups))
+    n, c = input_shape[:2]
+    out = g.shape[2:]
+    cols = cols.reshape((groups, n) + out + (c // groups,) + kernel)
+    padded = tuple(size + lo + hi for size, (lo, hi) in zip(input_shape[2:], padding))
+    grad = np.zeros((n, groups, c // groups) + padded, dtype=g.dtype)
+    order = (1, 0, 2 + spatial) + tuple(range(2, 2 + spatial))
+    for at in itertools.product(*(range(k) for k in kernel)):
+        place = tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
+                      for k, d, o, s in zip(at, dilation, out, stride))
+        grad[(slice(None),) * 3 + place] += cols[(Ellipsis,) + at].transpose(order)
+    crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(input_shape[2:], padding))
+    return grad.reshape((n, c) + padded)[(slice(None), slice(None)) + crop]
+
+
+@primitive("conv_weight_grad", lambda x, g, *, weight_shape, **geometry: (weight_shape, g.dtype),
+           cost=_conv_cost)
+def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
+    """d<conv(x, w), g>/dw: the output gradient's rows times the input's columns."""
+    geometry = dict(stride=stride, padding=padding, dilation=dilation)
+    cols = _columns(x, tuple(weight_shape[2:]), groups, **geometry)
+    grad = np.matmul(_grad_rows(g, groups).transpose(0, 2, 1), cols)
+    return grad.reshape(weight_shape)
+
+
+def _conv_attrs(attrs: dict) -> dict:
+    return {k: attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
+conv.defvjp(
+    lambda g, out, x, w, b=None, **a: conv_input_grad(g, w, input_shape=x.shape, **a),
+    lambda g, out, x, w, b=None, **a: conv_weight_grad(x, g, weight_shape=w.shape, **a),
+    lambda g, out, x, w, b=None, **a: sum_(g, dim=(0,) + tuple(range(2, len(g.shape)))),
+)
+conv_input_grad.defvjp(
+    lambda h, out, g, w, input_shape, **a: conv(h, w, **a),
+    lambda h, out, g, w, input_shape, **a: conv_weight_grad(h, g, weight_shape=w.shape, **a),
+)
+conv_weight_grad.defvjp(
+    lambda h, out, x, g, weight_shape, **a: conv_input_grad(g, h, input_shape=x.shape, **a),
+    lambda h, out, x, g, weight_shape, **a: conv(x, h, **a),
+)
+
+
+# --- pooling --------------------------------------------------------------------------------
+
+def pool_padding(shape: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                 ceil_mode: bool) -> tuple[tuple[int, int], ...]:
+    """Padding per spatial dimension, with the extra right padding that ``ceil_mode`` adds
+    (a last window must still start inside the input or its left padding, as in PyTorch)."""
+    result = []
+    for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation):
+        out = out_size(n, k, s, (p, p), d)
+        if ceil_mode:
+            out = -(-(n + 2 * p - d * (k - 1) - 1) // s) + 1
+            if (out - 1) * s >= n + p:
+                out -= 1
+        result.append((p, max((out - 1) * s + d * (k - 1) + 1 - n - p, p)))
+    return tuple(result)
+
+
+def _argmax_shape(x, *, kernel, stride, padding, dilation):
+    spatial = len(kernel)
+    if len(x.shape) != spatial + 2:
+        raise ShapeError(f"expected a {spatial + 2}-D input, got shape {x.shape}")
+    for k, (lo, _), d in zip(kernel, padding, dilation):
+        if lo * 2 > (k - 1) * d + 1:
+            raise ShapeError(f"pad should be at most half of effective kernel size, but got "
+                             f"pad={lo}, kernel_size={k} and dilation={d}")
+    out = _geometry(x.shape, kernel, stride, padding, dilation)
+    if any(o < 1 for o in out):
+        raise ShapeError(f"output size {out} is too small for input of shape {x.shape}")
+    return x.shape[:2] + out, np.dtype(np.int64)
+
+
+@primitive("pool_argmax", _argmax_shape)
+def pool_argmax(x, *, kernel, stride, padding, dilation):
+    """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
+    pooling ``indices``); padding never wins."""
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    win = _windows(x, kernel, stride, padding, dilation, fill=fill)
+    spatial = len(kernel)
+    out = win.shape[2:2 + spatial]
+    local = np.argmax(win.reshape(win.shape[:2 + spatial] + (-1,)), axis=-1)
+    local = np.unravel_index(local, kernel)
+    grid = np.indices(out, sparse=True)
+    coords = [grid[i] * stride[i] + local[i] * dilation[i] - padding[i][0]
+              for i in range(spatial)]
+    return np.ravel_multi_index(coords, x.shape[2:])
+
+
+# --- padding --------------------------------------------------------------------------------
+
+def _pad_shape(x, *, pads, value):
+    shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads))
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"the padding {pads} makes the input of shape {x.shape} smaller than "
+                         f"nothing (resulting shape {shape})")
+    return shape, x.dtype
+
+
+@primitive("constant_pad", _pad_shape, grad_name="ConstantPadNdBackward0")
+def constant_pad(x, *, pads, value):
+    """``x`` with ``(before, after)`` elements of ``value`` added per dimension; a negative
+    count removes elements instead (PyTorch's F.pad)."""
+    crop = tuple(slice(-lo if lo < 0 else 0, n + hi if hi < 0 else n)
+                 for n, (lo, hi) in zip(x.shape, pads))
+    grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pads)
+    return np.pad(np.asarray(x)[crop], grow, constant_values=value)
+
+
+constant_pad.defvjp(
+    lambda g, out, x, *, pads, value: constant_pad(
+        g, pads=tuple((-lo, -hi) for lo, hi in pads), value=0)
+)

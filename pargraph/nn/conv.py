@@ -1,0 +1,244 @@
+"""Convolution and pooling layers: Conv1d, Conv2d, MaxPool, AvgPool, AdaptiveAvgPool."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pargraph._tensor import Tensor
+from pargraph.devices import check_device
+from pargraph.factories import empty_for_init
+from pargraph.nn import functional as F
+from pargraph.nn import init
+from pargraph.nn.module import Module, Parameter
+from pargraph.nn.spatial import _tuple
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class _ConvNd(Module):
+    spatial = 0
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        check_device(device, name)
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"{name}: padding_mode must be one of {_PADDING_MODES}, but got "
+                             f"padding_mode='{padding_mode}'")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, self.spatial, "kernel_size", name)
+        self.stride = _tuple(stride, self.spatial, "stride", name)
+        self.dilation = _tuple(dilation, self.spatial, "dilation", name)
+        self.padding = padding if isinstance(padding, str) else _tuple(
+            padding, self.spatial, "padding", name)
+        self.padding_mode = padding_mode
+        self.weight = Parameter(empty_for_init(out_channels, in_channels // groups,
+                                               *self.kernel_size))
+        self.bias = Parameter(empty_for_init(out_channels)) if bias else None
+        if not bias:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if dtype is not None:
+            self.to(dtype)
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in (self.spatial + 1, self.spatial + 2) or \
+                input.shape[-self.spatial - 1] != self.in_channels:
+            raise RuntimeError(f"{self.describe()}: expected input of shape (N, "
+                               f"{self.in_channels}, {', '.join(['...'] * self.spatial)}) with "
+                               f"{self.in_channels} channels (in_channels), got input of shape "
+                               f"{input.shape}")
+        conv = F.conv1d if self.spatial == 1 else F.conv2d
+        if self.padding_mode == "zeros":
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+        if isinstance(self.padding, str):
+            raise NotImplementedError(f"{type(self).__name__}: padding={self.padding!r} with "
+                                      f"padding_mode={self.padding_mode!r} is not supported")
+        pads = tuple(p for size in reversed(self.padding) for p in (size, size))
+        padded = F.pad(input, pads, mode=self.padding_mode)
+        return conv(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if self.padding != (0,) * self.spatial:
+            text += f", padding={self.padding}"
+        if self.dilation != (1,) * self.spatial:
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+class Conv1d(_ConvNd):
+    """1-d convolution over ``(N, C, L)`` input, with PyTorch's arguments and initialization.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Conv1d(3, 8, 5, padding=2)(pargraph.ones(4, 3, 20)).shape
+    pargraph.Size([4, 8, 20])
+    """
+
+    spatial = 1
+
+
+class Conv2d(_ConvNd):
+    """2-d convolution over ``(N, C, H, W)`` input, with PyTorch's arguments and
+    initialization (``padding_mode``: zeros, reflect, replicate or circular).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Conv2d(1, 6, 3, padding=1)(pargraph.ones(2, 1, 8, 8)).shape
+    pargraph.Size([2, 6, 8, 8])
+    """
+
+    spatial = 2
+
+
+class _MaxPoolNd(Module):
+    spatial = 0
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, input: Tensor) -> Any:
+        pool = F.max_pool1d if self.spatial == 1 else F.max_pool2d
+        return pool(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                    self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_MaxPoolNd):
+    """Max pooling along the last dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.MaxPool1d(2)(pargraph.ones(1, 3, 8)).shape
+    pargraph.Size([1, 3, 4])
+    """
+
+    spatial = 1
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max pooling over the last two dimensions.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.MaxPool2d(2)(pargraph.ones(1, 3, 8, 8)).shape
+    pargraph.Size([1, 3, 4, 4])
+    """
+
+    spatial = 2
+
+
+class _AvgPoolNd(Module):
+    spatial = 0
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.spatial == 1:
+            return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
+                                self.ceil_mode, self.count_include_pad)
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(_AvgPoolNd):
+    """Average pooling along the last dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AvgPool1d(4)(pargraph.ones(1, 3, 8)).shape
+    pargraph.Size([1, 3, 2])
+    """
+
+    spatial = 1
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Average pooling over the last two dimensions.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AvgPool2d(2)(pargraph.ones(1, 3, 8, 8)).shape
+    pargraph.Size([1, 3, 4, 4])
+    """
+
+    spatial = 2
+
+
+class AdaptiveAvgPool1d(Module):
+    """Average pooling to a fixed output length.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AdaptiveAvgPool1d(1)(pargraph.ones(2, 3, 7)).shape
+    pargraph.Size([2, 3, 1])
+    """
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
+    """Average pooling to a fixed output size (``(1, 1)``: global average pooling).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AdaptiveAvgPool2d((1, 1))(pargraph.ones(2, 3, 5, 5)).shape
+    pargraph.Size([2, 3, 1, 1])
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(input, self.output_size)

@@ -1,0 +1,306 @@
+"""Convolution, pooling and padding as functions (``nn.functional.conv2d`` & co.), on the
+primitives of :mod:`pargraph.convolution`, with PyTorch's arguments, defaults and checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pargraph import convolution, ops
+from pargraph._tensor import Tensor
+from pargraph.factories import as_tensor
+
+_NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _tuple(value: Any, spatial: int, name: str, op: str) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * spatial
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * spatial
+    if len(value) != spatial:
+        raise RuntimeError(f"{op}: expected {name} to be a single integer or a tuple of "
+                           f"{spatial} integers, got {value}")
+    return value
+
+
+def _batched(input: Tensor, spatial: int, op: str) -> tuple[Tensor, bool]:
+    """The input with a batch dimension (PyTorch accepts one unbatched sample too)."""
+    if input.ndim == spatial + 1:
+        return input.unsqueeze(0), True
+    if input.ndim != spatial + 2:
+        raise RuntimeError(f"{op}: expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D "
+                           f"(batched) input, but got input of size {list(input.shape)}")
+    return input, False
+
+
+def _conv_padding(padding: Any, kernel: tuple, stride: tuple, dilation: tuple,
+                  op: str) -> tuple[tuple[int, int], ...]:
+    if padding == "valid":
+        return ((0, 0),) * len(kernel)
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: invalid padding string {padding!r}, should be one of "
+                         "{'valid', 'same'}")
+    return tuple((p, p) for p in _tuple(padding, len(kernel), "padding", op))
+
+
+def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any,
+          dilation: Any, groups: int, spatial: int, op: str) -> Tensor:
+    input, weight = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(input, spatial, op)
+    stride = _tuple(stride, spatial, "stride", op)
+    dilation = _tuple(dilation, spatial, "dilation", op)
+    if any(s < 1 for s in stride) or any(d < 1 for d in dilation) or groups < 1:
+        raise RuntimeError(f"{op}: stride, dilation and groups must be positive, got "
+                           f"stride={stride}, dilation={dilation}, groups={groups}")
+    if weight.ndim != spatial + 2:
+        raise RuntimeError(f"{op}: expected a {spatial + 2}-D weight (out_channels, "
+                           f"in_channels / groups, kernel), got size {list(weight.shape)}")
+    pads = _conv_padding(padding, tuple(weight.shape[2:]), stride, dilation, op)
+    inputs = (x._node, weight._node) + (() if bias is None else (as_tensor(bias)._node,))
+    out = Tensor(convolution.conv(*inputs, stride=stride, padding=pads, dilation=dilation,
+                                  groups=groups))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-d convolution (cross-correlation) over ``(N, C, L)`` or ``(C, L)`` input.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.conv1d(pargraph.ones(1, 1, 5), pargraph.ones(1, 1, 3)).tolist()
+    [[[3.0, 3.0, 3.0]]]
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """2-d convolution (cross-correlation) over ``(N, C, H, W)`` or ``(C, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.conv2d(pargraph.ones(1, 1, 4, 4), pargraph.ones(2, 1, 3, 3), padding=1).shape
+    pargraph.Size([1, 2, 4, 4])
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+              ceil_mode: bool, return_indices: bool, spatial: int, op: str) -> Any:
+    input = as_tensor(input)
+    x, unbatched = _batched(input, spatial, op)
+    kernel = _tuple(kernel_size, spatial, "kernel_size", op)
+    stride = kernel if stride is None or stride == [] else _tuple(stride, spatial, "stride", op)
+    dilation = _tuple(dilation, spatial, "dilation", op)
+    pads = convolution.pool_padding(tuple(x.shape), kernel, stride,
+                                    _tuple(padding, spatial, "padding", op), dilation, ceil_mode)
+    winners = ops.reshape(convolution.pool_argmax(x._node, kernel=kernel, stride=stride,
+                                                  padding=pads, dilation=dilation),
+                          shape=tuple(x.shape[:2]) + (-1,))
+    flat = ops.reshape(x._node, shape=tuple(x.shape[:2]) + (-1,))
+    out_shape = tuple(x.shape[:2]) + tuple(convolution._geometry(
+        tuple(x.shape), kernel, stride, pads, dilation))
+    values = Tensor(ops.take_along_dim(flat, winners, dim=2)).reshape(out_shape)
+    values = Tensor(ops.shown_as(values._node, f"MaxPool{spatial}DWithIndicesBackward0"))
+    indices = Tensor(winners).reshape(out_shape)
+    if unbatched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
+
+
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """The maximum of each window along the last dimension.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.max_pool1d(pargraph.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+    [[[3.0, 2.0]]]
+    """
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     1, "max_pool1d")
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """The maximum of each window over the last two dimensions; with ``return_indices`` also
+    each maximum's flat position in its input plane, as PyTorch returns it.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.arange(16.0).reshape(1, 1, 4, 4)
+    >>> F.max_pool2d(x, 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     2, "max_pool2d")
+
+
+def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+              count_include_pad: bool, divisor_override: int | None, spatial: int,
+              op: str) -> Tensor:
+    if ceil_mode:
+        raise NotImplementedError(f"{op}: ceil_mode=True is not supported")
+    input = as_tensor(input)
+    x, unbatched = _batched(input, spatial, op)
+    kernel = _tuple(kernel_size, spatial, "kernel_size", op)
+    stride = kernel if stride is None or stride == [] else _tuple(stride, spatial, "stride", op)
+    padding = _tuple(padding, spatial, "padding", op)
+    if any(2 * p > k for p, k in zip(padding, kernel)):
+        raise RuntimeError(f"{op}: pad should be at most half of kernel size, but got "
+                           f"pad={padding} and kernel_size={kernel}")
+    n, c = x.shape[:2]
+    size = int(np.prod(kernel))
+    ones = ops.constant(np.full((1, 1) + kernel, 1.0 / size, dtype=x.dtype))
+    pads = tuple((p, p) for p in padding)
+    geometry = dict(stride=stride, padding=pads, dilation=(1,) * spatial, groups=1)
+    planes = ops.reshape(x._node, shape=(n * c, 1) + tuple(x.shape[2:]))
+    out = Tensor(convolution.conv(planes, ones, **geometry))
+    out = out.reshape((n, c) + tuple(out.shape[2:]))
+    if divisor_override:
+        out = out * (size / divisor_override)
+    elif not count_include_pad and any(padding):
+        inside = np.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
+        counts = convolution.conv.forward(inside, np.ones((1, 1) + kernel, dtype=x.dtype),
+                                          **geometry)
+        out = out * (size / counts).astype(x.dtype)[0]
+    out = Tensor(ops.shown_as(out._node, f"AvgPool{spatial}DBackward0"))
+    return out.squeeze(0) if unbatched else out
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """The mean of each window along the last dimension.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.avg_pool1d(pargraph.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
+    [[[2.0, 1.0]]]
+    """
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
+                     "avg_pool1d")
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """The mean of each window over the last two dimensions (a convolution with a constant
+    kernel, so its gradient is the convolution's).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.avg_pool2d(pargraph.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
+    """
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 2, "avg_pool2d")
+
+
+def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
+    """Rows that average PyTorch's adaptive windows: [floor(i*n/o), ceil((i+1)*n/o))."""
+    matrix = np.zeros((out, size), dtype=dtype)
+    for i in range(out):
+        start, stop = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:stop] = 1.0 / (stop - start)
+    return matrix
+
+
+def _adaptive_avg_pool(input: Tensor, output_size: Any, spatial: int, op: str) -> Tensor:
+    input = as_tensor(input)
+    x, unbatched = _batched(input, spatial, op)
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * spatial
+    sizes = tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], sizes))
+    if len(sizes) != spatial or any(o < 1 for o in sizes):
+        raise RuntimeError(f"{op}: expected output_size of {spatial} positive integers, got "
+                           f"{output_size}")
+    out = x
+    for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
+        if n == o:
+            continue
+        matrix = Tensor(ops.constant(_adaptive_matrix(n, o, x.dtype)))
+        moved = out.transpose(2 + axis, -1)
+        out = (moved @ matrix.T).transpose(2 + axis, -1)
+    out = Tensor(ops.shown_as(out._node, f"AdaptiveAvgPool{spatial}DBackward0", x._node))
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling to a given output length (PyTorch's adaptive windows).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_avg_pool1d(pargraph.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 1).tolist()
+    [[[1.5]]]
+    """
+    return _adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling to a given output size (``None`` keeps a dimension's size).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_avg_pool2d(pargraph.ones(2, 3, 5, 7), (1, 1)).shape
+    pargraph.Size([2, 3, 1, 1])
+    """
+    return _adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pad the last ``len(pad) // 2`` dimensions: ``pad`` lists (before, after) counts from the
+    last dimension backwards, as in PyTorch. ``mode`` is ``"constant"`` (negative counts crop),
+    ``"reflect"``, ``"replicate"`` or ``"circular"``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.pad(pargraph.tensor([[1.0, 2.0]]), (1, 2)).tolist()
+    [[0.0, 1.0, 2.0, 0.0, 0.0]]
+    >>> F.pad(pargraph.tensor([[[1.0, 2.0, 3.0]]]), (2, 1), mode="reflect").tolist()
+    [[[3.0, 2.0, 1.0, 2.0, 3.0, 2.0]]]
+    """
+    input = as_tensor(input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"pad: the padding length must be even and at most twice the "
+                           f"number of dimensions ({input.ndim}), got {len(pad)}")
+    pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [
+        (pad[2 * k], pad[2 * k + 1]) for k in reversed(range(len(pad) // 2))]
+    if mode == "constant":
+        return Tensor(convolution.constant_pad(input._node, pads=tuple(pairs),
+                                               value=0.0 if value is None else value))
+    if mode not in _NUMPY_PAD_MODES:
+        raise NotImplementedError(f"pad: mode={mode!r} is not supported (expected 'constant', "
+                                  "'reflect', 'replicate' or 'circular')")
+    if value:
+        raise RuntimeError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    out = input
+    for dim, (lo, hi) in enumerate(pairs):
+        if lo or hi:
+            size = input.shape[dim]
+            if min(lo, hi) < 0 or (mode == "reflect" and max(lo, hi) >= size) or (
+                    mode == "circular" and max(lo, hi) > size):
+                raise RuntimeError(f"pad: padding ({lo}, {hi}) of dimension {dim} is invalid "
+                                   f"for mode {mode!r} and size {size}")
+            picks = np.pad(np.arange(size), (lo, hi), mode=_NUMPY_PAD_MODES[mode])
+            out = out[(slice(None),) * dim + (picks,)]
+    names = {"reflect": "ReflectionPad", "replicate": "ReplicationPad", "circular": "CircularPad"}
+    spatial = len(pad) // 2
+    return Tensor(ops.shown_as(out._node, f"{names[mode]}{spatial}DBackward0", input._node))

@@ -1,0 +1,112 @@
+"""Layers real PyTorch programs use (#13): convolution and pooling, normalization, embeddings,
+attention; checked against direct numpy references (the ops' gradients are in the op table)."""
+
+import numpy as np
+import pytest
+
+import pargraph
+from pargraph import nn
+from pargraph.nn import functional as F
+from tests.op_table import _conv_ref
+
+R = np.random.default_rng(7)
+
+
+def test_conv2d_module_matches_a_direct_convolution_and_pytorch_init_bounds():
+    layer = nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=1, groups=2).double()
+    x = R.standard_normal((3, 4, 7, 5))
+    expected = _conv_ref(x, layer.weight.detach().numpy(), layer.bias.detach().numpy(),
+                         stride=(2, 1), padding=(1, 1), dilation=(1, 1), groups=2)
+    np.testing.assert_allclose(layer(pargraph.tensor(x)).detach().numpy(), expected, atol=1e-12)
+    assert layer.weight.shape == (6, 2, 3, 2) and layer.bias.shape == (6,)
+    bound = 1 / np.sqrt(2 * 3 * 2)  # kaiming_uniform(a=sqrt(5)) on fan_in = 12
+    assert np.abs(layer.weight.detach().numpy()).max() <= bound
+    assert repr(layer) == ("Conv2d(4, 6, kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), "
+                           "groups=2)")
+
+
+@pytest.mark.parametrize("mode, numpy_mode", [("reflect", "reflect"), ("replicate", "edge"),
+                                              ("circular", "wrap")])
+def test_conv_padding_modes_pad_the_input_like_numpy(mode, numpy_mode):
+    layer = nn.Conv1d(2, 3, 3, padding=2, padding_mode=mode, bias=False).double()
+    x = R.standard_normal((2, 2, 6))
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2)), mode=numpy_mode)
+    expected = _conv_ref(padded[..., None], layer.weight.detach().numpy()[..., None], None,
+                         stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1)[..., 0]
+    np.testing.assert_allclose(layer(pargraph.tensor(x)).detach().numpy(), expected, atol=1e-12)
+
+
+def test_conv_and_pool_errors_name_the_layer_and_the_sizes():
+    conv = nn.Sequential(nn.Conv2d(3, 4, 3))
+    with pytest.raises(RuntimeError, match=r"Conv2d\(3, 4, .*\) at '0': expected input of shape "
+                                           r"\(N, 3, \.\.\., \.\.\.\) with 3 channels"):
+        conv(pargraph.ones(2, 2, 8, 8))
+    with pytest.raises(RuntimeError, match=r"conv: calculated output size \(0, 0\) is too small"):
+        conv(pargraph.ones(2, 3, 2, 2))
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
+        F.conv2d(pargraph.ones(1, 1, 4, 4), pargraph.ones(1, 1, 3, 3), stride=2, padding="same")
+    with pytest.raises(ValueError, match="must be divisible by groups"):
+        nn.Conv2d(3, 4, 3, groups=2)
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel"):
+        F.max_pool2d(pargraph.ones(1, 1, 4, 4), 2, padding=2)
+    with pytest.raises(NotImplementedError, match="avg_pool2d: ceil_mode=True"):
+        F.avg_pool2d(pargraph.ones(1, 1, 4, 4), 3, ceil_mode=True)
+    with pytest.raises(NotImplementedError, match="pad: mode='wrap'"):
+        F.pad(pargraph.ones(2, 2), (1, 1), mode="wrap")
+
+
+def test_max_pool_indices_are_flat_positions_in_the_unpadded_plane():
+    x = R.permutation(30).astype(float).reshape(1, 1, 5, 6)
+    values, indices = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)(
+        pargraph.tensor(x))
+    flat = x.reshape(-1)
+    np.testing.assert_array_equal(flat[indices.numpy().reshape(-1)], values.numpy().reshape(-1))
+    assert values.shape == (1, 1, 3, 3) and indices.dtype == np.int64
+
+
+def test_pooling_modules_and_unbatched_input():
+    x = pargraph.tensor(R.standard_normal((3, 8, 8)))  # (C, H, W): one unbatched sample
+    assert nn.MaxPool2d(2)(x).shape == (3, 4, 4)
+    assert nn.AvgPool2d(2, stride=1)(x).shape == (3, 7, 7)
+    pooled = nn.AdaptiveAvgPool2d(1)(x)
+    np.testing.assert_allclose(pooled.numpy()[:, 0, 0], x.numpy().mean((1, 2)), atol=1e-12)
+    assert nn.AvgPool1d(2)(pargraph.ones(2, 3, 6)).shape == (2, 3, 3)
+    assert nn.MaxPool1d(3, stride=1)(pargraph.ones(2, 3, 6)).shape == (2, 3, 4)
+
+
+def test_a_small_convnet_learns_and_its_gradients_match_finite_differences():
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(3, 2, 2), nn.Flatten(), nn.Linear(2, 2)).double()
+    x = pargraph.tensor(R.standard_normal((4, 1, 4, 4)))
+    y = pargraph.tensor([0, 1, 1, 0])
+    params = list(model.parameters())
+    assert pargraph.autograd.gradcheck(
+        lambda *ps: F.cross_entropy(_with(model, ps)(x), y), params, atol=1e-5)
+    optimizer = pargraph.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def _with(model, params):
+    """The model with its parameters swapped for ``params`` (for gradcheck)."""
+    def run(x):
+        saved = list(model.parameters())
+        for (module, name), p in zip(_slots(model), params):
+            module._parameters[name] = p
+        try:
+            return model(x)
+        finally:
+            for (module, name), p in zip(_slots(model), saved):
+                module._parameters[name] = p
+    return run
+
+
+def _slots(model):
+    return [(m, n) for m in model.modules() for n, p in m._parameters.items() if p is not None]
