@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from pargraph.graph import Node, grad_mode, user_site
 
@@ -462,6 +463,36 @@ sqrt.defvjp(lambda g, out, x: div(mul(g, 0.5), out))
 def log1p(x):
     return np.log1p(x)
 log1p.defvjp(lambda g, out, x: div(g, add(x, 1)))
+
+
+@primitive("erf", _same_float, method=True)
+def erf(x):
+    return special.erf(x)
+erf.defvjp(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), 2 / math.sqrt(math.pi))))
+
+
+@primitive("gelu", lambda x, approximate: _same_float(x))
+def gelu(x, approximate):
+    """x * Phi(x), Phi the normal distribution (``approximate="tanh"``: its tanh fit)."""
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+        return 0.5 * x * (1 + np.tanh(inner))
+    return 0.5 * x * (1 + special.erf(x / math.sqrt(2)))
+
+
+def _gelu_vjp(g, out, x, approximate):
+    if approximate == "tanh":
+        inner = mul(add(x, mul(pow_(x, 3), 0.044715)), math.sqrt(2 / math.pi))
+        t = tanh(inner)
+        d_inner = mul(add(mul(mul(x, x), 3 * 0.044715), 1.0), math.sqrt(2 / math.pi))
+        slope = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, 0.5), sub(1.0, mul(t, t))), d_inner))
+        return mul(g, slope)
+    cdf = mul(add(erf(mul(x, 1 / math.sqrt(2))), 1.0), 0.5)
+    pdf = mul(exp(mul(mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return mul(g, add(cdf, mul(x, pdf)))
+
+
+gelu.defvjp(_gelu_vjp)
 
 
 @primitive("isnan", lambda x: (x.shape, _BOOL), method=True)

@@ -5,6 +5,7 @@ tests/test_execution.py (every op on every scheduler).
 """
 
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -263,6 +264,20 @@ CASES = [
          lambda x: np.pad(x[:, :-1], ((2, 0), (1, 0)), constant_values=0.5), [normal(3, 4)]),
     Case("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect"),
          lambda x: np.pad(x, ((0, 0), (0, 0), (2, 1)), mode="reflect"), [normal(2, 3, 4)]),
+    unary("erf", lambda x: x.erf(), lambda x: np.vectorize(math.erf)(x)),
+    unary("gelu", F.gelu, lambda x: x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))) / 2),
+    unary("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"),
+          lambda x: x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))) / 2),
+    Case("layer_norm", lambda x, w, b: F.layer_norm(x, (4,), w, b, eps=1e-3),
+         lambda x, w, b: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True)
+                                                                  + 1e-3) * w + b,
+         [normal(3, 4), normal(4), normal(4)]),
+    Case("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+         lambda x, w, b: (x - x.mean((0, 2), keepdims=True)) / np.sqrt(
+             x.var((0, 2), keepdims=True) + 1e-5) * w[:, None] + b[:, None],
+         [normal(4, 3, 2), normal(3), normal(3)]),
+    Case("embedding", lambda w: F.embedding(pargraph.tensor([[0, 2], [2, 3]]), w),
+         lambda w: w[np.array([[0, 2], [2, 3]])], [normal(4, 3)]),
     # the optimizers' update formulas (torch.optim's documented algorithms)
     Case("momentum_buffer",
          lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,

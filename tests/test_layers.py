@@ -110,3 +110,58 @@ def _with(model, params):
 
 def _slots(model):
     return [(m, n) for m in model.modules() for n, p in m._parameters.items() if p is not None]
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_running_statistics_follow_pytorch_formulas(momentum):
+    layer = nn.BatchNorm2d(3, momentum=momentum).double()
+    batches = [R.standard_normal((4, 3, 2, 2)) * 3 + 1 for _ in range(3)]
+    mean, var = np.zeros(3), np.ones(3)
+    for k, x in enumerate(batches, start=1):
+        out = layer(pargraph.tensor(x))
+        m = 1 / k if momentum is None else momentum
+        mean = (1 - m) * mean + m * x.mean((0, 2, 3))
+        var = (1 - m) * var + m * x.var((0, 2, 3), ddof=1)  # unbiased, as PyTorch keeps it
+        expected = (x - x.mean((0, 2, 3), keepdims=True)) / np.sqrt(
+            x.var((0, 2, 3), keepdims=True) + 1e-5)
+        np.testing.assert_allclose(out.detach().numpy(), expected, atol=1e-12)
+        out.sum().item()  # the step's run computes the deferred statistics too
+        assert layer.running_mean._node.value is not None
+    state = layer.state_dict()
+    np.testing.assert_allclose(state["running_mean"].numpy(), mean, atol=1e-12)
+    np.testing.assert_allclose(state["running_var"].numpy(), var, atol=1e-12)
+    assert state["num_batches_tracked"].item() == 3
+    layer.eval()
+    x = R.standard_normal((2, 3, 2, 2))
+    expected = (x - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5)
+    np.testing.assert_allclose(layer(pargraph.tensor(x)).detach().numpy(), expected, atol=1e-12)
+    assert layer.num_batches_tracked.item() == 3  # evaluation leaves the statistics alone
+
+
+def test_batch_norm_errors_and_untracked_statistics():
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training"):
+        nn.BatchNorm1d(3)(pargraph.ones(1, 3))
+    with pytest.raises(ValueError, match=r"BatchNorm1d\(3, .*\): expected 2 or 3-D input with 3 "
+                                         r"channels"):
+        nn.BatchNorm1d(3)(pargraph.ones(4, 2))
+    free = nn.BatchNorm1d(2, affine=False, track_running_stats=False).eval()
+    assert free.running_mean is None and not list(free.parameters())
+    x = R.standard_normal((5, 2))  # no running statistics: batch statistics even in eval
+    np.testing.assert_allclose(free(pargraph.tensor(x)).numpy(),
+                               (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5), atol=1e-6)
+
+
+def test_layer_norm_and_embedding_modules():
+    layer = nn.LayerNorm([2, 3])
+    assert layer.weight.shape == (2, 3) and layer.bias.shape == (2, 3)
+    with pytest.raises(RuntimeError, match=r"Given normalized_shape=\[2, 3\], expected input with "
+                                           r"shape \[\*, 2, 3\], but got input of size\[4, 3\]"):
+        layer(pargraph.ones(4, 3))
+    table = nn.Embedding(5, 3, padding_idx=-1)
+    assert table.padding_idx == 4 and table.weight[4].tolist() == [0.0, 0.0, 0.0]
+    table(pargraph.tensor([[4, 1], [1, 0]])).sum().backward()
+    np.testing.assert_array_equal(table.weight.grad.numpy()[:, 0], [1.0, 2.0, 0.0, 0.0, 0.0])
+    with pytest.raises(RuntimeError, match="'indices' to have one of the following scalar"):
+        table(pargraph.ones(2))
+    with pytest.raises(NotImplementedError, match="embedding: max_norm=1.0"):
+        F.embedding(pargraph.tensor([0]), table.weight, max_norm=1.0)

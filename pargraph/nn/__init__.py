@@ -39,6 +39,7 @@ from pargraph.nn.loss import (
     SmoothL1Loss,
 )
 from pargraph.nn.module import Module, Parameter
+from pargraph.nn.normalization import GELU, BatchNorm1d, BatchNorm2d, Embedding, LayerNorm
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
@@ -46,4 +47,5 @@ __all__ = [
     "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
     "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils", "Conv1d", "Conv2d",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "GELU", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "Embedding",
 ]

@@ -8,6 +8,12 @@ from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.factories import arange, as_tensor, default_generator, from_numpy
 from pargraph.functions import where as pargraph_where
+from pargraph.nn.normalization import (  # noqa: F401
+    batch_norm,
+    embedding,
+    gelu,
+    layer_norm,
+)
 from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,

@@ -1,0 +1,334 @@
+"""Normalization, embeddings and GELU: the functions (``nn.functional.layer_norm`` & co.,
+composed of pargraph ops) and their modules, with PyTorch's arguments, defaults and checks.
+
+Batch normalization updates its running statistics the way PyTorch does (in place, without
+gradient), and hands the new values to the next run (``execution.defer``) so that a training
+loop computes them in the step's own run instead of chaining them across steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pargraph import execution, ops
+from pargraph._tensor import Tensor, int64
+from pargraph.autograd.mode import no_grad
+from pargraph.devices import check_device
+from pargraph.factories import as_tensor, empty_for_init, ones, zeros
+from pargraph.functions import where
+from pargraph.nn import init
+from pargraph.nn.module import Module, Parameter
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)``, Phi the standard normal CDF (``approximate="tanh"``: its tanh fit).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.gelu(pargraph.tensor([-1.0, 0.0, 2.0]))
+    tensor([-0.1587,  0.0000,  1.9545])
+    """
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got "
+                           f"{approximate!r}")
+    return Tensor(ops.gelu(as_tensor(input)._node, approximate=approximate))
+
+
+def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the last ``len(normalized_shape)`` dimensions (mean 0, variance 1),
+    then scale by ``weight`` and shift by ``bias``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.layer_norm(pargraph.tensor([[1.0, 3.0]]), (2,))
+    tensor([[-1.0000,  1.0000]])
+    """
+    input = as_tensor(input)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape or \
+            input.ndim < len(shape):
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    dims = tuple(range(-len(shape), 0))
+    centered = input - input.mean(dims, keepdim=True)
+    out = centered * ((centered * centered).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return Tensor(ops.shown_as(out._node, "NativeLayerNormBackward0"))
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None,
+               training: bool = False, momentum: float | Tensor = 0.1,
+               eps: float = 1e-5) -> Tensor:
+    """Normalize each channel (dimension 1) over the batch and spatial dimensions: with the
+    batch's statistics when ``training`` (updating the running ones in place, the variance
+    unbiased), else with the running statistics.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.batch_norm(pargraph.tensor([[1.0], [3.0]]), None, None, training=True)
+    tensor([[-1.0000],
+            [ 1.0000]])
+    """
+    input = as_tensor(input)
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected 2-D or more input (N, C, ...), got "
+                         f"{input.ndim}-D input")
+    dims = (0,) + tuple(range(2, input.ndim))
+    channels = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if training:
+        count = input.numel() // input.shape[1]
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {input.shape}")
+        mean = input.mean(dims, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(dims, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var * (count / (count - 1)),
+                            momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var must be given when "
+                               "not training")
+        centered = input - running_mean.reshape(channels)
+        var = running_var.reshape(channels)
+    out = centered * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(channels)
+    if bias is not None:
+        out = out + bias.reshape(channels)
+    return Tensor(ops.shown_as(out._node, "NativeBatchNormBackward0"))
+
+
+def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mean: Tensor,
+                    unbiased_var: Tensor, momentum: float | Tensor) -> None:
+    with no_grad():
+        for running, batch in ((running_mean, mean), (running_var, unbiased_var)):
+            if running is not None:
+                running.mul_(1 - momentum).add_(batch.reshape(running.shape) * momentum)
+                execution.defer([running._node])
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """The rows of ``weight`` at the integer ``input``; rows at ``padding_idx`` get no gradient.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.embedding(pargraph.tensor([2, 0]), pargraph.eye(3)).tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
+    for name, value in (("max_norm", max_norm), ("scale_grad_by_freq", scale_grad_by_freq),
+                        ("sparse", sparse)):
+        if value:
+            raise NotImplementedError(f"embedding: {name}={value!r} is not supported")
+    input, weight = as_tensor(input), as_tensor(weight)
+    if input.dtype.kind not in "iu":
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {input.dtype} instead")
+    if weight.ndim != 2:
+        raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
+    out = weight[input]
+    if padding_idx is not None:
+        padding_idx = ops.normalize_dim(padding_idx, weight.shape[0])
+        out = where((input != padding_idx).unsqueeze(-1), out, out.detach())
+    return Tensor(ops.shown_as(out._node, "EmbeddingBackward0"))
+
+
+class GELU(Module):
+    """The GELU activation (``approximate``: ``"none"`` or ``"tanh"``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.GELU()(pargraph.zeros(2))
+    tensor([0., 0.])
+    """
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input: Tensor) -> Tensor:
+        return gelu(input, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate='{self.approximate}'"
+
+
+class LayerNorm(Module):
+    """Layer normalization over the trailing ``normalized_shape`` dimensions, with a learned
+    elementwise scale (ones) and shift (zeros).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.LayerNorm(4)(pargraph.randn(2, 3, 4)).shape
+    pargraph.Size([2, 3, 4])
+    """
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, "LayerNorm")
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape, self.eps = tuple(shape), eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias \
+            else None
+        for name in ("weight", "bias"):
+            if getattr(self, name) is None:
+                self.register_parameter(name, None)
+        if dtype is not None:
+            self.to(dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class _BatchNorm(Module):
+    dims: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, type(self).__name__)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = Parameter(ones(num_features)) if affine else None
+        self.bias = Parameter(zeros(num_features)) if affine else None
+        if not affine:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features))
+            self.register_buffer("running_var", ones(num_features))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=int64))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+        if dtype is not None:
+            self.to(dtype)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1.0)
+            self.num_batches_tracked.zero_()
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in self.dims or input.shape[1] != self.num_features:
+            raise ValueError(f"{self.describe()}: expected {' or '.join(map(str, self.dims))}-D "
+                             f"input with {self.num_features} channels (num_features), got "
+                             f"input of shape {input.shape}")
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            execution.defer([self.num_batches_tracked._node])
+            if self.momentum is None:  # a cumulative moving average, kept lazy
+                momentum = 1.0 / self.num_batches_tracked.double()
+        use_batch = self.training or not self.track_running_stats
+        tracked = not self.training or self.track_running_stats
+        return batch_norm(input, self.running_mean if tracked else None,
+                          self.running_var if tracked else None, self.weight, self.bias,
+                          use_batch, momentum, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization of ``(N, C)`` or ``(N, C, L)`` input, with running statistics
+    (buffers, saved in ``state_dict``) for evaluation.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.BatchNorm1d(3)(pargraph.randn(8, 3)).shape
+    pargraph.Size([8, 3])
+    """
+
+    dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization of ``(N, C, H, W)`` input, per channel.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.BatchNorm2d(3)(pargraph.randn(4, 3, 5, 5)).shape
+    pargraph.Size([4, 3, 5, 5])
+    """
+
+    dims = (4,)
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors looked up by integer index (initialized N(0, 1);
+    the ``padding_idx`` row starts at zero and gets no gradient).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Embedding(10, 3)(pargraph.tensor([[1, 2], [4, 9]])).shape
+    pargraph.Size([2, 2, 3])
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight: Tensor | None = None, _freeze: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, "Embedding")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx, self.max_norm, self.sparse = padding_idx, max_norm, sparse
+        self.scale_grad_by_freq = scale_grad_by_freq
+        if _weight is None:
+            self.weight = Parameter(empty_for_init(num_embeddings, embedding_dim))
+            self.reset_parameters()
+        else:
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        if dtype is not None:
+            self.to(dtype)
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, input: Tensor) -> Tensor:
+        return embedding(input, self.weight, self.padding_idx, self.max_norm,
+                         scale_grad_by_freq=self.scale_grad_by_freq, sparse=self.sparse)
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        return text + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None
+                       else "")
