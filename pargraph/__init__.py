@@ -43,6 +43,7 @@ from pargraph.functions import (
     allclose,
     cat,
     compute,
+    einsum,
     is_tensor,
     method_functions,
     stack,
@@ -72,5 +73,6 @@ __all__ = [
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
+    "einsum",
     *METHOD_FUNCTIONS,
 ]

@@ -56,6 +56,29 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return Tensor(ops.stack([as_tensor(t)._node for t in tensors], dim))
 
 
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """Einstein summation over the operands' subscripts, as ``torch.einsum`` (``...`` and
+    the implicit output included; the operands may also come as one list).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a, b = pargraph.ones(2, 3), pargraph.ones(3, 4)
+    >>> pargraph.einsum("ij,jk->ik", a, b).shape
+    pargraph.Size([2, 4])
+    >>> pargraph.einsum("bij,bjk", [pargraph.ones(5, 2, 3), pargraph.ones(5, 3, 4)]).shape
+    pargraph.Size([5, 2, 4])
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    nodes = [as_tensor(t)._node for t in operands]
+    try:
+        explicit = ops.parse_einsum(equation, [n.shape for n in nodes])
+    except ops.ShapeError as error:
+        raise RuntimeError(f"einsum(): {error}") from None
+    return Tensor(ops.einsum(*nodes, equation=explicit))
+
+
 def compute(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Realize several tensors in one run (one dask graph); returns them.
 

@@ -984,6 +984,94 @@ linear.defvjp(
 )
 
 
+def parse_einsum(equation: str, shapes: list[tuple]) -> str:
+    """``equation`` made explicit for these operand shapes: ``...`` spelled out with unused
+    letters (right-aligned, as numpy and PyTorch broadcast them) and the output written out
+    (implicit mode: the letters used once, in alphabetical order, after the ellipsis)."""
+    equation = equation.replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(shapes):
+        raise ShapeError(f"{len(terms)} operands in the equation {equation!r} but "
+                         f"{len(shapes)} tensors given")
+    spare = iter(sorted(set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+                        - set(equation)))
+    widest = max((len(shape) - len(term.replace("...", "")) for term, shape in
+                  zip(terms, shapes) if "..." in term), default=0)
+    ellipsis = "".join(next(spare) for _ in range(widest))
+    explicit = []
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            term = term.replace("...", ellipsis[widest - (len(shape) - len(term) + 3):])
+        if len(term) != len(shape) or not term.isalpha():
+            raise ShapeError(f"the subscripts {term!r} do not match an operand of shape {shape}")
+        explicit.append(term)
+    if arrow:
+        output = output.replace("...", ellipsis)
+    else:
+        letters = "".join(explicit)
+        output = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1
+                                           and c not in ellipsis))
+    return ",".join(explicit) + "->" + output
+
+
+def _einsum_sizes(equation: str, shapes: list[tuple]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for term, shape in zip(equation.split("->")[0].split(","), shapes):
+        for letter, n in zip(term, shape):
+            known = sizes.get(letter, 1)
+            if n != 1 and known != 1 and n != known:
+                raise ShapeError(f"subscript {letter!r} has size {n} for one operand but "
+                                 f"{known} for another")
+            sizes[letter] = max(known, n)
+    return sizes
+
+
+def _einsum_shape(*xs, equation):
+    sizes = _einsum_sizes(equation, [x.shape for x in xs])
+    output = equation.split("->")[1]
+    if any(c not in sizes for c in output) or len(set(output)) != len(output):
+        raise ShapeError(f"invalid output subscripts in {equation!r}")
+    return tuple(sizes[c] for c in output), result_dtype(*xs)
+
+
+def _einsum_cost(node: Node) -> float:
+    sizes = _einsum_sizes(node.attrs["equation"], [x.shape for x in node.inputs])
+    return 3e-6 + 2 * math.prod(sizes.values()) / 20e9
+
+
+@primitive("einsum", _einsum_shape, cost=_einsum_cost)
+def einsum(*xs, equation):
+    """Einstein summation (``equation`` explicit, see :func:`parse_einsum`)."""
+    return np.einsum(equation, *xs, optimize=len(xs) > 2)
+
+
+def _einsum_vjp(position: int) -> Callable:
+    def vjp(g, out, *xs, equation):
+        terms, output = equation.split("->")
+        terms = terms.split(",")
+        term = terms[position]
+        if len(set(term)) != len(term):
+            raise NotImplementedError(f"einsum: the gradient of an operand with a repeated "
+                                      f"subscript ({term!r}: a diagonal) is not supported")
+        others = [t for k, t in enumerate(terms) if k != position]
+        reached = set(output).union(*others)
+        kept = "".join(c for c in term if c in reached)
+        grad = einsum(g, *(x for k, x in enumerate(xs) if k != position),
+                      equation=",".join([output, *others]) + "->" + kept)
+        x = xs[position]
+        grad = reshaped(grad, tuple(grad.shape[kept.index(c)] if c in reached else 1
+                                    for c in term))
+        wide = tuple(d for d, (n, m) in enumerate(zip(x.shape, grad.shape)) if n == 1 and m != 1)
+        if wide:
+            grad = sum_(grad, dim=wide, keepdim=True)
+        return expand(grad, x.shape) if grad.shape != x.shape else grad  # x's own sums
+    return vjp
+
+
+einsum.defvjp_at(_einsum_vjp)
+
+
 # --- optimizer updates: one node per tensor and formula, no gradient ------------------------
 # PyTorch's formulas (torch.optim.sgd/adam), written with the same numpy operations in the same
 # order as the composite Tensor arithmetic they replace, so results are bit-identical; one node

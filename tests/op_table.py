@@ -278,6 +278,19 @@ CASES = [
          [normal(4, 3, 2), normal(3), normal(3)]),
     Case("embedding", lambda w: F.embedding(pargraph.tensor([[0, 2], [2, 3]]), w),
          lambda w: w[np.array([[0, 2], [2, 3]])], [normal(4, 3)]),
+    Case("einsum_attention", lambda q, k: pargraph.einsum("bhqd,bhkd->bhqk", q, k),
+         lambda q, k: np.einsum("bhqd,bhkd->bhqk", q, k), [normal(2, 2, 3, 4), normal(2, 2, 5, 4)]),
+    Case("einsum_bilinear", lambda x, a, y: pargraph.einsum("bn,anm,bm->ba", x, a, y),
+         lambda x, a, y: np.einsum("bn,anm,bm->ba", x, a, y),
+         [normal(2, 3), normal(4, 3, 5), normal(2, 5)]),
+    Case("einsum_implicit_broadcast", lambda x, y: pargraph.einsum("...ij,jk", x, y),
+         lambda x, y: np.einsum("...ij,jk", x, y), [normal(2, 1, 4, 3), normal(3, 2)]),
+    Case("einsum_sums_own_axis", lambda x, y: pargraph.einsum("ij,k->k", x, y),
+         lambda x, y: x.sum() * y, [normal(3, 4), normal(2)]),
+    Case("scaled_dot_product_attention",
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+         lambda q, k, v: _attention_ref(q, k, v), [normal(2, 3, 4), normal(2, 3, 4),
+                                                   normal(2, 3, 5)]),
     # the optimizers' update formulas (torch.optim's documented algorithms)
     Case("momentum_buffer",
          lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,
@@ -348,6 +361,13 @@ def _avg_pool_ref(x):
     return np.array([[[[np.nanmean(x[a, c, i * 2:i * 2 + 2, j * 2:j * 2 + 2])
                         for j in range(3)] for i in range(3)]
                       for c in range(x.shape[1])] for a in range(x.shape[0])])
+
+
+def _attention_ref(q, k, v):
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    scores = np.where(np.tril(np.ones(scores.shape[-2:], dtype=bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ v
 
 
 def _nan_or_inf(x):

@@ -165,3 +165,69 @@ def test_layer_norm_and_embedding_modules():
         table(pargraph.ones(2))
     with pytest.raises(NotImplementedError, match="embedding: max_norm=1.0"):
         F.embedding(pargraph.tensor([0]), table.weight, max_norm=1.0)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_multihead_attention_matches_a_numpy_reference_with_masks():
+    mha = nn.MultiheadAttention(8, 2).double()  # sequence first, PyTorch's default
+    x, y = R.standard_normal((5, 3, 8)), R.standard_normal((6, 3, 8))
+    padding = np.zeros((3, 6), dtype=bool)
+    padding[:, -2:] = True  # the last two keys of every sample are padding
+    out, weights = mha(pargraph.tensor(x), pargraph.tensor(y), pargraph.tensor(y),
+                       key_padding_mask=pargraph.tensor(padding))
+    w, b = mha.in_proj_weight.detach().numpy(), mha.in_proj_bias.detach().numpy()
+    q, k, v = (t.transpose(1, 0, 2) @ w[i * 8:(i + 1) * 8].T + b[i * 8:(i + 1) * 8]
+               for i, t in enumerate((x, y, y)))
+    heads, probs = [], []
+    for h in range(2):
+        part = slice(4 * h, 4 * h + 4)
+        scores = q[..., part] @ k[..., part].transpose(0, 2, 1) / 2.0
+        p = _softmax(np.where(padding[:, None, :], -np.inf, scores))
+        heads.append(p @ v[..., part])
+        probs.append(p)
+    expected = np.concatenate(heads, -1) @ mha.out_proj.weight.detach().numpy().T
+    expected = (expected + mha.out_proj.bias.detach().numpy()).transpose(1, 0, 2)
+    np.testing.assert_allclose(out.detach().numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(weights.detach().numpy(), np.mean(probs, 0), atol=1e-12)
+    assert np.all(weights.detach().numpy()[..., -2:] == 0)
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        mha(pargraph.tensor(x), pargraph.tensor(x), pargraph.tensor(x), is_causal=True)
+
+
+def test_attention_heads_are_independent_branches_that_the_trace_sees_in_parallel():
+    pargraph.manual_seed(0)
+    mha = nn.MultiheadAttention(256, 4, batch_first=True)
+    x = pargraph.randn(16, 64, 256)
+    with pargraph.trace() as t:
+        out, _ = mha(x, x, x, need_weights=False)
+        out.sum().backward()
+    softmaxes = [n for n in pargraph.graph.toposort([out._node]) if n.op.name == "div"
+                 and n.grad_name == "SoftmaxBackward0"]
+    assert len(softmaxes) == 4
+    for a in softmaxes:  # no head's softmax depends on another's
+        ancestors = set(map(id, pargraph.graph.toposort([a])))
+        assert not any(id(b) in ancestors for b in softmaxes if b is not a)
+    assert t.summary(print_it=False).available_parallelism > 1.5
+
+
+def test_transformer_encoder_layers_are_copies_and_train():
+    pargraph.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2)
+    first, second = encoder.layers[0].linear1.weight, encoder.layers[1].linear1.weight
+    assert first is not second
+    np.testing.assert_array_equal(first.detach().numpy(), second.detach().numpy())
+    x, target = pargraph.randn(4, 3, 8), pargraph.randn(4, 3, 8)
+    optimizer = pargraph.optim.Adam(encoder.parameters(), lr=0.01)
+    losses = []
+    for _ in range(20):
+        optimizer.zero_grad()
+        loss = F.mse_loss(encoder(x), target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]

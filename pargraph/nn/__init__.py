@@ -1,6 +1,11 @@
 """``pargraph.nn``: modules, layers, losses, ``functional`` and ``init``, with PyTorch's names."""
 
 from pargraph.nn import functional, init, utils
+from pargraph.nn.attention import (
+    MultiheadAttention,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from pargraph.nn.conv import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -47,5 +52,6 @@ __all__ = [
     "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
     "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils", "Conv1d", "Conv2d",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-    "GELU", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "Embedding",
+    "GELU", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "Embedding", "MultiheadAttention",
+    "TransformerEncoderLayer", "TransformerEncoder",
 ]

@@ -342,3 +342,7 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     target = as_tensor(target)
     _check_class_targets(input, target, "cross_entropy")
     return nll_loss(input.log_softmax(-1), target, reduction)
+
+
+# Attention composes the functions above (dropout, linear): imported last, when they exist.
+from pargraph.nn.attention import scaled_dot_product_attention  # noqa: E402, F401

@@ -1,0 +1,251 @@
+"""Attention: ``scaled_dot_product_attention``, ``MultiheadAttention`` and the transformer
+encoder layer, with PyTorch's arguments, shapes and mask conventions.
+
+The heads of a ``MultiheadAttention`` are recorded as separate branches (one slice of the
+projections, one score matrix, one softmax and one weighted sum per head, joined by a ``cat``
+before the output projection), not as one batched product over a head dimension: independent
+heads are the graph parallelism that pargraph's scheduler runs side by side, and what the
+trace reports as available parallelism.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+
+from pargraph._tensor import Tensor
+from pargraph.devices import check_device
+from pargraph.factories import as_tensor, empty_for_init, zeros
+from pargraph.functions import cat
+from pargraph.nn import functional as F
+from pargraph.nn import init
+from pargraph.nn.layers import Dropout, Linear, ModuleList
+from pargraph.nn.module import Module, Parameter
+from pargraph.nn.normalization import LayerNorm
+
+
+def _masked(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:
+    """``scores`` with a bool mask applied (-inf where not allowed) or a float mask added."""
+    if mask is None:
+        return scores
+    mask = as_tensor(mask)
+    if mask.dtype == bool:
+        return scores.masked_fill(mask if not allowed_when else ~mask, float("-inf"))
+    return scores + mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(query @ key.T * scale + mask) @ value`` over the last two dimensions
+    (``attn_mask``: bool, True takes part; or float, added; ``is_causal``: a lower-triangular
+    mask).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> q = k = v = pargraph.ones(2, 4, 3, 8)
+    >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+    pargraph.Size([2, 4, 3, 8])
+    """
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not "
+                                  "supported")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("scaled_dot_product_attention: _scaled_dot_product_attention: "
+                           "Explicit attn_mask should not be set when is_causal=True")
+    query, key, value = as_tensor(query), as_tensor(key), as_tensor(value)
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key "
+                           f"{list(key.shape)} and value {list(value.shape)} do not fit "
+                           f"(expected query and key to share the last dimension, key and "
+                           f"value the sequence dimension)")
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
+        attn_mask = as_tensor(causal)
+    weights = _masked(scores, attn_mask, allowed_when=True).softmax(-1)
+    return F.dropout(weights, dropout_p, training=dropout_p > 0) @ value
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention (``batch_first``; ``key_padding_mask`` and ``attn_mask`` with
+    PyTorch's convention: bool True is *not* attended, float is added), returning the output
+    and the attention weights (averaged over heads unless ``average_attn_weights=False``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> mha = pargraph.nn.MultiheadAttention(16, 4, batch_first=True)
+    >>> out, weights = mha(*[pargraph.randn(2, 5, 16)] * 3)
+    >>> out.shape, weights.shape
+    (pargraph.Size([2, 5, 16]), pargraph.Size([2, 5, 5]))
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False,
+                 kdim: int | None = None, vdim: int | None = None, batch_first: bool = False,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, "MultiheadAttention")
+        for name, given in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn),
+                            ("kdim", kdim not in (None, embed_dim)),
+                            ("vdim", vdim not in (None, embed_dim))):
+            if given:
+                raise NotImplementedError(f"MultiheadAttention: {name} is not supported")
+        if embed_dim % num_heads:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.head_dim, self.batch_first = embed_dim // num_heads, batch_first
+        self.in_proj_weight = Parameter(empty_for_init(3 * embed_dim, embed_dim))
+        self.in_proj_bias = Parameter(zeros(3 * embed_dim)) if bias else None
+        if not bias:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            init.zeros_(self.out_proj.bias)
+        if dtype is not None:
+            self.to(dtype)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                key_padding_mask: Tensor | None = None, need_weights: bool = True,
+                attn_mask: Tensor | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint")
+        unbatched = query.ndim == 2
+        q, k, v = (t.unsqueeze(0) if unbatched else t if self.batch_first else t.transpose(0, 1)
+                   for t in (query, key, value))
+        if q.shape[-1] != self.embed_dim:
+            raise AssertionError(f"{self.describe()}: was expecting embedding dimension of "
+                                 f"{self.embed_dim}, but got {q.shape[-1]}")
+        e, bias = self.embed_dim, self.in_proj_bias
+        projected = [F.linear(t, self.in_proj_weight[i * e:(i + 1) * e],
+                              None if bias is None else bias[i * e:(i + 1) * e])
+                     for i, t in enumerate((q, k, v))]
+        mask = self._joint_mask(attn_mask, key_padding_mask, q.shape[0], q.shape[1], k.shape[1])
+        heads, weights = [], []
+        for h in range(self.num_heads):
+            part = slice(h * self.head_dim, (h + 1) * self.head_dim)
+            qh, kh, vh = (t[..., part] for t in projected)
+            scores = (qh @ kh.transpose(-2, -1)) * (1 / math.sqrt(self.head_dim))
+            head_mask = mask[:, h] if mask is not None and mask.ndim == 4 else mask
+            attention = _masked(scores, head_mask, allowed_when=False).softmax(-1)
+            weights.append(attention)
+            heads.append(F.dropout(attention, self.dropout, self.training) @ vh)
+        out = self.out_proj(cat(heads, dim=-1))
+        out = out.squeeze(0) if unbatched else out if self.batch_first else out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        stacked = cat([w.unsqueeze(1) for w in weights], dim=1)
+        result = stacked.mean(1) if average_attn_weights else stacked
+        return out, result.squeeze(0) if unbatched else result
+
+    def _joint_mask(self, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
+                    batch: int, target: int, source: int) -> Tensor | None:
+        """One mask of shape (L, S), (N, L, S) or (N, H, L, S): True or -inf is not attended."""
+        masks = []
+        if attn_mask is not None:
+            attn_mask = as_tensor(attn_mask)
+            if attn_mask.ndim == 3:
+                attn_mask = attn_mask.reshape(batch, self.num_heads, target, source)
+            elif tuple(attn_mask.shape) != (target, source):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but "
+                                   f"should be {(target, source)}.")
+            masks.append(attn_mask)
+        if key_padding_mask is not None:
+            padding = as_tensor(key_padding_mask)
+            if tuple(padding.shape[-1:]) != (source,):
+                raise RuntimeError(f"key_padding_mask of shape {padding.shape} does not match "
+                                   f"{source} keys")
+            masks.append(padding.reshape(batch, 1, source))
+        if len(masks) < 2:
+            return masks[0] if masks else None
+        as_float = [m.float().masked_fill(m, float("-inf")) if m.dtype == bool else m
+                    for m in masks]
+        return as_float[0] + (as_float[1].unsqueeze(1) if as_float[0].ndim == 4 else as_float[1])
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward block, each with a residual connection and layer
+    normalization (after the block, or before it with ``norm_first``), as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> layer = pargraph.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+    >>> layer(pargraph.randn(2, 5, 16)).shape
+    pargraph.Size([2, 5, 16])
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: Any = "relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, "TransformerEncoderLayer")
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                            batch_first=batch_first)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        if isinstance(activation, str):
+            if activation not in ("relu", "gelu"):
+                raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+            activation = F.relu if activation == "relu" else F.gelu
+        self.activation = activation
+        if dtype is not None:
+            self.to(dtype)
+
+    def forward(self, src: Tensor, src_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        x = src
+        if self.norm_first:
+            x = x + self._attend(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._feed_forward(self.norm2(x))
+        x = self.norm1(x + self._attend(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._feed_forward(x))
+
+    def _attend(self, x: Tensor, mask: Any, padding: Any, is_causal: bool) -> Tensor:
+        out, _ = self.self_attn(x, x, x, key_padding_mask=padding, need_weights=False,
+                                attn_mask=mask, is_causal=is_causal)
+        return self.dropout1(out)
+
+    def _feed_forward(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """``num_layers`` copies of an encoder layer applied in turn, then an optional norm.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> layer = pargraph.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    >>> pargraph.nn.TransformerEncoder(layer, 2)(pargraph.randn(3, 4, 8)).shape
+    pargraph.Size([3, 4, 8])
+    """
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
+                 norm: Module | None = None, enable_nested_tensor: bool = True) -> None:
+        super().__init__()
+        self.layers = ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(self, src: Tensor, mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        out = src
+        for layer in self.layers:
+            out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                        is_causal=is_causal)
+        return out if self.norm is None else self.norm(out)
