@@ -66,7 +66,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     >>> a, b = pargraph.ones(2, 3), pargraph.ones(3, 4)
     >>> pargraph.einsum("ij,jk->ik", a, b).shape
     pargraph.Size([2, 4])
-    >>> pargraph.einsum("bij,bjk", [pargraph.ones(5, 2, 3), pargraph.ones(5, 3, 4)]).shape
+    >>> pargraph.einsum("bij,bjk->bik", [pargraph.ones(5, 2, 3), pargraph.ones(5, 3, 4)]).shape
     pargraph.Size([5, 2, 4])
     """
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
