@@ -378,6 +378,9 @@ def test_demos_run_on_the_cluster_at_address(cluster, tmp_path):
                       str(tmp_path / "d.npz")],
         "fit_line.py": ["--steps", "5"],
         "towers.py": ["--towers", "2", "--width", "8", "--batch-size", "8", "--steps", "1"],
+        "cnn.py": ["--epochs", "1", "--width", "4", "--batch-size", "512"],
+        "attention.py": ["--epochs", "1", "--width", "8", "--heads", "2", "--layers", "1",
+                         "--batch-size", "512"],
     }
     for demo, flags in runs.items():
         done = subprocess.run([sys.executable, os.path.join(demos, demo), "--quiet", *flags,

@@ -14,6 +14,8 @@ import pytest
 DEMOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demos")
 sys.path.insert(0, DEMOS)
 
+import attention  # noqa: E402
+import cnn  # noqa: E402
 import digits  # noqa: E402
 import fit_line  # noqa: E402
 import towers  # noqa: E402
@@ -45,6 +47,39 @@ def test_digits_runs_on_the_sync_scheduler(tmp_path):
     result = digits.main(["--quiet", "--plot", "", "--epochs", "1", "--scheduler", "sync",
                           "--checkpoint", str(tmp_path / "s.npz")])
     assert result["test_accuracy"] > 0.5
+
+
+def test_cnn_reaches_97_percent_and_its_branches_are_parallel_work(capsys):
+    result = cnn.main(["--quiet"])
+    assert result["test_accuracy"] >= 0.97
+    assert result["trace"].available_parallelism > 1.2  # the inception block's branches
+    assert "one traced step:" in capsys.readouterr().out
+
+
+def test_attention_reaches_95_percent_and_its_heads_are_parallel_work(capsys):
+    result = attention.main(["--quiet"])
+    assert result["test_accuracy"] >= 0.95
+    assert result["trace"].available_parallelism > 1.2  # the heads of each layer
+    assert "available parallelism" in capsys.readouterr().out
+
+
+def test_cnn_and_attention_size_flags():
+    import pargraph
+
+    flags = ["--quiet", "--epochs", "1", "--batch-size", "500", "--lr", "0", "--seed", "3",
+             "--scheduler", "sync"]
+    result = cnn.main(flags + ["--width", "4"])
+    assert "sync" in result["where"] and result["model"][0].out_channels == 4
+    pargraph.manual_seed(3)
+    for a, b in zip(_params(result["model"]), _params(cnn.build_model(4))):
+        np.testing.assert_array_equal(a, b)  # --lr 0 and --seed 3: the untrained model
+    result = attention.main(flags + ["--width", "8", "--heads", "2", "--layers", "1"])
+    encoder = result["model"].encoder
+    assert len(encoder.layers) == 1 and encoder.layers[0].self_attn.num_heads == 2
+    assert result["model"].embed.out_features == 8
+    pargraph.manual_seed(3)
+    for a, b in zip(_params(result["model"]), _params(attention.build_model(8, 2, 1))):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_fit_line_learning_rates(capsys):
@@ -84,6 +119,34 @@ FLAG_TESTS = {
         "--seed": "test_digits_resume_refuses_another_seed_and_says_when_nothing_to_resume",
         "--quiet": "test_quiet_hides_the_progress_bar",
         "--scheduler": "test_digits_runs_on_the_sync_scheduler",
+        "--workers": "test_workers_sets_the_threads",
+        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
+        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    },
+    "cnn.py": {
+        "--epochs": "test_cnn_and_attention_size_flags",
+        "--batch-size": "test_cnn_and_attention_size_flags",
+        "--lr": "test_cnn_and_attention_size_flags",
+        "--width": "test_cnn_and_attention_size_flags",
+        "--seed": "test_cnn_and_attention_size_flags",
+        "--quiet": "test_quiet_hides_the_progress_bar",
+        "--scheduler": "test_cnn_and_attention_size_flags",
+        "--workers": "test_workers_sets_the_threads",
+        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
+        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    },
+    "attention.py": {
+        "--epochs": "test_cnn_and_attention_size_flags",
+        "--batch-size": "test_cnn_and_attention_size_flags",
+        "--lr": "test_cnn_and_attention_size_flags",
+        "--width": "test_cnn_and_attention_size_flags",
+        "--heads": "test_cnn_and_attention_size_flags",
+        "--layers": "test_cnn_and_attention_size_flags",
+        "--seed": "test_cnn_and_attention_size_flags",
+        "--quiet": "test_quiet_hides_the_progress_bar",
+        "--scheduler": "test_cnn_and_attention_size_flags",
         "--workers": "test_workers_sets_the_threads",
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
@@ -198,6 +261,9 @@ def test_towers_trace_writes_a_chrome_trace_and_a_timeline(tmp_path, capsys):
 
 
 SMALL = {"digits.py": ["--epochs", "1", "--hidden", "8", "--plot", ""],
+         "cnn.py": ["--epochs", "1", "--width", "4", "--batch-size", "256"],
+         "attention.py": ["--epochs", "1", "--width", "8", "--heads", "2", "--layers", "1",
+                          "--batch-size", "256"],
          "fit_line.py": ["--steps", "5"],
          "towers.py": ["--towers", "2", "--width", "8", "--batch-size", "8", "--steps", "1"]}
 
@@ -216,7 +282,7 @@ def test_quiet_hides_the_progress_bar(demo, tmp_path):
     assert "step/s" not in quiet.stderr and "s/step" not in quiet.stderr
 
 
-@pytest.mark.parametrize("demo", ["digits.py", "fit_line.py"])
+@pytest.mark.parametrize("demo", ["digits.py", "fit_line.py", "cnn.py", "attention.py"])
 def test_workers_sets_the_threads(demo, tmp_path):
     done = _run(demo, "--quiet", "--workers", "3", timeout=120, check=True, tmp_path=tmp_path)
     assert "on the threads scheduler (3 threads)" in done.stdout
