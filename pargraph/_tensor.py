@@ -28,6 +28,7 @@ from pargraph.devices import check_device, device
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import DEFAULT_FLOAT
 from pargraph.printing import format_tensor
+from pargraph.selection import SelectionMethods
 
 float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
@@ -90,7 +91,7 @@ def _grad_fn_of_input(node: Node):
     return AccumulateGrad(node) if node.requires_grad else None
 
 
-class Tensor(DaskCollection):
+class Tensor(DaskCollection, SelectionMethods):
     """A multi-dimensional array that records the operations applied to it.
 
     Create tensors with :func:`tensor` and the other factories.

@@ -141,6 +141,7 @@ def _method_function(name: str):
 METHOD_FUNCTIONS = [prim.name for prim in ops.REGISTRY.values() if prim.method] + (
     "clamp maximum minimum sum mean prod max min amax amin argmax argmin var std softmax "
     "log_softmax logsumexp matmul reshape flatten transpose permute squeeze unsqueeze split "
-    "chunk add sub mul div pow eq ne lt le gt ge detach clone numel norm square rsqrt mm bmm"
+    "chunk add sub mul div pow eq ne lt le gt ge detach clone numel norm square rsqrt mm bmm "
+    "gather scatter scatter_add index_select sort argsort topk"
 ).split()
 method_functions = {name: _method_function(name) for name in METHOD_FUNCTIONS}

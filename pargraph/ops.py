@@ -724,6 +724,12 @@ def _along_shape(x, index, dim):
     return index.shape, x.dtype
 
 
+def _along_grid(index: np.ndarray, dim: int) -> tuple:
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    return tuple(grid)
+
+
 @primitive("take_along_dim", _along_shape, grad_name="GatherBackward0")
 def take_along_dim(x, index, dim):
     return np.take_along_axis(x, index, axis=dim)
@@ -736,11 +742,53 @@ take_along_dim.defvjp(
 def put_along_dim(g, index, shape, dim):
     """Scatter-add ``g`` into zeros of ``shape`` at ``index`` along ``dim``."""
     out = np.zeros(shape, dtype=g.dtype)
-    grid = list(np.indices(index.shape, sparse=True))
-    grid[dim] = index
-    np.add.at(out, tuple(grid), g)
+    np.add.at(out, _along_grid(index, dim), g)
     return out
-put_along_dim.defvjp(lambda g, out, g_in, index, shape, dim: take_along_dim(g, index, dim=dim))
+put_along_dim.defvjp(lambda g, out, g_in, index, shape, dim: _gathered(g, index, dim))
+
+
+def _scatter_shape(x, index, src, dim):
+    if isinstance(src, Node) and src.shape != index.shape:
+        raise ShapeError(f"src of shape {src.shape} does not match index of shape "
+                         f"{index.shape}")
+    return x.shape, x.dtype
+
+
+@primitive("scatter", _scatter_shape, grad_name="ScatterBackward0")
+def scatter(x, index, src, dim):
+    """``x`` with ``src`` written at ``index`` along ``dim`` (``src``: same shape as ``index``,
+    or a number); where an index repeats, one of its writes wins, as in PyTorch."""
+    out = np.array(x, copy=True)
+    out[_along_grid(index, dim)] = src
+    return out
+
+
+def _gathered(g: Node, where: Node, dim: int) -> Node:
+    """``take_along_dim`` of ``g`` cut to ``where``'s size in the other dimensions first."""
+    if any(n != m for d, (n, m) in enumerate(zip(g.shape, where.shape)) if d != dim):
+        g = index(g, spec=tuple(slice(None) if d == dim else slice(0, n)
+                                for d, n in enumerate(where.shape)))
+    return take_along_dim(g, where, dim=dim)
+
+
+scatter.defvjp(
+    lambda g, out, x, index, src, dim: scatter(g, index, 0.0, dim=dim),
+    None,
+    lambda g, out, x, index, src, dim: _gathered(g, index, dim),
+)
+
+
+def _argsort_shape(x, dim, descending, stable):
+    return x.shape, _INT64
+
+
+@primitive("argsort", _argsort_shape)
+def argsort(x, dim, descending, stable):
+    """Stable sort order along ``dim`` (NaN last ascending, first descending, as PyTorch)."""
+    if not descending:
+        return np.argsort(x, axis=dim, kind="stable")
+    flipped = np.argsort(np.flip(x, dim), axis=dim, kind="stable")
+    return x.shape[dim] - 1 - np.flip(flipped, dim)  # ties keep their order, as ascending
 
 
 # --- shapes ---------------------------------------------------------------------------------

@@ -291,6 +291,20 @@ CASES = [
          lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
          lambda q, k, v: _attention_ref(q, k, v), [normal(2, 3, 4), normal(2, 3, 4),
                                                    normal(2, 3, 5)]),
+    Case("gather_smaller_index", lambda x: x.gather(1, pargraph.tensor([[3, 0], [1, 1]])),
+         lambda x: np.take_along_axis(x[:2], np.array([[3, 0], [1, 1]]), 1), [normal(3, 4)]),
+    Case("scatter", lambda x, s: x.scatter(1, pargraph.tensor([[3, 0], [1, 2]]), s),
+         lambda x, s: _scatter_ref(x, s), [normal(3, 4), normal(2, 2)]),
+    Case("scatter_add", lambda x, s: x.scatter_add(0, pargraph.tensor([[2, 0, 2, 1]]), s),
+         lambda x, s: x + _added_rows(s), [normal(3, 4), normal(1, 4)]),
+    Case("index_select", lambda x: x.index_select(-1, pargraph.tensor([3, 0, 3])),
+         lambda x: x[:, [3, 0, 3]], [normal(3, 4)]),
+    Case("sort_values", lambda x: x.sort(0, descending=True).values,
+         lambda x: -np.sort(-x, 0), [distinct(3, 4)]),
+    Case("topk_values", lambda x: x.topk(2, largest=False).values,
+         lambda x: np.sort(x, 1)[:, :2], [distinct(3, 4)]),
+    Case("argsort", lambda x: x.argsort(1, descending=True),
+         lambda x: np.argsort(-x, 1), [distinct(3, 4)], differentiable=False),
     # the optimizers' update formulas (torch.optim's documented algorithms)
     Case("momentum_buffer",
          lambda g, p, b: node_op(ops.momentum_buffer, g, p, b, momentum=0.9, dampening=0.1,
@@ -361,6 +375,19 @@ def _avg_pool_ref(x):
     return np.array([[[[np.nanmean(x[a, c, i * 2:i * 2 + 2, j * 2:j * 2 + 2])
                         for j in range(3)] for i in range(3)]
                       for c in range(x.shape[1])] for a in range(x.shape[0])])
+
+
+def _scatter_ref(x, s):
+    y = x.copy()
+    y[0, 3], y[0, 0], y[1, 1], y[1, 2] = s[0, 0], s[0, 1], s[1, 0], s[1, 1]
+    return y
+
+
+def _added_rows(s):
+    out = np.zeros((3, 4))
+    for column, row in enumerate([2, 0, 2, 1]):
+        out[row, column] += s[0, column]
+    return out
 
 
 def _attention_ref(q, k, v):

@@ -231,3 +231,25 @@ def test_transformer_encoder_layers_are_copies_and_train():
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0]
+
+
+def test_selection_methods_check_their_input_like_pytorch():
+    x = pargraph.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match="Index tensor must have the same number of dim"):
+        x.gather(1, pargraph.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match=r"Size does not match at dimension 0 expected index "
+                                           r"\[4, 1\] to be smaller than self \[3, 4\]"):
+        x.gather(1, pargraph.zeros(4, 1, dtype=pargraph.int64))
+    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+        x.index_select(0, pargraph.tensor([0.0]))
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        x.topk(5)
+    with pytest.raises(NotImplementedError, match="reduce='multiply'"):
+        x.scatter(1, pargraph.tensor([[0]]), 2.0, reduce="multiply")
+    values, indices = pargraph.tensor([1.0, 3.0, 1.0, 2.0]).sort(stable=True)
+    assert indices.tolist() == [0, 2, 3, 1]  # ties keep their order
+    one_hot = pargraph.zeros(2, 3).scatter_(1, pargraph.tensor([[2], [0]]), 1.0)
+    assert one_hot.tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    counts = pargraph.zeros(3).scatter_add_(0, pargraph.tensor([0, 0, 2]), pargraph.ones(3))
+    assert counts.tolist() == [2.0, 0.0, 1.0]
+    assert pargraph.topk(pargraph.tensor([1.0, 4.0, 2.0]), 1).indices.tolist() == [1]

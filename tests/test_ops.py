@@ -41,7 +41,7 @@ SECOND_ORDER = ["index_put", "exp", "log", "tanh", "sigmoid", "mul", "div", "pow
                 "linear", "softmax", "sum_dim", "index_tensor", "max_dim", "cat", "expand", "where",
                 "maximum", "conv2d", "avg_pool2d", "max_pool2d", "pad_constant",
                 "gelu", "gelu_tanh", "erf", "layer_norm", "batch_norm", "einsum_bilinear",
-                "scaled_dot_product_attention"]
+                "scaled_dot_product_attention", "scatter", "gather_smaller_index"]
 
 
 @pytest.mark.parametrize("name", SECOND_ORDER)
