@@ -42,6 +42,9 @@ class Primitive:
         #: Estimated seconds of a node of this op, from its shapes; None: by elements touched.
         self.cost = cost
         self.vjps: tuple[Callable | None, ...] | None = None
+        #: False for user code (autograd.Function) whose backward may differ call to call:
+        #: its backward graph is generated every time, never replayed from a template.
+        self.replayable = True
         camel = "".join(part.capitalize() for part in name.split("_"))
         self.grad_name = grad_name or f"{camel}Backward0"
 

@@ -73,9 +73,13 @@ class NodeTask:
         return out
 
     def __reduce__(self):
-        # Code objects do not pickle: ship the formatted site, look the op up by name.
-        return _remote_task, (self.prim.name, self.attrs, self.dtype, self.key,
-                              format_site(self.site) if isinstance(self.site, tuple) else self.site)
+        # Code objects do not pickle: ship the formatted site, look the op up by name (an op
+        # outside the registry, a user's autograd.Function, ships its forward function).
+        site = format_site(self.site) if isinstance(self.site, tuple) else self.site
+        if REGISTRY.get(self.prim.name) is not self.prim:
+            return _unregistered_task, (self.prim.name, self.prim.forward, self.attrs,
+                                        self.dtype, self.key, site)
+        return _remote_task, (self.prim.name, self.attrs, self.dtype, self.key, site)
 
     def __repr__(self) -> str:
         return f"NodeTask({self.key})"
@@ -83,6 +87,15 @@ class NodeTask:
 
 def _remote_task(name: str, attrs: dict, dtype: np.dtype, key: str, site: str) -> NodeTask:
     return NodeTask(REGISTRY[name], attrs, dtype, key, site)
+
+
+def _unregistered_task(name: str, forward: Any, attrs: dict, dtype: np.dtype, key: str,
+                       site: str) -> NodeTask:
+    return NodeTask(Primitive(name, forward, _no_shape_rule), attrs, dtype, key, site)
+
+
+def _no_shape_rule(*inputs: Any, **attrs: Any) -> None:
+    raise AssertionError("a task's op records no nodes")
 
 
 _ANNOTATED = "_pargraph_annotated"  # set on exceptions that already name the op and the site

@@ -7,9 +7,11 @@
   nodes, templates reused for a forward structure seen before;
 - :mod:`~pargraph.autograd.engine` — the driver: seeds, ``.grad`` accumulation, deferring the
   run (``Tensor.backward`` and the functions call it);
-- :mod:`~pargraph.autograd.functional` — ``backward``, ``grad`` and ``gradcheck``.
+- :mod:`~pargraph.autograd.functional` — ``backward``, ``grad`` and ``gradcheck``;
+- :mod:`~pargraph.autograd.function` — ``Function``: a user's op with its own backward.
 """
 
+from pargraph.autograd.function import Function, FunctionCtx, once_differentiable
 from pargraph.autograd.functional import GradcheckError, backward, grad, gradcheck
 from pargraph.autograd.mode import (
     enable_grad,
@@ -20,4 +22,5 @@ from pargraph.autograd.mode import (
 )
 
 __all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode", "is_grad_enabled"]
+           "set_grad_enabled", "inference_mode", "is_grad_enabled", "Function", "FunctionCtx",
+           "once_differentiable"]

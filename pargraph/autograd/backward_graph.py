@@ -133,8 +133,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     position = {id(node): k for k, node in enumerate(order)}
     parts: list[Any] = []
     for node in order:
-        if node.overwritten or node.hooks:  # a check that must run; user code that must run
-            return None
+        if node.overwritten or node.hooks or not node.op.replayable:
+            return None  # a check that must run; user code that must run
         flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
         if node.history:
             inputs = tuple(position[id(i)] if isinstance(i, Node) else (type(i), i)
