@@ -239,9 +239,19 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
     return _leaf(np.eye(n, m, dtype=dtype or DEFAULT_FLOAT), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad: bool = False,
+def _source(generator: Generator | None) -> np.random.Generator:
+    """The numpy generator behind ``generator=`` (default: the one ``manual_seed`` seeds)."""
+    if generator is None:
+        return _rng
+    if not isinstance(generator, Generator):
+        raise TypeError(f"generator must be a pargraph.Generator, got "
+                        f"{type(generator).__name__}")
+    return generator.numpy_generator
+
+
+def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,
          device: Any = None) -> Tensor:
-    """Uniform random numbers in [0, 1), from the generator seeded by ``manual_seed``.
+    """Uniform random numbers in [0, 1), from ``generator`` or the one ``manual_seed`` seeds.
 
     Examples
     --------
@@ -251,25 +261,28 @@ def rand(*size, dtype=None, requires_grad: bool = False,
     """
     check_device(device, "rand")
     dtype = np.dtype(dtype or DEFAULT_FLOAT)
-    return _leaf(_rng.random(shape_arg(size), dtype=dtype), requires_grad)
+    return _leaf(_source(generator).random(shape_arg(size), dtype=dtype), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False,
+def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,
           device: Any = None) -> Tensor:
-    """Standard normal random numbers, from the generator seeded by ``manual_seed``.
+    """Standard normal random numbers, from ``generator`` or the one ``manual_seed`` seeds.
 
     Examples
     --------
     >>> import pargraph
-    >>> pargraph.randn(2, 3).shape
+    >>> g = pargraph.Generator().manual_seed(1)
+    >>> pargraph.randn(2, 3, generator=g).shape
     pargraph.Size([2, 3])
     """
     check_device(device, "randn")
     dtype = np.dtype(dtype or DEFAULT_FLOAT)
-    return _leaf(_rng.standard_normal(shape_arg(size), dtype=dtype), requires_grad)
+    return _leaf(_source(generator).standard_normal(shape_arg(size), dtype=dtype),
+                 requires_grad)
 
 
-def randint(*args, size=None, dtype=None, device: Any = None) -> Tensor:
+def randint(*args, size=None, generator: Generator | None = None, dtype=None,
+            device: Any = None) -> Tensor:
     """Random integers: ``randint(high, size)`` or ``randint(low, high, size)``.
 
     Examples
@@ -282,8 +295,22 @@ def randint(*args, size=None, dtype=None, device: Any = None) -> Tensor:
     if size is None:
         *args, size = args
     low, high = (0, args[0]) if len(args) == 1 else args
-    array = _rng.integers(low, high, size=shape_arg((size,)))
+    array = _source(generator).integers(low, high, size=shape_arg((size,)))
     return _leaf(array.astype(dtype or int64), False)
+
+
+def randperm(n: int, generator: Generator | None = None, dtype=None,
+             device: Any = None) -> Tensor:
+    """A random permutation of ``0 .. n-1``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> sorted(pargraph.randperm(4).tolist())
+    [0, 1, 2, 3]
+    """
+    check_device(device, "randperm")
+    return _leaf(_source(generator).permutation(n).astype(dtype or int64), False)
 
 
 def rand_like(t: Tensor, dtype=None, requires_grad: bool = False,

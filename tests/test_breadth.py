@@ -231,3 +231,21 @@ def test_normal_initializers_have_pytorchs_spread():
     assert np.std(w.numpy()) == pytest.approx(2.0 * np.sqrt(2.0 / 768), rel=0.02)
     assert abs(float(np.mean(w.numpy()))) < 0.01
     assert not torch.accelerator.is_available() and torch.accelerator.current_accelerator() is None
+
+
+def test_random_factories_take_a_generator():
+    def draw(seed):
+        g = torch.Generator().manual_seed(seed)
+        return (torch.rand(3, generator=g).tolist(), torch.randn(2, generator=g).tolist(),
+                torch.randint(0, 100, (4,), generator=g).tolist(),
+                torch.randperm(6, generator=g).tolist())
+
+    assert draw(5) == draw(5) and draw(5) != draw(6)
+    torch.manual_seed(0)
+    first = torch.rand(2).tolist()
+    torch.manual_seed(0)
+    torch.rand(2, generator=torch.Generator().manual_seed(1))  # leaves the global one alone
+    assert torch.rand(2).tolist() == first
+    assert sorted(torch.randperm(5).tolist()) == [0, 1, 2, 3, 4]
+    with pytest.raises(TypeError, match="generator must be a pargraph.Generator"):
+        torch.randn(2, generator=np.random.default_rng(0))
