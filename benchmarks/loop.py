@@ -22,6 +22,8 @@ WORKLOADS = {
     "wide": dict(towers=8, sizes=(256, 512, 512, 10), batch=512),
     "branchy": dict(towers=32, sizes=(64, 128, 128, 10), batch=128),
     "small": dict(towers=1, sizes=(32, 64, 64, 4), batch=32),
+    # benchmarks/layer_models.py: the same program on pargraph and on PyTorch
+    "conv": dict(layers=True), "cnn": dict(layers=True), "attention": dict(layers=True),
 }
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
 TORCH = ["PyTorch, 1 thread", "PyTorch, 2 threads"]
@@ -145,15 +147,25 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     cfg = WORKLOADS[workload]
     settings: dict = {}
     blas = None
+    if cfg.get("layers"):
+        from benchmarks.layer_models import step_of
+
+        if variant.startswith("JAX"):
+            raise SystemExit(f"no JAX version of the {workload} workload")
+        if variant.startswith("PyTorch"):
+            import torch
+
+            torch.set_num_threads(1 if "1 thread" in variant else 2)
     if variant.startswith("pargraph"):
         import pargraph
 
-        step = _pargraph_step(cfg)
+        step = step_of(pargraph, workload) if cfg.get("layers") else _pargraph_step(cfg)
         settings["scheduler"] = "threads" if "threads" in variant else "sync"
         if variant.endswith("1 BLAS thread"):
             blas = 1
     elif variant.startswith("PyTorch"):
-        step = _torch_step(cfg, 1 if "1 thread" in variant else 2)
+        step = step_of(torch, workload) if cfg.get("layers") else \
+            _torch_step(cfg, 1 if "1 thread" in variant else 2)
     else:
         step = _jax_step(cfg)
     from threadpoolctl import threadpool_limits

@@ -240,12 +240,30 @@ def loops(repeats: int) -> dict:
     return {"rows": rows, "targets": targets}
 
 
+def layers(repeats: int) -> dict:
+    """Convolution and attention (#13): one conv layer, demos/cnn.py's convnet and
+    demos/attention.py's transformer (benchmarks/layer_models.py), the same program on
+    pargraph and PyTorch, each in its own process; the cost is stated, no target is set"""
+    rounds = 2 if repeats < 7 else 3
+    rows, costs = {}, []
+    for workload in ("conv", "cnn", "attention"):
+        result = loop.compare(workload, ["pargraph threads", "pargraph sync"] + loop.TORCH,
+                              rounds=rounds, steps=7, warmup=4)
+        rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
+                          for name, entry in result.items()}
+        ms = {name: entry["median"] for name, entry in result.items()}
+        torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
+        costs.append(f"{workload}: pargraph threads {_ratio(ms['pargraph threads'], torch_best)}"
+                     " of PyTorch's best step")
+    return {"rows": rows, "notes": costs}
+
+
 def _ratio(a: float, b: float | None) -> str:
     return f"{a / b:.2f}x ({a * 1000:.2f} vs {b * 1000:.2f} ms)" if b else "no reference"
 
 
-WORKLOADS = {"loops": loops, "overhead": overhead, "building": building, "memory": memory,
-             "cluster": cluster}
+WORKLOADS = {"loops": loops, "layers": layers, "overhead": overhead, "building": building,
+             "memory": memory, "cluster": cluster}
 
 
 def machine() -> str:
@@ -304,6 +322,7 @@ def report(results: dict, repeats: int, elapsed: float) -> str:
         if "first_losses" in result:
             losses = ", ".join(f"{v:.6f}" for v in result["first_losses"].values())
             lines += [f"First-step losses of the variants (same model and data): {losses}", ""]
+        lines += [f"- cost: {note}" for note in result.get("notes", [])]
         for target, value, met in result.get("targets", []):
             lines.append(f"- target: {target}: {value} — **{'met' if met else 'NOT met'}**")
         lines.append("")

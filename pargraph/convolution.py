@@ -51,30 +51,43 @@ def _windows(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, dilati
     return view[(slice(None), slice(None)) + picks + tuple(slice(None, None, d) for d in dilation)]
 
 
-def _columns(x: np.ndarray, kernel: tuple, groups: int, **geometry) -> np.ndarray:
-    """im2col: ``(groups, N * positions, channels_per_group * kernel_size)``."""
-    win = _windows(x, kernel, **geometry)
-    n, c = win.shape[:2]
-    out = win.shape[2:2 + len(kernel)]
-    win = win.reshape((n, groups, c // groups) + win.shape[2:])
-    spatial = len(kernel)
-    order = (1, 0, *range(3, 3 + spatial), 2, *range(3 + spatial, 3 + 2 * spatial))
-    cols = win.transpose(order)
-    return cols.reshape(groups, n * math.prod(out), (c // groups) * math.prod(kernel))
+def _channels_last(x: np.ndarray, padding: tuple) -> np.ndarray:
+    """``(N, C, *S)`` as a padded, contiguous ``(N, *S_padded, C)``: every window position
+    then reads whole channel rows."""
+    moved = np.moveaxis(np.asarray(x), 1, -1)
+    if any(p != (0, 0) for p in padding):
+        return np.pad(moved, ((0, 0),) + tuple(padding) + ((0, 0),))
+    return np.ascontiguousarray(moved)
 
 
-def _grad_rows(g: np.ndarray, groups: int) -> np.ndarray:
-    """The output gradient as ``(groups, N * positions, out_channels_per_group)``."""
-    n, o = g.shape[:2]
-    spatial = g.ndim - 2
-    per = g.reshape((n, groups, o // groups) + g.shape[2:])
-    order = (1, 0) + tuple(range(3, 3 + spatial)) + (2,)
-    return per.transpose(order).reshape(groups, n * math.prod(g.shape[2:]), o // groups)
+def _placements(kernel: tuple, stride: tuple, dilation: tuple, out: tuple):
+    """For each kernel position, the slices of a channels-last padded input it reads."""
+    for at in itertools.product(*(range(k) for k in kernel)):
+        yield (slice(None),) + tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
+                                     for k, d, o, s in zip(at, dilation, out, stride))
 
 
-def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
-    """``(groups, out_channels_per_group, channels_per_group * kernel_size)``."""
-    return w.reshape(groups, w.shape[0] // groups, -1)
+def _columns(padded: np.ndarray, channels: slice, kernel: tuple, stride: tuple,
+             dilation: tuple, out: tuple) -> np.ndarray:
+    """im2col of one channel group: ``(N * positions, kernel_size * channels)``, one block
+    copy per kernel position."""
+    n = padded.shape[0]
+    width = channels.stop - channels.start
+    cols = np.empty((n,) + out + (math.prod(kernel), width), dtype=padded.dtype)
+    for k, place in enumerate(_placements(kernel, stride, dilation, out)):
+        cols[..., k, :] = padded[place + (channels,)]
+    return cols.reshape(n * math.prod(out), -1)
+
+
+def _kernel_rows(w: np.ndarray) -> np.ndarray:
+    """``(O, C, *K)`` as ``(O, kernel_size * C)``, in the columns' order."""
+    return np.moveaxis(w, 1, -1).reshape(w.shape[0], -1)
+
+
+def _groups(groups: int, channels: int, outputs: int):
+    """Each group's input channels and output channels, as slices."""
+    c, o = channels // groups, outputs // groups
+    return [(slice(k * c, (k + 1) * c), slice(k * o, (k + 1) * o)) for k in range(groups)]
 
 
 # --- convolution ----------------------------------------------------------------------------
@@ -117,51 +130,48 @@ def _conv_cost(node: Node) -> float:
 @primitive("conv", _conv_shape, grad_name="ConvolutionBackward0", cost=_conv_cost)
 def conv(x, w, b=None, *, stride, padding, dilation, groups):
     """N-d cross-correlation (PyTorch's convolution): im2col and one matmul per group."""
-    geometry = dict(stride=stride, padding=padding, dilation=dilation)
-    cols = _columns(x, w.shape[2:], groups, **geometry)
-    rows = np.matmul(cols, _weight_matrix(w, groups).transpose(0, 2, 1))
-    n, out = x.shape[0], _geometry(x.shape, w.shape[2:], stride, padding, dilation)
-    spatial = len(out)
-    rows = rows.reshape((groups, n) + out + (w.shape[0] // groups,))
-    order = (1, 0, 2 + spatial) + tuple(range(2, 2 + spatial))
-    result = np.ascontiguousarray(rows.transpose(order)).reshape((n, w.shape[0]) + out)
+    out = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
+    padded = _channels_last(x, padding)
+    rows = np.empty((x.shape[0] * math.prod(out), w.shape[0]), dtype=x.dtype)
+    for channels, outputs in _groups(groups, x.shape[1], w.shape[0]):
+        cols = _columns(padded, channels, w.shape[2:], stride, dilation, out)
+        rows[:, outputs] = cols @ _kernel_rows(w[outputs]).T
     if b is not None:
-        result += b.reshape((-1,) + (1,) * spatial)
-    return result
+        rows += b
+    return np.ascontiguousarray(np.moveaxis(rows.reshape((x.shape[0],) + out + (-1,)), -1, 1))
 
 
 @primitive("conv_input_grad", lambda g, w, *, input_shape, **geometry: (input_shape, g.dtype),
            cost=_conv_cost)
 def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
-    """d<conv(x, w), g>/dx: the rows times the weight, added back into place (col2im)."""
-    kernel, spatial = w.shape[2:], len(stride)
-    cols = np.matmul(_grad_rows(g, groups), _weight_matrix(w, groups))
+    """d<conv(x, w), g>/dx: the output gradient's rows times the kernel, each kernel
+    position's block added back where it was read (col2im)."""
     n, c = input_shape[:2]
-    out = g.shape[2:]
-    cols = cols.reshape((groups, n) + out + (c // groups,) + kernel)
+    out, kernel = g.shape[2:], w.shape[2:]
+    rows = np.moveaxis(g, 1, -1).reshape(-1, g.shape[1])
     padded = tuple(size + lo + hi for size, (lo, hi) in zip(input_shape[2:], padding))
-    grad = np.zeros((n, groups, c // groups) + padded, dtype=g.dtype)
-    order = (1, 0, 2 + spatial) + tuple(range(2, 2 + spatial))
-    for at in itertools.product(*(range(k) for k in kernel)):
-        place = tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
-                      for k, d, o, s in zip(at, dilation, out, stride))
-        grad[(slice(None),) * 3 + place] += cols[(Ellipsis,) + at].transpose(order)
+    grad = np.zeros((n,) + padded + (c,), dtype=g.dtype)
+    for channels, outputs in _groups(groups, c, w.shape[0]):
+        cols = (rows[:, outputs] @ _kernel_rows(w[outputs])).reshape(
+            (n,) + out + (math.prod(kernel), channels.stop - channels.start))
+        for k, place in enumerate(_placements(kernel, stride, dilation, out)):
+            grad[place + (channels,)] += cols[..., k, :]
     crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(input_shape[2:], padding))
-    return grad.reshape((n, c) + padded)[(slice(None), slice(None)) + crop]
+    return np.ascontiguousarray(np.moveaxis(grad[(slice(None),) + crop], -1, 1))
 
 
 @primitive("conv_weight_grad", lambda x, g, *, weight_shape, **geometry: (weight_shape, g.dtype),
            cost=_conv_cost)
 def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dw: the output gradient's rows times the input's columns."""
-    geometry = dict(stride=stride, padding=padding, dilation=dilation)
-    cols = _columns(x, tuple(weight_shape[2:]), groups, **geometry)
-    grad = np.matmul(_grad_rows(g, groups).transpose(0, 2, 1), cols)
-    return grad.reshape(weight_shape)
-
-
-def _conv_attrs(attrs: dict) -> dict:
-    return {k: attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+    out, kernel = g.shape[2:], tuple(weight_shape[2:])
+    padded = _channels_last(x, padding)
+    rows = np.moveaxis(g, 1, -1).reshape(-1, g.shape[1])
+    grad = np.empty((weight_shape[0],) + kernel + (weight_shape[1],), dtype=g.dtype)
+    for channels, outputs in _groups(groups, x.shape[1], weight_shape[0]):
+        cols = _columns(padded, channels, kernel, stride, dilation, out)
+        grad[outputs] = (rows[:, outputs].T @ cols).reshape(grad[outputs].shape)
+    return np.ascontiguousarray(np.moveaxis(grad, -1, 1))
 
 
 conv.defvjp(

@@ -1,0 +1,96 @@
+"""The convolution and attention workloads, written once for any PyTorch-compatible module
+(``pargraph`` or ``torch``): the same program runs on both, as the brief asks of pargraph.
+
+- ``conv``: one 3x3 convolution layer, 32 -> 64 channels on 32 images of 32x32, then global
+  average pooling and a linear classifier: the cost of conv2d and its two gradients;
+- ``cnn``: ``demos/cnn.py``'s convnet (an inception block of four branches, BatchNorm, max
+  pooling) on digit-sized 8x8 images, batch 64;
+- ``attention``: ``demos/attention.py``'s transformer encoder (2 layers, 4 heads, width 32) on
+  8 tokens of 8 values, batch 64.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SHAPES = {"conv": ((32, 32, 32, 32), 10), "cnn": ((64, 1, 8, 8), 10),
+          "attention": ((64, 8, 8), 10)}
+
+
+def build(lib: Any, workload: str) -> Any:
+    nn = lib.nn
+    if workload == "conv":
+        return nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    if workload == "cnn":
+        return _convnet(lib, 16)
+    return _transformer(lib, 32, 4, 2)
+
+
+def _convnet(lib: Any, width: int) -> Any:
+    nn = lib.nn
+
+    class Inception(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.branches = nn.ModuleList([
+                nn.Conv2d(width, width, 1),
+                nn.Sequential(nn.Conv2d(width, width, 1), nn.ReLU(),
+                              nn.Conv2d(width, width, 3, padding=1)),
+                nn.Sequential(nn.Conv2d(width, width, 1), nn.ReLU(),
+                              nn.Conv2d(width, width, 5, padding=2)),
+                nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1), nn.Conv2d(width, width, 1)),
+            ])
+
+        def forward(self, x):
+            return lib.cat([branch(x) for branch in self.branches], dim=1)
+
+    return nn.Sequential(
+        nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
+        Inception(), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(4 * width, 2 * width, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, 10))
+
+
+def _transformer(lib: Any, width: int, heads: int, layers: int) -> Any:
+    nn = lib.nn
+
+    class RowTransformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Linear(8, width)
+            self.position = nn.Embedding(8, width)
+            layer = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.1,
+                                               batch_first=True, norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(width)
+            self.head = nn.Linear(width, 10)
+
+        def forward(self, x):
+            tokens = self.embed(x) + self.position(lib.arange(8))
+            return self.head(self.norm(self.encoder(tokens)).mean(1))
+
+    return RowTransformer()
+
+
+def step_of(lib: Any, workload: str):
+    """A training step (Adam, cross-entropy) of the workload's model on fixed random data."""
+    lib.manual_seed(0)
+    model = build(lib, workload)
+    shape, classes = SHAPES[workload]
+    rng = np.random.default_rng(1)
+    x = lib.tensor(rng.standard_normal(shape).astype(np.float32))
+    y = lib.tensor(rng.integers(0, classes, shape[0]))
+    opt = lib.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = lib.nn.CrossEntropyLoss()
+
+    def step() -> float:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
