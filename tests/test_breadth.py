@@ -249,3 +249,77 @@ def test_random_factories_take_a_generator():
     assert sorted(torch.randperm(5).tolist()) == [0, 1, 2, 3, 4]
     with pytest.raises(TypeError, match="generator must be a pargraph.Generator"):
         torch.randn(2, generator=np.random.default_rng(0))
+
+
+def test_pytorch_examples_mnist_network_and_loop_run_unchanged():
+    """pytorch/examples mnist/main.py: its Net, train loop, Adadelta and StepLR as written
+    (import line changed), on 64 random 28x28 images instead of the download."""
+    import pargraph.nn as nn
+    import pargraph.nn.functional as F
+    import pargraph.optim as optim
+    from pargraph.optim.lr_scheduler import StepLR
+    from pargraph.utils.data import DataLoader, TensorDataset
+
+    class Net(nn.Module):
+        def __init__(self):
+            super(Net, self).__init__()  # noqa: UP008  (as the example writes it)
+            self.conv1 = nn.Conv2d(1, 32, 3, 1)
+            self.conv2 = nn.Conv2d(32, 64, 3, 1)
+            self.dropout1 = nn.Dropout(0.25)
+            self.dropout2 = nn.Dropout(0.5)
+            self.fc1 = nn.Linear(9216, 128)
+            self.fc2 = nn.Linear(128, 10)
+
+        def forward(self, x):
+            x = self.conv1(x)
+            x = F.relu(x)
+            x = self.conv2(x)
+            x = F.relu(x)
+            x = F.max_pool2d(x, 2)
+            x = self.dropout1(x)
+            x = torch.flatten(x, 1)
+            x = self.fc1(x)
+            x = F.relu(x)
+            x = self.dropout2(x)
+            x = self.fc2(x)
+            output = F.log_softmax(x, dim=1)
+            return output
+
+    def train(model, device, train_loader, optimizer, epoch):
+        model.train()
+        losses = []
+        for batch_idx, (data, target) in enumerate(train_loader):  # noqa: B007
+            data, target = data.to(device), target.to(device)
+            optimizer.zero_grad()
+            output = model(data)
+            loss = F.nll_loss(output, target)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+    def test(model, device, test_loader):
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
+                output = model(data)
+                pred = output.argmax(dim=1, keepdim=True)
+                correct += pred.eq(target.view_as(pred)).sum().item()
+        return correct
+
+    torch.manual_seed(1)
+    device = torch.device("cpu")
+    images = torch.randn(64, 1, 28, 28)
+    labels = torch.randint(0, 10, (64,))
+    loader = DataLoader(TensorDataset(images, labels), batch_size=16, shuffle=True)
+    model = Net().to(device)
+    optimizer = optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+    losses = []
+    for epoch in range(1, 4):
+        losses += train(model, device, loader, optimizer, epoch)
+        scheduler.step()
+    assert np.mean(losses[-4:]) < np.mean(losses[:4])  # it learns the 64 images
+    assert test(model, device, loader) > 10
