@@ -236,10 +236,12 @@ class _Groups:
         """The one group ``g`` reads from directly, if there is exactly one."""
         if not self.alive[g] or not self.ancestors[g]:
             return None
-        candidates = list(_bits(self.ancestors[g]))
-        direct = [a for a in candidates
-                  if not any(b != a and (self.ancestors[b] >> a) & 1 for b in candidates)]
-        return direct[0] if len(direct) == 1 else None
+        # A direct producer is an ancestor that no other ancestor depends on.
+        covered = 0
+        for a in _bits(self.ancestors[g]):
+            covered |= self.ancestors[a]
+        direct = self.ancestors[g] & ~covered
+        return direct.bit_length() - 1 if direct and not direct & (direct - 1) else None
 
     def _depths(self) -> dict[int, int]:
         """Each live group's depth in the quotient graph: groups of one depth are independent.

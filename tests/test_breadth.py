@@ -323,3 +323,49 @@ def test_pytorch_examples_mnist_network_and_loop_run_unchanged():
         scheduler.step()
     assert np.mean(losses[-4:]) < np.mean(losses[:4])  # it learns the 64 images
     assert test(model, device, loader) > 10
+
+
+def test_pytorch_tutorials_polynomial_custom_function_runs_unchanged():
+    """pytorch/tutorials polynomial_custom_function.py (import line changed; 300 of its 2000
+    steps)."""
+    import math
+
+    class LegendrePolynomial3(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, input):
+            ctx.save_for_backward(input)
+            return 0.5 * (5 * input ** 3 - 3 * input)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            input, = ctx.saved_tensors
+            return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+    dtype = torch.float
+    device = torch.device("cpu")
+    x = torch.linspace(-math.pi, math.pi, 2000, device=device, dtype=dtype)
+    y = torch.sin(x)
+    a = torch.full((), 0.0, device=device, dtype=dtype, requires_grad=True)
+    b = torch.full((), -1.0, device=device, dtype=dtype, requires_grad=True)
+    c = torch.full((), 0.0, device=device, dtype=dtype, requires_grad=True)
+    d = torch.full((), 0.3, device=device, dtype=dtype, requires_grad=True)
+    learning_rate = 5e-6
+    losses = []
+    for t in range(300):
+        P3 = LegendrePolynomial3.apply
+        y_pred = a + b * P3(c + d * x)
+        loss = (y_pred - y).pow(2).sum()
+        if t % 100 == 99:
+            losses.append(loss.item())
+        loss.backward()
+        with torch.no_grad():
+            a -= learning_rate * a.grad
+            b -= learning_rate * b.grad
+            c -= learning_rate * c.grad
+            d -= learning_rate * d.grad
+            a.grad = None
+            b.grad = None
+            c.grad = None
+            d.grad = None
+    assert losses[0] > losses[1] > losses[2]
+    assert f'Result: y = {a.item()} + {b.item()} * P3({c.item()} + {d.item()} x)'
