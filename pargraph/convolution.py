@@ -223,17 +223,20 @@ def _argmax_shape(x, *, kernel, stride, padding, dilation):
 @primitive("pool_argmax", _argmax_shape)
 def pool_argmax(x, *, kernel, stride, padding, dilation):
     """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
-    pooling ``indices``); padding never wins."""
+    pooling ``indices``): the first of equal values, a NaN over any number, never padding."""
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    win = _windows(x, kernel, stride, padding, dilation, fill=fill)
-    spatial = len(kernel)
-    out = win.shape[2:2 + spatial]
-    local = np.argmax(win.reshape(win.shape[:2 + spatial] + (-1,)), axis=-1)
-    local = np.unravel_index(local, kernel)
-    grid = np.indices(out, sparse=True)
-    coords = [grid[i] * stride[i] + local[i] * dilation[i] - padding[i][0]
-              for i in range(spatial)]
-    return np.ravel_multi_index(coords, x.shape[2:])
+    padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
+    out = _geometry(x.shape, kernel, stride, padding, dilation)
+    stacked = np.stack([padded[(slice(None),) + place]
+                        for place in _placements(kernel, stride, dilation, out)])
+    winner = np.argmax(stacked, axis=0)  # numpy's argmax: the first maximum, NaN first
+    # The flat input position of kernel position k in the window at (o_1, o_2, ...).
+    strides = [math.prod(x.shape[3 + i:]) for i in range(len(out))]
+    base = sum(np.reshape((np.arange(o) * s - lo) * step, (-1,) + (1,) * (len(out) - 1 - i))
+               for i, (o, s, (lo, _), step) in enumerate(zip(out, stride, padding, strides)))
+    offsets = np.array([sum(a * d * step for a, d, step in zip(at, dilation, strides))
+                        for at in itertools.product(*(range(k) for k in kernel))])
+    return base + offsets[winner]
 
 
 # --- padding --------------------------------------------------------------------------------
