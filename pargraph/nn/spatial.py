@@ -105,15 +105,11 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
     dilation = _tuple(dilation, spatial, "dilation", op)
     pads = convolution.pool_padding(tuple(x.shape), kernel, stride,
                                     _tuple(padding, spatial, "padding", op), dilation, ceil_mode)
-    winners = ops.reshape(convolution.pool_argmax(x._node, kernel=kernel, stride=stride,
-                                                  padding=pads, dilation=dilation),
-                          shape=tuple(x.shape[:2]) + (-1,))
-    flat = ops.reshape(x._node, shape=tuple(x.shape[:2]) + (-1,))
-    out_shape = tuple(x.shape[:2]) + tuple(convolution._geometry(
-        tuple(x.shape), kernel, stride, pads, dilation))
-    values = Tensor(ops.take_along_dim(flat, winners, dim=2)).reshape(out_shape)
+    indices = Tensor(convolution.pool_argmax(x._node, kernel=kernel, stride=stride,
+                                             padding=pads, dilation=dilation))
+    planes = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
+    values = x.reshape(planes).gather(2, indices.reshape(planes)).reshape(indices.shape)
     values = Tensor(ops.shown_as(values._node, f"MaxPool{spatial}DWithIndicesBackward0"))
-    indices = Tensor(winners).reshape(out_shape)
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
     return (values, indices) if return_indices else values
