@@ -48,6 +48,8 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pargraph.graph import Node
 
 #: Seconds one task costs the scheduler and the worker: dask's threaded scheduler and a
@@ -232,15 +234,19 @@ class _Groups:
                     absorb(g, target)
                     break
 
+    def _direct_producers(self, g: int) -> int:
+        """The groups ``g`` reads from directly, as a bitset: the ancestors no other ancestor
+        depends on (only these can merge with ``g`` without a group on a path between)."""
+        covered = 0
+        for a in _bits(self.ancestors[g]):
+            covered |= self.ancestors[a]
+        return self.ancestors[g] & ~covered
+
     def _only_producer(self, g: int) -> int | None:
         """The one group ``g`` reads from directly, if there is exactly one."""
         if not self.alive[g] or not self.ancestors[g]:
             return None
-        # A direct producer is an ancestor that no other ancestor depends on.
-        covered = 0
-        for a in _bits(self.ancestors[g]):
-            covered |= self.ancestors[a]
-        direct = self.ancestors[g] & ~covered
+        direct = self._direct_producers(g)
         return direct.bit_length() - 1 if direct and not direct & (direct - 1) else None
 
     def _depths(self) -> dict[int, int]:
@@ -267,11 +273,14 @@ class _Groups:
         def waited_for(target: int, of: list[int]) -> bool:
             return all(d == target or (self.ancestors[d] >> target) & 1 for d in of)
 
-        producers = sorted(_bits(self.ancestors[g]), reverse=True)
+        # Only direct neighbours can pass can_merge: a group between would make a cycle.
+        producers = sorted(_bits(self._direct_producers(g)), reverse=True)
         if bundle:
             return [p for p in producers if waited_for(g, readers(p))]
         mine = readers(g)
-        return producers + [c for c in mine if waited_for(c, mine)]
+        among = sum(1 << c for c in mine)  # a consumer reading another one is not direct
+        return producers + [c for c in mine
+                            if not self.ancestors[c] & among and waited_for(c, mine)]
 
     def members(self, computed: Sequence[Node]) -> list[list[Node]]:
         return [[computed[p] for p in sorted(members)]
@@ -279,7 +288,13 @@ class _Groups:
 
 
 def _bits(mask: int) -> Iterator[int]:
-    """The positions of the set bits of ``mask``: the groups of an ancestor bitset."""
+    """The positions of the set bits of ``mask``, lowest first: the groups of an ancestor
+    bitset. A wide mask is unpacked by numpy: one bit at a time costs a pass over the whole
+    integer per bit, quadratic in a graph of thousands of groups."""
+    if mask >> 256:
+        raw = np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"), np.uint8)
+        yield from np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
+        return
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1
