@@ -134,6 +134,12 @@ def user_site() -> tuple[Any, int] | None:
     return frame.f_code, frame.f_lineno
 
 
+def in_package(function: Any) -> bool:
+    """Whether ``function`` is pargraph's own code (not a line the user wrote)."""
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_filename.startswith(_PACKAGE_DIR)
+
+
 def format_site(site: tuple[Any, int] | None) -> str:
     """``'File "train.py", line 12, in step'`` for a site from :func:`user_site`."""
     if site is None:

@@ -257,3 +257,27 @@ def test_init_functions():
     assert init.zeros_(w).detach().numpy().sum() == 0
     assert init.ones_(w).detach().numpy().mean() == 1
     assert w.requires_grad and w.is_leaf
+
+
+def test_nodes_point_at_the_users_lines_through_layers_of_modules():
+    """pargraph's own layers record the user's line that called the outermost of them; a
+    user's forward records its own lines, even inside a Sequential."""
+    class Scale(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(3, 3), Scale())
+
+        def forward(self, x):
+            return self.body(x).sum()
+
+    net = Net()
+    out = net(pargraph.ones(2, 3))
+    nodes = {n.op.name: n for n in pargraph.graph.toposort([out._node])}
+    forward_line = Net.forward.__code__.co_firstlineno + 1
+    scale_line = Scale.forward.__code__.co_firstlineno + 1
+    assert nodes["linear"].site[1] == forward_line  # the user's line calling the Sequential
+    assert nodes["mul"].site[1] == scale_line and nodes["sum"].site[1] == forward_line

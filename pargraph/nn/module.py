@@ -14,7 +14,7 @@ from pargraph._tensor import RemovableHandle, Size, Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
-from pargraph.graph import module_scope
+from pargraph.graph import grad_mode, in_package, module_scope, recorded_at, user_site
 
 
 class Parameter(Tensor):
@@ -317,7 +317,12 @@ class Module:
                     changed = hook(self, args)
                     if changed is not None:
                         args = changed if isinstance(changed, tuple) else (changed,)
-            output = self.forward(*args, **kwargs)
+            # The ops of pargraph's own layers all point at the user's line that called the
+            # outermost of them: one stack walk per layer call, not one per op. A user's
+            # forward records its own lines.
+            site = (grad_mode.site or user_site()) if _own_forward(type(self)) else None
+            with recorded_at(site):
+                output = self.forward(*args, **kwargs)
             if self._forward_hooks:
                 for hook in list(self._forward_hooks):
                     changed = hook(self, args, output)
@@ -391,3 +396,14 @@ class Module:
         path = self.path()
         text = f"{type(self).__name__}({self.extra_repr()})"
         return f"{text} at '{path}'" if path else text
+
+
+_OWN_FORWARD: dict[type, bool] = {}
+
+
+def _own_forward(cls: type) -> bool:
+    """Whether ``cls.forward`` is pargraph's code (Linear, Sequential) rather than a user's."""
+    own = _OWN_FORWARD.get(cls)
+    if own is None:
+        own = _OWN_FORWARD[cls] = in_package(cls.forward)
+    return own
