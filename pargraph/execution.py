@@ -42,7 +42,9 @@ On a cluster
     Results stay on the workers: a value slot holds a Future, the next run's tasks refer to its
     key, and only what the user asks for (``item()``, ``numpy()``, ``state_dict()``, ``save``)
     is gathered. Parameters and optimizer state therefore never travel back and forth between
-    steps; only new data (a batch) is sent.
+    steps; only new data (a batch) is sent. A value held here that a second run reads as
+    well (a dataset kept in memory, a constant) is scattered to the cluster then and read
+    by key from there on, instead of travelling inside every run's graph as a data task.
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
@@ -356,7 +358,8 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         client = client_of(get)
         if client is not None and client.status != "running":  # every value it held is gone
             raise cluster_lost(client, f"the client's connection is {client.status}")
-        lowered = lower(order, computed, keep, _granularity_or_lost(get, client))
+        held = _held_on_cluster(order, client) if client is not None else None
+        lowered = lower(order, computed, keep, _granularity_or_lost(get, client), held=held)
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
@@ -370,6 +373,31 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
         node.free(keep_value=id(node) in target_ids or is_live(node))
     if release:
         _forget_structure([node for node in release if node.value is not None])
+
+
+#: Values held here that a cluster run has read, by node: True after the first run (sent in
+#: the graph), then the Future of the copy scattered for the second and later runs.
+_shipped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
+    """For the realized values held here that an earlier run on ``client`` read too, a
+    reference to their scattered copy (scattered now if this is the second run reading
+    them), by node key. A copy lost with its worker is scattered again: the data is here."""
+    from dask.task_spec import TaskRef
+
+    held: dict[str, Any] = {}
+    for node in order:
+        if node.value is None or is_future(node.value):
+            continue
+        copy = _shipped.get(node)
+        if copy is None:
+            _shipped[node] = True  # sent in this run's graph; scattered if it comes back
+            continue
+        if copy is True or copy.client is not client or copy.status != "finished":
+            copy = _shipped[node] = client.scatter(node.value, hash=False)
+        held[node.key] = TaskRef(copy.key)
+    return held
 
 
 _structure_kept: list[Node] = []

@@ -147,7 +147,8 @@ def fetch(node: Node) -> np.ndarray:
 
 
 def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
-          granularity: Granularity = LOCAL, named_outputs: bool = False) -> Lowered:
+          granularity: Granularity = LOCAL, named_outputs: bool = False,
+          held: dict[str, Any] | None = None) -> Lowered:
     """The dask graph that computes ``computed`` and returns the values of ``outputs``.
 
     On a cluster (``remote``), a value held as a Future stays where it is: tasks refer to its
@@ -155,12 +156,15 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     gathered into the graph like any other value. With ``named_outputs`` (the dask collection
     protocol) every output has a task under its own key; otherwise outputs are read out of
     their group's result: locally the values, on a cluster :class:`HeldPart` s of its Future.
+    ``held`` maps the keys of values held here that the cluster has a copy of to the argument
+    that reads that copy.
     """
     remote = granularity.remote
+    held = held or {}
     graph: dict = {}
     local_values: dict[str, Any] = {}
     for node in order:
-        if node.value is None:
+        if node.value is None or node.key in held:
             continue
         if not is_future(node.value):
             local_values[node.key] = node.value
@@ -176,6 +180,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     if remote:  # parts of group results are indexed inside the tasks that read them
         local_values.update((node.key, node.value.ref()) for node in order
                             if type(node.value) is HeldPart)
+        local_values.update(held)
     if not granularity.fuse:
         return _one_task_per_node(graph, computed, outputs, local_values)
     if isinstance(plan_, SinglePlan):

@@ -155,6 +155,31 @@ def test_state_stays_on_the_workers_between_steps(cluster, record_runs):
     assert all(isinstance(v.numpy(), np.ndarray) for v in state.values())
 
 
+def test_data_read_by_every_step_is_sent_once_then_read_from_the_cluster(cluster, record_runs):
+    losses, _, _ = train(4, cluster.client)
+    uploaded = [{k for k, task in run.items() if type(task).__name__ == "DataNode"}
+                for run in record_runs]
+    inputs = {k for k in uploaded[0] if k.startswith("leaf")}
+    assert inputs and inputs <= uploaded[0]  # the first step sends the batch in its graph
+    assert not inputs & uploaded[-1]  # later steps read the copy scattered to the cluster
+    threaded, _, _ = train(4, "threads")
+    np.testing.assert_allclose(losses, threaded, rtol=1e-6)
+
+
+def test_a_scattered_copy_lost_with_its_worker_is_sent_again(cluster):
+    from pargraph import execution
+
+    x = pargraph.arange(6.0)
+    with dask.config.set(scheduler=cluster.client):
+        for _ in range(2):
+            assert (x * 2).sum().item() == 30.0
+        copy = execution._shipped[x._node]
+        assert copy.status == "finished"
+        cluster.client.cancel(copy)  # as if its worker died
+        assert (x * 3).sum().item() == 45.0
+    assert execution._shipped[x._node] is not copy
+
+
 @pytest.mark.parametrize("single_task_below", [None, 0.0])  # one task; a task per group
 def test_kept_values_are_parts_of_group_results_not_tasks_of_their_own(
         cluster, record_runs, single_task_below):
