@@ -166,6 +166,17 @@ def test_data_read_by_every_step_is_sent_once_then_read_from_the_cluster(cluster
     np.testing.assert_allclose(losses, threaded, rtol=1e-6)
 
 
+def test_workers_keep_freed_arrays_for_reuse_after_their_first_task(cluster):
+    """distributed starts workers with MALLOC_TRIM_THRESHOLD_ set; pargraph's first task in a
+    worker process resets glibc's thresholds there."""
+    from pargraph import runtime
+
+    train(1, cluster.client)
+    states = cluster.client.run(runtime.allocator_state).values()  # (ran a task, tuned)
+    assert any(tuned for _, tuned in states)
+    assert all(tuned or not ran for ran, tuned in states)
+
+
 def test_a_scattered_copy_lost_with_its_worker_is_sent_again(cluster):
     from pargraph import execution
 
