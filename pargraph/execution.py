@@ -43,8 +43,9 @@ On a cluster
     key, and only what the user asks for (``item()``, ``numpy()``, ``state_dict()``, ``save``)
     is gathered. Parameters and optimizer state therefore never travel back and forth between
     steps; only new data (a batch) is sent. A value held here that a second run reads as
-    well (a dataset kept in memory, a constant) is scattered to the cluster then and read
-    by key from there on, instead of travelling inside every run's graph as a data task.
+    well (a dataset kept in memory, a constant) is persisted on the cluster then (a data task
+    the scheduler can rerun if its worker dies) and read by key from there on, instead of
+    travelling inside every run's graph.
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
@@ -376,15 +377,17 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
 
 
 #: Values held here that a cluster run has read, by node: True after the first run (sent in
-#: the graph), then the Future of the copy scattered for the second and later runs.
+#: the graph), then the Future of the copy persisted for the second and later runs.
 _shipped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
     """For the realized values held here that an earlier run on ``client`` read too, a
-    reference to their scattered copy (scattered now if this is the second run reading
-    them), by node key. A copy lost with its worker is scattered again: the data is here."""
-    from dask.task_spec import TaskRef
+    reference to their copy on the cluster (sent now if this is the second run reading them),
+    by node key. The copy is a persisted data task, not scattered data: a worker that dies
+    with it loses nothing, the scheduler runs the task again (and a copy a lost scheduler
+    took along is sent again)."""
+    from dask.task_spec import DataNode, TaskRef
 
     held: dict[str, Any] = {}
     for node in order:
@@ -392,10 +395,12 @@ def _held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
             continue
         copy = _shipped.get(node)
         if copy is None:
-            _shipped[node] = True  # sent in this run's graph; scattered if it comes back
+            _shipped[node] = True  # sent in this run's graph; kept there if it comes back
             continue
-        if copy is True or copy.client is not client or copy.status != "finished":
-            copy = _shipped[node] = client.scatter(node.value, hash=False)
+        if copy is True or copy.client is not client or copy.status in ("cancelled", "error"):
+            key = f"{node.key}-held-{next(_run_ids)}"  # groups with its op in the dashboard
+            copy = _shipped[node] = client.get(_untokenized({key: DataNode(key, node.value)}),
+                                               [key], sync=False)[0]
         held[node.key] = TaskRef(copy.key)
     return held
 

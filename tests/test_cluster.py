@@ -161,7 +161,7 @@ def test_data_read_by_every_step_is_sent_once_then_read_from_the_cluster(cluster
                 for run in record_runs]
     inputs = {k for k in uploaded[0] if k.startswith("leaf")}
     assert inputs and inputs <= uploaded[0]  # the first step sends the batch in its graph
-    assert not inputs & uploaded[-1]  # later steps read the copy scattered to the cluster
+    assert not inputs & uploaded[-1]  # later steps read the copy kept on the cluster
     threaded, _, _ = train(4, "threads")
     np.testing.assert_allclose(losses, threaded, rtol=1e-6)
 
@@ -177,7 +177,7 @@ def test_workers_keep_freed_arrays_for_reuse_after_their_first_task(cluster):
     assert all(tuned or not ran for ran, tuned in states)
 
 
-def test_a_scattered_copy_lost_with_its_worker_is_sent_again(cluster):
+def test_a_cancelled_copy_of_held_data_is_sent_again(cluster):
     from pargraph import execution
 
     x = pargraph.arange(6.0)
@@ -186,7 +186,7 @@ def test_a_scattered_copy_lost_with_its_worker_is_sent_again(cluster):
             assert (x * 2).sum().item() == 30.0
         copy = execution._shipped[x._node]
         assert copy.status == "finished"
-        cluster.client.cancel(copy)  # as if its worker died
+        cluster.client.cancel(copy)  # as if its scheduler had lost it
         assert (x * 3).sum().item() == 45.0
     assert execution._shipped[x._node] is not copy
 
