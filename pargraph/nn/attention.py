@@ -1,5 +1,6 @@
-"""Attention: ``scaled_dot_product_attention``, ``MultiheadAttention`` and the transformer
-encoder layer, with PyTorch's arguments, shapes and mask conventions.
+"""Attention layers: ``MultiheadAttention`` and the transformer encoder, with PyTorch's
+arguments, shapes and mask conventions (``scaled_dot_product_attention`` is in
+``nn.functional``).
 
 The heads of a ``MultiheadAttention`` are recorded as separate branches (one slice of the
 projections, one score matrix, one softmax and one weighted sum per head, joined by a ``cat``
@@ -14,8 +15,6 @@ import copy
 import math
 from typing import Any
 
-import numpy as np
-
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
 from pargraph.factories import as_tensor, empty_for_init, zeros
@@ -25,52 +24,6 @@ from pargraph.nn import init
 from pargraph.nn.layers import Dropout, Linear, ModuleList
 from pargraph.nn.module import Module, Parameter
 from pargraph.nn.normalization import LayerNorm
-
-
-def _masked(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:
-    """``scores`` with a bool mask applied (-inf where not allowed) or a float mask added."""
-    if mask is None:
-        return scores
-    mask = as_tensor(mask)
-    if mask.dtype == bool:
-        return scores.masked_fill(mask if not allowed_when else ~mask, float("-inf"))
-    return scores + mask
-
-
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
-                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Tensor:
-    """``softmax(query @ key.T * scale + mask) @ value`` over the last two dimensions
-    (``attn_mask``: bool, True takes part; or float, added; ``is_causal``: a lower-triangular
-    mask).
-
-    Examples
-    --------
-    >>> import pargraph; from pargraph.nn import functional as F
-    >>> q = k = v = pargraph.ones(2, 4, 3, 8)
-    >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
-    pargraph.Size([2, 4, 3, 8])
-    """
-    if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not "
-                                  "supported")
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("scaled_dot_product_attention: _scaled_dot_product_attention: "
-                           "Explicit attn_mask should not be set when is_causal=True")
-    query, key, value = as_tensor(query), as_tensor(key), as_tensor(value)
-    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key "
-                           f"{list(key.shape)} and value {list(value.shape)} do not fit "
-                           f"(expected query and key to share the last dimension, key and "
-                           f"value the sequence dimension)")
-    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale
-    if is_causal:
-        causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
-        attn_mask = as_tensor(causal)
-    weights = _masked(scores, attn_mask, allowed_when=True).softmax(-1)
-    return F.dropout(weights, dropout_p, training=dropout_p > 0) @ value
 
 
 class MultiheadAttention(Module):
@@ -136,7 +89,7 @@ class MultiheadAttention(Module):
             qh, kh, vh = (t[..., part] for t in projected)
             scores = (qh @ kh.transpose(-2, -1)) * (1 / math.sqrt(self.head_dim))
             head_mask = mask[:, h] if mask is not None and mask.ndim == 4 else mask
-            attention = _masked(scores, head_mask, allowed_when=False).softmax(-1)
+            attention = F._masked_scores(scores, head_mask, allowed_when=False).softmax(-1)
             weights.append(attention)
             heads.append(F.dropout(attention, self.dropout, self.training) @ vh)
         out = self.out_proj(cat(heads, dim=-1))

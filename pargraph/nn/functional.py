@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pargraph import ops
@@ -344,5 +346,47 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     return nll_loss(input.log_softmax(-1), target, reduction)
 
 
-# Attention composes the functions above (dropout, linear): imported last, when they exist.
-from pargraph.nn.attention import scaled_dot_product_attention  # noqa: E402, F401
+def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:
+    """``scores`` with a bool mask applied (-inf where not allowed) or a float mask added."""
+    if mask is None:
+        return scores
+    mask = as_tensor(mask)
+    if mask.dtype == bool:
+        return scores.masked_fill(mask if not allowed_when else ~mask, float("-inf"))
+    return scores + mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(query @ key.T * scale + mask) @ value`` over the last two dimensions
+    (``attn_mask``: bool, True takes part; or float, added; ``is_causal``: a lower-triangular
+    mask).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> q = k = v = pargraph.ones(2, 4, 3, 8)
+    >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+    pargraph.Size([2, 4, 3, 8])
+    """
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not "
+                                  "supported")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("scaled_dot_product_attention: _scaled_dot_product_attention: "
+                           "Explicit attn_mask should not be set when is_causal=True")
+    query, key, value = as_tensor(query), as_tensor(key), as_tensor(value)
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key "
+                           f"{list(key.shape)} and value {list(value.shape)} do not fit "
+                           f"(expected query and key to share the last dimension, key and "
+                           f"value the sequence dimension)")
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
+        attn_mask = as_tensor(causal)
+    weights = _masked_scores(scores, attn_mask, allowed_when=True).softmax(-1)
+    return dropout(weights, dropout_p, training=dropout_p > 0) @ value
