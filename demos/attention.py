@@ -13,17 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
-from cnn import accuracy, trace_one_step  # noqa: E402
 from digits import load_data  # noqa: E402
 
 import pargraph  # noqa: E402
-from pargraph import nn, optim  # noqa: E402
-from pargraph.utils.data import DataLoader, TensorDataset  # noqa: E402
+from pargraph import nn  # noqa: E402
 
 
 class RowTransformer(nn.Module):
@@ -51,49 +48,18 @@ def build_model(width: int, heads: int, layers: int) -> nn.Module:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=12, help="epochs (default: 12)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-2,
-                        help="peak Adam learning rate of the one-cycle schedule")
-    parser.add_argument("--width", type=int, default=32, help="model width (d_model)")
+    common.add_training_args(parser, width=32, width_help="model width (d_model)")
     parser.add_argument("--heads", type=int, default=4, help="attention heads per layer")
     parser.add_argument("--layers", type=int, default=2, help="encoder layers")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     common.add_execution_args(parser)
     return parser.parse_args(argv)
 
 
 def train(args: argparse.Namespace, where: str) -> dict:
-    (train_x, train_y), (test_x, test_y) = load_data(args.seed)
+    data = load_data(args.seed)
     pargraph.manual_seed(args.seed)
     model = build_model(args.width, args.heads, args.layers)
-    loader = DataLoader(TensorDataset(pargraph.tensor(train_x), pargraph.tensor(train_y)),
-                        batch_size=args.batch_size, shuffle=True)
-    opt = optim.Adam(model.parameters(), lr=args.lr)
-    schedule = optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr,
-                                             total_steps=args.epochs * len(loader))
-    loss_fn = nn.CrossEntropyLoss()
-    bar = common.progress(args.epochs * len(loader), "training", args.quiet)
-    start = time.perf_counter()
-    for epoch in range(args.epochs):
-        total = 0.0
-        for x, y in loader:
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            schedule.step()
-            total += loss.item()
-            bar.update(1)
-        bar.write(f"epoch {epoch + 1:3d}  loss {total / len(loader):.4f}  test accuracy "
-                  f"{accuracy(model, test_x, test_y):.2%}", file=sys.stdout)
-    bar.close()
-    seconds = time.perf_counter() - start
-    result = {"model": model, "test_accuracy": accuracy(model, test_x, test_y),
-              "seconds": seconds, "where": where}
-    result["trace"] = trace_one_step(model, opt, loss_fn, next(iter(loader)))
-    return result
+    return common.train_classifier(model, data, pargraph.tensor, args, where)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,10 +1,13 @@
-"""What every demo shares: choosing the scheduler, a progress bar, the demo output folder."""
+"""What every demo shares: choosing the scheduler, a progress bar, the demo output folder;
+and the training loop of the two digit classifiers (cnn.py, attention.py)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import sys
+import time
 import urllib.parse
 from collections.abc import Iterator
 
@@ -88,3 +91,78 @@ def progress(total: int, description: str, quiet: bool = False):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=description, disable=quiet, unit="step", dynamic_ncols=True)
+
+
+def add_training_args(parser: argparse.ArgumentParser, width: int, width_help: str) -> None:
+    """The flags of the demos that train a classifier with Adam on a one-cycle schedule."""
+    parser.add_argument("--epochs", type=int, default=12, help="epochs (default: 12)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-2,
+                        help="peak Adam learning rate of the one-cycle schedule")
+    parser.add_argument("--width", type=int, default=width, help=width_help)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def accuracy(model, x, y, prepare) -> float:
+    """The share of ``x`` (numpy rows, made model input by ``prepare``) classified as ``y``."""
+    import pargraph
+
+    model.eval()
+    with pargraph.no_grad():
+        correct = (model(prepare(x)).argmax(1) == pargraph.tensor(y)).float().mean().item()
+    model.train()
+    return correct
+
+
+def train_classifier(model, data: tuple, prepare, args: argparse.Namespace, where: str) -> dict:
+    """Train ``model`` on ``data`` ((train_x, train_y), (test_x, test_y)) with Adam on a
+    one-cycle schedule, report each epoch's test accuracy, and trace one more step."""
+    import pargraph
+    from pargraph import nn, optim
+    from pargraph.utils.data import DataLoader, TensorDataset
+
+    (train_x, train_y), (test_x, test_y) = data
+    loader = DataLoader(TensorDataset(prepare(train_x), pargraph.tensor(train_y)),
+                        batch_size=args.batch_size, shuffle=True)
+    opt = optim.Adam(model.parameters(), lr=args.lr)
+    schedule = optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr,
+                                             total_steps=args.epochs * len(loader))
+    loss_fn = nn.CrossEntropyLoss()
+    bar = progress(args.epochs * len(loader), "training", args.quiet)
+    start = time.perf_counter()
+    for epoch in range(args.epochs):
+        total = 0.0
+        for x, y in loader:
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            schedule.step()
+            total += loss.item()
+            bar.update(1)
+        bar.write(f"epoch {epoch + 1:3d}  loss {total / len(loader):.4f}  test accuracy "
+                  f"{accuracy(model, test_x, test_y, prepare):.2%}", file=sys.stdout)
+    bar.close()
+    seconds = time.perf_counter() - start
+    result = {"model": model, "test_accuracy": accuracy(model, test_x, test_y, prepare),
+              "seconds": seconds, "where": where}
+    result["trace"] = trace_one_step(model, opt, loss_fn, next(iter(loader)))
+    return result
+
+
+def trace_one_step(model, opt, loss_fn, batch):
+    """One more training step under ``pargraph.trace()``; prints and returns its summary."""
+    import pargraph
+
+    x, y = batch
+    with pargraph.trace() as tr:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        loss.item()
+    summary = tr.summary(print_it=False)
+    print(f"one traced step: {summary.nodes} nodes, available parallelism "
+          f"{summary.available_parallelism:.2f}x, achieved {summary.achieved_parallelism:.2f}x")
+    return summary
