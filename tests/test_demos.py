@@ -106,6 +106,22 @@ def _help_flags(demo: str) -> set[str]:
     return set(re.findall(r"^\s+(--[a-z-]+)", out, re.MULTILINE)) - {"--help"}
 
 
+# The flags of the two digit classifiers (common.add_training_args and the execution flags).
+CLASSIFIER_FLAGS = {
+    "--epochs": "test_cnn_and_attention_size_flags",
+    "--batch-size": "test_cnn_and_attention_size_flags",
+    "--lr": "test_cnn_and_attention_size_flags",
+    "--width": "test_cnn_and_attention_size_flags",
+    "--seed": "test_cnn_and_attention_size_flags",
+    "--quiet": "test_quiet_hides_the_progress_bar",
+    "--scheduler": "test_cnn_and_attention_size_flags",
+    "--workers": "test_workers_sets_the_threads",
+    "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+    "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
+    "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+}
+
+
 # Which test shows that each flag a demo lists in --help does what it says.
 FLAG_TESTS = {
     "digits.py": {
@@ -124,34 +140,9 @@ FLAG_TESTS = {
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
     },
-    "cnn.py": {
-        "--epochs": "test_cnn_and_attention_size_flags",
-        "--batch-size": "test_cnn_and_attention_size_flags",
-        "--lr": "test_cnn_and_attention_size_flags",
-        "--width": "test_cnn_and_attention_size_flags",
-        "--seed": "test_cnn_and_attention_size_flags",
-        "--quiet": "test_quiet_hides_the_progress_bar",
-        "--scheduler": "test_cnn_and_attention_size_flags",
-        "--workers": "test_workers_sets_the_threads",
-        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
-        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
-        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
-    },
-    "attention.py": {
-        "--epochs": "test_cnn_and_attention_size_flags",
-        "--batch-size": "test_cnn_and_attention_size_flags",
-        "--lr": "test_cnn_and_attention_size_flags",
-        "--width": "test_cnn_and_attention_size_flags",
-        "--heads": "test_cnn_and_attention_size_flags",
-        "--layers": "test_cnn_and_attention_size_flags",
-        "--seed": "test_cnn_and_attention_size_flags",
-        "--quiet": "test_quiet_hides_the_progress_bar",
-        "--scheduler": "test_cnn_and_attention_size_flags",
-        "--workers": "test_workers_sets_the_threads",
-        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
-        "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
-        "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
-    },
+    "cnn.py": CLASSIFIER_FLAGS,
+    "attention.py": {**CLASSIFIER_FLAGS, "--heads": "test_cnn_and_attention_size_flags",
+                     "--layers": "test_cnn_and_attention_size_flags"},
     "fit_line.py": {
         "--lr": "test_fit_line_learning_rates",
         "--steps": "test_fit_line_size_flags",
