@@ -3,6 +3,8 @@ primitives of :mod:`pargraph.convolution`, with PyTorch's arguments, defaults an
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -169,12 +171,21 @@ def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_m
     if divisor_override:
         out = out * (size / divisor_override)
     elif not count_include_pad and any(padding):
-        inside = np.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
-        counts = convolution.conv.forward(inside, np.ones((1, 1) + kernel, dtype=x.dtype),
-                                          **geometry)
-        out = out * (size / counts).astype(x.dtype)[0]
+        out = out * _padding_correction(tuple(x.shape[2:]), kernel, stride, pads, x.dtype)
     out = Tensor(ops.shown_as(out._node, f"AvgPool{spatial}DBackward0"))
     return out.squeeze(0) if unbatched else out
+
+
+@functools.lru_cache(maxsize=64)
+def _padding_correction(plane: tuple, kernel: tuple, stride: tuple, pads: tuple,
+                        dtype: np.dtype) -> np.ndarray:
+    """Per output position, kernel size / input elements in the window (the padding not
+    counted): computed once per geometry, not at every forward pass of a training loop."""
+    ones = np.ones((1, 1) + plane, dtype=dtype)
+    counts = convolution.conv.forward(ones, np.ones((1, 1) + kernel, dtype=dtype),
+                                      stride=stride, padding=pads,
+                                      dilation=(1,) * len(kernel), groups=1)
+    return (math.prod(kernel) / counts).astype(dtype)[0]
 
 
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
