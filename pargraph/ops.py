@@ -747,7 +747,7 @@ def put_along_dim(g, index, shape, dim):
     out = np.zeros(shape, dtype=g.dtype)
     np.add.at(out, _along_grid(index, dim), g)
     return out
-put_along_dim.defvjp(lambda g, out, g_in, index, shape, dim: _gathered(g, index, dim))
+put_along_dim.defvjp(lambda g, out, g_in, index, shape, dim: gather(g, index, dim))
 
 
 def _scatter_shape(x, index, src, dim):
@@ -766,18 +766,19 @@ def scatter(x, index, src, dim):
     return out
 
 
-def _gathered(g: Node, where: Node, dim: int) -> Node:
-    """``take_along_dim`` of ``g`` cut to ``where``'s size in the other dimensions first."""
-    if any(n != m for d, (n, m) in enumerate(zip(g.shape, where.shape)) if d != dim):
-        g = index(g, spec=tuple(slice(None) if d == dim else slice(0, n)
+def gather(x: Node, where: Node, dim: int) -> Node:
+    """PyTorch's gather: ``take_along_dim`` of ``x`` cut to ``where``'s size in the other
+    dimensions first (an index may be smaller than the tensor there)."""
+    if any(n != m for d, (n, m) in enumerate(zip(x.shape, where.shape)) if d != dim):
+        x = index(x, spec=tuple(slice(None) if d == dim else slice(0, n)
                                 for d, n in enumerate(where.shape)))
-    return take_along_dim(g, where, dim=dim)
+    return take_along_dim(x, where, dim=dim)
 
 
 scatter.defvjp(
     lambda g, out, x, index, src, dim: scatter(g, index, 0.0, dim=dim),
     None,
-    lambda g, out, x, index, src, dim: _gathered(g, index, dim),
+    lambda g, out, x, index, src, dim: gather(g, index, dim),
 )
 
 

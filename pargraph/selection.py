@@ -35,7 +35,7 @@ class SelectionMethods:
         [[1, 1], [4, 3]]
         """
         dim, index = self._along(dim, index, "gather")
-        return self._wrap(ops.take_along_dim(self._cropped_to(index, dim), index, dim=dim))
+        return self._wrap(ops.gather(self._node, index, dim))
 
     def scatter(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
                 reduce: str | None = None) -> Any:
@@ -178,13 +178,6 @@ class SelectionMethods:
                                    f"index {list(index.shape)} to be smaller than self "
                                    f"{list(self.shape)} apart from dimension {dim}")
         return dim, index
-
-    def _cropped_to(self, index: Node, dim: int) -> Node:
-        """This tensor cut to ``index``'s size in every dimension but ``dim``."""
-        if all(n == m for d, (n, m) in enumerate(zip(index.shape, self.shape)) if d != dim):
-            return self._node
-        spec = tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(index.shape))
-        return ops.index(self._node, spec=spec)
 
     def _source(self, src: Any, index: Node, dim: int) -> Any:
         """``src`` as a node of ``index``'s shape (a larger src is cut, as PyTorch reads only
