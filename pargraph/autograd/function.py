@@ -172,8 +172,7 @@ class Function(metaclass=_FunctionMeta):
             if k == output:
                 grad_outputs.append(ctx._wrap(g))
             elif ctx.materialize_grads:
-                grad_outputs.append(ctx._wrap(expand(constant(np.zeros((), o.dtype)),
-                                                     shape=tuple(o.shape))))
+                grad_outputs.append(ctx._wrap(_zeros_like(o)))
             else:
                 grad_outputs.append(None)
         returned = cls.backward(ctx, *grad_outputs)
@@ -186,7 +185,7 @@ class Function(metaclass=_FunctionMeta):
             if not hasattr(arg, "_node"):
                 continue
             if grad is None:
-                grad = expand(constant(np.zeros((), arg.dtype)), shape=tuple(arg.shape))
+                grad = _zeros_like(arg)
             else:
                 grad = grad._node if hasattr(grad, "_node") else constant(np.asarray(grad))
                 if grad.shape != tuple(arg.shape):
@@ -196,6 +195,11 @@ class Function(metaclass=_FunctionMeta):
             grads.append(grad)
         ctx._cache = (g, tuple(grads))
         return ctx._cache[1]
+
+
+def _zeros_like(t: Any) -> Any:
+    """A zero gradient for tensor ``t``: one broadcast scalar, no array of its size."""
+    return expand(constant(np.zeros((), t.dtype)), shape=tuple(t.shape))
 
 
 def once_differentiable(fn: Any) -> Any:
