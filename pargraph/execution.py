@@ -45,7 +45,10 @@ On a cluster
     steps; only new data (a batch) is sent. A value held here that a second run reads as
     well (a dataset kept in memory, a constant) is persisted on the cluster then (a data task
     the scheduler can rerun if its worker dies) and read by key from there on, instead of
-    travelling inside every run's graph.
+    travelling inside every run's graph. With several worker processes, the lowering places
+    each group task on a worker (:mod:`pargraph.placement`); the graph goes to the scheduler
+    as one HighLevelGraph layer per worker, annotated ``workers=[address]`` and
+    ``allow_other_workers=True`` (``pargraph.placement: False`` leaves placement to dask).
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
@@ -165,7 +168,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
                 return run_inline(lowered)
             client = client_of(get)
             if client is not None:
-                return run_on_cluster(client, lowered.graph, keys)
+                return run_on_cluster(client, lowered.graph, keys, lowered.workers)
             adaptive = dask.config.get("pargraph.adaptive", True)
             if lowered.sequential is not None and is_threaded(get) and adaptive and not progress:
                 return run_adaptively(lowered, keys, get)
@@ -180,13 +183,14 @@ def client_of(get: Callable) -> Any:
     return client if type(client).__name__ == "Client" else None
 
 
-def run_on_cluster(client: Any, graph: dict, keys: list) -> list:
-    """Run on the cluster and keep the results there: returns Futures, gathers nothing."""
+def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None) -> list:
+    """Run on the cluster and keep the results there: returns Futures, gathers nothing.
+    ``workers`` maps task keys to the worker address pargraph placed them on."""
     from distributed import progress, wait
 
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
-    futures = client.get(_untokenized(graph), keys, sync=False)
+    futures = client.get(_untokenized(graph, workers, keys), keys, sync=False)
     try:
         with client.as_current():
             if _progress.minimum is not None:
@@ -204,17 +208,34 @@ def run_on_cluster(client: Any, graph: dict, keys: list) -> list:
     return futures
 
 
-def _untokenized(graph: dict) -> Any:
+def _untokenized(graph: dict, workers: dict | None = None, keys: list | None = None) -> Any:
     """The graph as the expression ``Client.get`` builds from a dict, but named by a unique
     token instead of one computed by hashing every task and array in it (~17 ms for a small
-    training step): pargraph's keys are already unique."""
+    training step): pargraph's keys are already unique. Tasks placed on a worker (``workers``)
+    go in one layer per worker, annotated as ``dask.annotate(workers=...,
+    allow_other_workers=True)`` would: loose, so a worker that left blocks nothing."""
     try:
-        from dask._expr import LLGExpr
+        from dask._expr import HLGExpr, LLGExpr
     except ImportError:  # an older or newer dask: let it tokenize
         return graph
-    expr = LLGExpr(graph)
+    if workers:
+        expr = HLGExpr(dsk=_placed_layers(graph, workers), output_keys=keys)
+    else:
+        expr = LLGExpr(graph)
     expr._determ_token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
     return expr
+
+
+def _placed_layers(graph: dict, workers: dict) -> Any:
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    by_worker: dict[str, dict] = {}
+    for key, task in graph.items():
+        by_worker.setdefault(workers.get(key, ""), {})[key] = task
+    layers = {f"pargraph-{address or 'anywhere'}": MaterializedLayer(
+        tasks, annotations={"workers": [address], "allow_other_workers": True} if address
+        else None) for address, tasks in by_worker.items()}
+    return HighLevelGraph(layers, {name: set() for name in layers})
 
 
 def _granularity_or_lost(get: Callable, client: Any) -> Granularity:
@@ -229,22 +250,35 @@ def _granularity_or_lost(get: Callable, client: Any) -> Granularity:
 
 
 def granularity(get: Callable, client: Any = None) -> Granularity:
-    """How coarse the next run's tasks are: dask's config, and where the run goes."""
-    return Granularity.of(client is not None, _workers(get, client),
+    """How coarse the next run's tasks are: dask's config, and where the run goes. On a
+    cluster of several worker processes pargraph places the tasks itself
+    (``pargraph.placement``, default True; see :mod:`pargraph.placement`)."""
+    hosts: tuple = ()
+    if client is not None:
+        nthreads = _threads_by_worker(client)
+        workers = max(sum(nthreads.values()), 1)
+        if len(nthreads) > 1 and dask.config.get("pargraph.placement", True):
+            hosts = tuple(sorted(nthreads.items()))
+    else:
+        workers = _threads(None) if is_threaded(get) else 1
+    return Granularity.of(client is not None, workers,
                           bool(dask.config.get("pargraph.fuse", True)),
                           dask.config.get("pargraph.single-task-below", None),
-                          dask.config.get("pargraph.task-grain", None))
+                          dask.config.get("pargraph.task-grain", None), hosts)
 
 
-def _workers(get: Callable, client: Any) -> int:
-    """Tasks that can run at once on ``get``: one on the sync scheduler."""
-    return _threads(client) if client is not None or is_threaded(get) else 1
+_cpu_count = os.cpu_count() or 1
+
+
+def _threads_by_worker(client: Any) -> dict[str, int]:
+    """The cluster's worker addresses and their thread counts (a scheduler round trip)."""
+    return client.nthreads()
 
 
 def _threads(client: Any) -> int:
     if client is not None:
-        return max(sum(client.nthreads().values()), 1)
-    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+        return max(sum(_threads_by_worker(client).values()), 1)
+    return int(dask.config.get("num_workers", None) or _cpu_count)
 
 
 def worker_threads() -> int:

@@ -53,7 +53,7 @@ import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.graph import Node, StructureCache, toposort
-from pargraph.partition import LOCAL, Granularity, estimated_seconds, partition
+from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_partition
 from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, release_schedule
 
 
@@ -83,6 +83,7 @@ class Lowered:
     tasks: int = 0
     plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
     sequential: list | None = None  # (group key, keys to free after it) in dependency order
+    workers: dict | None = None  # task key -> the worker address it should run on
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -213,14 +214,17 @@ def structure_of(order: list[Node], outputs: list[Node], granularity: Granularit
 
 def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
                  granularity: Granularity) -> GroupPlan | SinglePlan:
-    """The run's plan: one task when it is too small or one group, else a task per group."""
+    """The run's plan: one task when it is too small or one group, else a task per group
+    (placed on the workers when ``granularity.hosts`` lists several)."""
     key = structure_of(order, outputs, granularity)
     found = PlanCache.get(key)
     if found is None:
         if not is_small(computed, granularity.single_task_below):
-            groups = partition(computed, granularity)
+            groups, workers = placed_partition(computed, granularity)
             if len(groups) > 1:
                 found = GroupPlan(order, computed, groups, outputs)
+                if len(granularity.hosts) > 1:
+                    found.hosts = [granularity.hosts[w][0] for w in workers]
         found = found or SinglePlan(order, computed, outputs)
         PlanCache.put(key, found)
     return found
@@ -291,6 +295,7 @@ class GroupPlan:
                 self.free_after[k].append(g)
         self.timings: dict[str, list[float]] = {"threads": [], "inline": []}
         self.runs = 0
+        self.hosts: list[str] | None = None  # the worker address of each group, if placed
 
     def _dependency_order(self) -> list[int]:
         """The groups in an order where each comes after the groups it reads from."""
@@ -370,7 +375,8 @@ class GroupPlan:
         if remote:  # results are Futures of the group tuples
             return Lowered(graph, [keys[g] for g in wanted],
                            unpack=lambda results: [HeldPart(results[k], e) for k, e in picks],
-                           tasks=tasks, plan=self)
+                           tasks=tasks, plan=self,
+                           workers=dict(zip(keys, self.hosts)) if self.hosts else None)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential)

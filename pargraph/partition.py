@@ -36,6 +36,10 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
        into the consumer they share (a loss) or an input others read too. Every merge keeps
        the quotient graph acyclic.
 
+On a cluster of several worker processes, the linear clusters are placed on the workers
+between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
+worker: a task never spans two workers.
+
 Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
 cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
 Training loops record the same structure every step: the lowering caches partitions by
@@ -51,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pargraph.graph import Node
+from pargraph.placement import place, transfer_seconds
 
 #: Seconds one task costs the scheduler and the worker: dask's threaded scheduler and a
 #: distributed cluster (its scheduler's per-task work plus a round trip).
@@ -96,17 +101,21 @@ class Granularity:
     fuse: bool = True  # False: one task per node
     single_task_below: float = DEFAULT_SINGLE_TASK_BELOW  # seconds of work: one task
     grain: float = DEFAULT_GRAIN * TASK_COST_LOCAL  # seconds: smaller groups merge
+    #: (address, threads) of each worker process that pargraph places the run's nodes on
+    #: (:mod:`pargraph.placement`); empty: dask's scheduler places the tasks.
+    hosts: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, remote: bool, workers: int, fuse: bool = True,
-           single_task_below: float | None = None, grain: float | None = None) -> Granularity:
+           single_task_below: float | None = None, grain: float | None = None,
+           hosts: tuple[tuple[str, int], ...] = ()) -> Granularity:
         """Defaults scaled to the cost of a task where the run goes."""
         scale = task_cost(remote) / TASK_COST_LOCAL
         return cls(remote, workers, fuse,
                    DEFAULT_SINGLE_TASK_BELOW * scale if single_task_below is None
                    else float(single_task_below),
                    (DEFAULT_CLUSTER_GRAIN if remote else DEFAULT_GRAIN) * task_cost(remote)
-                   if grain is None else float(grain) * task_cost(remote))
+                   if grain is None else float(grain) * task_cost(remote), hosts)
 
 
 LOCAL = Granularity()
@@ -115,10 +124,21 @@ LOCAL = Granularity()
 def partition(computed: Sequence[Node], granularity: Granularity = LOCAL) -> list[list[Node]]:
     """Groups of ``computed`` (a topological order), each in topological order, whose
     quotient graph is acyclic, for ``granularity.workers`` tasks running at once."""
+    return placed_partition(computed, granularity)[0]
+
+
+def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL
+                     ) -> tuple[list[list[Node]], list[int]]:
+    """``partition``, and the worker (index into ``granularity.hosts``) of each group: with
+    several hosts, the linear clusters are placed on them (:mod:`pargraph.placement`) before
+    coarsening, which then merges only groups of one worker."""
     work = [estimated_seconds(node) for node in computed]
     groups = _linear_clusters(computed, work)
+    if len(granularity.hosts) > 1:
+        groups.place(computed, work, [t for _, t in granularity.hosts])
     groups.coarsen(work, granularity.grain, granularity.workers)
-    return groups.members(computed)
+    return groups.members(computed), [w for g, w in enumerate(groups.worker)
+                                      if groups.members_of[g]]
 
 
 class _Groups:
@@ -126,6 +146,7 @@ class _Groups:
 
     def __init__(self, size: int) -> None:
         self.of = [0] * size  # position -> group
+        self.worker: list[int] = []  # group -> worker (0 unless placed); merges stay on one
         self.members_of: list[list[int]] = []
         self.tail: list[int] = []
         self.ancestors: list[int] = []  # bit g set: depends on group g (transitively)
@@ -137,6 +158,7 @@ class _Groups:
         self.tail.append(position)
         self.ancestors.append(self._closure(producers))
         self.alive.append(True)
+        self.worker.append(0)
         self.of[position] = g
 
     def _closure(self, producers: set[int]) -> int:
@@ -168,7 +190,9 @@ class _Groups:
 
     def can_merge(self, small: int, into: int) -> bool:
         """Whether merging group ``small`` into group ``into`` keeps the quotient acyclic:
-        no third group lies on a path between them."""
+        no third group lies on a path between them, and both run on one worker."""
+        if self.worker[small] != self.worker[into]:
+            return False
         return not any((self.ancestors[x] >> b) & 1
                        for a, b in ((small, into), (into, small))
                        for x in _bits(self.ancestors[a] & ~(1 << b)))
@@ -238,6 +262,35 @@ class _Groups:
                 if self.can_merge(g, target):
                     absorb(g, target)
                     break
+
+    def place(self, computed: Sequence[Node], work: list[float], threads: list[int]) -> None:
+        """Put each group on a worker (:func:`pargraph.placement.place`): what a group reads
+        from another group costs a transfer when the two are on different workers, and groups
+        that read one parameter share a worker."""
+        # An ancestor has fewer ancestors than its descendant: a topological order.
+        order = sorted(range(len(self.members_of)), key=lambda g: self.ancestors[g].bit_count())
+        unit = {g: u for u, g in enumerate(order)}
+        reads: list[dict[int, float]] = [{} for _ in order]
+        owns: list[set[int]] = [set() for _ in order]
+        counted: set[tuple[int, int]] = set()  # (reading group, value): one transfer each
+        position = {id(node): k for k, node in enumerate(computed)}
+        for k, node in enumerate(computed):
+            u = unit[self.of[k]]
+            for i in node.input_nodes():
+                producer = position.get(id(i))
+                if producer is None:
+                    if i.requires_grad:
+                        owns[u].add(id(i))
+                    continue
+                p = unit[self.of[producer]]
+                if p != u and (u, id(i)) not in counted:
+                    counted.add((u, id(i)))
+                    reads[u][p] = reads[u].get(p, 0.0) + transfer_seconds(i)
+        totals = [sum(work[p] for p in self.members_of[g]) for g in order]
+        workers = place(totals, [list(r.items()) for r in reads], [list(o) for o in owns],
+                        threads)
+        for g, u in unit.items():
+            self.worker[g] = workers[u]
 
     def _direct_producers(self, g: int) -> int:
         """The groups ``g`` reads from directly, as a bitset: the ancestors no other ancestor

@@ -255,6 +255,50 @@ def test_coarse_tasks_have_readable_names(cluster):
             group.rsplit("_", 1)[-1] in ("forward", "backward", "update", "accumulate"), group
 
 
+def test_each_tower_runs_on_the_worker_that_holds_its_parameters(cluster):
+    """pargraph places a DataParallel step's tasks itself (dask alone kept the whole step on the
+    worker holding the parameters): each tower's parameters are updated on one worker, both
+    workers hold towers, and the results equal those of dask's own placement."""
+
+    def run(placement: bool) -> tuple[list[float], list]:
+        pargraph.manual_seed(0)
+        towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
+                                             nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
+        model = nn.DataParallel(_Mean(towers), shards=2)
+        opt = optim.SGD(model.parameters(), lr=0.1)
+        x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
+        losses = []
+        with dask.config.set({"scheduler": cluster.client, "pargraph.placement": placement,
+                              "pargraph.replicas": 1}):  # who_has: where it was computed
+            for _ in range(3):
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses, towers
+
+    placed, towers = run(True)
+    unplaced, _ = run(False)
+    np.testing.assert_allclose(placed, unplaced, rtol=1e-6)
+    holders = []
+    for tower in towers:
+        futures = [p._node.value.future for p in tower.parameters()]
+        who_has = cluster.client.who_has(futures)
+        holders.append({w for f in futures for w in who_has[f.key][:1]})  # where computed
+    assert all(len(found) == 1 for found in holders), holders
+    assert len(set.union(*holders)) == 2
+
+
+class _Mean(nn.Module):
+    def __init__(self, towers) -> None:
+        super().__init__()
+        self.towers = towers
+
+    def forward(self, x):
+        return pargraph.stack([t(x) for t in self.towers]).mean(0)
+
+
 def test_a_worker_killed_mid_training_loses_nothing():
     reference, _, _ = train(8, "threads", width=256)
     running = Cluster(workers=2)
@@ -435,7 +479,7 @@ def test_a_scheduler_gone_when_asked_for_its_workers_is_a_lost_cluster(cluster, 
     def gone(client):
         raise CommClosedError("in <TCP (closed) ConnectionPool.ncores>: Connection reset")
 
-    monkeypatch.setattr(execution, "_threads", gone)
+    monkeypatch.setattr(execution, "_threads_by_worker", gone)
     x = pargraph.ones(4) * 2
     with dask.config.set(scheduler=cluster.client), \
             pytest.raises(pargraph.ClusterLostError, match="asking the scheduler"):

@@ -8,7 +8,7 @@ import pytest
 import pargraph
 from pargraph import nn
 from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
-from pargraph.partition import Granularity, partition
+from pargraph.partition import Granularity, partition, placed_partition
 from pargraph.runtime import FusedTask
 
 MODES = {
@@ -96,6 +96,62 @@ def test_a_towers_step_becomes_a_few_tasks_per_tower():
         assert len(forward) == 1, (k, forward)
     assert len(groups) <= 4 * 3 + 1  # forward, backward, a weight gradient; the loss
     assert len(computed) > 10 * len(groups)
+
+
+TWO_WORKERS = Granularity.of(True, 2, hosts=(("tcp://127.0.0.1:1", 1), ("tcp://127.0.0.1:2", 1)))
+
+
+def _parameter_workers(model, groups, workers) -> list[set[int]]:
+    """For each tower of ``model``, the workers of the groups that read its parameters."""
+    found = []
+    for tower in model.towers:
+        ids = {id(p._node) for p in tower.parameters()}
+        found.append({w for members, w in zip(groups, workers)
+                      if any(id(i) in ids for n in members for i in n.input_nodes())})
+    return found
+
+
+def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
+    pargraph.manual_seed(0)
+    model = nn.Module()
+    model.towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
+                                               nn.Linear(512, 10)) for _ in range(4))
+    parallel = nn.DataParallel(nn.Sequential(), shards=2)
+    parallel.module = _Stacked(model.towers)
+    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
+    nn.functional.cross_entropy(parallel(x), y).backward()
+    targets = [p.grad._node for p in model.parameters()]
+    computed = plan(targets)[1]
+    groups, workers = placed_partition(computed, TWO_WORKERS)
+    assert len(workers) == len(groups) and _quotient_is_acyclic(groups)
+    per_tower = _parameter_workers(model, groups, workers)
+    assert all(len(found) == 1 for found in per_tower), per_tower  # parameters never travel
+    assert {w for found in per_tower for w in found} == {0, 1}  # and both workers compute
+    assert sorted(id(n) for m in groups for n in m) == sorted(id(n) for n in computed)
+
+
+class _Stacked(nn.Module):
+    def __init__(self, towers) -> None:
+        super().__init__()
+        self.towers = towers
+
+    def forward(self, x):
+        return pargraph.stack([t(x) for t in self.towers]).mean(0)
+
+
+def test_a_placed_chain_stays_on_one_worker():
+    """Layers of one chain cannot overlap: spreading them would only add transfers."""
+    pargraph.manual_seed(0)
+    model = nn.Module()
+    model.towers = nn.ModuleList([nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 16),
+                                                nn.ReLU(), nn.Linear(16, 10))])
+    x, y = pargraph.randn(256, 64), pargraph.randint(0, 10, (256,))
+    nn.functional.cross_entropy(model.towers[0](x), y).backward()
+    computed = plan([p.grad._node for p in model.parameters()])[1]
+    groups, workers = placed_partition(computed, Granularity.of(
+        True, 2, single_task_below=0, grain=0, hosts=TWO_WORKERS.hosts))
+    assert len(groups) > 1
+    assert len(_parameter_workers(model, groups, workers)[0]) == 1
 
 
 def test_small_independent_branches_are_bundled_but_keep_two_per_worker():
