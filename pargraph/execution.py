@@ -168,7 +168,8 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
                 return run_inline(lowered)
             client = client_of(get)
             if client is not None:
-                return run_on_cluster(client, lowered.graph, keys, lowered.workers)
+                return run_on_cluster(client, lowered.graph, keys, lowered.workers,
+                                      lowered.fetched)
             adaptive = dask.config.get("pargraph.adaptive", True)
             if lowered.sequential is not None and is_threaded(get) and adaptive and not progress:
                 return run_adaptively(lowered, keys, get)
@@ -183,9 +184,11 @@ def client_of(get: Callable) -> Any:
     return client if type(client).__name__ == "Client" else None
 
 
-def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None) -> list:
-    """Run on the cluster and keep the results there: returns Futures, gathers nothing.
-    ``workers`` maps task keys to the worker address pargraph placed them on."""
+def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
+                   fetched: int = 0) -> list:
+    """Run on the cluster and keep the results there: returns Futures, and the values of the
+    last ``fetched`` keys (small: a loss). ``workers`` maps task keys to the worker address
+    pargraph placed them on."""
     from distributed import progress, wait
 
     if client.status != "running":  # reconnecting or closed: every value it held is gone
@@ -205,6 +208,8 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
         if future.status != "finished":  # cancelled: the scheduler went away
             raise cluster_lost(client, f"the run's results were cancelled "
                                        f"({future.key} and {len(futures) - 1} more)")
+    if fetched:
+        futures[-fetched:] = [np.asarray(v) for v in client.gather(futures[-fetched:])]
     return futures
 
 
@@ -270,9 +275,22 @@ def granularity(get: Callable, client: Any = None) -> Granularity:
 _cpu_count = os.cpu_count() or 1
 
 
+#: Seconds for which a cluster's workers, as last asked, are taken to be current: a training
+#: step asked up to three times (its partition, DataParallel's shards, replication), a
+#: scheduler round trip each, ~1-3 ms on a busy cluster.
+MEMBERSHIP_SECONDS = 1.0
+_membership: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _threads_by_worker(client: Any) -> dict[str, int]:
-    """The cluster's worker addresses and their thread counts (a scheduler round trip)."""
-    return client.nthreads()
+    """The cluster's worker addresses and their thread counts, asked at most once every
+    ``MEMBERSHIP_SECONDS`` (a worker that joined is used from then on; one that left is
+    annotated on loosely, so its tasks go elsewhere)."""
+    now = time.monotonic()
+    known = _membership.get(client)
+    if known is None or now - known[0] > MEMBERSHIP_SECONDS:
+        known = _membership[client] = (now, dict(client.nthreads()))
+    return known[1]
 
 
 def _threads(client: Any) -> int:
@@ -487,7 +505,7 @@ def replicate(nodes: Sequence[Node]) -> None:
     if not futures or wanted < 2:
         return
     client = futures[0].client
-    workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    workers = len(_threads_by_worker(client))
     if workers < 2:
         return
     try:

@@ -84,6 +84,7 @@ class Lowered:
     plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
     sequential: list | None = None  # (group key, keys to free after it) in dependency order
     workers: dict | None = None  # task key -> the worker address it should run on
+    fetched: int = 0  # on a cluster: the last ``fetched`` keys are gathered with the run
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -373,9 +374,18 @@ class GroupPlan:
         position = {g: k for k, g in enumerate(wanted)}
         picks = [(position[g], e) for g, e in self.outputs]
         if remote:  # results are Futures of the group tuples
-            return Lowered(graph, [keys[g] for g in wanted],
-                           unpack=lambda results: [HeldPart(results[k], e) for k, e in picks],
-                           tasks=tasks, plan=self,
+            # A 0-d output (a loss, a metric) comes back with the run: the ``item()`` that
+            # follows every step then costs no second round trip to the cluster.
+            scalars = {i: node.key for i, node in enumerate(outputs) if not node.shape}
+            for i, key in scalars.items():
+                g, e = self.outputs[i]
+                graph[key] = Task(key, operator.getitem, TaskRef(keys[g]), e)
+            fetched = {i: len(wanted) + j for j, i in enumerate(scalars)}
+            return Lowered(graph, [keys[g] for g in wanted] + list(scalars.values()),
+                           unpack=lambda results: [
+                               results[fetched[i]] if i in fetched else HeldPart(results[k], e)
+                               for i, (k, e) in enumerate(picks)],
+                           tasks=tasks + len(scalars), plan=self, fetched=len(scalars),
                            workers=dict(zip(keys, self.hosts)) if self.hosts else None)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
