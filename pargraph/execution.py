@@ -509,11 +509,26 @@ def replicate(nodes: Sequence[Node]) -> None:
     if workers < 2:
         return
     try:
+        _keep_replicas(client)
         client.replicate(futures, n=min(wanted, workers))
     except Exception:
         # A worker that leaves during the call makes the scheduler fail it (whatever the
         # error). The values are intact on their first worker; the next step copies again.
         return
+
+
+_replicas_kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _keep_replicas(client: Any) -> None:
+    """Once per client: stop the scheduler's Active Memory Manager, whose one default policy
+    (ReduceReplicas) drops every copy of a key beyond the first every 2 s, also those
+    ``Client.replicate`` made: the replicas would be gone by the time a worker dies.
+    (``retire_workers`` still works: it runs its own policy when the manager is stopped.)"""
+    if client not in _replicas_kept:
+        _replicas_kept[client] = True
+        if client.amm.running():
+            client.amm.stop()
 
 
 def connect(address: str, timeout: float = 10.0, security: Any = None,

@@ -321,6 +321,18 @@ class _Mean(nn.Module):
         return pargraph.stack([t(x) for t in self.towers]).mean(0)
 
 
+def test_replicas_outlive_dasks_memory_manager(cluster):
+    """dask's Active Memory Manager drops every replica beyond one every 2 s: pargraph stops
+    it on a cluster it replicates on, so the copies are still there when a worker dies."""
+    import time
+
+    _, model, opt = train(2, cluster.client)
+    futures = [p._node.value.future for p in model.parameters()]
+    assert not cluster.client.amm.running()
+    time.sleep(2.5)  # longer than the manager's default interval
+    assert all(len(holders) == 2 for holders in cluster.client.who_has(futures).values())
+
+
 def test_a_worker_killed_mid_training_loses_nothing():
     reference, _, _ = train(8, "threads", width=256)
     running = Cluster(workers=2)
