@@ -10,6 +10,7 @@ from pargraph import nn
 from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
 from pargraph.partition import Granularity, partition, placed_partition
 from pargraph.runtime import FusedTask
+from tests.models import MeanOfTowers
 
 MODES = {
     "one task per node": {"pargraph.fuse": False},
@@ -113,11 +114,9 @@ def _parameter_workers(model, groups, workers) -> list[set[int]]:
 
 def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
     pargraph.manual_seed(0)
-    model = nn.Module()
-    model.towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
-                                               nn.Linear(512, 10)) for _ in range(4))
-    parallel = nn.DataParallel(nn.Sequential(), shards=2)
-    parallel.module = _Stacked(model.towers)
+    model = MeanOfTowers(nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
+                                                     nn.Linear(512, 10)) for _ in range(4)))
+    parallel = nn.DataParallel(model, shards=2)
     x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
     nn.functional.cross_entropy(parallel(x), y).backward()
     targets = [p.grad._node for p in model.parameters()]
@@ -128,15 +127,6 @@ def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
     assert all(len(found) == 1 for found in per_tower), per_tower  # parameters never travel
     assert {w for found in per_tower for w in found} == {0, 1}  # and both workers compute
     assert sorted(id(n) for m in groups for n in m) == sorted(id(n) for n in computed)
-
-
-class _Stacked(nn.Module):
-    def __init__(self, towers) -> None:
-        super().__init__()
-        self.towers = towers
-
-    def forward(self, x):
-        return pargraph.stack([t(x) for t in self.towers]).mean(0)
 
 
 def test_a_placed_chain_stays_on_one_worker():
