@@ -38,7 +38,10 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
 
 On a cluster of several worker processes, the linear clusters are placed on the workers
 between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
-worker: a task never spans two workers.
+worker: a task never spans two workers. Two rules keep work on one worker from waiting for the
+other's: a fan-out (a node more than ``FAN_OUT`` nodes of its phase read, such as a
+DataParallel shard of the batch that every tower reads) ends its chain, and a small group does
+not merge into a producer that groups on another worker read.
 
 Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
 cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
@@ -133,8 +136,9 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL
     several hosts, the linear clusters are placed on them (:mod:`pargraph.placement`) before
     coarsening, which then merges only groups of one worker."""
     work = [estimated_seconds(node) for node in computed]
-    groups = _linear_clusters(computed, work)
-    if len(granularity.hosts) > 1:
+    placed = len(granularity.hosts) > 1
+    groups = _linear_clusters(computed, work, split_fans=placed)
+    if placed:
         groups.place(computed, work, [t for _, t in granularity.hosts])
     groups.coarsen(work, granularity.grain, granularity.workers)
     return groups.members(computed), [w for g, w in enumerate(groups.worker)
@@ -147,6 +151,7 @@ class _Groups:
     def __init__(self, size: int) -> None:
         self.of = [0] * size  # position -> group
         self.worker: list[int] = []  # group -> worker (0 unless placed); merges stay on one
+        self.placed = False
         self.members_of: list[list[int]] = []
         self.tail: list[int] = []
         self.ancestors: list[int] = []  # bit g set: depends on group g (transitively)
@@ -259,7 +264,7 @@ class _Groups:
             if not self.alive[g] or totals[g] >= grain:
                 continue
             for target in self._neighbours(g, bundle=g in bundles):
-                if self.can_merge(g, target):
+                if self.can_merge(g, target) and not self._read_elsewhere(target, g):
                     absorb(g, target)
                     break
 
@@ -291,6 +296,17 @@ class _Groups:
                         threads)
         for g, u in unit.items():
             self.worker[g] = workers[u]
+        self.placed = True
+
+    def _read_elsewhere(self, producer: int, g: int) -> bool:
+        """Whether groups on another worker read ``producer`` (not ``g``, one of its readers):
+        merging ``g`` into it would make them wait for ``g``'s work too (a batch split that
+        every tower reads, on two workers)."""
+        if not self.placed or not (self.ancestors[g] >> producer) & 1:
+            return False
+        bit = 1 << producer
+        return any(self.alive[c] and self.worker[c] != self.worker[producer]
+                   and self.ancestors[c] & bit for c in range(len(self.ancestors)))
 
     def _direct_producers(self, g: int) -> int:
         """The groups ``g`` reads from directly, as a bitset: the ancestors no other ancestor
@@ -359,9 +375,20 @@ def _bits(mask: int) -> Iterator[int]:
         mask ^= low
 
 
-def _linear_clusters(computed: Sequence[Node], work: list[float]) -> _Groups:
+#: A node that more than this many nodes of its own phase read is a fan-out to branches.
+FAN_OUT = 3
+
+
+def _linear_clusters(computed: Sequence[Node], work: list[float], split_fans: bool = False
+                     ) -> _Groups:
     position = {id(node): k for k, node in enumerate(computed)}
     finish = [0.0] * len(computed)
+    readers = [0] * len(computed)
+    if split_fans:
+        for node in computed:
+            for i in node.input_nodes():
+                if id(i) in position and i.phase == node.phase:
+                    readers[position[id(i)]] += 1
     groups = _Groups(len(computed))
     for k, node in enumerate(computed):
         inputs = [position[id(i)] for i in node.input_nodes() if id(i) in position]
@@ -373,7 +400,10 @@ def _linear_clusters(computed: Sequence[Node], work: list[float]) -> _Groups:
         finish[k] = finish[dominant] + work[k]
         producers = {groups.of[i] for i in inputs}
         g = groups.of[dominant]
-        if groups.tail[g] == dominant and groups.can_join(g, producers):
+        # Placed on several workers, a fan-out (a DataParallel shard of the batch, read by
+        # every tower) ends its chain: readers on another worker would wait for the chain.
+        fan_out = readers[dominant] > FAN_OUT
+        if not fan_out and groups.tail[g] == dominant and groups.can_join(g, producers):
             groups.join(k, g, producers, as_tail=True)
         else:
             groups.new(k, producers)

@@ -126,6 +126,9 @@ def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
     per_tower = _parameter_workers(model, groups, workers)
     assert all(len(found) == 1 for found in per_tower), per_tower  # parameters never travel
     assert {w for found in per_tower for w in found} == {0, 1}  # and both workers compute
+    for members in groups:  # the batch's shards, which every tower reads, wait for no tower
+        if any(i is x._node for n in members for i in n.inputs if n.phase == "forward"):
+            assert not any(n.scope.startswith("module.towers") for n in members)
     assert sorted(id(n) for m in groups for n in m) == sorted(id(n) for n in computed)
 
 
