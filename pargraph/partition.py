@@ -241,9 +241,12 @@ class _Groups:
                 # A producer that was itself a small tail may have gone into its own producer.
                 if self.alive[producer] and self.can_merge(g, producer):
                     absorb(g, producer)
-        levels: dict[int, list[int]] = {}
+        # Placed, each worker bundles its own groups of a depth, for its own threads.
+        levels: dict[tuple[int, int], list[int]] = {}
         for g, level in self._depths().items():
-            levels.setdefault(level, []).append(g)
+            levels.setdefault((level, self.worker[g]), []).append(g)
+        if self.placed:
+            workers = max(1, workers // len(set(self.worker)))
         bundles: set[int] = set()
         for level_groups in levels.values():
             small = sorted((g for g in level_groups if totals[g] < grain),
@@ -264,7 +267,8 @@ class _Groups:
             if not self.alive[g] or totals[g] >= grain:
                 continue
             for target in self._neighbours(g, bundle=g in bundles):
-                if self.can_merge(g, target) and not self._read_elsewhere(target, g):
+                delays = totals[g] > TASK_COST_CLUSTER and self._read_elsewhere(target, g)
+                if not delays and self.can_merge(g, target):
                     absorb(g, target)
                     break
 
@@ -301,7 +305,7 @@ class _Groups:
     def _read_elsewhere(self, producer: int, g: int) -> bool:
         """Whether groups on another worker read ``producer`` (not ``g``, one of its readers):
         merging ``g`` into it would make them wait for ``g``'s work too (a batch split that
-        every tower reads, on two workers)."""
+        every tower reads, on two workers), unless ``g`` is next to nothing (a task's cost)."""
         if not self.placed or not (self.ancestors[g] >> producer) & 1:
             return False
         bit = 1 << producer
