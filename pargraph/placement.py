@@ -17,18 +17,22 @@ What goes where
     the worker with the least work per thread (LPT, Graham 1969), so a parameter, its
     gradient, its update and next step's readers stay on one worker and parameters never
     travel; in a DataParallel step of a wide model each worker owns whole towers, for every
-    shard. The rest (a batch split, the loss, what joins components) is placed by HEFT
+    shard. (Moving components afterwards where a HEFT simulation of the step ended sooner was
+    tried: no measurable gain on the wide step, 150 ms per plan for 32 towers; dropped.) The
+    rest (a batch split, the loss, what joins components) is placed by HEFT
     (Topcuoglu, Hariri & Wu, "Performance-effective and low-complexity task scheduling for
     heterogeneous computing", IEEE TPDS 2002) with its insertion policy: in decreasing upward
     rank (work plus the longest path of work and transfers after a unit), each unit goes to
     the worker thread where it would finish first, counting a transfer for every input that
-    another worker computed. The partitioner then coarsens each worker's units separately.
+    another worker computed (once per worker: it keeps what it fetched). The partitioner then
+    coarsens each worker's units separately.
 
 Cost
     A few passes over the units, on a plan-cache miss only (the plan is cached by structure
     and by the workers' addresses). What it buys on this 2-core machine: the wide
-    DataParallel step on 2 worker processes ~10-15% faster than dask's own placement; still
-    slower than 1 worker, which shares the cores with nobody (see benchmarks/RESULTS.md).
+    DataParallel step on 2 worker processes ~15-25% faster than dask's own placement, with
+    the partitioner's fan-out rule; still slower than 1 worker, which shares the cores with
+    nobody (see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -45,11 +49,6 @@ from pargraph.graph import Node
 #: gradient took ~5 ms between two local worker processes, scheduler round trip included.
 SECONDS_PER_BYTE = 2e-8
 TRANSFER_LATENCY = 4e-3
-
-
-#: How many components (the heaviest) the improvement pass tries on another worker: each try
-#: simulates the whole run (32 towers in DataParallel: ~20 ms a try).
-MOVES_TRIED = 8
 
 
 def transfer_seconds(node: Node) -> float:
@@ -73,42 +72,22 @@ def place(work: Sequence[float], reads: Sequence[Sequence[tuple[int, float]]],
     >>> place([1.0, 1.0, 1.0], [[], [], []], [["w"], ["w"], ["v"]], threads=[1, 1])
     [0, 0, 1]
     """
-    rank = _upward_ranks(work, reads)
-    order = sorted(range(len(work)), key=rank.__getitem__, reverse=True)
-    components = _components(work, reads, owns)
-    # LPT (Graham 1969): heaviest component first, to the worker with the least work per
-    # thread; then one pass of moves of the heaviest ones that shorten the simulated step (a
-    # chain's layers, which cannot overlap, come back together; independent towers stay).
+    # LPT (Graham 1969): heaviest component first, to the worker with the least work per thread.
     load = [0.0] * len(threads)
-    owner: list[int] = []
-    for units in components:
+    pinned: dict[int, int] = {}
+    for units in _components(work, reads, owns):
         worker = min(range(len(threads)), key=lambda w: load[w] / max(threads[w], 1))
         load[worker] += sum(work[u] for u in units)
-        owner.append(worker)
-
-    def span() -> float:
-        pinned = {u: owner[c] for c, units in enumerate(components) for u in units}
-        return max(_heft(order, work, reads, threads, pinned)[1], default=0.0)
-
-    best = span()
-    for c in range(min(len(components), MOVES_TRIED)):
-        for worker in range(len(threads)):
-            if worker == owner[c]:
-                continue
-            was, owner[c] = owner[c], worker
-            moved = span()
-            if moved < best:
-                best = moved
-            else:
-                owner[c] = was
-    pinned = {u: owner[c] for c, units in enumerate(components) for u in units}
-    return _heft(order, work, reads, threads, pinned)[0]
+        pinned.update((u, worker) for u in units)
+    rank = _upward_ranks(work, reads)
+    order = sorted(range(len(work)), key=rank.__getitem__, reverse=True)
+    return _heft(order, work, reads, threads, pinned)
 
 
 def _heft(order: list[int], work: Sequence[float], reads: Sequence[Sequence[tuple[int, float]]],
-          threads: Sequence[int], pinned: dict[int, int]) -> tuple[list[int], list[float]]:
-    """HEFT with insertion over ``order`` (decreasing upward rank): each unit's worker and
-    simulated finish time; ``pinned`` units only on their worker."""
+          threads: Sequence[int], pinned: dict[int, int]) -> list[int]:
+    """HEFT with insertion over ``order`` (decreasing upward rank): each unit's worker, the
+    one where it would finish first; ``pinned`` units only on their worker."""
     lanes = [w for w, count in enumerate(threads) for _ in range(max(count, 1))]
     busy: list[list[tuple[float, float]]] = [[] for _ in lanes]  # sorted (start, end)
     finish = [0.0] * len(work)
@@ -134,7 +113,7 @@ def _heft(order: list[int], work: Sequence[float], reads: Sequence[Sequence[tupl
         for producer, _ in reads[u]:  # a worker keeps what it fetched for later readers
             if where[producer] != worker:
                 copied.setdefault((producer, worker), end - work[u])
-    return where, finish
+    return where
 
 
 def _earliest_gap(busy: list[tuple[float, float]], ready: float, length: float) -> float:
