@@ -41,7 +41,7 @@ between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only gr
 worker: a task never spans two workers. Two rules keep work on one worker from waiting for the
 other's: a fan-out (a node more than ``FAN_OUT`` nodes of its phase read, such as a
 DataParallel shard of the batch that every tower reads) ends its chain, and a small group does
-not merge into a producer that groups on another worker read.
+not merge into a producer that groups on another worker read (unless it is next to no work).
 
 Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
 cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
@@ -305,7 +305,8 @@ class _Groups:
     def _read_elsewhere(self, producer: int, g: int) -> bool:
         """Whether groups on another worker read ``producer`` (not ``g``, one of its readers):
         merging ``g`` into it would make them wait for ``g``'s work too (a batch split that
-        every tower reads, on two workers), unless ``g`` is next to nothing (a task's cost)."""
+        every tower reads, on two workers). ``coarsen`` lets a group of next to no work (a
+        task's cost) merge all the same."""
         if not self.placed or not (self.ancestors[g] >> producer) & 1:
             return False
         bit = 1 << producer
