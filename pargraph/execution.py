@@ -258,21 +258,24 @@ def granularity(get: Callable, client: Any = None) -> Granularity:
     """How coarse the next run's tasks are: dask's config, and where the run goes. On a
     cluster of several worker processes pargraph places the tasks itself
     (``pargraph.placement``, default True; see :mod:`pargraph.placement`)."""
-    hosts: tuple = ()
-    if client is not None:
-        nthreads = _threads_by_worker(client)
-        workers = max(sum(nthreads.values()), 1)
-        if len(nthreads) > 1 and dask.config.get("pargraph.placement", True):
-            hosts = tuple(sorted(nthreads.items()))
-    else:
-        workers = _threads(None) if is_threaded(get) else 1
-    return Granularity.of(client is not None, workers,
+    return Granularity.of(client is not None, _workers(get, client),
                           bool(dask.config.get("pargraph.fuse", True)),
                           dask.config.get("pargraph.single-task-below", None),
-                          dask.config.get("pargraph.task-grain", None), hosts)
+                          dask.config.get("pargraph.task-grain", None), _hosts(client))
 
 
-_cpu_count = os.cpu_count() or 1
+def _workers(get: Callable, client: Any) -> int:
+    """Tasks that can run at once on ``get``: one on the sync scheduler."""
+    return _threads(client) if client is not None or is_threaded(get) else 1
+
+
+def _hosts(client: Any) -> tuple[tuple[str, int], ...]:
+    """(address, threads) of the worker processes pargraph places a run's tasks on: a
+    cluster's, when it has several and ``pargraph.placement`` is on; else none."""
+    if client is None or not dask.config.get("pargraph.placement", True):
+        return ()
+    nthreads = _threads_by_worker(client)
+    return tuple(sorted(nthreads.items())) if len(nthreads) > 1 else ()
 
 
 #: Seconds for which a cluster's workers, as last asked, are taken to be current: a training
@@ -291,6 +294,9 @@ def _threads_by_worker(client: Any) -> dict[str, int]:
     if known is None or now - known[0] > MEMBERSHIP_SECONDS:
         known = _membership[client] = (now, dict(client.nthreads()))
     return known[1]
+
+
+_cpu_count = os.cpu_count() or 1
 
 
 def _threads(client: Any) -> int:

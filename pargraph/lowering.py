@@ -374,19 +374,9 @@ class GroupPlan:
         position = {g: k for k, g in enumerate(wanted)}
         picks = [(position[g], e) for g, e in self.outputs]
         if remote:  # results are Futures of the group tuples
-            # A 0-d output (a loss, a metric) comes back with the run: the ``item()`` that
-            # follows every step then costs no second round trip to the cluster.
-            scalars = {i: node.key for i, node in enumerate(outputs) if not node.shape}
-            for i, key in scalars.items():
-                g, e = self.outputs[i]
-                graph[key] = Task(key, operator.getitem, TaskRef(keys[g]), e)
-            fetched = {i: len(wanted) + j for j, i in enumerate(scalars)}
-            return Lowered(graph, [keys[g] for g in wanted] + list(scalars.values()),
-                           unpack=lambda results: [
-                               results[fetched[i]] if i in fetched else HeldPart(results[k], e)
-                               for i, (k, e) in enumerate(picks)],
-                           tasks=tasks + len(scalars), plan=self, fetched=len(scalars),
-                           workers=dict(zip(keys, self.hosts)) if self.hosts else None)
+            return _held_results(graph, [keys[g] for g in wanted], picks, outputs, tasks,
+                                 plan=self,
+                                 workers=dict(zip(keys, self.hosts)) if self.hosts else None)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential)
@@ -460,12 +450,27 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
     whole = f"pargraph_run-{outputs[0].key}"
     graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
     if parts:  # on a cluster: the outputs stay parts of the one task's Future
-        return Lowered(graph, [whole], unpack=lambda results: [
-            HeldPart(results[0], k) for k in range(len(outputs))], tasks=1)
+        return _held_results(graph, [whole], [(0, k) for k in range(len(outputs))], outputs, 1)
     for k, node in enumerate(outputs):
         graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
     return Lowered(graph, [node.key for node in outputs], single=task, single_inputs=external,
                    tasks=1 + len(outputs))
+
+
+def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
+                  outputs: list[Node], tasks: int, **more: Any) -> Lowered:
+    """A cluster run's Lowered: output ``i`` stays element ``picks[i][1]`` of the Future of
+    ``keys[picks[i][0]]``, except a 0-d output (a loss, a metric), which comes back with the
+    run: the ``item()`` that follows every step then costs no second round trip."""
+    scalars = {i: node.key for i, node in enumerate(outputs) if not node.shape}
+    for i, key in scalars.items():
+        k, e = picks[i]
+        graph[key] = Task(key, operator.getitem, TaskRef(keys[k]), e)
+    fetched = {i: len(keys) + j for j, i in enumerate(scalars)}
+    return Lowered(graph, keys + list(scalars.values()), unpack=lambda results: [
+        results[fetched[i]] if i in fetched else HeldPart(results[k], e)
+        for i, (k, e) in enumerate(picks)], tasks=tasks + len(scalars), fetched=len(scalars),
+        **more)
 
 
 def group_label(members: list[Node]) -> str:

@@ -212,14 +212,16 @@ def test_kept_values_are_parts_of_group_results_not_tasks_of_their_own(
                                    atol=1e-7)
 
 
-def test_a_scalar_loss_comes_back_with_the_run(cluster):
+@pytest.mark.parametrize("single_task_below", [None, 0.0])  # one task; a task per group
+def test_a_scalar_loss_comes_back_with_the_run(cluster, single_task_below):
     """item() after a step costs no second round trip: 0-d results are gathered with the run,
     larger ones stay on the workers."""
     pargraph.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
     opt = optim.SGD(model.parameters(), lr=0.1)
     x, y = pargraph.randn(256, 64), pargraph.randint(0, 10, (256,))
-    with dask.config.set({"scheduler": cluster.client, "pargraph.single-task-below": 0}):
+    with dask.config.set({"scheduler": cluster.client,
+                          "pargraph.single-task-below": single_task_below}):
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
