@@ -60,7 +60,7 @@ from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, release_s
 def node_task(node: Node) -> NodeTask:
     if node.op.forward is None:
         raise RuntimeError(f"{node.key} has no value and no op to compute it")
-    return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site)
+    return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site, node.shape)
 
 
 def plan(targets: Sequence[Node]) -> tuple[list[Node], list[Node]]:

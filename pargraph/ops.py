@@ -31,7 +31,8 @@ class Primitive:
     """A registered op: ``forward`` on numpy values, ``shape`` rule on nodes, vjps on nodes."""
 
     def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
-                 view: bool = False, cost: Callable | None = None, method: bool = False):
+                 view: bool = False, cost: Callable | None = None, method: bool = False,
+                 out: bool = False):
         self.name = name
         #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
         self.method = method
@@ -41,6 +42,9 @@ class Primitive:
         self.view = view
         #: Estimated seconds of a node of this op, from its shapes; None: by elements touched.
         self.cost = cost
+        #: ``forward`` takes ``out=``, an array of the result's shape and dtype to write into
+        #: (an elementwise ufunc): the runtime hands it an input that nothing reads afterwards.
+        self.out = out
         self.vjps: tuple[Callable | None, ...] | None = None
         #: False for user code (autograd.Function) whose backward may differ call to call:
         #: its backward graph is generated every time, never replayed from a template.
@@ -88,13 +92,13 @@ class ShapeError(Exception):
 
 
 def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
-              cost: Callable | None = None, method: bool = False):
+              cost: Callable | None = None, method: bool = False, out: bool = False):
     """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
     ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
-    ``pargraph.<name>(x)`` exist for it)."""
+    ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``)."""
 
     def register(forward: Callable | None) -> Primitive:
-        prim = Primitive(name, forward, shape, grad_name, view, cost, method)
+        prim = Primitive(name, forward, shape, grad_name, view, cost, method, out)
         REGISTRY[name] = prim
         return prim
 
@@ -326,42 +330,42 @@ clone.defvjp(lambda g, out, x: g)
 
 # --- elementwise arithmetic -----------------------------------------------------------------
 
-@primitive("neg", _same)
-def neg(x):
-    return np.negative(x)
+@primitive("neg", _same, out=True)
+def neg(x, out=None):
+    return np.negative(x, out=out)
 neg.defvjp(lambda g, out, x: neg(g))
 
 
-@primitive("add", _elementwise)
-def add(x, y):
-    return np.add(x, y)
+@primitive("add", _elementwise, out=True)
+def add(x, y, out=None):
+    return np.add(x, y, out=out)
 add.defvjp(
     lambda g, out, x, y: unbroadcast(g, x.shape),
     lambda g, out, x, y: unbroadcast(g, y.shape),
 )
 
 
-@primitive("sub", _elementwise)
-def sub(x, y):
-    return np.subtract(x, y)
+@primitive("sub", _elementwise, out=True)
+def sub(x, y, out=None):
+    return np.subtract(x, y, out=out)
 sub.defvjp(
     lambda g, out, x, y: unbroadcast(g, x.shape),
     lambda g, out, x, y: unbroadcast(neg(g), y.shape),
 )
 
 
-@primitive("mul", _elementwise)
-def mul(x, y):
-    return np.multiply(x, y)
+@primitive("mul", _elementwise, out=True)
+def mul(x, y, out=None):
+    return np.multiply(x, y, out=out)
 mul.defvjp(
     lambda g, out, x, y: unbroadcast(mul(g, y), x.shape),
     lambda g, out, x, y: unbroadcast(mul(g, x), y.shape),
 )
 
 
-@primitive("div", _elementwise_float)
-def div(x, y):
-    return np.true_divide(x, y)
+@primitive("div", _elementwise_float, out=True)
+def div(x, y, out=None):
+    return np.true_divide(x, y, out=out)
 div.defvjp(
     lambda g, out, x, y: unbroadcast(div(g, y), x.shape),
     lambda g, out, x, y: unbroadcast(neg(div(mul(g, out), y)), y.shape),
@@ -408,18 +412,18 @@ def _share_ties(g, out, x, y, wins):
     return unbroadcast(mul(g, share), x.shape)
 
 
-@primitive("maximum", _elementwise)
-def maximum(x, y):
-    return np.maximum(x, y)
+@primitive("maximum", _elementwise, out=True)
+def maximum(x, y, out=None):
+    return np.maximum(x, y, out=out)
 maximum.defvjp(
     lambda g, out, x, y: _share_ties(g, out, x, y, gt),
     lambda g, out, x, y: _share_ties(g, out, y, x, gt),
 )
 
 
-@primitive("minimum", _elementwise)
-def minimum(x, y):
-    return np.minimum(x, y)
+@primitive("minimum", _elementwise, out=True)
+def minimum(x, y, out=None):
+    return np.minimum(x, y, out=out)
 minimum.defvjp(
     lambda g, out, x, y: _share_ties(g, out, x, y, lt),
     lambda g, out, x, y: _share_ties(g, out, y, x, lt),
@@ -444,21 +448,21 @@ where.defvjp(
 
 # --- elementwise math -----------------------------------------------------------------------
 
-@primitive("exp", _same_float, method=True)
-def exp(x):
-    return np.exp(x)
+@primitive("exp", _same_float, method=True, out=True)
+def exp(x, out=None):
+    return np.exp(x, out=out)
 exp.defvjp(lambda g, out, x: mul(g, out))
 
 
-@primitive("log", _same_float, method=True)
-def log(x):
-    return np.log(x)
+@primitive("log", _same_float, method=True, out=True)
+def log(x, out=None):
+    return np.log(x, out=out)
 log.defvjp(lambda g, out, x: div(g, x))
 
 
-@primitive("sqrt", _same_float, method=True)
-def sqrt(x):
-    return np.sqrt(x)
+@primitive("sqrt", _same_float, method=True, out=True)
+def sqrt(x, out=None):
+    return np.sqrt(x, out=out)
 sqrt.defvjp(lambda g, out, x: div(mul(g, 0.5), out))
 
 
@@ -510,9 +514,9 @@ def isinf(x):
 # No vjp: a mask.
 
 
-@primitive("abs", _same, method=True)
-def abs_(x):
-    return np.abs(x)
+@primitive("abs", _same, method=True, out=True)
+def abs_(x, out=None):
+    return np.abs(x, out=out)
 abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
 
 
@@ -534,9 +538,9 @@ def cos(x):
 cos.defvjp(lambda g, out, x: neg(mul(g, sin(x))))
 
 
-@primitive("tanh", _same_float, method=True)
-def tanh(x):
-    return np.tanh(x)
+@primitive("tanh", _same_float, method=True, out=True)
+def tanh(x, out=None):
+    return np.tanh(x, out=out)
 tanh.defvjp(lambda g, out, x: mul(g, sub(1.0, mul(out, out))))
 
 
@@ -549,9 +553,9 @@ def sigmoid(x):
 sigmoid.defvjp(lambda g, out, x: mul(g, mul(out, sub(1.0, out))))
 
 
-@primitive("relu", _same, method=True)
-def relu(x):
-    return np.maximum(x, 0)
+@primitive("relu", _same, method=True, out=True)
+def relu(x, out=None):
+    return np.maximum(x, 0, out=out)
 # From the output, as PyTorch's ReluBackward: out > 0 exactly where x > 0, and the output is
 # kept for the next layer's weight gradient anyway, so the input need not be kept at all.
 relu.defvjp(lambda g, out, x: mul(g, gt(out, 0)))

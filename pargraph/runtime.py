@@ -97,16 +97,25 @@ def allocator_state() -> tuple[bool, bool]:
 class NodeTask:
     """The callable of one node's task: the op's forward, a dtype cast, readable errors."""
 
-    __slots__ = ("prim", "attrs", "dtype", "key", "site")
+    __slots__ = ("prim", "attrs", "dtype", "shape", "key", "site")
 
-    def __init__(self, prim: Primitive, attrs: dict, dtype: np.dtype, key: str, site: Any):
+    def __init__(self, prim: Primitive, attrs: dict, dtype: np.dtype, key: str, site: Any,
+                 shape: tuple | None = None):
         self.prim, self.attrs, self.dtype, self.key, self.site = prim, attrs, dtype, key, site
+        self.shape = shape
 
     def __call__(self, *args: Any) -> np.ndarray:
+        return self.compute(args)
+
+    def compute(self, args: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """The op's value from ``args``, written into ``out`` if it is given."""
         sink = TaskTimes.sink
         start = time.time() if sink is not None else 0.0
         try:
-            out = np.asarray(self.prim.forward(*args, **self.attrs))
+            if out is None:
+                out = np.asarray(self.prim.forward(*args, **self.attrs))
+            else:
+                self.prim.forward(*args, out=out, **self.attrs)
         except Exception as error:
             if getattr(error, _ANNOTATED, False):  # a nested pargraph call named its op
                 raise
@@ -116,6 +125,19 @@ class NodeTask:
             sink.append((self.key, start, time.time(), threading.get_ident()))
         return out
 
+    def dying_input(self, args: list) -> np.ndarray | None:
+        """An argument this op may overwrite with its result: an array of the result's shape
+        and dtype that owns its memory and that nothing but ``args`` refers to (no other
+        member's view of it, no later reader, not a value another task or the caller holds)."""
+        if not self.prim.out:
+            return None
+        for arg in args:
+            if (type(arg) is np.ndarray and arg.dtype == self.dtype and arg.shape == self.shape
+                    and arg.flags.owndata and arg.flags.writeable
+                    and sys.getrefcount(arg) <= _ONLY_IN_ARGS):
+                return arg
+        return None
+
     def __reduce__(self):
         # Code objects do not pickle: ship the formatted site, look the op up by name (an op
         # outside the registry, a user's autograd.Function, ships its forward function).
@@ -123,14 +145,28 @@ class NodeTask:
         if REGISTRY.get(self.prim.name) is not self.prim:
             return _unregistered_task, (self.prim.name, self.prim.forward, self.attrs,
                                         self.dtype, self.key, site)
-        return _remote_task, (self.prim.name, self.attrs, self.dtype, self.key, site)
+        return _remote_task, (self.prim.name, self.attrs, self.dtype, self.key, site,
+                              self.shape)
 
     def __repr__(self) -> str:
         return f"NodeTask({self.key})"
 
 
-def _remote_task(name: str, attrs: dict, dtype: np.dtype, key: str, site: str) -> NodeTask:
-    return NodeTask(REGISTRY[name], attrs, dtype, key, site)
+def _references_of_lone_element() -> int:
+    # What ``dying_input``'s refcount says of an array that only ``args`` holds: 3 on CPython
+    # 3.11 (the list, the loop variable, the call's argument); measured, as interpreters differ.
+    args = [np.empty(1)]
+    for arg in args:
+        return sys.getrefcount(arg)
+    raise AssertionError
+
+
+_ONLY_IN_ARGS = _references_of_lone_element()
+
+
+def _remote_task(name: str, attrs: dict, dtype: np.dtype, key: str, site: str,
+                 shape: tuple | None) -> NodeTask:
+    return NodeTask(REGISTRY[name], attrs, dtype, key, site, shape)
 
 
 def _unregistered_task(name: str, forward: Any, attrs: dict, dtype: np.dtype, key: str,
@@ -196,13 +232,19 @@ class FusedTask:
 
     def _run(self, external: tuple) -> Any:
         results: list = []
-        for (task, sources), done in zip(self.steps, self.release):
+        for step, ((task, sources), done) in enumerate(zip(self.steps, self.release)):
             args = [results[v] if kind == ENV else external[v] if kind == EXT
                     else external[v[0]][v[1]] if kind == PART else v
                     for kind, v in sources]
-            results.append(task(*args))
-            for j in done:  # a member's value goes as soon as its last reader in here ran
-                results[j] = None
+            # A member's value goes as soon as its last reader in here has its arguments:
+            # then an elementwise reader may write its result into it (relu into its
+            # linear's output, a ReLU's backward into the incoming gradient).
+            for j in done:
+                if j < step:
+                    results[j] = None
+            results.append(task.compute(args, task.dying_input(args) if done else None))
+            if done and done[-1] == step:
+                results[step] = None
         if self.outputs is None:
             return results[-1]
         return tuple(results[k] for k in self.outputs)

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import numpy as np
+
 import pargraph
 from pargraph import nn, optim
 
@@ -49,3 +51,43 @@ def test_a_kept_loss_lets_go_of_its_graph_after_the_next_backward():
     opt.step()
     assert first._node.inputs == () and first.item() == first.item()
     assert first.grad_fn.name() == "SumBackward0"
+
+
+def _reused_buffers(monkeypatch) -> list[str]:
+    """The ops that wrote their result into a dying input's buffer, as runs go."""
+    from pargraph import runtime
+    reused, compute = [], runtime.NodeTask.compute
+
+    def spy(task, args, out=None):
+        if out is not None:
+            reused.append(task.prim.name)
+        return compute(task, args, out)
+
+    monkeypatch.setattr(runtime.NodeTask, "compute", spy)
+    return reused
+
+
+def test_relu_and_its_backward_write_into_buffers_nothing_else_reads(monkeypatch):
+    reused = _reused_buffers(monkeypatch)
+    x, w = pargraph.randn(16, 4), pargraph.randn(8, 4, requires_grad=True)
+    hidden = nn.functional.linear(x, w).relu()
+    (hidden * 3).sum().backward()
+    pargraph.compute()
+    assert reused == ["relu", "mul"]  # relu into linear's result, its backward into 3 * ones
+    mask = x.numpy() @ w.detach().numpy().T > 0
+    np.testing.assert_allclose(w.grad.numpy(), (3.0 * mask).T @ x.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_value_read_later_or_held_is_never_overwritten(monkeypatch):
+    reused = _reused_buffers(monkeypatch)
+    x = pargraph.randn(6, 4)
+    doubled = x * 2  # the caller holds it
+    tripled = x * 3
+    flat = tripled.reshape(24)
+    out = flat.reshape(6, 4) + tripled.relu()  # the view is made before the relu, read after
+    del tripled, flat  # only the graph refers to them
+    pargraph.compute(doubled, doubled.relu(), out)
+    value = x.numpy()
+    np.testing.assert_array_equal(doubled.numpy(), value * 2)
+    np.testing.assert_array_equal(out.numpy(), value * 3 + np.maximum(value * 3, 0))
+    assert reused == ["add"]  # into the relu's result, which nothing reads afterwards
