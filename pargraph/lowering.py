@@ -221,7 +221,7 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
     found = PlanCache.get(key)
     if found is None:
         if not is_small(computed, granularity.single_task_below):
-            groups, workers = placed_partition(computed, granularity)
+            groups, workers = placed_partition(computed, granularity, outputs)
             if len(groups) > 1:
                 found = GroupPlan(order, computed, groups, outputs)
                 if len(granularity.hosts) > 1:
@@ -240,18 +240,27 @@ class GroupPlan:
                  outputs: list[Node]) -> None:
         in_order = {id(node): k for k, node in enumerate(order)}
         in_computed = {id(node): k for k, node in enumerate(computed)}
-        group_of = {id(node): g for g, members in enumerate(groups) for node in members}
-        used_outside = {id(n) for n in outputs}
+        # A node the partition copied into several groups is exported by none of them.
+        group_of: dict[int, int] = {}
+        copies: dict[int, int] = {}
         for g, members in enumerate(groups):
             for node in members:
+                group_of.setdefault(id(node), g)
+                copies[id(node)] = copies.get(id(node), 0) + 1
+        used_outside = {id(n) for n in outputs}
+        for members in groups:
+            inside = {id(node) for node in members}
+            for node in members:
                 used_outside.update(id(i) for i in node.input_nodes()
-                                    if group_of.get(id(i), g) != g)
+                                    if id(i) in group_of and id(i) not in inside)
         self.members = [[in_computed[id(n)] for n in members] for members in groups]
-        self.labels = [group_label(members) for members in groups]
+        self.labels = [group_label([n for n in members if copies[id(n)] == 1] or members)
+                       for members in groups]
         self.exported: list[list[int]] = []
         export_of: dict[int, tuple[int, int]] = {}
         for g, members in enumerate(groups):
-            local = [j for j, n in enumerate(members) if id(n) in used_outside]
+            local = [j for j, n in enumerate(members)
+                     if id(n) in used_outside and group_of[id(n)] == g]
             self.exported.append(local)
             for e, j in enumerate(local):
                 export_of[id(members[j])] = (g, e)

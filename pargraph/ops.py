@@ -40,7 +40,8 @@ class Primitive:
         self.shape = shape
         #: A view costs nothing in numpy (reshape, permute, expand): partitioning knows it.
         self.view = view
-        #: Estimated seconds of a node of this op, from its shapes; None: by elements touched.
+        #: Estimated seconds of a node of this op, from its shapes; None (or a cost that
+        #: returns None for the node): by elements touched.
         self.cost = cost
         #: ``forward`` takes ``out=``, an array of the result's shape and dtype to write into
         #: (an elementwise ufunc): the runtime hands it an input that nothing reads afterwards.
@@ -878,7 +879,14 @@ def _index_shape(x, *index_nodes, spec):
         raise IndexError(f"index: {error} (tensor of shape {x.shape})") from None
 
 
-@primitive("index", _index_shape)
+def _index_cost(node: Node) -> float | None:
+    """Basic indexing (ints, slices, None, ...) is a view in numpy: as free as a reshape."""
+    basic = all(i is None or i is Ellipsis or isinstance(i, (int, slice))
+                for i in node.attrs["spec"])
+    return 1e-6 if basic and len(node.inputs) == 1 else None
+
+
+@primitive("index", _index_shape, cost=_index_cost)
 def index(x, *index_values, spec):
     return np.asarray(x)[fill_index(spec, index_values)]
 index.defvjp(lambda g, out, x, *idx, spec: index_add(g, *idx, shape=x.shape, spec=spec), None)

@@ -12,7 +12,7 @@ Constraints
     members keep their topological order; results never change, only how many tasks dask
     sees.
 
-The algorithm: linear clustering with a convexity constraint, then coarsening
+The algorithm: linear clustering with a convexity constraint, coarsening, duplication
     1. *Linear clustering along dominant predecessors* (Kim & Browne's linear clustering, in
        the form Yang & Gerasoulis' DSC uses: zero the edge from a node's dominant
        predecessor, the one that finishes last in an ASAP schedule on unbounded workers). In
@@ -35,6 +35,12 @@ The algorithm: linear clustering with a convexity constraint, then coarsening
        of several consumers that do not wait for each other, and a bundle of branches not
        into the consumer they share (a loss) or an input others read too. Every merge keeps
        the quotient graph acyclic.
+
+    3. *Task duplication* (Kruatrachue & Lewis' duplication scheduling heuristic): a node of
+       next to no work on values held before the run (a DataParallel shard of the batch, a
+       slice, a loss's seed gradient) is computed again by every group that reads it, which
+       then waits for no other task to get it. It is the one case where a node belongs to
+       several groups; a group left with nothing else goes.
 
 On a cluster of several worker processes, the linear clusters are placed on the workers
 between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
@@ -70,6 +76,10 @@ TASK_COST_CLUSTER = 1e-3
 #: and a ~6% faster step than 25 (22 tasks); locally 50 made the threaded step slower.
 DEFAULT_GRAIN = 25.0
 DEFAULT_CLUSTER_GRAIN = 50.0
+#: A node that depends on values held before the run only and whose estimated work is below
+#: this fraction of a task's cost (a view, a slice, a scalar) is computed again by every group
+#: that reads it rather than waited for.
+FREE_FRACTION = 1 / 8
 #: Seconds of estimated work below which a whole run is one task, locally.
 DEFAULT_SINGLE_TASK_BELOW = 1e-3
 
@@ -81,8 +91,9 @@ def estimated_seconds(node: Node) -> float:
     op = node.op
     if op.view:
         return 1e-6
-    if op.cost is not None:
-        return op.cost(node)
+    seconds = op.cost(node) if op.cost is not None else None
+    if seconds is not None:
+        return seconds
     elements = math.prod(node.shape) + sum(
         math.prod(i.shape) for i in node.inputs if isinstance(i, Node)
     )
@@ -130,17 +141,23 @@ def partition(computed: Sequence[Node], granularity: Granularity = LOCAL) -> lis
     return placed_partition(computed, granularity)[0]
 
 
-def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL
-                     ) -> tuple[list[list[Node]], list[int]]:
+def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
+                     outputs: Sequence[Node] = ()) -> tuple[list[list[Node]], list[int]]:
     """``partition``, and the worker (index into ``granularity.hosts``) of each group: with
     several hosts, the linear clusters are placed on them (:mod:`pargraph.placement`) before
-    coarsening, which then merges only groups of one worker."""
+    coarsening, which then merges only groups of one worker. A group of next to no work that
+    reads no other group and holds none of the run's ``outputs`` is copied into each group
+    that reads it: a node can be a member of several groups."""
     work = [estimated_seconds(node) for node in computed]
     placed = len(granularity.hosts) > 1
     groups = _linear_clusters(computed, work, split_fans=placed)
     if placed:
         groups.place(computed, work, [t for _, t in granularity.hosts])
     groups.coarsen(work, granularity.grain, granularity.workers)
+    if granularity.grain > 0:
+        returned = {id(node) for node in outputs}
+        groups.duplicate_sources(computed, task_cost(granularity.remote) * FREE_FRACTION,
+                                 {k for k, n in enumerate(computed) if id(n) in returned})
     return groups.members(computed), [w for g, w in enumerate(groups.worker)
                                       if groups.members_of[g]]
 
@@ -271,6 +288,42 @@ class _Groups:
                 if not delays and self.can_merge(g, target):
                     absorb(g, target)
                     break
+
+    def duplicate_sources(self, computed: Sequence[Node], free_seconds: float,
+                          returned: set[int]) -> None:
+        """Task duplication (Kruatrachue & Lewis' duplication scheduling heuristic): a node of
+        next to no work that depends on values held before the run only (a DataParallel
+        shard of the batch, a slice, a loss's seed gradient) is computed again in every group
+        that reads it, so that no group waits for the task that holds it (and, placed,
+        fetches it from another worker). A group left with nothing of its own goes, unless
+        it holds values the run returns. Runs last: the ancestor bitsets are not updated."""
+        position = {id(node): k for k, node in enumerate(computed)}
+        inputs = [[position[id(i)] for i in node.input_nodes() if id(i) in position]
+                  for node in computed]
+        free = [False] * len(computed)
+        for k, node in enumerate(computed):
+            free[k] = estimated_seconds(node) <= free_seconds and all(free[p] for p in inputs[k])
+        copied: dict[int, set[int]] = {}  # group -> positions it computes again
+
+        def copy(p: int, g: int) -> None:
+            if self.of[p] != g and p not in copied.setdefault(g, set()):
+                copied[g].add(p)
+                for q in inputs[p]:
+                    copy(q, g)
+
+        read_elsewhere = set()
+        for k in range(len(computed)):
+            for p in inputs[k]:
+                if free[p] and self.of[p] != self.of[k]:
+                    copy(p, self.of[k])
+                    read_elsewhere.add(self.of[p])
+        for g in read_elsewhere:
+            members = self.members_of[g]
+            if all(free[p] and p not in returned for p in members):
+                self.members_of[g] = []
+                self.alive[g] = False
+        for g, positions in copied.items():
+            self.members_of[g] = self.members_of[g] + sorted(positions)
 
     def place(self, computed: Sequence[Node], work: list[float], threads: list[int]) -> None:
         """Put each group on a worker (:func:`pargraph.placement.place`): what a group reads

@@ -183,8 +183,10 @@ class Trace:
 
     def _add_events(self, events: list, keys: set[str], host: str) -> None:
         for key, start, stop, thread in events:
-            if key in keys:
-                record = self.records[key]
+            record = self.records.get(key) if key in keys else None
+            # A node the partition copied into several tasks ran in each: its earliest run
+            # came before every reader's (each task runs its own copy first).
+            if record is not None and (not record.stop or start < record.start):
                 record.start, record.stop = start, stop
                 record.lane = self._lane((host, thread))
 

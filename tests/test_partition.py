@@ -1,6 +1,8 @@
 """Partitioning into coarse tasks: identical results, acyclic groups, the task counts the
 algorithm predicts, the plan cache, and the choice between threads and one thread."""
 
+from collections import Counter
+
 import dask
 import numpy as np
 import pytest
@@ -59,8 +61,9 @@ def test_partitioned_results_identical_on_a_cluster(local_client):
 
 def _quotient_is_acyclic(groups):
     group_of = {id(n): g for g, members in enumerate(groups) for n in members}
+    inside = [{id(n) for n in members} for members in groups]  # a copied node reads nothing
     edges = {(group_of[id(i)], g) for g, members in enumerate(groups) for n in members
-             for i in n.input_nodes() if id(i) in group_of and group_of[id(i)] != g}
+             for i in n.input_nodes() if id(i) in group_of and id(i) not in inside[g]}
     remaining, reached = set(range(len(groups))), True
     while remaining and reached:
         reached = False
@@ -102,6 +105,40 @@ def test_a_towers_step_becomes_a_few_tasks_per_tower():
 TWO_WORKERS = Granularity.of(True, 2, hosts=(("tcp://127.0.0.1:1", 1), ("tcp://127.0.0.1:2", 1)))
 
 
+def _branches_of_a_slice(count):
+    pargraph.manual_seed(0)
+    x = pargraph.randn(512, 256)
+    weights = [pargraph.randn(256, 256, requires_grad=True) for _ in range(count)]
+    head = x[:256]  # a view of a value held before the run: no work
+    return x, head, weights, [(head @ w).tanh() @ w for w in weights]
+
+
+def test_a_slice_branches_read_is_computed_by_each_branch_which_waits_for_none():
+    x, head, weights, branches = _branches_of_a_slice(2)
+    computed = plan([b._node for b in branches])[1]
+    groups = partition(computed, Granularity(workers=2))
+    assert len(groups) == 2 and all(head._node in members for members in groups)
+    inside = [{id(n) for n in members} for members in groups]
+    assert not any(id(i) not in inside[g] and i.value is None  # reads no other group
+                   for g, members in enumerate(groups) for n in members for i in n.input_nodes())
+    with dask.config.set(scheduler="threads", **{"pargraph.single-task-below": 0}):
+        values = [b.detach().numpy() for b in pargraph.compute(*branches)]
+    for value, w in zip(values, weights):  # as one task per node computes them
+        with dask.config.set({"pargraph.fuse": False}):
+            unfused = ((x[:256] @ w).tanh() @ w).detach().numpy()
+        np.testing.assert_array_equal(value, unfused)
+
+
+def test_a_fanned_out_slice_is_no_task_of_its_own_unless_the_run_returns_it():
+    _, head, _, branches = _branches_of_a_slice(4)  # placed: a fan-out ends its chain
+    computed = plan([b._node for b in branches])[1]
+    groups, _ = placed_partition(computed, TWO_WORKERS)
+    assert [head._node] not in groups
+    assert sum(head._node in members for members in groups) == 4
+    groups, _ = placed_partition(computed, TWO_WORKERS, outputs=[head._node])
+    assert [head._node] in groups
+
+
 def _parameter_workers(model, groups, workers) -> list[set[int]]:
     """For each tower of ``model``, the workers of the groups that read its parameters."""
     found = []
@@ -126,10 +163,15 @@ def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
     per_tower = _parameter_workers(model, groups, workers)
     assert all(len(found) == 1 for found in per_tower), per_tower  # parameters never travel
     assert {w for found in per_tower for w in found} == {0, 1}  # and both workers compute
-    for members in groups:  # the batch's shards, which every tower reads, wait for no tower
-        if any(i is x._node for n in members for i in n.inputs if n.phase == "forward"):
-            assert not any(n.scope.startswith("module.towers") for n in members)
-    assert sorted(id(n) for m in groups for n in m) == sorted(id(n) for n in computed)
+    copies = Counter(id(n) for members in groups for n in members)
+    assert set(copies) == {id(n) for n in computed}
+    # The batch's shards, which every tower reads, are no tasks the towers wait for (and
+    # fetch from the other worker): each tower's task slices the shard it reads.
+    shards = [n for n in computed if any(i is x._node for i in n.inputs)]
+    assert shards and all(copies[id(n)] > 1 for n in shards)
+    assert all(any(copies[id(n)] == 1 for n in members) for members in groups)
+    copied = [n for n in computed if copies[id(n)] > 1]  # only work on values held before
+    assert all(i.value is not None for n in copied for i in n.input_nodes())
 
 
 def test_a_placed_chain_stays_on_one_worker():
