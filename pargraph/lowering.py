@@ -176,9 +176,13 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
     if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
-        # value several tasks read is sent once, as one key.
-        graph.update((key, DataNode(key, value)) for key, value in local_values.items())
-        local_values = {}
+        # value several tasks read is sent once, as one key. A small one (an index, a
+        # scalar) rides in the tasks that read it: a data key costs the scheduler a task.
+        riding = {key: value for key, value in local_values.items()
+                  if remote and getattr(value, "nbytes", INLINE_BYTES + 1) <= INLINE_BYTES}
+        graph.update((key, DataNode(key, value)) for key, value in local_values.items()
+                     if key not in riding)
+        local_values = riding
     if remote:  # parts of group results are indexed inside the tasks that read them
         local_values.update((node.key, node.value.ref()) for node in order
                             if type(node.value) is HeldPart)
@@ -192,6 +196,10 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     return plan_.instantiate(graph, order, computed, outputs, local_values,
                              named_outputs=bool(named_outputs), remote=remote)
 
+
+#: Bytes up to which a value held here travels inside each cluster task that reads it (a
+#: copy per task: only indices and scalars, such as those a loss makes every step).
+INLINE_BYTES = 8 * 1024
 
 #: Lowering plans by graph structure: a training loop records the same structure every step,
 #: so its partition and task templates are computed once. The structure is what they depend

@@ -167,6 +167,17 @@ def test_data_read_by_every_step_is_sent_once_then_read_from_the_cluster(cluster
     np.testing.assert_allclose(losses, threaded, rtol=1e-6)
 
 
+def test_small_values_ride_inside_the_tasks_that_read_them(cluster, record_runs):
+    from pargraph.lowering import INLINE_BYTES
+
+    losses, _, _ = train(2, cluster.client, shards=2)  # the loss makes an index every step
+    small = [k for run in record_runs for k, task in run.items()
+             if type(task).__name__ == "DataNode" and task.value.nbytes <= INLINE_BYTES]
+    assert not small  # a data key would cost the scheduler a task each
+    threaded, _, _ = train(2, "threads", shards=2)
+    np.testing.assert_allclose(losses, threaded, rtol=1e-6)
+
+
 def test_workers_keep_freed_arrays_for_reuse_after_their_first_task(cluster):
     """distributed starts workers with MALLOC_TRIM_THRESHOLD_ set; pargraph's first task in a
     worker process resets glibc's thresholds there."""
