@@ -300,23 +300,26 @@ class _Groups:
         position = {id(node): k for k, node in enumerate(computed)}
         inputs = [[position[id(i)] for i in node.input_nodes() if id(i) in position]
                   for node in computed]
-        free = [False] * len(computed)
+        # A node is free with everything it depends on in the run: what a copy costs in all.
+        closure_seconds = [0.0] * len(computed)
         for k, node in enumerate(computed):
-            free[k] = estimated_seconds(node) <= free_seconds and all(free[p] for p in inputs[k])
+            closure_seconds[k] = estimated_seconds(node) + sum(
+                closure_seconds[p] for p in inputs[k])
+        free = [seconds <= free_seconds for seconds in closure_seconds]
         copied: dict[int, set[int]] = {}  # group -> positions it computes again
-
-        def copy(p: int, g: int) -> None:
-            if self.of[p] != g and p not in copied.setdefault(g, set()):
-                copied[g].add(p)
-                for q in inputs[p]:
-                    copy(q, g)
-
         read_elsewhere = set()
         for k in range(len(computed)):
+            g = self.of[k]
             for p in inputs[k]:
-                if free[p] and self.of[p] != self.of[k]:
-                    copy(p, self.of[k])
-                    read_elsewhere.add(self.of[p])
+                if not free[p] or self.of[p] == g:
+                    continue
+                read_elsewhere.add(self.of[p])
+                mine, stack = copied.setdefault(g, set()), [p]
+                while stack:
+                    q = stack.pop()
+                    if self.of[q] != g and q not in mine:
+                        mine.add(q)
+                        stack.extend(inputs[q])
         for g in read_elsewhere:
             members = self.members_of[g]
             if all(free[p] and p not in returned for p in members):

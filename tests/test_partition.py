@@ -139,6 +139,19 @@ def test_a_fanned_out_slice_is_no_task_of_its_own_unless_the_run_returns_it():
     assert [head._node] in groups
 
 
+def test_a_long_chain_of_tiny_ops_is_not_copied_into_later_tasks():
+    x = pargraph.tensor(np.linspace(0.1, 1.0, 16), requires_grad=True)
+    y = x
+    for k in range(1500):  # ops of next to no work each, but not all together
+        y = y.tanh() if k % 50 == 0 else y * 0.9999 + 0.001
+    y.sum().backward()
+    targets = [x.grad._node]
+    computed = plan(targets)[1]
+    groups = partition(computed, Granularity(workers=2, single_task_below=0))
+    copies = sum(len(members) for members in groups) - len(computed)
+    assert len(groups) > 1 and copies <= 2  # the gradient's seed, say: not the chain before
+
+
 def _parameter_workers(model, groups, workers) -> list[set[int]]:
     """For each tower of ``model``, the workers of the groups that read its parameters."""
     found = []
