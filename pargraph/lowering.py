@@ -36,11 +36,16 @@ Single tasks and cached plans
     :class:`SinglePlan`. Otherwise the partition and the tasks' templates are a
     :class:`GroupPlan`. Both are cached by the run's structure (``PlanCache``): a
     training loop's steps after the first only fill in keys and values. On a cluster a
-    kept value is a :class:`HeldPart`: its group's Future and its position in the tuple.
+    kept value is a :class:`HeldPart`: its group's Future and its position in the tuple. A
+    held part keeps the whole tuple on its worker, so a group whose tuple also carries values
+    only the step's other tasks read hands its kept parts to a reader on the same worker,
+    which returns them as well (:meth:`GroupPlan.return_kept_from_readers`). A value held
+    here of at most ``INLINE_BYTES`` rides inside each cluster task that reads it.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import secrets
@@ -234,6 +239,8 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
                 found = GroupPlan(order, computed, groups, outputs)
                 if len(granularity.hosts) > 1:
                     found.hosts = [granularity.hosts[w][0] for w in workers]
+                if granularity.remote:
+                    found.return_kept_from_readers(computed, outputs)
         found = found or SinglePlan(order, computed, outputs)
         PlanCache.put(key, found)
     return found
@@ -314,6 +321,34 @@ class GroupPlan:
         self.timings: dict[str, list[float]] = {"threads": [], "inline": []}
         self.runs = 0
         self.hosts: list[str] | None = None  # the worker address of each group, if placed
+        #: What each group task returns: its exported members, then arguments passed through.
+        self.returned: list[list] = [list(exported) for exported in self.exported]
+
+    def return_kept_from_readers(self, computed: list[Node], outputs: list[Node]) -> None:
+        """On a cluster a kept value is a part of its group's tuple, which stays on its worker,
+        with every other value the group exports for the step's other tasks, for as long as
+        the part is held (and ``pargraph.replicas`` copies all of it). A group whose kept
+        parts can all move does not hold them: a group on the same worker that reads it
+        already and exports nothing else the run drops returns them too (passed through, not
+        copied), and the first group's tuple goes once its readers ran."""
+        kept = {id(n) for n in outputs}
+        exports = [[computed[self.members[g][j]] for j in exported]
+                   for g, exported in enumerate(self.exported)]
+        dropped = [sum(n.dtype.itemsize * math.prod(n.shape) for n in nodes if id(n) not in kept)
+                   for nodes in exports]
+        holders: dict[int, int] = {}
+        for g, refs in enumerate(self.external):
+            for kind, v in refs:
+                if (kind == 1 and dropped[v] and not dropped[g] and v not in holders
+                        and (self.hosts is None or self.hosts[v] == self.hosts[g])):
+                    holders[v] = g
+        for i, (g, e) in enumerate(self.outputs):
+            h = holders.get(g)
+            if h is not None:
+                part = (PART, (self.external[h].index((1, g)), e))
+                if part not in self.returned[h]:
+                    self.returned[h].append(part)
+                self.outputs[i] = (h, self.returned[h].index(part))
 
     def _dependency_order(self) -> list[int]:
         """The groups in an order where each comes after the groups it reads from."""
@@ -377,7 +412,7 @@ class GroupPlan:
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
-            graph[keys[g]] = Task(keys[g], FusedTask(steps, self.exported[g], self.release[g]),
+            graph[keys[g]] = Task(keys[g], FusedTask(steps, self.returned[g], self.release[g]),
                                   *args)
         tasks = len(self.members)
         sequential = [(keys[g], [keys[h] for h in free])

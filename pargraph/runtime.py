@@ -211,7 +211,8 @@ class FusedTask:
     comes from: ``(EXT, k)`` the task's k-th argument, ``(PART, (k, j))`` element ``j`` of the
     task's k-th argument (a tuple another group task returned), ``(ENV, j)`` the j-th member's
     result, or ``(LIT, value)``. The task returns the tuple of the values of ``outputs``
-    (member positions), or its last member's value when ``outputs`` is ``None``.
+    (member positions, or an ``(EXT, k)`` / ``(PART, (k, j))`` source: an argument passed
+    through), or its last member's value when ``outputs`` is ``None``.
     """
 
     __slots__ = ("steps", "outputs", "release")
@@ -247,7 +248,8 @@ class FusedTask:
                 results[step] = None
         if self.outputs is None:
             return results[-1]
-        return tuple(results[k] for k in self.outputs)
+        return tuple(results[k] if type(k) is int else external[k[1]] if k[0] == EXT
+                     else external[k[1][0]][k[1][1]] for k in self.outputs)
 
     def __repr__(self) -> str:
         return f"FusedTask({', '.join(task.key for task, _ in self.steps)})"

@@ -326,6 +326,36 @@ def test_each_tower_runs_on_the_worker_that_holds_its_parameters(cluster):
     assert len(set.union(*holders)) == 2
 
 
+def test_what_a_step_keeps_on_the_workers_is_what_it_returns(cluster):
+    """A kept value is a part of a group task's tuple, which stays on its worker whole: a group
+    that also exports values for the step's other tasks (activations, masks) would pin them
+    too. Such groups hand their kept parts to a reader on the same worker that returns them."""
+    from dask.sizeof import sizeof
+
+    from pargraph.lowering import futures_of
+
+    pargraph.manual_seed(0)
+    towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
+                                         nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
+    model = nn.DataParallel(MeanOfTowers(towers), shards=2)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
+    with dask.config.set({"scheduler": cluster.client, "pargraph.replicas": 1}):
+        for _ in range(2):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            last_loss = loss.item()
+    kept = [p._node for p in model.parameters()] + [p.grad._node for p in model.parameters()]
+    assert np.isfinite(last_loss)
+    keys = [f.key for f in futures_of([n.value for n in kept])]
+    held = sum(cluster.client.run(lambda dask_worker: sum(
+        sizeof(dask_worker.data[k]) for k in keys if k in dask_worker.data)).values())
+    needed = sum(n.dtype.itemsize * int(np.prod(n.shape)) for n in kept)
+    assert held <= 1.05 * needed, f"{held / 2**20:.1f} MiB held for {needed / 2**20:.1f} MiB"
+
+
 def test_replicas_outlive_dasks_memory_manager(cluster):
     """dask's Active Memory Manager drops every replica beyond one every 2 s: pargraph stops
     it on a cluster it replicates on, so the copies are still there when a worker dies."""
