@@ -145,9 +145,10 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
                      outputs: Sequence[Node] = ()) -> tuple[list[list[Node]], list[int]]:
     """``partition``, and the worker (index into ``granularity.hosts``) of each group: with
     several hosts, the linear clusters are placed on them (:mod:`pargraph.placement`) before
-    coarsening, which then merges only groups of one worker. A group of next to no work that
-    reads no other group and holds none of the run's ``outputs`` is copied into each group
-    that reads it: a node can be a member of several groups."""
+    coarsening, which then merges only groups of one worker. A node whose work, with all it
+    depends on in the run, is next to nothing is copied into each group that reads it (a
+    group left with such nodes only goes unless it holds one of the run's ``outputs``): a
+    node can be a member of several groups."""
     work = [estimated_seconds(node) for node in computed]
     placed = len(granularity.hosts) > 1
     groups = _linear_clusters(computed, work, split_fans=placed)
