@@ -36,11 +36,11 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
        into the consumer they share (a loss) or an input others read too. Every merge keeps
        the quotient graph acyclic.
 
-    3. *Task duplication* (Kruatrachue & Lewis' duplication scheduling heuristic): a node of
-       next to no work on values held before the run (a DataParallel shard of the batch, a
-       slice, a loss's seed gradient) is computed again by every group that reads it, which
-       then waits for no other task to get it. It is the one case where a node belongs to
-       several groups; a group left with nothing else goes.
+    3. *Task duplication* (Kruatrachue & Lewis' duplication scheduling heuristic): a node
+       whose work, with everything it depends on in the run, is next to nothing (a
+       DataParallel shard of the batch, a slice, a loss's seed gradient) is computed again by
+       every group that reads it, which then waits for no other task to get it. It is the
+       one case where a node belongs to several groups; a group left with nothing else goes.
 
 On a cluster of several worker processes, the linear clusters are placed on the workers
 between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
@@ -292,11 +292,11 @@ class _Groups:
 
     def duplicate_sources(self, computed: Sequence[Node], free_seconds: float,
                           returned: set[int]) -> None:
-        """Task duplication (Kruatrachue & Lewis' duplication scheduling heuristic): a node of
-        next to no work that depends on values held before the run only (a DataParallel
-        shard of the batch, a slice, a loss's seed gradient) is computed again in every group
-        that reads it, so that no group waits for the task that holds it (and, placed,
-        fetches it from another worker). A group left with nothing of its own goes, unless
+        """Task duplication (Kruatrachue & Lewis' duplication scheduling heuristic): a node
+        whose work, with all it depends on in the run, is below ``free_seconds`` (a
+        DataParallel shard of the batch, a slice, a loss's seed gradient) is computed again in
+        every group that reads it, so that no group waits for the task that holds it (and,
+        placed, fetches it from another worker). A group left with nothing of its own goes, unless
         it holds values the run returns. Runs last: the ancestor bitsets are not updated."""
         position = {id(node): k for k, node in enumerate(computed)}
         inputs = [[position[id(i)] for i in node.input_nodes() if id(i) in position]
