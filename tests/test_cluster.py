@@ -120,6 +120,27 @@ def train(steps: int, scheduler, shards: int | None = None, on_step=None, width:
     return losses, model, opt
 
 
+def train_towers(client, steps: int, settings: dict) -> tuple[list[float], nn.ModuleList]:
+    """SGD steps of four 256-512-512-10 towers in a 2-shard DataParallel on ``client``, with
+    ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``;
+    returns the losses and the towers."""
+    pargraph.manual_seed(0)
+    towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
+                                         nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
+    model = nn.DataParallel(MeanOfTowers(towers), shards=2)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
+    losses = []
+    with dask.config.set({"scheduler": client, "pargraph.replicas": 1, **settings}):
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return losses, towers
+
+
 def test_compose_commands_are_the_ones_tests_run():
     commands = compose_commands()
     assert commands["scheduler"].startswith("dask scheduler ")
@@ -295,27 +316,8 @@ def test_each_tower_runs_on_the_worker_that_holds_its_parameters(cluster):
     """pargraph places a DataParallel step's tasks itself (dask alone kept the whole step on the
     worker holding the parameters): each tower's parameters are updated on one worker, both
     workers hold towers, and the results equal those of dask's own placement."""
-
-    def run(placement: bool) -> tuple[list[float], list]:
-        pargraph.manual_seed(0)
-        towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
-                                             nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
-        model = nn.DataParallel(MeanOfTowers(towers), shards=2)
-        opt = optim.SGD(model.parameters(), lr=0.1)
-        x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
-        losses = []
-        with dask.config.set({"scheduler": cluster.client, "pargraph.placement": placement,
-                              "pargraph.replicas": 1}):  # who_has: where it was computed
-            for _ in range(3):
-                opt.zero_grad()
-                loss = nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
-        return losses, towers
-
-    placed, towers = run(True)
-    unplaced, _ = run(False)
+    placed, towers = train_towers(cluster.client, 3, {"pargraph.placement": True})
+    unplaced, _ = train_towers(cluster.client, 3, {"pargraph.placement": False})
     np.testing.assert_allclose(placed, unplaced, rtol=1e-6)
     holders = []
     for tower in towers:
@@ -334,21 +336,9 @@ def test_what_a_step_keeps_on_the_workers_is_what_it_returns(cluster):
 
     from pargraph.lowering import futures_of
 
-    pargraph.manual_seed(0)
-    towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
-                                         nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
-    model = nn.DataParallel(MeanOfTowers(towers), shards=2)
-    opt = optim.SGD(model.parameters(), lr=0.1)
-    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
-    with dask.config.set({"scheduler": cluster.client, "pargraph.replicas": 1}):
-        for _ in range(2):
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            last_loss = loss.item()
-    kept = [p._node for p in model.parameters()] + [p.grad._node for p in model.parameters()]
-    assert np.isfinite(last_loss)
+    losses, towers = train_towers(cluster.client, 2, {})
+    assert np.isfinite(losses).all()
+    kept = [p._node for p in towers.parameters()] + [p.grad._node for p in towers.parameters()]
     keys = [f.key for f in futures_of([n.value for n in kept])]
     held = sum(cluster.client.run(lambda dask_worker: sum(
         sizeof(dask_worker.data[k]) for k in keys if k in dask_worker.data)).values())
