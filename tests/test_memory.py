@@ -1,4 +1,5 @@
-"""Memory: tensors kept after their step's backward hold their value, not the step's graph."""
+"""Memory: tensors kept after their step's backward hold their value, not the step's graph; inside
+a task, an op writes into a buffer only when nothing else can read it."""
 
 import subprocess
 import sys
