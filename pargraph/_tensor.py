@@ -15,6 +15,7 @@ declared with ``method=True`` (``exp``, ``relu``, ...) are added from the op reg
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections import namedtuple
 from typing import Any
@@ -143,7 +144,7 @@ class Tensor(DaskCollection, SelectionMethods):
         return self.ndim
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self._node.shape))
 
     @property
     def requires_grad(self) -> bool:

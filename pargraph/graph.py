@@ -99,6 +99,24 @@ def naming(phase: str, origin: str | None = None, scope: str | None = None) -> I
         _naming.phase, _naming.origin, _naming.scope = saved
 
 
+class module_call:  # noqa: N801 (used as a context manager, like the functions around it)
+    """Nodes recorded inside the block belong to the module at ``scope`` and carry ``site``
+    (None: their own line). What an ``nn.Module`` call sets, once per layer call: a class,
+    since a generator-based context manager costs several times as much."""
+
+    __slots__ = ("scope", "site", "saved")
+
+    def __init__(self, scope: str, site: Any) -> None:
+        self.scope, self.site = scope, site
+
+    def __enter__(self) -> None:
+        self.saved = (_naming.scope, grad_mode.site)
+        _naming.scope, grad_mode.site = self.scope, self.site
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _naming.scope, grad_mode.site = self.saved
+
+
 @contextmanager
 def module_scope(path: str) -> Iterator[None]:
     """Nodes recorded inside the block belong to the module at ``path``."""

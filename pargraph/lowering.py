@@ -217,13 +217,14 @@ PlanCache = StructureCache(64)
 def structure_of(order: list[Node], outputs: list[Node], granularity: Granularity) -> tuple:
     position = {id(node): k for k, node in enumerate(order)}
     parts = []
+    append = parts.append  # a loop over every node of every step: kept lean
     for node in order:
         if node.value is not None:
-            parts.append(node.shape)
+            append(node.shape)
         else:
-            parts.append((node.op.name, node.shape, tuple(
-                position[id(i)] if isinstance(i, Node) else -1 for i in node.inputs)))
-    return (granularity, tuple(position[id(n)] for n in outputs), tuple(parts))
+            append((node.op.name, node.shape,
+                    tuple([position[id(i)] if type(i) is Node else -1 for i in node.inputs])))
+    return (granularity, tuple([position[id(n)] for n in outputs]), tuple(parts))
 
 
 def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
@@ -538,3 +539,4 @@ def group_label(members: list[Node]) -> str:
 def _common_path(paths: list[str]) -> str:
     """The dotted module path all ``paths`` start with (``towers.3`` of ``towers.3.0``...)."""
     return ".".join(os.path.commonprefix([path.split(".") for path in paths])) if paths else ""
+

@@ -78,10 +78,11 @@ class Primitive:
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
         node = Node(self, inputs, attrs, shape, dtype, site=site)
-        if grad_mode.enabled and self.vjps is not None and node.dtype.kind == "f" and any(
-            isinstance(i, Node) and i.requires_grad for i in inputs
-        ):
-            node.requires_grad = node.history = True
+        if grad_mode.enabled and self.vjps is not None and dtype.kind == "f":
+            for i in inputs:
+                if type(i) is Node and i.requires_grad:
+                    node.requires_grad = node.history = True
+                    break
         return node
 
     def __repr__(self) -> str:

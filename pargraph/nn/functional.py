@@ -308,8 +308,8 @@ def _check_class_targets(input: Tensor, target: Tensor, op: str) -> None:
         # Targets are data, so usually known: check them here, at the user's line.
         values = np.asarray(target._node.value)
         classes = input.shape[-1]
-        bad = values[(values < 0) | (values >= classes)]
-        if bad.size:
+        if values.min() < 0 or values.max() >= classes:
+            bad = values[(values < 0) | (values >= classes)]
             raise IndexError(f"{op}: target {int(bad.flat[0])} is out of bounds for {classes} "
                              f"classes (expected class indices in [0, {classes - 1}])")
 
@@ -325,6 +325,11 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """
     target = as_tensor(target)
     _check_class_targets(input, target, "nll_loss")
+    return _picked_loss(input, target, reduction)
+
+
+def _picked_loss(input: Tensor, target: Tensor, reduction: str) -> Tensor:
+    """nll_loss of targets checked already."""
     if input.ndim == 1:
         picked = input[target]
     else:
@@ -343,7 +348,7 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     """
     target = as_tensor(target)
     _check_class_targets(input, target, "cross_entropy")
-    return nll_loss(input.log_softmax(-1), target, reduction)
+    return _picked_loss(input.log_softmax(-1), target, reduction)
 
 
 def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:

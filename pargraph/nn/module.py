@@ -14,7 +14,7 @@ from pargraph._tensor import RemovableHandle, Size, Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
-from pargraph.graph import grad_mode, in_package, module_scope, recorded_at, user_site
+from pargraph.graph import grad_mode, in_package, module_call, user_site
 
 
 class Parameter(Tensor):
@@ -311,18 +311,18 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         path = self.path()
-        with module_scope(f"{path} ({type(self).__name__})" if path else type(self).__name__):
+        scope = f"{path} ({type(self).__name__})" if path else type(self).__name__
+        # The ops of pargraph's own layers all point at the user's line that called the
+        # outermost of them: one stack walk per layer call, not one per op. A user's forward
+        # records its own lines.
+        site = (grad_mode.site or user_site()) if _own_forward(type(self)) else None
+        with module_call(scope, site):
             if self._forward_pre_hooks:  # every op of a forward goes through here: no copies
                 for hook in list(self._forward_pre_hooks):
                     changed = hook(self, args)
                     if changed is not None:
                         args = changed if isinstance(changed, tuple) else (changed,)
-            # The ops of pargraph's own layers all point at the user's line that called the
-            # outermost of them: one stack walk per layer call, not one per op. A user's
-            # forward records its own lines.
-            site = (grad_mode.site or user_site()) if _own_forward(type(self)) else None
-            with recorded_at(site):
-                output = self.forward(*args, **kwargs)
+            output = self.forward(*args, **kwargs)
             if self._forward_hooks:
                 for hook in list(self._forward_hooks):
                     changed = hook(self, args, output)
