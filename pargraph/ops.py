@@ -560,7 +560,21 @@ def relu(x, out=None):
     return np.maximum(x, 0, out=out)
 # From the output, as PyTorch's ReluBackward: out > 0 exactly where x > 0, and the output is
 # kept for the next layer's weight gradient anyway, so the input need not be kept at all.
-relu.defvjp(lambda g, out, x: mul(g, gt(out, 0)))
+relu.defvjp(lambda g, out, x: threshold_backward(g, out))
+
+
+def _gradient_shape(g, result):
+    if g.shape != result.shape:
+        raise ShapeError(f"gradient of shape {g.shape} for a result of shape {result.shape}")
+    return g.shape, g.dtype
+
+
+@primitive("threshold_backward", _gradient_shape, out=True)
+def threshold_backward(g, result, out=None):
+    """ReLU's backward (PyTorch's name): ``g`` where ``result > 0``, else 0. One node, where
+    ``mul(g, gt(result, 0))`` made two and a mask."""
+    return np.multiply(g, result > 0, out=out)
+threshold_backward.defvjp(lambda gg, out, g, result: threshold_backward(gg, result), None)
 
 
 def _clamp_shape(x, min=None, max=None):

@@ -92,6 +92,8 @@ CASES = [
     unary("tanh", lambda x: x.tanh(), np.tanh),
     unary("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
     unary("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), away),
+    Case("threshold_backward", lambda g, r: node_op(ops.threshold_backward, g, r),
+         lambda g, r: g * (r > 0), [normal(3, 4), away(3, 4)]),
     unary("clamp", lambda x: x.clamp(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), distinct),
     unary("clamp_min", lambda x: x.clamp(min=0.1), lambda x: np.clip(x, 0.1, None), distinct),
     unary("clone", lambda x: x.clone(), np.copy),
