@@ -648,7 +648,8 @@ def _check_held_values(order: list[Node]) -> None:
     """Before a run: values that died with their cluster are put back from a recovery copy,
     or the run stops with :class:`ClusterLostError` (instead of hanging on a reconnect)."""
     for node in order:
-        if not _is_lost(node.value):
+        value = node.value
+        if value is None or type(value) is np.ndarray or not _is_lost(value):
             continue
         if node.value.key not in _recovered:
             raise cluster_lost(node.value.client, f"{node.value.key} was cancelled")

@@ -563,7 +563,7 @@ def relu(x, out=None):
 relu.defvjp(lambda g, out, x: threshold_backward(g, out))
 
 
-def _gradient_shape(g, result):
+def _gradient_shape(g, result, **attrs):
     if g.shape != result.shape:
         raise ShapeError(f"gradient of shape {g.shape} for a result of shape {result.shape}")
     return g.shape, g.dtype
@@ -1056,9 +1056,34 @@ def _rows(t: Node) -> Node:
     return reshaped(t, (math.prod(t.shape[:-1]), t.shape[-1]))
 
 
+def _weight_grad_shape(g, x):
+    if not g.shape or g.shape[:-1] != x.shape[:-1]:
+        raise ShapeError(f"gradient of shape {g.shape} for an input of shape {x.shape}")
+    return (g.shape[-1], x.shape[-1]), result_dtype(g, x)
+
+
+def _weight_grad_cost(node: Node) -> float:
+    g = node.inputs[0]
+    return 3e-6 + 2 * math.prod(node.shape) * math.prod(g.shape[:-1]) / 20e9
+
+
+@primitive("linear_weight_grad", _weight_grad_shape, grad_name="MmBackward0",
+           cost=_weight_grad_cost)
+def linear_weight_grad(g, x):
+    """Linear's weight gradient, ``rows(g).T @ rows(x)``, as one node (a transpose node and a
+    matrix product before; the same BLAS call)."""
+    return np.matmul(np.reshape(g, (-1, g.shape[-1])).T, np.reshape(x, (-1, x.shape[-1])))
+
+
+linear_weight_grad.defvjp(
+    lambda gg, out, g, x: reshaped(matmul(_rows(x), swap_last(gg)), g.shape),
+    lambda gg, out, g, x: reshaped(matmul(_rows(g), gg), x.shape),
+)
+
+
 linear.defvjp(
     lambda g, out, x, w, b=None: matmul(g, w),
-    lambda g, out, x, w, b=None: matmul(swap_last(_rows(g)), _rows(x)),
+    lambda g, out, x, w, b=None: linear_weight_grad(g, x),
     lambda g, out, x, w, b=None: unbroadcast(g, b.shape),
 )
 
@@ -1252,7 +1277,30 @@ def logsumexp(x: Node, dim, keepdim=False) -> Node:
 
 
 def log_softmax(x: Node, dim: int) -> Node:
-    return shown_as(sub(x, logsumexp(x, dim, keepdim=True)), "LogSoftmaxBackward0")
+    if x.dtype.kind not in "fc":
+        x = cast(x, dtype=float_dtype(x.dtype))
+    return log_softmax_of(x, dim=normalize_dims(dim, len(x.shape)))
+
+
+@primitive("log_softmax", _same, grad_name="LogSoftmaxBackward0")
+def log_softmax_of(x, *, dim):
+    """``x - logsumexp(x)`` as one node (the composite made eight, and ten for its backward),
+    with the same numpy operations in the same order: the max is subtracted first."""
+    shift = np.amax(x, axis=dim, keepdims=True)
+    total = np.log(np.sum(np.exp(x - shift), axis=dim, keepdims=True))
+    return x - (total + shift)
+log_softmax_of.defvjp(lambda g, out, x, dim: log_softmax_backward(g, out, dim=dim))
+
+
+@primitive("log_softmax_backward", _gradient_shape, grad_name="LogSoftmaxBackwardBackward0")
+def log_softmax_backward(g, result, *, dim):
+    """``g - exp(result) * sum(g)``: log_softmax's gradient from its result."""
+    return g - np.exp(result) * np.sum(g, axis=dim, keepdims=True)
+log_softmax_backward.defvjp(
+    lambda gg, out, g, result, dim: sub(gg, sum_(mul(gg, exp(result)), dim=dim, keepdim=True)),
+    lambda gg, out, g, result, dim: neg(mul(mul(gg, exp(result)),
+                                            sum_(g, dim=dim, keepdim=True))),
+)
 
 
 def softmax(x: Node, dim: int) -> Node:
@@ -1284,12 +1332,24 @@ def flatten(x: Node, start_dim=0, end_dim=-1) -> Node:
 def stack(xs: list[Node], dim=0) -> Node:
     if not xs:
         raise RuntimeError("stack: expected a non-empty sequence of tensors")
+    return stacked(*xs, dim=normalize_dim(dim, len(xs[0].shape) + 1))
+
+
+def _stack_shape(*xs, dim):
     for x in xs[1:]:
         if x.shape != xs[0].shape:
-            raise RuntimeError(f"stack: expects each tensor to be equal size, "
-                               f"but got {xs[0].shape} and {x.shape}")
-    d = normalize_dim(dim, len(xs[0].shape) + 1)
-    return shown_as(cat(*(unsqueeze(x, d) for x in xs), dim=d), "StackBackward0")
+            raise ShapeError(f"expects each tensor to be equal size, but got {xs[0].shape} and "
+                             f"{x.shape}")
+    return xs[0].shape[:dim] + (len(xs),) + xs[0].shape[dim:], result_dtype(*xs)
+
+
+@primitive("stack", _stack_shape, grad_name="StackBackward0")
+def stacked(*xs, dim):
+    """One node for the whole stack (unsqueezing each input and a cat made 2n + 1), whose
+    backward is one view of the gradient per input."""
+    return np.stack(xs, axis=dim)
+stacked.defvjp_at(lambda position: lambda g, out, *xs, dim: index(
+    g, spec=(slice(None),) * dim + (position,)))
 
 
 def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:

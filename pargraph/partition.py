@@ -20,8 +20,11 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
        is the group's tail: the group stays a chain, and siblings, such as the branches of a
        fork, start groups of their own that can run side by side. A join that would make the
        quotient graph cyclic starts a new group.
-       A tower's forward pass becomes one chain, its backward another; a parameter's update
-       joins its gradient's group.
+       A fan-out (a node more than ``FAN_OUT`` nodes of its phase read: a loss gradient
+       that every tower's backward reads, a DataParallel shard of the batch) ends its chain:
+       a task's results exist when it ends, so a chain that went on past a fan-out would make
+       every other reader wait for the rest of it. A tower's forward pass becomes one chain,
+       its backward another; a parameter's update joins its gradient's group.
     2. *Coarsening*: groups whose estimated work is below the grain (``pargraph.task-grain``
        times the cost of a task) are merged. Independent small groups of one depth of the
        quotient graph (32 small towers' forward passes) are bundled, largest first into the
@@ -44,10 +47,9 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
 
 On a cluster of several worker processes, the linear clusters are placed on the workers
 between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
-worker: a task never spans two workers. Two rules keep work on one worker from waiting for the
-other's: a fan-out (a node more than ``FAN_OUT`` nodes of its phase read, such as a
-DataParallel shard of the batch that every tower reads) ends its chain, and a small group does
-not merge into a producer that groups on another worker read (unless it is next to no work).
+worker: a task never spans two workers, and a small group does not merge into a producer that
+groups on another worker read (unless it is next to no work), so that work on one worker does
+not wait for the other's.
 
 Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
 cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
@@ -151,7 +153,7 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
     node can be a member of several groups."""
     work = [estimated_seconds(node) for node in computed]
     placed = len(granularity.hosts) > 1
-    groups = _linear_clusters(computed, work, split_fans=placed)
+    groups = _linear_clusters(computed, work)
     if placed:
         groups.place(computed, work, [t for _, t in granularity.hosts])
     groups.coarsen(work, granularity.grain, granularity.workers)
@@ -441,16 +443,14 @@ def _bits(mask: int) -> Iterator[int]:
 FAN_OUT = 3
 
 
-def _linear_clusters(computed: Sequence[Node], work: list[float], split_fans: bool = False
-                     ) -> _Groups:
+def _linear_clusters(computed: Sequence[Node], work: list[float]) -> _Groups:
     position = {id(node): k for k, node in enumerate(computed)}
     finish = [0.0] * len(computed)
     readers = [0] * len(computed)
-    if split_fans:
-        for node in computed:
-            for i in node.input_nodes():
-                if id(i) in position and i.phase == node.phase:
-                    readers[position[id(i)]] += 1
+    for node in computed:
+        for i in node.input_nodes():
+            if id(i) in position and i.phase == node.phase:
+                readers[position[id(i)]] += 1
     groups = _Groups(len(computed))
     for k, node in enumerate(computed):
         inputs = [position[id(i)] for i in node.input_nodes() if id(i) in position]
@@ -462,8 +462,7 @@ def _linear_clusters(computed: Sequence[Node], work: list[float], split_fans: bo
         finish[k] = finish[dominant] + work[k]
         producers = {groups.of[i] for i in inputs}
         g = groups.of[dominant]
-        # Placed on several workers, a fan-out (a DataParallel shard of the batch, read by
-        # every tower) ends its chain: readers on another worker would wait for the chain.
+        # A fan-out ends its chain: its other readers would wait for the rest of the chain.
         fan_out = readers[dominant] > FAN_OUT
         if not fan_out and groups.tail[g] == dominant and groups.can_join(g, producers):
             groups.join(k, g, producers, as_tail=True)

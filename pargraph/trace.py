@@ -113,7 +113,8 @@ class Summary:
             "work by op (top 8):",
         ]
         top_ops = sorted(self.by_op.items(), key=lambda kv: -kv[1])[:8]
-        lines += [f"  {op:<24} {t * ms:9.2f} ms" for op, t in top_ops]
+        width = max([24] + [len(op) for op, _ in top_ops])
+        lines += [f"  {op:<{width}} {t * ms:9.2f} ms" for op, t in top_ops]
         lines.append("critical path, longest nodes:")
         lines += [f"  {r.key:<32} {r.phase:<10} {r.duration * ms:8.2f} ms"
                   for r in sorted(self.critical_nodes, key=lambda r: -r.duration)[:5]]

@@ -137,8 +137,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
             return None  # a check that must run; user code that must run
         flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
         if node.history:
-            inputs = tuple(position[id(i)] if isinstance(i, Node) else (type(i), i)
-                           for i in node.inputs)
+            inputs = tuple([position[id(i)] if type(i) is Node else (type(i), i)
+                            for i in node.inputs])
         else:  # a vjp may look at a leaf-side node's producer (swap_last), never further
             inputs = bool(node.inputs)
         # A cut node's attributes (an updated parameter's learning rate) cannot matter.
@@ -221,10 +221,10 @@ class BackwardTemplate:
         call_site = None
         for op, spec, attrs, shape, dtype, phase, prefix, origin, at_forward_site, value \
                 in self.nodes:
-            inputs = tuple(
+            inputs = tuple([
                 nodes[s] if s.__class__ is int
                 else s.value if s.__class__ is _Literal else order[s.k].inputs[s.j]
-                for s in spec)
+                for s in spec])
             forward = order[origin]
             if at_forward_site:
                 site = forward.site
