@@ -1202,7 +1202,9 @@ def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov):
     d_p = _decayed(grad, param, weight_decay)
     if buf is not None:
         d_p = d_p + momentum * buf if nesterov else buf
-    return param - lr * d_p
+    # param - lr * d_p, bit for bit, in one new array instead of two (a - b is a + -b).
+    step = np.multiply(d_p, -lr)
+    return np.add(param, step, out=step)
 
 
 @primitive("adam_moment", _like_first)
@@ -1219,8 +1221,13 @@ def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupl
     """Adam's new parameter (``decoupled_decay``: AdamW's factor ``lr * weight_decay``)."""
     if decoupled_decay:
         param = param * (1 - decoupled_decay)
-    denom = np.sqrt(exp_avg_sq) / bias2_sqrt + eps
-    return param - (lr / bias1) * (exp_avg / denom)
+    # param - (lr / bias1) * (exp_avg / denom), the same operations in place on temporaries.
+    denom = np.sqrt(exp_avg_sq)
+    np.divide(denom, float(bias2_sqrt), out=denom)
+    np.add(denom, float(eps), out=denom)
+    step = np.divide(exp_avg, denom, out=denom)
+    np.multiply(step, float(lr / bias1), out=step)
+    return np.subtract(param, step, out=step)
 
 
 # --- composites -----------------------------------------------------------------------------
@@ -1304,10 +1311,30 @@ log_softmax_backward.defvjp(
 
 
 def softmax(x: Node, dim: int) -> Node:
-    shift = stop_gradient(amax(x, dim=normalize_dims(dim, len(x.shape)), keepdim=True))
-    shifted = exp(sub(x, shift))
-    total = sum_(shifted, dim=normalize_dims(dim, len(x.shape)), keepdim=True)
-    return shown_as(div(shifted, total), "SoftmaxBackward0")
+    if x.dtype.kind not in "fc":
+        x = cast(x, dtype=float_dtype(x.dtype))
+    return softmax_of(x, dim=normalize_dims(dim, len(x.shape)))
+
+
+@primitive("softmax", _same, grad_name="SoftmaxBackward0")
+def softmax_of(x, *, dim):
+    """``exp(x - max) / sum`` as one node (the composite made six, and a dozen for its
+    backward), with the same numpy operations in the same order."""
+    shifted = np.exp(x - np.amax(x, axis=dim, keepdims=True))
+    return shifted / np.sum(shifted, axis=dim, keepdims=True)
+softmax_of.defvjp(lambda g, out, x, dim: softmax_backward(g, out, dim=dim))
+
+
+@primitive("softmax_backward", _gradient_shape, grad_name="SoftmaxBackwardDataBackward0")
+def softmax_backward(g, result, *, dim):
+    """``result * (g - sum(g * result))``: softmax's gradient from its result."""
+    return result * (g - np.sum(g * result, axis=dim, keepdims=True))
+softmax_backward.defvjp(
+    lambda gg, out, g, result, dim: softmax_backward(gg, result, dim=dim),
+    lambda gg, out, g, result, dim: sub(
+        sub(mul(gg, g), mul(g, sum_(mul(gg, result), dim=dim, keepdim=True))),
+        mul(gg, sum_(mul(g, result), dim=dim, keepdim=True))),
+)
 
 
 def squeeze(x: Node, dim=None) -> Node:

@@ -139,6 +139,8 @@ CASES = [
          lambda x: np.log(np.exp(x).sum(1)), [normal(3, 4)]),
     Case("softmax", lambda x: x.softmax(-1),
          lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True), [normal(3, 4)]),
+    Case("softmax_backward", lambda g, r: node_op(ops.softmax_backward, g, r, dim=(1,)),
+         lambda g, r: r * (g - (g * r).sum(1, keepdims=True)), [normal(3, 4), normal(3, 4)]),
     Case("log_softmax", lambda x: x.log_softmax(0),
          lambda x: x - np.log(np.exp(x).sum(0, keepdims=True)), [normal(3, 4)]),
     Case("log_softmax_3d", lambda x: x.log_softmax(-1),
