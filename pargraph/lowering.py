@@ -80,7 +80,7 @@ class Lowered:
     the run's outputs. A run small enough to be one task also keeps that task (``single``)
     so that local schedulers can run it in the calling thread."""
 
-    graph: dict
+    source: Any  # the dask graph, or a function that builds it (an inline run needs none)
     keys: list
     unpack: Any = None  # results of ``keys`` -> one value per output; None: as they are
     single: FusedTask | None = None
@@ -93,6 +93,12 @@ class Lowered:
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
+
+    @property
+    def graph(self) -> dict:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
 
 
 class HeldPart:
@@ -185,9 +191,13 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         # scalar) rides in the tasks that read it: a data key costs the scheduler a task.
         riding = {key: value for key, value in local_values.items()
                   if remote and getattr(value, "nbytes", INLINE_BYTES + 1) <= INLINE_BYTES}
-        graph.update((key, DataNode(key, value)) for key, value in local_values.items()
-                     if key not in riding)
+        data = {key: value for key, value in local_values.items() if key not in riding}
         local_values = riding
+        if not isinstance(plan_, SinglePlan) or remote:
+            graph.update((key, DataNode(key, value)) for key, value in data.items())
+        else:  # run inline by a local scheduler: the data keys are made if a graph is asked for
+            task, external = plan_.instantiate(order, computed)
+            return _single_task(graph, task, external, outputs, {}, data=data)
     if remote:  # parts of group results are indexed inside the tasks that read them
         local_values.update((node.key, node.value.ref()) for node in order
                             if type(node.value) is HeldPart)
@@ -499,14 +509,23 @@ class SinglePlan:
 
 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
-                 held: dict[str, Any], parts: bool = False) -> Lowered:
+                 held: dict[str, Any], parts: bool = False, data: dict | None = None) -> Lowered:
+    """One task for the run; ``data``: values to add as data keys when the graph is built,
+    which it is only if the run does not go inline."""
     whole = f"pargraph_run-{outputs[0].key}"
-    graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
+
+    def build() -> dict:
+        graph.update((key, DataNode(key, value)) for key, value in (data or {}).items())
+        graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
+        if not parts:
+            for k, node in enumerate(outputs):
+                graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
+        return graph
+
     if parts:  # on a cluster: the outputs stay parts of the one task's Future
-        return _held_results(graph, [whole], [(0, k) for k in range(len(outputs))], outputs, 1)
-    for k, node in enumerate(outputs):
-        graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
-    return Lowered(graph, [node.key for node in outputs], single=task, single_inputs=external,
+        return _held_results(build(), [whole], [(0, k) for k in range(len(outputs))], outputs,
+                             1)
+    return Lowered(build, [node.key for node in outputs], single=task, single_inputs=external,
                    tasks=1 + len(outputs))
 
 
@@ -539,4 +558,5 @@ def group_label(members: list[Node]) -> str:
 def _common_path(paths: list[str]) -> str:
     """The dotted module path all ``paths`` start with (``towers.3`` of ``towers.3.0``...)."""
     return ".".join(os.path.commonprefix([path.split(".") for path in paths])) if paths else ""
+
 
