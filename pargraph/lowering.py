@@ -558,5 +558,3 @@ def group_label(members: list[Node]) -> str:
 def _common_path(paths: list[str]) -> str:
     """The dotted module path all ``paths`` start with (``towers.3`` of ``towers.3.0``...)."""
     return ".".join(os.path.commonprefix([path.split(".") for path in paths])) if paths else ""
-
-
