@@ -169,7 +169,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys, lowered.workers,
-                                      lowered.fetched)
+                                      lowered.fetched, lowered.urgent)
             adaptive = dask.config.get("pargraph.adaptive", True)
             if lowered.sequential is not None and is_threaded(get) and adaptive and not progress:
                 return run_adaptively(lowered, keys, get)
@@ -185,15 +185,15 @@ def client_of(get: Callable) -> Any:
 
 
 def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
-                   fetched: int = 0) -> list:
+                   fetched: int = 0, urgent: frozenset = frozenset()) -> list:
     """Run on the cluster and keep the results there: returns Futures, and the values of the
     last ``fetched`` keys (small: a loss). ``workers`` maps task keys to the worker address
-    pargraph placed them on."""
+    pargraph placed them on; ``urgent`` tasks run on their worker as soon as they can."""
     from distributed import progress, wait
 
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
-    futures = client.get(_untokenized(graph, workers, keys), keys, sync=False)
+    futures = client.get(_untokenized(graph, workers, keys, urgent), keys, sync=False)
     try:
         with client.as_current():
             if _progress.minimum is not None:
@@ -213,33 +213,39 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     return futures
 
 
-def _untokenized(graph: dict, workers: dict | None = None, keys: list | None = None) -> Any:
+def _untokenized(graph: dict, workers: dict | None = None, keys: list | None = None,
+                 urgent: frozenset = frozenset()) -> Any:
     """The graph as the expression ``Client.get`` builds from a dict, but named by a unique
     token instead of one computed by hashing every task and array in it (~17 ms for a small
     training step): pargraph's keys are already unique. Tasks placed on a worker (``workers``)
     go in one layer per worker, annotated as ``dask.annotate(workers=...,
-    allow_other_workers=True)`` would: loose, so a worker that left blocks nothing."""
+    allow_other_workers=True)`` would: loose, so a worker that left blocks nothing; ``urgent``
+    ones in a layer of their own with a higher priority."""
     try:
         from dask._expr import HLGExpr, LLGExpr
     except ImportError:  # an older or newer dask: let it tokenize
         return graph
     if workers:
-        expr = HLGExpr(dsk=_placed_layers(graph, workers), output_keys=keys)
+        expr = HLGExpr(dsk=_placed_layers(graph, workers, urgent), output_keys=keys)
     else:
         expr = LLGExpr(graph)
     expr._determ_token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
     return expr
 
 
-def _placed_layers(graph: dict, workers: dict) -> Any:
+def _placed_layers(graph: dict, workers: dict, urgent: frozenset = frozenset()) -> Any:
     from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-    by_worker: dict[str, dict] = {}
+    by_worker: dict[tuple[str, bool], dict] = {}
     for key, task in graph.items():
-        by_worker.setdefault(workers.get(key, ""), {})[key] = task
-    layers = {f"pargraph-{address or 'anywhere'}": MaterializedLayer(
-        tasks, annotations={"workers": [address], "allow_other_workers": True} if address
-        else None) for address, tasks in by_worker.items()}
+        by_worker.setdefault((workers.get(key, ""), key in urgent), {})[key] = task
+    layers = {}
+    for (address, first), tasks in by_worker.items():
+        annotations = {"workers": [address], "allow_other_workers": True} if address else {}
+        if first:
+            annotations["priority"] = 1
+        name = f"pargraph-{address or 'anywhere'}{'-first' if first else ''}"
+        layers[name] = MaterializedLayer(tasks, annotations=annotations or None)
     return HighLevelGraph(layers, {name: set() for name in layers})
 
 

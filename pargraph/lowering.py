@@ -39,8 +39,11 @@ Single tasks and cached plans
     kept value is a :class:`HeldPart`: its group's Future and its position in the tuple. A
     held part keeps the whole tuple on its worker, so a group whose tuple also carries values
     only the step's other tasks read hands its kept parts to a reader on the same worker,
-    which returns them as well (:meth:`GroupPlan.return_kept_from_readers`). A value held
-    here of at most ``INLINE_BYTES`` rides inside each cluster task that reads it.
+    which returns them as well (:meth:`GroupPlan.return_kept_from_readers`). A worker fetches a
+    task's whole tuple, so where groups on another worker read a small part of a big tuple, a
+    task on the producer's worker picks those parts and only they travel
+    (:meth:`GroupPlan.send_only_what_other_workers_read`). A value held here of at most
+    ``INLINE_BYTES`` rides inside each cluster task that reads it.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.graph import Node, StructureCache, toposort
 from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_partition
-from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, release_schedule
+from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, Selection, release_schedule
 
 
 def node_task(node: Node) -> NodeTask:
@@ -90,6 +93,7 @@ class Lowered:
     sequential: list | None = None  # (group key, keys to free after it) in dependency order
     workers: dict | None = None  # task key -> the worker address it should run on
     fetched: int = 0  # on a cluster: the last ``fetched`` keys are gathered with the run
+    urgent: frozenset = frozenset()  # on a cluster: tasks to run as soon as they can
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -215,6 +219,11 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
 #: Bytes up to which a value held here travels inside each cluster task that reads it (a
 #: copy per task: only indices and scalars, such as those a loss makes every step).
 INLINE_BYTES = 8 * 1024
+#: Bytes a task picking the parts another worker reads must keep from travelling: it adds a
+#: scheduler round trip before its readers (~5 ms on 2 busy cores), about what 1 MiB costs on
+#: a 1 Gbit/s link (over loopback the wide DataParallel step was as fast either way; on a
+#: 1 Gbit/s link 195.6 -> 130.5 ms).
+SEND_PARTS_SAVING = 1 << 20
 
 #: Lowering plans by graph structure: a training loop records the same structure every step,
 #: so its partition and task templates are computed once. The structure is what they depend
@@ -252,6 +261,8 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
                     found.hosts = [granularity.hosts[w][0] for w in workers]
                 if granularity.remote:
                     found.return_kept_from_readers(computed, outputs)
+                    if found.hosts:
+                        found.send_only_what_other_workers_read(computed)
         found = found or SinglePlan(order, computed, outputs)
         PlanCache.put(key, found)
     return found
@@ -334,6 +345,9 @@ class GroupPlan:
         self.hosts: list[str] | None = None  # the worker address of each group, if placed
         #: What each group task returns: its exported members, then arguments passed through.
         self.returned: list[list] = [list(exported) for exported in self.exported]
+        #: On a cluster: tasks that pick, on a group's worker, the parts that groups on another
+        #: worker read (``(producer groups, [(producer, position)])``; a reader's ``(2, s)``).
+        self.selections: list[tuple[list[int], list[tuple[int, int]]]] = []
 
     def return_kept_from_readers(self, computed: list[Node], outputs: list[Node]) -> None:
         """On a cluster a kept value is a part of its group's tuple, which stays on its worker,
@@ -360,6 +374,80 @@ class GroupPlan:
                 if part not in self.returned[h]:
                     self.returned[h].append(part)
                 self.outputs[i] = (h, self.returned[h].index(part))
+
+    def send_only_what_other_workers_read(self, computed: list[Node]) -> None:
+        """A worker fetches a whole task result, but a group's tuple holds everything its
+        readers on its own worker need too (a tower's activations, kept for its backward),
+        often megabytes where a reader on another worker wants a few kilobytes (the tower's
+        logits, for the loss). Where that keeps at least ``SEND_PARTS_SAVING`` bytes from
+        travelling, a task on the producer's worker picks the parts the groups on another
+        worker read, and they read its result instead: one such task for the groups of a
+        worker that the same readers wait for. It runs first on its worker (``urgent``)."""
+        nbytes = [[computed[self.members[g][j]].dtype.itemsize
+                   * math.prod(computed[self.members[g][j]].shape) for j in exported]
+                  for g, exported in enumerate(self.exported)]
+        read: dict[tuple[int, int], set[int]] = {}  # (producer, reader) -> positions read
+        for h, group_sources in enumerate(self.sources):
+            for sources, _ in group_sources:
+                for kind, v in sources:
+                    if kind == PART and self.external[h][v[0]][0] == 1:
+                        g = self.external[h][v[0]][1]
+                        if self.hosts[g] != self.hosts[h]:
+                            read.setdefault((g, h), set()).add(v[1])
+        remote: dict[tuple[int, str], set[int]] = {}  # (producer, reader's host) -> readers
+        for g, h in read:
+            remote.setdefault((g, self.hosts[h]), set()).add(h)
+        bundles: dict[tuple[str, str, frozenset], list[int]] = {}
+        for (g, host), readers in sorted(remote.items()):
+            wanted = set().union(*(read[g, h] for h in readers))
+            saved = sum(nbytes[g]) - sum(nbytes[g][e] for e in wanted if e < len(nbytes[g]))
+            if saved >= SEND_PARTS_SAVING:
+                bundles.setdefault((self.hosts[g], host, frozenset(readers)), []).append(g)
+        for (_, _, readers), producers in bundles.items():
+            picks: list[tuple[int, int]] = []
+            position: dict[tuple[int, int], int] = {}
+            for p, g in enumerate(producers):
+                for e in sorted(set().union(*(read[g, h] for h in readers))):
+                    position[g, e] = len(picks)
+                    picks.append((p, e))
+            s = len(self.selections)
+            self.selections.append((producers, picks))
+            for h in readers:
+                self._read_from_selection(h, s, producers, position)
+
+    def _read_from_selection(self, h: int, s: int, producers: list[int],
+                             position: dict[tuple[int, int], int]) -> None:
+        """Group ``h`` reads selection ``s`` in place of the tuples of ``producers``."""
+        refs = self.external[h]
+        slots = {k: g for k, (kind, g) in enumerate(refs) if kind == 1 and g in producers}
+        k_new = min(slots)
+        refs[k_new] = (2, s)
+
+        def moved(source: tuple) -> tuple:
+            kind, v = source
+            if kind == PART and v[0] in slots:
+                return PART, (k_new, position[slots[v[0]], v[1]])
+            return source
+
+        self.sources[h] = [([moved(source) for source in sources], literal)
+                           for sources, literal in self.sources[h]]
+        self.returned[h] = [moved(r) if type(r) is tuple else r for r in self.returned[h]]
+        # The other producers' slots are no longer read: renumber the arguments.
+        gone = sorted(k for k in slots if k != k_new)
+        renumber = {k: k - sum(1 for d in gone if d < k) for k in range(len(refs))}
+        self.external[h] = [ref for k, ref in enumerate(refs) if k not in gone]
+
+        def shifted(source: tuple) -> tuple:
+            kind, v = source
+            if kind == PART:
+                return PART, (renumber[v[0]], v[1])
+            if kind == EXT:
+                return EXT, renumber[v]
+            return source
+
+        self.sources[h] = [([shifted(source) for source in sources], literal)
+                           for sources, literal in self.sources[h]]
+        self.returned[h] = [shifted(r) if type(r) is tuple else r for r in self.returned[h]]
 
     def _dependency_order(self) -> list[int]:
         """The groups in an order where each comes after the groups it reads from."""
@@ -408,6 +496,12 @@ class GroupPlan:
         for label, members in zip(self.labels, self.members):
             _, serial, session = computed[members[-1]].key.rsplit("-", 2)
             keys.append(f"{label}-{serial}t-{session}")  # "t": never a node's key
+        sent = []
+        for s, (producers, picks) in enumerate(self.selections):
+            _, serial, session = keys[producers[-1]].rsplit("-", 2)
+            sent.append(f"{self.labels[producers[-1]]}_send-{serial[:-1]}s{s}-{session}")
+            graph[sent[-1]] = Task(sent[-1], Selection(picks),
+                                   *(TaskRef(keys[g]) for g in producers))
         for g, members in enumerate(self.members):
             steps = []
             for position, (sources, literal) in zip(members, self.sources[g]):
@@ -420,12 +514,14 @@ class GroupPlan:
             for kind, v in self.external[g]:
                 if kind == 1:
                     args.append(TaskRef(keys[v]))
+                elif kind == 2:
+                    args.append(TaskRef(sent[v]))
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
             graph[keys[g]] = Task(keys[g], FusedTask(steps, self.returned[g], self.release[g]),
                                   *args)
-        tasks = len(self.members)
+        tasks = len(self.members) + len(self.selections)
         sequential = [(keys[g], [keys[h] for h in free])
                       for g, free in zip(self.order, self.free_after)]
         if named_outputs:
@@ -437,9 +533,13 @@ class GroupPlan:
         position = {g: k for k, g in enumerate(wanted)}
         picks = [(position[g], e) for g, e in self.outputs]
         if remote:  # results are Futures of the group tuples
+            workers = None
+            if self.hosts:
+                workers = dict(zip(keys, self.hosts))
+                workers.update((key, self.hosts[producers[0]])
+                               for key, (producers, _) in zip(sent, self.selections))
             return _held_results(graph, [keys[g] for g in wanted], picks, outputs, tasks,
-                                 plan=self,
-                                 workers=dict(zip(keys, self.hosts)) if self.hosts else None)
+                                 plan=self, workers=workers, urgent=frozenset(sent))
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential)

@@ -258,6 +258,22 @@ class FusedTask:
 ENV, EXT, PART, LIT = 0, 1, 2, 3
 
 
+class Selection:
+    """The parts of other tasks' tuples that a worker sends on: ``picks`` holds, per part,
+    ``(k, j)``, element ``j`` of the task's k-th argument."""
+
+    __slots__ = ("picks",)
+
+    def __init__(self, picks: list[tuple[int, int]]) -> None:
+        self.picks = picks
+
+    def __call__(self, *tuples: tuple) -> tuple:
+        return tuple(tuples[k][j] for k, j in self.picks)
+
+    def __repr__(self) -> str:
+        return f"Selection({self.picks})"
+
+
 def release_schedule(sources: list[list], outputs: list[int] | None) -> list[tuple[int, ...]]:
     """For each step of a FusedTask, the members whose values no later step reads and that it
     does not return: dropping them there keeps a group's peak memory at what a task per node

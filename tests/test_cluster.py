@@ -120,10 +120,11 @@ def train(steps: int, scheduler, shards: int | None = None, on_step=None, width:
     return losses, model, opt
 
 
-def train_towers(client, steps: int, settings: dict) -> tuple[list[float], nn.ModuleList]:
+def train_towers(client, steps: int, settings: dict, on_step=None
+                 ) -> tuple[list[float], nn.ModuleList]:
     """SGD steps of four 256-512-512-10 towers in a 2-shard DataParallel on ``client``, with
     ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``;
-    returns the losses and the towers."""
+    returns the losses and the towers. ``on_step(k)`` runs before step ``k``."""
     pargraph.manual_seed(0)
     towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
                                          nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
@@ -132,7 +133,9 @@ def train_towers(client, steps: int, settings: dict) -> tuple[list[float], nn.Mo
     x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
     losses = []
     with dask.config.set({"scheduler": client, "pargraph.replicas": 1, **settings}):
-        for _ in range(steps):
+        for step in range(steps):
+            if on_step:
+                on_step(step)
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
@@ -344,6 +347,31 @@ def test_what_a_step_keeps_on_the_workers_is_what_it_returns(cluster):
         sizeof(dask_worker.data[k]) for k in keys if k in dask_worker.data)).values())
     needed = sum(n.dtype.itemsize * int(np.prod(n.shape)) for n in kept)
     assert held <= 1.05 * needed, f"{held / 2**20:.1f} MiB held for {needed / 2**20:.1f} MiB"
+
+
+def test_a_worker_fetches_only_the_parts_another_workers_tasks_read(cluster):
+    """A group's result is one tuple, and a worker fetches it whole: the loss reads a few KiB
+    of logits from towers whose tuples on the other worker also hold MiBs of activations for
+    their backward. A task on the towers' worker picks the parts the loss reads, and only
+    they travel."""
+    from distributed import get_task_stream
+
+    def clear_transfer_logs(dask_worker):
+        dask_worker.transfer_incoming_log.clear()
+
+    def bytes_received(dask_worker):
+        return sum(entry["total"] for entry in dask_worker.transfer_incoming_log)
+
+    with get_task_stream(client=cluster.client) as stream:
+        # The first step moves parameters to the workers that own their towers: measure the
+        # third, whose values are where they were made.
+        losses, _ = train_towers(cluster.client, 3, {}, on_step=lambda step: step == 2 and
+                                 cluster.client.run(clear_transfer_logs))
+    assert np.isfinite(losses).all()
+    moved = sum(cluster.client.run(bytes_received).values())
+    activations = 512 * 512 * 4  # one tower's hidden layer for one shard of 256 rows, x 2
+    assert moved < activations, f"{moved / 2**20:.2f} MiB moved between the workers"
+    assert any(key_split(task["key"]).endswith("_send") for task in stream.data)
 
 
 def test_replicas_outlive_dasks_memory_manager(cluster):
