@@ -362,14 +362,17 @@ def test_a_worker_fetches_only_the_parts_another_workers_tasks_read(cluster):
     def bytes_received(dask_worker):
         return sum(entry["total"] for entry in dask_worker.transfer_incoming_log)
 
+    def measure_the_third_step(step):
+        # The first step moves parameters to the workers that own their towers; by the third
+        # every value is where it was made.
+        if step == 2:
+            cluster.client.run(clear_transfer_logs)
+
     with get_task_stream(client=cluster.client) as stream:
-        # The first step moves parameters to the workers that own their towers: measure the
-        # third, whose values are where they were made.
-        losses, _ = train_towers(cluster.client, 3, {}, on_step=lambda step: step == 2 and
-                                 cluster.client.run(clear_transfer_logs))
+        losses, _ = train_towers(cluster.client, 3, {}, on_step=measure_the_third_step)
     assert np.isfinite(losses).all()
     moved = sum(cluster.client.run(bytes_received).values())
-    activations = 512 * 512 * 4  # one tower's hidden layer for one shard of 256 rows, x 2
+    activations = 2 * 256 * 512 * 4  # what one tower keeps of one shard: 2 (256, 512) float32
     assert moved < activations, f"{moved / 2**20:.2f} MiB moved between the workers"
     assert any(key_split(task["key"]).endswith("_send") for task in stream.data)
 
