@@ -123,8 +123,9 @@ def train(steps: int, scheduler, shards: int | None = None, on_step=None, width:
 def train_towers(client, steps: int, settings: dict, on_step=None
                  ) -> tuple[list[float], nn.ModuleList]:
     """SGD steps of four 256-512-512-10 towers in a 2-shard DataParallel on ``client``, with
-    ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``;
-    returns the losses and the towers. ``on_step(k)`` runs before step ``k``."""
+    ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``
+    (which may override it); returns the losses and the towers. ``on_step(k)`` runs before
+    step ``k``."""
     pargraph.manual_seed(0)
     towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
                                          nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
@@ -389,16 +390,23 @@ def test_replicas_outlive_dasks_memory_manager(cluster):
     assert all(len(holders) == 2 for holders in cluster.client.who_has(futures).values())
 
 
-def test_a_worker_killed_mid_training_loses_nothing():
-    reference, _, _ = train(8, "threads", width=256)
+@pytest.mark.parametrize("model", ["mlp", "placed towers"])
+def test_a_worker_killed_mid_training_loses_nothing(model):
+    """Also with DataParallel towers placed on both workers, whose steps send parts of their
+    results from one worker to the other (the `_send` tasks)."""
+    def losses(scheduler, on_step=None):
+        if model == "mlp":
+            return train(8, scheduler, on_step=on_step, width=256)[0]
+        return train_towers(scheduler, 8, {"pargraph.replicas": 2}, on_step=on_step)[0]
+
+    reference = losses("threads")
     running = Cluster(workers=2)
     try:
         def kill_during(step):
             if step == 4:  # kill one worker while step 4's graph is running
                 threading.Timer(0.05, running.kill_worker, args=(0,)).start()
 
-        losses, _, _ = train(8, running.client, on_step=kill_during, width=256)
-        np.testing.assert_allclose(losses, reference, rtol=1e-6)
+        np.testing.assert_allclose(losses(running.client, kill_during), reference, rtol=1e-6)
         assert len(running.client.scheduler_info(n_workers=-1)["workers"]) == 1
     finally:
         running.close()
