@@ -657,9 +657,9 @@ def _check_held_values(order: list[Node]) -> None:
         value = node.value
         if value is None or type(value) is np.ndarray or not _is_lost(value):
             continue
-        if node.value.key not in _recovered:
-            raise cluster_lost(node.value.client, f"{node.value.key} was cancelled")
-        node.value = _recovered[node.value.key]
+        if value.key not in _recovered:
+            raise cluster_lost(value.client, f"{value.key} was cancelled")
+        node.value = _recovered[value.key]
 
 
 def fetch(node: Node) -> np.ndarray:

@@ -189,6 +189,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
             local_values[node.key] = fetch(node)
     outputs = list(outputs)
     plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
+    data: dict[str, Any] = {}
     if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
         # value several tasks read is sent once, as one key. A small one (an index, a
@@ -197,11 +198,8 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
                   if remote and getattr(value, "nbytes", INLINE_BYTES + 1) <= INLINE_BYTES}
         data = {key: value for key, value in local_values.items() if key not in riding}
         local_values = riding
-        if not isinstance(plan_, SinglePlan) or remote:
+        if not isinstance(plan_, SinglePlan):  # a single task makes them with its graph
             graph.update((key, DataNode(key, value)) for key, value in data.items())
-        else:  # run inline by a local scheduler: the data keys are made if a graph is asked for
-            task, external = plan_.instantiate(order, computed)
-            return _single_task(graph, task, external, outputs, {}, data=data)
     if remote:  # parts of group results are indexed inside the tasks that read them
         local_values.update((node.key, node.value.ref()) for node in order
                             if type(node.value) is HeldPart)
@@ -211,7 +209,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     if isinstance(plan_, SinglePlan):
         task, external = plan_.instantiate(order, computed)
         return _single_task(graph, task, external, outputs, local_values,
-                            parts=remote and not named_outputs)
+                            parts=remote and not named_outputs, data=data)
     return plan_.instantiate(graph, order, computed, outputs, local_values,
                              named_outputs=bool(named_outputs), remote=remote)
 
@@ -422,32 +420,24 @@ class GroupPlan:
         slots = {k: g for k, (kind, g) in enumerate(refs) if kind == 1 and g in producers}
         k_new = min(slots)
         refs[k_new] = (2, s)
+        # The other producers' argument slots go: the arguments after them move up.
+        kept = [k for k in range(len(refs)) if k == k_new or k not in slots]
+        renumber = {k: j for j, k in enumerate(kept)}
+        self.external[h] = [refs[k] for k in kept]
 
-        def moved(source: tuple) -> tuple:
+        def remapped(source: tuple) -> tuple:
             kind, v = source
             if kind == PART and v[0] in slots:
-                return PART, (k_new, position[slots[v[0]], v[1]])
-            return source
-
-        self.sources[h] = [([moved(source) for source in sources], literal)
-                           for sources, literal in self.sources[h]]
-        self.returned[h] = [moved(r) if type(r) is tuple else r for r in self.returned[h]]
-        # The other producers' slots are no longer read: renumber the arguments.
-        gone = sorted(k for k in slots if k != k_new)
-        renumber = {k: k - sum(1 for d in gone if d < k) for k in range(len(refs))}
-        self.external[h] = [ref for k, ref in enumerate(refs) if k not in gone]
-
-        def shifted(source: tuple) -> tuple:
-            kind, v = source
+                return PART, (renumber[k_new], position[slots[v[0]], v[1]])
             if kind == PART:
                 return PART, (renumber[v[0]], v[1])
             if kind == EXT:
                 return EXT, renumber[v]
             return source
 
-        self.sources[h] = [([shifted(source) for source in sources], literal)
+        self.sources[h] = [([remapped(source) for source in sources], literal)
                            for sources, literal in self.sources[h]]
-        self.returned[h] = [shifted(r) if type(r) is tuple else r for r in self.returned[h]]
+        self.returned[h] = [remapped(r) if type(r) is tuple else r for r in self.returned[h]]
 
     def _dependency_order(self) -> list[int]:
         """The groups in an order where each comes after the groups it reads from."""

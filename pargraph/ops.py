@@ -1285,9 +1285,13 @@ def logsumexp(x: Node, dim, keepdim=False) -> Node:
     return shown_as(out, "LogsumexpBackward0")
 
 
+def _floating(x: Node) -> Node:
+    """``x``, cast to the float dtype PyTorch would compute in if it is not a float."""
+    return x if x.dtype.kind in "fc" else cast(x, dtype=float_dtype(x.dtype))
+
+
 def log_softmax(x: Node, dim: int) -> Node:
-    if x.dtype.kind not in "fc":
-        x = cast(x, dtype=float_dtype(x.dtype))
+    x = _floating(x)
     return log_softmax_of(x, dim=normalize_dims(dim, len(x.shape)))
 
 
@@ -1313,8 +1317,7 @@ log_softmax_backward.defvjp(
 
 
 def softmax(x: Node, dim: int) -> Node:
-    if x.dtype.kind not in "fc":
-        x = cast(x, dtype=float_dtype(x.dtype))
+    x = _floating(x)
     return softmax_of(x, dim=normalize_dims(dim, len(x.shape)))
 
 
