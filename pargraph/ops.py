@@ -1316,6 +1316,60 @@ log_softmax_backward.defvjp(
 )
 
 
+
+def _nll_shape(x, target, *weight, reduction, ignore_index):
+    return (x.shape[:-1] if reduction == "none" else ()), x.dtype
+
+
+def _class_weights(target, weight: tuple, ignore_index: int, dtype) -> tuple:
+    """Per target: its class (0 where ignored) and its weight (0 where ignored); ``None`` for
+    weights when all are one (no ``weight``, nothing ignored): the common case stays cheap."""
+    ignored = target == ignore_index
+    if not weight and not ignored.any():
+        return target, None
+    classes = np.where(ignored, 0, target)
+    weights = weight[0][classes] if weight else np.ones(classes.shape, dtype)
+    return classes, np.where(ignored, 0, weights).astype(dtype, copy=False)
+
+
+@primitive("nll_loss", _nll_shape, grad_name="NllLossBackward0")
+def nll_loss(x, target, *weight, reduction, ignore_index):
+    """``-x[i, target[i]]`` (times its class's weight), reduced: one node where indexing,
+    negation, sum and division made four, and five for the backward. ``mean`` divides by the
+    targets' total weight (their count without ``weight``), as PyTorch does."""
+    classes, weights = _class_weights(target, weight, ignore_index, x.dtype)
+    picked = x[classes] if x.ndim == 1 else x[np.arange(classes.shape[0]), classes]
+    losses = -picked if weights is None else -(picked * weights)
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    if reduction == "sum":
+        return total
+    return total / (classes.size if weights is None else weights.sum())
+nll_loss.defvjp(lambda g, out, x, target, *weight, reduction, ignore_index: nll_loss_backward(
+    g, target, *weight, shape=x.shape, reduction=reduction, ignore_index=ignore_index), None)
+
+
+@primitive("nll_loss_backward", lambda g, target, *weight, shape, reduction, ignore_index:
+           (shape, g.dtype), grad_name="NllLossBackwardBackward0")
+def nll_loss_backward(g, target, *weight, shape, reduction, ignore_index):
+    """nll_loss's gradient: ``-g`` (scaled as the forward reduced) at each target's class."""
+    classes, weights = _class_weights(target, weight, ignore_index, g.dtype)
+    scale = -g
+    if reduction == "mean":
+        scale = scale / (classes.size if weights is None else weights.sum())
+    if weights is not None:
+        scale = scale * weights
+    out = np.zeros(shape, g.dtype)
+    if len(shape) == 1:
+        out[classes] = scale
+    else:
+        out[np.arange(shape[0]), classes] = scale
+    return out
+nll_loss_backward.defvjp(  # linear in g: its vjp is the forward applied to gg
+    lambda gg, out, g, target, *weight, shape, reduction, ignore_index: nll_loss(
+        gg, target, *weight, reduction=reduction, ignore_index=ignore_index), None)
+
 def softmax(x: Node, dim: int) -> Node:
     x = _floating(x)
     return softmax_of(x, dim=normalize_dims(dim, len(x.shape)))

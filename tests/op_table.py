@@ -79,6 +79,8 @@ def unary(name, fn, ref, gen=normal, shape=(3, 4)):
 
 INT_INDEX = np.array([2, 0, 2, 1])
 MASK = np.array([True, False, True])
+TARGETS = np.array([2, 0, 1, 2])
+CLASS_WEIGHTS = np.array([0.5, 2.0, 1.5])
 
 CASES = [
     unary("neg", lambda x: -x, np.negative),
@@ -148,6 +150,19 @@ CASES = [
     Case("log_softmax_backward",
          lambda g, r: node_op(ops.log_softmax_backward, g, r, dim=(1,)),
          lambda g, r: g - np.exp(r) * g.sum(1, keepdims=True), [normal(3, 4), normal(3, 4)]),
+    Case("nll_loss", lambda x: F.nll_loss(x, pargraph.tensor(TARGETS)),
+         lambda x: _nll_ref(x, TARGETS, np.ones(3), -100, "mean"), [normal(4, 3)]),
+    Case("nll_loss_weighted_ignored", lambda x: F.nll_loss(
+        x, pargraph.tensor(TARGETS), pargraph.tensor(CLASS_WEIGHTS), ignore_index=0),
+         lambda x: _nll_ref(x, TARGETS, CLASS_WEIGHTS, 0, "mean"), [normal(4, 3)]),
+    Case("nll_loss_none", lambda x: F.nll_loss(
+        x, pargraph.tensor(TARGETS), pargraph.tensor(CLASS_WEIGHTS), reduction="none"),
+         lambda x: _nll_ref(x, TARGETS, CLASS_WEIGHTS, -100, "none"), [normal(4, 3)]),
+    Case("nll_loss_sum_1d", lambda x: F.nll_loss(x, pargraph.tensor(2), reduction="sum"),
+         lambda x: -x[2], [normal(3)]),
+    Case("nll_loss_backward", lambda g, t: node_op(
+        ops.nll_loss_backward, g, t, shape=(4, 3), reduction="none", ignore_index=0),
+         lambda g, t: -_scattered(g * (t != 0), t), [normal(4), TARGETS]),
     Case("reshape", lambda x: x.reshape(2, -1), lambda x: x.reshape(2, -1), [normal(3, 4)]),
     Case("view_flatten", lambda x: x.view(12).flatten(), lambda x: x.reshape(12), [normal(3, 4)]),
     Case("flatten_range", lambda x: x.flatten(1), lambda x: x.reshape(2, 12), [normal(2, 3, 4)]),
@@ -420,6 +435,22 @@ def _index_add(g):
     np.add.at(out, INT_INDEX, g)
     return out
 
+
+
+def _nll_ref(x, target, weight, ignore_index, reduction):
+    losses = np.array([0.0 if t == ignore_index else -weight[t] * x[i, t]
+                       for i, t in enumerate(target)])
+    if reduction == "none":
+        return losses
+    total_weight = sum(weight[t] for t in target if t != ignore_index)
+    return losses.sum() / (total_weight if reduction == "mean" else 1)
+
+
+def _scattered(values, columns):
+    out = np.zeros((len(columns), 3))
+    for row, (value, column) in enumerate(zip(values, columns)):
+        out[row, column] = value
+    return out
 
 def _put_along(g):
     out = np.zeros((3, 4))

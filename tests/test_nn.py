@@ -120,6 +120,70 @@ def test_loss_gradients():
                                        (x,))
 
 
+
+def _smoothed_cross_entropy(x, labels, weight, ignore_index, smoothing, reduction):
+    """PyTorch's formula, one sample at a time."""
+    log_p, classes = _log_softmax(x), x.shape[1]
+    nll, smooth, total_weight = [], [], 0.0
+    for row, label in enumerate(labels):
+        if label == ignore_index:
+            nll.append(0.0)
+            smooth.append(0.0)
+            continue
+        nll.append(-weight[label] * log_p[row, label])
+        smooth.append(-(weight * log_p[row]).sum())
+        total_weight += weight[label]
+    nll, smooth = np.array(nll), np.array(smooth)
+    if reduction == "mean":
+        nll, smooth = nll.sum() / total_weight, smooth.sum() / total_weight
+    elif reduction == "sum":
+        nll, smooth = nll.sum(), smooth.sum()
+    return (1 - smoothing) * nll + smoothing / classes * smooth
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_takes_weight_ignore_index_and_label_smoothing(reduction, smoothing):
+    x, weight = R.standard_normal((6, 4)), R.uniform(0.5, 2.0, 4)
+    labels = np.array([0, 3, -100, 1, 3, 2])
+    loss = nn.CrossEntropyLoss(t(weight), reduction=reduction, label_smoothing=smoothing)
+    np.testing.assert_allclose(
+        loss(t(x), pargraph.tensor(labels)).numpy(),
+        _smoothed_cross_entropy(x, labels, weight, -100, smoothing, reduction), rtol=1e-10)
+    assert pargraph.autograd.gradcheck(
+        lambda z: F.cross_entropy(z, pargraph.tensor(labels), t(weight), ignore_index=-100,
+                                  reduction=reduction, label_smoothing=smoothing),
+        (t(x, grad=True),))
+
+
+def test_nll_loss_ignores_targets_and_weighs_classes_like_pytorch():
+    log_p, weight = _log_softmax(R.standard_normal((5, 3))), np.array([0.5, 2.0, 1.5])
+    labels = np.array([2, 1, 1, 0, 2])
+    loss = nn.NLLLoss(weight=t(weight), ignore_index=1)
+    kept = labels != 1
+    expected = -(weight[labels] * log_p[np.arange(5), labels])[kept].sum() / \
+        weight[labels][kept].sum()
+    np.testing.assert_allclose(loss(t(log_p), pargraph.tensor(labels)).numpy(), expected,
+                               rtol=1e-10)
+    assert "weight" in loss.state_dict()  # a buffer, as in PyTorch
+    every_target_ignored = F.nll_loss(t(log_p), pargraph.tensor(np.full(5, -100)))
+    assert np.isnan(every_target_ignored.item())  # 0 / 0, as in PyTorch
+    legacy = F.nll_loss(t(log_p), pargraph.tensor(labels), reduce=False)
+    np.testing.assert_allclose(legacy.numpy(), -log_p[np.arange(5), labels], rtol=1e-12)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+def test_cross_entropy_takes_class_probabilities(smoothing):
+    x, weight = R.standard_normal((5, 3)), np.array([0.5, 2.0, 1.5])
+    probabilities = R.dirichlet(np.ones(3), 5)
+    smoothed = probabilities * (1 - smoothing) + smoothing / 3
+    expected = -(_log_softmax(x) * smoothed * weight).sum(1).mean()
+    loss = F.cross_entropy(t(x), t(probabilities), t(weight), label_smoothing=smoothing)
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-10)
+    assert pargraph.autograd.gradcheck(
+        lambda z: F.cross_entropy(z, t(probabilities), label_smoothing=smoothing),
+        (t(x, grad=True),))
+
 def test_bce_with_logits_is_stable_for_large_logits():
     loss = F.binary_cross_entropy_with_logits(pargraph.tensor([1000.0, -1000.0]),
                                               pargraph.tensor([0.0, 1.0]), reduction="none")
@@ -128,8 +192,17 @@ def test_bce_with_logits_is_stable_for_large_logits():
 
 def test_cross_entropy_rejects_out_of_range_classes():
     with pytest.raises(IndexError, match=r"cross_entropy: target 5 is out of bounds for 3 "
-                                         r"classes \(expected class indices in \[0, 2\]\)"):
+                                         r"classes \(expected class indices in \[0, 2\] or "
+                                         r"ignore_index -100\)"):
         F.cross_entropy(pargraph.zeros(2, 3), pargraph.tensor([0, 5]))
+    with pytest.raises(IndexError, match="target -100 is out of bounds"):
+        F.cross_entropy(pargraph.zeros(2, 3), pargraph.tensor([0, -100]), ignore_index=1)
+    with pytest.raises(RuntimeError, match=r"nll_loss: weight tensor should be defined either "
+                                           r"for all 3 classes or no classes but got weight "
+                                           r"tensor of shape \[2\]"):
+        F.nll_loss(pargraph.zeros(2, 3), pargraph.tensor([0, 1]), pargraph.ones(2))
+    with pytest.raises(ValueError, match="label_smoothing must be between 0.0 and 1.0"):
+        F.cross_entropy(pargraph.zeros(2, 3), pargraph.tensor([0, 1]), label_smoothing=1.5)
     with pytest.raises(ValueError, match="expected class indices of an integer dtype"):
         F.cross_entropy(pargraph.zeros(2, 3), pargraph.zeros(2))
     with pytest.raises(ValueError, match=r"expected target of shape \(2,\)"):

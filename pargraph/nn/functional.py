@@ -185,8 +185,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 #: PyTorch's grad_fn names of the losses that are one op there (l1_loss is a mean there too).
 _LOSS_NAMES = {"mse_loss": "MseLossBackward0", "smooth_l1_loss": "SmoothL1LossBackward0",
                "binary_cross_entropy": "BinaryCrossEntropyBackward0",
-               "binary_cross_entropy_with_logits": "BinaryCrossEntropyWithLogitsBackward0",
-               "nll_loss": "NllLossBackward0"}
+               "binary_cross_entropy_with_logits": "BinaryCrossEntropyWithLogitsBackward0"}
 
 
 def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
@@ -294,7 +293,17 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
-def _check_class_targets(input: Tensor, target: Tensor, op: str) -> None:
+def _legacy_reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    """PyTorch's deprecated ``size_average``/``reduce`` arguments as a ``reduction``."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None,
+                         ignore_index: int, op: str) -> None:
     if input.ndim not in (1, 2):
         raise ValueError(f"{op}: expected input of shape (N, C) or (C,), got {input.shape}")
     if target.dtype.kind not in "iu":
@@ -304,18 +313,27 @@ def _check_class_targets(input: Tensor, target: Tensor, op: str) -> None:
     if target.shape != expected:
         raise ValueError(f"{op}: expected target of shape {expected} for input of shape "
                          f"{input.shape}, got {target.shape}")
+    classes = input.shape[-1]
+    if weight is not None and weight.shape != (classes,):
+        raise RuntimeError(f"{op}: weight tensor should be defined either for all {classes} "
+                           f"classes or no classes but got weight tensor of shape "
+                           f"{list(weight.shape)}")
     if target._node.value is not None and target.numel():
         # Targets are data, so usually known: check them here, at the user's line.
         values = np.asarray(target._node.value)
-        classes = input.shape[-1]
-        if values.min() < 0 or values.max() >= classes:
-            bad = values[(values < 0) | (values >= classes)]
+        bad = values[((values < 0) | (values >= classes)) & (values != ignore_index)]
+        if bad.size:
             raise IndexError(f"{op}: target {int(bad.flat[0])} is out of bounds for {classes} "
-                             f"classes (expected class indices in [0, {classes - 1}])")
+                             f"classes (expected class indices in [0, {classes - 1}] or "
+                             f"ignore_index {ignore_index})")
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Negative log-likelihood of class indices, given log-probabilities.
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+             size_average: bool | None = None, ignore_index: int = -100,
+             reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices, given log-probabilities: ``-input[i,
+    target[i]]``, times ``weight[target[i]]``; targets equal to ``ignore_index`` count for
+    nothing, and ``mean`` divides by the kept targets' total weight.
 
     Examples
     --------
@@ -324,21 +342,28 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     tensor(2.)
     """
     target = as_tensor(target)
-    _check_class_targets(input, target, "nll_loss")
-    return _picked_loss(input, target, reduction)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    weight = None if weight is None else as_tensor(weight, dtype=input.dtype)
+    _check_class_targets(input, target, weight, ignore_index, "nll_loss")
+    return _nll(input, target, weight, ignore_index, reduction)
 
 
-def _picked_loss(input: Tensor, target: Tensor, reduction: str) -> Tensor:
-    """nll_loss of targets checked already."""
-    if input.ndim == 1:
-        picked = input[target]
-    else:
-        picked = input[arange(input.shape[0]), target]
-    return _reduce(-picked, reduction, "nll_loss")
+def _nll(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
+         reduction: str) -> Tensor:
+    extra = () if weight is None else (weight._node,)
+    return Tensor(ops.nll_loss(input._node, target._node, *extra, reduction=reduction,
+                               ignore_index=int(ignore_index)))
 
 
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Cross-entropy of logits against class indices: nll_loss(log_softmax(x)).
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  size_average: bool | None = None, ignore_index: int = -100,
+                  reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of logits against class indices (``nll_loss(log_softmax(x))``, with
+    ``weight``, ``ignore_index`` and ``label_smoothing`` as in PyTorch) or against class
+    probabilities (a float target of the input's shape).
 
     Examples
     --------
@@ -347,8 +372,48 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     0.6931
     """
     target = as_tensor(target)
-    _check_class_targets(input, target, "cross_entropy")
-    return _picked_loss(input.log_softmax(-1), target, reduction)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got "
+                         f"{reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                         f"{label_smoothing}")
+    weight = None if weight is None else as_tensor(weight, dtype=input.dtype)
+    if target.dtype.kind == "f" and target.shape == input.shape:
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    _check_class_targets(input, target, weight, ignore_index, "cross_entropy")
+    log_probs = input.log_softmax(-1)
+    loss = _nll(log_probs, target, weight, ignore_index, reduction)
+    if not label_smoothing:
+        return loss
+    # PyTorch's formula: the smoothing term is the mean over classes of the weighted -log p,
+    # zero for ignored targets, divided as the nll term is.
+    kept = target != ignore_index
+    smooth = -(log_probs if weight is None else log_probs * weight).sum(-1)
+    smooth = pargraph_where(kept, smooth, 0.0)
+    if reduction == "sum":
+        smooth = smooth.sum()
+    elif reduction == "mean":
+        counted = kept.to(input.dtype) if weight is None else \
+            pargraph_where(kept, weight[pargraph_where(kept, target, 0)], 0.0)
+        smooth = smooth.sum() / counted.sum()
+    classes = input.shape[-1]
+    return (1 - label_smoothing) * loss + smooth * (label_smoothing / classes)
+
+
+def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, reduction: str,
+                        label_smoothing: float) -> Tensor:
+    """Cross-entropy against class probabilities: ``-sum_c weight_c target_c log p_c``;
+    ``mean`` divides by the batch size."""
+    classes = input.shape[-1]
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    terms = input.log_softmax(-1) * target
+    losses = -(terms if weight is None else terms * weight).sum(-1)
+    if reduction == "mean":
+        return losses.mean()
+    return losses.sum() if reduction == "sum" else losses
 
 
 def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:

@@ -94,8 +94,20 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(input, target, self.reduction)
 
 
-class CrossEntropyLoss(_Loss):
-    """Cross-entropy of logits against class indices.
+class _ClassLoss(_Loss):
+    """A loss over class indices: per-class ``weight`` (a buffer, as in PyTorch) and an
+    ``ignore_index`` whose targets count for nothing."""
+
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction))
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+
+
+class CrossEntropyLoss(_ClassLoss):
+    """Cross-entropy of logits against class indices or class probabilities.
 
     Examples
     --------
@@ -105,11 +117,18 @@ class CrossEntropyLoss(_Loss):
     1.3863
     """
 
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
+                 reduction: str = "mean", label_smoothing: float = 0.0) -> None:
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
+        self.label_smoothing = label_smoothing
+
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.cross_entropy(input, target, self.reduction)
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-class NLLLoss(_Loss):
+class NLLLoss(_ClassLoss):
     """Negative log-likelihood of class indices, given log-probabilities.
 
     Examples
@@ -120,4 +139,5 @@ class NLLLoss(_Loss):
     """
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.nll_loss(input, target, self.reduction)
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
