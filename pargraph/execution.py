@@ -342,7 +342,7 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
 
 def run_inline(lowered: Lowered) -> Sequence[Any]:
     """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
-    return lowered.single(*(fetch(node) for node in lowered.single_inputs))
+    return lowered.single.run(tuple([fetch(node) for node in lowered.single_inputs]))
 
 
 class _DeferredWork(threading.local):

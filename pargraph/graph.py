@@ -312,28 +312,52 @@ def toposort(roots: Iterable[Any], stop=None, inputs_of=None) -> list[Any]:
     their inputs are not visited. ``inputs_of(item)`` sorts other graphs (a trace's records):
     the items ``item`` depends on; by default a node's ``inputs`` that are nodes.
     """
+    if inputs_of is None:
+        return _node_order(roots, stop)
     order: list[Any] = []
     visited: set[int] = set()
     visit = visited.add
-    any_item = inputs_of is not None
 
     def children(item: Any) -> Iterable[Any]:
-        if stop is not None and stop(item):
-            return ()
-        return inputs_of(item) if any_item else item.inputs
+        return () if stop is not None and stop(item) else inputs_of(item)
 
     for root in roots:
         if id(root) in visited:
             continue
         visit(id(root))
-        # Each entry holds an iterator over the node's inputs: it resumes where it left off.
+        # Each entry holds an iterator over the item's inputs: it resumes where it left off.
         stack = [(root, iter(children(root)))]
+        while stack:
+            item, inputs = stack[-1]
+            for child in inputs:
+                if id(child) not in visited:
+                    visit(id(child))
+                    stack.append((child, iter(children(child))))
+                    break
+            else:
+                stack.pop()
+                order.append(item)
+    return order
+
+
+def _node_order(roots: Iterable[Node], stop) -> list[Node]:
+    """:func:`toposort` of nodes. It runs twice per training step over every node of the
+    step: nodes hash by identity, so the set holds them (no ``id()`` call per edge)."""
+    order: list[Node] = []
+    visited: set[Node] = set()
+    visit = visited.add
+    for root in roots:
+        if root in visited:
+            continue
+        visit(root)
+        stack = [(root, iter(() if stop is not None and stop(root) else root.inputs))]
         while stack:
             node, inputs = stack[-1]
             for child in inputs:
-                if (any_item or isinstance(child, Node)) and id(child) not in visited:
-                    visit(id(child))
-                    stack.append((child, iter(children(child))))
+                if type(child) is Node and child not in visited:
+                    visit(child)
+                    stack.append((child, iter(() if stop is not None and stop(child)
+                                              else child.inputs)))
                     break
             else:
                 stack.pop()

@@ -229,9 +229,11 @@ class FusedTask:
         # As in PyTorch, floating point errors give inf/nan silently: on a worker too, where
         # the caller's numpy error state does not reach.
         with np.errstate(all="ignore"):
-            return self._run(external)
+            return self.run(external)
 
-    def _run(self, external: tuple) -> Any:
+    def run(self, external: tuple) -> Any:
+        """The members' values from the task's arguments, under the caller's numpy error
+        state (:func:`pargraph.execution.execute` sets it for a run in the calling thread)."""
         results: list = []
         for step, ((task, sources), done) in enumerate(zip(self.steps, self.release)):
             args = [results[v] if kind == ENV else external[v] if kind == EXT
