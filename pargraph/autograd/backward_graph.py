@@ -78,21 +78,24 @@ def gradients(
     order = history_region(roots)
     if wrt is None:
         wrt = {id(n) for n in order if n.retains_grad or (n.requires_grad and not n.history)}
+    key = None
+    if checked and not create_graph:
+        key = _structure_key(order, roots, grad_roots, wrt)
+    template = BackwardTemplate.cache.get(key) if key is not None else None
+    if template is not None:  # the region is a function of the structure too
+        region = [order[k] for k in template.region]
+        if any(node.freed for node in region):
+            raise RuntimeError(FREED_MESSAGE)
+        return template.instantiate(order, grad_roots), region
     needs: dict[int, bool] = {}
     for node in order:
         needs[id(node)] = id(node) in wrt or (
             node.history and any(needs.get(id(i), False) for i in node.input_nodes())
         )
-    region = [node for node in order if node.history and needs[id(node)]]
+    in_region = [k for k, node in enumerate(order) if node.history and needs[id(node)]]
+    region = [order[k] for k in in_region]
     if checked and any(node.state == FREED for node in region):
         raise RuntimeError(FREED_MESSAGE)
-
-    key = None
-    if checked and not create_graph:
-        key = _structure_key(order, roots, grad_roots, wrt)
-    template = BackwardTemplate.cache.get(key) if key is not None else None
-    if template is not None:
-        return template.instantiate(order, grad_roots), region
     mark = uid_mark()
     origins: list[tuple[int, int]] = []  # (first uid, forward position): who made which nodes
     position = {id(node): k for k, node in enumerate(order)}
@@ -120,6 +123,7 @@ def gradients(
     if key is not None:
         template = BackwardTemplate.record(order, grad_roots, grads, mark, origins)
         if template is not None:
+            template.region = in_region
             BackwardTemplate.cache.put(key, template)
     return grads, region
 
@@ -182,6 +186,7 @@ class BackwardTemplate:
     def __init__(self, nodes: list[tuple], grads: list[tuple[int, int]]) -> None:
         self.nodes = nodes
         self.grads = grads
+        self.region: list[int] = []  # positions of the history nodes the pass goes through
 
     @classmethod
     def record(cls, order: list[Node], grad_roots: Sequence[Node],
