@@ -25,6 +25,11 @@ WORKLOADS = {
     # benchmarks/layer_models.py: the same program on pargraph and on PyTorch
     "conv": dict(layers=True), "cnn": dict(layers=True), "attention": dict(layers=True),
 }
+#: Steps run before the timed ones, in every framework. A steady state takes a while: CPython
+#: specializes a function's bytecode only after it ran several times, and most of pargraph's
+#: functions run once or a few times per step. The small step took 0.53 ms over steps 3-9 and
+#: 0.43 ms over steps 21-30 (PyTorch's 0.30 and 0.28 ms), in one process each, several runs.
+WARMUP = 20
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
 TORCH = ["PyTorch, 1 thread", "PyTorch, 2 threads"]
 
@@ -209,7 +214,7 @@ def available(variant: str) -> bool:
 
 
 def compare(workload: str, variants: list[str], rounds: int = 3, steps: int = 7,
-            warmup: int = 2) -> dict[str, dict]:
+            warmup: int = WARMUP) -> dict[str, dict]:
     """Each variant ``rounds`` times in its own process, interleaved; medians over all steps."""
     results: dict[str, dict] = {}
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant", help="one variant (pargraph threads, PyTorch, 1 thread, "
                         "JAX jit, ...); without it, --compare")
     parser.add_argument("--steps", type=int, default=7)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=WARMUP)
     parser.add_argument("--compare", action="store_true",
                         help="run every variant (interleaved processes) and print a table")
     args = parser.parse_args(argv)

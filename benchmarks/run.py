@@ -214,7 +214,7 @@ def loops(repeats: int) -> dict:
     rows, targets = {}, []
     for workload in ("wide", "branchy", "small"):
         result = loop.compare(workload, loop.PARGRAPH + loop.TORCH + ["JAX jit"],
-                              rounds=rounds, steps=7, warmup=8)
+                              rounds=rounds, steps=7, warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}
@@ -248,7 +248,7 @@ def layers(repeats: int) -> dict:
     rows, costs = {}, []
     for workload in ("conv", "cnn", "attention"):
         result = loop.compare(workload, ["pargraph threads", "pargraph sync"] + loop.TORCH,
-                              rounds=rounds, steps=7, warmup=4)
+                              rounds=rounds, steps=7, warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}

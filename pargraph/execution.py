@@ -498,15 +498,13 @@ def _blame_backward(error: Exception, deferred: list) -> Exception:
 
 
 def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> list[Node]:
-    saved = set()
+    saved: set[Node] = set()  # nodes hash by identity
     for node in computed:
         if node.history and id(node) not in released:
-            saved.add(id(node))
-            saved.update(id(i) for i in node.input_nodes())
-    return [
-        node for node in computed
-        if id(node) in target_ids or id(node) in saved or is_live(node)
-    ]
+            saved.add(node)
+            saved.update(node.input_nodes())
+    return [node for node in computed
+            if node in saved or id(node) in target_ids or is_live(node)]
 
 
 def replicate(nodes: Sequence[Node]) -> None:

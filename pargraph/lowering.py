@@ -232,16 +232,18 @@ PlanCache = StructureCache(64)
 
 
 def structure_of(order: list[Node], outputs: list[Node], granularity: Granularity) -> tuple:
-    position = {id(node): k for k, node in enumerate(order)}
+    # A loop over every node of every step, kept lean: nodes hash by identity, so they are
+    # the dict's keys (no id() call per edge).
+    position = {node: k for k, node in enumerate(order)}
     parts = []
-    append = parts.append  # a loop over every node of every step: kept lean
+    append = parts.append
     for node in order:
         if node.value is not None:
             append(node.shape)
         else:
             append((node.op.name, node.shape,
-                    tuple([position[id(i)] if type(i) is Node else -1 for i in node.inputs])))
-    return (granularity, tuple([position[id(n)] for n in outputs]), tuple(parts))
+                    tuple([position[i] if type(i) is Node else -1 for i in node.inputs])))
+    return (granularity, tuple([position[n] for n in outputs]), tuple(parts))
 
 
 def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],

@@ -134,21 +134,21 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     and autograd flags, and, for nodes with history, their inputs (positions, or the scalars
     themselves). ``None`` when it cannot be a cache key (an unhashable attribute, a value
     changed in place, whose check must run)."""
-    position = {id(node): k for k, node in enumerate(order)}
+    position = {node: k for k, node in enumerate(order)}  # nodes hash by identity
     parts: list[Any] = []
     for node in order:
         if node.overwritten or node.hooks or not node.op.replayable:
             return None  # a check that must run; user code that must run
         flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
         if node.history:
-            inputs = tuple([position[id(i)] if type(i) is Node else (type(i), i)
+            inputs = tuple([position[i] if type(i) is Node else (type(i), i)
                             for i in node.inputs])
         else:  # a vjp may look at a leaf-side node's producer (swap_last), never further
             inputs = bool(node.inputs)
         # A cut node's attributes (an updated parameter's learning rate) cannot matter.
         attrs = tuple(node.attrs.items()) if node.attrs and node.inputs else ()
         parts.append((node.op, node.shape, node.dtype, flags, inputs, attrs))
-    seeds = tuple((position[id(r)], g.shape, g.dtype) for r, g in zip(roots, grad_roots))
+    seeds = tuple((position[r], g.shape, g.dtype) for r, g in zip(roots, grad_roots))
     key = (seeds, tuple(parts))
     try:
         hash(key)
