@@ -238,6 +238,15 @@ def test_module_registration_and_names():
     assert net.heads[1].path() == "heads.1"
 
 
+
+def test_ops_are_scoped_by_the_modules_path_also_after_it_moves_into_a_model():
+    layer = nn.Linear(3, 2)
+    assert layer(pargraph.ones(1, 3))._node.scope == "Linear"
+    model = nn.Sequential(nn.ReLU(), layer)  # the layer's path changes: its scope follows
+    assert layer(pargraph.ones(1, 3))._node.scope == "1 (Linear)"
+    outer = nn.ModuleDict({"body": model})  # so does a path above the layer's parent
+    assert outer["body"](pargraph.ones(1, 3))._node.scope == "body.1 (Linear)"
+
 def test_shared_parameters_are_listed_once():
     shared = nn.Linear(2, 2)
     model = nn.Sequential(shared, shared)

@@ -89,6 +89,7 @@ class Module:
         object.__setattr__(self, "_name_in_parent", None)
         object.__setattr__(self, "_forward_hooks", [])
         object.__setattr__(self, "_forward_pre_hooks", [])
+        object.__setattr__(self, "_scope", (-1, ""))  # (tree version, scope of its ops)
 
     # --- registration -------------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class Module:
             if value._parent is None:
                 object.__setattr__(value, "_parent", weakref.ref(self))
                 object.__setattr__(value, "_name_in_parent", name)
+                _tree_version[0] += 1  # paths below ``value`` changed
         else:
             object.__setattr__(self, name, value)
 
@@ -310,8 +312,11 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        path = self.path()
-        scope = f"{path} ({type(self).__name__})" if path else type(self).__name__
+        version, scope = self._scope
+        if version != _tree_version[0]:  # the path is a walk up the tree: once per change
+            path = self.path()
+            scope = f"{path} ({type(self).__name__})" if path else type(self).__name__
+            object.__setattr__(self, "_scope", (_tree_version[0], scope))
         # The ops of pargraph's own layers all point at the user's line that called the
         # outermost of them: one stack walk per layer call, not one per op. A user's forward
         # records its own lines.
@@ -398,6 +403,8 @@ class Module:
         return f"{text} at '{path}'" if path else text
 
 
+#: Bumped whenever a module gets a parent: the cached scopes of modules are stale then.
+_tree_version = [0]
 _OWN_FORWARD: dict[type, bool] = {}
 
 
