@@ -52,7 +52,7 @@ import math
 import operator
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import median_high
 from typing import Any
@@ -179,16 +179,13 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     remote = granularity.remote
     held = held or {}
     graph: dict = {}
-    local_values: dict[str, Any] = {}
-    for node in order:
-        if node.value is None or node.key in held:
-            continue
-        if not is_future(node.value):
-            local_values[node.key] = node.value
-        elif not remote:
-            local_values[node.key] = fetch(node)
     outputs = list(outputs)
     plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
+    if isinstance(plan_, SinglePlan) and not remote:  # inline, unless a graph is asked for
+        task, external = plan_.instantiate(order, computed)
+        return _single_task(graph, task, external, outputs, {},
+                            data=lambda: _realized_values(order, held, remote))
+    local_values = _realized_values(order, held, remote)
     data: dict[str, Any] = {}
     if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
@@ -198,8 +195,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
                   if remote and getattr(value, "nbytes", INLINE_BYTES + 1) <= INLINE_BYTES}
         data = {key: value for key, value in local_values.items() if key not in riding}
         local_values = riding
-        if not isinstance(plan_, SinglePlan):  # a single task makes them with its graph
-            graph.update((key, DataNode(key, value)) for key, value in data.items())
+        graph.update((key, DataNode(key, value)) for key, value in data.items())
     if remote:  # parts of group results are indexed inside the tasks that read them
         local_values.update((node.key, node.value.ref()) for node in order
                             if type(node.value) is HeldPart)
@@ -209,9 +205,23 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     if isinstance(plan_, SinglePlan):
         task, external = plan_.instantiate(order, computed)
         return _single_task(graph, task, external, outputs, local_values,
-                            parts=remote and not named_outputs, data=data)
+                            parts=not named_outputs)
     return plan_.instantiate(graph, order, computed, outputs, local_values,
                              named_outputs=bool(named_outputs), remote=remote)
+
+
+def _realized_values(order: list[Node], held: dict[str, Any], remote: bool) -> dict[str, Any]:
+    """The values of the run's realized nodes by key, but for those ``held`` maps to the
+    cluster's copy; on a cluster, Futures stay where they are (not gathered)."""
+    values: dict[str, Any] = {}
+    for node in order:
+        if node.value is None or node.key in held:
+            continue
+        if not is_future(node.value):
+            values[node.key] = node.value
+        elif not remote:
+            values[node.key] = fetch(node)
+    return values
 
 
 #: Bytes up to which a value held here travels inside each cluster task that reads it (a
@@ -601,13 +611,15 @@ class SinglePlan:
 
 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
-                 held: dict[str, Any], parts: bool = False, data: dict | None = None) -> Lowered:
-    """One task for the run; ``data``: values to add as data keys when the graph is built,
-    which it is only if the run does not go inline."""
+                 held: dict[str, Any], parts: bool = False,
+                 data: Callable[[], dict] | None = None) -> Lowered:
+    """One task for the run; ``data``: the values to add as data keys when the graph is
+    built, which it is only if the run does not go inline."""
     whole = f"pargraph_run-{outputs[0].key}"
 
     def build() -> dict:
-        graph.update((key, DataNode(key, value)) for key, value in (data or {}).items())
+        if data is not None:
+            graph.update((key, DataNode(key, value)) for key, value in data().items())
         graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
         if not parts:
             for k, node in enumerate(outputs):
