@@ -1302,7 +1302,20 @@ def log_softmax_of(x, *, dim):
     shift = x.max(axis=dim, keepdims=True)
     total = np.log(np.exp(x - shift).sum(axis=dim, keepdims=True))
     return x - (total + shift)
-log_softmax_of.defvjp(lambda g, out, x, dim: log_softmax_backward(g, out, dim=dim))
+
+
+def _log_softmax_vjp(g: Node, out: Node, x: Node, dim: tuple) -> Node:
+    # Cross-entropy's backward is nll_loss's gradient, then log_softmax's: one node, unless
+    # the gradient is differentiable (create_graph), where the pair has the vjps.
+    if g.op is nll_loss_backward and not grad_mode.enabled:
+        loss_gradient, target, *weight = g.inputs
+        return nll_log_softmax_backward(out, loss_gradient, target, *weight, dim=dim,
+                                        reduction=g.attrs["reduction"],
+                                        ignore_index=g.attrs["ignore_index"])
+    return log_softmax_backward(g, out, dim=dim)
+
+
+log_softmax_of.defvjp(_log_softmax_vjp)
 
 
 @primitive("log_softmax_backward", _gradient_shape, grad_name="LogSoftmaxBackwardBackward0")
@@ -1369,6 +1382,17 @@ def nll_loss_backward(g, target, *weight, shape, reduction, ignore_index):
 nll_loss_backward.defvjp(  # linear in g: its vjp is the forward applied to gg
     lambda gg, out, g, target, *weight, shape, reduction, ignore_index: nll_loss(
         gg, target, *weight, reduction=reduction, ignore_index=ignore_index), None)
+
+
+@primitive("nll_log_softmax_backward", lambda result, g, target, *weight, dim, reduction,
+           ignore_index: (result.shape, result.dtype))
+def nll_log_softmax_backward(result, g, target, *weight, dim, reduction, ignore_index):
+    """``log_softmax_backward(nll_loss_backward(g, ...), result)``, the same numpy operations
+    in one node: what a cross-entropy's backward records (never differentiated: a backward
+    that builds a differentiable gradient records the pair)."""
+    picked = nll_loss_backward.forward(g, target, *weight, shape=result.shape,
+                                       reduction=reduction, ignore_index=ignore_index)
+    return log_softmax_backward.forward(picked, result, dim=dim)
 
 def softmax(x: Node, dim: int) -> Node:
     x = _floating(x)

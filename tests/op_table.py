@@ -163,6 +163,10 @@ CASES = [
     Case("nll_loss_backward", lambda g, t: node_op(
         ops.nll_loss_backward, g, t, shape=(4, 3), reduction="none", ignore_index=0),
          lambda g, t: -_scattered(g * (t != 0), t), [normal(4), TARGETS]),
+    Case("nll_log_softmax_backward", lambda r, g, t: node_op(
+        ops.nll_log_softmax_backward, r, g, t, dim=(1,), reduction="none", ignore_index=0),
+         lambda r, g, t: _log_softmax_gradient(-_scattered(g * (t != 0), t), r),
+         [normal(4, 3), normal(4), TARGETS], differentiable=False),
     Case("reshape", lambda x: x.reshape(2, -1), lambda x: x.reshape(2, -1), [normal(3, 4)]),
     Case("view_flatten", lambda x: x.view(12).flatten(), lambda x: x.reshape(12), [normal(3, 4)]),
     Case("flatten_range", lambda x: x.flatten(1), lambda x: x.reshape(2, 12), [normal(2, 3, 4)]),
@@ -444,6 +448,10 @@ def _nll_ref(x, target, weight, ignore_index, reduction):
         return losses
     total_weight = sum(weight[t] for t in target if t != ignore_index)
     return losses.sum() / (total_weight if reduction == "mean" else 1)
+
+
+def _log_softmax_gradient(g, result):
+    return g - np.exp(result) * g.sum(1, keepdims=True)
 
 
 def _scattered(values, columns):

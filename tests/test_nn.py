@@ -7,6 +7,7 @@ import pytest
 
 import pargraph
 from pargraph import nn
+from pargraph.graph import toposort
 from pargraph.nn import functional as F
 from pargraph.nn import init
 
@@ -154,6 +155,22 @@ def test_cross_entropy_takes_weight_ignore_index_and_label_smoothing(reduction, 
         lambda z: F.cross_entropy(z, pargraph.tensor(labels), t(weight), ignore_index=-100,
                                   reduction=reduction, label_smoothing=smoothing),
         (t(x, grad=True),))
+
+
+
+def test_cross_entropy_backward_is_one_node_with_the_pairs_exact_gradient():
+    x = R.standard_normal((6, 4))
+    labels, weight = pargraph.tensor([0, 3, -100, 1, 3, 2]), t(R.uniform(0.5, 2.0, 4))
+    fused = t(x, grad=True)
+    F.cross_entropy(fused, labels, weight).backward()
+    backward_ops = {node.op.name for node in toposort([fused.grad._node])}  # not run yet
+    assert "nll_log_softmax_backward" in backward_ops
+    assert not {"nll_loss_backward", "log_softmax_backward"} & backward_ops
+    pair = t(x, grad=True)  # a differentiable gradient records nll_loss's and log_softmax's
+    gradient, = pargraph.autograd.grad(F.cross_entropy(pair, labels, weight), [pair],
+                                       create_graph=True)
+    assert gradient.grad_fn.name() == "LogSoftmaxBackwardBackward0"
+    np.testing.assert_array_equal(fused.grad.numpy(), gradient.detach().numpy())
 
 
 def test_nll_loss_ignores_targets_and_weighs_classes_like_pytorch():
