@@ -511,8 +511,10 @@ def replicate(nodes: Sequence[Node]) -> None:
     """Keep copies of cluster-held values on more than one worker (``pargraph.replicas``,
     default 2), so that a worker dying loses no state that cannot be recomputed."""
     futures = futures_of([n.value for n in nodes if is_future(n.value)])
+    if not futures:
+        return
     wanted = int(dask.config.get("pargraph.replicas", 2))
-    if not futures or wanted < 2:
+    if wanted < 2:
         return
     client = futures[0].client
     workers = len(_threads_by_worker(client))

@@ -1047,7 +1047,7 @@ def _linear_shape(x, w, b=None):
 @primitive("linear", _linear_shape, grad_name="AddmmBackward0", cost=lambda node: _gemm_cost(node))
 def linear(x, w, b=None):
     """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
-    out = np.matmul(x, np.transpose(w))
+    out = np.matmul(x, w.T)
     if b is not None:
         out += b
     return out
@@ -1074,7 +1074,9 @@ def _weight_grad_cost(node: Node) -> float:
 def linear_weight_grad(g, x):
     """Linear's weight gradient, ``rows(g).T @ rows(x)``, as one node (a transpose node and a
     matrix product before; the same BLAS call)."""
-    return np.matmul(np.reshape(g, (-1, g.shape[-1])).T, np.reshape(x, (-1, x.shape[-1])))
+    if g.ndim != 2:
+        g, x = np.reshape(g, (-1, g.shape[-1])), np.reshape(x, (-1, x.shape[-1]))
+    return np.matmul(g.T, x)
 
 
 linear_weight_grad.defvjp(
