@@ -1331,7 +1331,6 @@ log_softmax_backward.defvjp(
 )
 
 
-
 def _nll_shape(x, target, *weight, reduction, ignore_index):
     return (x.shape[:-1] if reduction == "none" else ()), x.dtype
 
@@ -1395,6 +1394,7 @@ def nll_log_softmax_backward(result, g, target, *weight, dim, reduction, ignore_
     picked = nll_loss_backward.forward(g, target, *weight, shape=result.shape,
                                        reduction=reduction, ignore_index=ignore_index)
     return log_softmax_backward.forward(picked, result, dim=dim)
+
 
 def softmax(x: Node, dim: int) -> Node:
     x = _floating(x)
