@@ -89,7 +89,7 @@ class Module:
         object.__setattr__(self, "_name_in_parent", None)
         object.__setattr__(self, "_forward_hooks", [])
         object.__setattr__(self, "_forward_pre_hooks", [])
-        object.__setattr__(self, "_scope", (-1, ""))  # (tree version, scope of its ops)
+        object.__setattr__(self, "_pargraph_scope", (-1, ""))  # (tree version, scope of its ops)
 
     # --- registration -------------------------------------------------------------------
 
@@ -312,11 +312,11 @@ class Module:
                                   "\"forward\" function")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        version, scope = self._scope
+        version, scope = self._pargraph_scope
         if version != _tree_version[0]:  # the path is a walk up the tree: once per change
             path = self.path()
             scope = f"{path} ({type(self).__name__})" if path else type(self).__name__
-            object.__setattr__(self, "_scope", (_tree_version[0], scope))
+            object.__setattr__(self, "_pargraph_scope", (_tree_version[0], scope))
         # The ops of pargraph's own layers all point at the user's line that called the
         # outermost of them: one stack walk per layer call, not one per op. A user's forward
         # records its own lines.
