@@ -181,31 +181,28 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     graph: dict = {}
     outputs = list(outputs)
     plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
-    if isinstance(plan_, SinglePlan) and not remote:  # inline, unless a graph is asked for
-        task, external = plan_.instantiate(order, computed)
-        return _single_task(graph, task, external, outputs, {},
+    single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
+    if single is not None and not remote:  # inline, unless a graph is asked for
+        return _single_task(graph, *single, outputs, {},
                             data=lambda: _realized_values(order, held, remote))
     local_values = _realized_values(order, held, remote)
-    data: dict[str, Any] = {}
     if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
         # value several tasks read is sent once, as one key. A small one (an index, a
         # scalar) rides in the tasks that read it: a data key costs the scheduler a task.
         riding = {key: value for key, value in local_values.items()
                   if remote and getattr(value, "nbytes", INLINE_BYTES + 1) <= INLINE_BYTES}
-        data = {key: value for key, value in local_values.items() if key not in riding}
+        graph.update((key, DataNode(key, value)) for key, value in local_values.items()
+                     if key not in riding)
         local_values = riding
-        graph.update((key, DataNode(key, value)) for key, value in data.items())
     if remote:  # parts of group results are indexed inside the tasks that read them
         local_values.update((node.key, node.value.ref()) for node in order
                             if type(node.value) is HeldPart)
         local_values.update(held)
     if not granularity.fuse:
         return _one_task_per_node(graph, computed, outputs, local_values)
-    if isinstance(plan_, SinglePlan):
-        task, external = plan_.instantiate(order, computed)
-        return _single_task(graph, task, external, outputs, local_values,
-                            parts=not named_outputs)
+    if single is not None:  # on a cluster
+        return _single_task(graph, *single, outputs, local_values, parts=not named_outputs)
     return plan_.instantiate(graph, order, computed, outputs, local_values,
                              named_outputs=bool(named_outputs), remote=remote)
 

@@ -189,17 +189,16 @@ _LOSS_NAMES = {"mse_loss": "MseLossBackward0", "smooth_l1_loss": "SmoothL1LossBa
 
 
 def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
-    if reduction == "mean":
-        out = loss.mean()
-    elif reduction == "sum":
-        out = loss.sum()
-    elif reduction == "none":
-        out = loss
-    else:
-        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    _check_reduction(reduction, op)
+    out = loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
     if op in _LOSS_NAMES and out._node.history:
         out._node.grad_name = _LOSS_NAMES[op]
     return out
+
+
+def _check_reduction(reduction: str, op: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
 def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
@@ -345,8 +344,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """
     target = as_tensor(target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    _check_reduction(reduction, "nll_loss")
     weight = None if weight is None else as_tensor(weight, dtype=input.dtype)
     _check_class_targets(input, target, weight, ignore_index, "nll_loss")
     return _nll(input, target, weight, ignore_index, reduction)
@@ -375,9 +373,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """
     target = as_tensor(target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, got "
-                         f"{reduction!r}")
+    _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
