@@ -209,7 +209,12 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
             raise cluster_lost(client, f"the run's results were cancelled "
                                        f"({future.key} and {len(futures) - 1} more)")
     if fetched:
-        futures[-fetched:] = [np.asarray(v) for v in client.gather(futures[-fetched:])]
+        try:
+            values = client.gather(futures[-fetched:])
+        except (OSError, CancelledError, asyncio.CancelledError) as error:
+            # The scheduler went away after the run (CommClosedError is an OSError).
+            raise cluster_lost(client, f"gathering the run's results: {error!r}") from None
+        futures[-fetched:] = [np.asarray(v) for v in values]
     return futures
 
 
