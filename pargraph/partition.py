@@ -19,7 +19,13 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
        topological order each node joins the group of its dominant predecessor if that node
        is the group's tail: the group stays a chain, and siblings, such as the branches of a
        fork, start groups of their own that can run side by side. A join that would make the
-       quotient graph cyclic starts a new group.
+       quotient graph cyclic starts a new group, and so does one that would hold the chain
+       back: DSC's clusters are processors, which run a node as soon as its inputs are there,
+       but a task starts only when all of its inputs are. A join whose other inputs come (in
+       the ASAP estimate) after the chain could start delays the chain's earlier work by up
+       to that work; by more than a task's cost, and the node starts a group instead (the
+       loss, reading 8 towers, joined the first tower's chain, which then ran after the
+       other 7 instead of beside them).
        A fan-out (a node more than ``FAN_OUT`` nodes of its phase read: a loss gradient
        that every tower's backward reads, a DataParallel shard of the batch) ends its chain:
        a task's results exist when it ends, so a chain that went on past a fan-out would make
@@ -36,8 +42,9 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
        producer group it waits on, or else its consumer (a weight gradient of a small layer
        goes back into its chain), never where it would make parallel work wait: not into one
        of several consumers that do not wait for each other, and a bundle of branches not
-       into the consumer they share (a loss) or an input others read too. Every merge keeps
-       the quotient graph acyclic.
+       into the consumer they share (a loss) or an input others read too, nor where the
+       merged task would hold back work by more than a task's cost (as in step 1). Every
+       merge keeps the quotient graph acyclic.
 
     3. *Task duplication* (Kruatrachue & Lewis' duplication scheduling heuristic): a node
        whose work, with everything it depends on in the run, is next to nothing (a
@@ -153,10 +160,11 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
     node can be a member of several groups."""
     work = [estimated_seconds(node) for node in computed]
     placed = len(granularity.hosts) > 1
-    groups = _linear_clusters(computed, work)
+    patience = task_cost(granularity.remote)
+    groups = _linear_clusters(computed, work, patience)
     if placed:
         groups.place(computed, work, [t for _, t in granularity.hosts])
-    groups.coarsen(work, granularity.grain, granularity.workers)
+    groups.coarsen(work, granularity.grain, granularity.workers, patience)
     if granularity.grain > 0:
         returned = {id(node) for node in outputs}
         groups.duplicate_sources(computed, task_cost(granularity.remote) * FREE_FRACTION,
@@ -176,6 +184,10 @@ class _Groups:
         self.tail: list[int] = []
         self.ancestors: list[int] = []  # bit g set: depends on group g (transitively)
         self.alive: list[bool] = []
+        # Per position: the positions it reads, and when it would finish on unbounded
+        # workers (ASAP); set by _linear_clusters, read to estimate when a group can start.
+        self.inputs: list[list[int]] = []
+        self.finish: list[float] = []
 
     def new(self, position: int, producers: set[int]) -> None:
         g = len(self.members_of)
@@ -236,11 +248,28 @@ class _Groups:
             if bits & (small_bit | into_bit):
                 self.ancestors[other] = (bits & ~small_bit) | into_bit | combined
 
-    def coarsen(self, work: list[float], grain: float, workers: int) -> None:
+    def ready(self, g: int, besides: int = -1) -> float:
+        """When group ``g``'s task can start, in the ASAP estimate: its last input from
+        another group (not ``besides``) is there."""
+        of, finish = self.of, self.finish
+        return max((finish[i] for p in self.members_of[g] for i in self.inputs[p]
+                    if of[i] != g and of[i] != besides), default=0.0)
+
+    def holds_back(self, first: int, then: int, work_of_first: float) -> float:
+        """How long running group ``then`` after group ``first`` in one task would hold back
+        ``first``'s work: a task starts when all its inputs are there, so ``first`` would
+        wait for ``then``'s other inputs too (a tower's forward merged into the loss that
+        reads every tower). At most ``first``'s work: that much would have run meanwhile."""
+        late = self.ready(then, besides=first) - self.ready(first, besides=then)
+        return min(max(late, 0.0), work_of_first)
+
+    def coarsen(self, work: list[float], grain: float, workers: int,
+                patience: float = 0.0) -> None:
         """Merge groups below ``grain`` of work: into the one group they read from (unless it
         fans out to many such groups), then independent ones of one depth into bundles
         (keeping at least two tasks per worker at that depth where there were that many),
-        then what is left into the producer it waits on or its consumer."""
+        then what is left into the producer it waits on or its consumer, unless that would
+        hold back work by more than ``patience`` (a task's cost: what the merge saves)."""
         if grain <= 0:
             return
         totals = [sum(work[p] for p in members) for members in self.members_of]
@@ -288,6 +317,9 @@ class _Groups:
                 continue
             for target in self._neighbours(g, bundle=g in bundles):
                 delays = totals[g] > TASK_COST_CLUSTER and self._read_elsewhere(target, g)
+                producer = (self.ancestors[g] >> target) & 1
+                first, then = (target, g) if producer else (g, target)
+                delays = delays or self.holds_back(first, then, totals[first]) > patience
                 if not delays and self.can_merge(g, target):
                     absorb(g, target)
                     break
@@ -443,29 +475,46 @@ def _bits(mask: int) -> Iterator[int]:
 FAN_OUT = 3
 
 
-def _linear_clusters(computed: Sequence[Node], work: list[float]) -> _Groups:
+def _linear_clusters(computed: Sequence[Node], work: list[float],
+                     patience: float = 0.0) -> _Groups:
+    """Step 1 of the module's algorithm. A node with inputs from other groups does not join
+    its dominant predecessor's chain if they come so late that the chain's task, which starts
+    when all its inputs are there, would hold back its earlier work by more than ``patience``
+    (DSC's clusters are processors that can start a node at a time; a task cannot)."""
     position = {id(node): k for k, node in enumerate(computed)}
-    finish = [0.0] * len(computed)
-    readers = [0] * len(computed)
-    for node in computed:
-        for i in node.input_nodes():
-            if id(i) in position and i.phase == node.phase:
-                readers[position[id(i)]] += 1
     groups = _Groups(len(computed))
-    for k, node in enumerate(computed):
-        inputs = [position[id(i)] for i in node.input_nodes() if id(i) in position]
+    finish = groups.finish = [0.0] * len(computed)
+    inputs_of = groups.inputs = [[position[id(i)] for i in node.input_nodes() if id(i) in position]
+                                 for node in computed]
+    readers = [0] * len(computed)
+    for node, inputs in zip(computed, inputs_of):
+        for i in inputs:
+            if computed[i].phase == node.phase:
+                readers[i] += 1
+    ready: list[float] = []  # per group: when its task can start
+    chain_work: list[float] = []
+    for k, inputs in enumerate(inputs_of):
         if not inputs:
             finish[k] = work[k]
             groups.new(k, set())
+            ready.append(0.0)
+            chain_work.append(work[k])
             continue
         dominant = max(inputs, key=finish.__getitem__)
         finish[k] = finish[dominant] + work[k]
         producers = {groups.of[i] for i in inputs}
         g = groups.of[dominant]
+        others = max((finish[i] for i in inputs if groups.of[i] != g), default=0.0)
         # A fan-out ends its chain: its other readers would wait for the rest of the chain.
         fan_out = readers[dominant] > FAN_OUT
-        if not fan_out and groups.tail[g] == dominant and groups.can_join(g, producers):
+        held_back = min(max(others - ready[g], 0.0), chain_work[g]) > patience
+        if (not fan_out and not held_back and groups.tail[g] == dominant
+                and groups.can_join(g, producers)):
             groups.join(k, g, producers, as_tail=True)
+            ready[g] = max(ready[g], others)
+            chain_work[g] += work[k]
         else:
             groups.new(k, producers)
+            ready.append(max(finish[i] for i in inputs))
+            chain_work.append(work[k])
     return groups

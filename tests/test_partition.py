@@ -100,6 +100,10 @@ def test_a_towers_step_becomes_a_few_tasks_per_tower():
                      if n.phase == phase and n.scope.startswith(f"{k}.")}
             assert len(tasks) == 1, (k, phase, tasks)
     assert len(groups) <= 4 * 2 + 1  # each tower's forward and backward; the loss
+    # The loss reads every tower: no tower's forward is in its task, where it would wait for
+    # all the other towers before it could start.
+    stack = next(n for n in computed if n.op.name == "stack")
+    assert not any(n.op.name == "linear" for n in groups[group_of[id(stack)]])
 
 
 TWO_WORKERS = Granularity.of(True, 2, hosts=(("tcp://127.0.0.1:1", 1), ("tcp://127.0.0.1:2", 1)))
@@ -218,14 +222,17 @@ def test_two_branches_and_a_join():
     w1, w2, x = (pargraph.tensor(rng.standard_normal((300, 300))) for _ in range(3))
     left = (x @ w1 + 1.0).relu()       # matmul, add, relu: one chain
     right = (x @ w2).tanh() * 2.0      # matmul, tanh, mul: another chain
-    out = (left + right).sum()         # the join and the sum follow the branch finishing last
+    # The join and the sum are a task of their own: in either branch's task they would make
+    # that whole branch wait for the other one (a task starts when all its inputs are there).
+    out = (left + right).sum()
     computed = plan([out._node])[1]
     groups = partition(computed, Granularity(workers=2))
-    assert sorted(len(g) for g in groups) == [3, 5]
+    assert sorted(len(g) for g in groups) == [2, 3, 3]
+    assert [n.op.name for n in groups[-1]] == ["add", "sum"]
     lowered = lower(*plan([out._node]), [out._node], Granularity.of(False, 2, True, 0))
     tasks = [t for t in lowered.graph.values() if isinstance(getattr(t, "func", None),
                                                                FusedTask)]
-    assert len(tasks) == 2 and lowered.tasks == 2
+    assert len(tasks) == 3 and lowered.tasks == 3
     np.testing.assert_allclose(
         out.item(), float((np.maximum(x.numpy() @ w1.numpy() + 1, 0)
                            + np.tanh(x.numpy() @ w2.numpy()) * 2).sum()), rtol=1e-6)
