@@ -430,6 +430,20 @@ def test_cached_backward_gives_the_gradients_of_fresh_generation():
             np.testing.assert_array_equal(a, b)
 
 
+def test_a_step_that_slices_reuses_its_backward_and_another_slice_does_not():
+    from pargraph.autograd.backward_graph import BackwardTemplate
+
+    x = pargraph.arange(12.0).reshape(6, 2)
+    w = pargraph.ones(2, requires_grad=True)
+    BackwardTemplate.cache.clear()
+    for rows, hit in ((slice(0, 3), False), (slice(0, 3), True), (slice(3, 6), False)):
+        hits = BackwardTemplate.cache.hits
+        w.grad = None
+        (x[rows] * w).sum().backward()  # an index with a slice: a DataParallel shard
+        assert BackwardTemplate.cache.hits == hits + hit, rows
+        np.testing.assert_array_equal(w.grad.numpy(), x.numpy()[rows].sum(0))
+
+
 def test_a_different_scalar_is_a_different_backward_structure():
     w = pargraph.ones(3, requires_grad=True)
     for factor in (2.0, 3.0, 2.0):

@@ -146,7 +146,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
         else:  # a vjp may look at a leaf-side node's producer (swap_last), never further
             inputs = bool(node.inputs)
         # A cut node's attributes (an updated parameter's learning rate) cannot matter.
-        attrs = tuple(node.attrs.items()) if node.attrs and node.inputs else ()
+        attrs = tuple([(name, _hashable(v)) for name, v in node.attrs.items()]) \
+            if node.attrs and node.inputs else ()
         parts.append((node.op, node.shape, node.dtype, flags, inputs, attrs))
     seeds = tuple((position[r], g.shape, g.dtype) for r, g in zip(roots, grad_roots))
     key = (seeds, tuple(parts))
@@ -155,6 +156,19 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     except TypeError:  # an index array or a slice among the attributes
         return None
     return key
+
+
+#: Marks a slice in a structure key: slices are unhashable before Python 3.12, and an index
+#: with one (a DataParallel shard of the batch) made every step a cache miss.
+_SLICE = object()
+
+
+def _hashable(value: Any) -> Any:
+    if type(value) is slice:
+        return (_SLICE, value.start, value.stop, value.step)
+    if type(value) is tuple and any(type(v) is slice for v in value):
+        return tuple([_hashable(v) for v in value])
+    return value
 
 
 class _Literal:
