@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import dask
 import numpy as np
@@ -18,7 +19,7 @@ import yaml
 from dask.utils import key_split
 
 import pargraph
-from pargraph import nn, optim
+from pargraph import execution, nn, optim
 from pargraph.lowering import is_future
 from tests.models import MeanOfTowers
 
@@ -390,6 +391,51 @@ def test_replicas_outlive_dasks_memory_manager(cluster):
     assert all(len(holders) == 2 for holders in cluster.client.who_has(futures).values())
 
 
+def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
+        cluster, monkeypatch):
+    """``optimizer.step()`` returns while its new parameters are being copied to the other
+    worker; the next run is submitted only once the copies exist."""
+    import asyncio
+
+    from pargraph.lowering import futures_of
+
+    client, events, copied = cluster.client, [], threading.Event()
+    replicate, get = client._replicate, client.get
+
+    async def slow_replicate(*args, **kwargs):
+        for _ in range(500):  # until the test lets it go, or 5 s if the step waits for it
+            if copied.is_set():
+                break
+            await asyncio.sleep(0.01)
+        await replicate(*args, **kwargs)
+        events.append("copied")
+
+    def recording_get(self, graph, keys, **kwargs):
+        events.append(("submitted", [len(holders) for holders in client.who_has(
+            futures_of([p._node.value for p in model.parameters() if is_future(p._node.value)])
+        ).values()]))
+        return get(graph, keys, **kwargs)
+
+    monkeypatch.setattr(client, "_replicate", slow_replicate)
+    monkeypatch.setattr(client, "get", types.MethodType(recording_get, client))
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x = pargraph.randn(32, 8)
+    with dask.config.set({"scheduler": client, "pargraph.replicas": 2,
+                          "pargraph.single-task-below": 0}):
+        for step in range(2):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            if step == 0:
+                assert "copied" not in events  # the step did not wait for the copies
+                threading.Timer(0.3, copied.set).start()
+    # The second step's run went last, once the first step's parameters were on both workers.
+    assert events[-2] == "copied"
+    assert events[-1][0] == "submitted" and events[-1][1] == [2] * 4
+
+
 @pytest.mark.parametrize("model", ["mlp", "placed towers"])
 def test_a_worker_killed_mid_training_loses_nothing(model):
     """Also with DataParallel towers placed on both workers, whose steps send parts of their
@@ -404,6 +450,9 @@ def test_a_worker_killed_mid_training_loses_nothing(model):
     try:
         def kill_during(step):
             if step == 4:  # kill one worker while step 4's graph is running
+                # (step 3's state is being copied until step 4's run starts: a worker dying
+                # before the copies exist loses that state, as it would mid-copy any time)
+                execution.settle_replication(running.client)
                 threading.Timer(0.05, running.kill_worker, args=(0,)).start()
 
         np.testing.assert_allclose(losses(running.client, kill_during), reference, rtol=1e-6)
