@@ -75,7 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.placement import place, transfer_seconds
+from pargraph.placement import SECONDS_PER_BYTE, TRANSFER_LATENCY, place, transfer_seconds
 
 #: Seconds one task costs the scheduler and the worker: dask's threaded scheduler and a
 #: distributed cluster (its scheduler's per-task work plus a round trip).
@@ -91,6 +91,10 @@ DEFAULT_CLUSTER_GRAIN = 50.0
 #: this fraction of a task's cost (a view, a slice, a scalar) is computed again by every group
 #: that reads it rather than waited for.
 FREE_FRACTION = 1 / 8
+#: On a cluster, where not copying costs a scheduler round trip and often a transfer (~4 ms
+#: here): the wide DataParallel step's loss (~0.2 ms of estimated work) is computed by every
+#: task that reads its gradient, and none waits for another worker's loss task.
+FREE_FRACTION_CLUSTER = 1 / 2
 #: Seconds of estimated work below which a whole run is one task, locally.
 DEFAULT_SINGLE_TASK_BELOW = 1e-3
 
@@ -170,10 +174,12 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
                    per_thread=1 if granularity.remote else 2)
     if granularity.grain > 0:
         returned = {id(node) for node in outputs}
-        groups.duplicate_sources(computed, task_cost(granularity.remote) * FREE_FRACTION,
-                                 {k for k, n in enumerate(computed) if id(n) in returned})
-    return groups.members(computed), [w for g, w in enumerate(groups.worker)
-                                      if groups.members_of[g]]
+        free = FREE_FRACTION_CLUSTER if granularity.remote else FREE_FRACTION
+        groups.duplicate_sources(computed, task_cost(granularity.remote) * free,
+                                 {k for k, n in enumerate(computed) if id(n) in returned},
+                                 placed=placed)
+    order = groups.in_order()
+    return [groups.members(computed, g) for g in order], [groups.worker[g] for g in order]
 
 
 class _Groups:
@@ -334,43 +340,79 @@ class _Groups:
                     break
 
     def duplicate_sources(self, computed: Sequence[Node], free_seconds: float,
-                          returned: set[int]) -> None:
+                          returned: set[int], placed: bool = False) -> None:
         """Task duplication (Kruatrachue & Lewis' duplication scheduling heuristic): a node
         whose work, with all it depends on in the run, is below ``free_seconds`` (a
         DataParallel shard of the batch, a slice, a loss's seed gradient) is computed again in
         every group that reads it, so that no group waits for the task that holds it (and,
-        placed, fetches it from another worker). A group left with nothing of its own goes, unless
-        it holds values the run returns. Runs last: the ancestor bitsets are not updated."""
-        position = {id(node): k for k, node in enumerate(computed)}
-        inputs = [[position[id(i)] for i in node.input_nodes() if id(i) in position]
-                  for node in computed]
-        # A node is free with everything it depends on in the run: what a copy costs in all.
+        placed, fetches it from another worker). So is a node whose work with what it depends
+        on inside its own group is that small (a shard's slice of the loss's gradient, bundled
+        with one worker's backward pass: the other worker's backward waited for all of it);
+        the copy reads that group's inputs instead, which the reader waited for anyway (placed:
+        if they are not much bigger than the node). A group that no other group reads any more
+        goes, unless it holds values the run returns. Runs last: the ancestor bitsets are not
+        updated."""
+        inputs, of = self.inputs, self.of
+        work = [estimated_seconds(node) for node in computed]
+        # What a copy costs in all: with everything it depends on in the run, or in its group.
         closure_seconds = [0.0] * len(computed)
-        for k, node in enumerate(computed):
-            closure_seconds[k] = estimated_seconds(node) + sum(
-                closure_seconds[p] for p in inputs[k])
+        local_seconds = [0.0] * len(computed)
+        for k in range(len(computed)):
+            closure_seconds[k] = work[k] + sum(closure_seconds[p] for p in inputs[k])
+            local_seconds[k] = work[k] + sum(local_seconds[p] for p in inputs[k]
+                                             if of[p] == of[k])
         free = [seconds <= free_seconds for seconds in closure_seconds]
         copied: dict[int, set[int]] = {}  # group -> positions it computes again
-        read_elsewhere = set()
+        read = set()  # groups another group reads from
         for k in range(len(computed)):
-            g = self.of[k]
-            for p in inputs[k]:
-                if not free[p] or self.of[p] == g:
+            g = of[k]
+            wanted = [p for p in inputs[k] if of[p] != g]
+            while wanted:  # what g reads from other groups, and what its copies read
+                p = wanted.pop()
+                h = of[p]
+                if h == g or p in copied.get(g, ()):
                     continue
-                read_elsewhere.add(self.of[p])
-                mine, stack = copied.setdefault(g, set()), [p]
-                while stack:
-                    q = stack.pop()
-                    if self.of[q] != g and q not in mine:
-                        mine.add(q)
-                        stack.extend(inputs[q])
-        for g in read_elsewhere:
-            members = self.members_of[g]
-            if all(free[p] and p not in returned for p in members):
-                self.members_of[g] = []
-                self.alive[g] = False
+                if free[p]:
+                    self._copy(p, g, copied, lambda q: True)
+                    continue
+                if local_seconds[p] <= free_seconds:
+                    mine = self._copy(p, g, {}, lambda q, h=h: of[q] == h)
+                    outside = {i for q in mine for i in inputs[q] if i not in mine}
+                    if not placed or self._fetches_little(computed, g, p, outside):
+                        copied.setdefault(g, set()).update(mine)
+                        wanted.extend(outside)
+                        continue
+                read.add(h)
         for g, positions in copied.items():
             self.members_of[g] = self.members_of[g] + sorted(positions)
+        copies = set().union(*copied.values()) if copied else set()
+        for h, members in enumerate(self.members_of):
+            own = [p for p in members if of[p] == h]
+            if own and h not in read and all(p in copies and p not in returned for p in own):
+                self.members_of[h] = []
+                self.alive[h] = False
+
+    def _fetches_little(self, computed: Sequence[Node], g: int, p: int,
+                        inputs: set[int]) -> bool:
+        """Whether group ``g``, computing ``p`` from ``inputs`` rather than reading it, fetches
+        from other workers at most one transfer's latency worth of bytes more."""
+        worker = self.worker[g]
+        fetched = [computed[i] for i in inputs if self.worker[self.of[i]] != worker]
+        instead = [computed[p]] if self.worker[self.of[p]] != worker else []
+        return _nbytes(fetched) <= _nbytes(instead) + TRANSFER_LATENCY / SECONDS_PER_BYTE
+
+    def _copy(self, p: int, g: int, copied: dict[int, set[int]], within) -> set[int]:
+        """Add to ``copied[g]`` node ``p`` and what it depends on (``within`` says which),
+        except what ``g`` computes itself; returns the positions added."""
+        mine, stack = copied.setdefault(g, set()), [p]
+        added = set()
+        while stack:
+            q = stack.pop()
+            if self.of[q] != g and q not in mine and within(q):
+                mine.add(q)
+                added.add(q)
+                stack.extend(self.inputs[q])
+        return added
 
     def place(self, computed: Sequence[Node], work: list[float], threads: list[int]) -> None:
         """Put each group on a worker (:func:`pargraph.placement.place`): what a group reads
@@ -461,9 +503,19 @@ class _Groups:
         return producers + [c for c in mine
                             if not self.ancestors[c] & among and waited_for(c, mine)]
 
-    def members(self, computed: Sequence[Node]) -> list[list[Node]]:
-        return [[computed[p] for p in sorted(members)]
-                for members in self.members_of if members]
+    def in_order(self) -> list[int]:
+        """The groups left, each after those it depended on before duplication: a node's own
+        group comes before the groups that compute it again (where its value is taken from).
+        An ancestor has fewer ancestors than its descendant."""
+        return sorted((g for g, members in enumerate(self.members_of) if members),
+                      key=lambda g: self.ancestors[g].bit_count())
+
+    def members(self, computed: Sequence[Node], g: int) -> list[Node]:
+        return [computed[p] for p in sorted(self.members_of[g])]
+
+
+def _nbytes(nodes: Sequence[Node]) -> int:
+    return sum(math.prod(n.shape) * n.dtype.itemsize for n in nodes)
 
 
 def _bits(mask: int) -> Iterator[int]:

@@ -187,8 +187,36 @@ def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
     shards = [n for n in computed if any(i is x._node for i in n.inputs)]
     assert shards and all(copies[id(n)] > 1 for n in shards)
     assert all(any(copies[id(n)] == 1 for n in members) for members in groups)
-    copied = [n for n in computed if copies[id(n)] > 1]  # on values held before the run only
-    assert all(i.value is not None or copies[id(i)] > 1 for n in copied for i in n.input_nodes())
+    # on values held before the run only
+    assert all(i.value is not None or copies[id(i)] > 1 for n in shards for i in n.input_nodes())
+
+
+def test_placed_backward_tasks_wait_for_no_other_workers_backward_or_loss():
+    """The loss and the split of its gradient into shards are next to no work: each worker's
+    backward tasks compute them again from both workers' logits instead of waiting for a
+    loss task, or for a task on the other worker that its partitioning bundled them into."""
+    pargraph.manual_seed(0)
+    model = MeanOfTowers(nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
+                                                     nn.Linear(512, 10)) for _ in range(4)))
+    parallel = nn.DataParallel(model, shards=2)
+    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
+    loss = nn.functional.cross_entropy(parallel(x), y)
+    loss.backward()
+    outputs = [p.grad._node for p in model.parameters()] + [loss._node]
+    computed = plan(outputs)[1]
+    groups, workers = placed_partition(computed, TWO_WORKERS, outputs=outputs)
+    home = {}
+    for g, members in enumerate(groups):  # where a value is read from: its first group
+        for n in members:
+            home.setdefault(id(n), g)
+    for g, members in enumerate(groups):
+        inside = {id(n) for n in members}
+        for h in {home[id(i)] for n in members for i in n.input_nodes()
+                  if id(i) in home and id(i) not in inside}:
+            if workers[h] != workers[g]:  # only the towers' forward passes travel
+                assert all(n.phase == "forward" and n.op.name != "log_softmax"
+                           for n in groups[h]), (g, h, [n.op.name for n in groups[h]])
+    assert len(groups) <= 10 and {0, 1} == set(workers)
 
 
 def test_a_placed_chain_stays_on_one_worker():
