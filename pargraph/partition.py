@@ -51,8 +51,15 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
     3. *Task duplication* (Kruatrachue & Lewis' duplication scheduling heuristic): a node
        whose work, with everything it depends on in the run, is next to nothing (a
        DataParallel shard of the batch, a slice, a loss's seed gradient) is computed again by
-       every group that reads it, which then waits for no other task to get it. It is the
-       one case where a node belongs to several groups; a group left with nothing else goes.
+       every group that reads it, which then waits for no other task to get it. So is a node
+       whose work with what it depends on inside its own group is next to nothing (a loss
+       and the split of its gradient into shards): the copy reads that group's inputs, which
+       the reader waited for anyway, and no longer waits for the rest of that group (on a
+       cluster, placed: if those inputs are not much bigger; "next to nothing" is half a
+       task's cost there, an eighth locally). It is the one case where a node belongs to
+       several groups; its own group comes first in the result, and is where its value is
+       read from by groups that do not copy it. A group no other group reads any more goes,
+       unless it holds values the run returns.
 
 On a cluster of several worker processes, the linear clusters are placed on the workers
 between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
