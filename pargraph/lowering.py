@@ -284,7 +284,8 @@ class GroupPlan:
                  outputs: list[Node]) -> None:
         in_order = {id(node): k for k, node in enumerate(order)}
         in_computed = {id(node): k for k, node in enumerate(computed)}
-        # A node the partition copied into several groups is exported by none of them.
+        # A node the partition copied into several groups is exported, if a group that
+        # does not compute it reads it, by the first: its own (the partition lists it first).
         group_of: dict[int, int] = {}
         copies: dict[int, int] = {}
         for g, members in enumerate(groups):
