@@ -13,11 +13,12 @@ The lifecycle of a node
 Threads or one thread
     A threaded run of coarse group tasks (:mod:`pargraph.partition`) goes the way that was
     faster for its structure: on dask's threads with BLAS limited to one thread each, or
-    group after group in the calling thread with BLAS free to use every core. The plan tries
-    each way three times, keeps the faster median, and retries the other every 50 runs
-    (``GroupPlan.choose_mode``). So a chain, a few big matmuls or many small GIL-bound ops run
-    as on the sync scheduler, and independent branches run side by side: threads are never
-    slower than sync for long. ``pargraph.adaptive: False`` always uses dask's threads.
+    group after group in the calling thread with BLAS free to use every core. The plan times
+    each way three times (not the first run after a switch, which pays for it), keeps the
+    faster median, and retries the other every 50 runs (``GroupPlan.choose_mode``). So a
+    chain, a few big matmuls or many small GIL-bound ops run as on the sync scheduler, and
+    independent branches run side by side: threads are never slower than sync for long.
+    ``pargraph.adaptive: False`` always uses dask's threads.
 
 Which scheduler
     dask's own rules, in dask's order: ``dask.config.set(scheduler=...)`` (a name, a callable

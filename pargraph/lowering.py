@@ -350,6 +350,7 @@ class GroupPlan:
                 self.free_after[k].append(g)
         self.timings: dict[str, list[float]] = {"threads": [], "inline": []}
         self.runs = 0
+        self.last_mode = ""  # of the last run, timed or not
         self.hosts: list[str] | None = None  # the worker address of each group, if placed
         #: What each group task returns: its exported members, then arguments passed through.
         self.returned: list[list] = [list(exported) for exported in self.exported]
@@ -466,10 +467,10 @@ class GroupPlan:
     def choose_mode(self) -> str:
         """Threads or one thread with BLAS free: whichever ran this structure faster.
 
-        Each mode is tried three times, then the faster median wins; every 50th run retries
-        the other, since the machine's load changes. A chain of groups, or many small ones
-        whose numpy calls contend for the GIL, runs faster in one thread; independent big
-        matmuls run faster side by side."""
+        Each mode is timed three times, then the faster median wins; every 50th run retries
+        the other (for two runs), since the machine's load changes. A chain of groups, or
+        many small ones whose numpy calls contend for the GIL, runs faster in one thread;
+        independent big matmuls run faster side by side."""
         self.runs += 1
         threads, inline = self.timings["threads"], self.timings["inline"]
         if len(threads) < 3:
@@ -477,11 +478,18 @@ class GroupPlan:
         if len(inline) < 3:
             return "inline"
         best = "threads" if median_high(threads) <= median_high(inline) else "inline"
-        if self.runs % 50 == 0:
+        if self.runs % 50 in (0, 1):
             return "inline" if best == "threads" else "threads"
         return best
 
     def record(self, mode: str, seconds: float) -> None:
+        """Time a run, unless it is the first in its mode since a run in the other: that one
+        pays for the switch (BLAS's threads, memory the other threads' allocator arenas had
+        not mapped; 100-115 ms against 60-69 on the wide step), and timed, it made the first
+        way tried look the slower one, or the two ways alternate at that price."""
+        switched, self.last_mode = mode != self.last_mode, mode
+        if switched:
+            return
         timings = self.timings[mode]
         timings.append(seconds)
         del timings[:-5]
