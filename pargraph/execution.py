@@ -534,12 +534,13 @@ def replicate(nodes: Sequence[Node]) -> None:
     if workers < 2:
         return
     settle_replication(client)
+    copying = client._replicate(futures, n=min(wanted, workers))
     try:
         _keep_replicas(client)
-        _replicating[client] = asyncio.run_coroutine_threadsafe(
-            client._replicate(futures, n=min(wanted, workers)), client.loop.asyncio_loop)
+        _replicating[client] = asyncio.run_coroutine_threadsafe(copying,
+                                                                client.loop.asyncio_loop)
     except Exception:  # the client is closing: nothing to copy to
-        return
+        copying.close()
 
 
 #: Per client: the copying :func:`replicate` started (a ``concurrent.futures.Future``).
