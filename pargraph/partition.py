@@ -90,10 +90,13 @@ TASK_COST_LOCAL = 40e-6
 TASK_COST_CLUSTER = 1e-3
 #: Groups smaller than this many task costs of work merge into a neighbour. A cluster asks
 #: for coarser tasks than its task cost alone says (dask's guidance is ~100 ms there: a
-#: task's inputs travel too): on the wide DataParallel step, 50 gives 19 tasks on 2 workers
-#: and a ~6% faster step than 25 (22 tasks); locally 50 made the threaded step slower.
+#: task's inputs travel too, and a worker hears of its next task a scheduler round trip after
+#: the last one ended). Estimates run 4-8x above measured times, so 200 (0.2 s estimated) is
+#: ~30-50 ms: on the wide DataParallel step, one worker process 136-146 ms a step with 50,
+#: 129 with 100, 117-121 with 200, 120 with 400; two 117-125, 117, 115, 113 (interleaved in
+#: one process). Locally 50 made the threaded step slower than 25.
 DEFAULT_GRAIN = 25.0
-DEFAULT_CLUSTER_GRAIN = 50.0
+DEFAULT_CLUSTER_GRAIN = 200.0
 #: A node that depends on values held before the run only and whose estimated work is below
 #: this fraction of a task's cost (a view, a slice, a scalar) is computed again by every group
 #: that reads it rather than waited for.
