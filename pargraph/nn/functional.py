@@ -408,10 +408,8 @@ def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, re
     if label_smoothing:
         target = target * (1 - label_smoothing) + label_smoothing / classes
     terms = input.log_softmax(-1) * target
-    losses = -(terms if weight is None else terms * weight).sum(-1)
-    if reduction == "mean":
-        return losses.mean()
-    return losses.sum() if reduction == "sum" else losses
+    return _reduce(-(terms if weight is None else terms * weight).sum(-1), reduction,
+                   "cross_entropy")
 
 
 def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:
