@@ -185,7 +185,7 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
     if granularity.grain > 0:
         returned = {id(node) for node in outputs}
         free = FREE_FRACTION_CLUSTER if granularity.remote else FREE_FRACTION
-        groups.duplicate_sources(computed, task_cost(granularity.remote) * free,
+        groups.duplicate_sources(computed, work, task_cost(granularity.remote) * free,
                                  {k for k, n in enumerate(computed) if id(n) in returned},
                                  placed=placed)
     order = groups.in_order()
@@ -279,8 +279,8 @@ class _Groups:
         ``first``'s work: a task starts when all its inputs are there, so ``first`` would
         wait for ``then``'s other inputs too (a tower's forward merged into the loss that
         reads every tower). At most ``first``'s work: that much would have run meanwhile."""
-        late = self.ready(then, besides=first) - self.ready(first, besides=then)
-        return min(max(late, 0.0), work_of_first)
+        return _held_back(self.ready(then, besides=first) - self.ready(first, besides=then),
+                          work_of_first)
 
     def coarsen(self, work: list[float], grain: float, workers: int,
                 patience: float = 0.0, per_thread: int = 2) -> None:
@@ -349,8 +349,8 @@ class _Groups:
                     absorb(g, target)
                     break
 
-    def duplicate_sources(self, computed: Sequence[Node], free_seconds: float,
-                          returned: set[int], placed: bool = False) -> None:
+    def duplicate_sources(self, computed: Sequence[Node], work: list[float],
+                          free_seconds: float, returned: set[int], placed: bool = False) -> None:
         """Task duplication (Kruatrachue & Lewis' duplication scheduling heuristic): a node
         whose work, with all it depends on in the run, is below ``free_seconds`` (a
         DataParallel shard of the batch, a slice, a loss's seed gradient) is computed again in
@@ -363,7 +363,6 @@ class _Groups:
         goes, unless it holds values the run returns. Runs last: the ancestor bitsets are not
         updated."""
         inputs, of = self.inputs, self.of
-        work = [estimated_seconds(node) for node in computed]
         # What a copy costs in all: with everything it depends on in the run, or in its group.
         closure_seconds = [0.0] * len(computed)
         local_seconds = [0.0] * len(computed)
@@ -524,6 +523,12 @@ class _Groups:
         return [computed[p] for p in sorted(self.members_of[g])]
 
 
+def _held_back(late: float, work: float) -> float:
+    """How long work that could start now waits in a task whose other inputs come ``late``
+    seconds later: at most the work itself, which would have run meanwhile."""
+    return min(max(late, 0.0), work)
+
+
 def _nbytes(nodes: Sequence[Node]) -> int:
     return sum(math.prod(n.shape) * n.dtype.itemsize for n in nodes)
 
@@ -578,7 +583,7 @@ def _linear_clusters(computed: Sequence[Node], work: list[float],
         others = max((finish[i] for i in inputs if groups.of[i] != g), default=0.0)
         # A fan-out ends its chain: its other readers would wait for the rest of the chain.
         fan_out = readers[dominant] > FAN_OUT
-        held_back = min(max(others - ready[g], 0.0), chain_work[g]) > patience
+        held_back = _held_back(others - ready[g], chain_work[g]) > patience
         if (not fan_out and not held_back and groups.tail[g] == dominant
                 and groups.can_join(g, producers)):
             groups.join(k, g, producers, as_tail=True)
