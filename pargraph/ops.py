@@ -976,6 +976,8 @@ def cat(*xs, dim):
 def _cat_vjp(position: int) -> Callable:
     def vjp(g, out, *xs, dim):
         d = normalize_dim(dim, len(out.shape))
+        if _cat_alike(g, xs, d):  # a gradient built part by part: no slicing, no join
+            return g.inputs[position]
         start = sum(x.shape[d] for x in xs[:position])
         spec = (slice(None),) * d + (slice(start, start + xs[position].shape[d]),)
         return index(g, spec=spec)
@@ -983,6 +985,15 @@ def _cat_vjp(position: int) -> Callable:
 
 
 cat.defvjp_at(_cat_vjp)
+
+
+def _cat_alike(g: Node, xs: tuple, d: int) -> bool:
+    """Whether ``g`` is a concatenation along ``d`` of parts shaped like ``xs`` (so its
+    slices for ``xs`` are those parts)."""
+    return (g.op is cat and normalize_dim(g.attrs["dim"], len(g.shape)) == d
+            and len(g.inputs) == len(xs)
+            and all(isinstance(p, Node) and p.shape == x.shape and p.dtype == g.dtype
+                    for p, x in zip(g.inputs, xs)))
 
 
 def _gemm_cost(node: Node) -> float:
@@ -1311,10 +1322,38 @@ def _log_softmax_vjp(g: Node, out: Node, x: Node, dim: tuple) -> Node:
     # the gradient is differentiable (create_graph), where the pair has the vjps.
     if g.op is nll_loss_backward and not grad_mode.enabled:
         loss_gradient, target, *weight = g.inputs
-        return nll_log_softmax_backward(out, loss_gradient, target, *weight, dim=dim,
-                                        reduction=g.attrs["reduction"],
-                                        ignore_index=g.attrs["ignore_index"])
+        attrs = dict(dim=dim, reduction=g.attrs["reduction"],
+                     ignore_index=g.attrs["ignore_index"])
+        if _row_parts(x, dim, attrs["reduction"]):
+            return _cross_entropy_backward_by_parts(x, loss_gradient, target, weight, attrs)
+        return nll_log_softmax_backward(out, loss_gradient, target, *weight, **attrs)
     return log_softmax_backward(g, out, dim=dim)
+
+
+def _row_parts(x: Node, dim: tuple, reduction: str) -> bool:
+    """Whether ``x`` is a concatenation of row blocks (``DataParallel``'s shards) under a
+    log_softmax over classes, reduced to one loss."""
+    return (x.op is cat and len(x.shape) == 2 and dim == (1,) and reduction != "none"
+            and normalize_dim(x.attrs["dim"], 2) == 0
+            and all(isinstance(part, Node) for part in x.inputs))
+
+
+def _cross_entropy_backward_by_parts(x: Node, loss_gradient: Node, target: Node,
+                                     weight: list, attrs: dict) -> Node:
+    """Cross-entropy's gradient for logits concatenated from row blocks, block by block: each
+    block's gradient needs its own logits (log_softmax is computed again for them, row by row
+    the same numbers) and the whole target only for the mean's divisor, never the other
+    blocks. So a shard's backward starts when its own forward ends, on its own worker,
+    instead of waiting for every shard's logits to meet on one. ``cat``'s vjp hands each
+    block its part without slicing."""
+    parts, start = [], 0
+    for part in x.inputs:
+        stop = start + part.shape[0]
+        parts.append(nll_log_softmax_backward(log_softmax_of(part, dim=attrs["dim"]),
+                                              loss_gradient, target, *weight,
+                                              rows=(start, stop), **attrs))
+        start = stop
+    return cat(*parts, dim=0)
 
 
 log_softmax_of.defvjp(_log_softmax_vjp)
@@ -1368,10 +1407,20 @@ nll_loss.defvjp(lambda g, out, x, target, *weight, reduction, ignore_index: nll_
            (shape, g.dtype), grad_name="NllLossBackwardBackward0")
 def nll_loss_backward(g, target, *weight, shape, reduction, ignore_index):
     """nll_loss's gradient: ``-g`` (scaled as the forward reduced) at each target's class."""
+    return _picked_gradient(g, target, weight, shape, reduction, ignore_index)
+
+
+def _picked_gradient(g, target, weight: tuple, shape: tuple, reduction: str,
+                     ignore_index: int, rows: tuple[int, int] | None = None) -> np.ndarray:
+    """nll_loss's gradient, for the targets ``target[start:stop]`` if ``rows`` is given (the
+    mean still divides by the whole target's weight)."""
     classes, weights = _class_weights(target, weight, ignore_index, g.dtype)
     scale = -g
     if reduction == "mean":
         scale = scale / (classes.size if weights is None else weights.sum())
+    if rows is not None:
+        classes = classes[rows[0]:rows[1]]
+        weights = None if weights is None else weights[rows[0]:rows[1]]
     if weights is not None:
         scale = scale * weights
     out = np.zeros(shape, g.dtype)
@@ -1386,13 +1435,14 @@ nll_loss_backward.defvjp(  # linear in g: its vjp is the forward applied to gg
 
 
 @primitive("nll_log_softmax_backward", lambda result, g, target, *weight, dim, reduction,
-           ignore_index: (result.shape, result.dtype))
-def nll_log_softmax_backward(result, g, target, *weight, dim, reduction, ignore_index):
+           ignore_index, rows=None: (result.shape, result.dtype))
+def nll_log_softmax_backward(result, g, target, *weight, dim, reduction, ignore_index,
+                             rows=None):
     """``log_softmax_backward(nll_loss_backward(g, ...), result)``, the same numpy operations
     in one node: what a cross-entropy's backward records (never differentiated: a backward
-    that builds a differentiable gradient records the pair)."""
-    picked = nll_loss_backward.forward(g, target, *weight, shape=result.shape,
-                                       reduction=reduction, ignore_index=ignore_index)
+    that builds a differentiable gradient records the pair). With ``rows=(start, stop)``,
+    ``result`` holds those rows of the log-probabilities, and the gradient is theirs."""
+    picked = _picked_gradient(g, target, weight, result.shape, reduction, ignore_index, rows)
     return log_softmax_backward.forward(picked, result, dim=dim)
 
 

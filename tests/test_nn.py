@@ -173,6 +173,28 @@ def test_cross_entropy_backward_is_one_node_with_the_pairs_exact_gradient():
     np.testing.assert_array_equal(fused.grad.numpy(), gradient.detach().numpy())
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_of_row_blocks_has_each_blocks_gradient_from_its_own_logits(reduction):
+    """DataParallel's logits are a cat of its shards'. Each shard's gradient is computed from
+    that shard's logits and the whole target (for the mean's divisor): the same numbers as
+    the whole batch's gradient, row by row, with no node reading the other shards."""
+    x = R.standard_normal((7, 4))
+    labels, weight = pargraph.tensor([0, 3, -100, 1, 3, 2, 2]), t(R.uniform(0.5, 2.0, 4))
+    whole = t(x, grad=True)
+    F.cross_entropy(whole, labels, weight, reduction=reduction).backward()
+    blocks = [t(x[:3], grad=True), t(x[3:], grad=True)]
+    loss = F.cross_entropy(pargraph.cat(blocks), labels, weight, reduction=reduction)
+    loss.backward()
+    for block in blocks:  # not run yet: the recorded graph
+        read = {id(n) for n in toposort([block.grad._node])}
+        other, = [b for b in blocks if b is not block]
+        assert id(other._node) not in read and id(block._node) in read
+    np.testing.assert_array_equal(np.concatenate([b.grad.numpy() for b in blocks]),
+                                  whole.grad.numpy())
+    np.testing.assert_allclose(loss.item(), F.cross_entropy(t(x), labels, weight,
+                                                            reduction=reduction).item())
+
+
 def test_nll_loss_ignores_targets_and_weighs_classes_like_pytorch():
     log_p, weight = _log_softmax(R.standard_normal((5, 3))), np.array([0.5, 2.0, 1.5])
     labels = np.array([2, 1, 1, 0, 2])
