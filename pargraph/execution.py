@@ -190,16 +190,50 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     """Run on the cluster and keep the results there: returns Futures, and the values of the
     last ``fetched`` keys (small: a loss). ``workers`` maps task keys to the worker address
     pargraph placed them on; ``urgent`` tasks run on their worker as soon as they can."""
-    from distributed import progress, wait
-
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
     graph = _untokenized(graph, workers, keys, urgent)
     settle_replication(client)
+    _send_promptly(client)
     futures = client.get(graph, keys, sync=False)
+    # The fetched values (a loss) are often ready before the rest (a worker's backward pass):
+    # they travel meanwhile.
+    if fetched:
+        _wait_for(client, futures[-fetched:], bar=False)
+        try:
+            values = client.gather(futures[-fetched:])
+        except (OSError, CancelledError, asyncio.CancelledError) as error:
+            # The scheduler went away after the run (CommClosedError is an OSError).
+            raise cluster_lost(client, f"gathering the run's results: {error!r}") from None
+    _wait_for(client, futures)
+    if fetched:
+        futures[-fetched:] = values
+    return futures
+
+
+#: Seconds a client batches its messages to the scheduler for (distributed's is 10 ms). A run
+#: sent less than that after the last batch waits for the rest: a training step's first
+#: message often follows the last step's releases of old values by a few ms. Measured on the
+#: wide DataParallel step, one worker process, interleaved in one process: 95.9 -> 90.8 ms.
+CLIENT_SEND_INTERVAL = 2e-3
+
+
+def _send_promptly(client: Any) -> None:
+    """Shorten the client's batching of messages to the scheduler (this process's client
+    only: the scheduler and the workers keep theirs). Checked every run: a client that
+    reconnects gets a new comm."""
+    comm = getattr(client, "scheduler_comm", None)
+    if comm is not None and getattr(comm, "interval", 0) > CLIENT_SEND_INTERVAL:
+        comm.interval = CLIENT_SEND_INTERVAL
+
+
+def _wait_for(client: Any, futures: list, bar: bool = True) -> None:
+    """Wait until ``futures`` finished; raise the first one's error, or ClusterLostError."""
+    from distributed import progress, wait
+
     try:
         with client.as_current():
-            if _progress.minimum is not None:
+            if bar and _progress.minimum is not None:
                 progress(futures)
             wait(futures)
     except CancelledError as error:
@@ -211,14 +245,6 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
         if future.status != "finished":  # cancelled: the scheduler went away
             raise cluster_lost(client, f"the run's results were cancelled "
                                        f"({future.key} and {len(futures) - 1} more)")
-    if fetched:
-        try:
-            values = client.gather(futures[-fetched:])
-        except (OSError, CancelledError, asyncio.CancelledError) as error:
-            # The scheduler went away after the run (CommClosedError is an OSError).
-            raise cluster_lost(client, f"gathering the run's results: {error!r}") from None
-        futures[-fetched:] = [np.asarray(v) for v in values]
-    return futures
 
 
 def _untokenized(graph: dict, workers: dict | None = None, keys: list | None = None,

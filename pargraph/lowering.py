@@ -546,8 +546,12 @@ class GroupPlan:
                 workers = dict(zip(keys, self.hosts))
                 workers.update((key, self.hosts[producers[0]])
                                for key, (producers, _) in zip(sent, self.selections))
+            scalar = [k for k, g in enumerate(wanted) if all(
+                type(j) is int and not computed[self.members[g][j]].shape
+                for j in self.returned[g])]
             return _held_results(graph, [keys[g] for g in wanted], picks, outputs, tasks,
-                                 plan=self, workers=workers, urgent=frozenset(sent))
+                                 scalar, plan=self, workers=workers,
+                                 urgent=frozenset(sent) | {keys[wanted[k]] for k in scalar})
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential)
@@ -640,19 +644,39 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
 
 
 def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
-                  outputs: list[Node], tasks: int, **more: Any) -> Lowered:
+                  outputs: list[Node], tasks: int, scalar: Sequence[int] = (),
+                  **more: Any) -> Lowered:
     """A cluster run's Lowered: output ``i`` stays element ``picks[i][1]`` of the Future of
     ``keys[picks[i][0]]``, except a 0-d output (a loss, a metric), which comes back with the
-    run: the ``item()`` that follows every step then costs no second round trip."""
+    run: the ``item()`` that follows every step then costs no second round trip. The tuples
+    of ``keys[k]`` for ``k`` in ``scalar`` hold 0-d values only: they are fetched whole, with
+    no task picking the value out (a scheduler round trip more)."""
     scalars = {i: node.key for i, node in enumerate(outputs) if not node.shape}
+    fetched_keys: dict[str, int] = {}
     for i, key in scalars.items():
         k, e = picks[i]
-        graph[key] = Task(key, operator.getitem, TaskRef(keys[k]), e)
-    fetched = {i: len(keys) + j for j, i in enumerate(scalars)}
-    return Lowered(graph, keys + list(scalars.values()), unpack=lambda results: [
-        results[fetched[i]] if i in fetched else HeldPart(results[k], e)
-        for i, (k, e) in enumerate(picks)], tasks=tasks + len(scalars), fetched=len(scalars),
-        **more)
+        if k in scalar:
+            fetched_keys.setdefault(keys[k], len(fetched_keys))
+        else:
+            graph[key] = Task(key, operator.getitem, TaskRef(keys[k]), e)
+            fetched_keys[key] = len(fetched_keys)
+    order = [k for k in keys if k not in fetched_keys] + list(fetched_keys)
+    picking = len(fetched_keys) - sum(k in fetched_keys for k in keys)
+
+    def unpack(results: Sequence[Any]) -> list:
+        by_key = dict(zip(order, results))
+        values = []
+        for i, (k, e) in enumerate(picks):
+            if i not in scalars:
+                values.append(HeldPart(by_key[keys[k]], e))
+            elif keys[k] in fetched_keys:
+                values.append(np.asarray(by_key[keys[k]][e]))
+            else:
+                values.append(np.asarray(by_key[scalars[i]]))
+        return values
+
+    return Lowered(graph, order, unpack=unpack, tasks=tasks + picking,
+                   fetched=len(fetched_keys), **more)
 
 
 def group_label(members: list[Node]) -> str:

@@ -188,6 +188,10 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
         groups.duplicate_sources(computed, work, task_cost(granularity.remote) * free,
                                  {k for k, n in enumerate(computed) if id(n) in returned},
                                  placed=placed)
+        if granularity.remote:
+            groups.detach_scalars([k for k, n in enumerate(computed)
+                                   if id(n) in returned and not n.shape], work,
+                                  task_cost(granularity.remote) * free)
     order = groups.in_order()
     return [groups.members(computed, g) for g in order], [groups.worker[g] for g in order]
 
@@ -400,6 +404,45 @@ class _Groups:
             if own and h not in read and all(p in copies and p not in returned for p in own):
                 self.members_of[h] = []
                 self.alive[h] = False
+
+    def detach_scalars(self, scalars: list[int], work: list[float], free_seconds: float) -> None:
+        """On a cluster, a 0-d value the run returns (a loss, for the ``item()`` after the
+        step) that takes next to no work from its group's inputs is its own task: the client
+        gathers it when it is ready instead of after the group's other work (a worker's whole
+        backward pass) and a task picking it out of the group's tuple (a scheduler round trip
+        more). What the group's other members read of it they still compute themselves."""
+        for k in scalars:
+            g = self.of[k]
+            members = set(self.members_of[g])
+            own = self._within(k, members)
+            if len(own) == len(members) or sum(work[q] for q in own) > free_seconds:
+                continue
+            rest = members - own
+            shared: set[int] = set()
+            for q in rest:
+                for i in self.inputs[q]:
+                    if i in own and i not in shared:
+                        shared |= self._within(i, own)
+            h = len(self.members_of)
+            self.members_of.append(sorted(own))
+            self.members_of[g] = sorted(rest | shared)
+            self.tail.append(k)
+            self.ancestors.append(self.ancestors[g])
+            self.alive.append(True)
+            self.worker.append(self.worker[g])
+            for q in own - shared:
+                if self.of[q] == g:
+                    self.of[q] = h
+
+    def _within(self, k: int, members: set[int]) -> set[int]:
+        """``k`` and what it depends on among ``members``."""
+        found, stack = set(), [k]
+        while stack:
+            q = stack.pop()
+            if q in members and q not in found:
+                found.add(q)
+                stack.extend(self.inputs[q])
+        return found
 
     def _fetches_little(self, computed: Sequence[Node], g: int, p: int,
                         inputs: set[int]) -> bool:

@@ -395,6 +395,17 @@ def test_replicas_outlive_dasks_memory_manager(cluster):
     assert all(len(holders) == 2 for holders in cluster.client.who_has(futures).values())
 
 
+def test_a_run_is_sent_to_the_scheduler_without_waiting_out_the_clients_batching(cluster):
+    """distributed's client batches its messages for 10 ms: a step sent within that of the
+    last step's releases of old values waited for the rest. pargraph's runs shorten it."""
+    from pargraph.execution import CLIENT_SEND_INTERVAL
+
+    cluster.client.scheduler_comm.interval = 0.01
+    with dask.config.set(scheduler=cluster.client):
+        assert (pargraph.ones(3) * 2).sum().item() == 6.0
+    assert cluster.client.scheduler_comm.interval == CLIENT_SEND_INTERVAL
+
+
 def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
         cluster, monkeypatch):
     """``optimizer.step()`` returns while its new parameters are being copied to the other

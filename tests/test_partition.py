@@ -219,6 +219,33 @@ def test_placed_backward_tasks_wait_for_no_other_workers_backward_or_loss():
     assert len(groups) <= 10 and {0, 1} == set(workers)
 
 
+def test_on_a_cluster_the_loss_the_client_fetches_is_a_task_of_its_own():
+    """The loss comes back with the run for the ``item()`` after the step: in a worker's
+    backward task, the client would wait for all of that task, then for a task picking the
+    loss out of its tuple. It is a small task of its own instead (with what it takes from the
+    towers' logits), and the lowering fetches its tuple without a picking task."""
+    pargraph.manual_seed(0)
+    model = MeanOfTowers(nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
+                                                     nn.Linear(512, 10)) for _ in range(4)))
+    parallel = nn.DataParallel(model, shards=2)
+    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
+    loss = nn.functional.cross_entropy(parallel(x), y)
+    loss.backward()
+    outputs = [p.grad._node for p in model.parameters()] + [loss._node]
+    order, computed = plan(outputs)
+    groups, workers = placed_partition(computed, TWO_WORKERS, outputs=outputs)
+    assert _quotient_is_acyclic(groups)
+    own, = [members for members in groups if loss._node in members]
+    assert own[-1] is loss._node and len(own) < 12
+    assert all(n.phase == "forward" for n in own)
+    assert Counter(id(n) for members in groups for n in members)[id(loss._node)] == 1
+    lowered = lower(order, computed, outputs, TWO_WORKERS)
+    fetched = lowered.keys[-1]
+    assert lowered.fetched == 1 and fetched in lowered.urgent
+    assert lowered.graph[fetched].func.steps[-1][0].key == loss._node.key
+    assert loss._node.key not in lowered.graph  # no task picks the loss out of a tuple
+
+
 def test_a_placed_chain_stays_on_one_worker():
     """Layers of one chain cannot overlap: spreading them would only add transfers."""
     pargraph.manual_seed(0)
