@@ -71,6 +71,24 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int 
     return {name: Timing(values) for name, values in samples.items()}
 
 
+def in_rounds(fns: dict[str, Callable[[], object]], rounds: int, steps: int,
+              warmup: int = 2) -> dict[str, Timing]:
+    """Steady-state loops: each round runs every variant ``warmup`` times, then times
+    ``steps`` consecutive calls, with no pause between them (what a training loop does: work
+    a step leaves running, such as copies to another worker, slows the next one). Rounds
+    interleave the variants, so that machine noise hits them all alike."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(warmup):
+                fn()
+            for _ in range(steps):
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
+    return {name: Timing(values) for name, values in samples.items()}
+
+
 def _limits(threads: int | None):
     return threadpool_limits(threads, "blas") if threads else _nothing()
 

@@ -24,7 +24,7 @@ import numpy as np
 
 import pargraph
 from benchmarks import loop, models
-from benchmarks.harness import interleaved, measure, torch_or_none
+from benchmarks.harness import in_rounds, interleaved, measure, torch_or_none
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -155,7 +155,8 @@ def memory(repeats: int) -> dict:
 
 def cluster(repeats: int) -> dict:
     """Workload 6: workload 1 with DataParallel on a local cluster of 2 vs 1 worker processes
-    (one thread each), and the same model on local threads in this process."""
+    (one thread each), and the same model on local threads in this process: steady-state
+    loops of 7 steps, the variants interleaved round by round."""
     from distributed import Client, LocalCluster
 
     from pargraph import execution
@@ -177,7 +178,7 @@ def cluster(repeats: int) -> dict:
                 client, models.pargraph_step(model, x, y))
         variants["threads, no cluster"] = _on(
             "threads", models.pargraph_step(models.pargraph_wide(towers), x, y))
-        times = interleaved(variants, repeats, warmup=2)
+        times = in_rounds(variants, rounds=max(3, repeats // 3), steps=7)
         tasks = {}
         original = execution.execute
         for name, step in variants.items():
