@@ -12,12 +12,13 @@ The lifecycle of a node
 
 Threads or one thread
     A threaded run of coarse group tasks (:mod:`pargraph.partition`) goes the way that was
-    faster for its structure: on dask's threads with BLAS limited to one thread each, or
-    group after group in the calling thread with BLAS free to use every core. The plan times
-    each way three times (not the first run after a switch, which pays for it), keeps the
-    faster median, and retries the other every 50 runs (``GroupPlan.choose_mode``). So a
-    chain, a few big matmuls or many small GIL-bound ops run as on the sync scheduler, and
-    independent branches run side by side: threads are never slower than sync for long.
+    fastest for its structure: on dask's threads with BLAS limited to one thread each, or
+    group after group in the calling thread with BLAS free to use every core, or limited to
+    one (small matrix products run faster without BLAS's threads). The plan times each way
+    three times (not the first run after a switch, which pays for it), keeps the fastest
+    median, and retries the others every 50 runs (``GroupPlan.choose_mode``). So a chain, a
+    few big matmuls or many small GIL-bound ops run as on the sync scheduler, and independent
+    branches run side by side: threads are never slower than sync for long.
     ``pargraph.adaptive: False`` always uses dask's threads.
 
 Which scheduler
@@ -356,19 +357,21 @@ def is_local(get: Callable) -> bool:
 
 
 def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
-    """A threaded run of a structure seen before goes the way that was faster for it: on
+    """A threaded run of a structure seen before goes the way that was fastest for it: on
     dask's threads with BLAS limited to one thread, or in this thread, group after group, with
-    BLAS free to use every core (see ``GroupPlan.choose_mode``)."""
+    BLAS free to use every core or limited to one (see ``GroupPlan.choose_mode``)."""
     mode = lowered.plan.choose_mode()
     start = time.perf_counter()
     if mode == "threads":
         results = run_graph(lowered.graph, keys, get)
     else:
-        values: dict = {}
-        for key, done in lowered.sequential:
-            values[key] = lowered.graph[key](values)
-            for finished in done:  # as dask would release them
-                del values[finished]
+        with blas_limited(get) if mode.endswith("one BLAS thread") else \
+                contextlib.nullcontext():
+            values: dict = {}
+            for key, done in lowered.sequential:
+                values[key] = lowered.graph[key](values)
+                for finished in done:  # as dask would release them
+                    del values[finished]
         results = [values[key] for key in keys]
     lowered.plan.record(mode, time.perf_counter() - start)
     return results

@@ -31,7 +31,7 @@ def training_step(settings, scheduler="threads"):
     x, y = pargraph.randn(32, 6), pargraph.randint(0, 3, (32,))
     losses = []
     with dask.config.set({"scheduler": scheduler, **settings}):
-        for _ in range(8):  # past the adaptive choice's trials of both ways to run
+        for _ in range(14):  # past the adaptive choice's trials of the three ways to run
             opt.zero_grad()
             hidden = model[:2](x)
             loss = nn.functional.cross_entropy(model[2:](hidden) + hidden[:, :3], y)
@@ -338,7 +338,10 @@ def test_the_faster_way_to_run_a_structure_wins():
         chosen.record("threads", seconds)
     for seconds in (0.050, 0.005, 0.006, 0.004):
         chosen.record("inline", seconds)
-    assert chosen.choose_mode() == "inline"
+    assert chosen.choose_mode() == "inline, one BLAS thread"  # not timed yet
+    for seconds in (0.050, 0.003, 0.003, 0.003):
+        chosen.record("inline, one BLAS thread", seconds)
+    assert chosen.choose_mode() == "inline, one BLAS thread"
     for seconds in (0.050, 0.001, 0.001, 0.001):
         chosen.record("threads", seconds)
     assert chosen.choose_mode() == "threads"
@@ -351,15 +354,46 @@ def test_the_faster_way_wins_though_switching_ways_costs_a_run():
     model, computed = _towers_step(towers=2, width=64, batch=64)
     chosen = GroupPlan(plan(computed)[0], computed,
                        partition(computed, Granularity(workers=2)), [computed[-1]])
-    cost, switch = {"threads": 0.060, "inline": 0.066}, 0.045
+    cost = {"threads": 0.060, "inline": 0.066, "inline, one BLAS thread": 0.070}
+    switch = 0.045
     modes, last = [], None
     for _ in range(100):
         mode = chosen.choose_mode()
         chosen.record(mode, cost[mode] + (switch if mode != last else 0.0))
         modes.append(mode)
         last = mode
-    assert set(modes[10:49]) == {"threads"} and set(modes[52:99]) == {"threads"}
-    assert modes[49:51] == ["inline", "inline"]  # the retry: two runs, one of them timed
+    assert set(modes[12:49]) == {"threads"} and set(modes[53:99]) == {"threads"}
+    # The retries: two runs of each other way, one of them timed, the next best first.
+    assert modes[49:53] == ["inline"] * 2 + ["inline, one BLAS thread"] * 2
+
+
+def _blas_threads() -> int | None:
+    from threadpoolctl import threadpool_info
+
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"),
+               default=None)
+
+
+@pytest.mark.parametrize("mode", ["inline", "inline, one BLAS thread"])
+def test_a_run_in_one_thread_gives_blas_every_core_or_one(monkeypatch, mode):
+    from pargraph import ops
+
+    seen, relu = [], ops.REGISTRY["relu"]
+    forward = relu.forward
+
+    def recording(*args, **kwargs):
+        seen.append(_blas_threads())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(GroupPlan, "choose_mode", lambda self: mode)
+    monkeypatch.setattr(relu, "forward", recording)
+    free = _blas_threads()
+    model, _ = _towers_step(towers=2, width=64, batch=64)
+    with dask.config.set({"scheduler": "threads", "pargraph.adaptive": True,
+                          "pargraph.single-task-below": 0}):
+        pargraph.compute()
+    assert len(seen) == 2 and set(seen) == {1 if mode.endswith("thread") else free}
+    assert _blas_threads() == free
 
 
 def test_trace_reports_the_members_of_group_tasks():
