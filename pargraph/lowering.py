@@ -43,7 +43,10 @@ Single tasks and cached plans
     task's whole tuple, so where groups on another worker read a small part of a big tuple, a
     task on the producer's worker picks those parts and only they travel
     (:meth:`GroupPlan.send_only_what_other_workers_read`). A value held here of at most
-    ``INLINE_BYTES`` rides inside each cluster task that reads it.
+    ``INLINE_BYTES`` rides inside each cluster task that reads it. A 0-d output (a loss) comes
+    back with the run: the tuple of a group that returns 0-d values only (the partition makes
+    the loss such a group on a cluster) is gathered whole, as soon as it is ready; a 0-d part
+    of another group's tuple is picked out by a ``getitem`` task.
 """
 
 from __future__ import annotations

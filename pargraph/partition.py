@@ -59,7 +59,10 @@ The algorithm: linear clustering with a convexity constraint, coarsening, duplic
        task's cost there, an eighth locally). It is the one case where a node belongs to
        several groups; its own group comes first in the result, and is where its value is
        read from by groups that do not copy it. A group no other group reads any more goes,
-       unless it holds values the run returns.
+       unless it holds values the run returns. On a cluster, a 0-d value the run returns (the
+       loss, for the ``item()`` after the step) that is next to no work given its group's
+       inputs leaves that group (a worker's backward pass) for a small group of its own:
+       the client gathers it when it is ready, not after the rest of that work.
 
 On a cluster of several worker processes, the linear clusters are placed on the workers
 between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
