@@ -89,7 +89,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.graph import FREED, Node
-from pargraph.lowering import Lowered, futures_of, is_future, lower, plan
+from pargraph.lowering import Lowered, is_future, lower, plan
 from pargraph.partition import Granularity
 from pargraph.runtime import FAILED_KEY, annotate
 
@@ -171,7 +171,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys, lowered.workers,
-                                      lowered.fetched, lowered.urgent)
+                                      lowered.fetched, lowered.urgent, lowered.replicated)
             adaptive = dask.config.get("pargraph.adaptive", True)
             if lowered.sequential is not None and is_threaded(get) and adaptive and not progress:
                 return run_adaptively(lowered, keys, get)
@@ -187,16 +187,20 @@ def client_of(get: Callable) -> Any:
 
 
 def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
-                   fetched: int = 0, urgent: frozenset = frozenset()) -> list:
+                   fetched: int = 0, urgent: frozenset = frozenset(),
+                   replicated: frozenset = frozenset()) -> list:
     """Run on the cluster and keep the results there: returns Futures, and the values of the
     last ``fetched`` keys (small: a loss). ``workers`` maps task keys to the worker address
-    pargraph placed them on; ``urgent`` tasks run on their worker as soon as they can."""
+    pargraph placed them on; ``urgent`` tasks run on their worker as soon as they can; the
+    results at positions ``replicated`` are copied to a second worker as each is ready."""
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
     graph = _untokenized(graph, workers, keys, urgent)
     settle_replication(client)
     _send_promptly(client)
     futures = client.get(graph, keys, sync=False)
+    if replicated:
+        _start_replication(client, [futures[k] for k in sorted(replicated)])
     # The fetched values (a loss) are often ready before the rest (a worker's backward pass):
     # they travel meanwhile.
     if fetched:
@@ -440,10 +444,12 @@ def clear_deferred() -> None:
     _deferred.entries = []
 
 
-def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
+def realize(targets: Sequence[Node], release: Sequence[Node] = (),
+            replicate: Sequence[Node] = ()) -> None:
     """Compute the values of ``targets`` (and of this thread's deferred work) in one run;
     afterwards free the saved values of the ``release`` nodes (the graph a backward pass went
-    through)."""
+    through). On a cluster, the values of ``replicate`` (parameters and optimizer state,
+    which exist nowhere else) are copied to a second worker as soon as they exist."""
     deferred, _deferred.entries = _deferred.entries, []
     if deferred:
         targets, release = list(targets), list(release)
@@ -462,6 +468,11 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = ()) -> None:
             raise cluster_lost(client, f"the client's connection is {client.status}")
         held = _held_on_cluster(order, client) if client is not None else None
         lowered = lower(order, computed, keep, _granularity_or_lost(get, client), held=held)
+        if replicate and lowered.holders is not None:
+            wanted = {id(node) for node in replicate}
+            lowered.replicated = frozenset(
+                lowered.holders[i] for i, node in enumerate(keep)
+                if id(node) in wanted and lowered.holders[i] is not None)
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
@@ -544,26 +555,28 @@ def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> lis
             if node in saved or id(node) in target_ids or is_live(node)]
 
 
-def replicate(nodes: Sequence[Node]) -> None:
-    """Start copying cluster-held values to more than one worker (``pargraph.replicas``,
-    default 2), so that a worker dying loses no state that cannot be recomputed.
+def _start_replication(client: Any, futures: list) -> None:
+    """Start copying ``futures`` to more than one worker (``pargraph.replicas``, default 2),
+    each as soon as it exists, so that a worker dying loses no state that cannot be
+    recomputed.
 
-    The copying goes on while the caller records its next step; the next run on the cluster
-    waits for it before it starts (:func:`settle_replication`), so every run starts with the
-    state on two workers, as when this call waited (the wide DataParallel step's ~24 MiB took
-    25-30 ms of each step here)."""
-    futures = futures_of([n.value for n in nodes if is_future(n.value)])
-    if not futures:
-        return
+    A worker's update tasks are copied while the other worker still computes, and the caller
+    records its next step meanwhile; the next run on the cluster waits for the copies
+    before it starts (:func:`settle_replication`), so every run starts with the state on two
+    workers. (Copied once the whole run had returned, the wide DataParallel step's ~24 MiB
+    took 8-21 ms of each step on 2 workers here.)"""
     wanted = int(dask.config.get("pargraph.replicas", 2))
     if wanted < 2:
         return
-    client = futures[0].client
     workers = len(_threads_by_worker(client))
     if workers < 2:
         return
-    settle_replication(client)
-    copying = client._replicate(futures, n=min(wanted, workers))
+
+    async def copy_each() -> None:
+        await asyncio.gather(*(client._replicate([future], n=min(wanted, workers))
+                               for future in futures), return_exceptions=True)
+
+    copying = copy_each()
     try:
         _keep_replicas(client)
         _replicating[client] = asyncio.run_coroutine_threadsafe(copying,

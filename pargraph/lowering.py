@@ -97,6 +97,12 @@ class Lowered:
     workers: dict | None = None  # task key -> the worker address it should run on
     fetched: int = 0  # on a cluster: the last ``fetched`` keys are gathered with the run
     urgent: frozenset = frozenset()  # on a cluster: tasks to run as soon as they can
+    #: On a cluster: per output, the position in ``keys`` of the Future that holds it (None:
+    #: it comes back with the run).
+    holders: list | None = None
+    #: On a cluster: positions in ``keys`` whose results are copied to a second worker as soon
+    #: as they exist (set by the caller: the tuples holding parameters and optimizer state).
+    replicated: frozenset = frozenset()
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -589,7 +595,8 @@ def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
     for node in computed:
         args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
         graph[node.key] = Task(node.key, node_task(node), *args)
-    return Lowered(graph, [node.key for node in outputs], tasks=len(computed))
+    return Lowered(graph, [node.key for node in outputs], tasks=len(computed),
+                   holders=list(range(len(outputs))))
 
 
 class SinglePlan:
@@ -685,8 +692,10 @@ def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
                 values.append(np.asarray(by_key[scalars[i]]))
         return values
 
+    position = {key: k for k, key in enumerate(order)}
+    holders = [None if i in scalars else position[keys[k]] for i, (k, _) in enumerate(picks)]
     return Lowered(graph, order, unpack=unpack, tasks=tasks + picking,
-                   fetched=len(fetched_keys), **more)
+                   fetched=len(fetched_keys), holders=holders, **more)
 
 
 def group_label(members: list[Node]) -> str:

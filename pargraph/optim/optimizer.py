@@ -101,9 +101,9 @@ class Optimizer:
         nodes = [new_param._node for _, new_param, _ in pending]
         nodes += [v._node for *_, state in pending for v in state.values()
                   if isinstance(v, Tensor)]
-        execution.realize(nodes)  # raises before anything is committed
-        # Parameters and optimizer state exist nowhere else: on a cluster, keep a second copy.
-        execution.replicate(nodes)
+        # Raises before anything is committed. Parameters and optimizer state exist nowhere
+        # else: on a cluster, a second copy is kept.
+        execution.realize(nodes, replicate=nodes)
         with no_grad():
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)
