@@ -191,10 +191,9 @@ def test_a_placed_data_parallel_step_keeps_each_tower_with_its_parameters():
     assert all(i.value is not None or copies[id(i)] > 1 for n in shards for i in n.input_nodes())
 
 
-def test_placed_backward_tasks_wait_for_no_other_workers_backward_or_loss():
-    """The loss and the split of its gradient into shards are next to no work: each worker's
-    backward tasks compute them again from both workers' logits instead of waiting for a
-    loss task, or for a task on the other worker that its partitioning bundled them into."""
+def _data_parallel_towers_step():
+    """A backward pass of four towers in a 2-shard DataParallel: the loss, the run's outputs
+    (gradients and loss), and the run's order and computed nodes."""
     pargraph.manual_seed(0)
     model = MeanOfTowers(nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
                                                      nn.Linear(512, 10)) for _ in range(4)))
@@ -203,7 +202,14 @@ def test_placed_backward_tasks_wait_for_no_other_workers_backward_or_loss():
     loss = nn.functional.cross_entropy(parallel(x), y)
     loss.backward()
     outputs = [p.grad._node for p in model.parameters()] + [loss._node]
-    computed = plan(outputs)[1]
+    return (loss, outputs, *plan(outputs))
+
+
+def test_placed_backward_tasks_wait_for_no_other_workers_backward_or_loss():
+    """The loss and the split of its gradient into shards are next to no work: each worker's
+    backward tasks compute them again from both workers' logits instead of waiting for a
+    loss task, or for a task on the other worker that its partitioning bundled them into."""
+    loss, outputs, _, computed = _data_parallel_towers_step()
     groups, workers = placed_partition(computed, TWO_WORKERS, outputs=outputs)
     home = {}
     for g, members in enumerate(groups):  # where a value is read from: its first group
@@ -224,15 +230,7 @@ def test_on_a_cluster_the_loss_the_client_fetches_is_a_task_of_its_own():
     backward task, the client would wait for all of that task, then for a task picking the
     loss out of its tuple. It is a small task of its own instead (with what it takes from the
     towers' logits), and the lowering fetches its tuple without a picking task."""
-    pargraph.manual_seed(0)
-    model = MeanOfTowers(nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
-                                                     nn.Linear(512, 10)) for _ in range(4)))
-    parallel = nn.DataParallel(model, shards=2)
-    x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
-    loss = nn.functional.cross_entropy(parallel(x), y)
-    loss.backward()
-    outputs = [p.grad._node for p in model.parameters()] + [loss._node]
-    order, computed = plan(outputs)
+    loss, outputs, order, computed = _data_parallel_towers_step()
     groups, workers = placed_partition(computed, TWO_WORKERS, outputs=outputs)
     assert _quotient_is_acyclic(groups)
     own, = [members for members in groups if loss._node in members]
