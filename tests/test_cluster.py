@@ -19,7 +19,7 @@ import yaml
 from dask.utils import key_split
 
 import pargraph
-from pargraph import execution, nn, optim
+from pargraph import nn, optim
 from pargraph.lowering import is_future
 from tests.models import MeanOfTowers
 
@@ -463,16 +463,28 @@ def test_a_worker_killed_mid_training_loses_nothing(model):
 
     reference = losses("threads")
     running = Cluster(workers=2)
+    client, armed = running.client, []
+    get = client.get
+
+    def killing_get(self, graph, keys, **kwargs):
+        futures = get(graph, keys, **kwargs)
+        if armed:  # step 4's graph is on the scheduler (step 3's state on both workers)
+            armed.clear()
+            running.kill_worker(0)
+        return futures
+
+    client.get = types.MethodType(killing_get, client)
     try:
         def kill_during(step):
-            if step == 4:  # kill one worker while step 4's graph is running
-                # (step 3's state is being copied until step 4's run starts: a worker dying
-                # before the copies exist loses that state, as it would mid-copy any time)
-                execution.settle_replication(running.client)
-                threading.Timer(0.05, running.kill_worker, args=(0,)).start()
+            if step == 4:  # kill one worker as soon as step 4's graph is submitted
+                armed.append(True)
 
-        np.testing.assert_allclose(losses(running.client, kill_during), reference, rtol=1e-6)
-        assert len(running.client.scheduler_info(n_workers=-1)["workers"]) == 1
+        np.testing.assert_allclose(losses(client, kill_during), reference, rtol=1e-6)
+        assert not armed
+        deadline = time.monotonic() + 10
+        while len(client.scheduler_info(n_workers=-1)["workers"]) > 1:
+            assert time.monotonic() < deadline, "the scheduler still lists the killed worker"
+            time.sleep(0.1)
     finally:
         running.close()
 
