@@ -524,9 +524,9 @@ def abs_(x, out=None):
 abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
 
 
-@primitive("sign", _same, method=True)
-def sign(x):
-    return np.sign(x)
+@primitive("sign", _same, method=True, out=True)
+def sign(x, out=None):
+    return np.sign(x, out=out)
 sign.defvjp(lambda g, out, x: mul(g, 0.0))
 
 
@@ -976,24 +976,79 @@ def cat(*xs, dim):
 def _cat_vjp(position: int) -> Callable:
     def vjp(g, out, *xs, dim):
         d = normalize_dim(dim, len(out.shape))
-        if _cat_alike(g, xs, d):  # a gradient built part by part: no slicing, no join
-            return g.inputs[position]
         start = sum(x.shape[d] for x in xs[:position])
-        spec = (slice(None),) * d + (slice(start, start + xs[position].shape[d]),)
+        rows = (d, start, start + xs[position].shape[d])
+        if _from_part(g, rows, PUSH_DEPTH):  # no slice of the whole, no join of the parts
+            return _part(g, rows, PUSH_DEPTH)
+        spec = (slice(None),) * d + (slice(rows[1], rows[2]),)
         return index(g, spec=spec)
     return vjp
 
 
 cat.defvjp_at(_cat_vjp)
 
+#: How many elementwise nodes a slice of a concatenation's gradient is pushed through.
+PUSH_DEPTH = 8
 
-def _cat_alike(g: Node, xs: tuple, d: int) -> bool:
-    """Whether ``g`` is a concatenation along ``d`` of parts shaped like ``xs`` (so its
-    slices for ``xs`` are those parts)."""
-    return (g.op is cat and normalize_dim(g.attrs["dim"], len(g.shape)) == d
-            and len(g.inputs) == len(xs)
-            and all(isinstance(p, Node) and p.shape == x.shape and p.dtype == g.dtype
-                    for p, x in zip(g.inputs, xs)))
+
+def _from_part(g: Node, rows: tuple[int, int, int], depth: int) -> bool:
+    """Whether ``g[start:stop]`` along ``d`` (``rows``) can be computed from the part of a
+    concatenation it comes from: ``g`` is a concatenation with that part, or elementwise on
+    such a node, other operands broadcast along ``d`` or of ``g``'s shape (sliced)."""
+    d, start, stop = rows
+    if g.op is cat:
+        if normalize_dim(g.attrs["dim"], len(g.shape)) != d:
+            return False
+        edge = 0
+        for part in g.inputs:
+            if edge == start:
+                return (isinstance(part, Node) and edge + part.shape[d] == stop
+                        and part.dtype == g.dtype)
+            edge += part.shape[d]
+        return False
+    if depth == 0 or not (g.op.out or g.op is add_n):
+        return False
+    full = [i for i in g.inputs if isinstance(i, Node) and not _broadcast_along(i, g, d)]
+    return (all(i.shape == g.shape for i in full)
+            and any(_from_part(i, rows, depth - 1) for i in full))
+
+
+def _broadcast_along(x: Node, g: Node, d: int) -> bool:
+    """Whether operand ``x`` of ``g`` broadcasts along ``g``'s dimension ``d``."""
+    axis = d - (len(g.shape) - len(x.shape))
+    return axis < 0 or x.shape[axis] == 1
+
+
+def _part(g: Node, rows: tuple[int, int, int], depth: int = PUSH_DEPTH,
+          made: dict | None = None) -> Node:
+    """``g[start:stop]`` along ``d`` where :func:`_from_part` says so, computed from the part
+    of the concatenation it comes from (elementwise ops again on slices: the same numbers).
+    A data-parallel loss's gradient for one shard then reads that shard alone, and the
+    shard's backward starts when its own forward ends (DataParallel's outputs, concatenated,
+    under an elementwise loss such as ``mse_loss``)."""
+    d, start, stop = rows
+    if g.op is cat:
+        edge = 0
+        for part in g.inputs:
+            if edge == start:
+                return part
+            edge += part.shape[d]
+    made = {} if made is None else made  # a node read twice is sliced once
+    if g in made:
+        return made[g]
+    inputs = []
+    for i in g.inputs:
+        if not isinstance(i, Node) or _broadcast_along(i, g, d):
+            inputs.append(i)
+        elif i in made:
+            inputs.append(made[i])
+        elif _from_part(i, rows, depth - 1):
+            inputs.append(_part(i, rows, depth - 1, made))
+        else:  # an operand of the whole's shape from elsewhere (a target): its slice
+            made[i] = index(i, spec=(slice(None),) * d + (slice(start, stop),))
+            inputs.append(made[i])
+    made[g] = g.op(*inputs, **g.attrs)
+    return made[g]
 
 
 def _gemm_cost(node: Node) -> float:

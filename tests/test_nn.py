@@ -195,6 +195,41 @@ def test_cross_entropy_of_row_blocks_has_each_blocks_gradient_from_its_own_logit
                                                             reduction=reduction).item())
 
 
+@pytest.mark.parametrize("loss", ["mse", "l1", "relu then sum"])
+def test_an_elementwise_loss_of_row_blocks_has_each_blocks_gradient_from_its_own_rows(loss):
+    """The slice of a concatenation's gradient is computed from the concatenated part it
+    comes from, through elementwise ops: with DataParallel and an elementwise loss each
+    shard's backward reads that shard (and slices of the target), never the other shards."""
+    x, target = R.standard_normal((7, 4)), t(R.standard_normal((7, 4)))
+
+    def loss_of(z):
+        if loss == "mse":
+            return F.mse_loss(z, target)
+        if loss == "l1":
+            return F.l1_loss(z, target, reduction="sum")
+        return ((z - target).relu() * 3.0).sum()
+
+    whole = t(x, grad=True)
+    loss_of(whole).backward()
+    blocks = [t(x[:3], grad=True), t(x[3:], grad=True)]
+    loss_of(pargraph.cat(blocks)).backward()
+    for block in blocks:  # not run yet: the recorded graph
+        read = {id(n) for n in toposort([block.grad._node])}
+        other, = [b for b in blocks if b is not block]
+        assert id(other._node) not in read and id(block._node) in read
+    np.testing.assert_array_equal(np.concatenate([b.grad.numpy() for b in blocks]),
+                                  whole.grad.numpy())
+
+
+def test_gradients_through_concatenations_along_any_dimension():
+    a, b = t(R.standard_normal((3, 2)), grad=True), t(R.standard_normal((3, 4)), grad=True)
+    w = t(R.standard_normal((3, 6)))
+    assert pargraph.autograd.gradcheck(
+        lambda a, b: ((pargraph.cat([a, b], dim=1) * w).tanh() - w).relu().sum(), (a, b))
+    assert pargraph.autograd.gradcheck(
+        lambda a, b: (pargraph.cat([a, b[:, 1:3]], dim=0).exp() * 2.0).sum(), (a, b))
+
+
 def test_nll_loss_ignores_targets_and_weighs_classes_like_pytorch():
     log_p, weight = _log_softmax(R.standard_normal((5, 3))), np.array([0.5, 2.0, 1.5])
     labels = np.array([2, 1, 1, 0, 2])
