@@ -51,6 +51,10 @@ On a cluster
     each group task on a worker (:mod:`pargraph.placement`); the graph goes to the scheduler
     as one HighLevelGraph layer per worker, annotated ``workers=[address]`` and
     ``allow_other_workers=True`` (``pargraph.placement: False`` leaves placement to dask).
+    A 0-d result (the loss) is gathered as soon as its task ends, while the rest still runs.
+    Parameters and optimizer state are copied to a second worker (``pargraph.replicas``) as
+    soon as each task holding them ends; the next run waits for the copies before it is
+    submitted, so a worker dying loses nothing that cannot be recomputed.
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
