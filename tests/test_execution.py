@@ -121,8 +121,9 @@ def _record_matmul_intervals(monkeypatch):
 
 def _two_branches():
     rng = np.random.default_rng(0)
-    a = pargraph.tensor(rng.standard_normal((300, 300)))
-    b = pargraph.tensor(rng.standard_normal((300, 300)))
+    # ~5 ms a product: a thread that starts a few ms late on a busy machine still overlaps
+    a = pargraph.tensor(rng.standard_normal((500, 500)))
+    b = pargraph.tensor(rng.standard_normal((500, 500)))
     left, right = a, b
     for _ in range(4):  # matmul releases the GIL: these branches can truly run at once
         left = (left @ a).tanh()

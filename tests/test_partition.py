@@ -394,6 +394,26 @@ def test_a_run_in_one_thread_gives_blas_every_core_or_one(monkeypatch, mode):
     assert _blas_threads() == free
 
 
+def test_the_sync_scheduler_runs_group_tasks_in_order_without_its_costs_per_task():
+    """dask's sync scheduler runs tasks one after another in the calling thread, at ~75 us a
+    task: pargraph runs the group tasks so itself (the same results), unless
+    ``pargraph.adaptive`` is off (the suite's default, to test dask's schedulers)."""
+    from dask.callbacks import Callback
+
+    seen = []
+    counting = Callback(pretask=lambda key, dsk, state: seen.append(key))
+    results = {}
+    for adaptive in (True, False):
+        seen.clear()
+        with counting, dask.config.set({"scheduler": "sync", "pargraph.adaptive": adaptive,
+                                        "pargraph.single-task-below": 0}):
+            results[adaptive] = training_step({}, "sync")
+        assert bool(seen) is not adaptive
+    assert results[True][0] == results[False][0]
+    for a, b in zip(results[True][1], results[False][1]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_trace_reports_the_members_of_group_tasks():
     w = pargraph.ones(3, requires_grad=True)
     loss = ((w * 2).exp() + w).sum()
