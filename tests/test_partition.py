@@ -397,7 +397,7 @@ def test_a_run_in_one_thread_gives_blas_every_core_or_one(monkeypatch, mode):
 def test_the_sync_scheduler_runs_group_tasks_in_order_without_its_costs_per_task():
     """dask's sync scheduler runs tasks one after another in the calling thread, at ~75 us a
     task: pargraph runs the group tasks so itself (the same results), unless
-    ``pargraph.adaptive`` is off (the suite's default, to test dask's schedulers)."""
+    ``pargraph.adaptive`` is off (as the shared scheduler tests set it, to test dask's)."""
     from dask.callbacks import Callback
 
     seen = []
