@@ -173,6 +173,17 @@ def test_cross_entropy_backward_is_one_node_with_the_pairs_exact_gradient():
     np.testing.assert_array_equal(fused.grad.numpy(), gradient.detach().numpy())
 
 
+def _assert_each_block_reads_itself(blocks, whole):
+    """Each block's gradient (recorded, not run yet) reads that block and no other, and the
+    blocks' gradients are the whole's, bit for bit."""
+    for block in blocks:
+        read = {id(n) for n in toposort([block.grad._node])}
+        other, = [b for b in blocks if b is not block]
+        assert id(other._node) not in read and id(block._node) in read
+    np.testing.assert_array_equal(np.concatenate([b.grad.numpy() for b in blocks]),
+                                  whole.grad.numpy())
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_cross_entropy_of_row_blocks_has_each_blocks_gradient_from_its_own_logits(reduction):
     """DataParallel's logits are a cat of its shards'. Each shard's gradient is computed from
@@ -185,12 +196,7 @@ def test_cross_entropy_of_row_blocks_has_each_blocks_gradient_from_its_own_logit
     blocks = [t(x[:3], grad=True), t(x[3:], grad=True)]
     loss = F.cross_entropy(pargraph.cat(blocks), labels, weight, reduction=reduction)
     loss.backward()
-    for block in blocks:  # not run yet: the recorded graph
-        read = {id(n) for n in toposort([block.grad._node])}
-        other, = [b for b in blocks if b is not block]
-        assert id(other._node) not in read and id(block._node) in read
-    np.testing.assert_array_equal(np.concatenate([b.grad.numpy() for b in blocks]),
-                                  whole.grad.numpy())
+    _assert_each_block_reads_itself(blocks, whole)
     np.testing.assert_allclose(loss.item(), F.cross_entropy(t(x), labels, weight,
                                                             reduction=reduction).item())
 
@@ -213,12 +219,7 @@ def test_an_elementwise_loss_of_row_blocks_has_each_blocks_gradient_from_its_own
     loss_of(whole).backward()
     blocks = [t(x[:3], grad=True), t(x[3:], grad=True)]
     loss_of(pargraph.cat(blocks)).backward()
-    for block in blocks:  # not run yet: the recorded graph
-        read = {id(n) for n in toposort([block.grad._node])}
-        other, = [b for b in blocks if b is not block]
-        assert id(other._node) not in read and id(block._node) in read
-    np.testing.assert_array_equal(np.concatenate([b.grad.numpy() for b in blocks]),
-                                  whole.grad.numpy())
+    _assert_each_block_reads_itself(blocks, whole)
 
 
 def test_gradients_through_concatenations_along_any_dimension():
