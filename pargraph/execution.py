@@ -483,12 +483,8 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
         if client is not None and client.status != "running":  # every value it held is gone
             raise cluster_lost(client, f"the client's connection is {client.status}")
         held = _held_on_cluster(order, client) if client is not None else None
-        lowered = lower(order, computed, keep, _granularity_or_lost(get, client), held=held)
-        if replicate and lowered.holders is not None:
-            wanted = {id(node) for node in replicate}
-            lowered.replicated = frozenset(
-                lowered.holders[i] for i, node in enumerate(keep)
-                if id(node) in wanted and lowered.holders[i] is not None)
+        lowered = lower(order, computed, keep, _granularity_or_lost(get, client), held=held,
+                        copied=replicate if client is not None and _replicas(client) else ())
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
@@ -581,12 +577,10 @@ def _start_replication(client: Any, futures: list) -> None:
     before it starts (:func:`settle_replication`), so every run starts with the state on two
     workers. (Copied once the whole run had returned, the wide DataParallel step's ~24 MiB
     took 8-21 ms of each step on 2 workers here.)"""
-    wanted = int(dask.config.get("pargraph.replicas", 2))
-    if wanted < 2:
+    wanted = _replicas(client)
+    if not wanted:
         return
     workers = len(_threads_by_worker(client))
-    if workers < 2:
-        return
 
     async def copy_each() -> None:
         await asyncio.gather(*(client._replicate([future], n=min(wanted, workers))
@@ -599,6 +593,13 @@ def _start_replication(client: Any, futures: list) -> None:
                                                                 client.loop.asyncio_loop)
     except Exception:  # the client is closing: nothing to copy to
         copying.close()
+
+
+def _replicas(client: Any) -> int:
+    """How many workers a run on ``client`` keeps parameters and optimizer state on: 0 when
+    that is one (``pargraph.replicas`` is 1, or the cluster has one worker)."""
+    wanted = int(dask.config.get("pargraph.replicas", 2))
+    return wanted if wanted > 1 and len(_threads_by_worker(client)) > 1 else 0
 
 
 #: Per client: the copying :func:`replicate` started (a ``concurrent.futures.Future``).

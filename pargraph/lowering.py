@@ -46,7 +46,9 @@ Single tasks and cached plans
     ``INLINE_BYTES`` rides inside each cluster task that reads it. A 0-d output (a loss) comes
     back with the run: the tuple of a group that returns 0-d values only (the partition makes
     the loss such a group on a cluster) is gathered whole, as soon as it is ready; a 0-d part
-    of another group's tuple is picked out by a ``getitem`` task.
+    of another group's tuple is picked out by a ``getitem`` task. What is copied to a second
+    worker (parameters, optimizer state) is picked out of an update group's tuple, which also
+    holds the gradients, by a ``<label>_keep`` task on its worker: half the bytes travel.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ def fetch(node: Node) -> np.ndarray:
 
 def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
           granularity: Granularity = LOCAL, named_outputs: bool = False,
-          held: dict[str, Any] | None = None) -> Lowered:
+          held: dict[str, Any] | None = None, copied: Sequence[Node] = ()) -> Lowered:
     """The dask graph that computes ``computed`` and returns the values of ``outputs``.
 
     On a cluster (``remote``), a value held as a Future stays where it is: tasks refer to its
@@ -183,7 +185,8 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     protocol) every output has a task under its own key; otherwise outputs are read out of
     their group's result: locally the values, on a cluster :class:`HeldPart` s of its Future.
     ``held`` maps the keys of values held here that the cluster has a copy of to the argument
-    that reads that copy.
+    that reads that copy. On a cluster, the Futures holding the ``copied`` outputs (parameters
+    and optimizer state) are listed in ``Lowered.replicated``: they hold nothing else.
     """
     remote = granularity.remote
     held = held or {}
@@ -210,10 +213,14 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         local_values.update(held)
     if not granularity.fuse:
         return _one_task_per_node(graph, computed, outputs, local_values)
+    copied_ids = {id(node) for node in copied}
+    copied_outputs = frozenset(i for i, node in enumerate(outputs) if id(node) in copied_ids)
     if single is not None:  # on a cluster
-        return _single_task(graph, *single, outputs, local_values, parts=not named_outputs)
+        return _single_task(graph, *single, outputs, local_values, parts=not named_outputs,
+                            copied=copied_outputs)
     return plan_.instantiate(graph, order, computed, outputs, local_values,
-                             named_outputs=bool(named_outputs), remote=remote)
+                             named_outputs=bool(named_outputs), remote=remote,
+                             copied=copied_outputs)
 
 
 def _realized_values(order: list[Node], held: dict[str, Any], remote: bool) -> dict[str, Any]:
@@ -512,7 +519,8 @@ class GroupPlan:
 
     def instantiate(self, graph: dict, order: list[Node], computed: list[Node],
                     outputs: list[Node], local_values: dict[str, Any],
-                    named_outputs: bool = False, remote: bool = False) -> Lowered:
+                    named_outputs: bool = False, remote: bool = False,
+                    copied: frozenset = frozenset()) -> Lowered:
         """Realized values held here are the tasks' literal arguments, not graph keys: dask's
         schedulers spend as much on a data key as on a task (a step has hundreds of
         parameters). ``local_values`` maps such nodes' keys to the argument to pass."""
@@ -566,8 +574,8 @@ class GroupPlan:
                 type(j) is int and not computed[self.members[g][j]].shape
                 for j in self.returned[g])]
             return _held_results(graph, [keys[g] for g in wanted], picks, outputs, tasks,
-                                 scalar, plan=self, workers=workers,
-                                 urgent=frozenset(sent) | {keys[wanted[k]] for k in scalar})
+                                 scalar, copied, workers,
+                                 frozenset(sent) | {keys[wanted[k]] for k in scalar}, plan=self)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential)
@@ -639,7 +647,8 @@ class SinglePlan:
 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
                  held: dict[str, Any], parts: bool = False,
-                 data: Callable[[], dict] | None = None) -> Lowered:
+                 data: Callable[[], dict] | None = None,
+                 copied: frozenset = frozenset()) -> Lowered:
     """One task for the run; ``data``: the values to add as data keys when the graph is
     built, which it is only if the run does not go inline."""
     whole = f"pargraph_run-{outputs[0].key}"
@@ -655,20 +664,28 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
 
     if parts:  # on a cluster: the outputs stay parts of the one task's Future
         return _held_results(build(), [whole], [(0, k) for k in range(len(outputs))], outputs,
-                             1)
+                             1, copied=copied)
     return Lowered(build, [node.key for node in outputs], single=task, single_inputs=external,
                    tasks=1 + len(outputs))
 
 
 def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
                   outputs: list[Node], tasks: int, scalar: Sequence[int] = (),
-                  **more: Any) -> Lowered:
+                  copied: frozenset = frozenset(), workers: dict | None = None,
+                  urgent: frozenset = frozenset(), **more: Any) -> Lowered:
     """A cluster run's Lowered: output ``i`` stays element ``picks[i][1]`` of the Future of
     ``keys[picks[i][0]]``, except a 0-d output (a loss, a metric), which comes back with the
     run: the ``item()`` that follows every step then costs no second round trip. The tuples
     of ``keys[k]`` for ``k`` in ``scalar`` hold 0-d values only: they are fetched whole, with
-    no task picking the value out (a scheduler round trip more)."""
+    no task picking the value out (a scheduler round trip more). The ``copied`` outputs are
+    copied to a second worker: where their tuple holds other values too (an update group's
+    gradients), a task on its worker picks them, and they are held as parts of its tuple."""
     scalars = {i: node.key for i, node in enumerate(outputs) if not node.shape}
+    picks, keys = list(picks), list(keys)
+    copies = _keep_copied(graph, keys, picks, scalars, copied, workers)
+    if copies:
+        tasks += len(copies)
+        urgent = urgent | {keys[k] for k in copies}
     fetched_keys: dict[str, int] = {}
     for i, key in scalars.items():
         k, e = picks[i]
@@ -694,8 +711,37 @@ def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
 
     position = {key: k for k, key in enumerate(order)}
     holders = [None if i in scalars else position[keys[k]] for i, (k, _) in enumerate(picks)]
+    replicated = frozenset(holders[i] for i in copied if holders[i] is not None)
     return Lowered(graph, order, unpack=unpack, tasks=tasks + picking,
-                   fetched=len(fetched_keys), holders=holders, **more)
+                   fetched=len(fetched_keys), holders=holders, workers=workers, urgent=urgent,
+                   replicated=replicated, **more)
+
+
+def _keep_copied(graph: dict, keys: list[str], picks: list[tuple[int, int]],
+                 scalars: dict[int, str], copied: frozenset, workers: dict | None) -> list[int]:
+    """Where a tuple holds ``copied`` outputs beside others, a ``<label>_keep`` task on its
+    worker that returns the copied ones (appended to ``keys``; ``picks`` now point into it),
+    so that copying parameters to a second worker does not copy the gradients that share
+    their update group's tuple (half the bytes of an SGD step). Returns the new positions."""
+    held_by: dict[int, list[int]] = {}
+    for i, (k, _) in enumerate(picks):
+        if i not in scalars:
+            held_by.setdefault(k, []).append(i)
+    added = []
+    for k, held in held_by.items():
+        kept = [i for i in held if i in copied]
+        if not kept or len(kept) == len(held):
+            continue
+        _, serial, session = keys[k].rsplit("-", 2)
+        key = f"{keys[k].split('-', 1)[0]}_keep-{serial}k-{session}"  # key_split: <label>_keep
+        graph[key] = Task(key, Selection([(0, picks[i][1]) for i in kept]), TaskRef(keys[k]))
+        if workers is not None and keys[k] in workers:
+            workers[key] = workers[keys[k]]
+        added.append(len(keys))
+        for j, i in enumerate(kept):
+            picks[i] = (len(keys), j)
+        keys.append(key)
+    return added
 
 
 def group_label(members: list[Node]) -> str:

@@ -240,7 +240,11 @@ def test_kept_values_are_parts_of_group_results_not_tasks_of_their_own(
     tasks = [t for t in last_run.values() if type(t).__name__ == "Task"]
     picked = [t for t in tasks if t.func is operator.getitem]
     assert len(picked) <= 1  # no task per kept value; only the 0-d loss comes back (below)
-    assert all(type(t.func).__name__ == "FusedTask" for t in tasks if t not in picked)
+    # ... and a task per update group that picks what is copied to the second worker
+    keeping = [t for t in tasks if key_split(t.key).endswith("_keep")]
+    assert all(type(t.func).__name__ == "Selection" for t in keeping)
+    assert all(type(t.func).__name__ == "FusedTask" for t in tasks
+               if t not in picked and t not in keeping)
     params = list(model.parameters())
     assert all(type(p._node.value) is HeldPart for p in params)
     reference, threaded_model, _ = train(2, "threads", width=64)
@@ -312,6 +316,7 @@ def test_coarse_tasks_have_readable_names(cluster):
     groups = {key_split(task["key"]) for task in stream.data}
     ops = set(REGISTRY)
     for group in groups:  # "<module>_<phase>", or the op prefix of a group's heaviest node
+        group = group.removesuffix("_keep")  # what goes to a second worker
         head = group.split("-")[0].removesuffix("_backward").removesuffix("_update")
         assert head in ops | {"accumulate_grad", "adam", "pargraph_run", "fetch"} or \
             group.rsplit("_", 1)[-1] in ("forward", "backward", "update", "accumulate"), group
@@ -393,6 +398,27 @@ def test_replicas_outlive_dasks_memory_manager(cluster):
     assert not cluster.client.amm.running()
     time.sleep(2.5)  # longer than the manager's default interval
     assert all(len(holders) == 2 for holders in cluster.client.who_has(futures).values())
+
+
+def test_only_parameters_and_optimizer_state_are_copied(cluster):
+    """An update group's tuple holds the gradients beside the new parameters: a task picks
+    the parameters and Adam's state, and only they go to the second worker."""
+    _, model, opt = train(2, cluster.client)
+    from pargraph.execution import settle_replication
+
+    settle_replication(cluster.client)  # the last step's copies exist
+    kept = [p._node.value for p in model.parameters()]
+    kept += [v._node.value for state in opt.state.values() for v in state.values()
+             if isinstance(v, pargraph.Tensor)]
+    grads = [p.grad._node.value for p in model.parameters()]
+    kept_futures = {part.future.key: part.future for part in kept}
+    grad_futures = {part.future.key: part.future for part in grads}
+    assert not set(kept_futures) & set(grad_futures)
+    who_has = cluster.client.who_has(list(kept_futures.values()) + list(grad_futures.values()))
+    assert all(len(who_has[key]) == 2 for key in kept_futures)
+    assert all(len(who_has[key]) == 1 for key in grad_futures)
+    held = cluster.client.gather(list(kept_futures.values()))
+    assert sum(len(values) for values in held) == len(kept)  # nothing else travelled
 
 
 def test_a_run_is_sent_to_the_scheduler_without_waiting_out_the_clients_batching(cluster):
