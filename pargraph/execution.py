@@ -56,7 +56,11 @@ On a cluster
     A 0-d result (the loss) is gathered as soon as its task ends, while the rest still runs.
     Parameters and optimizer state are copied to a second worker (``pargraph.replicas``) as
     soon as each task holding them ends; the next run waits for the copies before it is
-    submitted, so a worker dying loses nothing that cannot be recomputed.
+    submitted, so a worker dying loses nothing that cannot be recomputed. Each step's state is
+    computed from the last step's, so the scheduler would keep every step's tasks (their run
+    specs, the first step's parameter values among them) to be able to recompute it: once
+    copied, the state becomes pure data on the scheduler, as if scattered
+    (:func:`forget_provenance`), and what it was computed from is forgotten.
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
@@ -177,7 +181,8 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys, lowered.workers,
-                                      lowered.fetched, lowered.urgent, lowered.replicated)
+                                      lowered.fetched, lowered.urgent, lowered.replicated,
+                                      lowered.state)
             adaptive = dask.config.get("pargraph.adaptive", True)
             if lowered.sequential is not None and adaptive and not progress:
                 if is_threaded(get):
@@ -197,19 +202,22 @@ def client_of(get: Callable) -> Any:
 
 def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
                    fetched: int = 0, urgent: frozenset = frozenset(),
-                   replicated: frozenset = frozenset()) -> list:
+                   replicated: frozenset = frozenset(), state: frozenset = frozenset()) -> list:
     """Run on the cluster and keep the results there: returns Futures, and the values of the
     last ``fetched`` keys (small: a loss). ``workers`` maps task keys to the worker address
     pargraph placed them on; ``urgent`` tasks run on their worker as soon as they can; the
-    results at positions ``replicated`` are copied to a second worker as each is ready."""
+    results at positions ``replicated`` are copied to a second worker as each is ready; those at
+    positions ``state`` (training state) lose their history on the scheduler once they exist,
+    and once copied where they are."""
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
     graph = _untokenized(graph, workers, keys, urgent)
     settle_replication(client)
     _send_promptly(client)
     futures = client.get(graph, keys, sync=False)
-    if replicated:
-        _start_replication(client, [futures[k] for k in sorted(replicated)])
+    if replicated or state:
+        _start_replication(client, [futures[k] for k in sorted(replicated)],
+                           [futures[k] for k in sorted(state)])
     # The fetched values (a loss) are often ready before the rest (a worker's backward pass):
     # they travel meanwhile.
     if fetched:
@@ -404,25 +412,32 @@ def run_inline(lowered: Lowered) -> Sequence[Any]:
 
 class _DeferredWork(threading.local):
     """Work that ``backward()`` deferred to this thread's next run: one entry per call, as
-    ``(targets, release, site of the backward() call)``. Per thread, so that one thread's
-    backward never runs (or fails) inside another thread's unrelated realization."""
+    ``(targets, release, site of the backward() call)``, and the targets that are training
+    state. Per thread, so that one thread's backward never runs (or fails) inside another
+    thread's unrelated realization."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[list[Node], list[Node], Any]] = []
+        self.state: list[Node] = []
 
 
 _deferred = _DeferredWork()
 
 
-def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = None) -> None:
+def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = None,
+          state: bool = False) -> None:
     """Realize ``targets`` (and then release ``release``) with this thread's next run.
 
     ``backward()`` defers its gradients this way, so that the usual ``loss.backward();
     optimizer.step()`` becomes one dask graph in which parameter updates start as soon as
     their gradients exist, overlapping the rest of the backward pass. ``site`` is the user's
-    line that called ``backward()``: an error in the deferred work names it.
+    line that called ``backward()``: an error in the deferred work names it. ``state``: the
+    targets are training state (batch norm's running statistics), kept as parameters are
+    (see ``realize``'s ``replicate``).
     """
     _deferred.entries.append((list(targets), list(release), site))
+    if state:
+        _deferred.state += targets
 
 
 class _Progress(threading.local):
@@ -458,6 +473,7 @@ def flush() -> None:
 def clear_deferred() -> None:
     """Drop this thread's deferred work (for tests that must not leak into each other)."""
     _deferred.entries = []
+    _deferred.state = []
 
 
 def realize(targets: Sequence[Node], release: Sequence[Node] = (),
@@ -465,8 +481,11 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
     """Compute the values of ``targets`` (and of this thread's deferred work) in one run;
     afterwards free the saved values of the ``release`` nodes (the graph a backward pass went
     through). On a cluster, the values of ``replicate`` (parameters and optimizer state,
-    which exist nowhere else) are copied to a second worker as soon as they exist."""
+    which exist nowhere else) are copied to a second worker as soon as they exist, and the
+    scheduler forgets how they were computed."""
     deferred, _deferred.entries = _deferred.entries, []
+    if _deferred.state:
+        replicate, _deferred.state = [*replicate, *_deferred.state], []
     if deferred:
         targets, release = list(targets), list(release)
         for more_targets, more_release, _ in deferred:
@@ -485,6 +504,10 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
         held = _held_on_cluster(order, client) if client is not None else None
         lowered = lower(order, computed, keep, _granularity_or_lost(get, client), held=held,
                         copied=replicate if client is not None and _replicas(client) else ())
+        if replicate and lowered.holders is not None:
+            wanted = {id(node) for node in replicate}
+            lowered.state = frozenset(lowered.holders[i] for i, node in enumerate(keep)
+                                      if id(node) in wanted and lowered.holders[i] is not None)
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
@@ -567,10 +590,10 @@ def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> lis
             if node in saved or id(node) in target_ids or is_live(node)]
 
 
-def _start_replication(client: Any, futures: list) -> None:
+def _start_replication(client: Any, futures: list, state: Sequence = ()) -> None:
     """Start copying ``futures`` to more than one worker (``pargraph.replicas``, default 2),
     each as soon as it exists, so that a worker dying loses no state that cannot be
-    recomputed.
+    recomputed; then make the scheduler forget how the ``state`` futures were computed.
 
     A worker's update tasks are copied while the other worker still computes, and the caller
     records its next step meanwhile; the next run on the cluster waits for the copies
@@ -578,21 +601,72 @@ def _start_replication(client: Any, futures: list) -> None:
     workers. (Copied once the whole run had returned, the wide DataParallel step's ~24 MiB
     took 8-21 ms of each step on 2 workers here.)"""
     wanted = _replicas(client)
-    if not wanted:
+    workers = len(_threads_by_worker(client)) if wanted else 0
+    futures = futures if wanted else []
+    if not futures and not state:
         return
-    workers = len(_threads_by_worker(client))
 
     async def copy_each() -> None:
         await asyncio.gather(*(client._replicate([future], n=min(wanted, workers))
                                for future in futures), return_exceptions=True)
+        if state:  # the next run need not wait for this
+            asyncio.ensure_future(_forget_history(client, list(state)))
 
     copying = copy_each()
     try:
-        _keep_replicas(client)
+        if futures:
+            _keep_replicas(client)
         _replicating[client] = asyncio.run_coroutine_threadsafe(copying,
                                                                 client.loop.asyncio_loop)
     except Exception:  # the client is closing: nothing to copy to
         copying.close()
+
+
+async def _forget_history(client: Any, futures: list) -> None:
+    """Once ``futures`` exist, make the scheduler forget how they were computed
+    (:func:`forget_provenance`): what a training step keeps (parameters, optimizer state) is
+    computed from the last step's, so otherwise the scheduler keeps every step's tasks, the
+    first step's parameter values with them (measured: 8 more tasks a step, ~64 KiB pickled,
+    on the wide DataParallel step)."""
+    from distributed.client import _wait
+
+    try:
+        await _wait(futures)
+        await client._run_on_scheduler(forget_provenance,
+                                       keys=[f.key for f in futures if f.status == "finished"])
+    except Exception:  # a worker or the scheduler left: the next run reports what matters
+        return
+
+
+def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
+    """(Runs on the scheduler.) Make the tasks of ``keys`` that are in memory pure data, as if
+    scattered: no run spec, no dependencies; the tasks they depended on that nothing else
+    needs are forgotten, and so on up the history. What is lost: recomputing them if every
+    worker holding them dies (pargraph keeps training state on two workers, and recomputing
+    it meant rerunning every step since the first). dask/distributed#809 asks for this as an
+    API; until one exists, this edits the scheduler's task states the way its own transitions
+    do. Returns how many tasks were forgotten (0 on a scheduler whose task states differ)."""
+    tasks = dask_scheduler.tasks
+    before = len(tasks)
+    forget: dict = {}
+    try:
+        for key in keys:
+            ts = tasks.get(key)
+            if ts is None or ts.state != "memory" or not ts.dependencies:
+                continue
+            for dts in ts.dependencies:
+                dts.dependents.discard(ts)
+                if dts.waiters:
+                    dts.waiters.discard(ts)
+                if not dts.dependents and not dts.who_wants and dts.state == "released":
+                    forget[dts.key] = "forgotten"
+            ts.dependencies.clear()
+            ts.run_spec = None
+    except AttributeError:  # another version of distributed: leave its state alone
+        return 0
+    if forget:
+        dask_scheduler.transitions(forget, stimulus_id=f"pargraph-forget-{time.time()}")
+    return before - len(tasks)
 
 
 def _replicas(client: Any) -> int:

@@ -103,8 +103,11 @@ class Lowered:
     #: it comes back with the run).
     holders: list | None = None
     #: On a cluster: positions in ``keys`` whose results are copied to a second worker as soon
-    #: as they exist (set by the caller: the tuples holding parameters and optimizer state).
+    #: as they exist (the tuples holding the ``copied`` outputs: parameters, optimizer state).
     replicated: frozenset = frozenset()
+    #: On a cluster: positions in ``keys`` whose results hold training state, whatever else
+    #: they hold (set by the caller); the scheduler forgets how they were computed.
+    state: frozenset = frozenset()
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)

@@ -421,6 +421,43 @@ def test_only_parameters_and_optimizer_state_are_copied(cluster):
     assert sum(len(values) for values in held) == len(kept)  # nothing else travelled
 
 
+@pytest.mark.parametrize("replicas", [2, 1])
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_the_scheduler_forgets_the_steps_behind_the_training_state(
+        cluster, replicas, batch_norm):
+    """Each step's parameters, optimizer state and running statistics are computed from the
+    last step's: the scheduler kept every step's tasks (and the first step's parameter
+    values) until pargraph made the state it keeps pure data."""
+    from pargraph.execution import settle_replication
+
+    def scheduler_tasks(dask_scheduler) -> int:  # nested: it travels by value
+        return len(dask_scheduler.tasks)
+
+    pargraph.manual_seed(0)
+    layers = [nn.Linear(64, 32), nn.BatchNorm1d(32)] if batch_norm else [nn.Linear(64, 32)]
+    model = nn.Sequential(*layers, nn.ReLU(), nn.Linear(32, 10))
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    x, y = pargraph.randn(128, 64), pargraph.randint(0, 10, (128,))
+    counts = []
+    with dask.config.set({"scheduler": cluster.client, "pargraph.replicas": replicas}):
+        for step in range(16):
+            if step in (4, 15):
+                settle_replication(cluster.client)
+                time.sleep(0.2)  # the forgetting follows the copies
+                counts.append(cluster.client.run_on_scheduler(scheduler_tasks))
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            loss.item()
+    assert counts[1] <= counts[0], counts  # 11 steps more, no task more
+    if batch_norm and replicas == 2:  # the statistics are kept as parameters are
+        settle_replication(cluster.client)  # the last step's copies exist
+        norm = model[1]
+        futures = [t._node.value.future for t in (norm.running_mean, norm.running_var)]
+        assert all(len(h) == 2 for h in cluster.client.who_has(futures).values())
+
+
 def test_a_run_is_sent_to_the_scheduler_without_waiting_out_the_clients_batching(cluster):
     """distributed's client batches its messages for 10 ms: a step sent within that of the
     last step's releases of old values waited for the rest. pargraph's runs shorten it."""

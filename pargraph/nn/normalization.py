@@ -116,7 +116,7 @@ def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mea
         for running, batch in ((running_mean, mean), (running_var, unbiased_var)):
             if running is not None:
                 running.mul_(1 - momentum).add_(batch.reshape(running.shape) * momentum)
-                execution.defer([running._node])
+                execution.defer([running._node], state=True)
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
@@ -244,7 +244,7 @@ class _BatchNorm(Module):
         if self.training and self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked.add_(1)
-            execution.defer([self.num_batches_tracked._node])
+            execution.defer([self.num_batches_tracked._node], state=True)
             if self.momentum is None:  # a cumulative moving average, kept lazy
                 momentum = 1.0 / self.num_batches_tracked.double()
         use_batch = self.training or not self.track_running_stats
