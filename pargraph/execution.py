@@ -787,7 +787,8 @@ def _probe_scheduler(address: str, timeout: float, security: Any) -> None:
 
 
 class ClusterLostError(RuntimeError):
-    """The cluster that held tensor values lost them (its scheduler went away)."""
+    """The cluster that held tensor values lost them: its scheduler went away, or a worker
+    that had the only copy of some (``pargraph.replicas: 1``) left."""
 
 
 _recovery_sources: list = []  # weak references to objects with a ``recover()`` method
@@ -865,8 +866,12 @@ def cluster_lost(client: Any, cause: str) -> ClusterLostError:
             restored.append(description)
             _recovered.update(values)
     address = getattr(getattr(client, "scheduler", None), "address", None) or "the cluster"
-    message = (f"the dask cluster at {address} lost the values it held: its scheduler went "
-               f"away ({cause}).")
+    # The scheduler answers still: data was lost with a worker, pure data (training state,
+    # see forget_provenance) that no other worker had a copy of.
+    how = ("a worker that left had the only copy of some of them (pargraph.replicas sets on "
+           "how many workers training state is kept)" if getattr(client, "status", None) ==
+           "running" else "its scheduler went away")
+    message = f"the dask cluster at {address} lost values it held: {how} ({cause})."
     if restored:
         message += (" Rolled back to the copies gathered off the cluster: "
                     + "; ".join(restored) + ". state_dict() answers with them: save them, "

@@ -552,6 +552,35 @@ def test_a_worker_killed_mid_training_loses_nothing(model):
         running.close()
 
 
+def test_with_one_copy_a_worker_dying_loses_its_state_with_a_clear_error():
+    """``pargraph.replicas: 1``: training state lives on one worker, and the scheduler keeps
+    no history to recompute it from (it would have rerun every step since the first)."""
+    running = Cluster(workers=2)
+    client, armed = running.client, []
+    get = client.get
+
+    def killing_get(self, graph, keys, **kwargs):
+        futures = get(graph, keys, **kwargs)
+        if armed:
+            armed.clear()
+            running.kill_worker(0)
+        return futures
+
+    client.get = types.MethodType(killing_get, client)
+    try:
+        def kill_during(step):
+            if step == 4:  # the towers' parameters are on both workers
+                armed.append(True)
+
+        with pytest.raises(pargraph.ClusterLostError) as error:
+            train_towers(client, 8, {"pargraph.replicas": 1}, on_step=kill_during)
+        message = str(error.value)
+        assert "a worker that left had the only copy" in message, message
+        assert "pargraph.replicas" in message
+    finally:
+        running.close()
+
+
 def test_a_tls_cluster_trains():
     from distributed import Client, LocalCluster
     from distributed.security import Security
@@ -648,7 +677,8 @@ def test_a_lost_scheduler_without_mirror_is_a_clear_error_naming_the_checkpoint(
                 _steps(model, opt, x, y, 1)
             assert time.perf_counter() - start < 5  # dask alone waits ~30 s for a reconnect
             message = str(error.value)
-            assert "lost the values it held" in message and "mirror_every=N" in message
+            assert "lost values it held: its scheduler went away" in message
+            assert "mirror_every=N" in message
             assert str(tmp_path / "last.npz") in message
             with pytest.raises(pargraph.ClusterLostError):
                 model.state_dict()["weight"].numpy()
@@ -670,7 +700,7 @@ def test_the_digits_demo_resumes_after_a_scheduler_restart(tmp_path):
         os.killpg(running.scheduler.pid, signal.SIGKILL)  # mid-training
         out, err = demo.communicate(timeout=90)
         assert demo.returncode != 0, out
-        assert "lost the values it held" in err and "--resume" in err
+        assert "lost values it held" in err and "--resume" in err
         finished = pargraph.load(checkpoint)["epoch"]
         assert finished < 39
 
