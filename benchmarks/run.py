@@ -203,7 +203,7 @@ def cluster(repeats: int) -> dict:
     return {"times": times, "tasks": tasks, "targets": [
         ("2 workers >= 1.2x faster than 1", f"{one / two:.2f}x", one / two >= 1.2),
         ("1 worker within 2x of the threaded step", f"{one / threads:.2f}x", one <= 2 * threads),
-        ("tasks per step <= 10 per worker", f"{per_worker:.0f} per worker on 2 workers",
+        ("tasks per step <= 10 per worker", f"{per_worker:g} per worker on 2 workers",
          per_worker <= 10)]}
 
 
