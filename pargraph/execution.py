@@ -610,7 +610,9 @@ def _start_replication(client: Any, futures: list, state: Sequence = ()) -> None
         await asyncio.gather(*(client._replicate([future], n=min(wanted, workers))
                                for future in futures), return_exceptions=True)
         if state:  # the next run need not wait for this
-            asyncio.ensure_future(_forget_history(client, list(state)))
+            forgetting = asyncio.ensure_future(_forget_history(client, list(state)))
+            _forgetting.add(forgetting)  # asyncio keeps only a weak reference to a task
+            forgetting.add_done_callback(_forgetting.discard)
 
     copying = copy_each()
     try:
@@ -620,6 +622,9 @@ def _start_replication(client: Any, futures: list, state: Sequence = ()) -> None
                                                                 client.loop.asyncio_loop)
     except Exception:  # the client is closing: nothing to copy to
         copying.close()
+
+
+_forgetting: set = set()
 
 
 async def _forget_history(client: Any, futures: list) -> None:
@@ -648,22 +653,22 @@ def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
     do. Returns how many tasks were forgotten (0 on a scheduler whose task states differ)."""
     tasks = dask_scheduler.tasks
     before = len(tasks)
+    found = [tasks[key] for key in keys if key in tasks]
+    fields = ("state", "run_spec", "dependencies", "dependents", "waiters", "who_wants")
+    if not all(hasattr(ts, name) for ts in found for name in fields):
+        return 0  # another version of distributed: leave its state alone
     forget: dict = {}
-    try:
-        for key in keys:
-            ts = tasks.get(key)
-            if ts is None or ts.state != "memory" or not ts.dependencies:
-                continue
-            for dts in ts.dependencies:
-                dts.dependents.discard(ts)
-                if dts.waiters:
-                    dts.waiters.discard(ts)
-                if not dts.dependents and not dts.who_wants and dts.state == "released":
-                    forget[dts.key] = "forgotten"
-            ts.dependencies.clear()
-            ts.run_spec = None
-    except AttributeError:  # another version of distributed: leave its state alone
-        return 0
+    for ts in found:
+        if ts.state != "memory" or not ts.dependencies:
+            continue
+        for dts in ts.dependencies:
+            dts.dependents.discard(ts)
+            if dts.waiters:
+                dts.waiters.discard(ts)
+            if not dts.dependents and not dts.who_wants and dts.state == "released":
+                forget[dts.key] = "forgotten"
+        ts.dependencies.clear()
+        ts.run_spec = None
     if forget:
         dask_scheduler.transitions(forget, stimulus_id=f"pargraph-forget-{time.time()}")
     return before - len(tasks)
