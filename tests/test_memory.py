@@ -54,6 +54,27 @@ def test_a_kept_loss_lets_go_of_its_graph_after_the_next_backward():
     assert first.grad_fn.name() == "SumBackward0"
 
 
+def test_a_step_lets_go_of_the_parameter_values_it_replaced():
+    """Once nothing the user holds reads them, the old parameters' arrays go with the step
+    that replaced them. The latest backward's structure, kept for drawing, held them until the
+    next backward: a third copy of the parameters while the next step ran."""
+    import weakref
+
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x = pargraph.randn(8, 64)
+
+    def step() -> None:
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+
+    step()
+    replaced = [weakref.ref(p._node.value) for p in model.parameters()]
+    step()
+    assert all(value() is None for value in replaced)
+
+
 def _reused_buffers(monkeypatch) -> list[str]:
     """The ops that wrote their result into a dying input's buffer, as runs go."""
     from pargraph import runtime
