@@ -515,6 +515,28 @@ def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
     assert events[last - 1] == "copied" and events[last][1] == [2] * 4
 
 
+def killing_a_worker_at(running: Cluster, step: int):
+    """An ``on_step`` that kills worker 0 as soon as step ``step``'s graph is submitted (the
+    last step's state is on the workers then); its ``armed`` is empty once it has."""
+    get, armed = running.client.get, []
+
+    def killing_get(self, graph, keys, **kwargs):
+        futures = get(graph, keys, **kwargs)
+        if armed:
+            armed.clear()
+            running.kill_worker(0)
+        return futures
+
+    running.client.get = types.MethodType(killing_get, running.client)
+
+    def on_step(k: int) -> None:
+        if k == step:
+            armed.append(True)
+
+    on_step.armed = armed
+    return on_step
+
+
 @pytest.mark.parametrize("model", ["mlp", "placed towers"])
 def test_a_worker_killed_mid_training_loses_nothing(model):
     """Also with DataParallel towers placed on both workers, whose steps send parts of their
@@ -526,24 +548,11 @@ def test_a_worker_killed_mid_training_loses_nothing(model):
 
     reference = losses("threads")
     running = Cluster(workers=2)
-    client, armed = running.client, []
-    get = client.get
-
-    def killing_get(self, graph, keys, **kwargs):
-        futures = get(graph, keys, **kwargs)
-        if armed:  # step 4's graph is on the scheduler (step 3's state on both workers)
-            armed.clear()
-            running.kill_worker(0)
-        return futures
-
-    client.get = types.MethodType(killing_get, client)
+    client = running.client
     try:
-        def kill_during(step):
-            if step == 4:  # kill one worker as soon as step 4's graph is submitted
-                armed.append(True)
-
+        kill_during = killing_a_worker_at(running, 4)
         np.testing.assert_allclose(losses(client, kill_during), reference, rtol=1e-6)
-        assert not armed
+        assert not kill_during.armed
         deadline = time.monotonic() + 10
         while len(client.scheduler_info(n_workers=-1)["workers"]) > 1:
             assert time.monotonic() < deadline, "the scheduler still lists the killed worker"
@@ -556,24 +565,10 @@ def test_with_one_copy_a_worker_dying_loses_its_state_with_a_clear_error():
     """``pargraph.replicas: 1``: training state lives on one worker, and the scheduler keeps
     no history to recompute it from (it would have rerun every step since the first)."""
     running = Cluster(workers=2)
-    client, armed = running.client, []
-    get = client.get
-
-    def killing_get(self, graph, keys, **kwargs):
-        futures = get(graph, keys, **kwargs)
-        if armed:
-            armed.clear()
-            running.kill_worker(0)
-        return futures
-
-    client.get = types.MethodType(killing_get, client)
     try:
-        def kill_during(step):
-            if step == 4:  # the towers' parameters are on both workers
-                armed.append(True)
-
+        kill_during = killing_a_worker_at(running, 4)  # the towers' state is on both workers
         with pytest.raises(pargraph.ClusterLostError) as error:
-            train_towers(client, 8, {"pargraph.replicas": 1}, on_step=kill_during)
+            train_towers(running.client, 8, {"pargraph.replicas": 1}, on_step=kill_during)
         message = str(error.value)
         assert "a worker that left had the only copy" in message, message
         assert "pargraph.replicas" in message
