@@ -215,6 +215,7 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     settle_replication(client)
     _send_promptly(client)
     futures = client.get(graph, keys, sync=False)
+    _replaced.pop(client, None)  # the copies of what replaced it exist
     if replicated or state:
         _start_replication(client, [futures[k] for k in sorted(replicated)],
                            [futures[k] for k in sorted(state)])
@@ -675,6 +676,22 @@ def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
     if forget:
         dask_scheduler.transitions(forget, stimulus_id=f"pargraph-forget-{time.time()}")
     return before - len(tasks)
+
+
+def keep_until_copied(values: Sequence[Any]) -> None:
+    """Hold ``values``, the training state a step replaced, until the copies of the state
+    that replaced it exist: a worker that dies before then takes the only copy of some new
+    state with it, and dask recomputes that from these (released, they were forgotten: see
+    :func:`forget_provenance`). They go once the next run is submitted, which waits for the
+    copies: released as soon as the copies existed, the scheduler's messages freeing them
+    delayed the next run's first tasks by its 5 ms batching (2 workers: 79.5 -> 81.9 ms)."""
+    held = [value for value in values if is_future(value)]
+    if held:
+        _replaced[held[0].client] = held
+
+
+#: Per client: the training state the last step replaced (see :func:`keep_until_copied`).
+_replaced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _replicas(client: Any) -> int:

@@ -1,6 +1,7 @@
 """Training on a real dask cluster: `dask scheduler` and `dask worker` processes on 127.0.0.1,
 started with the very commands docker/docker-compose.yml runs (only host and ports differ)."""
 
+import asyncio
 import operator
 import os
 import shlex
@@ -126,7 +127,7 @@ def train_towers(client, steps: int, settings: dict, on_step=None
     """SGD steps of four 256-512-512-10 towers in a 2-shard DataParallel on ``client``, with
     ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``
     (which may override it); returns the losses and the towers. ``on_step(k)`` runs before
-    step ``k``."""
+    step ``k``, when nothing holds the last step's graph (its loss tensor is gone)."""
     pargraph.manual_seed(0)
     towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
                                          nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
@@ -143,6 +144,7 @@ def train_towers(client, steps: int, settings: dict, on_step=None
             loss.backward()
             opt.step()
             losses.append(loss.item())
+            del loss
     return losses, towers
 
 
@@ -557,6 +559,35 @@ def test_a_worker_killed_mid_training_loses_nothing(model):
         while len(client.scheduler_info(n_workers=-1)["workers"]) > 1:
             assert time.monotonic() < deadline, "the scheduler still lists the killed worker"
             time.sleep(0.1)
+    finally:
+        running.close()
+
+
+def test_a_worker_killed_between_steps_before_the_copies_exist_loses_nothing():
+    """The state a step replaced stays until the copies of the new state exist: a worker dying
+    in between makes dask rerun that step from it, not lose the new state."""
+    reference = train_towers("threads", 6, {"pargraph.replicas": 2})[0]
+    running = Cluster(workers=2)
+    client = running.client
+    replicate = client._replicate
+
+    async def slow_replicate(*args, **kwargs):
+        await asyncio.sleep(0.5)  # the copies of step 2's state are late
+        return await replicate(*args, **kwargs)
+
+    client._replicate = slow_replicate
+
+    def kill_before_step(step):
+        if step == 3:  # step 2's run has returned, its copies have not been made
+            running.kill_worker(0)
+            deadline = time.monotonic() + 10
+            while len(client.scheduler_info(n_workers=-1)["workers"]) > 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+    try:
+        losses = train_towers(client, 6, {"pargraph.replicas": 2}, on_step=kill_before_step)[0]
+        np.testing.assert_allclose(losses, reference, rtol=1e-6)
     finally:
         running.close()
 

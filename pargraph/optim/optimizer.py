@@ -101,6 +101,9 @@ class Optimizer:
         nodes = [new_param._node for _, new_param, _ in pending]
         nodes += [v._node for *_, state in pending for v in state.values()
                   if isinstance(v, Tensor)]
+        replaced = [p._node.value for p, _, _ in pending]
+        replaced += [v._node.value for p, _, _ in pending for v in self.state.get(p, {}).values()
+                     if isinstance(v, Tensor)]
         # Raises before anything is committed. Parameters and optimizer state exist nowhere
         # else: on a cluster, a second copy is kept.
         execution.realize(nodes, replicate=nodes)
@@ -108,6 +111,7 @@ class Optimizer:
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)
                 self.state[p] = new_state
+        execution.keep_until_copied(replaced)
         self._step_count += 1
         if execution.mirror_every():
             self._mirror = self._mirror or StateMirror(self)
