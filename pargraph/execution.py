@@ -59,8 +59,9 @@ On a cluster
     submitted, so a worker dying loses nothing that cannot be recomputed. Each step's state is
     computed from the last step's, so the scheduler would keep every step's tasks (their run
     specs, the first step's parameter values among them) to be able to recompute it: once
-    copied, the state becomes pure data on the scheduler, as if scattered
-    (:func:`forget_provenance`), and what it was computed from is forgotten.
+    copied, the state becomes pure data on the scheduler and on the workers, as if scattered
+    (:func:`forget_provenance`, :func:`forget_provenance_on_worker`), and what it was computed
+    from is forgotten.
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
@@ -641,8 +642,9 @@ async def _forget_history(client: Any, futures: list) -> None:
 
     try:
         await _wait(futures)
-        await client._run_on_scheduler(forget_provenance,
-                                       keys=[f.key for f in futures if f.status == "finished"])
+        keys = [f.key for f in futures if f.status == "finished"]
+        await client._run_on_scheduler(forget_provenance, keys=keys)
+        await client._run(forget_provenance_on_worker, keys=keys, on_error="ignore")
     except Exception:  # a worker or the scheduler left: the next run reports what matters
         return
 
@@ -692,6 +694,32 @@ def keep_until_copied(values: Sequence[Any]) -> None:
 
 #: Per client: the training state the last step replaced (see :func:`keep_until_copied`).
 _replaced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def forget_provenance_on_worker(keys: list, dask_worker: Any = None) -> int:
+    """(Runs on each worker.) What :func:`forget_provenance` does on the scheduler, in the
+    worker's own task states: a worker keeps a released task while a task that depended on it
+    is known to it, so it too kept every step's tasks, their run specs with them (measured:
+    +4 tasks, ~30 KiB pickled and ~230 KiB of resident memory a step on each worker of the
+    wide DataParallel step). Returns how many tasks were forgotten."""
+    state = dask_worker.state
+    found = [state.tasks[key] for key in keys if key in state.tasks]
+    if not all(hasattr(ts, name) for ts in found for name in ("state", "dependencies",
+                                                                "dependents")):
+        return 0  # another version of distributed: leave its state alone
+    forget: dict = {}
+    for ts in found:
+        if ts.state != "memory":
+            continue
+        for dep in ts.dependencies:
+            dep.dependents.discard(ts)
+            if dep.state == "released" and not dep.dependents:
+                forget[dep] = "forgotten"
+        ts.dependencies.clear()
+    before = len(state.tasks)
+    if forget:
+        state._transitions(forget, stimulus_id=f"pargraph-forget-{time.time()}")
+    return before - len(state.tasks)
 
 
 def _replicas(client: Any) -> int:

@@ -428,12 +428,15 @@ def test_only_parameters_and_optimizer_state_are_copied(cluster):
 def test_the_scheduler_forgets_the_steps_behind_the_training_state(
         cluster, replicas, batch_norm):
     """Each step's parameters, optimizer state and running statistics are computed from the
-    last step's: the scheduler kept every step's tasks (and the first step's parameter
-    values) until pargraph made the state it keeps pure data."""
+    last step's: the scheduler and the workers kept every step's tasks (and the first step's
+    parameter values) until pargraph made the state it keeps pure data."""
     from pargraph.execution import settle_replication
 
     def scheduler_tasks(dask_scheduler) -> int:  # nested: it travels by value
         return len(dask_scheduler.tasks)
+
+    def worker_tasks(dask_worker) -> int:
+        return len(dask_worker.state.tasks)
 
     pargraph.manual_seed(0)
     layers = [nn.Linear(64, 32), nn.BatchNorm1d(32)] if batch_norm else [nn.Linear(64, 32)]
@@ -446,13 +449,15 @@ def test_the_scheduler_forgets_the_steps_behind_the_training_state(
             if step in (4, 15):
                 settle_replication(cluster.client)
                 time.sleep(0.2)  # the forgetting follows the copies
-                counts.append(cluster.client.run_on_scheduler(scheduler_tasks))
+                counts.append((cluster.client.run_on_scheduler(scheduler_tasks),
+                               sum(cluster.client.run(worker_tasks).values())))
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
             loss.item()
-    assert counts[1] <= counts[0], counts  # 11 steps more, no task more
+    # 11 steps more, no task more on the scheduler nor on the workers
+    assert counts[1][0] <= counts[0][0] and counts[1][1] <= counts[0][1], counts
     if batch_norm and replicas == 2:  # the statistics are kept as parameters are
         settle_replication(cluster.client)  # the last step's copies exist
         norm = model[1]
