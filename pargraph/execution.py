@@ -421,13 +421,14 @@ class _DeferredWork(threading.local):
     def __init__(self) -> None:
         self.entries: list[tuple[list[Node], list[Node], Any]] = []
         self.state: list[Node] = []
+        self.replaced: list[Node] = []
 
 
 _deferred = _DeferredWork()
 
 
 def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = None,
-          state: bool = False) -> None:
+          state: bool = False, replaces: Sequence[Node] = ()) -> None:
     """Realize ``targets`` (and then release ``release``) with this thread's next run.
 
     ``backward()`` defers its gradients this way, so that the usual ``loss.backward();
@@ -435,11 +436,13 @@ def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = Non
     their gradients exist, overlapping the rest of the backward pass. ``site`` is the user's
     line that called ``backward()``: an error in the deferred work names it. ``state``: the
     targets are training state (batch norm's running statistics), kept as parameters are
-    (see ``realize``'s ``replicate``).
+    (see ``realize``'s ``replicate``), and ``replaces`` the state they replace (see
+    :func:`keep_until_copied`).
     """
     _deferred.entries.append((list(targets), list(release), site))
     if state:
         _deferred.state += targets
+        _deferred.replaced += replaces
 
 
 class _Progress(threading.local):
@@ -476,6 +479,7 @@ def clear_deferred() -> None:
     """Drop this thread's deferred work (for tests that must not leak into each other)."""
     _deferred.entries = []
     _deferred.state = []
+    _deferred.replaced = []
 
 
 def realize(targets: Sequence[Node], release: Sequence[Node] = (),
@@ -486,8 +490,10 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
     which exist nowhere else) are copied to a second worker as soon as they exist, and the
     scheduler forgets how they were computed."""
     deferred, _deferred.entries = _deferred.entries, []
+    replaced: list[Node] = []
     if _deferred.state:
         replicate, _deferred.state = [*replicate, *_deferred.state], []
+        replaced, _deferred.replaced = _deferred.replaced, []
     if deferred:
         targets, release = list(targets), list(release)
         for more_targets, more_release, _ in deferred:
@@ -519,6 +525,8 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
             raise _blame_backward(error, deferred) from None
         for node, value in zip(keep, values):
             node.realize(value, keep_inputs=node.history)
+        if replaced:
+            keep_until_copied([node.value for node in replaced])
     for node in release:
         node.free(keep_value=id(node) in target_ids or is_live(node))
     if release:
@@ -689,7 +697,7 @@ def keep_until_copied(values: Sequence[Any]) -> None:
     delayed the next run's first tasks by its 5 ms batching (2 workers: 79.5 -> 81.9 ms)."""
     held = [value for value in values if is_future(value)]
     if held:
-        _replaced[held[0].client] = held
+        _replaced.setdefault(held[0].client, []).extend(held)
 
 
 #: Per client: the training state the last step replaced (see :func:`keep_until_copied`).

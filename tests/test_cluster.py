@@ -122,15 +122,17 @@ def train(steps: int, scheduler, shards: int | None = None, on_step=None, width:
     return losses, model, opt
 
 
-def train_towers(client, steps: int, settings: dict, on_step=None
+def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = False
                  ) -> tuple[list[float], nn.ModuleList]:
     """SGD steps of four 256-512-512-10 towers in a 2-shard DataParallel on ``client``, with
     ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``
     (which may override it); returns the losses and the towers. ``on_step(k)`` runs before
-    step ``k``, when nothing holds the last step's graph (its loss tensor is gone)."""
+    step ``k``, when nothing holds the last step's graph (its loss tensor is gone). ``norm``:
+    a batch norm after each tower's first layer."""
     pargraph.manual_seed(0)
-    towers = nn.ModuleList(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512),
-                                         nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
+    towers = nn.ModuleList(nn.Sequential(
+        nn.Linear(256, 512), *([nn.BatchNorm1d(512)] if norm else []), nn.ReLU(),
+        nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)) for _ in range(4))
     model = nn.DataParallel(MeanOfTowers(towers), shards=2)
     opt = optim.SGD(model.parameters(), lr=0.1)
     x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
@@ -568,10 +570,13 @@ def test_a_worker_killed_mid_training_loses_nothing(model):
         running.close()
 
 
-def test_a_worker_killed_between_steps_before_the_copies_exist_loses_nothing():
+@pytest.mark.parametrize("norm", [False, True])
+def test_a_worker_killed_between_steps_before_the_copies_exist_loses_nothing(norm):
     """The state a step replaced stays until the copies of the new state exist: a worker dying
-    in between makes dask rerun that step from it, not lose the new state."""
-    reference = train_towers("threads", 6, {"pargraph.replicas": 2})[0]
+    in between makes dask rerun that step from it, not lose the new state (batch norm's
+    running statistics too)."""
+    reference, reference_towers = train_towers("threads", 6, {"pargraph.replicas": 2},
+                                               norm=norm)
     running = Cluster(workers=2)
     client = running.client
     replicate = client._replicate
@@ -591,8 +596,11 @@ def test_a_worker_killed_between_steps_before_the_copies_exist_loses_nothing():
                 time.sleep(0.05)
 
     try:
-        losses = train_towers(client, 6, {"pargraph.replicas": 2}, on_step=kill_before_step)[0]
+        losses, towers = train_towers(client, 6, {"pargraph.replicas": 2},
+                                      on_step=kill_before_step, norm=norm)
         np.testing.assert_allclose(losses, reference, rtol=1e-6)
+        for mine, theirs in zip(towers.buffers(), reference_towers.buffers()):
+            np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
     finally:
         running.close()
 

@@ -115,8 +115,9 @@ def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mea
     with no_grad():
         for running, batch in ((running_mean, mean), (running_var, unbiased_var)):
             if running is not None:
+                replaced = running._node
                 running.mul_(1 - momentum).add_(batch.reshape(running.shape) * momentum)
-                execution.defer([running._node], state=True)
+                execution.defer([running._node], state=True, replaces=[replaced])
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
@@ -242,9 +243,10 @@ class _BatchNorm(Module):
                              f"input of shape {input.shape}")
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
+            replaced = self.num_batches_tracked._node
             with no_grad():
                 self.num_batches_tracked.add_(1)
-            execution.defer([self.num_batches_tracked._node], state=True)
+            execution.defer([self.num_batches_tracked._node], state=True, replaces=[replaced])
             if self.momentum is None:  # a cumulative moving average, kept lazy
                 momentum = 1.0 / self.num_batches_tracked.double()
         use_batch = self.training or not self.track_running_stats
