@@ -182,8 +182,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys, lowered.workers,
-                                      lowered.fetched, lowered.urgent, lowered.replicated,
-                                      lowered.state)
+                                      lowered.fetched, lowered.urgent, lowered.state)
             adaptive = dask.config.get("pargraph.adaptive", True)
             if lowered.sequential is not None and adaptive and not progress:
                 if is_threaded(get):
@@ -203,13 +202,12 @@ def client_of(get: Callable) -> Any:
 
 def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
                    fetched: int = 0, urgent: frozenset = frozenset(),
-                   replicated: frozenset = frozenset(), state: frozenset = frozenset()) -> list:
+                   state: frozenset = frozenset()) -> list:
     """Run on the cluster and keep the results there: returns Futures, and the values of the
     last ``fetched`` keys (small: a loss). ``workers`` maps task keys to the worker address
     pargraph placed them on; ``urgent`` tasks run on their worker as soon as they can; the
-    results at positions ``replicated`` are copied to a second worker as each is ready; those at
-    positions ``state`` (training state) lose their history on the scheduler once they exist,
-    and once copied where they are."""
+    results at positions ``state`` (training state) are copied to a second worker as each is
+    ready, then lose their history on the scheduler and the workers."""
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
     graph = _untokenized(graph, workers, keys, urgent)
@@ -217,9 +215,8 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     _send_promptly(client)
     futures = client.get(graph, keys, sync=False)
     _replaced.pop(client, None)  # the copies of what replaced it exist
-    if replicated or state:
-        _start_replication(client, [futures[k] for k in sorted(replicated)],
-                           [futures[k] for k in sorted(state)])
+    if state:
+        _start_replication(client, [futures[k] for k in sorted(state)])
     # The fetched values (a loss) are often ready before the rest (a worker's backward pass):
     # they travel meanwhile.
     if fetched:
@@ -603,10 +600,10 @@ def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> lis
             if node in saved or id(node) in target_ids or is_live(node)]
 
 
-def _start_replication(client: Any, futures: list, state: Sequence = ()) -> None:
-    """Start copying ``futures`` to more than one worker (``pargraph.replicas``, default 2),
-    each as soon as it exists, so that a worker dying loses no state that cannot be
-    recomputed; then make the scheduler forget how the ``state`` futures were computed.
+def _start_replication(client: Any, state: list) -> None:
+    """Start copying the ``state`` futures to more than one worker (``pargraph.replicas``,
+    default 2), each as soon as it exists, so that a worker dying loses no state that cannot
+    be recomputed; then make the scheduler and the workers forget how they were computed.
 
     A worker's update tasks are copied while the other worker still computes, and the caller
     records its next step meanwhile; the next run on the cluster waits for the copies
@@ -615,17 +612,15 @@ def _start_replication(client: Any, futures: list, state: Sequence = ()) -> None
     took 8-21 ms of each step on 2 workers here.)"""
     wanted = _replicas(client)
     workers = len(_threads_by_worker(client)) if wanted else 0
-    futures = futures if wanted else []
-    if not futures and not state:
-        return
+    futures = state if wanted else []  # with copies, they hold nothing else (the _keep tasks)
 
     async def copy_each() -> None:
         await asyncio.gather(*(client._replicate([future], n=min(wanted, workers))
                                for future in futures), return_exceptions=True)
-        if state:  # the next run need not wait for this
-            forgetting = asyncio.ensure_future(_forget_history(client, list(state)))
-            _forgetting.add(forgetting)  # asyncio keeps only a weak reference to a task
-            forgetting.add_done_callback(_forgetting.discard)
+        # then the forgetting, which the next run need not wait for
+        forgetting = asyncio.ensure_future(_forget_history(client, list(state)))
+        _forgetting.add(forgetting)  # asyncio keeps only a weak reference to a task
+        forgetting.add_done_callback(_forgetting.discard)
 
     copying = copy_each()
     try:
@@ -688,22 +683,6 @@ def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
     return before - len(tasks)
 
 
-def keep_until_copied(values: Sequence[Any]) -> None:
-    """Hold ``values``, the training state a step replaced, until the copies of the state
-    that replaced it exist: a worker that dies before then takes the only copy of some new
-    state with it, and dask recomputes that from these (released, they were forgotten: see
-    :func:`forget_provenance`). They go once the next run is submitted, which waits for the
-    copies: released as soon as the copies existed, the scheduler's messages freeing them
-    delayed the next run's first tasks by its 5 ms batching (2 workers: 79.5 -> 81.9 ms)."""
-    held = [value for value in values if is_future(value)]
-    if held:
-        _replaced.setdefault(held[0].client, []).extend(held)
-
-
-#: Per client: the training state the last step replaced (see :func:`keep_until_copied`).
-_replaced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def forget_provenance_on_worker(keys: list, dask_worker: Any = None) -> int:
     """(Runs on each worker.) What :func:`forget_provenance` does on the scheduler, in the
     worker's own task states: a worker keeps a released task while a task that depended on it
@@ -730,6 +709,22 @@ def forget_provenance_on_worker(keys: list, dask_worker: Any = None) -> int:
     return before - len(state.tasks)
 
 
+def keep_until_copied(values: Sequence[Any]) -> None:
+    """Hold ``values``, the training state a step replaced, until the copies of the state
+    that replaced it exist: a worker that dies before then takes the only copy of some new
+    state with it, and dask recomputes that from these (released, they were forgotten: see
+    :func:`forget_provenance`). They go once the next run is submitted, which waits for the
+    copies: released as soon as the copies existed, the scheduler's messages freeing them
+    delayed the next run's first tasks by its 5 ms batching (2 workers: 79.5 -> 81.9 ms)."""
+    held = [value for value in values if is_future(value)]
+    if held:
+        _replaced.setdefault(held[0].client, []).extend(held)
+
+
+#: Per client: the training state the last step replaced (see :func:`keep_until_copied`).
+_replaced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _replicas(client: Any) -> int:
     """How many workers a run on ``client`` keeps parameters and optimizer state on: 0 when
     that is one (``pargraph.replicas`` is 1, or the cluster has one worker)."""
@@ -737,12 +732,13 @@ def _replicas(client: Any) -> int:
     return wanted if wanted > 1 and len(_threads_by_worker(client)) > 1 else 0
 
 
-#: Per client: the copying :func:`replicate` started (a ``concurrent.futures.Future``).
+#: Per client: the copying :func:`_start_replication` started (a ``concurrent.futures.Future``).
 _replicating: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def settle_replication(client: Any) -> None:
-    """Wait until the copies the last :func:`replicate` started on ``client`` exist."""
+    """Wait until the copies the last :func:`_start_replication` started on ``client``
+    exist."""
     copying = _replicating.pop(client, None)
     if copying is None:
         return

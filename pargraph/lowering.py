@@ -102,11 +102,8 @@ class Lowered:
     #: On a cluster: per output, the position in ``keys`` of the Future that holds it (None:
     #: it comes back with the run).
     holders: list | None = None
-    #: On a cluster: positions in ``keys`` whose results are copied to a second worker as soon
-    #: as they exist (the tuples holding the ``copied`` outputs: parameters, optimizer state).
-    replicated: frozenset = frozenset()
-    #: On a cluster: positions in ``keys`` whose results hold training state, whatever else
-    #: they hold (set by the caller); the scheduler forgets how they were computed.
+    #: On a cluster: positions in ``keys`` whose results hold training state (set by the
+    #: caller): copied to a second worker, and their history forgotten (see execution).
     state: frozenset = frozenset()
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
@@ -188,8 +185,8 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     protocol) every output has a task under its own key; otherwise outputs are read out of
     their group's result: locally the values, on a cluster :class:`HeldPart` s of its Future.
     ``held`` maps the keys of values held here that the cluster has a copy of to the argument
-    that reads that copy. On a cluster, the Futures holding the ``copied`` outputs (parameters
-    and optimizer state) are listed in ``Lowered.replicated``: they hold nothing else.
+    that reads that copy. On a cluster, the ``copied`` outputs (parameters and optimizer
+    state, which go to a second worker) are held in tuples that hold nothing else.
     """
     remote = granularity.remote
     held = held or {}
@@ -714,10 +711,9 @@ def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
 
     position = {key: k for k, key in enumerate(order)}
     holders = [None if i in scalars else position[keys[k]] for i, (k, _) in enumerate(picks)]
-    replicated = frozenset(holders[i] for i in copied if holders[i] is not None)
     return Lowered(graph, order, unpack=unpack, tasks=tasks + picking,
                    fetched=len(fetched_keys), holders=holders, workers=workers, urgent=urgent,
-                   replicated=replicated, **more)
+                   **more)
 
 
 def _keep_copied(graph: dict, keys: list[str], picks: list[tuple[int, int]],
