@@ -1,14 +1,17 @@
 """Partitioning into coarse tasks: identical results, acyclic groups, the task counts the
 algorithm predicts, the plan cache, and the choice between threads and one thread."""
 
+import pickle
 from collections import Counter
 
 import dask
 import numpy as np
 import pytest
+from dask.task_spec import TaskRef
 
 import pargraph
 from pargraph import nn
+from pargraph.graph import format_site
 from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
 from pargraph.partition import Granularity, partition, placed_partition
 from pargraph.runtime import FusedTask
@@ -305,6 +308,56 @@ def test_two_branches_and_a_join():
     np.testing.assert_allclose(
         out.item(), float((np.maximum(x.numpy() @ w1.numpy() + 1, 0)
                            + np.tanh(x.numpy() @ w2.numpy()) * 2).sum()), rtol=1e-6)
+
+
+class _Twice(pargraph.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def _first_level_tasks(out):
+    """The group tasks of ``out``'s run that read no other task, with their arguments."""
+    lowered = lower(*plan([out._node]), [out._node], Granularity.of(False, 2, True, 0))
+    return [(t.func, t.args) for t in lowered.graph.values()
+            if isinstance(getattr(t, "func", None), FusedTask)
+            and not any(isinstance(a, TaskRef) for a in t.args)]
+
+
+def test_a_group_task_pickles_as_columns_and_computes_the_same_after_the_trip():
+    # A step's graph travels to the scheduler and on to a worker every step: each member's
+    # site, repeated per node before, is pickled once, and the task computes the same.
+    rng = np.random.default_rng(0)
+    w1, w2, x = (pargraph.tensor(rng.standard_normal((200, 200))) for _ in range(3))
+    left = (((x @ w1 + 1.0).relu() - 0.5) * 3.0).tanh()
+    out = (left + (x @ w2).tanh() * 2.0).sum()
+    tasks = _first_level_tasks(out)
+    assert len(tasks) == 2
+    for task, args in tasks:
+        data = pickle.dumps(task)
+        site = format_site(task.steps[0][0].site).encode()
+        assert len(task.steps) >= 3 and data.count(site) == 1
+        assert len(data) < len(pickle.dumps(task.steps))
+        trip = pickle.loads(data)
+        assert [(t.key, t.prim, t.dtype, t.shape, t.attrs) for t, _ in trip.steps] == \
+            [(t.key, t.prim, t.dtype, t.shape, t.attrs) for t, _ in task.steps]
+        np.testing.assert_array_equal(trip(*args), task(*args))
+
+
+def test_a_group_task_with_a_users_function_ships_the_function():
+    rng = np.random.default_rng(0)
+    w1, w2, x = (pargraph.tensor(rng.standard_normal((200, 200)), requires_grad=True)
+                 for _ in range(3))
+    out = (_Twice.apply((x @ w1).relu()) + (x @ w2).tanh()).sum()
+    tasks = [(task, args) for task, args in _first_level_tasks(out)
+             if any(t.prim.name == "_Twice" for t, _ in task.steps)]
+    assert len(tasks) == 1
+    task, args = tasks[0]
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(task))(*args), task(*args))
 
 
 def test_small_runs_are_single_tasks_and_large_ones_are_not():
