@@ -89,6 +89,7 @@ import secrets
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError
@@ -98,6 +99,7 @@ import dask
 import dask.local
 import dask.threaded
 import numpy as np
+from dask.utils import parse_timedelta
 
 from pargraph.graph import FREED, Node
 from pargraph.lowering import Lowered, is_future, lower, plan
@@ -239,13 +241,35 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
 CLIENT_SEND_INTERVAL = 2e-3
 
 
+#: Seconds the scheduler and the workers batch their messages to each other for
+#: (``pargraph.send-interval``; distributed's are 5 and 2 ms): see :mod:`pargraph.plugins`.
+SEND_INTERVAL = 1e-3
+
+_prompt_clients: weakref.WeakSet = weakref.WeakSet()
+
+
 def _send_promptly(client: Any) -> None:
-    """Shorten the client's batching of messages to the scheduler (this process's client
-    only: the scheduler and the workers keep theirs). Checked every run: a client that
-    reconnects gets a new comm."""
+    """Shorten the client's batching of messages to the scheduler, checked every run (a
+    client that reconnects gets a new comm), and, once per client, the scheduler's and the
+    workers' batching with plugins (:mod:`pargraph.plugins`)."""
     comm = getattr(client, "scheduler_comm", None)
     if comm is not None and getattr(comm, "interval", 0) > CLIENT_SEND_INTERVAL:
         comm.interval = CLIENT_SEND_INTERVAL
+    if client in _prompt_clients:
+        return
+    from pargraph.plugins import PromptScheduler, PromptWorker
+
+    interval = parse_timedelta(dask.config.get("pargraph.send-interval", SEND_INTERVAL),
+                               default="s")
+    try:
+        client.register_plugin(PromptScheduler(interval))
+        client.register_plugin(PromptWorker(interval))
+    except Exception as error:  # a speed-up only: the run itself reports a lost cluster
+        if client.status != "running":
+            return
+        warnings.warn(f"pargraph could not shorten the cluster's message batching "
+                      f"({error!r}): runs work, a few ms slower each", stacklevel=2)
+    _prompt_clients.add(client)
 
 
 def _wait_for(client: Any, futures: list, bar: bool = True) -> None:

@@ -478,6 +478,43 @@ def test_a_run_is_sent_to_the_scheduler_without_waiting_out_the_clients_batching
     assert cluster.client.scheduler_comm.interval == CLIENT_SEND_INTERVAL
 
 
+# Lambdas: cloudpickle ships them by value (the scheduler cannot import the tests).
+_scheduler_intervals = lambda dask_scheduler=None: [  # noqa: E731
+    comm.interval for comm in dask_scheduler.stream_comms.values()]
+_worker_interval = lambda dask_worker=None: dask_worker.batched_stream.interval  # noqa: E731
+
+
+def test_the_scheduler_and_the_workers_batch_their_messages_briefly(cluster):
+    """distributed batches the scheduler's messages to a worker for 5 ms, a worker's to the
+    scheduler for 2 ms; a step's critical path crosses them several times. pargraph's plugins
+    shorten both to ``pargraph.send-interval``."""
+    from pargraph.execution import SEND_INTERVAL
+
+    with dask.config.set(scheduler=cluster.client):
+        assert (pargraph.ones(3) * 2).sum().item() == 6.0
+    on_scheduler = cluster.client.run_on_scheduler(_scheduler_intervals)
+    on_workers = list(cluster.client.run(_worker_interval).values())
+    assert len(on_scheduler) == len(on_workers) == 2
+    assert all(interval <= SEND_INTERVAL for interval in on_scheduler + on_workers)
+
+
+def test_a_worker_that_joins_later_batches_briefly_too():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, \
+            Client(local, set_as_default=False) as client:
+        assert max(client.run_on_scheduler(_scheduler_intervals)) > 0.0005  # distributed's
+        with dask.config.set({"scheduler": client, "pargraph.send-interval": "0.5ms"}):
+            assert (pargraph.ones(3) * 2).sum().item() == 6.0
+        local.scale(2)
+        client.wait_for_workers(2, timeout=30)
+        on_scheduler = client.run_on_scheduler(_scheduler_intervals)
+        on_workers = list(client.run(_worker_interval).values())
+    assert len(on_scheduler) == len(on_workers) == 2
+    assert all(interval == 0.0005 for interval in on_scheduler + on_workers)
+
+
 def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
         cluster, monkeypatch):
     """``optimizer.step()`` returns while its new parameters are being copied to the other
