@@ -242,34 +242,36 @@ CLIENT_SEND_INTERVAL = 2e-3
 
 
 #: Seconds the scheduler and the workers batch their messages to each other for
-#: (``pargraph.send-interval``; distributed's are 5 and 2 ms): see :mod:`pargraph.plugins`.
+#: (``pargraph.send-interval``; distributed's are 5 and 2 ms), and how many payloads each of
+#: these comms keeps in its debugging log (``pargraph.message-log-length``; distributed's
+#: 1000 held the task specs of a hundred steps and more): see :mod:`pargraph.plugins`.
 SEND_INTERVAL = 1e-3
+MESSAGE_LOG_LENGTH = 10
 
-_prompt_clients: weakref.WeakSet = weakref.WeakSet()
+_tuned_clients: weakref.WeakSet = weakref.WeakSet()
 
 
 def _send_promptly(client: Any) -> None:
-    """Shorten the client's batching of messages to the scheduler, checked every run (a
-    client that reconnects gets a new comm), and, once per client, the scheduler's and the
-    workers' batching with plugins (:mod:`pargraph.plugins`)."""
-    comm = getattr(client, "scheduler_comm", None)
-    if comm is not None and getattr(comm, "interval", 0) > CLIENT_SEND_INTERVAL:
-        comm.interval = CLIENT_SEND_INTERVAL
-    if client in _prompt_clients:
-        return
-    from pargraph.plugins import PromptScheduler, PromptWorker
+    """Shorten the client's batching of messages to the scheduler and its log of them,
+    checked every run (a client that reconnects gets a new comm), and, once per client, the
+    scheduler's and the workers' with plugins (:mod:`pargraph.plugins`)."""
+    from pargraph.plugins import SchedulerComms, WorkerComms, tune_comm
 
+    log_length = int(dask.config.get("pargraph.message-log-length", MESSAGE_LOG_LENGTH))
+    tune_comm(getattr(client, "scheduler_comm", None), CLIENT_SEND_INTERVAL, log_length)
+    if client in _tuned_clients:
+        return
     interval = parse_timedelta(dask.config.get("pargraph.send-interval", SEND_INTERVAL),
                                default="s")
     try:
-        client.register_plugin(PromptScheduler(interval))
-        client.register_plugin(PromptWorker(interval))
+        client.register_plugin(SchedulerComms(interval, log_length))
+        client.register_plugin(WorkerComms(interval, log_length))
     except Exception as error:  # a speed-up only: the run itself reports a lost cluster
         if client.status != "running":
             return
-        warnings.warn(f"pargraph could not shorten the cluster's message batching "
-                      f"({error!r}): runs work, a few ms slower each", stacklevel=2)
-    _prompt_clients.add(client)
+        warnings.warn(f"pargraph could not tune the cluster's message batching ({error!r}): "
+                      "runs work, a few ms slower each", stacklevel=2)
+    _tuned_clients.add(client)
 
 
 def _wait_for(client: Any, futures: list, bar: bool = True) -> None:

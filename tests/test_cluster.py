@@ -479,23 +479,27 @@ def test_a_run_is_sent_to_the_scheduler_without_waiting_out_the_clients_batching
 
 
 # Lambdas: cloudpickle ships them by value (the scheduler cannot import the tests).
-_scheduler_intervals = lambda dask_scheduler=None: [  # noqa: E731
-    comm.interval for comm in dask_scheduler.stream_comms.values()]
-_worker_interval = lambda dask_worker=None: dask_worker.batched_stream.interval  # noqa: E731
+_scheduler_comms = lambda dask_scheduler=None: [  # noqa: E731
+    (comm.interval, comm.recent_message_log.maxlen)
+    for comm in [*dask_scheduler.stream_comms.values(), *dask_scheduler.client_comms.values()]]
+_worker_comm = lambda dask_worker=None: (  # noqa: E731
+    dask_worker.batched_stream.interval, dask_worker.batched_stream.recent_message_log.maxlen)
 
 
 def test_the_scheduler_and_the_workers_batch_their_messages_briefly(cluster):
     """distributed batches the scheduler's messages to a worker for 5 ms, a worker's to the
     scheduler for 2 ms; a step's critical path crosses them several times. pargraph's plugins
-    shorten both to ``pargraph.send-interval``."""
-    from pargraph.execution import SEND_INTERVAL
+    shorten both to ``pargraph.send-interval``, and the comms' logs of recent payloads."""
+    from pargraph.execution import MESSAGE_LOG_LENGTH, SEND_INTERVAL
 
     with dask.config.set(scheduler=cluster.client):
         assert (pargraph.ones(3) * 2).sum().item() == 6.0
-    on_scheduler = cluster.client.run_on_scheduler(_scheduler_intervals)
-    on_workers = list(cluster.client.run(_worker_interval).values())
-    assert len(on_scheduler) == len(on_workers) == 2
-    assert all(interval <= SEND_INTERVAL for interval in on_scheduler + on_workers)
+    on_scheduler = cluster.client.run_on_scheduler(_scheduler_comms)
+    on_workers = list(cluster.client.run(_worker_comm).values())
+    assert len(on_scheduler) >= 3 and len(on_workers) == 2  # 2 workers, 1 client or more
+    assert all(interval <= SEND_INTERVAL and log == MESSAGE_LOG_LENGTH
+               for interval, log in on_scheduler + on_workers)
+    assert cluster.client.scheduler_comm.recent_message_log.maxlen == MESSAGE_LOG_LENGTH
 
 
 def test_a_worker_that_joins_later_batches_briefly_too():
@@ -504,15 +508,41 @@ def test_a_worker_that_joins_later_batches_briefly_too():
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as local, \
             Client(local, set_as_default=False) as client:
-        assert max(client.run_on_scheduler(_scheduler_intervals)) > 0.0005  # distributed's
-        with dask.config.set({"scheduler": client, "pargraph.send-interval": "0.5ms"}):
+        assert max(i for i, _ in client.run_on_scheduler(_scheduler_comms)) > 0.0005
+        settings = {"scheduler": client, "pargraph.send-interval": "0.5ms",
+                    "pargraph.message-log-length": 3}
+        with dask.config.set(settings):
             assert (pargraph.ones(3) * 2).sum().item() == 6.0
         local.scale(2)
         client.wait_for_workers(2, timeout=30)
-        on_scheduler = client.run_on_scheduler(_scheduler_intervals)
-        on_workers = list(client.run(_worker_interval).values())
-    assert len(on_scheduler) == len(on_workers) == 2
-    assert all(interval == 0.0005 for interval in on_scheduler + on_workers)
+        on_scheduler = client.run_on_scheduler(_scheduler_comms)
+        on_workers = list(client.run(_worker_comm).values())
+    assert len(on_scheduler) == 3 and len(on_workers) == 2
+    assert all(comm == (0.0005, 3) for comm in on_scheduler + on_workers)
+
+
+def test_a_long_run_keeps_no_old_steps_graph_in_the_comms_logs():
+    """distributed's comms keep their last 1000 payloads for debugging: a training loop's
+    scheduler held the task specs of a hundred steps and more (LocalCluster: in this
+    process, where every full garbage collection walked them)."""
+    import gc
+
+    from distributed import Client, LocalCluster
+
+    from pargraph.runtime import FusedTask
+
+    def graphs_alive() -> int:
+        gc.collect()
+        return sum(type(o) is FusedTask for o in gc.get_objects())
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, \
+            Client(local, set_as_default=False) as client:
+        alive = []
+        for steps in (10, 40):
+            train(steps, client, shards=2)
+            alive.append(graphs_alive())
+    assert alive[1] <= alive[0] + 10, alive
 
 
 def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
