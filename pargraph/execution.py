@@ -669,13 +669,51 @@ async def _forget_history(client: Any, futures: list) -> None:
     on the wide DataParallel step)."""
     from distributed.client import _wait
 
+    kept_spans = int(dask.config.get("pargraph.kept-spans", KEPT_SPANS))
     try:
         await _wait(futures)
         keys = [f.key for f in futures if f.status == "finished"]
-        await client._run_on_scheduler(forget_provenance, keys=keys)
+        await client._run_on_scheduler(forget_on_scheduler, keys=keys, kept_spans=kept_spans)
         await client._run(forget_provenance_on_worker, keys=keys, on_error="ignore")
     except Exception:  # a worker or the scheduler left: the next run reports what matters
         return
+
+
+#: How many finished "default" spans a training loop leaves on the scheduler
+#: (``pargraph.kept-spans``): see :func:`prune_spans`.
+KEPT_SPANS = 100
+
+
+def forget_on_scheduler(keys: list, kept_spans: int, dask_scheduler: Any = None) -> None:
+    """(Runs on the scheduler after each step's copies.) :func:`forget_provenance` of the
+    training state, then :func:`prune_spans`."""
+    forget_provenance(keys, dask_scheduler)
+    prune_spans(kept_spans, dask_scheduler)
+
+
+def prune_spans(kept: int, dask_scheduler: Any = None) -> int:
+    """(Runs on the scheduler.) Empty the finished "default" spans older than the newest
+    ``kept``: distributed opens one for a graph whenever the last one finished, one per
+    training step, and each keeps its task groups forever (dask/distributed#7977). A span
+    itself stays (a worker's heartbeat reports metrics by span and fails on one the scheduler
+    no longer knows), without the task groups the scheduler forgot: those were most of a
+    span's objects, which every full garbage collection of the scheduler's process walks (a
+    LocalCluster's: the client's). The dashboard's span views then cover the last ``kept``
+    steps. Spans a user opened (``distributed.span``) stay whole. Returns how many spans were
+    emptied (0 on a distributed whose spans differ)."""
+    spans = getattr(dask_scheduler, "extensions", {}).get("spans")
+    if spans is None or not hasattr(spans, "spans_search_by_name"):
+        return 0
+    defaults = spans.spans_search_by_name.get(("default",), [])
+    groups = dask_scheduler.task_groups
+    emptied = 0
+    for span in defaults[:max(len(defaults) - kept, 0)]:
+        members = getattr(span, "groups", None)
+        if members and not span.children and span.done and not any(
+                groups.get(group.name) is group for group in members):
+            members.clear()
+            emptied += 1
+    return emptied
 
 
 def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
@@ -706,6 +744,14 @@ def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
         ts.run_spec = None
     if forget:
         dask_scheduler.transitions(forget, stimulus_id=f"pargraph-forget-{time.time()}")
+    # A kept value's task group lives as long as the training (it always holds some state)
+    # and its dependencies would collect every step's forgotten task groups.
+    groups = dask_scheduler.task_groups
+    for ts in found:
+        group = getattr(ts, "group", None)
+        dependencies = getattr(group, "dependencies", None)
+        if isinstance(dependencies, set):
+            dependencies -= {dep for dep in dependencies if groups.get(dep.name) is not dep}
     return before - len(tasks)
 
 

@@ -435,7 +435,9 @@ def test_the_scheduler_forgets_the_steps_behind_the_training_state(
     from pargraph.execution import settle_replication
 
     def scheduler_tasks(dask_scheduler) -> int:  # nested: it travels by value
-        return len(dask_scheduler.tasks)
+        # with the task groups the live ones depend on (a kept value's group lives on)
+        groups = set().union(*(g.dependencies for g in dask_scheduler.task_groups.values()))
+        return len(dask_scheduler.tasks) + len(groups)
 
     def worker_tasks(dask_worker) -> int:
         return len(dask_worker.state.tasks)
@@ -543,6 +545,32 @@ def test_a_long_run_keeps_no_old_steps_graph_in_the_comms_logs():
             train(steps, client, shards=2)
             alive.append(graphs_alive())
     assert alive[1] <= alive[0] + 10, alive
+
+
+def test_a_long_runs_finished_spans_let_go_of_their_task_groups():
+    """distributed opens a "default" span for a graph whenever the last one finished (one a
+    step in a training loop) and keeps each with its task groups (dask/distributed#7977);
+    pargraph's steps empty finished ones beyond ``pargraph.kept-spans`` of the groups the
+    scheduler forgot (the spans stay: workers report metrics by span)."""
+    from distributed import Client, LocalCluster
+
+    from pargraph.execution import settle_replication
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local, \
+            Client(local, set_as_default=False) as client:
+        spans = local.scheduler.extensions["spans"]
+        for i in range(12):  # a graph after the last one finished: a new span each
+            assert client.submit(operator.add, i, 1, key=f"add{chr(97 + i)}").result() == i + 1
+        defaults = list(spans.spans_search_by_name["default",])
+        assert len(defaults) >= 12 and all(span.groups for span in defaults)
+        with dask.config.set({"pargraph.kept-spans": 3}):
+            losses, _, _ = train(2, client, shards=2)
+        settle_replication(client)
+        time.sleep(0.2)  # the pruning follows the copies
+        assert not any(span.groups for span in defaults[:9])
+        assert set(spans.spans_search_by_name["default",]) >= set(defaults)
+        assert np.isfinite(losses).all()
 
 
 def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
