@@ -61,7 +61,9 @@ On a cluster
     specs, the first step's parameter values among them) to be able to recompute it: once
     copied, the state becomes pure data on the scheduler and on the workers, as if scattered
     (:func:`forget_provenance`, :func:`forget_provenance_on_worker`), and what it was computed
-    from is forgotten.
+    from is forgotten. Nor do distributed's message logs and spans grow with every step
+    (:mod:`pargraph.plugins`, :func:`prune_spans`), and the scheduler's and the workers'
+    messages go out after 1 ms instead of 5 and 2 (``pargraph.send-interval``).
 
 Losing the cluster
     Values held on a cluster die with its scheduler: dask cancels every Future at once. A run
