@@ -709,7 +709,11 @@ def prune_spans(kept: int, dask_scheduler: Any = None) -> int:
     defaults = spans.spans_search_by_name.get(("default",), [])
     groups = dask_scheduler.task_groups
     emptied = 0
-    for span in defaults[:max(len(defaults) - kept, 0)]:
+    # Only the spans that just left the kept window: older ones were emptied when they did
+    # (one whose groups were still alive then is retried for 50 steps), so a step's cost
+    # does not grow with the training's length.
+    end = max(len(defaults) - kept, 0)
+    for span in defaults[max(end - 50, 0):end]:
         members = getattr(span, "groups", None)
         if members and not span.children and span.done and not any(
                 groups.get(group.name) is group for group in members):
