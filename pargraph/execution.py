@@ -250,18 +250,21 @@ CLIENT_SEND_INTERVAL = 2e-3
 SEND_INTERVAL = 1e-3
 MESSAGE_LOG_LENGTH = 10
 
-_tuned_clients: weakref.WeakSet = weakref.WeakSet()
+#: The client comms whose scheduler has pargraph's plugins: a client that reconnects (to a
+#: restarted scheduler) gets a new comm, and the new scheduler needs them again.
+_tuned_comms: weakref.WeakSet = weakref.WeakSet()
 
 
 def _send_promptly(client: Any) -> None:
-    """Shorten the client's batching of messages to the scheduler and its log of them,
-    checked every run (a client that reconnects gets a new comm), and, once per client, the
-    scheduler's and the workers' with plugins (:mod:`pargraph.plugins`)."""
+    """Shorten the client's batching of messages to the scheduler and its log of them, and,
+    once per scheduler connection, the scheduler's and the workers' with plugins
+    (:mod:`pargraph.plugins`)."""
     from pargraph.plugins import SchedulerComms, WorkerComms, tune_comm
 
+    comm = getattr(client, "scheduler_comm", None)
     log_length = int(dask.config.get("pargraph.message-log-length", MESSAGE_LOG_LENGTH))
-    tune_comm(getattr(client, "scheduler_comm", None), CLIENT_SEND_INTERVAL, log_length)
-    if client in _tuned_clients:
+    tune_comm(comm, CLIENT_SEND_INTERVAL, log_length)
+    if comm is None or comm in _tuned_comms:
         return
     interval = parse_timedelta(dask.config.get("pargraph.send-interval", SEND_INTERVAL),
                                default="s")
@@ -273,7 +276,7 @@ def _send_promptly(client: Any) -> None:
             return
         warnings.warn(f"pargraph could not tune the cluster's message batching ({error!r}): "
                       "runs work, a few ms slower each", stacklevel=2)
-    _tuned_clients.add(client)
+    _tuned_comms.add(comm)
 
 
 def _wait_for(client: Any, futures: list, bar: bool = True) -> None:

@@ -504,6 +504,32 @@ def test_the_scheduler_and_the_workers_batch_their_messages_briefly(cluster):
     assert cluster.client.scheduler_comm.recent_message_log.maxlen == MESSAGE_LOG_LENGTH
 
 
+def test_a_client_that_reconnects_to_a_new_scheduler_tunes_it_too():
+    from pargraph.execution import SEND_INTERVAL
+
+    running = Cluster(workers=1)
+    try:
+        with dask.config.set(scheduler=running.client):
+            assert (pargraph.ones(3) * 2).sum().item() == 6.0
+        os.killpg(running.scheduler.pid, signal.SIGKILL)
+        for worker in running.workers:
+            os.killpg(worker.pid, signal.SIGKILL)
+        running.scheduler = running._start(local_command(compose_commands()["scheduler"],
+                                                         running.port, running.dashboard))
+        running.workers = [running._start(local_command(compose_commands()["worker"],
+                                                        running.port, running.dashboard))]
+        deadline = time.monotonic() + 60
+        while running.client.status != "running" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        running.client.wait_for_workers(1, timeout=60)
+        with dask.config.set(scheduler=running.client):
+            assert (pargraph.ones(3) * 3).sum().item() == 9.0
+        on_scheduler = running.client.run_on_scheduler(_scheduler_comms)
+    finally:
+        running.close()
+    assert on_scheduler and all(interval <= SEND_INTERVAL for interval, _ in on_scheduler)
+
+
 def test_a_worker_that_joins_later_batches_briefly_too():
     from distributed import Client, LocalCluster
 
