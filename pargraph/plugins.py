@@ -1,7 +1,9 @@
-"""distributed plugins that pargraph registers on a cluster it runs on: its batched comms.
+"""distributed plugins that pargraph registers on a cluster it runs on: its batched comms
+and its logs.
 
 distributed batches the messages between its scheduler and each worker (and each client) in a
-``BatchedSend``, which pargraph tunes for training loops in two ways:
+``BatchedSend``, which pargraph tunes for training loops in two ways, and logs a line for each
+call pargraph makes after every step, which pargraph drops:
 
 Prompt messages
     distributed waits up to 5 ms from the scheduler to a worker and 2 ms back before a message
@@ -21,6 +23,12 @@ Short message logs
     up to 177 ms every ~30 steps; with logs of ``pargraph.message-log-length`` (10) payloads,
     107k objects and 138 MiB.
 
+Quiet logs
+    distributed logs every out-of-band call at INFO ("Run out-of-band function ..."), and
+    pargraph's forgetting of a step's history runs on the scheduler and on every worker each
+    step: a line a step in each process's log (``docker compose logs``). The plugins drop
+    those lines, for pargraph's per-step functions only.
+
 The plugins apply both on the scheduler (to every worker's and client's comm, present and
 future) and on every worker. Imported by :mod:`pargraph.execution` only when a run goes to a
 cluster; the scheduler and the workers import it by name to unpickle the plugins (they need
@@ -29,6 +37,7 @@ pargraph installed, as for every pargraph task).
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import Any
 
@@ -47,6 +56,27 @@ def tune_comm(comm: Any, interval: float, log_length: int) -> None:
         comm.recent_message_log = deque(log, maxlen=log_length)
 
 
+#: pargraph's functions that run on the scheduler and on the workers after every step
+#: (:func:`pargraph.execution.forget_on_scheduler` and ``forget_provenance_on_worker``).
+EVERY_STEP = frozenset({"forget_on_scheduler", "forget_provenance_on_worker"})
+_RUN_MESSAGE = "Run out-of-band function %r"  # distributed.worker.run's
+
+
+class QuietEveryStepCalls(logging.Filter):
+    """Drops distributed's log line for each call of pargraph's per-step functions."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == _RUN_MESSAGE and record.args
+                    and record.args[0] in EVERY_STEP)
+
+
+def quiet_every_step_calls() -> None:
+    """Install :class:`QuietEveryStepCalls` in this process (once)."""
+    logger = logging.getLogger("distributed.worker")  # the scheduler runs them there too
+    if not any(isinstance(f, QuietEveryStepCalls) for f in logger.filters):
+        logger.addFilter(QuietEveryStepCalls())
+
+
 class SchedulerComms(SchedulerPlugin):
     """The scheduler's comms to its workers and clients (see the module)."""
 
@@ -56,6 +86,7 @@ class SchedulerComms(SchedulerPlugin):
         self.interval, self.log_length = interval, log_length
 
     async def start(self, scheduler: Any) -> None:
+        quiet_every_step_calls()
         for comm in [*scheduler.stream_comms.values(), *scheduler.client_comms.values()]:
             tune_comm(comm, self.interval, self.log_length)
 
@@ -75,4 +106,5 @@ class WorkerComms(WorkerPlugin):
         self.interval, self.log_length = interval, log_length
 
     def setup(self, worker: Any) -> None:
+        quiet_every_step_calls()
         tune_comm(getattr(worker, "batched_stream", None), self.interval, self.log_length)

@@ -504,6 +504,22 @@ def test_the_scheduler_and_the_workers_batch_their_messages_briefly(cluster):
     assert cluster.client.scheduler_comm.recent_message_log.maxlen == MESSAGE_LOG_LENGTH
 
 
+def test_the_per_step_forgetting_leaves_no_line_in_the_cluster_logs(cluster):
+    """distributed logs every out-of-band call at INFO: pargraph's forgetting, after every
+    step on the scheduler and on each worker, made a line a step in each process's log."""
+    from pargraph.execution import settle_replication
+
+    train(4, cluster.client)
+    settle_replication(cluster.client)
+    time.sleep(0.2)  # the forgetting follows the copies
+    cluster.client.run(lambda: 1)  # another function's call is still logged
+    on_workers = [message for log in cluster.client.get_worker_logs().values()
+                  for _, message in log]
+    on_scheduler = [message for _, message in cluster.client.get_scheduler_logs()]
+    assert any("out-of-band function 'lambda'" in message for message in on_workers)
+    assert not any("forget_" in message for message in on_workers + on_scheduler)
+
+
 def test_a_client_that_reconnects_to_a_new_scheduler_tunes_it_too():
     from pargraph.execution import SEND_INTERVAL
 
