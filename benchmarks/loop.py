@@ -32,6 +32,8 @@ WORKLOADS = {
 WARMUP = 20
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
 TORCH = ["PyTorch, 1 thread", "PyTorch, 2 threads"]
+#: The work alone, in plain numpy with one BLAS thread (see ``_numpy_step``).
+NUMPY = ["numpy by hand, 1 thread", "numpy by hand, 2 threads"]
 
 
 def _data(cfg: dict):
@@ -70,6 +72,7 @@ def _pargraph_step(cfg: dict):
         opt.step()
         return loss.item()
 
+    step.towers = towers  # for tests/test_benchmarks.py: the numpy baseline starts from them
     return step
 
 
@@ -145,6 +148,73 @@ def _jax_step(cfg: dict):
     return step
 
 
+def _numpy_step(cfg: dict, threads: int, towers: list | None = None):
+    """The step's work written by hand in numpy, no framework: the same matrix products,
+    elementwise ops and reductions, in place where pargraph writes in place, one BLAS thread.
+    With two threads each runs half of the towers' forward passes, then half of their backward
+    passes and updates: what a scheduler of Python threads could reach at best, with no cost
+    of its own and a perfect split. ``towers``: per tower, per layer, (weight, bias) arrays,
+    updated in place (default: initialized here)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    if towers is None:
+        rng = np.random.default_rng(0)
+        towers = [[(rng.uniform(-a ** -0.5, a ** -0.5, (b, a)).astype(np.float32),
+                    rng.uniform(-a ** -0.5, a ** -0.5, b).astype(np.float32))
+                   for a, b in zip(cfg["sizes"], cfg["sizes"][1:])]
+                  for _ in range(cfg["towers"])]
+    x, y = _data(cfg)
+    rows = np.arange(len(y))
+
+    def forward(layers):
+        outs = [x]
+        for k, (w, b) in enumerate(layers):
+            h = np.matmul(outs[-1], w.T)
+            h += b
+            if k < len(layers) - 1:
+                np.maximum(h, 0, out=h)
+            outs.append(h)
+        return outs
+
+    def backward_and_update(layers, outs, g):
+        for k in reversed(range(len(layers))):
+            w, b = layers[k]
+            grad_w, grad_b = np.matmul(g.T, outs[k]), g.sum(0)
+            if k:
+                g = np.matmul(g, w)
+                g *= outs[k] > 0
+            w -= 0.01 * grad_w
+            b -= 0.01 * grad_b
+
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+
+    def each(fn, *per_tower):
+        """``fn`` on every tower; with threads, tower k on thread k % threads."""
+        if pool is None:
+            return [fn(*args) for args in zip(*per_tower)]
+        parts = [pool.submit(lambda part: [fn(*args) for args in part],
+                             list(zip(*[column[k::threads] for column in per_tower])))
+                 for k in range(threads)]
+        done = [part.result() for part in parts]
+        return [done[k % threads][k // threads] for k in range(len(towers))]
+
+    def step() -> float:
+        outs = each(forward, towers)
+        logits = np.mean(np.stack([o[-1] for o in outs]), 0)
+        shifted = logits - logits.max(1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+        loss = -log_probs[rows, y].mean()
+        g = np.exp(log_probs)  # d loss / d logits of each tower: (softmax - one-hot) / n / T
+        g[rows, y] -= 1
+        g /= len(y) * len(towers)
+        each(backward_and_update, towers, outs, [g] * len(towers))
+        return float(loss)
+
+    return step
+
+
 def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     """Time ``steps`` consecutive steps after ``warmup`` ones, in this process."""
     import dask
@@ -171,6 +241,11 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     elif variant.startswith("PyTorch"):
         step = step_of(torch, workload) if cfg.get("layers") else \
             _torch_step(cfg, 1 if "1 thread" in variant else 2)
+    elif variant.startswith("numpy"):
+        if cfg.get("layers"):
+            raise SystemExit(f"no hand-written numpy version of the {workload} workload")
+        step = _numpy_step(cfg, 2 if "2 threads" in variant else 1)
+        blas = 1
     else:
         step = _jax_step(cfg)
     from threadpoolctl import threadpool_limits
@@ -202,6 +277,15 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
         del pargraph
     return {"workload": workload, "variant": variant, "times": times, "loss": losses[-1],
             "tasks_per_step": tasks}
+
+
+def numpy_variants(workload: str) -> list[str]:
+    """The hand-written numpy variants of a workload (two threads only where it has towers to
+    split)."""
+    cfg = WORKLOADS[workload]
+    if cfg.get("layers"):
+        return []
+    return NUMPY if cfg["towers"] > 1 else NUMPY[:1]
 
 
 def available(variant: str) -> bool:
@@ -245,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="run every variant (interleaved processes) and print a table")
     args = parser.parse_args(argv)
     if args.compare or not args.variant:
-        variants = PARGRAPH + TORCH + ["JAX jit"]
+        variants = PARGRAPH + TORCH + ["JAX jit"] + numpy_variants(args.workload)
         for name, entry in compare(args.workload, variants, steps=args.steps,
                                    warmup=args.warmup).items():
             print(f"{name:32} {entry['median'] * 1000:8.2f} ms  "

@@ -212,17 +212,28 @@ def cluster(repeats: int) -> dict:
 def loops(repeats: int) -> dict:
     """Steady-state loops: wide (8 towers 256-512-512-10, batch 512), branchy (32 towers
     64-128-128-10, batch 128) and small (32-64-64-4, batch 32), each framework and setting in
-    its own process, no pause between timed steps"""
+    its own process, no pause between timed steps; "numpy by hand" is the step's work written
+    in plain numpy (one BLAS thread; two threads: half the towers each), the floor pargraph's
+    overhead is measured against"""
     rounds = 3 if repeats < 7 else 5  # whole processes vary by up to ~30% on this machine
-    rows, targets = {}, []
+    rows, targets, notes = {}, [], []
     for workload in ("wide", "branchy", "small"):
-        result = loop.compare(workload, loop.PARGRAPH + loop.TORCH + ["JAX jit"],
+        result = loop.compare(workload, loop.PARGRAPH + loop.TORCH + ["JAX jit"]
+                              + loop.numpy_variants(workload),
                               rounds=rounds, steps=7, warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}
         threads = ms["pargraph threads"]
         torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
+        by_hand = ms.get("numpy by hand, 1 thread")
+        if by_hand:
+            notes.append(f"{workload}: pargraph sync with one BLAS thread takes "
+                         f"{ms['pargraph sync, 1 BLAS thread'] / by_hand:.2f}x the time of its "
+                         "work written by hand in numpy"
+                         + (f"; that numpy split over two threads runs "
+                            f"{by_hand / ms['numpy by hand, 2 threads']:.2f}x faster than on one"
+                            if "numpy by hand, 2 threads" in ms else ""))
         if workload == "branchy":
             targets.append(("branchy: threads <= 1.0x PyTorch's best step",
                             _ratio(threads, torch_best), torch_best and threads <= torch_best))
@@ -240,7 +251,7 @@ def loops(repeats: int) -> dict:
             one = ms.get("PyTorch, 1 thread")
             targets.append(("small: <= 1.5x PyTorch 1 thread", _ratio(threads, one),
                             one and threads <= 1.5 * one))
-    return {"rows": rows, "targets": targets}
+    return {"rows": rows, "targets": targets, "notes": notes}
 
 
 def layers(repeats: int) -> dict:

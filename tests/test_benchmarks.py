@@ -1,0 +1,20 @@
+"""The benchmarks' hand-written numpy baseline does the same work as pargraph's step."""
+
+import numpy as np
+import pytest
+
+from benchmarks import loop
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_numpy_baseline_trains_like_pargraph(threads):
+    workload = loop.WORKLOADS["branchy"]
+    pargraph_step = loop._pargraph_step(workload)
+    initial = [[(layer.weight.detach().numpy().copy(), layer.bias.detach().numpy().copy())
+                for layer in tower if hasattr(layer, "weight")]
+               for tower in pargraph_step.towers]
+    numpy_step = loop._numpy_step(workload, threads, initial)
+    pargraph_losses = [pargraph_step() for _ in range(3)]
+    numpy_losses = [numpy_step() for _ in range(3)]
+    assert pargraph_losses[0] > pargraph_losses[-1]  # it trains
+    np.testing.assert_allclose(numpy_losses, pargraph_losses, rtol=1e-5)
