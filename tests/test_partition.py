@@ -540,3 +540,120 @@ def test_structure_caches_are_bounded_lru_and_shared_safely_between_threads():
     for t in threads:
         t.join()
     assert len(shared.entries) <= 8 and shared.hits + shared.misses == 8000
+
+
+def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeypatch):
+    """Chosen "threads", a run's group tasks run on two threads (this one and a pool's), not
+    through dask's scheduler, with BLAS limited to one thread, and give the same bits as the
+    same tasks in one thread and on dask's threaded scheduler (both with one BLAS thread)."""
+    from dask.callbacks import Callback
+
+    from pargraph import ops
+
+    through_dask, blas, relu = [], [], ops.REGISTRY["relu"]
+    forward = relu.forward
+
+    def recording(*args, **kwargs):
+        blas.append(_blas_threads())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(relu, "forward", recording)
+    results = {}
+    for mode, adaptive in (("threads", True), ("inline, one BLAS thread", True),
+                           ("threads", False)):
+        monkeypatch.setattr(GroupPlan, "choose_mode", lambda self, mode=mode: mode)
+        blas.clear()
+        with Callback(pretask=lambda key, dsk, state: through_dask.append(key)), \
+                dask.config.set({"scheduler": "threads", "num_workers": 2,
+                                 "pargraph.adaptive": adaptive,
+                                 "pargraph.single-task-below": 0}), pargraph.trace() as tr:
+            model, _ = _towers_step(towers=4, width=64, batch=64)
+            pargraph.compute()
+        results[mode, adaptive] = [p.grad.numpy() for p in model.parameters()]
+        lanes = {r.lane for r in tr.nodes()}
+        if adaptive:
+            assert not through_dask
+            assert len(lanes) == (2 if mode == "threads" else 1), lanes
+        assert set(blas) == {1}
+    for mode in (("inline, one BLAS thread", True), ("threads", False)):
+        for a, b in zip(results["threads", True], results[mode]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_run_on_threads_runs_each_task_after_its_inputs_and_frees_what_was_read():
+    """A graph wider than the threads and deep: every task sees its inputs' values; a value
+    no later task reads is dropped (weakly held arrays die) unless it is asked for."""
+    import weakref
+
+    from dask.task_spec import Task, TaskRef
+
+    from pargraph.execution import run_on_threads
+
+    alive = []
+
+    def make(*inputs):
+        value = np.array([sum(float(v[0]) for v in inputs) + 1.0])
+        alive.append(weakref.ref(value))
+        return value
+
+    graph = {f"a{k}": Task(f"a{k}", make) for k in range(6)}
+    for level in range(1, 5):
+        for k in range(6):
+            reads = [TaskRef(f"{'a' if level == 1 else f'l{level - 1}-'}{j}") for j in (k, 5 - k)]
+            graph[f"l{level}-{k}"] = Task(f"l{level}-{k}", make, *reads)
+    keys = [f"l4-{k}" for k in range(6)] + ["a0"]
+    expected = dask.get(graph, keys)
+    alive.clear()
+    got = run_on_threads(graph, keys, threads=3)
+    assert [float(v[0]) for v in got] == [float(v[0]) for v in expected]
+    assert sum(ref() is not None for ref in alive) == len(keys)
+
+
+def test_run_on_threads_raises_the_first_error_as_itself_and_stops():
+    from dask.task_spec import Task, TaskRef
+
+    from pargraph.execution import run_on_threads
+
+    ran = []
+
+    def fail():
+        raise ZeroDivisionError("boom")
+
+    def after(*_):
+        ran.append(1)
+
+    graph = {"bad": Task("bad", fail), "next": Task("next", after, TaskRef("bad"))}
+    graph.update({f"ok{k}": Task(f"ok{k}", lambda: 1) for k in range(5)})
+    with pytest.raises(ZeroDivisionError, match="boom"):
+        run_on_threads(graph, list(graph), threads=2)
+    assert not ran
+
+
+def test_a_failing_op_on_pargraphs_threads_names_the_op_and_loses_nothing(monkeypatch):
+    monkeypatch.setattr(GroupPlan, "choose_mode", lambda self: "threads")
+    pargraph.manual_seed(0)
+    model = nn.ModuleList(nn.Linear(8, 3) for _ in range(4))
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.1)
+    x = pargraph.randn(16, 8)
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    with dask.config.set({"scheduler": "threads", "pargraph.single-task-below": 0}):
+        loss = nn.functional.cross_entropy(pargraph.stack([m(x) for m in model]).mean(0),
+                                           pargraph.zeros(16, dtype=pargraph.int64) + 7)
+        loss.backward()
+        with pytest.raises(IndexError, match="index 7 is out of bounds") as raised:
+            opt.step()
+    assert "recorded at" in str(raised.value) and "test_partition.py" in str(raised.value)
+    for p, old in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), old)
+
+
+def test_run_on_threads_called_from_inside_one_of_its_tasks_does_not_wait_for_itself():
+    from dask.task_spec import Task
+
+    from pargraph.execution import run_on_threads
+
+    def nested(k):
+        return run_on_threads({"x": Task("x", lambda: k)}, ["x"], threads=2)[0]
+
+    graph = {f"t{k}": Task(f"t{k}", nested, k) for k in range(4)}
+    assert run_on_threads(graph, list(graph), threads=2) == [0, 1, 2, 3]
