@@ -18,3 +18,15 @@ def test_the_numpy_baseline_trains_like_pargraph(threads):
     numpy_losses = [numpy_step() for _ in range(3)]
     assert pargraph_losses[0] > pargraph_losses[-1]  # it trains
     np.testing.assert_allclose(numpy_losses, pargraph_losses, rtol=1e-5)
+
+
+def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
+    from benchmarks import modes
+    from pargraph import execution, lowering
+
+    choose, run = lowering.GroupPlan.choose_mode, execution.run_on_threads
+    times = modes.compare("small", blocks=1, steps=2)
+    assert set(times) == {"pargraph's threads", "dask's threads", "one thread, one BLAS thread",
+                          "one thread, BLAS free"}
+    assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
+    assert lowering.GroupPlan.choose_mode is choose and execution.run_on_threads is run

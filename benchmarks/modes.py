@@ -1,0 +1,75 @@
+"""The ways a threaded run can go, compared in one process, in alternating blocks of steps.
+
+On this machine a whole process can run 30-60% slower than the next (the same code, minutes
+apart), so comparing two processes compares their luck. Here one training loop switches the
+way its runs go every block of steps, so every way meets the same luck:
+
+- pargraph's threads: the group tasks on ``num_workers`` threads (``run_on_threads``);
+- dask's threads: the same group tasks on ``dask.threaded.get``;
+- one thread, with BLAS limited to one thread or free.
+
+    python -m benchmarks.modes --workload branchy --blocks 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import dask
+
+from benchmarks.loop import WORKLOADS, _pargraph_step
+
+
+def _on_dask_threads(graph: dict, keys: list, threads: int) -> list:
+    return dask.threaded.get(graph, keys, num_workers=threads)
+
+
+def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[float]]:
+    """Seconds per step of each way, ``blocks`` blocks of ``steps`` steps each, alternating;
+    the two steps after each switch are not timed (they pay for it)."""
+    from pargraph import execution, lowering
+
+    own = execution.run_on_threads
+    ways = {"pargraph's threads": ("threads", own),
+            "dask's threads": ("threads", _on_dask_threads),
+            "one thread, one BLAS thread": ("inline, one BLAS thread", own),
+            "one thread, BLAS free": ("inline", own)}
+    chosen = {"mode": "threads"}
+    original_choice = lowering.GroupPlan.choose_mode
+    lowering.GroupPlan.choose_mode = lambda plan: chosen["mode"]
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    try:
+        step = _pargraph_step(WORKLOADS[workload])
+        with dask.config.set(scheduler="threads"):
+            for _ in range(20):
+                step()
+            for _ in range(blocks):
+                for name, (mode, runner) in ways.items():
+                    chosen["mode"], execution.run_on_threads = mode, runner
+                    step()
+                    step()
+                    for _ in range(steps):
+                        start = time.perf_counter()
+                        step()
+                        times[name].append(time.perf_counter() - start)
+    finally:
+        lowering.GroupPlan.choose_mode = original_choice
+        execution.run_on_threads = own
+    return times
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=["wide", "branchy", "small"], required=True)
+    parser.add_argument("--blocks", type=int, default=8)
+    args = parser.parse_args(argv)
+    for name, seconds in compare(args.workload, args.blocks).items():
+        low, _, high = statistics.quantiles(seconds, n=4)
+        print(f"{name:30} {statistics.median(seconds) * 1000:8.2f} ms median "
+              f"({low * 1000:.1f}-{high * 1000:.1f} ms, middle half)")
+
+
+if __name__ == "__main__":
+    main()
