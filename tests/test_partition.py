@@ -563,6 +563,7 @@ def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeyp
                            ("threads", False)):
         monkeypatch.setattr(GroupPlan, "choose_mode", lambda self, mode=mode: mode)
         blas.clear()
+        through_dask.clear()
         with Callback(pretask=lambda key, dsk, state: through_dask.append(key)), \
                 dask.config.set({"scheduler": "threads", "num_workers": 2,
                                  "pargraph.adaptive": adaptive,
@@ -574,6 +575,8 @@ def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeyp
         if adaptive:
             assert not through_dask
             assert len(lanes) == (2 if mode == "threads" else 1), lanes
+        else:
+            assert through_dask  # pargraph.adaptive: False keeps dask's threaded scheduler
         assert set(blas) == {1}
     for mode in (("inline, one BLAS thread", True), ("threads", False)):
         for a, b in zip(results["threads", True], results[mode]):
