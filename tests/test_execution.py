@@ -1,5 +1,7 @@
 """Execution on dask: one shared suite on every scheduler, concurrency, names, errors, scale."""
 
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -179,6 +181,23 @@ def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
 def test_default_scheduler_is_threaded():
     with dask.config.set(scheduler=None):
         assert execution.choose_scheduler() is dask.threaded.get
+
+
+def test_a_named_local_scheduler_is_dasks_own_and_imports_no_distributed():
+    for name in [*dask.base.named_schedulers, "Threads"]:
+        with dask.config.set(scheduler=name):
+            assert execution.choose_scheduler() is dask.base.get_scheduler(scheduler=name)
+    # dask's own lookup imports distributed to look for a Client (0.5 s on the first run)
+    program = ("import sys, dask, pargraph\n"
+               "with dask.config.set(scheduler='threads'):\n"
+               "    x = pargraph.ones(200, 200, requires_grad=True)\n"
+               "    ((x @ x).exp().sum() + (x @ x.T).sum()).backward()\n"
+               "    assert x.grad.numpy().shape == (200, 200)\n"
+               "print('distributed' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_values_are_computed_once(monkeypatch):
