@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from pargraph.graph import Node, grad_mode, user_site
 
@@ -478,6 +477,8 @@ log1p.defvjp(lambda g, out, x: div(g, add(x, 1)))
 
 @primitive("erf", _same_float, method=True)
 def erf(x):
+    from scipy import special  # on first use: importing scipy.special takes ~0.3 s
+
     return special.erf(x)
 erf.defvjp(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), 2 / math.sqrt(math.pi))))
 
@@ -488,6 +489,8 @@ def gelu(x, approximate):
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
         return 0.5 * x * (1 + np.tanh(inner))
+    from scipy import special
+
     return 0.5 * x * (1 + special.erf(x / math.sqrt(2)))
 
 
