@@ -11,12 +11,12 @@ What gets lowered
 What a task is
     A group of nodes chosen by :mod:`pargraph.partition` (a tower's forward pass, its
     backward pass, a weight gradient with its update): ``Task(group key, FusedTask(...),
-    *inputs)``. :class:`FusedTask` runs the members' :class:`NodeTask` s in topological order,
-    so every member still reports its own timing to a trace, and returns the tuple of the
-    members used outside the group; consumers index that tuple inside their own task, so no
-    extra ``getitem`` task exists locally. :class:`NodeTask` runs the op's numpy forward,
-    casts to the node's static dtype, and on failure re-raises the original exception type
-    with the op name and the user's source line that recorded the node. Why: a dask task costs
+    *inputs)``. :class:`FusedTask` runs its members (the graph's own nodes) in topological
+    order, so every member still reports its own timing to a trace, and returns the tuple of
+    the members used outside the group; consumers index that tuple inside their own task, so
+    no extra ``getitem`` task exists locally. Each member runs the op's numpy forward, casts
+    to the node's static dtype, and on failure re-raises the original exception type with the
+    op name and the user's source line that recorded the node. Why: a dask task costs
     ~40 us on threads and ~1 ms on a cluster before it does anything; a training step has
     hundreds of nodes and, as literal data, hundreds of parameters. Cost: one tuple per group.
 
@@ -70,10 +70,12 @@ from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_par
 from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, Selection, release_schedule
 
 
-def node_task(node: Node) -> NodeTask:
-    if node.op.forward is None:
-        raise RuntimeError(f"{node.key} has no value and no op to compute it")
-    return NodeTask(node.op, node.attrs, node.dtype, node.key, node.site, node.shape)
+def check_computable(computed: Sequence[Node]) -> None:
+    """Raise if a node to compute has no op that computes it (a leaf without its value).
+    Plans check when they are made, for every run of their structure."""
+    for node in computed:
+        if node.op.forward is None:
+            raise RuntimeError(f"{node.key} has no value and no op to compute it")
 
 
 def plan(targets: Sequence[Node]) -> tuple[list[Node], list[Node]]:
@@ -305,6 +307,7 @@ class GroupPlan:
 
     def __init__(self, order: list[Node], computed: list[Node], groups: list[list[Node]],
                  outputs: list[Node]) -> None:
+        check_computable(computed)
         in_order = {id(node): k for k, node in enumerate(order)}
         in_computed = {id(node): k for k, node in enumerate(computed)}
         # A node the partition copied into several groups is exported, if a group that
@@ -380,6 +383,9 @@ class GroupPlan:
         #: On a cluster: tasks that pick, on a group's worker, the parts that groups on another
         #: worker read (``(producer groups, [(producer, position)])``; a reader's ``(2, s)``).
         self.selections: list[tuple[list[int], list[tuple[int, int]]]] = []
+        #: Per group, its members' sources and which members read literals: made at the
+        #: first run, once placement no longer changes the sources.
+        self._templates: list[tuple[list, list[int]]] | None = None
 
     def return_kept_from_readers(self, computed: list[Node], outputs: list[Node]) -> None:
         """On a cluster a kept value is a part of its group's tuple, which stays on its worker,
@@ -534,14 +540,11 @@ class GroupPlan:
             sent.append(f"{self.labels[producers[-1]]}_send-{serial[:-1]}s{s}-{session}")
             graph[sent[-1]] = Task(sent[-1], Selection(picks),
                                    *(TaskRef(keys[g]) for g in producers))
+        if self._templates is None:
+            self._templates = [_sources_template(group_sources) for group_sources in self.sources]
         for g, members in enumerate(self.members):
-            steps = []
-            for position, (sources, literal) in zip(members, self.sources[g]):
-                node = computed[position]
-                if literal:
-                    sources = [(LIT, node.inputs[v]) if kind == LIT else (kind, v)
-                               for kind, v in sources]
-                steps.append((node_task(node), sources))
+            nodes = [computed[p] for p in members]
+            sources = _with_literals(*self._templates[g], nodes)
             args = []
             for kind, v in self.external[g]:
                 if kind == 1:
@@ -551,8 +554,8 @@ class GroupPlan:
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
-            graph[keys[g]] = Task(keys[g], FusedTask(steps, self.returned[g], self.release[g]),
-                                  *args)
+            graph[keys[g]] = Task(keys[g], FusedTask(nodes, sources, self.returned[g],
+                                                     self.release[g]), *args)
         tasks = len(self.members) + len(self.selections)
         sequential = [(keys[g], [keys[h] for h in free])
                       for g, free in zip(self.order, self.free_after)]
@@ -600,9 +603,10 @@ def _ref(node: Node, held: dict[str, Any]) -> Any:
 
 def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
                        held: dict[str, Any]) -> Lowered:
+    check_computable(computed)
     for node in computed:
         args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
-        graph[node.key] = Task(node.key, node_task(node), *args)
+        graph[node.key] = Task(node.key, NodeTask.of(node), *args)
     return Lowered(graph, [node.key for node in outputs], tasks=len(computed),
                    holders=list(range(len(outputs))))
 
@@ -613,6 +617,7 @@ class SinglePlan:
     when its members' values can go."""
 
     def __init__(self, order: list[Node], computed: list[Node], outputs: list[Node]) -> None:
+        check_computable(computed)
         in_order = {id(node): k for k, node in enumerate(order)}
         index: dict[int, int] = {}
         external: dict[int, int] = {}  # order position -> argument number
@@ -632,17 +637,34 @@ class SinglePlan:
         self.external = list(external)
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule([sources for sources, _ in self.sources], self.outputs)
+        self.template = _sources_template(self.sources)
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
         """This run's task and the outside nodes it takes as arguments."""
-        steps = []
-        for node, (sources, literal) in zip(computed, self.sources):
-            if literal:
-                sources = [(LIT, node.inputs[v]) if kind == LIT else (kind, v)
-                           for kind, v in sources]
-            steps.append((node_task(node), sources))
-        return (FusedTask(steps, self.outputs, self.release),
+        return (FusedTask(computed, _with_literals(*self.template, computed), self.outputs,
+                          self.release),
                 [order[k] for k in self.external])
+
+
+def _sources_template(member_sources: list[tuple[list, bool]]) -> tuple[list, list[int]]:
+    """Each member's sources, and the members that read literals (``(LIT, input position)``
+    in the template), whose sources each run fills in from its nodes."""
+    return ([sources for sources, _ in member_sources],
+            [j for j, (_, literal) in enumerate(member_sources) if literal])
+
+
+def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) -> list[list]:
+    """The template's sources with this run's literal arguments (a learning rate), read
+    from the nodes now: a node's inputs go once it is realized, maybe by another thread's
+    run while this one's tasks still run."""
+    if not literal:
+        return template
+    sources = list(template)
+    for j in literal:
+        node = nodes[j]
+        sources[j] = [(LIT, node.inputs[v]) if kind == LIT else (kind, v)
+                      for kind, v in template[j]]
+    return sources
 
 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],

@@ -78,14 +78,14 @@ def test_a_step_lets_go_of_the_parameter_values_it_replaced():
 def _reused_buffers(monkeypatch) -> list[str]:
     """The ops that wrote their result into a dying input's buffer, as runs go."""
     from pargraph import runtime
-    reused, compute = [], runtime.NodeTask.compute
+    reused, run_node = [], runtime.run_node
 
-    def spy(task, args, out=None):
+    def spy(node, args, out=None):
         if out is not None:
-            reused.append(task.prim.name)
-        return compute(task, args, out)
+            reused.append(node.op.name)
+        return run_node(node, args, out)
 
-    monkeypatch.setattr(runtime.NodeTask, "compute", spy)
+    monkeypatch.setattr(runtime, "run_node", spy)
     return reused
 
 

@@ -14,7 +14,7 @@ from pargraph import nn
 from pargraph.graph import format_site
 from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
 from pargraph.partition import Granularity, partition, placed_partition
-from pargraph.runtime import FusedTask
+from pargraph.runtime import FusedTask, NodeTask
 from tests.models import MeanOfTowers
 
 MODES = {
@@ -243,7 +243,7 @@ def test_on_a_cluster_the_loss_the_client_fetches_is_a_task_of_its_own():
     lowered = lower(order, computed, outputs, TWO_WORKERS)
     fetched = lowered.keys[-1]
     assert lowered.fetched == 1 and fetched in lowered.urgent
-    assert lowered.graph[fetched].func.steps[-1][0].key == loss._node.key
+    assert lowered.graph[fetched].func.nodes[-1].key == loss._node.key
     assert loss._node.key not in lowered.graph  # no task picks the loss out of a tuple
 
 
@@ -339,12 +339,13 @@ def test_a_group_task_pickles_as_columns_and_computes_the_same_after_the_trip():
     assert len(tasks) == 2
     for task, args in tasks:
         data = pickle.dumps(task)
-        site = format_site(task.steps[0][0].site).encode()
-        assert len(task.steps) >= 3 and data.count(site) == 1
-        assert len(data) < len(pickle.dumps(task.steps))
+        site = format_site(task.nodes[0].site).encode()
+        assert len(task.nodes) >= 3 and data.count(site) == 1
+        assert len(data) < len(pickle.dumps([NodeTask.of(node) for node in task.nodes]))
         trip = pickle.loads(data)
-        assert [(t.key, t.prim, t.dtype, t.shape, t.attrs) for t, _ in trip.steps] == \
-            [(t.key, t.prim, t.dtype, t.shape, t.attrs) for t, _ in task.steps]
+        assert all(type(node) is NodeTask for node in trip.nodes)
+        assert [(n.key, n.op, n.dtype, n.shape, n.attrs) for n in trip.nodes] == \
+            [(n.key, n.op, n.dtype, n.shape, n.attrs) for n in task.nodes]
         np.testing.assert_array_equal(trip(*args), task(*args))
 
 
@@ -354,7 +355,7 @@ def test_a_group_task_with_a_users_function_ships_the_function():
                  for _ in range(3))
     out = (_Twice.apply((x @ w1).relu()) + (x @ w2).tanh()).sum()
     tasks = [(task, args) for task, args in _first_level_tasks(out)
-             if any(t.prim.name == "_Twice" for t, _ in task.steps)]
+             if any(n.op.name == "_Twice" for n in task.nodes)]
     assert len(tasks) == 1
     task, args = tasks[0]
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(task))(*args), task(*args))
