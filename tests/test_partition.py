@@ -526,6 +526,13 @@ def test_structure_caches_are_bounded_lru_and_shared_safely_between_threads():
     cache.put("c", 3)
     assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
     assert (cache.hits, cache.misses) == (3, 1)
+    # A hit keeps the key stored first: a step's key (a tuple per node) is not kept alive.
+    stored, equal = tuple(["step", 1]), tuple(["step", 1])
+    steps = StructureCache(2)
+    steps.put(stored, 4)
+    steps.put("other", 5)
+    assert steps.get(equal) == 4 and list(steps.entries) == ["other", stored]
+    assert list(steps.entries)[-1] is stored
 
     shared = StructureCache(8)
 
