@@ -711,7 +711,7 @@ def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> lis
     for node in computed:
         if node.history and id(node) not in released:
             saved.add(node)
-            saved.update(node.input_nodes())
+            saved.update([i for i in node.inputs if type(i) is Node])
     return [node for node in computed
             if node in saved or id(node) in target_ids or is_live(node)]
 

@@ -1106,11 +1106,13 @@ def _linear_shape(x, w, b=None):
                          f"{w.shape[1] if len(w.shape) == 2 else '?'})")
     if b is not None and shape_of(b) not in ((), (w.shape[0],)):
         raise ShapeError(f"bias of shape {shape_of(b)} does not match {w.shape[0]} outputs")
-    mixed = {x.dtype, w.dtype} | ({b.dtype} if isinstance(b, Node) else set())
-    if len(mixed) > 1:  # PyTorch does not promote in linear
+    bias_node = isinstance(b, Node)
+    if w.dtype != x.dtype or (bias_node and b.dtype != x.dtype):  # PyTorch does not promote
+        mixed = {x.dtype, w.dtype} | ({b.dtype} if bias_node else set())
         raise ShapeError(f"mat1 and mat2 must have the same dtype, but got "
                          f"{' and '.join(sorted(d.name for d in mixed))}")
-    return x.shape[:-1] + (w.shape[0],), result_dtype(x, w, *(() if b is None else (b,)))
+    shape = x.shape[:-1] + (w.shape[0],)
+    return shape, x.dtype if b is None or bias_node else result_dtype(x, w, b)
 
 
 @primitive("linear", _linear_shape, grad_name="AddmmBackward0", cost=lambda node: _gemm_cost(node))

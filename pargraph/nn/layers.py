@@ -48,7 +48,8 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:
-        if not input.shape or input.shape[-1] != self.in_features:
+        shape = input.shape
+        if not shape or shape[-1] != self.in_features:
             raise RuntimeError(
                 f"{self.describe()}: expected input with last dimension {self.in_features} "
                 f"(in_features), got input of shape {input.shape}"

@@ -28,7 +28,7 @@ _required = object()
 
 def updated(prim: Primitive, *tensors: Tensor | None, **attrs: Any) -> Tensor:
     """``prim`` recorded on ``tensors`` (``None`` ones left out): one node per formula."""
-    return Tensor(prim(*(t._node for t in tensors if t is not None), **attrs))
+    return Tensor(prim(*[t._node for t in tensors if t is not None], **attrs))
 
 
 class Optimizer:
