@@ -1,4 +1,8 @@
-"""The benchmarks' hand-written numpy baseline does the same work as pargraph's step."""
+"""The benchmarks' hand-written numpy baseline does the same work as pargraph's step, and
+the in-process comparisons time what they say."""
+
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -30,3 +34,21 @@ def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
                           "one thread, BLAS free"}
     assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
     assert lowering.GroupPlan.choose_mode is choose and execution.run_on_threads is run
+
+
+def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():
+    import pargraph
+    from benchmarks import versions
+    from pargraph import lowering
+
+    choose = lowering.GroupPlan.choose_mode
+    here = os.path.dirname(pargraph.__file__)
+    times = versions.compare(here, "small", blocks=1, steps=2, mode="inline")
+    assert set(times) == {"this", here}
+    assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
+    other = sys.modules["pargraph_pargraph"]
+    # its own modules all through, none of this pargraph's
+    assert other.__file__ != pargraph.__file__
+    assert other.optim.optimizer.Tensor is other.Tensor is not pargraph.Tensor
+    assert other.lowering.GroupPlan.choose_mode is not choose
+    assert lowering.GroupPlan.choose_mode is choose  # the forced mode is undone

@@ -1,0 +1,158 @@
+"""Two versions of pargraph compared in one process, in alternating blocks of training steps.
+
+On this machine a whole process can run 30-60% slower than the next, so timing a change as
+"before" in one process and "after" in another compares the processes' luck more than the
+code. Here the other version is imported beside this one under another name
+(``pargraph_<rev>``, its own imports rewritten to it), each version builds the same model
+from the same seed, and one loop switches between them every block of steps, so both meet the
+same luck. A git revision is extracted with ``git archive``; a directory is copied.
+
+    python -m benchmarks.versions --against HEAD~3 --workload branchy
+    python -m benchmarks.versions --against ../other/pargraph --workload small --mode threads
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+
+import dask
+
+from benchmarks.loop import WORKLOADS, _data
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORTS = re.compile(r"^(\s*)(from|import) pargraph(?=[.\s]|$)", re.MULTILINE)
+
+
+def import_other(against: str, into: str) -> str:
+    """Import the pargraph of ``against`` (a git revision of this repository, or a directory
+    holding a ``pargraph`` package) as a package of another name, from files under ``into``;
+    returns that name."""
+    name = "pargraph_" + re.sub(r"\W", "_", os.path.basename(os.path.normpath(against)))
+    target = os.path.join(into, name)
+    if os.path.isdir(against):
+        source = against if os.path.basename(os.path.normpath(against)) == "pargraph" \
+            else os.path.join(against, "pargraph")
+        shutil.copytree(source, target)
+    else:
+        archive = subprocess.run(["git", "archive", against, "pargraph"], cwd=ROOT,
+                                 capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter="data")
+        os.rename(os.path.join(into, "pargraph"), target)
+    for folder, _, files in os.walk(target):
+        for file in files:
+            if file.endswith(".py"):
+                path = os.path.join(folder, file)
+                with open(path) as f:
+                    text = f.read()
+                with open(path, "w") as f:
+                    f.write(_IMPORTS.sub(rf"\1\2 {name}", text))
+    sys.path.insert(0, into)
+    importlib.import_module(name)
+    return name
+
+
+def training_step(package: str, cfg: dict) -> Callable[[], float]:
+    """``benchmarks.loop``'s tower step, built with ``package``."""
+    pg = importlib.import_module(package)
+    nn = pg.nn
+    pg.manual_seed(0)
+
+    def tower():
+        sizes = cfg["sizes"]
+        layers = []
+        for k, (a, b) in enumerate(zip(sizes, sizes[1:])):
+            layers.append(nn.Linear(a, b))
+            if k < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers)
+
+    towers = nn.ModuleList(tower() for _ in range(cfg["towers"]))
+    x, y = (pg.tensor(v) for v in _data(cfg))
+    opt = pg.optim.SGD(towers.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step() -> float:
+        opt.zero_grad()
+        logits = towers[0](x) if len(towers) == 1 else \
+            pg.stack([t(x) for t in towers]).mean(0)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
+            mode: str | None = None, scheduler: str = "threads") -> dict[str, list[float]]:
+    """Seconds per step of this pargraph and of ``against``'s, ``blocks`` alternating blocks
+    of ``steps`` steps; the two steps after each switch are not timed. ``mode`` forces how
+    threaded runs go (``threads``, ``inline``, ``inline, one BLAS thread``), for both."""
+    with tempfile.TemporaryDirectory() as into:
+        packages = {"this": "pargraph", against: import_other(against, into)}
+        plans = [importlib.import_module(package + ".lowering").GroupPlan
+                 for package in packages.values()]
+        chosen = [plan.choose_mode for plan in plans]
+        if mode is not None:
+            for plan in plans:
+                plan.choose_mode = lambda plan: mode
+        runs = {label: training_step(package, WORKLOADS[workload])
+                for label, package in packages.items()}
+        times: dict[str, list[float]] = {label: [] for label in runs}
+        try:
+            _alternate(runs, times, blocks, steps, scheduler)
+        finally:
+            for plan, choose in zip(plans, chosen):
+                plan.choose_mode = choose
+    return times
+
+
+def _alternate(runs: dict, times: dict, blocks: int, steps: int, scheduler: str) -> None:
+    with dask.config.set(scheduler=scheduler):
+        for step in runs.values():
+            for _ in range(20):
+                step()
+        for _ in range(blocks):
+            for label, step in runs.items():
+                step()
+                step()
+                for _ in range(steps):
+                    start = time.perf_counter()
+                    step()
+                    times[label].append(time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True,
+                        help="a git revision of this repository, or a directory")
+    parser.add_argument("--workload", choices=["wide", "branchy", "small"], required=True)
+    parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--mode", choices=["threads", "inline", "inline, one BLAS thread"])
+    parser.add_argument("--scheduler", default="threads")
+    args = parser.parse_args(argv)
+    times = compare(args.against, args.workload, args.blocks, args.steps, args.mode,
+                    args.scheduler)
+    medians = {label: statistics.median(seconds) for label, seconds in times.items()}
+    for label, median in medians.items():
+        print(f"{label:30} {median * 1000:8.3f} ms median step")
+    this, other = medians.values()
+    print(f"this / {args.against}: {this / other:.3f}")
+
+
+if __name__ == "__main__":
+    main()
