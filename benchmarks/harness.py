@@ -89,6 +89,24 @@ def in_rounds(fns: dict[str, Callable[[], object]], rounds: int, steps: int,
     return {name: Timing(values) for name, values in samples.items()}
 
 
+def in_blocks(ways: dict[str, tuple[Callable[[], None], Callable[[], object]]], blocks: int,
+              steps: int) -> dict[str, list[float]]:
+    """Seconds per step of each way, in ``blocks`` alternating blocks of ``steps`` timed
+    steps: a way is ``(switch, step)``, ``switch()`` called before each of its blocks. The two
+    steps after a switch are not timed (they pay for it)."""
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(blocks):
+        for name, (switch, step) in ways.items():
+            switch()
+            step()
+            step()
+            for _ in range(steps):
+                start = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
 def _limits(threads: int | None):
     return threadpool_limits(threads, "blas") if threads else _nothing()
 

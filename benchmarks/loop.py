@@ -44,10 +44,13 @@ def _data(cfg: dict):
     return x, rng.integers(0, cfg["sizes"][-1], cfg["batch"])
 
 
-def _pargraph_step(cfg: dict):
-    import pargraph
-    from pargraph import nn, optim
+def _pargraph_step(cfg: dict, package: str = "pargraph"):
+    """The tower step, built with ``package`` (another version of pargraph imported under
+    another name: ``benchmarks.versions``)."""
+    import importlib
 
+    pargraph = importlib.import_module(package)
+    nn, optim = pargraph.nn, pargraph.optim
     pargraph.manual_seed(0)
 
     def tower():

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+from collections.abc import Callable
 
 import dask
 
+from benchmarks.harness import in_blocks
 from benchmarks.loop import WORKLOADS, _pargraph_step
 
 
@@ -39,21 +40,19 @@ def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[fl
     chosen = {"mode": "threads"}
     original_choice = lowering.GroupPlan.choose_mode
     lowering.GroupPlan.choose_mode = lambda plan: chosen["mode"]
-    times: dict[str, list[float]] = {name: [] for name in ways}
+
+    def switch_to(mode: str, runner: Callable) -> Callable[[], None]:
+        def switch() -> None:
+            chosen["mode"], execution.run_on_threads = mode, runner
+        return switch
+
     try:
         step = _pargraph_step(WORKLOADS[workload])
         with dask.config.set(scheduler="threads"):
             for _ in range(20):
                 step()
-            for _ in range(blocks):
-                for name, (mode, runner) in ways.items():
-                    chosen["mode"], execution.run_on_threads = mode, runner
-                    step()
-                    step()
-                    for _ in range(steps):
-                        start = time.perf_counter()
-                        step()
-                        times[name].append(time.perf_counter() - start)
+            times = in_blocks({name: (switch_to(mode, runner), step)
+                               for name, (mode, runner) in ways.items()}, blocks, steps)
     finally:
         lowering.GroupPlan.choose_mode = original_choice
         execution.run_on_threads = own

@@ -24,12 +24,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-from collections.abc import Callable
 
 import dask
 
-from benchmarks.loop import WORKLOADS, _data
+from benchmarks.harness import in_blocks
+from benchmarks.loop import WORKLOADS, _pargraph_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IMPORTS = re.compile(r"^(\s*)(from|import) pargraph(?=[.\s]|$)", re.MULTILINE)
@@ -64,38 +63,6 @@ def import_other(against: str, into: str) -> str:
     return name
 
 
-def training_step(package: str, cfg: dict) -> Callable[[], float]:
-    """``benchmarks.loop``'s tower step, built with ``package``."""
-    pg = importlib.import_module(package)
-    nn = pg.nn
-    pg.manual_seed(0)
-
-    def tower():
-        sizes = cfg["sizes"]
-        layers = []
-        for k, (a, b) in enumerate(zip(sizes, sizes[1:])):
-            layers.append(nn.Linear(a, b))
-            if k < len(sizes) - 2:
-                layers.append(nn.ReLU())
-        return nn.Sequential(*layers)
-
-    towers = nn.ModuleList(tower() for _ in range(cfg["towers"]))
-    x, y = (pg.tensor(v) for v in _data(cfg))
-    opt = pg.optim.SGD(towers.parameters(), lr=0.01)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step() -> float:
-        opt.zero_grad()
-        logits = towers[0](x) if len(towers) == 1 else \
-            pg.stack([t(x) for t in towers]).mean(0)
-        loss = loss_fn(logits, y)
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    return step
-
-
 def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
             mode: str | None = None, scheduler: str = "threads") -> dict[str, list[float]]:
     """Seconds per step of this pargraph and of ``against``'s, ``blocks`` alternating blocks
@@ -109,30 +76,22 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
         if mode is not None:
             for plan in plans:
                 plan.choose_mode = lambda plan: mode
-        runs = {label: training_step(package, WORKLOADS[workload])
+        runs = {label: _pargraph_step(WORKLOADS[workload], package)
                 for label, package in packages.items()}
-        times: dict[str, list[float]] = {label: [] for label in runs}
         try:
-            _alternate(runs, times, blocks, steps, scheduler)
+            with dask.config.set(scheduler=scheduler):
+                for step in runs.values():
+                    for _ in range(20):
+                        step()
+                return in_blocks({label: (_nothing, step) for label, step in runs.items()},
+                                 blocks, steps)
         finally:
             for plan, choose in zip(plans, chosen):
                 plan.choose_mode = choose
-    return times
 
 
-def _alternate(runs: dict, times: dict, blocks: int, steps: int, scheduler: str) -> None:
-    with dask.config.set(scheduler=scheduler):
-        for step in runs.values():
-            for _ in range(20):
-                step()
-        for _ in range(blocks):
-            for label, step in runs.items():
-                step()
-                step()
-                for _ in range(steps):
-                    start = time.perf_counter()
-                    step()
-                    times[label].append(time.perf_counter() - start)
+def _nothing() -> None:
+    pass
 
 
 def main(argv: list[str] | None = None) -> None:
