@@ -48,7 +48,9 @@ def import_other(against: str, into: str) -> str:
         archive = subprocess.run(["git", "archive", against, "pargraph"], cwd=ROOT,
                                  capture_output=True, check=True).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(into, filter="data")
+            # the "data" filter exists from Python 3.10.12 and 3.11.4 on
+            tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter")
+                                    else {}))
         os.rename(os.path.join(into, "pargraph"), target)
     for folder, _, files in os.walk(target):
         for file in files:
