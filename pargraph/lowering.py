@@ -335,18 +335,20 @@ class GroupPlan:
             self.exported.append(local)
             for e, j in enumerate(local):
                 export_of[id(members[j])] = (g, e)
-        self.sources: list[list] = []
+        #: Per group, each member's sources (``(LIT, input position)`` for a literal, which
+        #: each run reads from its nodes), and the members that read literals.
+        self.sources: list[list[list]] = []
+        self.literal: list[list[int]] = []
         self.external: list[list[tuple[int, int]]] = []  # (0, order pos) or (1, group)
         for members in groups:
             index = {id(n): j for j, n in enumerate(members)}
             refs: dict[tuple[int, int], int] = {}
-            group_sources = []
-            for node in members:
-                sources, literal = [], False
+            group_sources, literal = [], []
+            for j, node in enumerate(members):
+                sources = []
                 for position, i in enumerate(node.inputs):
                     if not isinstance(i, Node):
                         sources.append((LIT, position))
-                        literal = True
                     elif id(i) in index:
                         sources.append((ENV, index[id(i)]))
                     else:
@@ -354,11 +356,13 @@ class GroupPlan:
                         ref = (1, producer[0]) if producer else (0, in_order[id(i)])
                         k = refs.setdefault(ref, len(refs))
                         sources.append((EXT, k) if producer is None else (PART, (k, producer[1])))
-                group_sources.append((sources, literal))
+                group_sources.append(sources)
+                if any(kind == LIT for kind, _ in sources):
+                    literal.append(j)
             self.sources.append(group_sources)
+            self.literal.append(literal)
             self.external.append(list(refs))
-        self.release = [release_schedule([sources for sources, _ in group_sources],
-                                         self.exported[g])
+        self.release = [release_schedule(group_sources, self.exported[g])
                         for g, group_sources in enumerate(self.sources)]
         self.outputs = [export_of[id(n)] for n in outputs]
         self.order = self._dependency_order()
@@ -383,9 +387,6 @@ class GroupPlan:
         #: On a cluster: tasks that pick, on a group's worker, the parts that groups on another
         #: worker read (``(producer groups, [(producer, position)])``; a reader's ``(2, s)``).
         self.selections: list[tuple[list[int], list[tuple[int, int]]]] = []
-        #: Per group, its members' sources and which members read literals: made at the
-        #: first run, once placement no longer changes the sources.
-        self._templates: list[tuple[list, list[int]]] | None = None
 
     def return_kept_from_readers(self, computed: list[Node], outputs: list[Node]) -> None:
         """On a cluster a kept value is a part of its group's tuple, which stays on its worker,
@@ -426,7 +427,7 @@ class GroupPlan:
                   for g, exported in enumerate(self.exported)]
         read: dict[tuple[int, int], set[int]] = {}  # (producer, reader) -> positions read
         for h, group_sources in enumerate(self.sources):
-            for sources, _ in group_sources:
+            for sources in group_sources:
                 for kind, v in sources:
                     if kind == PART and self.external[h][v[0]][0] == 1:
                         g = self.external[h][v[0]][1]
@@ -475,8 +476,8 @@ class GroupPlan:
                 return EXT, renumber[v]
             return source
 
-        self.sources[h] = [([remapped(source) for source in sources], literal)
-                           for sources, literal in self.sources[h]]
+        self.sources[h] = [[remapped(source) for source in sources]
+                           for sources in self.sources[h]]
         self.returned[h] = [remapped(r) if type(r) is tuple else r for r in self.returned[h]]
 
     def _dependency_order(self) -> list[int]:
@@ -540,11 +541,9 @@ class GroupPlan:
             sent.append(f"{self.labels[producers[-1]]}_send-{serial[:-1]}s{s}-{session}")
             graph[sent[-1]] = Task(sent[-1], Selection(picks),
                                    *(TaskRef(keys[g]) for g in producers))
-        if self._templates is None:
-            self._templates = [_sources_template(group_sources) for group_sources in self.sources]
         for g, members in enumerate(self.members):
             nodes = [computed[p] for p in members]
-            sources = _with_literals(*self._templates[g], nodes)
+            sources = _with_literals(self.sources[g], self.literal[g], nodes)
             args = []
             for kind, v in self.external[g]:
                 if kind == 1:
@@ -621,36 +620,30 @@ class SinglePlan:
         in_order = {id(node): k for k, node in enumerate(order)}
         index: dict[int, int] = {}
         external: dict[int, int] = {}  # order position -> argument number
-        self.sources: list[tuple[list, bool]] = []
+        self.sources: list[list] = []  # as GroupPlan's for one group
+        self.literal: list[int] = []
         for position, node in enumerate(computed):
-            sources, literal = [], False
+            sources = []
             for j, i in enumerate(node.inputs):
                 if not isinstance(i, Node):
                     sources.append((LIT, j))
-                    literal = True
                 elif id(i) in index:  # an earlier member
                     sources.append((ENV, index[id(i)]))
                 else:
                     sources.append((EXT, external.setdefault(in_order[id(i)], len(external))))
-            self.sources.append((sources, literal))
+            self.sources.append(sources)
+            if any(kind == LIT for kind, _ in sources):
+                self.literal.append(position)
             index[id(node)] = position
         self.external = list(external)
         self.outputs = [index[id(n)] for n in outputs]
-        self.release = release_schedule([sources for sources, _ in self.sources], self.outputs)
-        self.template = _sources_template(self.sources)
+        self.release = release_schedule(self.sources, self.outputs)
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
         """This run's task and the outside nodes it takes as arguments."""
-        return (FusedTask(computed, _with_literals(*self.template, computed), self.outputs,
-                          self.release),
+        return (FusedTask(computed, _with_literals(self.sources, self.literal, computed),
+                          self.outputs, self.release),
                 [order[k] for k in self.external])
-
-
-def _sources_template(member_sources: list[tuple[list, bool]]) -> tuple[list, list[int]]:
-    """Each member's sources, and the members that read literals (``(LIT, input position)``
-    in the template), whose sources each run fills in from its nodes."""
-    return ([sources for sources, _ in member_sources],
-            [j for j, (_, literal) in enumerate(member_sources) if literal])
 
 
 def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) -> list[list]:
