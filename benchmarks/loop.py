@@ -282,6 +282,11 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
             "tasks_per_step": tasks}
 
 
+def variants_of(workload: str) -> list[str]:
+    """Every variant a comparison of ``workload`` runs (those not installed are skipped)."""
+    return PARGRAPH + TORCH + ["JAX jit"] + numpy_variants(workload)
+
+
 def numpy_variants(workload: str) -> list[str]:
     """The hand-written numpy variants of a workload (two threads only where it has towers to
     split)."""
@@ -332,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="run every variant (interleaved processes) and print a table")
     args = parser.parse_args(argv)
     if args.compare or not args.variant:
-        variants = PARGRAPH + TORCH + ["JAX jit"] + numpy_variants(args.workload)
+        variants = variants_of(args.workload)
         for name, entry in compare(args.workload, variants, steps=args.steps,
                                    warmup=args.warmup).items():
             print(f"{name:32} {entry['median'] * 1000:8.2f} ms  "

@@ -218,9 +218,8 @@ def loops(repeats: int) -> dict:
     rounds = 3 if repeats < 7 else 5  # whole processes vary by up to ~30% on this machine
     rows, targets, notes = {}, [], []
     for workload in ("wide", "branchy", "small"):
-        result = loop.compare(workload, loop.PARGRAPH + loop.TORCH + ["JAX jit"]
-                              + loop.numpy_variants(workload),
-                              rounds=rounds, steps=7, warmup=loop.WARMUP)
+        result = loop.compare(workload, loop.variants_of(workload), rounds=rounds, steps=7,
+                              warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}
