@@ -227,7 +227,7 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     graph = _untokenized(graph, workers, keys, urgent)
     settle_replication(client)
     _send_promptly(client)
-    futures = client.get(graph, keys, sync=False)
+    futures = _submit(client, graph, keys)
     _replaced.pop(client, None)  # the copies of what replaced it exist
     if state:
         _start_replication(client, [futures[k] for k in sorted(state)])
@@ -244,6 +244,18 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     if fetched:
         futures[-fetched:] = values
     return futures
+
+
+def _submit(client: Any, graph: Any, keys: list) -> list:
+    """``client.get(graph, keys, sync=False)``, without distributed's warning about a graph
+    above ``distributed.admin.large-graph-warning-threshold`` (10 MB): its advice, keep data
+    on the cluster instead of in every graph, is what pargraph does already (a value rides in
+    the first run that reads it, a second run persists it and reads it by key from then on),
+    so nothing in the user's code could act on it. The first step of a model with more than
+    10 MB of parameters warned."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        return client.get(graph, keys, sync=False)
 
 
 #: Seconds a client batches its messages to the scheduler for (distributed's is 10 ms). A run
@@ -669,8 +681,8 @@ def _held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
             continue
         if copy is True or copy.client is not client or copy.status in ("cancelled", "error"):
             key = f"{node.key}-held-{next(_run_ids)}"  # groups with its op in the dashboard
-            copy = _shipped[node] = client.get(_untokenized({key: DataNode(key, node.value)}),
-                                               [key], sync=False)[0]
+            graph = _untokenized({key: DataNode(key, node.value)})
+            copy = _shipped[node] = _submit(client, graph, [key])[0]
         held[node.key] = TaskRef(copy.key)
     return held
 

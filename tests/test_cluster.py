@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 
 import dask
 import numpy as np
@@ -195,6 +196,21 @@ def test_data_read_by_every_step_is_sent_once_then_read_from_the_cluster(cluster
     assert not inputs & uploaded[-1]  # later steps read the copy kept on the cluster
     threaded, _, _ = train(4, "threads")
     np.testing.assert_allclose(losses, threaded, rtol=1e-6)
+
+
+def test_values_sent_in_a_runs_graph_raise_no_large_graph_warning(cluster):
+    """A value rides in the first run that reads it, then stays on the cluster: dask's
+    warning about large graphs (advising just that) only worried the user. With the
+    threshold at 1 kB the digits batch (64 KiB) crosses it on the first and second steps."""
+    threshold = "distributed.admin.large-graph-warning-threshold"
+    with dask.config.set({threshold: "1 kB"}), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses, _, _ = train(2, cluster.client)
+        # dask's warning itself still works: an 80 kB array in the user's own graph
+        cluster.client.compute(dask.delayed(np.sum)(np.ones(10_000))).result()
+    large = [str(w.message) for w in caught if "Sending large graph" in str(w.message)]
+    assert len(large) == 1, large  # the user's own graph, not pargraph's
+    assert np.isfinite(losses).all()
 
 
 def test_small_values_ride_inside_the_tasks_that_read_them(cluster, record_runs):
