@@ -325,20 +325,21 @@ def _untokenized(graph: dict, workers: dict | None = None, keys: list | None = N
                  urgent: frozenset = frozenset()) -> Any:
     """The graph as the expression ``Client.get`` builds from a dict, but named by a unique
     token instead of one computed by hashing every task and array in it (~17 ms for a small
-    training step): pargraph's keys are already unique. Tasks placed on a worker (``workers``)
-    go in one layer per worker, annotated as ``dask.annotate(workers=...,
+    training step): pargraph's keys are already unique. The token goes to the constructor,
+    which names the expression at once (set afterwards, it came after the hashing: 4.6 ms of
+    the one-worker wide step's run, 15.7 ms for forty 512 KiB arrays). Tasks placed on a
+    worker (``workers``) go in one layer per worker, annotated as ``dask.annotate(workers=...,
     allow_other_workers=True)`` would: loose, so a worker that left blocks nothing; ``urgent``
     ones in a layer of their own with a higher priority."""
     try:
         from dask._expr import HLGExpr, LLGExpr
     except ImportError:  # an older or newer dask: let it tokenize
         return graph
+    token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
     if workers:
-        expr = HLGExpr(dsk=_placed_layers(graph, workers, urgent), output_keys=keys)
-    else:
-        expr = LLGExpr(graph)
-    expr._determ_token = f"pargraph-{next(_run_ids)}-{_RUN_SESSION}"
-    return expr
+        return HLGExpr(dsk=_placed_layers(graph, workers, urgent), output_keys=keys,
+                       _determ_token=token)
+    return LLGExpr(graph, _determ_token=token)
 
 
 def _placed_layers(graph: dict, workers: dict, urgent: frozenset = frozenset()) -> Any:
