@@ -8,14 +8,20 @@ import pargraph
 
 SCHEDULERS = ["sync", "threads", "distributed"]
 
+#: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
+#: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,
+#: worker addresses) to every interface, the scheduler's on 8787 even with no dashboard.
+IN_PROCESS_LOOPBACK = {"processes": False, "dashboard_address": None,
+                       "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+                       "worker_dashboard_address": "127.0.0.1:0"}
+
 
 @pytest.fixture(scope="session")
 def local_client():
     """An in-process distributed cluster: real scheduler and worker, threads not processes."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                      dashboard_address=None, worker_dashboard_address="127.0.0.1:0") as cluster, \
+    with LocalCluster(n_workers=1, threads_per_worker=2, **IN_PROCESS_LOOPBACK) as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield client
 

@@ -23,6 +23,7 @@ from dask.utils import key_split
 import pargraph
 from pargraph import nn, optim
 from pargraph.lowering import is_future
+from tests.conftest import IN_PROCESS_LOOPBACK
 from tests.models import MeanOfTowers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -572,8 +573,7 @@ def test_a_client_that_reconnects_to_a_new_scheduler_tunes_it_too():
 def test_a_worker_that_joins_later_batches_briefly_too():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, **IN_PROCESS_LOOPBACK) as local, \
             Client(local, set_as_default=False) as client:
         assert max(i for i, _ in client.run_on_scheduler(_scheduler_comms)) > 0.0005
         settings = {"scheduler": client, "pargraph.send-interval": "0.5ms",
@@ -602,8 +602,7 @@ def test_a_long_run_keeps_no_old_steps_graph_in_the_comms_logs():
         gc.collect()
         return sum(type(o) is FusedTask for o in gc.get_objects())
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, **IN_PROCESS_LOOPBACK) as local, \
             Client(local, set_as_default=False) as client:
         alive = []
         for steps in (10, 40):
@@ -621,8 +620,7 @@ def test_a_long_runs_finished_spans_let_go_of_their_task_groups():
 
     from pargraph.execution import settle_replication
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, **IN_PROCESS_LOOPBACK) as local, \
             Client(local, set_as_default=False) as client:
         spans = local.scheduler.extensions["spans"]
         for i in range(12):  # a graph after the last one finished: a new span each

@@ -101,6 +101,23 @@ def test_the_demos_dashboard_cluster_listens_on_loopback_only():
     assert all(ip in LOOPBACK for ip, _ in during), sorted(during)
 
 
+def test_the_tests_in_process_clusters_listen_on_loopback_only():
+    """The suite's in-process clusters (scaled up, as a test does) open HTTP servers on
+    127.0.0.1 only: with no TCP host, distributed binds them to every interface."""
+    from distributed import Client, LocalCluster
+
+    from tests.conftest import IN_PROCESS_LOOPBACK
+
+    before = listening_addresses([os.getpid()])
+    with LocalCluster(n_workers=1, threads_per_worker=1, **IN_PROCESS_LOOPBACK) as local, \
+            Client(local, set_as_default=False) as client:
+        local.scale(2)
+        client.wait_for_workers(2, timeout=30)
+        during = listening_addresses([os.getpid()]) - before
+    assert len(during) >= 3, sorted(during)  # the scheduler's and two workers' HTTP servers
+    assert all(ip in LOOPBACK for ip, _ in during), sorted(during)
+
+
 @pytest.fixture
 def silent_server():
     """A port that accepts TCP connections and never says a word."""
