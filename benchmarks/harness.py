@@ -6,7 +6,7 @@ import gc
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
@@ -15,9 +15,11 @@ SETTLE_SECONDS = 0.2
 
 @dataclass
 class Timing:
-    """Seconds per call over repeated runs."""
+    """Seconds per call over repeated runs (``round_medians``: the median of each round, where
+    runs came in interleaved rounds)."""
 
     samples: list[float]
+    round_medians: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -77,16 +79,29 @@ def in_rounds(fns: dict[str, Callable[[], object]], rounds: int, steps: int,
     ``steps`` consecutive calls, with no pause between them (what a training loop does: work
     a step leaves running, such as copies to another worker, slows the next one). Rounds
     interleave the variants, so that machine noise hits them all alike."""
-    samples: dict[str, list[float]] = {name: [] for name in fns}
+    timings = {name: Timing([]) for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             for _ in range(warmup):
                 fn()
+            times = []
             for _ in range(steps):
                 start = time.perf_counter()
                 fn()
-                samples[name].append(time.perf_counter() - start)
-    return {name: Timing(values) for name, values in samples.items()}
+                times.append(time.perf_counter() - start)
+            timings[name].samples += times
+            timings[name].round_medians.append(statistics.median(times))
+    return timings
+
+
+def per_round(numerator: list[float], denominator: list[float]) -> str:
+    """The spread of a ratio taken round by round (rounds run close together in time, so the
+    machine's state changes less within one than across the run): ``"per round 1.31-1.80x"``,
+    or ``""`` with fewer than two rounds."""
+    ratios = [a / b for a, b in zip(numerator, denominator) if b]
+    if len(ratios) < 2:
+        return ""
+    return f"per round {min(ratios):.2f}-{max(ratios):.2f}x"
 
 
 def in_blocks(ways: dict[str, tuple[Callable[[], None], Callable[[], object]]], blocks: int,

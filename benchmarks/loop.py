@@ -307,7 +307,8 @@ def available(variant: str) -> bool:
 
 def compare(workload: str, variants: list[str], rounds: int = 3, steps: int = 7,
             warmup: int = WARMUP) -> dict[str, dict]:
-    """Each variant ``rounds`` times in its own process, interleaved; medians over all steps."""
+    """Each variant ``rounds`` times in its own process, interleaved; medians over all steps
+    (``median``) and of each round (``round_medians``)."""
     results: dict[str, dict] = {}
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(__file__))}
     for _ in range(rounds):
@@ -317,8 +318,10 @@ def compare(workload: str, variants: list[str], rounds: int = 3, steps: int = 7,
                  variant, "--steps", str(steps), "--warmup", str(warmup)],
                 capture_output=True, text=True, env=env, check=True)
             row = json.loads(done.stdout.strip().splitlines()[-1])
-            entry = results.setdefault(variant, {"times": [], "tasks_per_step": 0})
+            entry = results.setdefault(variant, {"times": [], "tasks_per_step": 0,
+                                                 "round_medians": []})
             entry["times"] += row["times"]
+            entry["round_medians"].append(statistics.median(row["times"]))
             entry["tasks_per_step"] = row["tasks_per_step"]
             entry["loss"] = row["loss"]
     for entry in results.values():

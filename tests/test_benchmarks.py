@@ -52,3 +52,24 @@ def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():
     assert other.optim.optimizer.Tensor is other.Tensor is not pargraph.Tensor
     assert other.lowering.GroupPlan.choose_mode is not choose
     assert lowering.GroupPlan.choose_mode is choose  # the forced mode is undone
+
+
+def test_targets_report_their_spread_over_the_rounds():
+    """A ratio is also taken round by round (rounds run close together in time), so that a
+    target decided by the machine's state shows it."""
+    import statistics
+
+    from benchmarks.harness import in_rounds, per_round
+
+    assert per_round([2.0, 3.0, 4.0], [1.0, 2.0, 2.0]) == "per round 1.50-2.00x"
+    assert per_round([2.0], [1.0]) == ""  # one round: no spread
+    calls = []
+    timings = in_rounds({"a": lambda: calls.append(1), "b": lambda: None}, rounds=3, steps=4,
+                        warmup=1)
+    assert len(calls) == 3 * (1 + 4)
+    a = timings["a"]
+    assert len(a.samples) == 12 and len(a.round_medians) == 3
+    assert a.round_medians == [statistics.median(a.samples[k:k + 4]) for k in (0, 4, 8)]
+    result = loop.compare("small", ["pargraph sync"], rounds=2, steps=2, warmup=1)
+    assert len(result["pargraph sync"]["round_medians"]) == 2
+    assert min(result["pargraph sync"]["round_medians"]) > 0
