@@ -245,8 +245,7 @@ def loops(repeats: int) -> dict:
                             _spread(_ratio(threads, torch_best),
                                     per_round(threads_rounds, torch_rounds)),
                             torch_best and threads <= torch_best))
-            sync_one = ms["pargraph sync, 1 BLAS thread"]
-            speedup = sync_one / threads
+            speedup = ms["pargraph sync, 1 BLAS thread"] / threads
             targets.append(("branchy: threads >= 1.5x pargraph sync with one BLAS thread",
                             _spread(f"{speedup:.2f}x",
                                     per_round(rounds_of["pargraph sync, 1 BLAS thread"],
