@@ -52,7 +52,7 @@ class Linear(Module):
         if not shape or shape[-1] != self.in_features:
             raise RuntimeError(
                 f"{self.describe()}: expected input with last dimension {self.in_features} "
-                f"(in_features), got input of shape {input.shape}"
+                f"(in_features), got input of shape {shape}"
             )
         return F.linear(input, self.weight, self.bias)
 
