@@ -1278,7 +1278,8 @@ def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov):
     if buf is not None:
         d_p = d_p + momentum * buf if nesterov else buf
     # param - lr * d_p, bit for bit, in one new array instead of two (a - b is a + -b).
-    step = np.multiply(d_p, -lr)
+    # asarray: numpy gives a scalar, not an array, for a 0-d parameter, and out= needs one.
+    step = np.asarray(np.multiply(d_p, -lr))
     return np.add(param, step, out=step)
 
 
@@ -1297,7 +1298,7 @@ def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupl
     if decoupled_decay:
         param = param * (1 - decoupled_decay)
     # param - (lr / bias1) * (exp_avg / denom), the same operations in place on temporaries.
-    denom = np.sqrt(exp_avg_sq)
+    denom = np.asarray(np.sqrt(exp_avg_sq))  # an array for a 0-d parameter too
     np.divide(denom, float(bias2_sqrt), out=denom)
     np.add(denom, float(eps), out=denom)
     step = np.divide(exp_avg, denom, out=denom)
