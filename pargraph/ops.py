@@ -26,6 +26,7 @@ from pargraph.graph import Node, grad_mode, user_site
 REGISTRY: dict[str, Primitive] = {}
 DEFAULT_FLOAT = np.dtype(np.float32)
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
+_HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
 
 
 class Primitive:
@@ -635,6 +636,8 @@ bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
 
 @primitive("sum", _reduction)
 def sum_(x, dim=None, keepdim=False):
+    if x.dtype == _HALF:  # accumulated in float32 and rounded once, as PyTorch does
+        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(_HALF)
     return x.sum(axis=dim, keepdims=keepdim)  # the method: np.sum's wrapper costs ~1 us
 sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
 
@@ -646,6 +649,8 @@ def _cumsum_shape(x, dim, reverse=False):
 @primitive("cumsum", _cumsum_shape)
 def cumsum(x, dim, reverse=False):
     """Running sums along ``dim`` (``reverse``: from the end, what the vjp needs)."""
+    if x.dtype == _HALF:  # accumulated in float32, as PyTorch does
+        return cumsum.forward(x.astype(np.float32), dim, reverse).astype(_HALF)
     if reverse:
         return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
     return np.cumsum(x, axis=dim)
@@ -675,7 +680,10 @@ def _norm_shape(x, dim=None, keepdim=False):
 @primitive("norm", _norm_shape, grad_name="NormBackward1")
 def norm(x, dim=None, keepdim=False):
     """The 2-norm over ``dim``: one node, so that its gradient at 0 is 0 (PyTorch's
-    subgradient), where ``sqrt(sum(x * x))`` would give nan."""
+    subgradient), where ``sqrt(sum(x * x))`` would give nan. Half precision is accumulated
+    in float32, as in PyTorch."""
+    if x.dtype == _HALF:
+        return norm.forward(x.astype(np.float32), dim, keepdim).astype(_HALF)
     return np.sqrt(np.sum(np.square(x), axis=dim, keepdims=keepdim))
 
 
@@ -1331,12 +1339,31 @@ def _count(x: Node, dims: tuple) -> int:
     return math.prod(x.shape[d] for d in dims)
 
 
+def in_float32(composite: Callable) -> Callable:
+    """A reduction of a half-precision tensor computed in float32 and rounded once at the
+    end, as PyTorch accumulates them (the mean of 1,000 values of 100.0 is 100, not inf)."""
+
+    def reduction(x: Node, *args: Any, **kwargs: Any) -> Node:
+        if x.dtype != _HALF:
+            return composite(x, *args, **kwargs)
+        out = composite(cast(x, dtype=np.dtype(np.float32)), *args, **kwargs)
+        rounded = cast(out, dtype=_HALF)
+        rounded.grad_name = out.grad_name
+        return rounded
+
+    reduction.__name__ = reduction.__qualname__ = composite.__name__
+    reduction.__doc__ = composite.__doc__
+    return reduction
+
+
+@in_float32
 def mean(x: Node, dim=None, keepdim=False) -> Node:
     dims = normalize_dims(dim, len(x.shape))
     out = div(sum_(x, dim=dims, keepdim=keepdim), _count(x, dims))
     return shown_as(out, "MeanBackward0" if dim is None else "MeanBackward1")
 
 
+@in_float32
 def var(x: Node, dim=None, correction=1, keepdim=False) -> Node:
     dims = normalize_dims(dim, len(x.shape))
     centered = sub(x, mean(x, dims, keepdim=True))
@@ -1345,14 +1372,26 @@ def var(x: Node, dim=None, correction=1, keepdim=False) -> Node:
     return shown_as(out, "VarBackward0")
 
 
+@in_float32
 def std(x: Node, dim=None, correction=1, keepdim=False) -> Node:
-    return shown_as(sqrt(var(x, dim, correction=correction, keepdim=keepdim)), "StdBackward0")
+    return root_of_variance(var(x, dim, correction=correction, keepdim=keepdim))
 
 
+@primitive("root_of_variance", _same_float, grad_name="StdBackward0")
+def root_of_variance(v):
+    """``sqrt`` of a variance: its gradient is 0 where the deviation is 0 (PyTorch's
+    ``std_backward``), where sqrt's would be nan (a constant input)."""
+    return np.sqrt(v)
+root_of_variance.defvjp(lambda g, out, v: where(gt(out, 0), div(g, mul(out, 2.0)), 0.0))
+
+
+@in_float32
 def logsumexp(x: Node, dim, keepdim=False) -> Node:
-    """Stable: the max is subtracted first; it carries no gradient since its terms cancel."""
+    """Stable: the max is subtracted first; it carries no gradient since its terms cancel.
+    An infinite max is not subtracted (a row of -inf gives -inf, as in PyTorch, not nan)."""
     dims = normalize_dims(dim, len(x.shape))
-    shift = stop_gradient(amax(x, dim=dims, keepdim=True))
+    shift = amax(x, dim=dims, keepdim=True)
+    shift = stop_gradient(where(isinf(shift), 0.0, shift))
     total = log(sum_(exp(sub(x, shift)), dim=dims, keepdim=True))
     out = add(total, shift)
     out = out if keepdim else reshape(out, shape=_reduced_shape(x.shape, dims, False))
@@ -1431,6 +1470,29 @@ log_softmax_backward.defvjp(
 )
 
 
+def _probabilities(p, target):
+    if not isinstance(target, Node) or target.shape != p.shape:
+        raise ShapeError(f"target size {shape_of(target)} must be the same as input size "
+                         f"{p.shape}")
+    return p.shape, result_dtype(p, target)
+
+
+@primitive("binary_cross_entropy", _probabilities, grad_name="BinaryCrossEntropyBackward0")
+def binary_cross_entropy(p, target):
+    """Elementwise ``-(t log p + (1 - t) log(1 - p))`` with each log clamped at -100, as
+    PyTorch computes it: a saturated probability (``sigmoid(20) == 1`` in float32) gives a
+    finite loss and, through its vjp, a finite gradient."""
+    if np.any((p < 0) | (p > 1)):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    return ((target - 1) * np.maximum(np.log1p(-p), -100)
+            - target * np.maximum(np.log(p), -100))
+binary_cross_entropy.defvjp(
+    # PyTorch's formula: g (p - t) / max(p (1 - p), 1e-12), finite at p = 0 and p = 1.
+    lambda g, out, p, t: div(mul(g, sub(p, t)), maximum(mul(sub(1.0, p), p), 1e-12)),
+    lambda g, out, p, t: mul(g, sub(log1p(neg(p)), log(p))),  # unclamped, as PyTorch's
+)
+
+
 def _nll_shape(x, target, *weight, reduction, ignore_index):
     return (x.shape[:-1] if reduction == "none" else ()), x.dtype
 
@@ -1478,7 +1540,9 @@ def _picked_gradient(g, target, weight: tuple, shape: tuple, reduction: str,
     classes, weights = _class_weights(target, weight, ignore_index, g.dtype)
     scale = -g
     if reduction == "mean":
-        scale = scale / (classes.size if weights is None else weights.sum())
+        total = classes.size if weights is None else weights.sum()
+        # Every target ignored: no class gets a gradient (PyTorch's zeros), not -g / 0.
+        scale = scale / total if total else np.zeros_like(scale)
     if rows is not None:
         classes = classes[rows[0]:rows[1]]
         weights = None if weights is None else weights[rows[0]:rows[1]]

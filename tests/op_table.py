@@ -150,6 +150,9 @@ CASES = [
     Case("log_softmax_backward",
          lambda g, r: node_op(ops.log_softmax_backward, g, r, dim=(1,)),
          lambda g, r: g - np.exp(r) * g.sum(1, keepdims=True), [normal(3, 4), normal(3, 4)]),
+    Case("binary_cross_entropy", lambda p, t: F.binary_cross_entropy(p, t, reduction="none"),
+         lambda p, t: -(t * np.log(p) + (1 - t) * np.log1p(-p)),
+         [R.uniform(0.05, 0.95, (3, 4)), R.uniform(0, 1, (3, 4))]),
     Case("nll_loss", lambda x: F.nll_loss(x, pargraph.tensor(TARGETS)),
          lambda x: _nll_ref(x, TARGETS, np.ones(3), -100, "mean"), [normal(4, 3)]),
     Case("nll_loss_weighted_ignored", lambda x: F.nll_loss(

@@ -45,3 +45,154 @@ def test_every_optimizer_updates_every_parameter_shape_as_pytorch(name, options,
         np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-10,
                                    atol=1e-12)
     assert ours.shape == theirs.shape
+
+
+def _both(fn, *arrays, grad=True):
+    """``fn`` applied by pargraph and by PyTorch to tensors of ``arrays``: (values, grads)."""
+    out = []
+    for lib in (pargraph, torch):
+        tensors = [lib.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+        result = fn(lib, *tensors)
+        grads = []
+        if grad and result.requires_grad:
+            result.sum().backward()
+            grads = [t.grad.numpy() for t in tensors if t.requires_grad]
+        out.append((result.detach().numpy(), grads))
+    return out
+
+
+def _assert_same(ours, theirs, rtol=1e-6):
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=rtol, equal_nan=True)
+    assert ours[0].dtype == theirs[0].dtype
+    for a, b in zip(ours[1], theirs[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-7, equal_nan=True)
+
+
+@pytest.mark.parametrize("x", [20.0, -20.0, 40.0, 0.0, 1e-30])
+@pytest.mark.parametrize("target", [0.0, 1.0, 0.25])
+def test_binary_cross_entropy_at_saturation(x, target):
+    for dtype in (np.float32, np.float64):
+        logits = np.array([x, -x, 0.5], dtype=dtype)
+        targets = np.full(3, target, dtype=dtype)
+        _assert_same(*_both(lambda lib, a, t: lib.nn.BCELoss()(lib.sigmoid(a), t),
+                            logits, targets))
+        _assert_same(*_both(lambda lib, a, t: lib.nn.functional.binary_cross_entropy(
+            lib.sigmoid(a), t, reduction="none"), logits, targets))
+
+
+def test_binary_cross_entropy_refuses_probabilities_outside_0_1():
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        nn.functional.binary_cross_entropy(pargraph.tensor([1.5]), pargraph.tensor([1.0])).item()
+
+
+@pytest.mark.parametrize("row", [[-np.inf] * 3, [-np.inf, 0.0, -np.inf], [np.inf, 1.0, 2.0],
+                                 [1.0, 2.0, 3.0]])
+def test_logsumexp_of_infinite_rows(row):
+    x = np.array([row, [0.5, 1.0, -2.0]])
+    _assert_same(*_both(lambda lib, a: lib.logsumexp(a, 1), x, grad=False))
+    _assert_same(*_both(lambda lib, a: a.logsumexp(dim=1, keepdim=True), x, grad=False))
+
+
+def test_cross_entropy_with_every_target_ignored_has_zero_gradients():
+    logits = np.random.default_rng(0).standard_normal((3, 4))
+    for targets in ([-100] * 3, [1, -100, -100], [5, 5, 5]):
+        ignore = 5 if targets[0] == 5 else -100
+        _assert_same(*_both(lambda lib, a, t: lib.nn.functional.cross_entropy(
+            a, t, ignore_index=ignore), logits, np.array(targets)))
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3)])
+def test_std_and_var_of_a_constant_have_zero_gradient(shape):
+    x = np.full(shape, 3.0)
+    for fn in (lambda lib, a: a.std(), lambda lib, a: a.std(-1), lambda lib, a: a.var(),
+               lambda lib, a: a.std(0, correction=0)):
+        _assert_same(*_both(fn, x))
+
+
+HALF_REDUCTIONS = {
+    "sum": lambda lib, a: a.sum(), "mean": lambda lib, a: a.mean(),
+    "mean_dim": lambda lib, a: a.mean(-1), "var": lambda lib, a: a.var(),
+    "std": lambda lib, a: a.std(-1), "norm": lambda lib, a: a.norm(),
+    "norm_dim": lambda lib, a: a.norm(dim=-1), "logsumexp": lambda lib, a: a.logsumexp(-1),
+    "softmax": lambda lib, a: lib.softmax(a / 100, -1),
+    "log_softmax": lambda lib, a: lib.log_softmax(a / 100, -1),
+    "mse_loss": lambda lib, a: lib.nn.functional.mse_loss(a, lib.zeros_like(a)),
+    "l1_loss": lambda lib, a: lib.nn.functional.l1_loss(a, lib.zeros_like(a)),
+    "smooth_l1_loss": lambda lib, a: lib.nn.functional.smooth_l1_loss(a, lib.zeros_like(a)),
+    "amax": lambda lib, a: a.amax(-1), "cumsum": lambda lib, a: a.cumsum(-1)[..., -1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HALF_REDUCTIONS))
+@pytest.mark.parametrize("value", [100.0, 3.0])
+def test_half_precision_reductions_accumulate_in_float32(name, value):
+    x = np.full((4, 1000), value, dtype=np.float16)
+    x[:, ::7] += np.float16(1)
+    ours, theirs = _both(HALF_REDUCTIONS[name], x, grad=False)
+    _assert_same(ours, theirs, rtol=1e-3)
+
+
+def test_load_state_dict_returns_named_missing_and_unexpected_keys():
+    result = nn.Linear(2, 2).load_state_dict({"weight": np.zeros((2, 2)), "extra": 1},
+                                             strict=False)
+    expected = torch.nn.Linear(2, 2).load_state_dict(
+        {"weight": torch.zeros(2, 2), "extra": torch.tensor(1)}, strict=False)
+    assert result.missing_keys == expected.missing_keys == ["bias"]
+    assert result.unexpected_keys == expected.unexpected_keys == ["extra"]
+    assert result == (["bias"], ["extra"])
+    assert repr(nn.Linear(2, 2).load_state_dict(nn.Linear(2, 2).state_dict())) == \
+        "<All keys matched successfully>"
+
+
+def _registry_outcome(lib, action):
+    """Run ``action`` on a module holding a parameter, a buffer and a child: what each
+    registry holds afterwards, or the error raised."""
+
+    class Holder(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = lib.nn.Parameter(lib.ones(2))
+            self.register_buffer("steps", lib.tensor(0))
+            self.child = lib.nn.Linear(2, 2)
+
+    m = Holder()
+    try:
+        action(lib, m)
+    except Exception as error:  # the kind of error is what is compared
+        return type(error).__name__
+    state = sorted(m.state_dict())
+    return ([n for n, _ in m.named_parameters()], [n for n, _ in m.named_buffers()],
+            [n for n, _ in m.named_children()], state,
+            {k: getattr(m, k) is None for k in ("weight", "steps", "child")
+             if hasattr(m, k)})
+
+
+REGISTRY_ACTIONS = {
+    "buffer +=": lambda lib, m: setattr(m, "steps", m.steps + 1),
+    "buffer in place": lambda lib, m: m.steps.add_(1),
+    "buffer = tensor": lambda lib, m: setattr(m, "steps", lib.zeros(3)),
+    "buffer = None": lambda lib, m: setattr(m, "steps", None),
+    "buffer = int": lambda lib, m: setattr(m, "steps", 3),
+    "buffer = Parameter": lambda lib, m: setattr(m, "steps", lib.nn.Parameter(lib.ones(1))),
+    "del buffer": lambda lib, m: delattr(m, "steps"),
+    "parameter = tensor": lambda lib, m: setattr(m, "weight", lib.zeros(2)),
+    "parameter = None": lambda lib, m: setattr(m, "weight", None),
+    "parameter = Parameter": lambda lib, m: setattr(m, "weight", lib.nn.Parameter(lib.ones(3))),
+    "parameter = Module": lambda lib, m: setattr(m, "weight", lib.nn.ReLU()),
+    "del parameter": lambda lib, m: delattr(m, "weight"),
+    "child = None": lambda lib, m: setattr(m, "child", None),
+    "child = tensor": lambda lib, m: setattr(m, "child", lib.zeros(1)),
+    "child = Parameter": lambda lib, m: setattr(m, "child", lib.nn.Parameter(lib.ones(1))),
+    "del child": lambda lib, m: delattr(m, "child"),
+    "register existing attribute": lambda lib, m: m.register_buffer("training", lib.ones(1)),
+    "register dotted name": lambda lib, m: m.register_parameter("a.b", None),
+    "register non-tensor buffer": lambda lib, m: m.register_buffer("x", 3),
+    "register tensor as parameter": lambda lib, m: m.register_parameter("x", lib.ones(1)),
+}
+
+
+@pytest.mark.parametrize("action", sorted(REGISTRY_ACTIONS))
+def test_assigning_to_registered_names_behaves_as_pytorch(action):
+    ours = _registry_outcome(pargraph, REGISTRY_ACTIONS[action])
+    theirs = _registry_outcome(torch, REGISTRY_ACTIONS[action])
+    assert ours == theirs

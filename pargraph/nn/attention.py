@@ -56,8 +56,9 @@ class MultiheadAttention(Module):
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.head_dim, self.batch_first = embed_dim // num_heads, batch_first
         self.in_proj_weight = Parameter(empty_for_init(3 * embed_dim, embed_dim))
-        self.in_proj_bias = Parameter(zeros(3 * embed_dim)) if bias else None
-        if not bias:
+        if bias:
+            self.in_proj_bias = Parameter(zeros(3 * embed_dim))
+        else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
         init.xavier_uniform_(self.in_proj_weight)

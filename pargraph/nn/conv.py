@@ -40,8 +40,9 @@ class _ConvNd(Module):
         self.padding_mode = padding_mode
         self.weight = Parameter(empty_for_init(out_channels, in_channels // groups,
                                                *self.kernel_size))
-        self.bias = Parameter(empty_for_init(out_channels)) if bias else None
-        if not bias:
+        if bias:
+            self.bias = Parameter(empty_for_init(out_channels))
+        else:
             self.register_parameter("bias", None)
         self.reset_parameters()
         if dtype is not None:

@@ -269,9 +269,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
     """
     target = as_tensor(target, dtype=input.dtype)
     _same_shape(input, target, "binary_cross_entropy")
-    log_p = input.log().clamp(min=-100)
-    log_not_p = (1 - input).log().clamp(min=-100)
-    return _reduce(-(target * log_p + (1 - target) * log_not_p), reduction,
+    return _reduce(Tensor(ops.binary_cross_entropy(input._node, target._node)), reduction,
                    "binary_cross_entropy")
 
 

@@ -34,8 +34,9 @@ class Linear(Module):
         check_device(device, "Linear")
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty_for_init(out_features, in_features))
-        self.bias = Parameter(empty_for_init(out_features)) if bias else None
-        if not bias:
+        if bias:
+            self.bias = Parameter(empty_for_init(out_features))
+        else:
             self.register_parameter("bias", None)
         self.reset_parameters()
         if dtype is not None:

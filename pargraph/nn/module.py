@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -15,6 +15,27 @@ from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
 from pargraph.graph import grad_mode, in_package, module_call, user_site
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` returns: the keys it did not find, and those it did not use."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return (f"_IncompatibleKeys(missing_keys={self.missing_keys}, "
+                f"unexpected_keys={self.unexpected_keys})")
+
+
+def _typename(value: Any) -> str:
+    """PyTorch's ``torch.typename``: ``torch.FloatTensor`` for a tensor, else the class."""
+    if isinstance(value, Tensor):
+        return value.type()
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
 
 
 class Parameter(Tensor):
@@ -96,16 +117,39 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign to a Module before Module.__init__() is called")
-        for registry in (self._parameters, self._buffers, self._modules):
-            registry.pop(name, None)
+        # PyTorch's rules: a Parameter or a Module registers under the name (and replaces what
+        # was there); a registered name takes only its own kind or None, and a buffer stays a
+        # buffer when a tensor is assigned to it (``self.steps += 1``).
+        params, buffers, modules = self._parameters, self._buffers, self._modules
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            self.__dict__.pop(name, None)
+            buffers.pop(name, None)
+            modules.pop(name, None)
+            params[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(torch.nn.Parameter or None expected)")
+            params[name] = None
         elif isinstance(value, Module):
-            self._modules[name] = value
+            self.__dict__.pop(name, None)
+            params.pop(name, None)
+            buffers.pop(name, None)
+            modules[name] = value
             if value._parent is None:
                 object.__setattr__(value, "_parent", weakref.ref(self))
                 object.__setattr__(value, "_name_in_parent", name)
                 _tree_version[0] += 1  # paths below ``value`` changed
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                "(torch.nn.Module or None expected)")
+            modules[name] = None
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                "(torch.Tensor or None expected)")
+            buffers[name] = value
         else:
             object.__setattr__(self, name, value)
 
@@ -124,14 +168,34 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
-        if param is None:
-            self._parameters[name] = None
-        else:
-            setattr(self, name, param)
+        """Register ``param`` (a Parameter, or None for a declared but absent one)."""
+        self._check_new_name(name, self._parameters)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
+        self.__dict__.pop(name, None)
+        self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None) -> None:
         """Register a tensor that is state but not a parameter (it is in ``state_dict``)."""
+        self._check_new_name(name, self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+
+    def _check_new_name(self, name: Any, registry: dict) -> None:
+        """PyTorch's checks of a name to register in ``registry``."""
+        if not isinstance(name, str):
+            raise TypeError(f"name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError('name can\'t contain "."')
+        if name == "":
+            raise KeyError('name can\'t be empty string ""')
+        if name not in registry and (name in self.__dict__ or any(
+                name in other for other in (self._parameters, self._buffers, self._modules))):
+            raise KeyError(f"attribute '{name}' already exists")
 
     def add_module(self, name: str, module: Module | None) -> None:
         if module is None:
@@ -272,7 +336,7 @@ class Module:
         """Copy values (tensors or numpy arrays) into the parameters and buffers.
 
         With ``strict``, missing and unexpected keys raise; a shape mismatch always raises,
-        naming the key. Returns ``(missing_keys, unexpected_keys)``.
+        naming the key. Returns ``IncompatibleKeys(missing_keys, unexpected_keys)``.
         """
         own = dict(self.named_parameters())
         own.update(self.named_buffers())
@@ -303,7 +367,7 @@ class Module:
                                + "\n\t".join(errors))
         for name, array in values.items():
             assign(own[name], array)
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
     # --- calling and printing -----------------------------------------------------------
 

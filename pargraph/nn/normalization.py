@@ -188,12 +188,11 @@ class LayerNorm(Module):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape, self.eps = tuple(shape), eps
         self.elementwise_affine = elementwise_affine
-        self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
-        self.bias = Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias \
-            else None
-        for name in ("weight", "bias"):
-            if getattr(self, name) is None:
-                self.register_parameter(name, None)
+        self.register_parameter(
+            "weight", Parameter(ones(*self.normalized_shape)) if elementwise_affine else None)
+        self.register_parameter(
+            "bias", Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias
+            else None)
         if dtype is not None:
             self.to(dtype)
 
@@ -215,11 +214,8 @@ class _BatchNorm(Module):
         check_device(device, type(self).__name__)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        self.weight = Parameter(ones(num_features)) if affine else None
-        self.bias = Parameter(zeros(num_features)) if affine else None
-        if not affine:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        self.register_parameter("weight", Parameter(ones(num_features)) if affine else None)
+        self.register_parameter("bias", Parameter(zeros(num_features)) if affine else None)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features))
             self.register_buffer("running_var", ones(num_features))
