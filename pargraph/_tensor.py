@@ -1000,6 +1000,12 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
         data = data.detach()._value()
     from_python = not isinstance(data, (np.ndarray, np.generic))
     array = np.array(data)
+    if from_python and array.size and (array.dtype in (object, np.uint64) or (
+            array.dtype.kind == "f" and float(np.abs(array).max()) >= 2.0 ** 63)) \
+            and _only_ints(data):
+        # Python ints beyond int64, which numpy keeps as uint64, objects or (beside smaller
+        # ints) float64: PyTorch refuses them.
+        raise ValueError("Overflow when unpacking long long")
     if array.dtype == object or array.dtype.kind not in "biuf":
         raise TypeError(f"tensor: could not infer a numeric dtype from {type(data).__name__}")
     if dtype is not None:
@@ -1010,7 +1016,23 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
         target = int64
     else:
         target = array.dtype
+    if from_python and target.kind in "iu" and array.dtype.kind in "iu" and array.size:
+        limits = np.iinfo(target)
+        if array.min() < limits.min or array.max() > limits.max:
+            raise RuntimeError(f"value cannot be converted to type {target} without overflow")
     return ops.constant(array.astype(target, copy=False))
+
+
+def _only_ints(data: Any) -> bool:
+    """Whether nested lists and tuples ``data`` hold Python ints only (bools are not)."""
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif type(item) is not int:
+            return False
+    return True
 
 
 def scalar(value: Any) -> Any:

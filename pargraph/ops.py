@@ -799,6 +799,48 @@ def scatter(x, index, src, dim):
     return out
 
 
+_INDEX_ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError}
+
+
+def _check_indices(index: np.ndarray, size: int, error: str, message: str | tuple) -> None:
+    """PyTorch's bounds check of an index argument: every value in ``[0, size)``, negative
+    ones included (they would wrap in numpy). ``message``: one text, or one for a value
+    below 0 and one for a value too large; ``{index}`` stands for the first bad value."""
+    if not index.size:
+        return
+    low, high = index.min(), index.max()
+    if low >= 0 and high < size:
+        return
+    if isinstance(message, tuple):
+        message = message[0] if low < 0 else message[1]
+    bad = low if low < 0 else high
+    raise _INDEX_ERRORS[error](message.format(index=int(bad)))
+
+
+@primitive("check_index", lambda index, *, size, error, message: (index.shape, index.dtype))
+def check_index(index, *, size, error, message):
+    """``index`` itself once its values passed :func:`_check_indices`: where an op's index
+    is computed by the graph, the check runs in the task, named and pointing at the line."""
+    _check_indices(index, size, error, message)
+    return index
+
+
+def checked_index(index: Node, size: int, error: str, message: str | tuple, op: str) -> Node:
+    """``index`` bounds-checked for ``op``, which refuses negative and too large values: at
+    once when its value is here (the user's line raises), else in the task that reads it."""
+    message = tuple(f"{op}: {text}" for text in message) if isinstance(message, tuple) \
+        else f"{op}: {message}"
+    if isinstance(index.value, np.ndarray):
+        _check_indices(index.value, size, error, message)
+        return index
+    return check_index(index, size=size, error=error, message=message)
+
+
+def out_of_bounds(dim: int, size: int) -> str:
+    """gather's and scatter's message, as PyTorch words it."""
+    return f"index {{index}} is out of bounds for dimension {dim} with size {size}"
+
+
 def gather(x: Node, where: Node, dim: int) -> Node:
     """PyTorch's gather: ``take_along_dim`` of ``x`` cut to ``where``'s size in the other
     dimensions first (an index may be smaller than the tensor there)."""
@@ -1497,12 +1539,18 @@ def _nll_shape(x, target, *weight, reduction, ignore_index):
     return (x.shape[:-1] if reduction == "none" else ()), x.dtype
 
 
-def _class_weights(target, weight: tuple, ignore_index: int, dtype) -> tuple:
+def _class_weights(target, weight: tuple, ignore_index: int, dtype, classes: int) -> tuple:
     """Per target: its class (0 where ignored) and its weight (0 where ignored); ``None`` for
-    weights when all are one (no ``weight``, nothing ignored): the common case stays cheap."""
+    weights when all are one (no ``weight``, nothing ignored): the common case stays cheap.
+    A target outside ``[0, classes)`` that is not ignored raises, as in PyTorch."""
     ignored = target == ignore_index
-    if not weight and not ignored.any():
-        return target, None
+    if not ignored.any():
+        _check_indices(target, classes, "IndexError", "Target {index} is out of bounds.")
+        if not weight:
+            return target, None
+    else:
+        _check_indices(target[~ignored], classes, "IndexError",
+                       "Target {index} is out of bounds.")
     classes = np.where(ignored, 0, target)
     weights = weight[0][classes] if weight else np.ones(classes.shape, dtype)
     return classes, np.where(ignored, 0, weights).astype(dtype, copy=False)
@@ -1513,7 +1561,7 @@ def nll_loss(x, target, *weight, reduction, ignore_index):
     """``-x[i, target[i]]`` (times its class's weight), reduced: one node where indexing,
     negation, sum and division made four, and five for the backward. ``mean`` divides by the
     targets' total weight (their count without ``weight``), as PyTorch does."""
-    classes, weights = _class_weights(target, weight, ignore_index, x.dtype)
+    classes, weights = _class_weights(target, weight, ignore_index, x.dtype, x.shape[-1])
     picked = x[classes] if x.ndim == 1 else x[np.arange(classes.shape[0]), classes]
     losses = -picked if weights is None else -(picked * weights)
     if reduction == "none":
@@ -1537,7 +1585,7 @@ def _picked_gradient(g, target, weight: tuple, shape: tuple, reduction: str,
                      ignore_index: int, rows: tuple[int, int] | None = None) -> np.ndarray:
     """nll_loss's gradient, for the targets ``target[start:stop]`` if ``rows`` is given (the
     mean still divides by the whole target's weight)."""
-    classes, weights = _class_weights(target, weight, ignore_index, g.dtype)
+    classes, weights = _class_weights(target, weight, ignore_index, g.dtype, shape[-1])
     scale = -g
     if reduction == "mean":
         total = classes.size if weights is None else weights.sum()

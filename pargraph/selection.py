@@ -116,6 +116,8 @@ class SelectionMethods:
             raise IndexError(f"index_select(): Index is supposed to be a vector, got "
                              f"{len(index.shape)}-D")
         dim = ops.normalize_dim(dim, max(self.ndim, 1))
+        index = ops.checked_index(index, self.shape[dim] if self.ndim else 1, "IndexError",
+                                  "index out of range in self", "index_select")
         spec = (slice(None),) * dim + (ops.IndexSlot(0),)
         picked = ops.index(self._node, ops.reshape(index, shape=(-1,)), spec=spec)
         return self._wrap(ops.shown_as(picked, "IndexSelectBackward0"))
@@ -177,7 +179,8 @@ class SelectionMethods:
                 raise RuntimeError(f"{op}(): Size does not match at dimension {d} expected "
                                    f"index {list(index.shape)} to be smaller than self "
                                    f"{list(self.shape)} apart from dimension {dim}")
-        return dim, index
+        size = self.shape[dim] if self.ndim else 1
+        return dim, ops.checked_index(index, size, "RuntimeError", ops.out_of_bounds(dim, size), op)
 
     def _source(self, src: Any, index: Node, dim: int) -> Any:
         """``src`` as a node of ``index``'s shape (a larger src is cut, as PyTorch reads only

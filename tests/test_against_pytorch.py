@@ -196,3 +196,65 @@ def test_assigning_to_registered_names_behaves_as_pytorch(action):
     ours = _registry_outcome(pargraph, REGISTRY_ACTIONS[action])
     theirs = _registry_outcome(torch, REGISTRY_ACTIONS[action])
     assert ours == theirs
+
+
+INDEX_OPS = {  # op: (function of the library and an index tensor, size of the indexed dim)
+    "Embedding": (lambda lib, i: lib.nn.Embedding.from_pretrained(
+        lib.arange(10.0).reshape(5, 2))(i), 5),
+    "F.embedding": (lambda lib, i: lib.nn.functional.embedding(i, lib.ones(5, 2)), 5),
+    "gather": (lambda lib, i: lib.ones(2, 5).gather(1, i.reshape(1, -1)), 5),
+    "index_select": (lambda lib, i: lib.ones(5, 2).index_select(0, i), 5),
+    "scatter": (lambda lib, i: lib.zeros(5).scatter(0, i, lib.ones(i.shape)), 5),
+    "scatter value": (lambda lib, i: lib.zeros(5).scatter(0, i, 2.0), 5),
+    "scatter_add": (lambda lib, i: lib.zeros(5).scatter_add(0, i, lib.ones(i.shape)), 5),
+    "one_hot": (lambda lib, i: lib.nn.functional.one_hot(i, 5), 5),
+    "nll_loss": (lambda lib, i: lib.nn.functional.nll_loss(lib.zeros(i.shape[0], 5), i), 5),
+    "cross_entropy": (lambda lib, i: lib.nn.functional.cross_entropy(
+        lib.zeros(i.shape[0], 5), i, weight=lib.ones(5)), 5),
+}
+
+
+def _error_of(run):
+    try:
+        run()
+    except (IndexError, RuntimeError, ValueError) as error:
+        return error
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_OPS))
+@pytest.mark.parametrize("bad", [-1, -6, 5, 7])
+def test_index_taking_ops_refuse_what_pytorch_refuses(name, bad):
+    fn, size = INDEX_OPS[name]
+    values = [0, bad, 1]
+    theirs = _error_of(lambda: fn(torch, torch.tensor(values)))
+    assert theirs is not None
+
+    def same(ours):  # nll_loss words its message its own way, naming the classes too
+        return type(ours) is type(theirs) and (str(theirs) in str(ours) or (
+            name in ("nll_loss", "cross_entropy") and f"target {bad} is out of" in str(ours)))
+
+    # A constant index is checked before anything runs.
+    ours = _error_of(lambda: fn(pargraph, pargraph.tensor(values)).sum().item())
+    assert same(ours), (ours, theirs)
+    # A computed one in the task that reads it, naming the line that recorded the op.
+    computed = pargraph.tensor(values) * 1
+    ours = _error_of(lambda: fn(pargraph, computed).sum().item())
+    assert same(ours), (ours, theirs)
+    assert "test_against_pytorch.py" in str(ours)
+    # Indices in range still work, and equal PyTorch's.
+    good = [0, size - 1, 1]
+    np.testing.assert_array_equal(fn(pargraph, pargraph.tensor(good) * 1).detach().numpy(),
+                                  fn(torch, torch.tensor(good)).detach().numpy())
+
+
+@pytest.mark.parametrize("data", [[2**63], [-2**63 - 1], 2**63, [[1], [2**64]], [1, 2**63]])
+def test_integers_beyond_int64_are_refused(data):
+    with pytest.raises(ValueError, match="Overflow"):
+        torch.tensor(data)
+    with pytest.raises(ValueError, match="Overflow"):
+        pargraph.tensor(data)
+    assert pargraph.tensor([2**63 - 1, -2**63]).tolist() == [2**63 - 1, -2**63]
+    assert pargraph.tensor([1.5, 2**63]).dtype == np.float32
+    with pytest.raises(RuntimeError, match="without overflow"):
+        pargraph.tensor([2**40], dtype=pargraph.int32)

@@ -145,7 +145,11 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes < 0:
         num_classes = int(indices.max().item()) + 1 if indices.numel() else 0
-    return (indices.unsqueeze(-1) == arange(num_classes)).long()
+    checked = Tensor(ops.checked_index(
+        indices._node, num_classes, "RuntimeError",
+        ("Class values must be non-negative.", "Class values must be smaller than num_classes."),
+        "one_hot"))
+    return (checked.unsqueeze(-1) == arange(num_classes)).long()
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

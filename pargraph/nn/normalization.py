@@ -141,7 +141,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
                            f"following scalar types: Long, Int; but got {input.dtype} instead")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
-    out = weight[input]
+    checked = ops.checked_index(input._node, weight.shape[0], "IndexError",
+                                "index out of range in self", "embedding")
+    out = weight[Tensor(checked)]
     if padding_idx is not None:
         padding_idx = ops.normalize_dim(padding_idx, weight.shape[0])
         out = where((input != padding_idx).unsqueeze(-1), out, out.detach())
@@ -315,6 +317,26 @@ class Embedding(Module):
             self.weight = Parameter(_weight, requires_grad=not _freeze)
         if dtype is not None:
             self.to(dtype)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
+                        padding_idx: int | None = None, max_norm: float | None = None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
+        """An Embedding holding the 2-D ``embeddings`` (not trained when ``freeze``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> table = pargraph.nn.Embedding.from_pretrained(pargraph.eye(3))
+        >>> table(pargraph.tensor([2])).tolist(), table.weight.requires_grad
+        ([[0.0, 0.0, 1.0]], False)
+        """
+        if embeddings.ndim != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, dim = embeddings.shape
+        return cls(rows, dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
