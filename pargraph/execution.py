@@ -725,8 +725,12 @@ def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> lis
         if node.history and id(node) not in released:
             saved.add(node)
             saved.update([i for i in node.inputs if type(i) is Node])
+    # A value without history that an in-place op replaced (``p.data.add_(...)`` after the
+    # forward read ``p``) is kept too: its replacement, not computed yet, reads it. Dropped,
+    # every later run computed the whole chain of replacements again.
     return [node for node in computed
-            if node in saved or id(node) in target_ids or is_live(node)]
+            if node in saved or id(node) in target_ids or is_live(node)
+            or (node.overwritten and not node.history)]
 
 
 def _start_replication(client: Any, state: list) -> None:

@@ -1,6 +1,8 @@
 """In-place updates as PyTorch programs write them: ``-=`` on parameters, ``.data``, item
 assignment, and the PyTorch rules that guard them."""
 
+import contextlib
+import gc
 import math
 import textwrap
 
@@ -8,7 +10,8 @@ import numpy as np
 import pytest
 
 import pargraph
-from pargraph import nn
+from pargraph import execution, nn
+from pargraph.graph import Node
 
 
 def test_seed_style_loop_on_a_bare_leaf():
@@ -195,3 +198,58 @@ def test_pytorch_tutorial_programs_train_unchanged(program, capsys):
               if line[:1].isdigit()]
     assert len(losses) >= 5 and losses[-1] < 0.5 * losses[0]
     assert all(math.isfinite(v) for v in losses)
+
+
+class _CountComputed:
+    """An execution observer: how many nodes each run computes."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+
+    @contextlib.contextmanager
+    def run(self, computed, get):
+        self.counts.append(len(computed))
+        yield
+
+
+#: Hand-written updates of the PyTorch tutorials, through ``.data`` and under no_grad.
+HAND_UPDATES = {
+    "data.add_": lambda p: p.data.add_(p.grad.data, alpha=-0.01),
+    "data.sub_": lambda p: p.data.sub_(0.01 * p.grad.data),
+    "data.mul_": lambda p: p.data.mul_(0.999),
+    "data.div_": lambda p: p.data.div_(1.001),
+    "data.copy_": lambda p: p.data.copy_(p.data - 0.01 * p.grad),
+    "data.clamp_": lambda p: p.data.clamp_(-0.5, 0.5),
+    "data.pow_": lambda p: p.data.pow_(1.0),
+    "data =": lambda p: setattr(p, "data", p.data - 0.01 * p.grad),
+    "no_grad -=": lambda p: p.sub_(0.01 * p.grad),
+}
+
+
+@pytest.mark.parametrize("update", sorted(HAND_UPDATES))
+def test_hand_written_updates_run_in_flat_work_and_memory(update):
+    # Each step's run computed the whole chain of earlier updates again (100 steps of a
+    # Linear(8, 4): 0.85 s, then 4.8 s, then 9.5 s).
+    pargraph.manual_seed(0)
+    model = pargraph.nn.Linear(8, 4)
+    x, y = pargraph.randn(16, 8), pargraph.randn(16, 4)
+    counter = _CountComputed()
+    execution.observers.append(counter)
+    nodes = []
+    try:
+        for step in range(3000):
+            model.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            with pargraph.no_grad():
+                for p in model.parameters():
+                    HAND_UPDATES[update](p)
+            loss.item()
+            if step in (100, 2999):
+                gc.collect()
+                nodes.append(sum(type(o) is Node for o in gc.get_objects()))
+    finally:
+        execution.observers.remove(counter)
+    assert max(counter.counts[100:]) == counter.counts[100], "a run computed more each step"
+    assert nodes[1] <= nodes[0], "nodes pile up"
+    assert np.isfinite(loss.item())
