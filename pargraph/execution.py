@@ -110,6 +110,7 @@ import numpy as np
 from dask.utils import parse_timedelta
 
 from pargraph.graph import FREED, Node
+from pargraph.interrupts import interrupts
 from pargraph.lowering import Lowered, is_future, lower, plan
 from pargraph.partition import Granularity
 from pargraph.runtime import FAILED_KEY, annotate
@@ -498,7 +499,13 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
                 changed.notify_all()
 
     helpers = [_thread_pool(threads - 1).submit(work) for _ in range(threads - 1)]
-    work()
+    try:
+        work()
+    except BaseException as error:  # Ctrl-C in this thread: the helpers stop too
+        with changed:
+            state["error"] = state["error"] or error
+            changed.notify_all()
+        raise
     for helper in helpers:
         # A helper still queued (the pool busy with another run, or with the run that called
         # this one from a task) is not waited for: this thread did the work.
@@ -614,12 +621,32 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
     afterwards free the saved values of the ``release`` nodes (the graph a backward pass went
     through). On a cluster, the values of ``replicate`` (parameters and optimizer state,
     which exist nowhere else) are copied to a second worker as soon as they exist, and the
-    scheduler forgets how they were computed."""
-    deferred, _deferred.entries = _deferred.entries, []
-    replaced: list[Node] = []
-    if _deferred.state:
-        replicate, _deferred.state = [*replicate, *_deferred.state], []
-        replaced, _deferred.replaced = _deferred.replaced, []
+    scheduler forgets how they were computed.
+
+    A Ctrl-C during the run leaves every node as it was and the deferred work in place, for
+    the next realization; one while the results land waits until they all have."""
+    taken = None
+    try:
+        with interrupts.deferred():
+            taken = (_deferred.entries, _deferred.state, _deferred.replaced)
+            _deferred.entries, _deferred.state, _deferred.replaced = [], [], []
+        commit = _run(targets, release, replicate, *taken)
+    except KeyboardInterrupt:
+        # Interrupted work was not wrong: it runs with the next realization, as if this one
+        # had not started (an error, by contrast, would only raise again).
+        if taken is not None:
+            with interrupts.deferred():
+                _deferred.entries[:0], _deferred.state[:0], _deferred.replaced[:0] = taken
+        raise
+    with interrupts.deferred():
+        commit()
+
+
+def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[Node],
+         deferred: list, state: list, replaced: list) -> Callable[[], None]:
+    """Run what :func:`realize` asks for; returns what applies the results to the nodes."""
+    if state:
+        replicate = [*replicate, *state]
     if deferred:
         targets, release = list(targets), list(release)
         for more_targets, more_release, _ in deferred:
@@ -627,6 +654,8 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
             release += more_release
     target_ids = {id(n) for n in targets}
     pending = [node for node in targets if node.value is None]
+    keep: list[Node] = []
+    values: Sequence[Any] = ()
     if pending:
         order, computed = plan(pending)
         _check_held_values(order)
@@ -649,14 +678,18 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
                 values = lowered.values(execute(lowered, lowered.keys, get))
         except Exception as error:
             raise _blame_backward(error, deferred) from None
+
+    def commit() -> None:
         for node, value in zip(keep, values):
             node.realize(value, keep_inputs=node.history)
-        if replaced:
+        if pending and replaced:
             keep_until_copied([node.value for node in replaced])
-    for node in release:
-        node.free(keep_value=id(node) in target_ids or is_live(node))
-    if release:
-        _forget_structure([node for node in release if node.value is not None])
+        for node in release:
+            node.free(keep_value=id(node) in target_ids or is_live(node))
+        if release:
+            _forget_structure([node for node in release if node.value is not None])
+
+    return commit
 
 
 #: Values held here that a cluster run has read, by node: True after the first run (sent in

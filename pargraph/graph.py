@@ -79,8 +79,9 @@ grad_mode = _GradMode()
 def recorded_at(site: Any) -> Iterator[None]:
     """Nodes recorded inside the block carry ``site`` as their source line (one stack walk
     for many nodes: an optimizer step's updates all point at the user's ``step()`` call)."""
-    saved, grad_mode.site = grad_mode.site, site
-    try:
+    saved = grad_mode.site
+    try:  # set inside the try: an interrupt right after it still restores
+        grad_mode.site = site
         yield
     finally:
         grad_mode.site = saved
@@ -91,10 +92,10 @@ def naming(phase: str, origin: str | None = None, scope: str | None = None) -> I
     """Record the nodes created inside the block as belonging to ``phase`` (on behalf of
     ``origin``, e.g. the forward op whose gradient they compute, inside module ``scope``)."""
     saved = (_naming.phase, _naming.origin, _naming.scope)
-    _naming.phase, _naming.origin = phase, origin
-    if scope is not None:
-        _naming.scope = scope
     try:
+        _naming.phase, _naming.origin = phase, origin
+        if scope is not None:
+            _naming.scope = scope
         yield
     finally:
         _naming.phase, _naming.origin, _naming.scope = saved
@@ -122,8 +123,8 @@ class module_call:  # noqa: N801 (used as a context manager, like the functions 
 def module_scope(path: str) -> Iterator[None]:
     """Nodes recorded inside the block belong to the module at ``path``."""
     saved = _naming.scope
-    _naming.scope = path
     try:
+        _naming.scope = path
         yield
     finally:
         _naming.scope = saved

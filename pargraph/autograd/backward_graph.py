@@ -104,8 +104,8 @@ def gradients(
         pending.setdefault(id(root), []).append(grad_root)
     grads: list[tuple[Node, Node]] = []
     saved_mode = grad_mode.enabled
-    grad_mode.enabled = create_graph
-    try:
+    try:  # switched inside the try: an interrupt right after it still restores the mode
+        grad_mode.enabled = create_graph
         for node in reversed(order):
             contributions = pending.pop(id(node), None)
             if contributions is None or not needs[id(node)]:

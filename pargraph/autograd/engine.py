@@ -21,6 +21,7 @@ from pargraph import execution, ops
 from pargraph.autograd.backward_graph import accumulate, gradients
 from pargraph.autograd.mode import no_grad
 from pargraph.graph import Node, user_site
+from pargraph.interrupts import interrupts
 
 
 def gradient_nodes(outputs: Sequence[Any], seeds: Sequence[Node | None],
@@ -51,6 +52,12 @@ def backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph:
     """Accumulate the gradients of ``outputs`` (tensors) into the ``.grad`` of the leaves and
     of the tensors that retain theirs; the run is deferred to the next realization."""
     retain_graph = create_graph if retain_graph is None else retain_graph
+    with interrupts.deferred():  # every .grad accumulated, or none; grad mode restored
+        _backward(outputs, seeds, retain_graph, create_graph)
+
+
+def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph: bool,
+              create_graph: bool) -> None:
     grads, region = gradient_nodes(outputs, seeds, None, create_graph)
     updated = []
     for node, g in grads:
@@ -82,11 +89,13 @@ def _accumulate_into(owner: Any, g: Node, create_graph: bool) -> None:
 
 
 def zero_grads(tensors: Iterable[Any], set_to_none: bool = True) -> None:
-    """Reset the ``.grad`` of each tensor: to ``None``, or to zeros in place."""
-    for t in tensors:
-        if t.grad is None:
-            continue
-        if set_to_none:
-            t.grad = None
-        else:
-            t.grad.zero_()
+    """Reset the ``.grad`` of each tensor: to ``None``, or to zeros in place; all of them, even
+    when Ctrl-C is pressed meanwhile."""
+    with interrupts.deferred():
+        for t in tensors:
+            if t.grad is None:
+                continue
+            if set_to_none:
+                t.grad = None
+            else:
+                t.grad.zero_()

@@ -34,7 +34,10 @@ class _GradModeContext:
         grad_mode.enabled = self._enabled
 
     def __exit__(self, *exc: Any) -> None:
-        grad_mode.enabled = self._saved.pop()
+        # Restored in one store before the list changes: a Ctrl-C between two calls here
+        # must not leave the mode switched.
+        grad_mode.enabled = self._saved[-1]
+        del self._saved[-1]
 
     def __call__(self, func: Callable) -> Callable:
         enabled = self._enabled

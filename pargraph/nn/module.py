@@ -15,6 +15,7 @@ from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
 from pargraph.graph import grad_mode, in_package, module_call, user_site
+from pargraph.interrupts import interrupts
 
 
 class IncompatibleKeys(NamedTuple):
@@ -365,8 +366,9 @@ class Module:
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                + "\n\t".join(errors))
-        for name, array in values.items():
-            assign(own[name], array)
+        with interrupts.deferred():  # every value, or none
+            for name, array in values.items():
+                assign(own[name], array)
         return IncompatibleKeys(missing, unexpected)
 
     # --- calling and printing -----------------------------------------------------------

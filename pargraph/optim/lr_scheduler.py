@@ -7,6 +7,7 @@ import bisect
 import math
 from typing import Any
 
+from pargraph.interrupts import interrupts
 from pargraph.optim.optimizer import Optimizer
 
 
@@ -41,10 +42,11 @@ class LRScheduler(_SchedulerState):
         raise NotImplementedError
 
     def step(self) -> None:
-        self.last_epoch += 1
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        with interrupts.deferred():  # every group's rate and the epoch move together
+            self.last_epoch += 1
+            for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+                group["lr"] = lr
+            self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 
 class StepLR(LRScheduler):
@@ -279,6 +281,10 @@ class ReduceLROnPlateau(_SchedulerState):
 
     def step(self, metrics: Any) -> None:
         current = float(metrics)  # a loss tensor is realized here, as in PyTorch's item()
+        with interrupts.deferred():
+            self._step(current)
+
+    def _step(self, current: float) -> None:
         self.last_epoch += 1
         if self._better(current):
             self.best, self.num_bad_epochs = current, 0

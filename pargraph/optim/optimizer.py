@@ -20,6 +20,7 @@ from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
 from pargraph.factories import as_tensor
 from pargraph.graph import UPDATE, naming, recorded_at, user_site
+from pargraph.interrupts import interrupts
 from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
 
@@ -78,19 +79,26 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to ``None`` by default, as in PyTorch)."""
-        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
+        zero_grads([p for group in self.param_groups for p in group["params"]], set_to_none)
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         raise NotImplementedError
 
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:
-        """Update every parameter that has a gradient, in one dask run."""
+        """Update every parameter that has a gradient, in one dask run.
+
+        All or nothing: if the run fails or is interrupted (Ctrl-C), parameters and state are
+        as they were; a Ctrl-C while the results are being applied waits until they all are.
+        """
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
         pending: list[tuple[Tensor, Tensor, dict]] = []
-        with no_grad(), naming(UPDATE, self.name), recorded_at(user_site()):
+        # Recording changes nothing but the recording context, which a Ctrl-C in the middle
+        # of switching it could leave switched: it is raised after the block.
+        with interrupts.deferred(), no_grad(), naming(UPDATE, self.name), \
+                recorded_at(user_site()):
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
@@ -107,12 +115,12 @@ class Optimizer:
         # Raises before anything is committed. Parameters and optimizer state exist nowhere
         # else: on a cluster, a second copy is kept.
         execution.realize(nodes, replicate=nodes)
-        with no_grad():
+        with interrupts.deferred(), no_grad():
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)
                 self.state[p] = new_state
+            self._step_count += 1
         execution.keep_until_copied(replaced)
-        self._step_count += 1
         if execution.mirror_every():
             self._mirror = self._mirror or StateMirror(self)
             self._mirror.after_step(self._step_count)
@@ -156,9 +164,10 @@ class Optimizer:
                 if int(index) in state:
                     new_state[p] = {k: _restore(v, p, f"state[{index}][{k!r}]")
                                     for k, v in state[int(index)].items()}
-        for saved, own in zip(groups, self.param_groups):
-            own.update({k: v for k, v in saved.items() if k != "params"})
-        self.state = new_state
+        with interrupts.deferred():
+            for saved, own in zip(groups, self.param_groups):
+                own.update({k: v for k, v in saved.items() if k != "params"})
+            self.state = new_state
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
