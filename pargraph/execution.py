@@ -111,7 +111,7 @@ from dask.utils import parse_timedelta
 
 from pargraph.graph import FREED, Node
 from pargraph.interrupts import interrupts
-from pargraph.lowering import Lowered, is_future, lower, plan
+from pargraph.lowering import Lowered, is_future, lower, plan, realized_meanwhile
 from pargraph.partition import Granularity
 from pargraph.runtime import FAILED_KEY, annotate
 
@@ -656,7 +656,8 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
     pending = [node for node in targets if node.value is None]
     keep: list[Node] = []
     values: Sequence[Any] = ()
-    if pending:
+    lowered = None
+    while pending:  # once, unless another thread realizes a node of this run meanwhile
         order, computed = plan(pending)
         _check_held_values(order)
         keep = _kept(computed, target_ids, {id(n) for n in release})
@@ -665,8 +666,18 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
         if client is not None and client.status != "running":  # every value it held is gone
             raise cluster_lost(client, f"the client's connection is {client.status}")
         held = _held_on_cluster(order, client) if client is not None else None
-        lowered = lower(order, computed, keep, _granularity_or_lost(get, client), held=held,
-                        copied=replicate if client is not None and _replicas(client) else ())
+        try:
+            lowered = lower(order, computed, keep, _granularity_or_lost(get, client),
+                            held=held, copied=replicate if client is not None and
+                            _replicas(client) else ())
+        except Exception:
+            if not realized_meanwhile(computed):
+                raise
+        if not realized_meanwhile(computed):
+            break
+        pending = [node for node in pending if node.value is None]
+        keep, lowered = [], None
+    if lowered is not None:
         if replicate and lowered.holders is not None:
             wanted = {id(node) for node in replicate}
             lowered.state = frozenset(lowered.holders[i] for i, node in enumerate(keep)

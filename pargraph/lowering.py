@@ -289,8 +289,16 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
                     if found.hosts:
                         found.send_only_what_other_workers_read(computed)
         found = found or SinglePlan(order, computed, outputs)
-        PlanCache.put(key, found)
+        if not realized_meanwhile(computed):
+            PlanCache.put(key, found)
     return found
+
+
+def realized_meanwhile(computed: Sequence[Node]) -> bool:
+    """Whether another thread's run realized a node this run set out to compute: it may
+    have cut the node's inputs while this run's plan read them (a value is stored before
+    the inputs go), so the plan is made again (and never cached)."""
+    return any(node.value is not None for node in computed)
 
 
 #: The ways a threaded run of group tasks can go: on dask's threads (BLAS limited to one thread
