@@ -858,6 +858,33 @@ def test_a_lost_scheduler_rolls_back_to_the_mirror_and_state_dict_answers():
         running.close()
 
 
+def test_a_scheduler_lost_before_the_first_mirrored_step_rolls_back_to_the_start():
+    running = Cluster(workers=1)
+    try:
+        with dask.config.set({"pargraph.mirror-every": 0}, scheduler=running.client):
+            pargraph.connect(running.address, timeout=10, mirror_every=4).close()
+            pargraph.manual_seed(0)
+            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+            opt = optim.Adam(model.parameters(), lr=0.01)
+            at_start = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+            x, y = pargraph.randn(32, 8), pargraph.randint(0, 2, (32,))
+            _steps(model, opt, x, y, 2)
+            assert all(is_future(p._node.value) for p in model.parameters())
+            _kill_scheduler(running, model[0].weight._node.value)
+
+            state = model.state_dict()  # raised ClusterLostError before the fix
+            for name, value in state.items():
+                np.testing.assert_array_equal(value.numpy(), at_start[name])
+            assert opt.state_dict()["state"] == {}
+            with pytest.raises(pargraph.ClusterLostError, match="as of its step 0"):
+                _steps(model, opt, x, y, 1)
+        with dask.config.set(scheduler="sync"):
+            _steps(model, opt, x, y, 1)
+        assert opt.state_dict()["state"][0]["step"] == 1
+    finally:
+        running.close()
+
+
 def test_a_lost_scheduler_without_mirror_is_a_clear_error_naming_the_checkpoint(tmp_path):
     running = Cluster(workers=1)
     try:

@@ -38,28 +38,46 @@ class StateMirror:
         self.lock = threading.Lock()
         execution.register_recovery(self)
 
+    def start(self, step: int) -> None:
+        """The first copy, taken now, before the first mirrored step runs: the values it
+        starts from are usually in this process still (they were sent with the first run),
+        so a scheduler lost before step N rolls back to them, not to nothing."""
+        optimizer = self.optimizer_ref()
+        values = [t._node for group in optimizer.param_groups for p in group["params"]
+                  for t in (p, *optimizer.state.get(p, {}).values())
+                  if isinstance(t, Tensor) and t._node.value is None]
+        if values:  # parameters made by ops not run yet (an initialization)
+            execution.realize(values)
+        self._gather(step, *self._current())
+
     def after_step(self, step: int) -> None:
         """Start gathering this step's values if it is a mirrored step and they are remote."""
         every = execution.mirror_every()
         if not every or step % every:
             return
-        optimizer = self.optimizer_ref()
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        # The values as of this step: later steps rebind the tensors while the copy travels.
-        held = [p._node.value for p in params]
-        held_states = [{k: v._node.value if isinstance(v, Tensor) else v
-                        for k, v in optimizer.state.get(p, {}).items()} for p in params]
-        futures = [v for v in held + [v for state in held_states for v in state.values()]
-                   if is_future(v)]
+        held, held_states, futures = self._current()
         if not futures:
             return  # nothing lives on a cluster
         if self.in_flight is not None and not self.in_flight.done():
             return  # the previous copy is still on its way: skip this one, not the step
         self.in_flight = _gatherers.submit(self._gather, step, held, held_states, futures)
 
+    def _current(self) -> tuple[list, list, list]:
+        """The optimizer's parameter and state values now (later steps rebind the tensors
+        while a copy travels), and the Futures among them."""
+        optimizer = self.optimizer_ref()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        held = [p._node.value for p in params]
+        held_states = [{k: v._node.value if isinstance(v, Tensor) else v
+                        for k, v in optimizer.state.get(p, {}).items()} for p in params]
+        futures = [v for v in held + [v for state in held_states for v in state.values()]
+                   if is_future(v)]
+        return held, held_states, futures
+
     def _gather(self, step: int, held: list, held_states: list, futures: list) -> None:
         distinct = futures_of(futures)  # a group's Future once, however many parts it holds
-        gathered = dict(zip((f.key for f in distinct), distinct[0].client.gather(distinct)))
+        gathered = dict(zip((f.key for f in distinct), distinct[0].client.gather(distinct))) \
+            if distinct else {}
 
         def local(value: Any) -> Any:
             if isinstance(value, HeldPart):

@@ -94,6 +94,9 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        if execution.mirror_every() and self._mirror is None:
+            self._mirror = StateMirror(self)
+            self._mirror.start(self._step_count)
         pending: list[tuple[Tensor, Tensor, dict]] = []
         # Recording changes nothing but the recording context, which a Ctrl-C in the middle
         # of switching it could leave switched: it is raised after the block.
@@ -121,8 +124,7 @@ class Optimizer:
                 self.state[p] = new_state
             self._step_count += 1
         execution.keep_until_copied(replaced)
-        if execution.mirror_every():
-            self._mirror = self._mirror or StateMirror(self)
+        if self._mirror is not None and execution.mirror_every():
             self._mirror.after_step(self._step_count)
         return loss
 
