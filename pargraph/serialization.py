@@ -32,12 +32,18 @@ import numpy as np
 
 from pargraph import execution
 from pargraph._tensor import Tensor
+from pargraph.devices import check_device
 from pargraph.factories import from_numpy
 
 _STRUCTURE = "__structure__"
 _FORMAT = "pargraph-checkpoint"
 _MAX_STRUCTURE_BYTES = 64 * 2**20
 _MEMBER = re.compile(r"a\d+")
+#: What ``load`` inflates at most unless told otherwise (``max_bytes=``).
+DEFAULT_MAX_BYTES = 16 * 2**30
+#: Deflate gives at most ~1032 bytes per compressed byte: a member declaring more lies.
+_MAX_RATIO = 1100
+_LOCAL_HEADER = 30  # bytes of a zip local file header before its name
 
 
 class CheckpointError(ValueError):
@@ -153,11 +159,18 @@ def _sync_folder(folder: str) -> None:
 
 # --- loading -----------------------------------------------------------------------------------
 
-def load(path: str | os.PathLike) -> Any:
+def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool | None = None,
+         max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
     """Read a checkpoint written by :func:`save`; tensors come back as tensors.
 
     Raises :class:`CheckpointError` (a ``ValueError``) for any file that is not a valid
-    checkpoint, and ``FileNotFoundError`` for a missing one.
+    checkpoint, and ``FileNotFoundError`` for a missing one. Before anything is inflated,
+    every member's declared size is checked against the file (no member may overlap
+    another, repeat a name, or claim more than deflate can give) and the total against
+    ``max_bytes``; no member is read twice. ``map_location`` may name the CPU only (or be
+    a function or mapping, as in PyTorch: every tensor loads on the CPU);
+    ``weights_only`` is accepted for PyTorch programs: a checkpoint never holds code, so
+    loading is always weights only.
 
     Examples
     --------
@@ -167,10 +180,13 @@ def load(path: str | os.PathLike) -> Any:
     >>> pargraph.load(path)["bias"].shape
     pargraph.Size([3])
     """
+    if not callable(map_location) and not isinstance(map_location, dict):
+        check_device(map_location, "load")  # a function or a mapping has only the CPU to map
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            reader = _MemberReader(path, archive)
+            _check_members(path, archive, os.path.getsize(path), max_bytes)
+            reader = _MemberReader(path, archive, max_bytes)
             root = _read_structure(reader)
             return _decode(root, reader)
     except (FileNotFoundError, IsADirectoryError, PermissionError, CheckpointError):
@@ -201,11 +217,49 @@ def _read_structure(reader: _MemberReader) -> Any:
     return structure  # pargraph 0.1's checkpoints: the bare structure
 
 
-class _MemberReader:
-    """Reads named ``.npy`` members of the archive, checking each against the structure."""
+def _check_members(path: str, archive: zipfile.ZipFile, size: int, max_bytes: int) -> None:
+    """Refuse an archive whose members could make ``load`` inflate more than the file
+    holds: repeated names, members outside the file or overlapping another (one deflated
+    block read as many members), sizes deflate cannot give, or more than ``max_bytes``."""
+    members = archive.infolist()
+    names: set[str] = set()
+    total = 0
+    for info in members:
+        if info.filename in names:
+            raise CheckpointError(path, f"member {info.filename!r} appears twice")
+        names.add(info.filename)
+        end = info.header_offset + _LOCAL_HEADER + len(info.filename.encode()) + \
+            info.compress_size
+        if end > size:
+            raise CheckpointError(path, f"member {info.filename!r} reaches past the end of "
+                                        f"the file ({end} of {size} bytes)")
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if (stored and info.file_size != info.compress_size) or \
+                info.file_size > max(info.compress_size, 1) * _MAX_RATIO:
+            raise CheckpointError(path, f"member {info.filename!r} declares {info.file_size} "
+                                        f"bytes from {info.compress_size} compressed")
+        total += info.file_size
+    if total > max_bytes:
+        raise CheckpointError(path, f"its members declare {total} bytes in all, more than "
+                                    f"max_bytes={max_bytes} (pass a larger max_bytes to load "
+                                    "it)")
+    ordered = sorted(members, key=lambda info: info.header_offset)
+    for first, second in zip(ordered, ordered[1:]):
+        if second.header_offset < first.header_offset + _LOCAL_HEADER + \
+                len(first.filename.encode()) + first.compress_size:
+            raise CheckpointError(path, f"members {first.filename!r} and {second.filename!r} "
+                                        "overlap")
 
-    def __init__(self, path: str, archive: zipfile.ZipFile) -> None:
+
+class _MemberReader:
+    """Reads named ``.npy`` members of the archive, checking each against the structure,
+    each at most once and no more than ``max_bytes`` in all."""
+
+    def __init__(self, path: str, archive: zipfile.ZipFile,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.path, self.archive = path, archive
+        self.read: set[str] = set()
+        self.left = max_bytes
 
     def fail(self, problem: str) -> CheckpointError:
         return CheckpointError(self.path, problem)
@@ -217,6 +271,12 @@ class _MemberReader:
             raise self.fail(f"member {name!r} is missing") from None
         if limit is not None and info.file_size > limit:
             raise self.fail(f"member {name!r} is {info.file_size} bytes (at most {limit})")
+        if name in self.read:
+            raise self.fail(f"its structure names member {name!r} twice")
+        self.read.add(name)
+        self.left -= info.file_size
+        if self.left < 0:
+            raise self.fail("its members hold more than max_bytes in all")
         with self.archive.open(info) as file:
             version = np.lib.format.read_magic(file)
             if version == (1, 0):

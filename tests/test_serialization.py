@@ -186,3 +186,111 @@ def test_optimizer_load_state_dict_changes_nothing_when_a_value_is_bad():
                                          r"pargraph.Size\(\[7\]\)"):
         opt.load_state_dict(state)
     assert opt.param_groups[0]["lr"] == 0.01
+
+
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array)
+    return buffer.getvalue()
+
+
+def _structure(entries: dict) -> bytes:
+    import json
+
+    root = {"dict": [[name, {"tensor": member}] for name, member in entries.items()]}
+    text = json.dumps({"format": "pargraph-checkpoint", "version": 1, "root": root})
+    return _npy(np.frombuffer(text.encode(), dtype=np.uint8))
+
+
+BIG = {"member": "a0", "shape": [2**22], "dtype": "<f4"}  # 16 MiB of zeros, ~16 KB deflated
+
+
+def _bomb(tmp_path, entries: dict, members: dict, name: str = "bomb.npz"):
+    import warnings
+    import zipfile
+
+    path = tmp_path / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate names we write
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("__structure__.npy", _structure(entries))
+            for member, data in members:
+                archive.writestr(member, data)
+    return path
+
+
+def _load_within(path, budget=64 * 2**20, **options):
+    """pargraph.load's error, checking that it allocated less than ``budget`` bytes."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(pargraph.CheckpointError) as raised:
+            pargraph.load(path, **options)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < budget, peak
+    assert str(path) in str(raised.value)
+    return str(raised.value)
+
+
+def test_one_member_named_many_times_is_refused_before_it_is_inflated_twice(tmp_path):
+    path = _bomb(tmp_path, {f"w{k}": BIG for k in range(64)},
+                 [("a0.npy", _npy(np.zeros(2**22, np.float32)))])
+    assert path.stat().st_size < 100_000  # it took 1.1 GB to load
+    assert "names member 'a0' twice" in _load_within(path)
+
+
+def test_repeated_member_names_are_refused(tmp_path):
+    path = _bomb(tmp_path, {"w": BIG},
+                 [("a0.npy", _npy(np.zeros(2**22, np.float32)))] * 3)
+    assert "appears twice" in _load_within(path, budget=2**20)
+
+
+def _patched_central_entry(path, name: str, field: int, value: int) -> None:
+    """Overwrite a 4-byte field of ``name``'s central-directory record (offset ``field``)."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    at = data.index(b"PK\x01\x02")  # the first central-directory record
+    while True:
+        length = struct.unpack("<H", data[at + 28:at + 30])[0]
+        if data[at + 46:at + 46 + length].decode() == name:
+            break
+        extra, comment = struct.unpack("<HH", data[at + 30:at + 34])
+        at += 46 + length + extra + comment
+    data[at + field:at + field + 4] = struct.pack("<I", value)
+    path.write_bytes(bytes(data))
+
+
+def test_a_member_declaring_more_than_deflate_can_give_is_refused(tmp_path):
+    small = {"member": "a0", "shape": [4], "dtype": "<f4"}
+    path = _bomb(tmp_path, {"w": small}, [("a0.npy", _npy(np.zeros(4, np.float32)))])
+    _patched_central_entry(path, "a0.npy", 24, 2**31)  # its uncompressed size
+    assert "declares 2147483648 bytes" in _load_within(path, budget=2**20)
+
+
+def test_overlapping_members_are_refused(tmp_path):
+    import zipfile
+
+    path = _bomb(tmp_path, {"w": BIG, "v": {**BIG, "member": "a1"}},
+                 [("a0.npy", _npy(np.zeros(2**22, np.float32))),
+                  ("a1.npy", _npy(np.zeros(2**22, np.float32)))])
+    with zipfile.ZipFile(path) as archive:
+        first = archive.getinfo("a0.npy").header_offset
+    _patched_central_entry(path, "a1.npy", 42, first)  # a1 starts where a0 starts
+    assert "overlap" in _load_within(path)
+
+
+def test_max_bytes_bounds_what_load_inflates(tmp_path):
+    path = tmp_path / "model.npz"
+    pargraph.save({"w": pargraph.zeros(1000)}, path)
+    assert "max_bytes=1000" in _load_within(path, max_bytes=1000)
+    assert pargraph.load(path, max_bytes=10_000)["w"].shape == (1000,)
+    loaded = pargraph.load(path, map_location="cpu", weights_only=True)
+    assert loaded["w"].shape == (1000,)
+    with pytest.raises(RuntimeError, match="CPU"):
+        pargraph.load(path, map_location="cuda:0")
