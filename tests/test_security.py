@@ -24,16 +24,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
-def documented_cluster_commands() -> list[str]:
-    """Every ``dask scheduler`` / ``dask worker`` line in the READMEs' local instructions
-    (docker/README.md's TLS example for a multi-machine cluster is the one exception)."""
+def documented_cluster_commands(tls: bool = False) -> list[str]:
+    """Every ``dask scheduler`` / ``dask worker`` command in the READMEs (lines continued with
+    a backslash joined): those of the local instructions, or those of the TLS example."""
     commands = []
     for name in ("README.md", os.path.join("docker", "README.md")):
         with open(os.path.join(ROOT, name)) as file:
-            for line in file:
-                line = line.strip().rstrip("&").strip()
-                if re.match(r"dask (scheduler|worker)\b", line) and "tls" not in line:
-                    commands.append(line)
+            text = file.read().replace("\\\n", " ")
+        for line in text.splitlines():
+            line = " ".join(line.strip().rstrip("&").split())
+            if re.match(r"dask (scheduler|worker)\b", line) and ("tls" in line) == tls:
+                commands.append(line)
     return commands
 
 
@@ -77,6 +78,61 @@ def test_documented_commands_listen_on_loopback_only():
         assert len(addresses) >= 2 + 2 * workers  # scheduler, dashboard, workers, nannies
         exposed = {a for a in addresses if a[0] not in LOOPBACK}
         assert not exposed, f"listening beyond loopback: {sorted(exposed)}"
+    finally:
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=30)
+
+
+def test_the_documented_tls_commands_keep_their_http_servers_on_loopback(tmp_path):
+    # Their dashboards and /health answered unauthenticated on every interface. The TLS
+    # ports themselves face the network by design: they refuse a client without a
+    # certificate the CA signed.
+    import ssl
+
+    from distributed.security import Security
+
+    commands = documented_cluster_commands(tls=True)
+    assert [c.split()[1] for c in commands] == ["scheduler", "worker"]
+    made = Security.temporary()  # one self-signed certificate serves every role here
+    for name in ("ca", "scheduler", "worker", "client"):
+        (tmp_path / f"{name}.pem").write_text(made.tls_ca_file)
+        (tmp_path / f"{name}-key.pem").write_text(made.tls_scheduler_key)
+    port, dashboard = free_port(), free_port()
+    processes = []
+    try:
+        for command in commands:
+            local = command.replace("tls://scheduler:8786", f"tls://127.0.0.1:{port}")
+            local = local.replace("--port 8786", f"--port {port}").replace(":8787",
+                                                                          f":{dashboard}")
+            processes.append(subprocess.Popen(shlex.split(local), stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL, cwd=tmp_path,
+                                              start_new_session=True))
+        security = Security(tls_ca_file=str(tmp_path / "ca.pem"),
+                            tls_client_cert=str(tmp_path / "client.pem"),
+                            tls_client_key=str(tmp_path / "client-key.pem"),
+                            require_encryption=True)
+        with pargraph.connect(f"tls://127.0.0.1:{port}", timeout=30,
+                              security=security) as client:
+            client.wait_for_workers(1, timeout=60)
+            tls_ports = {port} | {int(address.rsplit(":", 1)[1])
+                                  for worker, info in client.scheduler_info()["workers"].items()
+                                  for address in (worker, info.get("nanny")) if address}
+        time.sleep(1)  # a worker starts its HTTP server right after registering
+        addresses = listening_addresses([p.pid for p in processes])
+        exposed = {a for a in addresses if a[0] not in LOOPBACK}
+        assert len(addresses) >= 4 and exposed, sorted(addresses)
+        assert {p for _, p in exposed} <= tls_ports, (sorted(exposed), tls_ports)
+        for _, exposed_port in exposed:  # TLS only, and not without a certificate
+            context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+            context.check_hostname = False
+            with socket.create_connection(("127.0.0.1", exposed_port), timeout=10) as raw, \
+                    pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+                with context.wrap_socket(raw) as tls:
+                    tls.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+                    if not tls.recv(100):
+                        raise ConnectionError("closed without a word")
     finally:
         for process in processes:
             os.killpg(process.pid, signal.SIGTERM)
@@ -170,3 +226,91 @@ def test_connect_returns_or_raises_within_its_timeout(server, request):
 def test_a_tls_address_without_security_says_what_to_pass():
     with pytest.raises(ValueError, match=r"TLS address, so pass security=.*Security\("):
         pargraph.connect("tls://127.0.0.1:8786", timeout=1)
+
+
+class _Planted:
+    """Unpickling this creates a file: the proof that a server's answer ran code here."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+@pytest.fixture
+def hostile_server(tmp_path):
+    """A server that speaks dask's protocol and answers with pickles: its handshake and its
+    identity reply both carry an object whose unpickling creates a file."""
+    import asyncio
+
+    from distributed.comm import listen
+    from distributed.protocol.serialize import ToPickle
+
+    planted = tmp_path / "planted"
+    ready, stop = threading.Event(), threading.Event()
+    address = {}
+
+    async def serve():
+        async def handle(comm):
+            try:
+                await comm.read()
+                await comm.write({"type": "Scheduler", "id": ToPickle(_Planted(str(planted)))})
+            except Exception:  # the client hung up: nothing more to plant
+                pass
+
+        listener = listen("tcp://127.0.0.1:0", handle,
+                          handshake_overrides={"extra": ToPickle(_Planted(str(planted)))})
+        await listener.start()
+        address["value"] = listener.contact_address
+        ready.set()
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        listener.stop()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield address["value"], planted
+    stop.set()
+    thread.join(5)
+
+
+def test_connect_deserializes_no_pickle_from_the_server(hostile_server):
+    address, planted = hostile_server
+    # Through dask's own reader, the answer runs the server's code:
+    from distributed.comm import connect as open_comm
+
+    async def dask_reads():
+        comm = await open_comm(address, timeout=5)
+        await comm.write({"op": "identity"})
+        await comm.read()
+        comm.abort()
+
+    import asyncio
+
+    asyncio.run(dask_reads())
+    assert planted.exists()
+    planted.unlink()
+    # pargraph's probe reads the same answers as plain data, and connects to nothing.
+    with pytest.raises(ConnectionError):
+        pargraph.connect(address, timeout=5).close()
+    assert not planted.exists()
+
+
+def test_connect_over_tls_probes_the_scheduler_and_trains():
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    security = Security.temporary()
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls://",
+                      security=security, dashboard_address=None,
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                      worker_dashboard_address="127.0.0.1:0") as cluster:
+        with pargraph.connect(cluster.scheduler_address, timeout=10,
+                              security=security) as client:
+            assert client.scheduler.address.startswith("tls://")
+            import dask
+
+            with dask.config.set(scheduler=client):
+                assert (pargraph.ones(3) * 2).sum().item() == 6.0
