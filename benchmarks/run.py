@@ -299,8 +299,67 @@ def _ratio(a: float, b: float | None) -> str:
     return f"{a / b:.2f}x ({a * 1000:.2f} vs {b * 1000:.2f} ms)" if b else "no reference"
 
 
+#: Graph sizes of the scaling workload: nodes of a chain, branches of a fan-in.
+DEEP = (12_500, 25_000, 50_000, 100_000)
+WIDE = (2_500, 5_000, 10_000, 20_000)
+
+
+def deep_graph(nodes: int) -> float:
+    """Record a chain of ``nodes`` elementwise ops, realize it, backpropagate: seconds."""
+    start = time.perf_counter()
+    x = pargraph.tensor(np.linspace(0.1, 1.0, 4), requires_grad=True)
+    y = x
+    for k in range(nodes):
+        y = y * 1.0001 if k % 2 else y + 0.0001
+    total = y.sum()
+    total.item()
+    total.backward()
+    x.grad.numpy()
+    return time.perf_counter() - start
+
+
+def wide_graph(branches: int) -> float:
+    """``stack`` of ``branches`` results computed separately (two ops each), summed, realized
+    and backpropagated: seconds."""
+    start = time.perf_counter()
+    x = pargraph.tensor(np.linspace(0.1, 1.0, 4), requires_grad=True)
+    total = pargraph.stack([(x * (k % 7 + 1)).sum() for k in range(branches)]).sum()
+    total.item()
+    total.backward()
+    x.grad.numpy()
+    return time.perf_counter() - start
+
+
+def scaling(repeats: int) -> dict:
+    """Workload 7: how recording, lowering, running and backpropagating grow with the graph:
+    a chain of up to 100,000 nodes, and a fan-in of up to 20,000 branches (``stack``), each
+    realized and backpropagated once per size (best of a few, each with empty structure
+    caches: the first time a structure is seen), with the exponent of a power-law fit of time
+    against size (1.0: linear)"""
+    from pargraph.autograd.backward_graph import BackwardTemplate
+    from pargraph.lowering import PlanCache
+
+    def cold(graph, size: int) -> float:
+        PlanCache.clear()
+        BackwardTemplate.cache.clear()
+        return graph(size)
+
+    rows, targets = {}, []
+    for name, sizes, graph, unit in (("deep", DEEP, deep_graph, "nodes"),
+                                     ("wide", WIDE, wide_graph, "branches")):
+        seconds = [min(cold(graph, size) for _ in range(max(1, min(repeats, 3))))
+                   for size in sizes]
+        exponent = float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+        rows[name] = {"sizes": sizes, "seconds": seconds, "exponent": exponent, "unit": unit}
+        targets.append((f"{name}: {sizes[-1]:,} {unit} realized and backpropagated < 10 s",
+                        f"{seconds[-1]:.2f} s", seconds[-1] < 10))
+        targets.append((f"{name}: near-linear (fit exponent < 1.2)", f"{exponent:.2f}",
+                        exponent < 1.2))
+    return {"scaling": rows, "targets": targets}
+
+
 WORKLOADS = {"loops": loops, "layers": layers, "overhead": overhead, "building": building,
-             "memory": memory, "cluster": cluster}
+             "memory": memory, "cluster": cluster, "scaling": scaling}
 
 
 def machine() -> str:
@@ -349,6 +408,12 @@ def report(results: dict, repeats: int, elapsed: float) -> str:
         if "tasks" in result:
             lines += ["Tasks per step: " + ", ".join(f"{k} {v}"
                                                     for k, v in result["tasks"].items()), ""]
+        for shape, row in result.get("scaling", {}).items():
+            lines += [f"### {shape}", "", f"| {row['unit']} | seconds | nodes or branches per "
+                      "second |", "|---|---|---|"]
+            lines += [f"| {size:,} | {seconds:.2f} | {size / seconds:,.0f} |"
+                      for size, seconds in zip(row["sizes"], row["seconds"])]
+            lines += ["", f"Power-law fit: time ~ size^{row['exponent']:.2f}", ""]
         if "peaks" in result:
             lines += ["| framework | peak RSS during one step |", "|---|---|"]
             lines += [f"| {k} | {v / 2**20:.1f} MiB |" for k, v in result["peaks"].items()]

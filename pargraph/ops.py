@@ -49,6 +49,10 @@ class Primitive:
         #: (an elementwise ufunc): the runtime hands it an input that nothing reads afterwards.
         self.out = out
         self.vjps: tuple[Callable | None, ...] | None = None
+        #: ``vjp_of_many(g, out, positions, *inputs, **attrs)``: the contributions to the
+        #: inputs at ``positions`` in one call, for ops of any number of inputs (a stack of
+        #: 20,000 called a vjp per input, each taking all 20,000 inputs again).
+        self.vjp_of_many: Callable | None = None
         #: False for user code (autograd.Function) whose backward may differ call to call:
         #: its backward graph is generated every time, never replayed from a template.
         self.replayable = True
@@ -63,6 +67,11 @@ class Primitive:
         """Register a factory of vjps by input position, for ops with any number of inputs."""
         self.vjps = ()
         self._vjp_at = vjp_at
+
+    def defvjp_of_many(self, vjp_of_many: Callable) -> None:
+        """Register the vjp of all needed inputs at once (see ``vjp_of_many``); the per-input
+        vjps (:meth:`vjp`) stay for single inputs."""
+        self.vjp_of_many = vjp_of_many
 
     def vjp(self, position: int) -> Callable | None:
         if self.vjps is None:
@@ -408,6 +417,8 @@ def add_n(*xs):
         total = np.add(total, x, out=total if in_place else None)
     return total
 add_n.defvjp_at(lambda k: lambda g, out, *xs: unbroadcast(g, xs[k].shape))
+add_n.defvjp_of_many(lambda g, out, positions, *xs: [unbroadcast(g, xs[k].shape)
+                                                     for k in positions])
 
 
 def _share_ties(g, out, x, y, wins):
@@ -1039,6 +1050,22 @@ def _cat_vjp(position: int) -> Callable:
 
 
 cat.defvjp_at(_cat_vjp)
+
+
+def _cat_vjp_of_many(g, out, positions, *xs, dim):
+    d = normalize_dim(dim, len(out.shape))
+    starts = np.cumsum([0] + [x.shape[d] for x in xs]).tolist()
+    contributions = []
+    for k in positions:
+        rows = (d, starts[k], starts[k + 1])
+        if _from_part(g, rows, PUSH_DEPTH):  # no slice of the whole, no join of the parts
+            contributions.append(_part(g, rows, PUSH_DEPTH))
+        else:
+            contributions.append(index(g, spec=(slice(None),) * d + (slice(*rows[1:]),)))
+    return contributions
+
+
+cat.defvjp_of_many(_cat_vjp_of_many)
 
 #: How many elementwise nodes a slice of a concatenation's gradient is pushed through.
 PUSH_DEPTH = 8
@@ -1685,6 +1712,8 @@ def stacked(*xs, dim):
     return np.stack(xs, axis=dim)
 stacked.defvjp_at(lambda position: lambda g, out, *xs, dim: index(
     g, spec=(slice(None),) * dim + (position,)))
+stacked.defvjp_of_many(lambda g, out, positions, *xs, dim: [
+    index(g, spec=(slice(None),) * dim + (k,)) for k in positions])
 
 
 def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:

@@ -209,6 +209,9 @@ class _Groups:
         self.members_of: list[list[int]] = []
         self.tail: list[int] = []
         self.ancestors: list[int] = []  # bit g set: depends on group g (transitively)
+        # The transpose (bit g set: group g depends on this one), kept while coarsening, so
+        # that a merge updates the groups below it only, not every group.
+        self.descendants: list[int] = []
         self.alive: list[bool] = []
         # Per position: the positions it reads, and when it would finish on unbounded
         # workers (ASAP); set by _linear_clusters, read to estimate when a group can start.
@@ -267,12 +270,15 @@ class _Groups:
         self.members_of[small] = []
         self.alive[small] = False
         small_bit, into_bit = 1 << small, 1 << into
-        combined = (self.ancestors[small] | self.ancestors[into]) & ~(small_bit | into_bit)
-        self.ancestors[into] = combined
-        self.ancestors[small] = 0
-        for other, bits in enumerate(self.ancestors):
-            if bits & (small_bit | into_bit):
-                self.ancestors[other] = (bits & ~small_bit) | into_bit | combined
+        ancestors, descendants = self.ancestors, self.descendants
+        combined = (ancestors[small] | ancestors[into]) & ~(small_bit | into_bit)
+        below = (descendants[small] | descendants[into]) & ~(small_bit | into_bit)
+        ancestors[into], ancestors[small] = combined, 0
+        descendants[into], descendants[small] = below, 0
+        for other in _bits(below):
+            ancestors[other] = (ancestors[other] & ~small_bit) | into_bit | combined
+        for other in _bits(combined):
+            descendants[other] = (descendants[other] & ~small_bit) | into_bit | below
 
     def ready(self, g: int, besides: int = -1) -> float:
         """When group ``g``'s task can start, in the ASAP estimate: its last input from
@@ -304,6 +310,10 @@ class _Groups:
         is a gap (the wide DataParallel step on 2 workers: 20 -> 11 tasks, 148 -> 126 ms)."""
         if grain <= 0:
             return
+        self.descendants = [0] * len(self.ancestors)
+        for g, bits in enumerate(self.ancestors):
+            for a in _bits(bits):
+                self.descendants[a] |= 1 << g
         totals = [sum(work[p] for p in members) for members in self.members_of]
 
         def absorb(g: int, into: int) -> None:
@@ -506,9 +516,8 @@ class _Groups:
         task's cost) merge all the same."""
         if not self.placed or not (self.ancestors[g] >> producer) & 1:
             return False
-        bit = 1 << producer
         return any(self.alive[c] and self.worker[c] != self.worker[producer]
-                   and self.ancestors[c] & bit for c in range(len(self.ancestors)))
+                   for c in _bits(self.descendants[producer]))
 
     def _direct_producers(self, g: int) -> int:
         """The groups ``g`` reads from directly, as a bitset: the ancestors no other ancestor
@@ -543,8 +552,7 @@ class _Groups:
         branches is parallel work: it goes only where nothing waits for it in addition (not
         into the input slice that other bundles read too)."""
         def readers(a: int) -> list[int]:
-            return [c for c in range(len(self.ancestors))
-                    if self.alive[c] and c != a and (self.ancestors[c] >> a) & 1]
+            return [c for c in _bits(self.descendants[a]) if self.alive[c]]
 
         def waited_for(target: int, of: list[int]) -> bool:
             return all(d == target or (self.ancestors[d] >> target) & 1 for d in of)
