@@ -1146,7 +1146,8 @@ async def _read_message(reader: asyncio.StreamReader) -> Any:
         raise ValueError(f"a message of {sum(sizes)} bytes")
     if start + sum(sizes) > length:  # frames dask sends apart from the first read
         data += await reader.readexactly(start + sum(sizes) - length)
-    return msgpack.unpackb(data[start:start + sizes[0]], raw=False, strict_map_key=False)
+    return msgpack.unpackb(data[start:start + sizes[0]], raw=False, use_list=False,
+                           strict_map_key=False)
 
 
 # --- losing the cluster ---------------------------------------------------------------------
