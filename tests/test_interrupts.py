@@ -21,7 +21,7 @@ SCRIPT = pathlib.Path(__file__).with_name("interrupted_training.py")
 def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
     # In its own process: a KeyboardInterrupt that escaped would end pytest. Before the
     # fix a third of the interrupts landing inside a commit left parameters torn.
-    done = subprocess.run([sys.executable, str(SCRIPT), scheduler, "100", "3", str(tmp_path)],
+    done = subprocess.run([sys.executable, str(SCRIPT), scheduler, "70", "3", str(tmp_path)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
