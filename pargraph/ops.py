@@ -26,7 +26,7 @@ from pargraph.graph import Node, grad_mode, user_site
 REGISTRY: dict[str, Primitive] = {}
 DEFAULT_FLOAT = np.dtype(np.float32)
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
-_HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
+HALF = _HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
 
 
 class Primitive:

@@ -120,6 +120,14 @@ HALF_REDUCTIONS = {
     "l1_loss": lambda lib, a: lib.nn.functional.l1_loss(a, lib.zeros_like(a)),
     "smooth_l1_loss": lambda lib, a: lib.nn.functional.smooth_l1_loss(a, lib.zeros_like(a)),
     "amax": lambda lib, a: a.amax(-1), "cumsum": lambda lib, a: a.cumsum(-1)[..., -1],
+    "prod": lambda lib, a: (a / 100 + 0.9995).prod(-1),
+    "layer_norm": lambda lib, a: lib.nn.functional.layer_norm(a, (a.shape[-1],)),
+    "batch_norm": lambda lib, a: lib.nn.functional.batch_norm(a, None, None, training=True),
+    "cross_entropy": lambda lib, a: lib.nn.functional.cross_entropy(
+        a / 10, lib.zeros(a.shape[0], dtype=lib.int64)),
+    "bce_with_logits": lambda lib, a: lib.nn.functional.binary_cross_entropy_with_logits(
+        a / 100, lib.ones_like(a)),
+    "matmul": lambda lib, a: a @ a.T,
 }
 
 

@@ -55,12 +55,16 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
                            f"[*, {', '.join(map(str, shape))}], but got input of size"
                            f"{list(input.shape)}")
     dims = tuple(range(-len(shape), 0))
-    centered = input - input.mean(dims, keepdim=True)
+    half = input.dtype == ops.HALF  # computed in float32 and rounded once, as PyTorch does
+    x = input.float() if half else input
+    centered = x - x.mean(dims, keepdim=True)
     out = centered * ((centered * centered).mean(dims, keepdim=True) + eps).rsqrt()
     if weight is not None:
-        out = out * weight
+        out = out * (weight.float() if half and weight.dtype == ops.HALF else weight)
     if bias is not None:
-        out = out + bias
+        out = out + (bias.float() if half and bias.dtype == ops.HALF else bias)
+    if half:
+        out = out.half()
     return Tensor(ops.shown_as(out._node, "NativeLayerNormBackward0"))
 
 
