@@ -47,11 +47,14 @@ def test_every_optimizer_updates_every_parameter_shape_as_pytorch(name, options,
     assert ours.shape == theirs.shape
 
 
-def _both(fn, *arrays, grad=True):
-    """``fn`` applied by pargraph and by PyTorch to tensors of ``arrays``: (values, grads)."""
+def _both(fn, *arrays, grad=True, grad_of=None):
+    """``fn`` applied by pargraph and by PyTorch to tensors of ``arrays``: (values, grads of
+    the float arrays, or of the first ``grad_of`` of them)."""
     out = []
     for lib in (pargraph, torch):
-        tensors = [lib.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+        tensors = [lib.tensor(a, requires_grad=grad and a.dtype.kind == "f" and
+                              (grad_of is None or k < grad_of))
+                   for k, a in enumerate(arrays)]
         result = fn(lib, *tensors)
         grads = []
         if grad and result.requires_grad:
@@ -61,8 +64,8 @@ def _both(fn, *arrays, grad=True):
     return out
 
 
-def _assert_same(ours, theirs, rtol=1e-6):
-    np.testing.assert_allclose(ours[0], theirs[0], rtol=rtol, equal_nan=True)
+def _assert_same(ours, theirs, rtol=1e-6, atol=0.0):
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=rtol, atol=atol, equal_nan=True)
     assert ours[0].dtype == theirs[0].dtype
     for a, b in zip(ours[1], theirs[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-7, equal_nan=True)
@@ -266,3 +269,38 @@ def test_integers_beyond_int64_are_refused(data):
     assert pargraph.tensor([1.5, 2**63]).dtype == np.float32
     with pytest.raises(RuntimeError, match="without overflow"):
         pargraph.tensor([2**40], dtype=pargraph.int32)
+
+
+SATURATING = {  # losses and the functions under them, at logits far from 0
+    "bce_with_logits": lambda lib, a, t: lib.nn.functional.binary_cross_entropy_with_logits(
+        a, t, reduction="none"),
+    "cross_entropy": lambda lib, a, t: lib.nn.functional.cross_entropy(
+        a.reshape(2, -1), lib.tensor([0, 2])),
+    "cross_entropy_soft": lambda lib, a, t: lib.nn.functional.cross_entropy(
+        a.reshape(2, -1), lib.softmax(t.reshape(2, -1), 1)),
+    "cross_entropy_smoothed": lambda lib, a, t: lib.nn.functional.cross_entropy(
+        a.reshape(2, -1), lib.tensor([1, 0]), label_smoothing=0.1),
+    "nll_of_log_softmax": lambda lib, a, t: lib.nn.functional.nll_loss(
+        lib.log_softmax(a.reshape(2, -1), 1), lib.tensor([2, 1])),
+    "mse": lambda lib, a, t: lib.nn.functional.mse_loss(a, t),
+    "l1": lambda lib, a, t: lib.nn.functional.l1_loss(a, t),
+    "smooth_l1": lambda lib, a, t: lib.nn.functional.smooth_l1_loss(a, t),
+    "softplus": lambda lib, a, t: lib.nn.functional.softplus(a),
+    "logsumexp": lambda lib, a, t: a.logsumexp(0),
+    "sigmoid": lambda lib, a, t: a.sigmoid(),
+    "tanh": lambda lib, a, t: a.tanh(),
+    "softmax": lambda lib, a, t: lib.softmax(a, 0) * t,
+    "log_softmax": lambda lib, a, t: lib.log_softmax(a, 0) * t,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SATURATING))
+@pytest.mark.parametrize("scale", [1e2, 1e4, 1e30])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_losses_at_saturation_equal_pytorchs(name, scale, dtype):
+    logits = (np.array([1.0, -1.0, 0.005, -0.5, 2.0, -3.0]) * scale).astype(dtype)
+    targets = np.array([0.0, 1.0, 1.0, 0.0, 0.25, 1.0], dtype=dtype)
+    # atol: PyTorch's vectorized exp flushes results below float32's normal range to 0
+    # (sigmoid(-100)), numpy keeps them (3.8e-44).
+    _assert_same(*_both(lambda lib, a, t: SATURATING[name](lib, a, t), logits, targets,
+                        grad_of=1), rtol=1e-5, atol=1e-30)

@@ -279,7 +279,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      reduction: str = "mean") -> Tensor:
-    """Binary cross-entropy of logits, computed stably: max(x, 0) - x*y + log(1 + exp(-|x|)).
+    """Binary cross-entropy of logits, computed stably: (1 - y) x - log_sigmoid(x).
 
     Examples
     --------
@@ -290,7 +290,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     """
     target = as_tensor(target, dtype=input.dtype)
     _same_shape(input, target, "binary_cross_entropy_with_logits")
-    loss = input.relu() - input * target + (1 + (-input.abs()).exp()).log()
+    # PyTorch's formula, (1 - y) x - log_sigmoid(x), in its order: each term rounds alike.
+    log_sigmoid = input.clamp(max=0) - (-input.abs()).exp().log1p()
+    loss = (1 - target) * input - log_sigmoid
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
