@@ -53,6 +53,7 @@ Single tasks and cached plans
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import os
@@ -241,6 +242,20 @@ def _realized_values(order: list[Node], held: dict[str, Any], remote: bool) -> d
 
 #: Bytes up to which a value held here travels inside each cluster task that reads it (a
 #: copy per task: only indices and scalars, such as those a loss makes every step).
+#: Numbers each run submitted to a cluster, whose task keys carry it: a run interrupted (or
+#: failed) and run again computes the same nodes, maybe grouped otherwise, and a key the
+#: scheduler still holds from the first submission would stand for a different task.
+cluster_runs = itertools.count()
+
+
+
+def tagged(key: str, tag: str) -> str:
+    """``key`` (``<name>-<serial>-<session>``) with ``tag`` after its serial number: the
+    same name in the dashboard (``dask.utils.key_split``), another key."""
+    name, serial, session = key.rsplit("-", 2)
+    return f"{name}-{serial}{tag}-{session}"
+
+
 INLINE_BYTES = 8 * 1024
 #: Bytes a task picking the parts another worker reads must keep from travelling: it adds a
 #: scheduler round trip before its readers (~5 ms on 2 busy cores), about what 1 MiB costs on
@@ -540,13 +555,14 @@ class GroupPlan:
         schedulers spend as much on a data key as on a task (a step has hundreds of
         parameters). ``local_values`` maps such nodes' keys to the argument to pass."""
         keys = []
+        run = f"r{next(cluster_runs)}" if remote else ""
         for label, members in zip(self.labels, self.members):
             _, serial, session = computed[members[-1]].key.rsplit("-", 2)
-            keys.append(f"{label}-{serial}t-{session}")  # "t": never a node's key
+            keys.append(f"{label}-{serial}t{run}-{session}")  # "t": never a node's key
         sent = []
         for s, (producers, picks) in enumerate(self.selections):
             _, serial, session = keys[producers[-1]].rsplit("-", 2)
-            sent.append(f"{self.labels[producers[-1]]}_send-{serial[:-1]}s{s}-{session}")
+            sent.append(f"{self.labels[producers[-1]]}_send-{serial}s{s}-{session}")
             graph[sent[-1]] = Task(sent[-1], Selection(picks),
                                    *(TaskRef(keys[g]) for g in producers))
         for g, members in enumerate(self.members):
@@ -675,6 +691,8 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
     """One task for the run; ``data``: the values to add as data keys when the graph is
     built, which it is only if the run does not go inline."""
     whole = f"pargraph_run-{outputs[0].key}"
+    if parts:  # on a cluster: this run's own key
+        whole = tagged(whole, f"r{next(cluster_runs)}")
 
     def build() -> dict:
         if data is not None:
@@ -703,7 +721,8 @@ def _held_results(graph: dict, keys: list[str], picks: list[tuple[int, int]],
     no task picking the value out (a scheduler round trip more). The ``copied`` outputs are
     copied to a second worker: where their tuple holds other values too (an update group's
     gradients), a task on its worker picks them, and they are held as parts of its tuple."""
-    scalars = {i: node.key for i, node in enumerate(outputs) if not node.shape}
+    run = f"p{next(cluster_runs)}"  # the picking tasks' keys are this run's own
+    scalars = {i: tagged(node.key, run) for i, node in enumerate(outputs) if not node.shape}
     picks, keys = list(picks), list(keys)
     copies = _keep_copied(graph, keys, picks, scalars, copied, workers)
     if copies:

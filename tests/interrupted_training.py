@@ -150,7 +150,16 @@ class Injector:
 
 
 def main() -> None:
-    dask.config.set(scheduler=SCHEDULER)
+    if SCHEDULER == "distributed":
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                               dashboard_address=None,
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                               worker_dashboard_address="127.0.0.1:0")
+        dask.config.set(scheduler=Client(cluster, set_as_default=False))
+    else:
+        dask.config.set(scheduler=SCHEDULER)
     model, opt = make()
     reference = [snapshot(model, opt)]
     for k in range(STEPS):
