@@ -625,17 +625,16 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
 
     A Ctrl-C during the run leaves every node as it was and the deferred work in place, for
     the next realization; one while the results land waits until they all have."""
-    taken = None
+    taken = (_deferred.entries, _deferred.state, _deferred.replaced)
     try:
-        with interrupts.deferred():
-            taken = (_deferred.entries, _deferred.state, _deferred.replaced)
-            _deferred.entries, _deferred.state, _deferred.replaced = [], [], []
+        # One statement with no call in it: Python checks for signals at calls and jumps.
+        _deferred.entries, _deferred.state, _deferred.replaced = [], [], []
         commit = _run(targets, release, replicate, *taken)
     except KeyboardInterrupt:
         # Interrupted work was not wrong: it runs with the next realization, as if this one
         # had not started (an error, by contrast, would only raise again).
-        if taken is not None:
-            with interrupts.deferred():
+        with interrupts.deferred():
+            if _deferred.entries is not taken[0]:  # taken, not only read
                 _deferred.entries[:0], _deferred.state[:0], _deferred.replaced[:0] = taken
         raise
     with interrupts.deferred():

@@ -15,6 +15,11 @@ import signal
 import threading
 from typing import Any
 
+try:  # the C functions behind ``signal``'s, without its enum conversions (2.5 -> 0.2 us)
+    import _signal as raw_signal
+except ImportError:  # pragma: no cover (an interpreter without it)
+    raw_signal = signal
+
 
 class Interrupts:
     """The process's SIGINT while a commit runs: held, then delivered to the handler that was
@@ -49,11 +54,11 @@ class Interrupts:
         if self._depth:
             self._depth += 1
             return True
-        previous = signal.getsignal(signal.SIGINT)
-        if not callable(previous):
+        previous = raw_signal.signal(signal.SIGINT, self._hold)
+        if not callable(previous):  # ignored, or the default action: put it back
+            raw_signal.signal(signal.SIGINT, previous)
             return False
         self._previous, self._held = previous, None
-        signal.signal(signal.SIGINT, self._hold)
         self._depth = 1
         return True
 
@@ -62,7 +67,7 @@ class Interrupts:
         if self._depth:
             return
         previous, self._previous = self._previous, None
-        signal.signal(signal.SIGINT, previous)
+        raw_signal.signal(signal.SIGINT, previous)
         held, self._held = self._held, None
         if held is not None:
             previous(*held)  # the default handler raises KeyboardInterrupt here

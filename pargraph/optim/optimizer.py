@@ -98,10 +98,9 @@ class Optimizer:
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         pending: list[tuple[Tensor, Tensor, dict]] = []
-        # Recording changes nothing but the recording context, which a Ctrl-C in the middle
-        # of switching it could leave switched: it is raised after the block.
-        with interrupts.deferred(), no_grad(), naming(UPDATE, self.name), \
-                recorded_at(user_site()):
+        # Recording changes nothing but new nodes and the recording context, whose switches
+        # restore themselves whatever Ctrl-C interrupts.
+        with no_grad(), naming(UPDATE, self.name), recorded_at(user_site()):
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
