@@ -819,9 +819,12 @@ def _check_indices(index: np.ndarray, size: int, error: str, message: str | tupl
     below 0 and one for a value too large; ``{index}`` stands for the first bad value."""
     if not index.size:
         return
-    low, high = index.min(), index.max()
-    if low >= 0 and high < size:
+    # One pass in the common case: seen unsigned, a negative value is beyond any size.
+    unsigned = index.view(index.dtype.str.replace("i", "u")) if index.dtype.kind == "i" \
+        else index
+    if not (unsigned >= size).any():
         return
+    low, high = index.min(), index.max()
     if isinstance(message, tuple):
         message = message[0] if low < 0 else message[1]
     bad = low if low < 0 else high
