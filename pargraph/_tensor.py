@@ -191,8 +191,11 @@ class Tensor(DaskCollection, SelectionMethods):
     # --- values -------------------------------------------------------------------------
 
     def _value(self) -> np.ndarray:
-        execution.realize([self._node])
-        return execution.fetch(self._node)
+        # The node read once: another thread may rebind this tensor meanwhile (an optimizer
+        # step), and a detached tensor reads its base's node anew at every access.
+        node = self._node
+        execution.realize([node])
+        return execution.fetch(node)
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (realizing it if needed).

@@ -104,12 +104,16 @@ def test_a_reader_thread_sees_only_values_the_model_had():
         seen[name].add(value.numpy().tobytes())  # the initial values
     done = threading.Event()
     reads: list = []
+    errors: list = []
 
     def read():
-        while not done.is_set():
-            reads.append({k: v.numpy().copy() for k, v in setup[0].state_dict().items()})
-            for buffer in setup[0].buffers():
-                buffer.numpy()
+        try:
+            while not done.is_set():
+                reads.append({k: v.numpy().copy() for k, v in setup[0].state_dict().items()})
+                for buffer in setup[0].buffers():
+                    buffer.numpy()
+        except BaseException as error:  # reported below: a dead reader must fail the test
+            errors.append(error)
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -118,6 +122,7 @@ def test_a_reader_thread_sees_only_values_the_model_had():
     finally:
         done.set()
         reader.join()
+    assert not errors, errors  # numpy() of a tensor rebound meanwhile returned None
     assert len(reads) > 10
     for state in reads:
         for name, value in state.items():
@@ -149,3 +154,26 @@ def test_a_node_another_thread_realizes_while_this_one_plans_is_planned_again(mo
     monkeypatch.undo()
     expected = (a.numpy() + b.numpy()) * 2
     np.testing.assert_array_equal(other.numpy(), expected)  # the cached plan is sound
+
+
+def test_reading_a_tensor_another_thread_rebinds_meanwhile_reads_one_value(monkeypatch):
+    # A detached tensor (what state_dict() returns) reads its base's node at every access:
+    # numpy() realized one node and fetched the next, unrealized one (None), when an
+    # optimizer step in another thread came between.
+    from pargraph import execution
+
+    p = nn.Parameter(pargraph.tensor([1.0, 2.0]) * 1)
+    detached = p.detach()
+    realize = execution.realize
+    stepped = []
+
+    def realize_then_step(nodes, *args, **kwargs):
+        realize(nodes, *args, **kwargs)
+        if not stepped:
+            stepped.append(1)
+            with pargraph.no_grad():
+                p.add_(1.0)  # the other thread's step, between the run and the fetch
+
+    monkeypatch.setattr(execution, "realize", realize_then_step)
+    assert detached.numpy().tolist() == [1.0, 2.0]
+    assert detached.numpy().tolist() == [2.0, 3.0]
