@@ -26,7 +26,7 @@ from pargraph.graph import Node, grad_mode, user_site
 REGISTRY: dict[str, Primitive] = {}
 DEFAULT_FLOAT = np.dtype(np.float32)
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
-HALF = _HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
+HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
 
 
 class Primitive:
@@ -647,8 +647,8 @@ bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
 
 @primitive("sum", _reduction)
 def sum_(x, dim=None, keepdim=False):
-    if x.dtype == _HALF:  # accumulated in float32 and rounded once, as PyTorch does
-        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(_HALF)
+    if x.dtype == HALF:  # accumulated in float32 and rounded once, as PyTorch does
+        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(HALF)
     return x.sum(axis=dim, keepdims=keepdim)  # the method: np.sum's wrapper costs ~1 us
 sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
 
@@ -660,8 +660,8 @@ def _cumsum_shape(x, dim, reverse=False):
 @primitive("cumsum", _cumsum_shape)
 def cumsum(x, dim, reverse=False):
     """Running sums along ``dim`` (``reverse``: from the end, what the vjp needs)."""
-    if x.dtype == _HALF:  # accumulated in float32, as PyTorch does
-        return cumsum.forward(x.astype(np.float32), dim, reverse).astype(_HALF)
+    if x.dtype == HALF:  # accumulated in float32, as PyTorch does
+        return cumsum.forward(x.astype(np.float32), dim, reverse).astype(HALF)
     if reverse:
         return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
     return np.cumsum(x, axis=dim)
@@ -693,8 +693,8 @@ def norm(x, dim=None, keepdim=False):
     """The 2-norm over ``dim``: one node, so that its gradient at 0 is 0 (PyTorch's
     subgradient), where ``sqrt(sum(x * x))`` would give nan. Half precision is accumulated
     in float32, as in PyTorch."""
-    if x.dtype == _HALF:
-        return norm.forward(x.astype(np.float32), dim, keepdim).astype(_HALF)
+    if x.dtype == HALF:
+        return norm.forward(x.astype(np.float32), dim, keepdim).astype(HALF)
     return np.sqrt(np.sum(np.square(x), axis=dim, keepdims=keepdim))
 
 
@@ -1416,10 +1416,10 @@ def in_float32(composite: Callable) -> Callable:
     end, as PyTorch accumulates them (the mean of 1,000 values of 100.0 is 100, not inf)."""
 
     def reduction(x: Node, *args: Any, **kwargs: Any) -> Node:
-        if x.dtype != _HALF:
+        if x.dtype != HALF:
             return composite(x, *args, **kwargs)
         out = composite(cast(x, dtype=np.dtype(np.float32)), *args, **kwargs)
-        rounded = cast(out, dtype=_HALF)
+        rounded = cast(out, dtype=HALF)
         rounded.grad_name = out.grad_name
         return rounded
 

@@ -66,8 +66,13 @@ class Cluster:
         self.workers = [self._start(local_command(commands["worker"], self.port,
                                                   self.dashboard, http))
                         for http in self.worker_http]
-        self.client = pargraph.connect(self.address, timeout=30)
-        self.client.wait_for_workers(workers, timeout=60)
+        self.client = None
+        try:
+            self.client = pargraph.connect(self.address, timeout=30)
+            self.client.wait_for_workers(workers, timeout=60)
+        except BaseException:  # the processes must not outlive a cluster that never came up
+            self.close()
+            raise
 
     @staticmethod
     def _start(args: list[str]) -> subprocess.Popen:
@@ -79,7 +84,8 @@ class Cluster:
 
     def close(self) -> None:
         try:
-            self.client.close(timeout=5)  # also when its scheduler was killed
+            if self.client is not None:
+                self.client.close(timeout=5)  # also when its scheduler was killed
         except Exception:
             pass
         for process in self.workers + [self.scheduler]:
