@@ -842,6 +842,7 @@ class Tensor(DaskCollection, SelectionMethods):
 
     def fill_(self, value: float) -> Tensor:
         self._check_in_place()
+        ops.check_fits(value, self.dtype)
         return self._rebind(ops.constant(np.full(self.shape, value, dtype=self.dtype)))
 
     def zero_(self) -> Tensor:

@@ -102,6 +102,7 @@ def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
 
 def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
     dtype = np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT
+    ops.check_fits(fill, dtype)
     return _leaf(np.full(shape_arg(shape), fill, dtype=dtype), requires_grad)
 
 
@@ -208,6 +209,8 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False,
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = int64 if is_int else DEFAULT_FLOAT
+    for bound in (start, end):
+        ops.check_fits(bound, np.dtype(dtype))
     return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
 
 

@@ -130,6 +130,16 @@ def _scalar_dtype(value: Any) -> np.dtype:
     return _INT64 if isinstance(value, int) else DEFAULT_FLOAT
 
 
+def check_fits(value: Any, dtype: np.dtype) -> None:
+    """Raise PyTorch's error for a Python integer that ``dtype`` (an integer dtype) cannot
+    hold; numpy would raise an OverflowError of its own, or wrap it around."""
+    if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and \
+            not isinstance(value, bool):
+        limits = np.iinfo(dtype)
+        if not limits.min <= int(value) <= limits.max:
+            raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
+
+
 def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
     """PyTorch's ``promote_types``: within a category numpy's rule; across categories the
     higher category's dtype (``int64`` with ``float32`` is ``float32``, not numpy's float64)."""

@@ -271,6 +271,20 @@ def test_integers_beyond_int64_are_refused(data):
         pargraph.tensor([2**40], dtype=pargraph.int32)
 
 
+@pytest.mark.parametrize("make", [
+    lambda lib: lib.full((2,), 2**63), lambda lib: lib.full((2,), -2**63 - 1, dtype=lib.int64),
+    lambda lib: lib.arange(2**63, 2**63 + 2), lambda lib: lib.arange(-2**63 - 2, -2**63),
+    lambda lib: lib.zeros(2, dtype=lib.int64).fill_(2**63),
+    lambda lib: lib.full((2,), 2**31, dtype=lib.int32),
+])
+def test_factories_refuse_integers_their_dtype_cannot_hold(make):
+    # arange wrapped silently; full and fill_ raised numpy's OverflowError.
+    with pytest.raises(RuntimeError, match="without overflow"):
+        make(torch)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        make(pargraph)
+
+
 SATURATING = {  # losses and the functions under them, at logits far from 0
     "bce_with_logits": lambda lib, a, t: lib.nn.functional.binary_cross_entropy_with_logits(
         a, t, reduction="none"),
