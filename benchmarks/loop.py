@@ -32,6 +32,11 @@ WORKLOADS = {
 WARMUP = 20
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
 TORCH = ["PyTorch, 1 thread", "PyTorch, 2 threads"]
+#: ``torch.compile`` of the model (the rest of the step eager, as a PyTorch user writes
+#: ``model = torch.compile(model)``), with the thread count of PyTorch's faster eager setting
+#: on the workload.
+COMPILED = {"small": "torch.compile, 1 thread"}
+COMPILED_DEFAULT = "torch.compile, 2 threads"
 #: The work alone, in plain numpy with one BLAS thread (see ``_numpy_step``).
 NUMPY = ["numpy by hand, 1 thread", "numpy by hand, 2 threads"]
 
@@ -79,7 +84,7 @@ def _pargraph_step(cfg: dict, package: str = "pargraph"):
     return step
 
 
-def _torch_step(cfg: dict, threads: int):
+def _torch_step(cfg: dict, threads: int, compiled: bool = False):
     import torch
 
     torch.set_num_threads(threads)
@@ -93,15 +98,25 @@ def _torch_step(cfg: dict, threads: int):
                 layers.append(torch.nn.ReLU())
         return torch.nn.Sequential(*layers)
 
-    towers = torch.nn.ModuleList(tower() for _ in range(cfg["towers"]))
+    class Towers(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.towers = torch.nn.ModuleList(tower() for _ in range(cfg["towers"]))
+
+        def forward(self, x):
+            towers = self.towers
+            return towers[0](x) if len(towers) == 1 else \
+                torch.stack([t(x) for t in towers]).mean(0)
+
+    model = Towers()
+    forward = torch.compile(model) if compiled else model
     x, y = (torch.from_numpy(v) for v in _data(cfg))
-    opt = torch.optim.SGD(towers.parameters(), lr=0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step() -> float:
         opt.zero_grad()
-        logits = towers[0](x) if len(towers) == 1 else \
-            torch.stack([t(x) for t in towers]).mean(0)
+        logits = forward(x)
         loss = loss_fn(logits, y)
         loss.backward()
         opt.step()
@@ -228,8 +243,8 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     if cfg.get("layers"):
         from benchmarks.layer_models import step_of
 
-        if variant.startswith("JAX"):
-            raise SystemExit(f"no JAX version of the {workload} workload")
+        if variant.startswith(("JAX", "torch.compile")):
+            raise SystemExit(f"no {variant.split(',')[0]} version of the {workload} workload")
         if variant.startswith("PyTorch"):
             import torch
 
@@ -244,6 +259,8 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     elif variant.startswith("PyTorch"):
         step = step_of(torch, workload) if cfg.get("layers") else \
             _torch_step(cfg, 1 if "1 thread" in variant else 2)
+    elif variant.startswith("torch.compile"):
+        step = _torch_step(cfg, 1 if "1 thread" in variant else 2, compiled=True)
     elif variant.startswith("numpy"):
         if cfg.get("layers"):
             raise SystemExit(f"no hand-written numpy version of the {workload} workload")
@@ -284,7 +301,9 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
 
 def variants_of(workload: str) -> list[str]:
     """Every variant a comparison of ``workload`` runs (those not installed are skipped)."""
-    return PARGRAPH + TORCH + ["JAX jit"] + numpy_variants(workload)
+    compiled = [] if WORKLOADS[workload].get("layers") else \
+        [COMPILED.get(workload, COMPILED_DEFAULT)]
+    return PARGRAPH + TORCH + compiled + ["JAX jit"] + numpy_variants(workload)
 
 
 def numpy_variants(workload: str) -> list[str]:
@@ -297,7 +316,8 @@ def numpy_variants(workload: str) -> list[str]:
 
 
 def available(variant: str) -> bool:
-    module = {"PyTorch": "torch", "JAX": "jax"}.get(variant.split(",")[0].split()[0])
+    module = {"PyTorch": "torch", "torch.compile": "torch",
+              "JAX": "jax"}.get(variant.split(",")[0].split()[0])
     if module is None:
         return True
     import importlib.util

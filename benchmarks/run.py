@@ -232,6 +232,12 @@ def loops(repeats: int) -> dict:
         torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
         torch_rounds = [min(r) for r in zip(*(v for k, v in rounds_of.items()
                                               if k.startswith("PyTorch")))]
+        compiled = next((k for k in ms if k.startswith("torch.compile")), None)
+        if compiled:
+            eager = ms.get("PyTorch, 1 thread" if "1 thread" in compiled else "PyTorch, 2 threads")
+            notes.append(f"{workload}: {compiled} takes {_ratio(ms[compiled], eager)} of "
+                         f"PyTorch eager's step on the same threads; pargraph threads takes "
+                         f"{_ratio(threads, ms[compiled])} of torch.compile's")
         by_hand = ms.get("numpy by hand, 1 thread")
         if by_hand:
             notes.append(f"{workload}: pargraph sync with one BLAS thread takes "
