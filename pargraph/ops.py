@@ -1396,6 +1396,57 @@ def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupl
     return np.subtract(param, step, out=step)
 
 
+@primitive("root_mean_square", _like_first)
+def root_mean_square(square_avg, grad_avg=None, *, eps):
+    """RMSprop's denominator: ``sqrt(square_avg) + eps``, centered
+    ``sqrt(square_avg - grad_avg**2) + eps``."""
+    if grad_avg is not None:
+        square_avg = square_avg - grad_avg * grad_avg
+    return np.sqrt(square_avg) + eps
+
+
+@primitive("rmsprop_buffer", _like_first)
+def rmsprop_buffer(grad, param, avg, buf=None, *, momentum, weight_decay):
+    """RMSprop's new momentum buffer: ``buf * momentum + grad / avg``."""
+    buf = np.zeros_like(param) if buf is None else buf
+    return buf * momentum + _decayed(grad, param, weight_decay) / avg
+
+
+@primitive("rmsprop_step", _like_first)
+def rmsprop_step(param, grad, avg, *, lr, weight_decay):
+    """RMSprop's new parameter without momentum: ``param - lr * (grad / avg)``."""
+    return param - lr * (_decayed(grad, param, weight_decay) / avg)
+
+
+@primitive("scaled_step", _like_first)
+def scaled_step(param, direction, *, lr):
+    """``param - lr * direction``: the last formula of RMSprop with momentum and Adadelta."""
+    return param - lr * direction
+
+
+@primitive("adagrad_sum", _like_first)
+def adagrad_sum(grad, param, total=None, *, weight_decay, initial):
+    """Adagrad's new sum of squared gradients (starting at ``initial``)."""
+    total = np.full_like(param, initial) if total is None else total
+    grad = _decayed(grad, param, weight_decay)
+    return total + grad * grad
+
+
+@primitive("adagrad_step", _like_first)
+def adagrad_step(param, grad, total, *, lr, eps, weight_decay):
+    """Adagrad's new parameter: ``param - lr * (grad / (sqrt(total) + eps))``, ``lr`` already
+    decayed for the step."""
+    return param - lr * (_decayed(grad, param, weight_decay) / (np.sqrt(total) + eps))
+
+
+@primitive("adadelta_delta", _like_first)
+def adadelta_delta(grad, param, square_avg, acc_delta=None, *, eps, weight_decay):
+    """Adadelta's step direction: ``sqrt(acc_delta + eps) / sqrt(square_avg + eps) * grad``."""
+    acc_delta = np.zeros_like(param) if acc_delta is None else acc_delta
+    return np.sqrt(acc_delta + eps) / np.sqrt(square_avg + eps) * \
+        _decayed(grad, param, weight_decay)
+
+
 # --- composites -----------------------------------------------------------------------------
 
 def transpose(x: Node, dim0: int, dim1: int) -> Node:

@@ -1,10 +1,11 @@
-"""RMSprop, Adagrad and Adadelta (PyTorch's formulas), as composite updates."""
+"""RMSprop, Adagrad and Adadelta (PyTorch's formulas): one node per tensor and formula, as
+SGD's and Adam's (their hyperparameters are the nodes' attributes)."""
 
 from __future__ import annotations
 
+from pargraph import ops
 from pargraph._tensor import Tensor
-from pargraph.factories import full_like, zeros_like
-from pargraph.optim.optimizer import Optimizer
+from pargraph.optim.optimizer import Optimizer, updated
 
 
 def _check(**values: float) -> None:
@@ -34,28 +35,23 @@ class RMSprop(Optimizer):
                                       momentum=momentum, centered=centered))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
-        alpha = group["alpha"]
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * param
-        square_avg = state.get("square_avg")
-        square_avg = zeros_like(param) if square_avg is None else square_avg
-        square_avg = square_avg * alpha + (1 - alpha) * grad * grad
+        alpha, decay = group["alpha"], group["weight_decay"]
+        square_avg = updated(ops.adam_moment, grad, param, state.get("square_avg"), beta=alpha,
+                             weight_decay=decay, square=True)
         new_state = {"step": state.get("step", 0) + 1, "square_avg": square_avg}
+        grad_avg = None
         if group["centered"]:
-            grad_avg = state.get("grad_avg")
-            grad_avg = zeros_like(param) if grad_avg is None else grad_avg
-            grad_avg = grad_avg * alpha + (1 - alpha) * grad
+            grad_avg = updated(ops.adam_moment, grad, param, state.get("grad_avg"), beta=alpha,
+                               weight_decay=decay, square=False)
             new_state["grad_avg"] = grad_avg
-            avg = (square_avg - grad_avg * grad_avg).sqrt() + group["eps"]
-        else:
-            avg = square_avg.sqrt() + group["eps"]
+        avg = updated(ops.root_mean_square, square_avg, grad_avg, eps=group["eps"])
         if group["momentum"] > 0:
-            buf = state.get("momentum_buffer")
-            buf = zeros_like(param) if buf is None else buf
-            buf = buf * group["momentum"] + grad / avg
+            buf = updated(ops.rmsprop_buffer, grad, param, avg, state.get("momentum_buffer"),
+                          momentum=group["momentum"], weight_decay=decay)
             new_state["momentum_buffer"] = buf
-            return param - group["lr"] * buf, new_state
-        return param - group["lr"] * (grad / avg), new_state
+            return updated(ops.scaled_step, param, buf, lr=group["lr"]), new_state
+        return updated(ops.rmsprop_step, param, grad, avg, lr=group["lr"],
+                       weight_decay=decay), new_state
 
 
 class Adagrad(Optimizer):
@@ -83,15 +79,13 @@ class Adagrad(Optimizer):
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         step = state.get("step", 0) + 1
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * param
+        decay = group["weight_decay"]
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
-        total = state.get("sum")
-        if total is None:
-            total = full_like(param, group["initial_accumulator_value"])
-        total = total + grad * grad
-        std = total.sqrt() + group["eps"]
-        return param - clr * (grad / std), {"step": step, "sum": total}
+        total = updated(ops.adagrad_sum, grad, param, state.get("sum"), weight_decay=decay,
+                        initial=group["initial_accumulator_value"])
+        new_param = updated(ops.adagrad_step, param, grad, total, lr=clr, eps=group["eps"],
+                            weight_decay=decay)
+        return new_param, {"step": step, "sum": total}
 
 
 class Adadelta(Optimizer):
@@ -116,16 +110,12 @@ class Adadelta(Optimizer):
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
-        rho, eps = group["rho"], group["eps"]
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * param
-        square_avg = state.get("square_avg")
-        square_avg = zeros_like(param) if square_avg is None else square_avg
-        acc_delta = state.get("acc_delta")
-        acc_delta = zeros_like(param) if acc_delta is None else acc_delta
-        square_avg = square_avg * rho + (1 - rho) * grad * grad
-        delta = (acc_delta + eps).sqrt() / (square_avg + eps).sqrt() * grad
-        acc_delta = acc_delta * rho + (1 - rho) * delta * delta
-        return param - group["lr"] * delta, {"step": state.get("step", 0) + 1,
-                                               "square_avg": square_avg,
-                                               "acc_delta": acc_delta}
+        rho, decay = group["rho"], group["weight_decay"]
+        square_avg = updated(ops.adam_moment, grad, param, state.get("square_avg"), beta=rho,
+                             weight_decay=decay, square=True)
+        delta = updated(ops.adadelta_delta, grad, param, square_avg, state.get("acc_delta"),
+                        eps=group["eps"], weight_decay=decay)
+        acc_delta = updated(ops.adam_moment, delta, param, state.get("acc_delta"), beta=rho,
+                            weight_decay=0.0, square=True)
+        return updated(ops.scaled_step, param, delta, lr=group["lr"]), {
+            "step": state.get("step", 0) + 1, "square_avg": square_avg, "acc_delta": acc_delta}
