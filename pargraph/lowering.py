@@ -240,13 +240,10 @@ def _realized_values(order: list[Node], held: dict[str, Any], remote: bool) -> d
     return values
 
 
-#: Bytes up to which a value held here travels inside each cluster task that reads it (a
-#: copy per task: only indices and scalars, such as those a loss makes every step).
 #: Numbers each run submitted to a cluster, whose task keys carry it: a run interrupted (or
 #: failed) and run again computes the same nodes, maybe grouped otherwise, and a key the
 #: scheduler still holds from the first submission would stand for a different task.
 cluster_runs = itertools.count()
-
 
 
 def tagged(key: str, tag: str) -> str:
@@ -256,6 +253,8 @@ def tagged(key: str, tag: str) -> str:
     return f"{name}-{serial}{tag}-{session}"
 
 
+#: Bytes up to which a value held here travels inside each cluster task that reads it (a
+#: copy per task: only indices and scalars, such as those a loss makes every step).
 INLINE_BYTES = 8 * 1024
 #: Bytes a task picking the parts another worker reads must keep from travelling: it adds a
 #: scheduler round trip before its readers (~5 ms on 2 busy cores), about what 1 MiB costs on
