@@ -456,7 +456,11 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
     are a round trip through its scheduling thread per task and its bookkeeping there, which
     holds the GIL the tasks' Python needs: on the branchy step's 39 group tasks, replayed
     in one process, dask's threads took 33.3 ms, these 27.8 (one thread: 38.2). The first
-    error stops the run (tasks already running end first) and is raised as itself."""
+    error stops the run (tasks already running end first) and is raised as itself.
+
+    Ctrl-C is held while the calling thread works and waits here, and taken between tasks:
+    raised inside ``Condition.wait``, it could leave the condition's lock held, and every
+    thread of the pool waiting for it, the next run too."""
     inputs = {key: [k for k in task.dependencies if k in graph] for key, task in graph.items()}
     readers: dict[Any, list] = {key: [] for key in graph}
     for key, read in inputs.items():
@@ -474,8 +478,16 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
         while True:
             with changed:
                 while not ready and state["left"] and state["error"] is None:
-                    changed.wait()
+                    if interrupts.held():
+                        state["error"] = KeyboardInterrupt()
+                        changed.notify_all()
+                        return
+                    changed.wait(INTERRUPT_POLL)
                 if not ready or state["error"] is not None:
+                    return
+                if interrupts.held():  # between tasks: stop every thread of the run
+                    state["error"] = KeyboardInterrupt()
+                    changed.notify_all()
                     return
                 key = ready.pop()
             try:
@@ -498,22 +510,21 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
                         del values[k]
                 changed.notify_all()
 
-    helpers = [_thread_pool(threads - 1).submit(work) for _ in range(threads - 1)]
-    try:
+    with interrupts.deferred():  # a Ctrl-C held here is raised as the block ends
+        helpers = [_thread_pool(threads - 1).submit(work) for _ in range(threads - 1)]
         work()
-    except BaseException as error:  # Ctrl-C in this thread: the helpers stop too
-        with changed:
-            state["error"] = state["error"] or error
-            changed.notify_all()
-        raise
-    for helper in helpers:
-        # A helper still queued (the pool busy with another run, or with the run that called
-        # this one from a task) is not waited for: this thread did the work.
-        if not helper.cancel():
-            helper.result()
+        for helper in helpers:
+            # A helper still queued (the pool busy with another run, or with the run that
+            # called this one from a task) is not waited for: this thread did the work.
+            if not helper.cancel():
+                helper.result()
     if state["error"] is not None:
         raise state["error"]
     return [values[key] for key in keys]
+
+
+#: Seconds between the calling thread's looks for a held Ctrl-C while it waits for tasks.
+INTERRUPT_POLL = 0.05
 
 
 _pool: dict = {}

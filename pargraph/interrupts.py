@@ -45,6 +45,11 @@ class Interrupts:
         """A context manager inside which a Ctrl-C waits for the block's end."""
         return _Deferred(self)
 
+    def held(self) -> bool:
+        """Whether a Ctrl-C is being held (a long wait inside a block may stop early for it,
+        at a point where stopping is safe)."""
+        return self._held is not None
+
     def _hold(self, signum: int, frame: Any) -> None:
         self._held = (signum, frame)
 

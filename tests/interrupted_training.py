@@ -85,12 +85,14 @@ def same(a, b):
 
 
 class Sender:
-    """Sends SIGINT to the main thread at random moments while armed."""
+    """Sends SIGINT to the main thread at random moments while armed.
+
+    Its flags are plain attributes polled with sleeps, not Events: a KeyboardInterrupt raised
+    inside ``Event.wait`` can leave the event's lock held, and the other thread waiting for
+    it forever."""
 
     def __init__(self) -> None:
-        self.armed = threading.Event()
-        self.pause = threading.Event()
-        self.paused = threading.Event()
+        self.armed = self.pause = self.paused = False
         self.done = False
         self.sent = 0
         self.random = random.Random(SEED)
@@ -99,12 +101,12 @@ class Sender:
 
     def run(self) -> None:
         while not self.done:
-            if self.pause.is_set():
-                self.paused.set()
+            if self.pause:
+                self.paused = True
                 time.sleep(1e-4)
                 continue
             time.sleep(self.random.uniform(0, 0.004))
-            if self.armed.is_set() and not self.pause.is_set():
+            if self.armed and not self.pause:
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
                 self.sent += 1
 
@@ -112,17 +114,18 @@ class Sender:
         """Stop sending; a signal sent meanwhile is raised (and swallowed) while we wait."""
         while True:
             try:
-                self.armed.clear()
-                self.paused.clear()
-                self.pause.set()
-                self.paused.wait()
+                self.armed = self.paused = False
+                self.pause = True
+                while not self.paused:
+                    time.sleep(1e-4)
+                time.sleep(1e-3)  # a signal sent just before the pause lands here
                 return
             except KeyboardInterrupt:
                 continue
 
     def arm(self) -> None:
-        self.pause.clear()
-        self.armed.set()
+        self.pause = False
+        self.armed = True
 
 
 class Injector:

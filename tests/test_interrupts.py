@@ -88,3 +88,32 @@ def test_an_interrupted_run_keeps_the_deferred_backward_for_the_next(monkeypatch
     pargraph.compute()  # runs this thread's deferred work: the interrupted backward's
     assert runs == [1]
     assert w.grad.tolist() == [3.0, 3.0]
+
+
+def test_a_sigint_stops_a_threaded_run_between_tasks_and_leaves_its_pool_usable():
+    # Raised inside Condition.wait, a KeyboardInterrupt could leave the run's condition lock
+    # held: the pool's threads then waited for it forever.
+    import time
+
+    from dask.task_spec import Task
+
+    from pargraph.execution import run_on_threads
+
+    main = threading.main_thread().ident
+    started = []
+
+    def task(k):
+        started.append(k)
+        if len(started) == 1:  # the first task to start, in whichever thread
+            signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.02)
+        return k
+
+    graph = {f"t{k}": Task(f"t{k}", task, k) for k in range(20)}
+    with pytest.raises(KeyboardInterrupt):
+        run_on_threads(graph, list(graph), threads=2)
+    assert len(started) < 20  # stopped between tasks, not after all of them
+    began = time.perf_counter()
+    graph = {f"u{k}": Task(f"u{k}", time.sleep, 0.05) for k in range(4)}
+    run_on_threads(graph, list(graph), threads=2)
+    assert time.perf_counter() - began < 0.18  # two threads ran them: the helper is free
