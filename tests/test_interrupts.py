@@ -113,7 +113,13 @@ def test_a_sigint_stops_a_threaded_run_between_tasks_and_leaves_its_pool_usable(
     with pytest.raises(KeyboardInterrupt):
         run_on_threads(graph, list(graph), threads=2)
     assert len(started) < 20  # stopped between tasks, not after all of them
-    began = time.perf_counter()
-    graph = {f"u{k}": Task(f"u{k}", time.sleep, 0.05) for k in range(4)}
-    run_on_threads(graph, list(graph), threads=2)
-    assert time.perf_counter() - began < 0.18  # two threads ran them: the helper is free
+    ran_in = set()
+
+    def named(k):
+        ran_in.add(threading.current_thread().name)
+        time.sleep(0.05)  # long enough for the helper to take a task too
+        return k
+
+    graph = {f"u{k}": Task(f"u{k}", named, k) for k in range(4)}
+    assert run_on_threads(graph, list(graph), threads=2) == [0, 1, 2, 3]
+    assert len(ran_in) == 2  # this thread and the pool's: the helper is free
