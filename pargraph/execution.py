@@ -475,17 +475,21 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
     changed = threading.Condition()
 
     def work() -> None:
+        # Only the main thread takes Ctrl-C (the pool's threads stop on the error it sets):
+        # a run another thread started goes on, as Python raises KeyboardInterrupt in main.
+        held = interrupts.held if threading.current_thread() is threading.main_thread() \
+            else _never
         while True:
             with changed:
                 while not ready and state["left"] and state["error"] is None:
-                    if interrupts.held():
+                    if held():
                         state["error"] = KeyboardInterrupt()
                         changed.notify_all()
                         return
                     changed.wait(INTERRUPT_POLL)
                 if not ready or state["error"] is not None:
                     return
-                if interrupts.held():  # between tasks: stop every thread of the run
+                if held():  # between tasks: stop every thread of the run
                     state["error"] = KeyboardInterrupt()
                     changed.notify_all()
                     return
@@ -525,6 +529,10 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
 
 #: Seconds between the calling thread's looks for a held Ctrl-C while it waits for tasks.
 INTERRUPT_POLL = 0.05
+
+
+def _never() -> bool:
+    return False
 
 
 _pool: dict = {}
