@@ -1020,10 +1020,8 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
         target = int64
     else:
         target = array.dtype
-    if from_python and target.kind in "iu" and array.dtype.kind in "iu" and array.size:
-        limits = np.iinfo(target)
-        if array.min() < limits.min or array.max() > limits.max:
-            raise RuntimeError(f"value cannot be converted to type {target} without overflow")
+    if from_python:
+        ops.check_fits(array, target)
     return ops.constant(array.astype(target, copy=False))
 
 

@@ -475,23 +475,21 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
     changed = threading.Condition()
 
     def work() -> None:
-        # Only the main thread takes Ctrl-C (the pool's threads stop on the error it sets):
-        # a run another thread started goes on, as Python raises KeyboardInterrupt in main.
-        held = interrupts.held if threading.current_thread() is threading.main_thread() \
-            else _never
+        # Only the main thread takes Ctrl-C, waking now and then to look for one; the pool's
+        # threads stop on the error it sets. (A run another thread started goes on, as Python
+        # raises KeyboardInterrupt in the main thread only.)
+        main = threading.current_thread() is threading.main_thread()
+        poll = INTERRUPT_POLL if main else None
         while True:
             with changed:
-                while not ready and state["left"] and state["error"] is None:
-                    if held():
-                        state["error"] = KeyboardInterrupt()
-                        changed.notify_all()
-                        return
-                    changed.wait(INTERRUPT_POLL)
-                if not ready or state["error"] is not None:
-                    return
-                if held():  # between tasks: stop every thread of the run
-                    state["error"] = KeyboardInterrupt()
+                while not ready and state["left"] and state["error"] is None and \
+                        not (main and interrupts.held()):
+                    changed.wait(poll)
+                if main and interrupts.held():  # between tasks: stop every thread of the run
+                    state["error"] = state["error"] or KeyboardInterrupt()
                     changed.notify_all()
+                    return
+                if not ready or state["error"] is not None:
                     return
                 key = ready.pop()
             try:
@@ -529,10 +527,6 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
 
 #: Seconds between the calling thread's looks for a held Ctrl-C while it waits for tasks.
 INTERRUPT_POLL = 0.05
-
-
-def _never() -> bool:
-    return False
 
 
 _pool: dict = {}
@@ -789,7 +783,7 @@ def _kept(computed: list[Node], target_ids: set[int], released: set[int]) -> lis
             saved.update([i for i in node.inputs if type(i) is Node])
     # A value without history that an in-place op replaced (``p.data.add_(...)`` after the
     # forward read ``p``) is kept too: its replacement, not computed yet, reads it. Dropped,
-    # every later run computed the whole chain of replacements again.
+    # each later run would compute the whole chain of replacements again.
     return [node for node in computed
             if node in saved or id(node) in target_ids or is_live(node)
             or (node.overwritten and not node.history)]

@@ -50,8 +50,8 @@ class Primitive:
         self.out = out
         self.vjps: tuple[Callable | None, ...] | None = None
         #: ``vjp_of_many(g, out, positions, *inputs, **attrs)``: the contributions to the
-        #: inputs at ``positions`` in one call, for ops of any number of inputs (a stack of
-        #: 20,000 called a vjp per input, each taking all 20,000 inputs again).
+        #: inputs at ``positions`` in one call, for ops of any number of inputs (a vjp per
+        #: input takes all inputs again: quadratic in their number).
         self.vjp_of_many: Callable | None = None
         #: False for user code (autograd.Function) whose backward may differ call to call:
         #: its backward graph is generated every time, never replayed from a template.
@@ -69,9 +69,11 @@ class Primitive:
         self._vjp_at = vjp_at
 
     def defvjp_of_many(self, vjp_of_many: Callable) -> None:
-        """Register the vjp of all needed inputs at once (see ``vjp_of_many``); the per-input
-        vjps (:meth:`vjp`) stay for single inputs."""
+        """Register the vjp of all needed inputs at once (see ``vjp_of_many``), for ops with
+        any number of inputs; the vjp of one input (:meth:`vjp`) is the same function."""
         self.vjp_of_many = vjp_of_many
+        self.defvjp_at(lambda k: lambda g, out, *xs, **attrs:
+                       vjp_of_many(g, out, [k], *xs, **attrs)[0])
 
     def vjp(self, position: int) -> Callable | None:
         if self.vjps is None:
@@ -131,13 +133,21 @@ def _scalar_dtype(value: Any) -> np.dtype:
 
 
 def check_fits(value: Any, dtype: np.dtype) -> None:
-    """Raise PyTorch's error for a Python integer that ``dtype`` (an integer dtype) cannot
-    hold; numpy would raise an OverflowError of its own, or wrap it around."""
-    if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and \
-            not isinstance(value, bool):
-        limits = np.iinfo(dtype)
-        if not limits.min <= int(value) <= limits.max:
-            raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
+    """Raise PyTorch's error for an integer (or integer array) that ``dtype`` (an integer
+    dtype) cannot hold; numpy would raise an OverflowError of its own, or wrap it around."""
+    if dtype.kind not in "iu" or isinstance(value, bool):
+        return
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu" or not value.size:
+            return
+        low, high = int(value.min()), int(value.max())
+    elif isinstance(value, (int, np.integer)):
+        low = high = int(value)
+    else:
+        return
+    limits = np.iinfo(dtype)
+    if low < limits.min or high > limits.max:
+        raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
 
 
 def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
@@ -426,7 +436,6 @@ def add_n(*xs):
                     and np.result_type(total, x) == total.dtype)
         total = np.add(total, x, out=total if in_place else None)
     return total
-add_n.defvjp_at(lambda k: lambda g, out, *xs: unbroadcast(g, xs[k].shape))
 add_n.defvjp_of_many(lambda g, out, positions, *xs: [unbroadcast(g, xs[k].shape)
                                                      for k in positions])
 
@@ -1050,21 +1059,6 @@ def cat(*xs, dim):
     return np.concatenate(xs, axis=dim)
 
 
-def _cat_vjp(position: int) -> Callable:
-    def vjp(g, out, *xs, dim):
-        d = normalize_dim(dim, len(out.shape))
-        start = sum(x.shape[d] for x in xs[:position])
-        rows = (d, start, start + xs[position].shape[d])
-        if _from_part(g, rows, PUSH_DEPTH):  # no slice of the whole, no join of the parts
-            return _part(g, rows, PUSH_DEPTH)
-        spec = (slice(None),) * d + (slice(rows[1], rows[2]),)
-        return index(g, spec=spec)
-    return vjp
-
-
-cat.defvjp_at(_cat_vjp)
-
-
 def _cat_vjp_of_many(g, out, positions, *xs, dim):
     d = normalize_dim(dim, len(out.shape))
     starts = np.cumsum([0] + [x.shape[d] for x in xs]).tolist()
@@ -1635,13 +1629,11 @@ def _class_weights(target, weight: tuple, ignore_index: int, dtype, classes: int
     weights when all are one (no ``weight``, nothing ignored): the common case stays cheap.
     A target outside ``[0, classes)`` that is not ignored raises, as in PyTorch."""
     ignored = target == ignore_index
-    if not ignored.any():
-        _check_indices(target, classes, "IndexError", "Target {index} is out of bounds.")
-        if not weight:
-            return target, None
-    else:
-        _check_indices(target[~ignored], classes, "IndexError",
-                       "Target {index} is out of bounds.")
+    some_ignored = ignored.any()
+    _check_indices(target[~ignored] if some_ignored else target, classes, "IndexError",
+                   "Target {index} is out of bounds.")
+    if not weight and not some_ignored:
+        return target, None
     classes = np.where(ignored, 0, target)
     weights = weight[0][classes] if weight else np.ones(classes.shape, dtype)
     return classes, np.where(ignored, 0, weights).astype(dtype, copy=False)
@@ -1774,8 +1766,6 @@ def stacked(*xs, dim):
     """One node for the whole stack (unsqueezing each input and a cat made 2n + 1), whose
     backward is one view of the gradient per input."""
     return np.stack(xs, axis=dim)
-stacked.defvjp_at(lambda position: lambda g, out, *xs, dim: index(
-    g, spec=(slice(None),) * dim + (position,)))
 stacked.defvjp_of_many(lambda g, out, positions, *xs, dim: [
     index(g, spec=(slice(None),) * dim + (k,)) for k in positions])
 

@@ -94,7 +94,7 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        if execution.mirror_every() and self._mirror is None:
+        if self._mirror is None and execution.mirror_every():
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         pending: list[tuple[Tensor, Tensor, dict]] = []
