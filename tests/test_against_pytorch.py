@@ -278,8 +278,8 @@ def test_integers_beyond_int64_are_refused(data):
     lambda lib: lib.full((2,), 2**31, dtype=lib.int32),
 ])
 def test_factories_refuse_integers_their_dtype_cannot_hold(make):
-    # arange wrapped silently; full and fill_ raised numpy's OverflowError. (PyTorch words a
-    # negative value beyond int64 as an OverflowError of its own.)
+    # numpy would wrap arange's bounds around and raise its own OverflowError for full and
+    # fill_. (PyTorch words a negative value beyond int64 as an OverflowError of its own.)
     with pytest.raises((RuntimeError, OverflowError)):
         make(torch)
     with pytest.raises(RuntimeError, match="without overflow"):

@@ -832,15 +832,21 @@ def _kill_scheduler(running: Cluster, held) -> None:
         time.sleep(0.05)  # the client notices the closed connection
 
 
+def _mirrored_training(running: Cluster, every: int) -> tuple:
+    """A model, its Adam and a batch, set to mirror every ``every`` steps off ``running``
+    (call inside a ``dask.config.set`` block, which takes back the setting)."""
+    pargraph.connect(running.address, timeout=10, mirror_every=every).close()
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    return model, opt, pargraph.randn(32, 8), pargraph.randint(0, 2, (32,))
+
+
 def test_a_lost_scheduler_rolls_back_to_the_mirror_and_state_dict_answers():
     running = Cluster(workers=1)
     try:
         with dask.config.set({"pargraph.mirror-every": 0}, scheduler=running.client):
-            pargraph.connect(running.address, timeout=10, mirror_every=3).close()
-            pargraph.manual_seed(0)
-            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
-            opt = optim.Adam(model.parameters(), lr=0.01)
-            x, y = pargraph.randn(32, 8), pargraph.randint(0, 2, (32,))
+            model, opt, x, y = _mirrored_training(running, every=3)
             _steps(model, opt, x, y, 6)
             opt._mirror.in_flight.result(timeout=30)  # step 6's copy has arrived
             at_step_6 = {k: v.numpy().copy() for k, v in model.state_dict().items()}
@@ -868,17 +874,13 @@ def test_a_scheduler_lost_before_the_first_mirrored_step_rolls_back_to_the_start
     running = Cluster(workers=1)
     try:
         with dask.config.set({"pargraph.mirror-every": 0}, scheduler=running.client):
-            pargraph.connect(running.address, timeout=10, mirror_every=4).close()
-            pargraph.manual_seed(0)
-            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
-            opt = optim.Adam(model.parameters(), lr=0.01)
+            model, opt, x, y = _mirrored_training(running, every=4)
             at_start = {k: v.numpy().copy() for k, v in model.state_dict().items()}
-            x, y = pargraph.randn(32, 8), pargraph.randint(0, 2, (32,))
             _steps(model, opt, x, y, 2)
             assert all(is_future(p._node.value) for p in model.parameters())
             _kill_scheduler(running, model[0].weight._node.value)
 
-            state = model.state_dict()  # raised ClusterLostError before the fix
+            state = model.state_dict()  # answers with the starting values
             for name, value in state.items():
                 np.testing.assert_array_equal(value.numpy(), at_start[name])
             assert opt.state_dict()["state"] == {}

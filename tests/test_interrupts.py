@@ -19,8 +19,7 @@ SCRIPT = pathlib.Path(__file__).with_name("interrupted_training.py")
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
 def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
-    # In its own process: a KeyboardInterrupt that escaped would end pytest. Before the
-    # fix a third of the interrupts landing inside a commit left parameters torn.
+    # In its own process: a KeyboardInterrupt that escaped would end pytest.
     done = subprocess.run([sys.executable, str(SCRIPT), scheduler, "70", "3", str(tmp_path)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -91,8 +90,8 @@ def test_an_interrupted_run_keeps_the_deferred_backward_for_the_next(monkeypatch
 
 
 def test_a_sigint_stops_a_threaded_run_between_tasks_and_leaves_its_pool_usable():
-    # Raised inside Condition.wait, a KeyboardInterrupt could leave the run's condition lock
-    # held: the pool's threads then waited for it forever.
+    # Raised inside Condition.wait, a KeyboardInterrupt can leave the run's condition lock
+    # held, and the pool's threads waiting for it forever: the run takes it between tasks.
     import time
 
     from dask.task_spec import Task

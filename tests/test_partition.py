@@ -671,10 +671,9 @@ def test_run_on_threads_called_from_inside_one_of_its_tasks_does_not_wait_for_it
 
 
 def test_a_ten_thousand_wide_fan_in_realizes_and_backpropagates():
-    # Quadratic before: the partitioner updated every group's ancestors on each merge, the
-    # backward looked through all inputs of the stack for each of them, and called each
-    # input's vjp with all inputs (20,000 branches had not realized after 30 s; 10,000 took
-    # 20 s, now 2; benchmarks' scaling workload times up to 20,000).
+    # Near-linear in the fan-in's width: a merge rewriting every group's ancestors, or an
+    # in-place check or vjp call taking all of the stack's inputs for each of them, would
+    # make it quadratic. The benchmarks' scaling workload times up to 20,000 branches.
     PlanCache.clear()
     x = pargraph.tensor(np.linspace(0.1, 1.0, 4), requires_grad=True)
     branches = 10_000

@@ -86,7 +86,7 @@ def test_documented_commands_listen_on_loopback_only():
 
 
 def test_the_documented_tls_commands_keep_their_http_servers_on_loopback(tmp_path):
-    # Their dashboards and /health answered unauthenticated on every interface. The TLS
+    # Their dashboards and /health answer unauthenticated, so they stay on loopback. The TLS
     # ports themselves face the network by design: they refuse a client without a
     # certificate the CA signed.
     import ssl

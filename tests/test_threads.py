@@ -122,7 +122,7 @@ def test_a_reader_thread_sees_only_values_the_model_had():
     finally:
         done.set()
         reader.join()
-    assert not errors, errors  # numpy() of a tensor rebound meanwhile returned None
+    assert not errors, errors
     assert len(reads) > 10
     for state in reads:
         for name, value in state.items():
@@ -130,9 +130,9 @@ def test_a_reader_thread_sees_only_values_the_model_had():
 
 
 def test_a_node_another_thread_realizes_while_this_one_plans_is_planned_again(monkeypatch):
-    # Thread B realizing (and cutting the inputs of) a node thread A is planning made A's plan
-    # read no inputs for it, and cached that plan: every later run of the structure called
-    # the op without arguments ("add() missing 2 required positional arguments").
+    # Thread B realizing (and cutting the inputs of) a node thread A is planning must not
+    # leave A with a plan that reads no inputs for it, let alone cache that plan: every later
+    # run of the structure would call the op without arguments.
     from pargraph import lowering
 
     a, b = pargraph.randn(3, 4), pargraph.randn(3, 4)
@@ -158,8 +158,8 @@ def test_a_node_another_thread_realizes_while_this_one_plans_is_planned_again(mo
 
 def test_reading_a_tensor_another_thread_rebinds_meanwhile_reads_one_value(monkeypatch):
     # A detached tensor (what state_dict() returns) reads its base's node at every access:
-    # numpy() realized one node and fetched the next, unrealized one (None), when an
-    # optimizer step in another thread came between.
+    # A detached tensor reads its base's node at every access: numpy() must fetch the node
+    # it realized, even when an optimizer step in another thread rebinds the base between.
     from pargraph import execution
 
     p = nn.Parameter(pargraph.tensor([1.0, 2.0]) * 1)

@@ -299,8 +299,8 @@ def _check_not_overwritten(node: Node, g: Node, contribution: Node, suspects: se
 
 def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
                checked: bool) -> None:
-    # Found once per node: a stack of 20,000 inputs made 20,000 contributions, each of which
-    # looked through all 20,000 inputs again.
+    # Found once per node, not once per contribution: a node of n inputs (a stack) would look
+    # through all n inputs n times.
     suspects = {id(n) for n in (node, *node.input_nodes()) if n.overwritten} if checked \
         else None
     with naming(BACKWARD, node.op.name, node.scope):
