@@ -15,6 +15,7 @@ from pargraph.autograd import (
     set_grad_enabled,
 )
 from pargraph.cluster import connect, worker_threads
+from pargraph.compiled import GraphBreak, compile  # noqa: A004  (PyTorch's name)
 from pargraph.devices import device, set_default_device
 from pargraph.execution import ClusterLostError
 from pargraph.factories import (
@@ -74,6 +75,6 @@ __all__ = [
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
-    "einsum", "randperm",
+    "einsum", "randperm", "compile", "GraphBreak",
     *METHOD_FUNCTIONS,
 ]

@@ -24,6 +24,7 @@ import numpy as np
 
 from pargraph import autograd, execution, ops
 from pargraph.autograd.mode import no_grad
+from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
 from pargraph.devices import check_device, device
 from pargraph.graph import Node, grad_mode
@@ -194,6 +195,9 @@ class Tensor(DaskCollection, SelectionMethods):
         # The node read once: another thread may rebind this tensor meanwhile (an optimizer
         # step), and a detached tensor reads its base's node anew at every access.
         node = self._node
+        recorder = recording.recorder
+        if recorder is not None:  # a compiled step reads a value: a graph break
+            recorder.read(node)
         execution.realize([node])
         return execution.fetch(node)
 
@@ -768,6 +772,9 @@ class Tensor(DaskCollection, SelectionMethods):
             node = ops.cast(node, dtype=old.dtype)
         if not old.history and old.requires_grad and not node.history:
             node.requires_grad = True  # an updated parameter stays a leaf that requires grad
+        recorder = recording.recorder
+        if recorder is not None:
+            recorder.rebound(self, old)
         old.overwritten = old is not node
         self._node = node
         node.owner = weakref.ref(self)
@@ -778,6 +785,9 @@ class Tensor(DaskCollection, SelectionMethods):
         keeping whether it is a leaf that requires grad."""
         old = self._node
         node.requires_grad = old.requires_grad and not old.history
+        recorder = recording.recorder
+        if recorder is not None:
+            recorder.rebound(self, old)
         old.overwritten = True
         self._node = node
         node.owner = weakref.ref(self)
@@ -1049,7 +1059,7 @@ def operand(value: Any) -> Node | int | float | bool:
     """A Tensor's node, a Python scalar as it is (weak in type promotion), or a new leaf."""
     if isinstance(value, Tensor):
         return value._node
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float)) or type(value) is Symbol:
         return value
     if isinstance(value, np.generic):
         return value.item()

@@ -109,6 +109,7 @@ import dask.threaded
 import numpy as np
 from dask.utils import parse_timedelta
 
+from pargraph.capturing import recording
 from pargraph.graph import FREED, Node
 from pargraph.interrupts import interrupts
 from pargraph.lowering import Lowered, is_future, lower, plan, realized_meanwhile
@@ -621,6 +622,21 @@ def flush() -> None:
         realize([])
 
 
+def take_deferred() -> _DeferredWork:
+    """This thread's deferred work, taken away (a compiled step's capture runs it itself)."""
+    taken = _DeferredWork()
+    taken.entries, taken.state, taken.replaced = (_deferred.entries, _deferred.state,
+                                                  _deferred.replaced)
+    _deferred.entries, _deferred.state, _deferred.replaced = [], [], []
+    return taken
+
+
+def restore_deferred(taken: _DeferredWork) -> None:
+    """Put work :func:`take_deferred` took back in front of this thread's deferred work."""
+    _deferred.entries[:0], _deferred.state[:0], _deferred.replaced[:0] = (
+        taken.entries, taken.state, taken.replaced)
+
+
 def clear_deferred() -> None:
     """Drop this thread's deferred work (for tests that must not leak into each other)."""
     _deferred.entries = []
@@ -637,7 +653,13 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
     scheduler forgets how they were computed.
 
     A Ctrl-C during the run leaves every node as it was and the deferred work in place, for
-    the next realization; one while the results land waits until they all have."""
+    the next realization; one while the results land waits until they all have.
+
+    While a compiled step captures (:mod:`pargraph.compiled`), nothing runs: the targets join
+    the step's one run at its end."""
+    recorder = recording.recorder
+    if recorder is not None and recorder.realize(targets, replicate):
+        return
     taken = (_deferred.entries, _deferred.state, _deferred.replaced)
     try:
         # One statement with no call in it: Python checks for signals at calls and jumps.

@@ -8,12 +8,14 @@ dtype. Every factory takes ``device=`` (the CPU, or a clear error).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from pargraph import ops
 from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
+from pargraph.capturing import recording
 from pargraph.devices import check_device
 from pargraph.ops import DEFAULT_FLOAT
 
@@ -97,6 +99,16 @@ def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
     t = Tensor(ops.constant(array))
     if requires_grad:
         t.requires_grad_(True)
+    return t
+
+
+def drawn(draw: Callable[[], np.ndarray], requires_grad: bool = False) -> Tensor:
+    """A leaf holding ``draw()``, a draw from a random generator. A compiled step draws again
+    at every replay, so that it takes the numbers an eager run would."""
+    t = _leaf(draw(), requires_grad)
+    recorder = recording.recorder
+    if recorder is not None:
+        recorder.random(t._node, draw)
     return t
 
 
@@ -264,7 +276,8 @@ def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: b
     """
     check_device(device, "rand")
     dtype = np.dtype(dtype or DEFAULT_FLOAT)
-    return _leaf(_source(generator).random(shape_arg(size), dtype=dtype), requires_grad)
+    shape = shape_arg(size)
+    return drawn(lambda: _source(generator).random(shape, dtype=dtype), requires_grad)
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,
@@ -280,8 +293,8 @@ def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: 
     """
     check_device(device, "randn")
     dtype = np.dtype(dtype or DEFAULT_FLOAT)
-    return _leaf(_source(generator).standard_normal(shape_arg(size), dtype=dtype),
-                 requires_grad)
+    shape = shape_arg(size)
+    return drawn(lambda: _source(generator).standard_normal(shape, dtype=dtype), requires_grad)
 
 
 def randint(*args, size=None, generator: Generator | None = None, dtype=None,
@@ -298,8 +311,9 @@ def randint(*args, size=None, generator: Generator | None = None, dtype=None,
     if size is None:
         *args, size = args
     low, high = (0, args[0]) if len(args) == 1 else args
-    array = _source(generator).integers(low, high, size=shape_arg((size,)))
-    return _leaf(array.astype(dtype or int64), False)
+    shape = shape_arg((size,))
+    return drawn(lambda: _source(generator).integers(low, high, size=shape).astype(
+        dtype or int64))
 
 
 def randperm(n: int, generator: Generator | None = None, dtype=None,
@@ -313,7 +327,7 @@ def randperm(n: int, generator: Generator | None = None, dtype=None,
     [0, 1, 2, 3]
     """
     check_device(device, "randperm")
-    return _leaf(_source(generator).permutation(n).astype(dtype or int64), False)
+    return drawn(lambda: _source(generator).permutation(n).astype(dtype or int64))
 
 
 def rand_like(t: Tensor, dtype=None, requires_grad: bool = False,

@@ -292,20 +292,27 @@ def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
     key = structure_of(order, outputs, granularity)
     found = PlanCache.get(key)
     if found is None:
-        if not is_small(computed, granularity.single_task_below):
-            groups, workers = placed_partition(computed, granularity, outputs)
-            if len(groups) > 1:
-                found = GroupPlan(order, computed, groups, outputs)
-                if len(granularity.hosts) > 1:
-                    found.hosts = [granularity.hosts[w][0] for w in workers]
-                if granularity.remote:
-                    found.return_kept_from_readers(computed, outputs)
-                    if found.hosts:
-                        found.send_only_what_other_workers_read(computed)
-        found = found or SinglePlan(order, computed, outputs)
+        found = make_plan(order, computed, outputs, granularity)
         if not realized_meanwhile(computed):
             PlanCache.put(key, found)
     return found
+
+
+def make_plan(order: list[Node], computed: list[Node], outputs: list[Node],
+              granularity: Granularity) -> GroupPlan | SinglePlan:
+    """The plan of a run, made now (:func:`_cached_plan` keeps them by structure)."""
+    if not is_small(computed, granularity.single_task_below):
+        groups, workers = placed_partition(computed, granularity, outputs)
+        if len(groups) > 1:
+            made = GroupPlan(order, computed, groups, outputs)
+            if len(granularity.hosts) > 1:
+                made.hosts = [granularity.hosts[w][0] for w in workers]
+            if granularity.remote:
+                made.return_kept_from_readers(computed, outputs)
+                if made.hosts:
+                    made.send_only_what_other_workers_read(computed)
+            return made
+    return SinglePlan(order, computed, outputs)
 
 
 def realized_meanwhile(computed: Sequence[Node]) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.capturing import has_symbols, recording
 from pargraph.graph import Node, grad_mode, user_site
 
 REGISTRY: dict[str, Primitive] = {}
@@ -83,6 +84,9 @@ class Primitive:
         return self.vjps[min(position, len(self.vjps) - 1)]  # the last one serves varargs
 
     def __call__(self, *inputs: Any, **attrs: Any) -> Node:
+        recorder = recording.recorder
+        if recorder is not None and (has_symbols(inputs) or has_symbols(attrs)):
+            return recorder.symbolic_call(self, inputs, attrs)
         try:
             shape, dtype = self.shape(*inputs, **attrs)
         except ShapeError as error:

@@ -17,14 +17,16 @@ PACKAGE = pathlib.Path(pargraph.__file__).parent
 #: What each low layer may import from pargraph (anything not listed is above it).
 ALLOWED = {
     "graph.py": set(),
+    "capturing.py": set(),
     "interrupts.py": set(),
     "printing.py": set(),
-    "ops.py": {"pargraph.graph"},
+    "ops.py": {"pargraph.graph", "pargraph.capturing"},
     "placement.py": {"pargraph.graph"},
     "partition.py": {"pargraph.graph", "pargraph.placement"},
     "convolution.py": {"pargraph.graph", "pargraph.ops"},
     "runtime.py": {"pargraph.graph", "pargraph.ops"},
-    "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution", "pargraph.interrupts"},
+    "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution", "pargraph.interrupts",
+                 "pargraph.capturing"},
 }
 
 

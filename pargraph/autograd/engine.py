@@ -20,6 +20,7 @@ import numpy as np
 from pargraph import execution, ops
 from pargraph.autograd.backward_graph import accumulate, gradients
 from pargraph.autograd.mode import no_grad
+from pargraph.capturing import recording
 from pargraph.graph import Node, user_site
 from pargraph.interrupts import interrupts
 
@@ -79,6 +80,9 @@ def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph
 def _accumulate_into(owner: Any, g: Node, create_graph: bool) -> None:
     """``owner.grad += g``: a new tensor the first time; later a fan-in node, in place (the
     same ``.grad`` object, as in PyTorch) unless the gradient itself is differentiable."""
+    recorder = recording.recorder
+    if recorder is not None:
+        recorder.grad_set(owner)
     if owner.grad is None:
         owner.grad = owner._wrap(g)
     elif create_graph:
@@ -91,10 +95,13 @@ def _accumulate_into(owner: Any, g: Node, create_graph: bool) -> None:
 def zero_grads(tensors: Iterable[Any], set_to_none: bool = True) -> None:
     """Reset the ``.grad`` of each tensor: to ``None``, or to zeros in place; all of them, even
     when Ctrl-C is pressed meanwhile."""
+    recorder = recording.recorder
     with interrupts.deferred():
         for t in tensors:
             if t.grad is None:
                 continue
+            if recorder is not None:
+                recorder.grad_set(t)
             if set_to_none:
                 t.grad = None
             else:

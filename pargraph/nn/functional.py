@@ -8,7 +8,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph._tensor import Tensor
-from pargraph.factories import arange, as_tensor, default_generator, from_numpy
+from pargraph.factories import arange, as_tensor, default_generator, drawn
 from pargraph.functions import where as pargraph_where
 from pargraph.nn.normalization import (  # noqa: F401
     batch_norm,
@@ -169,8 +169,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return input
     if p == 1:
         return input * 0.0
-    keep = default_generator().random(input.shape) >= p
-    return input * from_numpy((keep / (1 - p)).astype(input.dtype))
+    shape, dtype = input.shape, input.dtype
+    return input * drawn(lambda: ((default_generator().random(shape) >= p) / (1 - p)).astype(
+        dtype))
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -13,6 +13,7 @@ from pargraph import ops
 from pargraph._tensor import RemovableHandle, Size, Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
+from pargraph.capturing import recording
 from pargraph.factories import as_tensor
 from pargraph.graph import grad_mode, in_package, module_call, user_site
 from pargraph.interrupts import interrupts
@@ -122,6 +123,12 @@ class Module:
         # was there); a registered name takes only its own kind or None, and a buffer stays a
         # buffer when a tensor is assigned to it (``self.steps += 1``).
         params, buffers, modules = self._parameters, self._buffers, self._modules
+        if name in params or name in modules or isinstance(value, (Parameter, Module)):
+            versions.registry += 1
+        elif name in buffers:
+            recorder = recording.recorder
+            if recorder is not None:  # a compiled step writes the buffer
+                recorder.buffer_set(self, name)
         if isinstance(value, Parameter):
             self.__dict__.pop(name, None)
             buffers.pop(name, None)
@@ -140,7 +147,7 @@ class Module:
             if value._parent is None:
                 object.__setattr__(value, "_parent", weakref.ref(self))
                 object.__setattr__(value, "_name_in_parent", name)
-                _tree_version[0] += 1  # paths below ``value`` changed
+                versions.tree += 1  # paths below ``value`` changed
         elif name in modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
@@ -176,6 +183,7 @@ class Module:
                             "(torch.nn.Parameter or None required)")
         self.__dict__.pop(name, None)
         self._parameters[name] = param
+        versions.registry += 1
 
     def register_buffer(self, name: str, tensor: Tensor | None) -> None:
         """Register a tensor that is state but not a parameter (it is in ``state_dict``)."""
@@ -185,6 +193,7 @@ class Module:
                             "(torch Tensor or None required)")
         self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+        versions.registry += 1
 
     def _check_new_name(self, name: Any, registry: dict) -> None:
         """PyTorch's checks of a name to register in ``registry``."""
@@ -379,14 +388,17 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         version, scope = self._pargraph_scope
-        if version != _tree_version[0]:  # the path is a walk up the tree: once per change
+        if version != versions.tree:  # the path is a walk up the tree: once per change
             path = self.path()
             scope = f"{path} ({type(self).__name__})" if path else type(self).__name__
-            object.__setattr__(self, "_pargraph_scope", (_tree_version[0], scope))
+            object.__setattr__(self, "_pargraph_scope", (versions.tree, scope))
         # The ops of pargraph's own layers all point at the user's line that called the
         # outermost of them: one stack walk per layer call, not one per op. A user's forward
         # records its own lines.
         site = (grad_mode.site or user_site()) if _own_forward(type(self)) else None
+        recorder = recording.recorder
+        if recorder is not None:  # a compiled step depends on the module's mode
+            recorder.module_called(self)
         with module_call(scope, site):
             if self._forward_pre_hooks:  # every op of a forward goes through here: no copies
                 for hook in list(self._forward_pre_hooks):
@@ -469,8 +481,16 @@ class Module:
         return f"{text} at '{path}'" if path else text
 
 
-#: Bumped whenever a module gets a parent: the cached scopes of modules are stale then.
-_tree_version = [0]
+class _Versions:
+    """Counters of changes to module trees: ``tree`` when a module gets a parent (the cached
+    scopes of modules are stale then), ``registry`` when a parameter or a module is assigned
+    (a compiled step bound to the old ones captures again)."""
+
+    tree = 0
+    registry = 0
+
+
+versions = _Versions()
 _OWN_FORWARD: dict[type, bool] = {}
 
 

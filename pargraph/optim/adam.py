@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 from pargraph import ops
 from pargraph._tensor import Tensor
+from pargraph.capturing import sqrt
 from pargraph.optim.optimizer import Optimizer, updated
 
 
@@ -49,7 +48,7 @@ class Adam(Optimizer):
             new_state["max_exp_avg_sq"] = v
         new_param = updated(
             ops.adam_step, param, m, v, lr=lr, bias1=1 - beta1 ** step,
-            bias2_sqrt=math.sqrt(1 - beta2 ** step), eps=group["eps"],
+            bias2_sqrt=sqrt(1 - beta2 ** step), eps=group["eps"],
             decoupled_decay=lr * decay if self.decoupled else 0.0)
         return new_param, new_state
 

@@ -18,6 +18,7 @@ from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
+from pargraph.capturing import recording
 from pargraph.factories import as_tensor
 from pargraph.graph import UPDATE, naming, recorded_at, user_site
 from pargraph.interrupts import interrupts
@@ -43,6 +44,9 @@ class Optimizer:
         self.param_groups: list[dict] = []
         self.state: dict[Tensor, dict] = {}
         self._step_count = 0
+        #: Bumped when the layout of the state changes (which names each parameter has):
+        #: a compiled step captured with another layout captures again.
+        self._state_version = 0
         self._mirror: StateMirror | None = None
         params = list(params)
         if not params:
@@ -76,6 +80,7 @@ class Optimizer:
                                  f"value of required optimization parameter {key}")
         filled.setdefault("initial_lr", filled.get("lr"))
         self.param_groups.append(filled)
+        self._state_version += 1
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to ``None`` by default, as in PyTorch)."""
@@ -94,20 +99,27 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        if self._mirror is None and execution.mirror_every():
+        recorder = recording.recorder  # a compiled step capturing: numbers become inputs
+        if self._mirror is None and execution.mirror_every() and recorder is None:
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         pending: list[tuple[Tensor, Tensor, dict]] = []
         # Recording changes nothing but new nodes and the recording context, whose switches
         # restore themselves whatever Ctrl-C interrupts.
         with no_grad(), naming(UPDATE, self.name), recorded_at(user_site()):
-            for group in self.param_groups:
+            for index, group in enumerate(self.param_groups):
+                hyper = group if recorder is None else \
+                    recorder.hyperparameters(self, index, group)
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    new_param, new_state = self.update(p, p.grad, dict(self.state.get(p, {})),
-                                                       group)
+                    state = dict(self.state.get(p, {}))
+                    if recorder is not None:
+                        state = recorder.optimizer_scalars(self, index, p, state)
+                    new_param, new_state = self.update(p, p.grad, state, hyper)
                     pending.append((p, new_param, new_state))
+        if recorder is not None:
+            recorder.optimizer_step(self, pending)
         nodes = [new_param._node for _, new_param, _ in pending]
         nodes += [v._node for *_, state in pending for v in state.values()
                   if isinstance(v, Tensor)]
@@ -120,12 +132,20 @@ class Optimizer:
         with interrupts.deferred(), no_grad():
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)
+                old = self.state.get(p)
+                if (old.keys() if old is not None else set()) != new_state.keys():
+                    self._state_version += 1
                 self.state[p] = new_state
             self._step_count += 1
         execution.keep_until_copied(replaced)
+        if recorder is None:
+            self._after_step()
+        return loss
+
+    def _after_step(self) -> None:
+        """What follows every step, replayed ones too: the mirror's copy, when it is due."""
         if self._mirror is not None and execution.mirror_every():
             self._mirror.after_step(self._step_count)
-        return loss
 
     def state_dict(self) -> dict:
         """``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}``."""
@@ -169,6 +189,7 @@ class Optimizer:
             for saved, own in zip(groups, self.param_groups):
                 own.update({k: v for k, v in saved.items() if k != "params"})
             self.state = new_state
+            self._state_version += 1
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

@@ -1,0 +1,910 @@
+"""Compiled steps: ``pargraph.compile(train_step)`` records a step once and replays it.
+
+The first call with new guards *captures*: it runs the function with a recorder installed
+(:mod:`pargraph.capturing`), so that nothing runs until the function returns. Then the whole
+call is one graph: every ``optimizer.step()``, ``backward()`` and returned tensor of it. That
+graph is partitioned once into group tasks, as a run is (:mod:`pargraph.lowering`), and kept
+as a :class:`Program`:
+
+- *slots*: where its leaves come from at each call (an argument, a tensor the function read,
+  a parameter, a ``.grad``, an optimizer's state by its path, a random draw, a constant made
+  inside the function);
+- *writes*: which tensors, ``.grad`` and optimizer states get its results;
+- *symbols*: the Python numbers it takes as inputs (scalar arguments, learning rates, step
+  counts), which it binds into the literals and attributes of its nodes at each call.
+
+A later call whose guards hold binds the current values into the slots, runs the group
+tasks (on pargraph's threads or in this thread, whichever was faster; or on the cluster),
+and lands the results: no recording, no backward construction, no lowering. Results land
+inside ``interrupts.deferred()``: a Ctrl-C leaves the state all old or all new.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pargraph import execution, lowering, ops
+from pargraph._tensor import SharedData, Tensor
+from pargraph.capturing import Symbol, SymbolTable, recording
+from pargraph.graph import FORWARD, Node, format_site, grad_mode, uid_mark, user_site
+from pargraph.interrupts import interrupts
+from pargraph.lowering import GroupPlan, SinglePlan, make_plan, plan
+from pargraph.nn.module import Module, versions
+from pargraph.runtime import LIT, FusedTask
+
+#: How many programs a compiled function keeps (``torch._dynamo.config.cache_size_limit``).
+CACHE_SIZE = 8
+
+
+class GraphBreak(RuntimeError):
+    """A compiled function with ``fullgraph=True`` did something a capture cannot hold: it
+    read a value in the middle of the step."""
+
+
+def compile(fn: Callable | Module | None = None, *, fullgraph: bool = False,  # noqa: A001
+            cache_size: int = CACHE_SIZE, dynamic: Any = None, backend: Any = None,
+            mode: Any = None, options: Any = None, disable: bool = False) -> Any:
+    """Capture ``fn`` (a training step, or a Module) on its first call and replay it after.
+
+    The first call runs ``fn`` and records everything it does to tensors as one graph: its
+    forward, ``backward()``, ``optimizer.step()``, the ``.grad`` it leaves, the tensors it
+    returns. Later calls whose guards hold (argument shapes, dtypes and ``requires_grad``,
+    grad mode, the modules' ``training``, the optimizer's state layout) run that graph on the
+    new arguments and the current parameters, with no Python of the step's own. Learning
+    rates, step counts and Python numbers passed as arguments are inputs: a scheduler
+    changing ``lr`` does not capture again. Dropout draws its masks anew at every call, from
+    the same generator, so compiled and eager training give the same numbers.
+
+    Python side effects (``print``, appending to a list, reading a global) happen only while
+    capturing, as with ``jax.jit``::
+
+        @pargraph.compile
+        def step(x, y):
+            print("capturing")          # printed once, not at every step
+            ...
+
+    Reading a value in the middle (``loss.item()``, ``print(loss)``, ``if loss > 1``) is a
+    graph break: the function then runs eagerly, and a warning names the line
+    (``fullgraph=True`` raises :class:`GraphBreak` there instead). Tensors the function
+    returns are new tensors without autograd history. ``dynamic``, ``backend``, ``mode`` and
+    ``options`` are accepted for PyTorch's signature and ignored; ``disable=True`` returns
+    ``fn`` itself.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = pargraph.optim.SGD([w], lr=0.1)
+    >>> @pargraph.compile
+    ... def step(x):
+    ...     opt.zero_grad()
+    ...     loss = (w * x).sum()
+    ...     loss.backward()
+    ...     opt.step()
+    ...     return loss
+    >>> [round(step(pargraph.tensor([1.0, 1.0])).item(), 2) for _ in range(3)]
+    [3.0, 2.8, 2.6]
+    """
+    if fn is None:
+        return functools.partial(compile, fullgraph=fullgraph, cache_size=cache_size,
+                                 disable=disable)
+    if disable:
+        return fn
+    if isinstance(fn, Module):
+        from pargraph.compiled_module import CompiledModule
+
+        return CompiledModule(fn, fullgraph=fullgraph, cache_size=cache_size)
+    return Compiled(fn, fullgraph=fullgraph, cache_size=cache_size)
+
+
+class Compiled:
+    """A function with its captured programs (see :func:`compile`)."""
+
+    def __init__(self, fn: Callable, fullgraph: bool = False,
+                 cache_size: int = CACHE_SIZE) -> None:
+        self.fn, self.fullgraph, self.cache_size = fn, fullgraph, cache_size
+        self.programs: list[Program] = []
+        #: Why calls run eagerly (a graph break, or guards that keep failing), or None.
+        self.eager: str | None = None
+        self.captures = self.replays = 0
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.eager is not None or recording.recorder is not None:
+            return self.fn(*args, **kwargs)  # inside another capture: part of it
+        flat, spec = _flatten((args, kwargs))
+        failed = None
+        with self._lock:
+            for program in self.programs:
+                bound = program.bind(flat)
+                if bound is not None:
+                    self.replays += 1
+                    return program.replay(bound, flat)
+                failed = failed or program.failed
+            if len(self.programs) >= self.cache_size:
+                self.eager = (f"guard {failed} failed on each of the last {self.cache_size} "
+                              "programs")
+                warnings.warn(f"pargraph.compile: {_name(self.fn)} captured "
+                              f"{self.cache_size} programs (cache_size) and its {failed} "
+                              "changes still: it runs eagerly from now on", stacklevel=2)
+                return self.fn(*args, **kwargs)
+            self.captures += 1
+            return self._capture(flat, spec)
+
+    def _capture(self, flat: list, spec: Any) -> Any:
+        capture = Capture(self, flat)
+        args, kwargs = _unflatten(spec, iter(capture.arguments))
+        recording.recorder = capture
+        try:
+            result = self.fn(*args, **kwargs)
+        except BaseException:
+            capture.abandon()
+            raise
+        finally:
+            recording.recorder = None
+        if capture.broken is not None:
+            self.eager = f"graph break at {capture.broken}"
+            return _concrete(result)
+        program, result = capture.finish(result)
+        if program is not None:
+            self.programs.insert(0, program)
+        return result
+
+    def __repr__(self) -> str:
+        return f"pargraph.compile({_name(self.fn)})"
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+_LEAF = object()
+
+
+def _flatten(value: Any) -> tuple[list, Any]:
+    """The leaves of nested tuples, lists and dicts, and how to rebuild them."""
+    flat: list = []
+
+    def walk(v: Any) -> Any:
+        if type(v) in (tuple, list):
+            return (type(v), [walk(item) for item in v])
+        if type(v) is dict:
+            return (dict, [(k, walk(item)) for k, item in v.items()])
+        flat.append(v)
+        return _LEAF
+
+    return flat, walk(value)
+
+
+def _unflatten(spec: Any, leaves: Any) -> Any:
+    if spec is _LEAF:
+        return next(leaves)
+    kind, items = spec
+    if kind is dict:
+        return {k: _unflatten(item, leaves) for k, item in items}
+    return kind(_unflatten(item, leaves) for item in items)
+
+
+def _concrete(value: Any) -> Any:
+    """``value`` with plain numbers for the symbols in it."""
+    flat, spec = _flatten(value)
+    if not any(type(v) is Symbol for v in flat):
+        return value
+    return _unflatten(spec, iter([v.value if type(v) is Symbol else v for v in flat]))
+
+
+def _argument_guard(value: Any) -> tuple:
+    """What a call's argument must match to replay: a tensor's shape, dtype and
+    ``requires_grad``; a number's type (its value is an input); anything else's identity, or
+    value if it is a plain constant."""
+    if isinstance(value, Tensor):
+        node = value._node
+        return (Tensor, node.shape, node.dtype, node.requires_grad)
+    if type(value) in (int, float):
+        return (type(value),)
+    if value is None or type(value) in (bool, str, bytes, complex):
+        return (type(value), value)
+    return (id(value),)
+
+
+# --- capture ----------------------------------------------------------------------------------
+
+
+class Capture:
+    """The recorder of one capturing call (see :mod:`pargraph.capturing` for the hooks)."""
+
+    def __init__(self, compiled: Compiled, flat: list) -> None:
+        self.compiled = compiled
+        self.live = True
+        self.broken: str | None = None
+        self.symbols = SymbolTable()
+        self.readers: dict[Any, Callable[[], Any]] = {}  # symbol leaf key -> its reader
+        self.arguments = []
+        self.argument_guards = [_argument_guard(v) for v in flat]
+        for i, value in enumerate(flat):
+            if type(value) in (int, float):
+                value = self.symbols.leaf(("arg", i), value)
+            elif isinstance(value, Tensor):
+                if value._node.history:
+                    self.stop(f"argument {i} has autograd history from outside the function "
+                              "(pass it detached)")
+                elif value._node.value is None:
+                    execution.realize([value._node])
+            self.arguments.append(value)
+        self.argument_nodes = {id(v._node): i for i, v in enumerate(flat)
+                               if isinstance(v, Tensor)}
+        self.queued: list[Node] = []  # realize() targets, run at the end
+        self.state_nodes: list[Node] = []  # what is training state (copied on a cluster)
+        self.rebinds: dict[int, tuple[Tensor, Node]] = {}  # id -> (tensor, node before)
+        self.grads: dict[int, tuple[Tensor, Tensor | None, Node | None]] = {}
+        self.bound_literals: list[tuple[Node, int, Symbol]] = []
+        self.bound_attrs: list[tuple[Node, str, Symbol]] = []
+        self.draws: dict[int, tuple[Node, Callable]] = {}
+        self.modules: dict[int, tuple[Module, bool]] = {}
+        self.buffers: dict[tuple[int, str], tuple[Module, str, Tensor | None]] = {}
+        self.optimizers: dict[int, OptimizerRecord] = {}
+        self.grad_mode = _grad_enabled()
+        self.registry_version = versions.registry
+        self.mark = uid_mark()
+
+    # hooks -------------------------------------------------------------------------------
+
+    def stop(self, reason: str) -> None:
+        """Stop capturing: the rest of the call runs eagerly, and so do later calls."""
+        if not self.live:
+            return
+        self.live = False
+        self.broken = reason
+        if self.compiled.fullgraph:
+            self._run_queued()
+            raise GraphBreak(f"pargraph.compile({_name(self.compiled.fn)}, fullgraph=True): "
+                             f"{reason}")
+        warnings.warn(f"pargraph.compile: {_name(self.compiled.fn)} is not captured: {reason}; "
+                      "it runs eagerly from now on", stacklevel=4)
+        self._run_queued()
+
+    def _run_queued(self) -> None:
+        """Run what the capture held back, as the eager call would have by now."""
+        queued, self.queued = self.queued, []
+        recorder, recording.recorder = recording.recorder, None
+        try:
+            execution.realize(queued, replicate=self.state_nodes)
+        finally:
+            recording.recorder = recorder
+
+    def realize(self, targets: list[Node], replicate: Any) -> bool:
+        if not self.live:
+            return False
+        self.queued += targets
+        self.state_nodes += replicate
+        return True
+
+    def read(self, node: Node) -> None:
+        if self.live:
+            self.stop(f"it reads a value at {format_site(user_site())}")
+
+    def rebound(self, tensor: Tensor, old: Node) -> None:
+        if self.live and id(tensor) not in self.rebinds and old.uid < self.mark:
+            self.rebinds[id(tensor)] = (tensor, old)
+
+    def grad_set(self, tensor: Tensor) -> None:
+        if self.live and id(tensor) not in self.grads:
+            grad = tensor.grad
+            self.grads[id(tensor)] = (tensor, grad, grad._node if grad is not None else None)
+
+    def random(self, node: Node, draw: Callable) -> None:
+        if self.live:
+            self.draws[id(node)] = (node, draw)
+
+    def module_called(self, module: Module) -> None:
+        if self.live and id(module) not in self.modules:
+            self.modules[id(module)] = (module, module.training)
+
+    def buffer_set(self, module: Module, name: str) -> None:
+        if self.live and (id(module), name) not in self.buffers:
+            self.buffers[id(module), name] = (module, name, module._buffers.get(name))
+
+    def symbolic_call(self, prim: ops.Primitive, inputs: tuple, attrs: dict) -> Node:
+        node = prim(*self.symbols.unwrap(inputs), **self.symbols.unwrap(attrs))
+        if self.live:
+            self.bound_literals += [(node, k, v) for k, v in enumerate(inputs)
+                                    if type(v) is Symbol]
+            self.bound_attrs += [(node, k, v) for k, v in attrs.items() if type(v) is Symbol]
+        return node
+
+    def hyperparameters(self, optimizer: Any, index: int, group: dict) -> dict:
+        """``group`` with symbols for its numbers (read from the group at each replay)."""
+        if not self.live:
+            return group
+        symbolic = {}
+        for name, value in group.items():
+            if type(value) in (int, float):
+                value = self._leaf(("group", id(optimizer), index, name), value,
+                                   lambda o=optimizer, i=index, n=name: o.param_groups[i][n])
+            elif type(value) is tuple and all(type(v) in (int, float) for v in value):
+                value = tuple(self._leaf(("group", id(optimizer), index, name, k), v,
+                                         lambda o=optimizer, i=index, n=name, k=k:
+                                         o.param_groups[i][n][k])
+                              for k, v in enumerate(value))
+            symbolic[name] = value
+        return symbolic
+
+    def optimizer_scalars(self, optimizer: Any, index: int, param: Tensor,
+                          state: dict) -> dict:
+        """A parameter's optimizer state with symbols for its numbers (a step count), shared
+        by the parameters of a group that have the same value."""
+        if not self.live:
+            return state
+        return {name: self._leaf(("state", id(optimizer), index, name, value), value,
+                                 lambda o=optimizer, p=param, n=name: o.state[p][n])
+                if type(value) in (int, float) else value for name, value in state.items()}
+
+    def _leaf(self, key: Any, value: Any, reader: Callable[[], Any]) -> Any:
+        self.readers.setdefault(key, reader)
+        return self.symbols.leaf(key, value)
+
+    def optimizer_step(self, optimizer: Any, pending: list) -> None:
+        """An optimizer stepped: its state's numbers become plain again (a replay sets them),
+        and it is told what the program reads and writes of it."""
+        record = self.optimizers.get(id(optimizer))
+        if record is None:
+            record = self.optimizers[id(optimizer)] = OptimizerRecord(optimizer)
+        if not self.live:
+            record.stepped += 1
+            for _, _, new_state in pending:
+                for name, value in new_state.items():
+                    if type(value) is Symbol:
+                        new_state[name] = value.value
+            return
+        record.stepped += 1
+        record.grads = {id(p): p.grad is None for group in optimizer.param_groups
+                        for p in group["params"]}
+        for p, _, new_state in pending:
+            for name, value in optimizer.state.get(p, {}).items():
+                if isinstance(value, Tensor):
+                    record.reads.setdefault(id(value._node), (value._node, p, name))
+            for name, value in new_state.items():
+                if type(value) is Symbol:
+                    record.scalars.append((p, name, value))
+                    new_state[name] = value.value
+                elif isinstance(value, Tensor):
+                    record.writes[(id(p), name)] = (p, name)
+
+    # the end -----------------------------------------------------------------------------
+
+    def abandon(self) -> None:
+        """The function raised while capturing: run what was held back, as eager would have
+        by then, unless the error came from that."""
+        if self.live:
+            self.live = False
+            with contextlib.suppress(Exception):
+                self._run_queued()
+
+    def finish(self, result: Any) -> tuple[Program | None, Any]:
+        """Build the program of the captured call, run it, and land its results."""
+        self.live = False
+        taken = execution.take_deferred()
+        targets = list(self.queued)
+        state = list(self.state_nodes)
+        for entry_targets, _, _ in taken.entries:
+            targets += entry_targets
+        state += taken.state
+        flat, spec = _flatten(result)
+        writes = Writes(self, flat)
+        targets += writes.nodes()
+        order, computed = plan(targets)
+        try:
+            program = Program(self, order, computed, writes, flat, spec, state)
+        except Exception:
+            execution.restore_deferred(taken)
+            self._run_queued()
+            raise
+        return program, program.replay(None, [], first=True)
+
+
+class OptimizerRecord:
+    """What a capture learned of one optimizer: the state it reads (by parameter and name)
+    and writes, the numbers of its state a replay sets, which parameters had gradients."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+        self.version = optimizer._state_version
+        self.stepped = 0
+        self.reads: dict[int, tuple[Node, Tensor, str]] = {}
+        self.writes: dict[tuple[int, str], tuple[Tensor, str]] = {}
+        self.scalars: list[tuple[Tensor, str, Symbol]] = []
+        self.grads: dict[int, bool] = {}
+
+
+class Writes:
+    """What the captured call leaves behind: tensors it rebound, ``.grad`` it set, optimizer
+    state and module buffers it replaced, and the tensors it returns."""
+
+    def __init__(self, capture: Capture, result: list) -> None:
+        grads = {id(before) for _, before, _ in capture.grads.values() if before is not None}
+        #: (tensor, node): the tensor holds the node's value after each call (a ``.grad`` is
+        #: found through its parameter, below)
+        self.tensors = [(t, t._node) for t, _ in capture.rebinds.values()
+                        if not isinstance(t, SharedData) and id(t) not in grads]
+        #: (param, final grad node or None, whether the grad tensor is the one from before)
+        self.grads = []
+        for p, before, _ in capture.grads.values():
+            after = p.grad
+            self.grads.append((p, after._node if after is not None else None,
+                               after is not None and after is before))
+        self.states = []  # (optimizer, param, name, node)
+        for record in capture.optimizers.values():
+            for p, name in record.writes.values():
+                value = record.optimizer.state[p][name]
+                self.states.append((record.optimizer, p, name, value._node))
+        self.buffers = []  # (module, name, node or None)
+        for module, name, _ in capture.buffers.values():
+            value = module._buffers.get(name)
+            self.buffers.append((module, name, value._node if value is not None else None))
+        self.results = [(k, v._node) for k, v in enumerate(result) if isinstance(v, Tensor)]
+
+    def nodes(self) -> list[Node]:
+        found = [node for _, node in self.tensors]
+        found += [node for _, node, _ in self.grads if node is not None]
+        found += [node for *_, node in self.states]
+        found += [node for *_, node in self.buffers if node is not None]
+        found += [node for _, node in self.results]
+        return found
+
+
+# --- the program ------------------------------------------------------------------------------
+
+#: Slot kinds: where a leaf of the program comes from at each call.
+ARGUMENT, TENSOR, GRAD, STATE, BUFFER, DRAW, CONSTANT = range(7)
+
+
+class Program:
+    """A captured call: its slots, group tasks, symbols and writes (see the module's
+    docstring)."""
+
+    def __init__(self, capture: Capture, order: list[Node], computed: list[Node],
+                 writes: Writes, result: list, spec: Any, state: list[Node]) -> None:
+        self.name = _name(capture.compiled.fn)
+        self.failed: str | None = None
+        self.lock = threading.Lock()
+        self.result_spec, self.result = spec, result
+        self.argument_guards = capture.argument_guards
+        self.grad_mode = capture.grad_mode
+        self.registry_version = versions.registry
+        self.modules = [(weakref.ref(m), flag) for m, flag in capture.modules.values()]
+        self.optimizers = list(capture.optimizers.values())
+        self.symbols = capture.symbols
+        self.readers = capture.readers
+        self.grad_guards = self._grad_guards(capture)
+        self.slots = self._slots(capture, order)
+        outputs = [node for node in writes.nodes() if node.value is None]
+        outputs = list(dict.fromkeys(outputs))  # each once, in order
+        self.computed = computed
+        self.output_of = {id(node): k for k, node in enumerate(outputs)}
+        self.slot_of_leaf = {id(order[k]): s for s, k in enumerate(self.leaf_positions)}
+        self.writes = writes
+        self.state_ids = {id(node) for node in state}
+        self._compile(order, computed, outputs, capture)
+        self.timings = {"runs": 0}
+        self.last_run = 0.0
+
+    # building ----------------------------------------------------------------------------
+
+    def _grad_guards(self, capture: Capture) -> list:
+        """For each parameter an optimizer stepped: whether its ``.grad`` was None when the
+        call began, if the call did not set it itself."""
+        guards = []
+        for record in capture.optimizers.values():
+            for group in record.optimizer.param_groups:
+                for p in group["params"]:
+                    if id(p) not in capture.grads:
+                        guards.append((p, record.grads.get(id(p), p.grad is None)))
+        return guards
+
+    def _slots(self, capture: Capture, order: list[Node]) -> list[tuple]:
+        """Where each leaf of ``order`` comes from at each call."""
+        origin: dict[int, tuple] = {}
+        for p, _, node in capture.grads.values():
+            if node is not None:
+                origin.setdefault(id(node), (GRAD, p))
+        for tensor, old in capture.rebinds.values():
+            origin.setdefault(id(old), (TENSOR, tensor))
+        for record in capture.optimizers.values():
+            for node, p, name in record.reads.values():
+                origin.setdefault(id(node), (STATE, record.optimizer, p, name))
+        for module, name, before in capture.buffers.values():
+            if before is not None:
+                origin.setdefault(id(before._node), (BUFFER, module, name))
+        #: Every random draw of the call, in its order: a replay draws them all again.
+        self.draws = [draw for _, draw in capture.draws.values()]
+        for k, (node, _) in enumerate(capture.draws.values()):
+            origin.setdefault(id(node), (DRAW, k))
+        slots, self.leaf_positions = [], []
+        for k, node in enumerate(order):
+            if node.value is None:
+                continue
+            self.leaf_positions.append(k)
+            position = capture.argument_nodes.get(id(node))
+            if position is not None:
+                slots.append((ARGUMENT, position, node.shape, node.dtype))
+                continue
+            found = origin.get(id(node))
+            if found is None and node.uid < capture.mark:
+                owner = node.owner_tensor()
+                if owner is not None and owner._node is node:
+                    found = (TENSOR, owner)
+                elif isinstance(owner, SharedData):
+                    found = (TENSOR, owner)
+            if found is None:
+                found = (CONSTANT, node.value)
+            slots.append((*found, node.shape, node.dtype))
+        #: The capturing call's own values, for its run (its tensors point at new nodes).
+        self.first_values = [order[k].value for k in self.leaf_positions]
+        return slots
+
+    def _compile(self, order: list[Node], computed: list[Node], outputs: list[Node],
+                 capture: Capture) -> None:
+        get = execution.choose_scheduler()
+        client = execution.client_of(get)
+        granularity = execution.granularity(get, client)
+        self.remote = granularity.remote
+        made = make_plan(order, computed, outputs, granularity)
+        self.plan = made
+        slot = {k: s for s, k in enumerate(self.leaf_positions)}
+        where: dict[int, list[tuple[FusedTask, int]]] = {}  # node id -> (task, member)
+        if isinstance(made, SinglePlan):
+            task = FusedTask(computed, lowering._with_literals(made.sources, made.literal,
+                                                               computed),
+                             made.outputs, made.release)
+            self.tasks = [task]
+            self.recipes = [[(False, slot[k]) for k in made.external]]
+            self.unpack = [(0, e) for e in range(len(outputs))]
+            for j, node in enumerate(computed):
+                where.setdefault(id(node), []).append((task, j))
+        else:
+            self.tasks, self.recipes = [], []
+            for g, members in enumerate(made.members):
+                nodes = [computed[p] for p in members]
+                task = FusedTask(nodes, lowering._with_literals(made.sources[g],
+                                                                made.literal[g], nodes),
+                                 made.returned[g], made.release[g])
+                self.tasks.append(task)
+                self.recipes.append([(kind == 1 or kind == 2, v if kind else slot[v])
+                                     for kind, v in made.external[g]])
+                for j, node in enumerate(nodes):
+                    where.setdefault(id(node), []).append((task, j))
+            self.unpack = list(made.outputs)
+        self.outputs = outputs
+        # Symbols bound into the tasks: (task, member, input position, symbol) and
+        # (node, attribute name, symbol).
+        self.literals = []
+        for node, position, symbol in capture.bound_literals:
+            for task, j in where.get(id(node), ()):
+                if type(task.sources[j]) is not list:
+                    task.sources[j] = list(task.sources[j])
+                self.literals.append((task, j, position, symbol))
+        self.attributes = [(node, name, symbol) for node, name, symbol in capture.bound_attrs
+                           if id(node) in where]
+        self.last_symbols: list | None = None
+        if self.tasks and not isinstance(made, SinglePlan):
+            self._threads_graph(made)
+        # The program keeps its nodes' ops, attributes and sites, not the values they read.
+        for node in order:
+            if node.value is not None:
+                continue
+            node.inputs = tuple(_placeholder(i) if type(i) is Node and i.value is not None
+                                else i for i in node.inputs)
+
+    def _threads_graph(self, made: GroupPlan) -> None:
+        self.graph = {g: _GroupTask(self, g) for g in range(len(self.tasks))}
+        wanted = sorted({g for g, _ in made.outputs})
+        self.wanted = wanted
+        position = {g: k for k, g in enumerate(wanted)}
+        self.picks = [(position[g], e) for g, e in made.outputs]
+        self.sequence = [(g, free) for g, free in zip(made.order, made.free_after)]
+
+    # calling -----------------------------------------------------------------------------
+
+    def bind(self, flat: list) -> list | None:
+        """The values of this call's slots, or None if a guard fails (``failed`` says
+        which)."""
+        guards = self.argument_guards
+        if len(flat) != len(guards):
+            self.failed = "the number of arguments"
+            return None
+        for i, value in enumerate(flat):
+            if _argument_guard(value) != guards[i]:
+                self.failed = f"argument {i} ({_describe(guards[i])})"
+                return None
+        if _grad_enabled() != self.grad_mode:
+            self.failed = "grad mode"
+            return None
+        if versions.registry != self.registry_version:
+            self.failed = "the modules' parameters and buffers"
+            return None
+        for module, flag in self.modules:
+            m = module()
+            if m is None or m.training != flag:
+                self.failed = f"{type(m).__name__}.training"
+                return None
+        for record in self.optimizers:
+            if record.optimizer._state_version != record.version:
+                self.failed = f"{type(record.optimizer).__name__}'s state"
+                return None
+        for p, was_none in self.grad_guards:
+            if (p.grad is None) != was_none:
+                self.failed = "which parameters have a .grad"
+                return None
+        symbols = None
+        if self.symbols.symbols:
+            try:
+                leaves = {key: self._read_symbol(key, flat) for key in self.symbols.leaves}
+            except (KeyError, IndexError):
+                self.failed = "the optimizer's state"
+                return None
+            symbols = self.symbols.evaluate(leaves)
+            failed = self.symbols.failed_guard(symbols)
+            if failed is not None:
+                names = ", ".join(_describe_key(k) for k in self.symbols.leaf_keys(failed))
+                self.failed = f"{names} (Python used its value)"
+                return None
+        values: list = [symbols]
+        pending = []
+        for slot in self.slots:
+            kind = slot[0]
+            if kind == ARGUMENT:
+                node = flat[slot[1]]._node
+            elif kind == TENSOR:
+                node = slot[1]._node
+            elif kind == GRAD:
+                grad = slot[1].grad
+                if grad is None:
+                    self.failed = "which parameters have a .grad"
+                    return None
+                node = grad._node
+            elif kind == STATE:
+                try:
+                    node = slot[1].state[slot[2]][slot[3]]._node
+                except (KeyError, AttributeError):
+                    self.failed = f"{type(slot[1]).__name__}'s state"
+                    return None
+            elif kind == BUFFER:
+                buffer = slot[1]._buffers.get(slot[2])
+                if buffer is None:
+                    self.failed = f"buffer {slot[2]}"
+                    return None
+                node = buffer._node
+            elif kind == DRAW:
+                values.append(None)  # drawn when the call runs, all in the capture's order
+                continue
+            else:
+                values.append(slot[1])
+                continue
+            if node.shape != slot[-2] or node.dtype != slot[-1]:
+                self.failed = f"the shape or dtype of {_slot_name(slot)}"
+                return None
+            if node.value is None:
+                pending.append(node)
+            values.append(node)
+        if pending:
+            execution.realize(pending)
+        return values
+
+    def _read_symbol(self, key: Any, flat: list) -> Any:
+        if key[0] == "arg":
+            return flat[key[1]]
+        return self.readers[key]()
+
+    def replay(self, bound: list | None, flat: list, first: bool = False) -> Any:
+        """Run the program on the bound slots (from :meth:`bind`) and land its results. The
+        capturing call runs it too (``first``), on the values its leaves had."""
+        with self.lock:
+            get = execution.choose_scheduler()
+            client = execution.client_of(get)
+            if first:
+                symbols = [s.value for s in self.symbols.symbols]
+                values, self.first_values = self.first_values, None
+                self.last_symbols = symbols
+            else:
+                symbols = bound[0]
+                drawn = [draw() for draw in self.draws]
+                values = [execution.fetch(v) if type(v) is Node and client is None else
+                          v.value if type(v) is Node else v for v in bound[1:]]
+                for s, slot in enumerate(self.slots):
+                    if slot[0] == DRAW:
+                        values[s] = drawn[slot[1]]
+                if symbols is not None:
+                    self._bind_symbols(symbols)
+            results = self._run(values, get, client)
+            with interrupts.deferred():
+                returned = self._land(results, values, symbols, first)
+        return returned
+
+    def _bind_symbols(self, current: list) -> None:
+        """Write this call's numbers into the tasks' literals and the nodes' attributes."""
+        if current == self.last_symbols:
+            return
+        for task, j, position, symbol in self.literals:
+            task.sources[j][position] = (LIT, current[symbol.index])
+        for node, name, symbol in self.attributes:
+            node.attrs = {**node.attrs, name: current[symbol.index]}
+        self.last_symbols = current
+
+    def _run(self, values: list, get: Any, client: Any) -> list:
+        if not self.outputs:
+            return []
+        try:
+            with contextlib.ExitStack() as stack:
+                for observer in list(execution.observers):
+                    stack.enter_context(observer.run(self.computed, get))
+                with np.errstate(all="ignore"):
+                    if client is not None:
+                        return self._run_on_cluster(values, client)
+                    if len(self.tasks) == 1:
+                        task = self.tasks[0]
+                        out = task.run(tuple([values[v] for _, v in self.recipes[0]]))
+                        return list(out)
+                    self.values = values
+                    try:
+                        return self._run_groups(get)
+                    finally:
+                        self.values = None
+        except Exception as error:
+            raise error.with_traceback(None) from None
+
+    def _run_groups(self, get: Any) -> list:
+        plan = self.plan
+        threaded = execution.is_threaded(get)
+        mode = plan.choose_mode() if threaded else "inline"
+        start = time.perf_counter()
+        if mode == "threads":
+            with execution.blas_limited(get):
+                results = execution.run_on_threads(self.graph, self.wanted,
+                                                   execution.worker_threads())
+        else:
+            blas = execution.blas_limited(get) if mode.endswith("one BLAS thread") else \
+                contextlib.nullcontext()
+            with blas:
+                done: dict = {}
+                for g, free in self.sequence:
+                    done[g] = self.graph[g](done)
+                    for h in free:
+                        del done[h]
+                results = [done[g] for g in self.wanted]
+        if threaded:
+            plan.record(mode, time.perf_counter() - start)
+        return [results[k][e] for k, e in self.picks]
+
+    def _run_on_cluster(self, values: list, client: Any) -> list:
+        from pargraph.compiled_cluster import run_on_cluster
+
+        return run_on_cluster(self, values, client)
+
+    def _land(self, results: list, values: list, symbols: list | None, first: bool) -> Any:
+        """Point the written tensors, ``.grad`` and optimizer state at the results; returns
+        the call's result. (The capturing call's optimizer steps counted themselves.)"""
+        output_of, slot_of_leaf = self.output_of, self.slot_of_leaf
+
+        def leaf(node: Node, requires_grad: bool = False) -> Node:
+            k = output_of.get(id(node))
+            made = Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, FORWARD, "leaf",
+                                 node.scope, node.site, value=results[k] if k is not None
+                                 else values[slot_of_leaf[id(node)]])
+            made.requires_grad = requires_grad
+            return made
+
+        writes = self.writes
+        for tensor, node in writes.tensors:
+            old = tensor._node
+            _land(tensor, leaf(node, old.requires_grad and not old.history))
+        for p, node, same in writes.grads:
+            if node is None:
+                p.grad = None
+            elif same and p.grad is not None:
+                _land(p.grad, leaf(node))
+            else:
+                p.grad = Tensor(leaf(node))
+        for optimizer, p, name, node in writes.states:
+            _land(optimizer.state[p][name], leaf(node))
+        for module, name, node in writes.buffers:
+            if node is None:
+                module._buffers[name] = None
+            else:
+                _land(module._buffers[name], leaf(node))
+        if not first:
+            for record in self.optimizers:
+                optimizer = record.optimizer
+                for p, name, symbol in record.scalars:
+                    optimizer.state[p][name] = symbols[symbol.index]
+                optimizer._step_count += record.stepped
+        result = []
+        outputs = dict(writes.results)
+        for k, value in enumerate(self.result):
+            if k in outputs:
+                result.append(Tensor(leaf(outputs[k])))
+            elif type(value) is Symbol:
+                result.append(symbols[value.index])
+            else:
+                result.append(value)
+        if not first:
+            for record in self.optimizers:
+                record.optimizer._after_step()
+        return _unflatten(self.result_spec, iter(result))
+
+
+class _GroupTask:
+    """A group task of a program, as :func:`execution.run_on_threads` runs it: its arguments
+    are other groups' results and the program's bound slots."""
+
+    __slots__ = ("program", "group", "dependencies")
+
+    def __init__(self, program: Program, group: int) -> None:
+        self.program, self.group = program, group
+        self.dependencies = [v for is_group, v in program.recipes[group] if is_group]
+
+    def __call__(self, done: dict) -> Any:
+        program = self.program
+        values = program.values
+        return program.tasks[self.group](*[done[v] if is_group else values[v]
+                                           for is_group, v in program.recipes[self.group]])
+
+
+def _land(tensor: Tensor, node: Node) -> None:
+    """Point ``tensor`` at ``node`` (a new leaf): what an optimizer's commit does, without its
+    checks (the shapes and dtypes are the program's own)."""
+    old = tensor._node
+    old.overwritten = True
+    tensor._node = node
+    node.owner = weakref.ref(tensor)
+
+
+def _placeholder(node: Node) -> Node:
+    """A value-less stand-in for a leaf the program read at capture (traces read inputs)."""
+    return Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, node.phase,
+                         node.key_prefix(), node.scope, node.site)
+
+
+def _grad_enabled() -> bool:
+    return grad_mode.enabled
+
+
+def _describe(guard: tuple) -> str:
+    if guard[0] is Tensor:
+        return f"a tensor of shape {tuple(guard[1])}, {guard[2]}, requires_grad={guard[3]}"
+    if len(guard) == 2:
+        return f"{guard[1]!r}"
+    return guard[0].__name__ if isinstance(guard[0], type) else "an object"
+
+
+def _describe_key(key: Any) -> str:
+    if key[0] == "arg":
+        return f"argument {key[1]}"
+    if key[0] == "group":
+        return f"the optimizer's {key[3]}"
+    return f"the optimizer's state {key[3]}"
+
+
+def _slot_name(slot: tuple) -> str:
+    kind = slot[0]
+    if kind == ARGUMENT:
+        return f"argument {slot[1]}"
+    if kind == GRAD:
+        return "a .grad"
+    if kind == STATE:
+        return f"the optimizer's {slot[3]}"
+    if kind == BUFFER:
+        return f"buffer {slot[2]}"
+    return "a tensor the function reads"
+
