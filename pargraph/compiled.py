@@ -249,8 +249,9 @@ class Capture:
         self.state_nodes: list[Node] = []  # what is training state (copied on a cluster)
         self.rebinds: dict[int, tuple[Tensor, Node]] = {}  # id -> (tensor, node before)
         self.grads: dict[int, tuple[Tensor, Tensor | None, Node | None]] = {}
-        self.bound_literals: list[tuple[Node, int, Symbol]] = []
-        self.bound_attrs: list[tuple[Node, str, Symbol]] = []
+        #: Nodes recorded with symbols among their inputs or attributes, which they keep
+        #: while the capture lasts (a vjp reading them makes symbolic nodes in turn).
+        self.symbolic: dict[int, Node] = {}
         self.draws: dict[int, tuple[Node, Callable]] = {}
         self.modules: dict[int, tuple[Module, bool]] = {}
         self.buffers: dict[tuple[int, str], tuple[Module, str, Tensor | None]] = {}
@@ -267,6 +268,7 @@ class Capture:
             return
         self.live = False
         self.broken = reason
+        self._plain()
         if self.compiled.fullgraph:
             self._run_queued()
             raise GraphBreak(f"pargraph.compile({_name(self.compiled.fn)}, fullgraph=True): "
@@ -317,12 +319,24 @@ class Capture:
             self.buffers[id(module), name] = (module, name, module._buffers.get(name))
 
     def symbolic_call(self, prim: ops.Primitive, inputs: tuple, attrs: dict) -> Node:
+        """Record ``prim`` on plain numbers (its shape rule sees values); the node keeps the
+        symbols until the program binds them."""
         node = prim(*self.symbols.unwrap(inputs), **self.symbols.unwrap(attrs))
         if self.live:
-            self.bound_literals += [(node, k, v) for k, v in enumerate(inputs)
-                                    if type(v) is Symbol]
-            self.bound_attrs += [(node, k, v) for k, v in attrs.items() if type(v) is Symbol]
+            node.inputs, node.attrs = inputs, attrs
+            self.symbolic[id(node)] = node
         return node
+
+    def keeps_templates(self, order: list[Node]) -> bool:
+        """Whether a backward through ``order`` may use the template cache: not with symbols
+        in it (a template would keep them as constants)."""
+        return not self.live or not any(id(node) in self.symbolic for node in order)
+
+    def _plain(self) -> None:
+        """Give the symbolic nodes their plain numbers back (to run eagerly, or for good)."""
+        unwrap = self.symbols.unwrap
+        for node in self.symbolic.values():
+            node.inputs, node.attrs = unwrap(node.inputs), unwrap(node.attrs)
 
     def hyperparameters(self, optimizer: Any, index: int, group: dict) -> dict:
         """``group`` with symbols for its numbers (read from the group at each replay)."""
@@ -375,11 +389,15 @@ class Capture:
             for name, value in optimizer.state.get(p, {}).items():
                 if isinstance(value, Tensor):
                     record.reads.setdefault(id(value._node), (value._node, p, name))
+            seen: set[int] = set()
             for name, value in new_state.items():
                 if type(value) is Symbol:
                     record.scalars.append((p, name, value))
                     new_state[name] = value.value
                 elif isinstance(value, Tensor):
+                    if id(value) in seen:  # one tensor under two names (amsgrad's first step):
+                        value = new_state[name] = Tensor(value._node)  # replays set each
+                    seen.add(id(value))
                     record.writes[(id(p), name)] = (p, name)
 
     # the end -----------------------------------------------------------------------------
@@ -389,6 +407,7 @@ class Capture:
         by then, unless the error came from that."""
         if self.live:
             self.live = False
+            self._plain()
             with contextlib.suppress(Exception):
                 self._run_queued()
 
@@ -408,9 +427,11 @@ class Capture:
         try:
             program = Program(self, order, computed, writes, flat, spec, state)
         except Exception:
+            self._plain()
             execution.restore_deferred(taken)
             self._run_queued()
             raise
+        self._plain()
         return program, program.replay(None, [], first=True)
 
 
@@ -503,9 +524,10 @@ class Program:
     # building ----------------------------------------------------------------------------
 
     def _grad_guards(self, capture: Capture) -> list:
-        """For each parameter an optimizer stepped: whether its ``.grad`` was None when the
-        call began, if the call did not set it itself."""
-        guards = []
+        """Whether a ``.grad`` was None when the call began: for those the call made (a replay
+        with one there would have to add to it), and for the parameters an optimizer stepped
+        that the call did not touch."""
+        guards = [(p, True) for p, before, _ in capture.grads.values() if before is None]
         for record in capture.optimizers.values():
             for group in record.optimizer.param_groups:
                 for p in group["params"]:
@@ -588,15 +610,19 @@ class Program:
             self.unpack = list(made.outputs)
         self.outputs = outputs
         # Symbols bound into the tasks: (task, member, input position, symbol) and
-        # (node, attribute name, symbol).
+        # (node, attribute name, symbol); the first run has their values.
         self.literals = []
-        for node, position, symbol in capture.bound_literals:
-            for task, j in where.get(id(node), ()):
-                if type(task.sources[j]) is not list:
-                    task.sources[j] = list(task.sources[j])
-                self.literals.append((task, j, position, symbol))
-        self.attributes = [(node, name, symbol) for node, name, symbol in capture.bound_attrs
-                           if id(node) in where]
+        for task in self.tasks:
+            for j, sources in enumerate(task.sources):
+                if any(kind == LIT and type(v) is Symbol for kind, v in sources):
+                    task.sources[j] = sources = list(sources)
+                    for position, (kind, v) in enumerate(sources):
+                        if kind == LIT and type(v) is Symbol:
+                            self.literals.append((task, j, position, v))
+                            sources[position] = (LIT, v.value)
+        self.attributes = [(node, name, v) for node in computed if id(node) in where
+                           and id(node) in capture.symbolic for name, v in node.attrs.items()
+                           if type(v) is Symbol]
         self.last_symbols: list | None = None
         if self.tasks and not isinstance(made, SinglePlan):
             self._threads_graph(made)

@@ -20,6 +20,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from pargraph.capturing import recording
 from pargraph.graph import (
     ACCUMULATE,
     BACKWARD,
@@ -79,7 +80,8 @@ def gradients(
     if wrt is None:
         wrt = {id(n) for n in order if n.retains_grad or (n.requires_grad and not n.history)}
     key = None
-    if checked and not create_graph:
+    recorder = recording.recorder  # a compiled step's numbers must reach the vjps as symbols
+    if checked and not create_graph and (recorder is None or recorder.keeps_templates(order)):
         key = _structure_key(order, roots, grad_roots, wrt)
     template = BackwardTemplate.cache.get(key) if key is not None else None
     if template is not None:  # the region is a function of the structure too

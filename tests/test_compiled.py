@@ -1,0 +1,384 @@
+"""Compiled steps (pargraph.compile): a replayed step equals the eager one bit for bit, its
+guards capture again when what it depends on changes, and graph breaks fall back to eager."""
+
+import warnings
+
+import dask
+import numpy as np
+import pytest
+
+import pargraph
+from pargraph import nn, optim
+from pargraph.nn import functional as F
+
+
+class Branches(nn.Module):
+    """Two independent branches, summed: a little of what pargraph runs side by side."""
+
+    def __init__(self, dropout: float = 0.0, norm: bool = False) -> None:
+        super().__init__()
+        self.left = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+        right = [nn.Linear(6, 8)]
+        if norm:
+            right.append(nn.BatchNorm1d(8))
+        right += [nn.Tanh(), nn.Dropout(dropout), nn.Linear(8, 3)]
+        self.right = nn.Sequential(*right)
+
+    def forward(self, x):
+        return self.left(x) + self.right(x)
+
+
+def _batches(n: int = 6, size: int = 5, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(pargraph.tensor(rng.standard_normal((size, 6)).astype(np.float32)),
+             pargraph.tensor(rng.integers(0, 3, size))) for _ in range(n)]
+
+
+def _train(compiled: bool, make_opt, batches, scheduler=None, dropout=0.0, norm=False,
+           clip=None, **compile_args):
+    """Losses and final state of a training run, compiled or eager, from seed 0."""
+    pargraph.manual_seed(0)
+    model = Branches(dropout, norm)
+    opt = make_opt(model.parameters())
+    sched = scheduler(opt) if scheduler else None
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        return loss
+
+    run = pargraph.compile(step, **compile_args) if compiled else step
+    losses = []
+    for x, y in batches:
+        losses.append(run(x, y).item())
+        if sched is not None:
+            sched.step()
+    state = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    return losses, state, opt, run
+
+
+def _assert_same(eager, compiled):
+    assert eager[0] == compiled[0]
+    assert eager[1].keys() == compiled[1].keys()
+    for key in eager[1]:
+        np.testing.assert_array_equal(eager[1][key], compiled[1][key], err_msg=key)
+
+
+OPTIMIZERS = {
+    "sgd": lambda p: optim.SGD(p, lr=0.1),
+    "sgd momentum nesterov decay": lambda p: optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
+                                                       weight_decay=1e-2),
+    "adam": lambda p: optim.Adam(p, lr=0.01),
+    "adamw amsgrad": lambda p: optim.AdamW(p, lr=0.01, amsgrad=True),
+    "rmsprop centered momentum": lambda p: optim.RMSprop(p, lr=0.01, centered=True,
+                                                         momentum=0.5),
+    "adagrad": lambda p: optim.Adagrad(p, lr=0.1, lr_decay=0.01),
+}
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_compiled_training_equals_eager_bit_for_bit(name, scheduler):
+    batches = _batches()
+    # A scheduler that changes the learning rate at every call: an input, not a constant.
+    decay = lambda opt: optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)  # noqa: E731
+    with dask.config.set(scheduler=scheduler):
+        eager = _train(False, OPTIMIZERS[name], batches, decay)
+        compiled = _train(True, OPTIMIZERS[name], batches, decay)
+    _assert_same(eager, compiled)
+    run = compiled[3]
+    assert run.eager is None
+    # The first step makes the optimizer's state, the second captures with it.
+    assert run.captures <= 2 and run.replays == len(batches) - run.captures
+    assert compiled[2].state_dict()["param_groups"] == eager[2].state_dict()["param_groups"]
+    for index, state in eager[2].state_dict()["state"].items():
+        other = compiled[2].state_dict()["state"][index]
+        for key, value in state.items():
+            np.testing.assert_array_equal(np.asarray(value), np.asarray(other[key]))
+
+
+def test_dropout_draws_the_eager_masks_and_batch_norm_keeps_its_statistics():
+    batches = _batches(5)
+    adam = OPTIMIZERS["adam"]
+    eager = _train(False, adam, batches, dropout=0.5, norm=True)
+    compiled = _train(True, adam, batches, dropout=0.5, norm=True)
+    _assert_same(eager, compiled)
+    assert "right.1.running_mean" in compiled[1]
+    assert compiled[1]["right.1.num_batches_tracked"] == 5
+
+
+def test_clip_grad_norm_inside_the_step():
+    batches = _batches(4)
+    eager = _train(False, OPTIMIZERS["sgd"], batches, clip=0.05)
+    compiled = _train(True, OPTIMIZERS["sgd"], batches, clip=0.05)
+    _assert_same(eager, compiled)
+    assert compiled[3].eager is None
+
+
+def test_gradients_accumulate_over_calls_without_zero_grad():
+    def run(compiled):
+        pargraph.manual_seed(0)
+        model = Branches()
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def accumulate(x, y):
+            loss = F.cross_entropy(model(x), y) / 2
+            loss.backward()
+            return loss
+
+        forward_backward = pargraph.compile(accumulate) if compiled else accumulate
+        losses = []
+        for k, (x, y) in enumerate(_batches(8)):
+            losses.append(forward_backward(x, y).item())
+            if k % 2:
+                opt.step()
+                opt.zero_grad()
+        grads = [p.grad for p in model.parameters()]
+        return (losses, [p.detach().numpy().copy() for p in model.parameters()], grads,
+                forward_backward)
+
+    eager, compiled = run(False), run(True)
+    assert eager[0] == compiled[0]
+    for a, b in zip(eager[1], compiled[1]):
+        np.testing.assert_array_equal(a, b)
+    assert all(g is None for g in compiled[2])
+    # .grad None (after zero_grad) and .grad set (the second call of a pair) are two plans.
+    assert compiled[3].captures == 2 and compiled[3].eager is None
+
+
+def test_a_zero_dim_parameter_and_data_parallel():
+    def run(compiled):
+        pargraph.manual_seed(0)
+        scale = nn.Parameter(pargraph.tensor(1.5))
+        model = nn.DataParallel(nn.Linear(6, 3), shards=2)
+        opt = optim.Adam([scale, *model.parameters()], lr=0.05)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x) * scale, y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = pargraph.compile(step) if compiled else step
+        losses = [f(x, y).item() for x, y in _batches(5, size=8)]
+        return losses, scale.item(), model.module.weight.detach().numpy().copy()
+
+    eager, compiled = run(False), run(True)
+    assert eager[:2] == compiled[:2]
+    np.testing.assert_array_equal(eager[2], compiled[2])
+
+
+def test_a_smaller_last_batch_is_a_second_plan_and_eval_recaptures():
+    batches = _batches(3, size=5) + _batches(1, size=2, seed=1) + _batches(2, size=5, seed=2)
+    eager = _train(False, OPTIMIZERS["sgd"], batches)
+    compiled = _train(True, OPTIMIZERS["sgd"], batches)
+    _assert_same(eager, compiled)
+    run = compiled[3]
+    # The first call (no .grad yet), the full batches, the smaller one.
+    assert run.captures == 3 and len(run.programs) == 3
+
+    pargraph.manual_seed(0)
+    model = Branches(dropout=0.5, norm=True)
+    forward = pargraph.compile(lambda x: model(x) * 1)
+    x = _batches(1)[0][0]
+    with pargraph.no_grad():
+        first = forward(x).numpy()
+        model.eval()
+        evaluated = forward(x).numpy()
+        again = forward(x).numpy()
+    assert forward.captures == 2
+    np.testing.assert_array_equal(evaluated, again)  # no dropout, running statistics
+    assert not np.array_equal(first, evaluated)
+    with pargraph.no_grad():
+        np.testing.assert_array_equal(model(x).numpy(), evaluated)
+
+
+def test_python_numbers_passed_in_are_inputs_and_results_follow_them():
+    w = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+
+    @pargraph.compile
+    def step(x, scale):
+        opt.zero_grad()
+        loss = (w * x).sum() * scale
+        loss.backward()
+        opt.step()
+        return loss, scale * 2
+
+    x = pargraph.tensor([1.0, 1.0])
+    results = [step(x, s) for s in (1.0, 0.5, 2.0, 3.0)]
+    # The first call makes w.grad; the second captures with it; the others replay.
+    assert step.captures == 2 and step.replays == 2
+    assert [r[1] for r in results] == [2.0, 1.0, 4.0, 6.0]
+    assert [round(r[0].item(), 4) for r in results] == [3.0, 1.4, 5.4, 6.9]
+    np.testing.assert_allclose(w.detach().numpy(), [0.35, 1.35], rtol=1e-6)
+
+    # A number Python decides with is a guard: another outcome captures again.
+    @pargraph.compile
+    def branchy(x, flag):
+        return x * 2 if flag > 0 else x * 3
+
+    assert branchy(x, 1).tolist() == [2.0, 2.0]
+    assert branchy(x, 5).tolist() == [2.0, 2.0]
+    assert branchy(x, -1).tolist() == [3.0, 3.0]
+    assert branchy.captures == 2
+
+
+def test_a_value_read_mid_step_is_a_graph_break_that_names_the_line():
+    w = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    seen = []
+
+    def step(x):
+        opt.zero_grad()
+        loss = (w * x).sum()
+        seen.append(loss.item())  # reads a value in the middle of the step
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = pargraph.compile(step)
+    x = pargraph.tensor([1.0, 1.0])
+    with pytest.warns(UserWarning, match=r"reads a value at .*test_compiled.py.*line"):
+        run(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        run(x)
+    assert "graph break" in run.eager
+    assert seen == pytest.approx([3.0, 2.8])
+    np.testing.assert_allclose(w.detach().numpy(), [0.8, 1.8], rtol=1e-6)
+
+    strict = pargraph.compile(step, fullgraph=True)
+    with pytest.raises(pargraph.GraphBreak, match=r"test_compiled.py.*line"):
+        strict(x)
+
+
+def test_guards_that_keep_changing_end_in_eager_with_a_warning_naming_them():
+    @pargraph.compile(cache_size=3)
+    def double(x):
+        return x * 2
+
+    for n in range(1, 4):
+        assert double(pargraph.ones(n)).tolist() == [2.0] * n
+    with pytest.warns(UserWarning, match=r"argument 0 \(a tensor of shape \(3,\)"):
+        assert double(pargraph.ones(4)).tolist() == [2.0] * 4
+    assert double.eager is not None and double.captures == 3
+
+
+def test_errors_in_a_replayed_step_name_the_op_and_the_line():
+    model = nn.Linear(6, 3)
+
+    @pargraph.compile
+    def step(x, y):
+        return F.cross_entropy(model(x), y)
+
+    x, y = _batches(1)[0]
+    step(x, y)
+    step(x, y)
+    with pytest.raises(IndexError, match=r"(?s)Target 7 is out of bounds.*test_compiled.py"):
+        step(x, pargraph.tensor([0, 1, 7, 2, 0]))
+
+
+def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
+    pargraph.manual_seed(0)
+    model = Branches()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+
+    @pargraph.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    batches = _batches(4)
+    for x, y in batches[:3]:
+        step(x, y)
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    moments = [s["exp_avg"].numpy().copy() for s in opt.state.values()]
+    steps = [s["step"] for s in opt.state.values()]
+    from pargraph import ops
+
+    calls = {"n": 0}
+    forward = ops.REGISTRY["adam_step"].forward
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(ops.REGISTRY["adam_step"], "forward", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        step(*batches[3])
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), before[key])
+    for moment, s in zip(moments, opt.state.values()):
+        np.testing.assert_array_equal(moment, s["exp_avg"].numpy())
+    assert [s["step"] for s in opt.state.values()] == steps
+    monkeypatch.setattr(ops.REGISTRY["adam_step"], "forward", forward)
+    step(*batches[3])  # and the next call runs the whole step
+    assert [s["step"] for s in opt.state.values()] == [n + 1 for n in steps]
+
+
+def test_save_load_resume_of_a_compiled_run(tmp_path):
+    batches = _batches(6)
+    straight = _train(True, OPTIMIZERS["adam"], batches)
+
+    first = _train(True, OPTIMIZERS["adam"], batches[:3])
+    model_state = {k: pargraph.tensor(v) for k, v in first[1].items()}
+    pargraph.save({"model": model_state, "opt": first[2].state_dict()}, tmp_path / "ckpt.pt")
+
+    pargraph.manual_seed(0)
+    model = Branches()
+    opt = OPTIMIZERS["adam"](model.parameters())
+    checkpoint = pargraph.load(tmp_path / "ckpt.pt")
+    model.load_state_dict(checkpoint["model"])
+    opt.load_state_dict(checkpoint["opt"])
+
+    @pargraph.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.CrossEntropyLoss()(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    losses = [step(x, y).item() for x, y in batches[3:]]
+    assert first[0] + losses == straight[0]
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), straight[1][key])
+
+
+def test_a_trace_of_a_replayed_step_records_every_node():
+    model = Branches()
+    opt = optim.SGD(model.parameters(), lr=0.1)
+
+    @pargraph.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    x, y = _batches(1)[0]
+    for _ in range(3):
+        step(x, y)
+    program = step.programs[0]
+    with pargraph.trace() as tr:
+        step(x, y)
+    assert step.replays == 2
+    assert {record.key for record in tr.records.values()} == \
+        {node.key for node in program.computed}
+    assert all(record.stop > record.start for record in tr.records.values())
+    phases = {record.phase for record in tr.records.values()}
+    assert {"forward", "backward", "update"} <= phases
+    assert tr.summary().available_parallelism > 1
