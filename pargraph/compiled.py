@@ -592,6 +592,8 @@ class Program:
                              made.outputs, made.release)
             self.tasks = [task]
             self.recipes = [[(False, slot[k]) for k in made.external]]
+            self.kinds = [[(0, k) for k in made.external]]
+            self.labels = [lowering.group_label(computed)]
             self.unpack = [(0, e) for e in range(len(outputs))]
             for j, node in enumerate(computed):
                 where.setdefault(id(node), []).append((task, j))
@@ -607,6 +609,8 @@ class Program:
                                      for kind, v in made.external[g]])
                 for j, node in enumerate(nodes):
                     where.setdefault(id(node), []).append((task, j))
+            self.kinds = made.external
+            self.labels = made.labels
             self.unpack = list(made.outputs)
         self.outputs = outputs
         # Symbols bound into the tasks: (task, member, input position, symbol) and
@@ -656,6 +660,9 @@ class Program:
                 return None
         if _grad_enabled() != self.grad_mode:
             self.failed = "grad mode"
+            return None
+        if (execution.client_of(execution.choose_scheduler()) is not None) != self.remote:
+            self.failed = "the scheduler (a cluster or local threads)"
             return None
         if versions.registry != self.registry_version:
             self.failed = "the modules' parameters and buffers"
@@ -814,9 +821,68 @@ class Program:
         return [results[k][e] for k, e in self.picks]
 
     def _run_on_cluster(self, values: list, client: Any) -> list:
-        from pargraph.compiled_cluster import run_on_cluster
+        """Submit the program's tasks under new keys; the results stay on the workers (a
+        0-d one comes back), as a run of :func:`execution.realize` does."""
+        from dask.task_spec import DataNode, Task, TaskRef
 
-        return run_on_cluster(self, values, client)
+        from pargraph.runtime import Selection
+
+        if client.status != "running":
+            raise execution.cluster_lost(client, f"the client's connection is {client.status}")
+        run = f"r{next(lowering.cluster_runs)}"
+        graph: dict = {}
+        arguments = []
+        for s, value in enumerate(values):
+            if type(value) is lowering.HeldPart:
+                arguments.append(value.ref())
+            elif lowering.is_future(value):
+                arguments.append(TaskRef(value.key))
+            elif getattr(value, "nbytes", 0) <= lowering.INLINE_BYTES:
+                arguments.append(value)
+            else:
+                key = f"slot-{s}{run}-{id(self):x}"
+                graph[key] = DataNode(key, value)
+                arguments.append(TaskRef(key))
+        made = self.plan
+        keys = []
+        for task, label in zip(self.tasks, self.labels):
+            _, serial, session = task.nodes[-1].key.rsplit("-", 2)
+            keys.append(f"{label}-{serial}t{run}-{session}")  # "t": never a node's key
+        sent = []
+        for s, (producers, picks) in enumerate(getattr(made, "selections", ())):
+            _, serial, session = keys[producers[-1]].rsplit("-", 2)
+            sent.append(f"{self.labels[producers[-1]]}_send-{serial}s{s}-{session}")
+            graph[sent[-1]] = Task(sent[-1], Selection(picks),
+                                   *(TaskRef(keys[g]) for g in producers))
+        for g, (task, recipe) in enumerate(zip(self.tasks, self.recipes)):
+            args = [arguments[v] if not is_group else
+                    TaskRef(keys[v] if kind == 1 else sent[v])
+                    for (is_group, v), (kind, _) in zip(recipe, self.kinds[g])]
+            graph[keys[g]] = Task(keys[g], task, *args)
+        wanted = sorted({g for g, _ in self.unpack})
+        position = {g: k for k, g in enumerate(wanted)}
+        picks = [(position[g], e) for g, e in self.unpack]
+        workers = None
+        hosts = getattr(made, "hosts", None)
+        if hosts:
+            workers = dict(zip(keys, hosts))
+            workers.update((key, hosts[producers[0]])
+                           for key, (producers, _) in zip(sent, made.selections))
+        scalar = [k for k, g in enumerate(wanted) if all(
+            type(j) is int and not self.tasks[g].nodes[j].shape
+            for j in self.tasks[g].outputs)]
+        state = frozenset(i for i, node in enumerate(self.outputs)
+                          if id(node) in self.state_ids) if execution._replicas(client) \
+            else frozenset()
+        lowered = lowering._held_results(graph, [keys[g] for g in wanted], picks,
+                                         self.outputs, len(graph), scalar, state, workers,
+                                         frozenset(sent) | {keys[wanted[k]] for k in scalar})
+        if state:
+            lowered.state = frozenset(lowered.holders[i] for i in state
+                                      if lowered.holders[i] is not None)
+        results = execution.run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
+                                           lowered.fetched, lowered.urgent, lowered.state)
+        return list(lowered.values(results))
 
     def _land(self, results: list, values: list, symbols: list | None, first: bool) -> Any:
         """Point the written tensors, ``.grad`` and optimizer state at the results; returns
@@ -832,8 +898,10 @@ class Program:
             return made
 
         writes = self.writes
+        replaced = []  # on a cluster, the old state is held until its successor is copied
         for tensor, node in writes.tensors:
             old = tensor._node
+            replaced.append(old.value)
             _land(tensor, leaf(node, old.requires_grad and not old.history))
         for p, node, same in writes.grads:
             if node is None:
@@ -843,7 +911,10 @@ class Program:
             else:
                 p.grad = Tensor(leaf(node))
         for optimizer, p, name, node in writes.states:
+            replaced.append(optimizer.state[p][name]._node.value)
             _land(optimizer.state[p][name], leaf(node))
+        if self.remote:
+            execution.keep_until_copied(replaced)
         for module, name, node in writes.buffers:
             if node is None:
                 module._buffers[name] = None

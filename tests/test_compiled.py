@@ -382,3 +382,21 @@ def test_a_trace_of_a_replayed_step_records_every_node():
     phases = {record.phase for record in tr.records.values()}
     assert {"forward", "backward", "update"} <= phases
     assert tr.summary().available_parallelism > 1
+
+
+def test_compiled_training_on_a_cluster_equals_eager():
+    from distributed import Client, LocalCluster
+
+    batches = _batches(5, size=16)
+    # Partitioned into several group tasks, placed on the two workers.
+    settings = {"pargraph.single-task-below": 0, "pargraph.task-grain": 0}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster), \
+            dask.config.set(settings):
+        eager = _train(False, OPTIMIZERS["sgd momentum nesterov decay"], batches)
+        compiled = _train(True, OPTIMIZERS["sgd momentum nesterov decay"], batches)
+        run = compiled[3]
+        assert run.replays == 3 and len(run.programs[0].tasks) > 1
+    np.testing.assert_allclose(eager[0], compiled[0], rtol=1e-6)
+    for key in eager[1]:
+        np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)
