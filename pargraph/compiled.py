@@ -256,7 +256,7 @@ class Capture:
         self.modules: dict[int, tuple[Module, bool]] = {}
         self.buffers: dict[tuple[int, str], tuple[Module, str, Tensor | None]] = {}
         self.optimizers: dict[int, OptimizerRecord] = {}
-        self.grad_mode = _grad_enabled()
+        self.grad_mode = grad_mode.enabled
         self.registry_version = versions.registry
         self.mark = uid_mark()
 
@@ -313,6 +313,7 @@ class Capture:
     def module_called(self, module: Module) -> None:
         if self.live and id(module) not in self.modules:
             self.modules[id(module)] = (module, module.training)
+            object.__setattr__(module, "_pargraph_captured", True)
 
     def buffer_set(self, module: Module, name: str) -> None:
         if self.live and (id(module), name) not in self.buffers:
@@ -487,6 +488,57 @@ class Writes:
 
 # --- the program ------------------------------------------------------------------------------
 
+FAILED = object()
+
+
+class Guards:
+    """What a capture depends on besides its slots: the arguments' kinds, grad mode, the
+    modules' parameters and ``training``, and the outcomes of what Python decided with its
+    numbers (see :mod:`pargraph.capturing`)."""
+
+    def __init__(self, capture: Capture) -> None:
+        self.arguments = capture.argument_guards
+        self.grad_mode = capture.grad_mode
+        self.registry_version = versions.registry
+        self.modules = [(weakref.ref(m), flag) for m, flag in capture.modules.values()]
+        self.symbols, self.readers = capture.symbols, capture.readers
+        self.failed = ""
+
+    def check(self, flat: list) -> Any:
+        """This call's values of the symbols (None without symbols), or ``FAILED`` (then
+        ``failed`` names the guard)."""
+        guards = self.arguments
+        if len(flat) != len(guards):
+            return self._fail("the number of arguments")
+        for i, value in enumerate(flat):
+            if _argument_guard(value) != guards[i]:
+                return self._fail(f"argument {i} ({_describe(guards[i])})")
+        if grad_mode.enabled != self.grad_mode:
+            return self._fail("grad mode")
+        if versions.registry != self.registry_version:
+            return self._fail("the modules' parameters and buffers")
+        for module, flag in self.modules:
+            m = module()
+            if m is None or m.training != flag:
+                return self._fail(f"{type(m).__name__}.training")
+        if not self.symbols.symbols:
+            return None
+        try:
+            leaves = {key: flat[key[1]] if key[0] == "arg" else self.readers[key]()
+                      for key in self.symbols.leaves}
+        except (KeyError, IndexError):
+            return self._fail("the optimizer's state")
+        values = self.symbols.evaluate(leaves)
+        failed = self.symbols.failed_guard(values)
+        if failed is not None:
+            names = ", ".join(_describe_key(k) for k in self.symbols.leaf_keys(failed))
+            return self._fail(f"{names} (Python used its value)")
+        return values
+
+    def _fail(self, reason: str) -> Any:
+        self.failed = reason
+        return FAILED
+
 #: Slot kinds: where a leaf of the program comes from at each call.
 ARGUMENT, TENSOR, GRAD, STATE, BUFFER, DRAW, CONSTANT = range(7)
 
@@ -501,13 +553,9 @@ class Program:
         self.failed: str | None = None
         self.lock = threading.Lock()
         self.result_spec, self.result = spec, result
-        self.argument_guards = capture.argument_guards
-        self.grad_mode = capture.grad_mode
-        self.registry_version = versions.registry
-        self.modules = [(weakref.ref(m), flag) for m, flag in capture.modules.values()]
+        self.guards = Guards(capture)
         self.optimizers = list(capture.optimizers.values())
         self.symbols = capture.symbols
-        self.readers = capture.readers
         self.grad_guards = self._grad_guards(capture)
         self.slots = self._slots(capture, order)
         outputs = [node for node in writes.nodes() if node.value is None]
@@ -650,28 +698,13 @@ class Program:
     def bind(self, flat: list) -> list | None:
         """The values of this call's slots, or None if a guard fails (``failed`` says
         which)."""
-        guards = self.argument_guards
-        if len(flat) != len(guards):
-            self.failed = "the number of arguments"
-            return None
-        for i, value in enumerate(flat):
-            if _argument_guard(value) != guards[i]:
-                self.failed = f"argument {i} ({_describe(guards[i])})"
-                return None
-        if _grad_enabled() != self.grad_mode:
-            self.failed = "grad mode"
+        symbols = self.guards.check(flat)
+        if symbols is FAILED:
+            self.failed = self.guards.failed
             return None
         if (execution.client_of(execution.choose_scheduler()) is not None) != self.remote:
             self.failed = "the scheduler (a cluster or local threads)"
             return None
-        if versions.registry != self.registry_version:
-            self.failed = "the modules' parameters and buffers"
-            return None
-        for module, flag in self.modules:
-            m = module()
-            if m is None or m.training != flag:
-                self.failed = f"{type(m).__name__}.training"
-                return None
         for record in self.optimizers:
             if record.optimizer._state_version != record.version:
                 self.failed = f"{type(record.optimizer).__name__}'s state"
@@ -679,19 +712,6 @@ class Program:
         for p, was_none in self.grad_guards:
             if (p.grad is None) != was_none:
                 self.failed = "which parameters have a .grad"
-                return None
-        symbols = None
-        if self.symbols.symbols:
-            try:
-                leaves = {key: self._read_symbol(key, flat) for key in self.symbols.leaves}
-            except (KeyError, IndexError):
-                self.failed = "the optimizer's state"
-                return None
-            symbols = self.symbols.evaluate(leaves)
-            failed = self.symbols.failed_guard(symbols)
-            if failed is not None:
-                names = ", ".join(_describe_key(k) for k in self.symbols.leaf_keys(failed))
-                self.failed = f"{names} (Python used its value)"
                 return None
         values: list = [symbols]
         pending = []
@@ -734,11 +754,6 @@ class Program:
         if pending:
             execution.realize(pending)
         return values
-
-    def _read_symbol(self, key: Any, flat: list) -> Any:
-        if key[0] == "arg":
-            return flat[key[1]]
-        return self.readers[key]()
 
     def replay(self, bound: list | None, flat: list, first: bool = False) -> Any:
         """Run the program on the bound slots (from :meth:`bind`) and land its results. The
@@ -971,10 +986,6 @@ def _placeholder(node: Node) -> Node:
     """A value-less stand-in for a leaf the program read at capture (traces read inputs)."""
     return Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, node.phase,
                          node.key_prefix(), node.scope, node.site)
-
-
-def _grad_enabled() -> bool:
-    return grad_mode.enabled
 
 
 def _describe(guard: tuple) -> str:

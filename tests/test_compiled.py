@@ -400,3 +400,34 @@ def test_compiled_training_on_a_cluster_equals_eager():
     np.testing.assert_allclose(eager[0], compiled[0], rtol=1e-6)
     for key in eager[1]:
         np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)
+
+
+def test_a_compiled_module_replays_its_forward_and_trains_as_eager():
+    def run(compiled):
+        pargraph.manual_seed(0)
+        model = Branches(dropout=0.5, norm=True)
+        opt = optim.Adam(model.parameters(), lr=0.01)
+        forward = pargraph.compile(model) if compiled else model
+        losses = []
+        for x, y in _batches(5):
+            opt.zero_grad()
+            loss = F.cross_entropy(forward(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        forward.eval()
+        with pargraph.no_grad():
+            evaluated = forward(_batches(1)[0][0]).numpy()
+        return losses, {k: v.numpy().copy() for k, v in model.state_dict().items()}, \
+            forward, evaluated
+
+    eager, compiled = run(False), run(True)
+    _assert_same(eager, compiled)
+    np.testing.assert_array_equal(eager[3], compiled[3])
+    forward = compiled[2]
+    assert forward.captures == 2 and forward.replays == 4  # train, then eval: a guard
+    assert isinstance(forward, nn.Module) and not forward.training
+    assert list(forward.state_dict()) == [f"_orig_mod.{k}" for k in eager[1]]
+    assert forward.left is forward._orig_mod.left  # attributes reach the module
+    loss = F.cross_entropy(forward(_batches(1)[0][0]), _batches(1)[0][1])
+    assert loss.grad_fn is not None  # replayed nodes have history

@@ -124,7 +124,7 @@ class Module:
         # buffer when a tensor is assigned to it (``self.steps += 1``).
         params, buffers, modules = self._parameters, self._buffers, self._modules
         if name in params or name in modules or isinstance(value, (Parameter, Module)):
-            versions.registry += 1
+            self._registry_changed()
         elif name in buffers:
             recorder = recording.recorder
             if recorder is not None:  # a compiled step writes the buffer
@@ -172,6 +172,7 @@ class Module:
         for registry in (self._parameters, self._buffers, self._modules):
             if name in registry:
                 del registry[name]
+                self._registry_changed()
                 return
         object.__delattr__(self, name)
 
@@ -183,7 +184,7 @@ class Module:
                             "(torch.nn.Parameter or None required)")
         self.__dict__.pop(name, None)
         self._parameters[name] = param
-        versions.registry += 1
+        self._registry_changed()
 
     def register_buffer(self, name: str, tensor: Tensor | None) -> None:
         """Register a tensor that is state but not a parameter (it is in ``state_dict``)."""
@@ -193,7 +194,13 @@ class Module:
                             "(torch Tensor or None required)")
         self.__dict__.pop(name, None)
         self._buffers[name] = tensor
-        versions.registry += 1
+        self._registry_changed()
+
+    def _registry_changed(self) -> None:
+        """A parameter, buffer or child of a module a compiled step called was assigned: the
+        step captures again (it holds the old ones)."""
+        if self.__dict__.get("_pargraph_captured"):
+            versions.registry += 1
 
     def _check_new_name(self, name: Any, registry: dict) -> None:
         """PyTorch's checks of a name to register in ``registry``."""
@@ -483,8 +490,8 @@ class Module:
 
 class _Versions:
     """Counters of changes to module trees: ``tree`` when a module gets a parent (the cached
-    scopes of modules are stale then), ``registry`` when a parameter or a module is assigned
-    (a compiled step bound to the old ones captures again)."""
+    scopes of modules are stale then), ``registry`` when a parameter, buffer or child of a
+    module that a compiled step called is assigned (the step holds the old ones)."""
 
     tree = 0
     registry = 0
