@@ -75,8 +75,9 @@ def _transformer(lib: Any, width: int, heads: int, layers: int) -> Any:
     return RowTransformer()
 
 
-def step_of(lib: Any, workload: str):
-    """A training step (Adam, cross-entropy) of the workload's model on fixed random data."""
+def step_of(lib: Any, workload: str, compiled: str | None = None):
+    """A training step (Adam, cross-entropy) of the workload's model on fixed random data;
+    ``compiled``: ``"step"`` or ``"model"`` is what ``lib.compile`` compiles."""
     lib.manual_seed(0)
     model = build(lib, workload)
     shape, classes = SHAPES[workload]
@@ -85,12 +86,19 @@ def step_of(lib: Any, workload: str):
     y = lib.tensor(rng.integers(0, classes, shape[0]))
     opt = lib.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = lib.nn.CrossEntropyLoss()
+    forward = lib.compile(model) if compiled == "model" else model
 
-    def step() -> float:
+    def train(x, y):
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        loss = loss_fn(forward(x), y)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss
 
+    run = lib.compile(train) if compiled == "step" else train
+
+    def step() -> float:
+        return run(x, y).item()
+
+    step.compiled = run if compiled == "step" else None
     return step

@@ -31,6 +31,11 @@ WORKLOADS = {
 #: 0.43 ms over steps 21-30 (PyTorch's 0.30 and 0.28 ms), in one process each, several runs.
 WARMUP = 20
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
+#: ``pargraph.compile`` of the whole step (captured once, replayed), on threads and on one
+#: thread (sync, one BLAS thread), and of the model alone (``model = pargraph.compile(model)``,
+#: the rest of the step eager).
+PARGRAPH_COMPILED = ["pargraph compiled threads", "pargraph compiled, 1 thread",
+                     "pargraph compile(model) threads"]
 TORCH = ["PyTorch, 1 thread", "PyTorch, 2 threads"]
 #: ``torch.compile`` of the model (the rest of the step eager, as a PyTorch user writes
 #: ``model = torch.compile(model)``), with the thread count of PyTorch's faster eager setting
@@ -49,9 +54,10 @@ def _data(cfg: dict):
     return x, rng.integers(0, cfg["sizes"][-1], cfg["batch"])
 
 
-def _pargraph_step(cfg: dict, package: str = "pargraph"):
+def _pargraph_step(cfg: dict, package: str = "pargraph", compiled: str | None = None):
     """The tower step, built with ``package`` (another version of pargraph imported under
-    another name: ``benchmarks.versions``)."""
+    another name: ``benchmarks.versions``); ``compiled``: ``"step"`` compiles the step,
+    ``"model"`` the model (the towers), as a user would."""
     import importlib
 
     pargraph = importlib.import_module(package)
@@ -66,21 +72,36 @@ def _pargraph_step(cfg: dict, package: str = "pargraph"):
                 layers.append(nn.ReLU())
         return nn.Sequential(*layers)
 
-    towers = nn.ModuleList(tower() for _ in range(cfg["towers"]))
+    class Towers(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.towers = nn.ModuleList(tower() for _ in range(cfg["towers"]))
+
+        def forward(self, x):
+            towers = self.towers
+            return towers[0](x) if len(towers) == 1 else \
+                pargraph.stack([t(x) for t in towers]).mean(0)
+
+    model = Towers()
+    forward = pargraph.compile(model) if compiled == "model" else model
     x, y = (pargraph.tensor(v) for v in _data(cfg))
-    opt = optim.SGD(towers.parameters(), lr=0.01)
+    opt = optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
 
-    def step() -> float:
+    def train(x, y):
         opt.zero_grad()
-        logits = towers[0](x) if len(towers) == 1 else \
-            pargraph.stack([t(x) for t in towers]).mean(0)
-        loss = loss_fn(logits, y)
+        loss = loss_fn(forward(x), y)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss
 
-    step.towers = towers  # for tests/test_benchmarks.py: the numpy baseline starts from them
+    run = pargraph.compile(train) if compiled == "step" else train
+
+    def step() -> float:
+        return run(x, y).item()
+
+    step.towers = model.towers  # for tests/test_benchmarks.py: the numpy baseline's start
+    step.compiled = run if compiled == "step" else None
     return step
 
 
@@ -252,9 +273,12 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     if variant.startswith("pargraph"):
         import pargraph
 
-        step = step_of(pargraph, workload) if cfg.get("layers") else _pargraph_step(cfg)
+        compiled = "model" if "compile(model)" in variant else \
+            "step" if "compiled" in variant else None
+        step = step_of(pargraph, workload, compiled) if cfg.get("layers") else \
+            _pargraph_step(cfg, compiled=compiled)
         settings["scheduler"] = "threads" if "threads" in variant else "sync"
-        if variant.endswith("1 BLAS thread"):
+        if variant.endswith(("1 BLAS thread", "1 thread")):
             blas = 1
     elif variant.startswith("PyTorch"):
         step = step_of(torch, workload) if cfg.get("layers") else \
@@ -290,6 +314,8 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
             losses.append(step())
             times.append(time.perf_counter() - start)
     tasks = len(runs) and sum(runs) / steps
+    if getattr(step, "compiled", None) is not None and step.compiled.programs:
+        tasks = len(step.compiled.programs[0].tasks)  # a replay runs the program's tasks
     if variant.startswith("pargraph"):
         from pargraph import execution
 
@@ -303,7 +329,8 @@ def variants_of(workload: str) -> list[str]:
     """Every variant a comparison of ``workload`` runs (those not installed are skipped)."""
     compiled = [] if WORKLOADS[workload].get("layers") else \
         [COMPILED.get(workload, COMPILED_DEFAULT)]
-    return PARGRAPH + TORCH + compiled + ["JAX jit"] + numpy_variants(workload)
+    return PARGRAPH + PARGRAPH_COMPILED + TORCH + compiled + ["JAX jit"] + \
+        numpy_variants(workload)
 
 
 def numpy_variants(workload: str) -> list[str]:

@@ -48,17 +48,22 @@ def _sequential(layers: list[tuple]) -> nn.Sequential:
     return nn.Sequential(*modules)
 
 
-def pargraph_step(model, x, y, lr: float = 0.01):
+def pargraph_step(model, x, y, lr: float = 0.01, compiled: bool = False):
     opt = optim.SGD(model.parameters(), lr=lr)
     tx, ty = pargraph.tensor(x), pargraph.tensor(y)
     loss_fn = nn.CrossEntropyLoss()
 
-    def step():
+    def train(x, y):
         opt.zero_grad()
-        loss = loss_fn(model(tx), ty)
+        loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss
+
+    run = pargraph.compile(train) if compiled else train
+
+    def step():
+        return run(tx, ty).item()
 
     return step
 

@@ -176,6 +176,11 @@ def cluster(repeats: int) -> dict:
                 model = pargraph.nn.DataParallel(models.pargraph_wide(towers))
             variants[f"DataParallel, {workers} worker process(es)"] = _on(
                 client, models.pargraph_step(model, x, y))
+            if workers == 1:
+                with dask.config.set(scheduler=client):
+                    model = pargraph.nn.DataParallel(models.pargraph_wide(towers))
+                variants["DataParallel compiled, 1 worker process(es)"] = _on(
+                    client, models.pargraph_step(model, x, y, compiled=True))
         variants["threads, no cluster"] = _on(
             "threads", models.pargraph_step(models.pargraph_wide(towers), x, y))
         # The noisiest comparison here (three processes on two cores): three rounds gave 1.05x
@@ -200,8 +205,9 @@ def cluster(repeats: int) -> dict:
         for local, client in clusters:
             client.close()
             local.close()
-    one, two, threads = (t.median for t in times.values())
-    rounds_one, rounds_two, rounds_threads = (t.round_medians for t in times.values())
+    one, compiled, two, threads = (t.median for t in times.values())
+    rounds_one, rounds_compiled, rounds_two, rounds_threads = (t.round_medians
+                                                               for t in times.values())
     per_worker = tasks["DataParallel, 2 worker process(es)"] / 2
     return {"times": times, "tasks": tasks, "targets": [
         ("2 workers >= 1.2x faster than 1",
@@ -209,6 +215,9 @@ def cluster(repeats: int) -> dict:
         ("1 worker within 2x of the threaded step",
          _spread(f"{one / threads:.2f}x", per_round(rounds_one, rounds_threads)),
          one <= 2 * threads),
+        ("compiled, 1 worker within 1.5x of the threaded eager step",
+         _spread(f"{compiled / threads:.2f}x", per_round(rounds_compiled, rounds_threads)),
+         compiled <= 1.5 * threads),
         ("tasks per step <= 10 per worker", f"{per_worker:g} per worker on 2 workers",
          per_worker <= 10)]}
 
@@ -246,6 +255,13 @@ def loops(repeats: int) -> dict:
                          + (f"; that numpy split over two threads runs "
                             f"{by_hand / ms['numpy by hand, 2 threads']:.2f}x faster than on one"
                             if "numpy by hand, 2 threads" in ms else ""))
+        targets += _compiled_targets(workload, ms, rounds_of, torch_best, torch_rounds)
+        if "JAX jit" in ms:
+            notes.append(f"{workload}: pargraph compiled threads takes "
+                         f"{_ratio(ms['pargraph compiled threads'], ms['JAX jit'])} of JAX "
+                         f"jit's step; compile(model) takes "
+                         f"{_ratio(ms['pargraph compile(model) threads'], threads)} of the "
+                         "eager step")
         if workload == "branchy":
             targets.append(("branchy: threads <= 1.0x PyTorch's best step",
                             _spread(_ratio(threads, torch_best),
@@ -278,6 +294,120 @@ def loops(repeats: int) -> dict:
     return {"rows": rows, "targets": targets, "notes": notes}
 
 
+def _compiled_targets(workload: str, ms: dict, rounds_of: dict, torch_best: float | None,
+                      torch_rounds: list) -> list:
+    """#30's targets for the compiled step of ``workload``."""
+    compiled, rounds = ms["pargraph compiled threads"], rounds_of["pargraph compiled threads"]
+    targets = []
+    if workload == "branchy":
+        targets.append(("branchy: compiled threads <= 0.8x PyTorch's best eager step",
+                        _spread(_ratio(compiled, torch_best), per_round(rounds, torch_rounds)),
+                        bool(torch_best) and compiled <= 0.8 * torch_best))
+        ours = ms["pargraph compiled, 1 thread"] / compiled
+        by_hand = ms["numpy by hand, 1 thread"] / ms["numpy by hand, 2 threads"]
+        targets.append(("branchy: compiled's speed-up from threads >= 0.8x numpy by hand's",
+                        f"{ours:.2f}x vs {by_hand:.2f}x ({ours / by_hand:.2f})",
+                        ours >= 0.8 * by_hand))
+        jax = ms.get("JAX jit")
+        if jax:
+            targets.append(("branchy: compiled within 1.5x of JAX jit (a goal)",
+                            _ratio(compiled, jax), compiled <= 1.5 * jax))
+    limit, reference = {"small": (0.8, "PyTorch, 1 thread"),
+                        "wide": (0.9, "PyTorch, 2 threads")}.get(workload, (None, None))
+    if limit and reference in ms:
+        targets.append((f"{workload}: compiled <= {limit}x {reference}",
+                        _spread(_ratio(compiled, ms[reference]),
+                                per_round(rounds, rounds_of[reference])),
+                        compiled <= limit * ms[reference]))
+    return targets
+
+
+def replay(repeats: int) -> dict:
+    """Workload 8: a compiled branchy step in this process (sync, one BLAS thread): what its
+    capture costs against an eager step, and how much of a replay is pargraph's own Python
+    (the replay's time less the time inside the ops' numpy forwards)"""
+    from threadpoolctl import threadpool_limits
+
+    from pargraph import ops
+
+    cfg = loop.WORKLOADS["branchy"]
+    with dask.config.set(scheduler="sync"), threadpool_limits(1, "blas"):
+        eager = loop._pargraph_step(cfg)
+        for _ in range(loop.WARMUP):
+            eager()
+        eager_times = []
+        for _ in range(5 * repeats):
+            start = time.perf_counter()
+            eager()
+            eager_times.append(time.perf_counter() - start)
+        step = loop._pargraph_step(cfg, compiled="step")
+        start = time.perf_counter()
+        step()
+        capture = time.perf_counter() - start
+        for _ in range(loop.WARMUP):
+            step()
+        inside = [0.0, 0]  # seconds inside the forwards, calls
+        originals = {name: prim.forward for name, prim in ops.REGISTRY.items()
+                     if prim.forward is not None}
+
+        def timed(forward):
+            def run(*args, **kwargs):
+                inside[1] += 1
+                begin = time.perf_counter()
+                try:
+                    return forward(*args, **kwargs)
+                finally:
+                    inside[0] += time.perf_counter() - begin
+            return run
+
+        wrapping = _timing_cost(timed, inside)
+        own = []
+        try:
+            for name, forward in originals.items():
+                ops.REGISTRY[name].forward = timed(forward)
+            fresh = loop._pargraph_step(cfg, compiled="step")  # its tasks call the timed ones
+            for _ in range(loop.WARMUP):
+                fresh()
+            for _ in range(5 * repeats):
+                inside[:] = [0.0, 0]
+                start = time.perf_counter()
+                fresh()
+                own.append(time.perf_counter() - start - inside[0] - inside[1] * wrapping)
+        finally:
+            for name, forward in originals.items():
+                ops.REGISTRY[name].forward = forward
+    eager_step = float(np.median(eager_times))
+    own_python = float(np.median(own))
+    return {"notes": [f"capture (the first compiled call): {capture * 1e3:.1f} ms, "
+                      f"{capture / eager_step:.2f}x an eager step ({eager_step * 1e3:.2f} ms)",
+                      f"a replayed step's own Python: {own_python * 1e3:.2f} ms"],
+            "targets": [("capture within 3x of an eager step", f"{capture / eager_step:.2f}x",
+                         capture <= 3 * eager_step),
+                        ("a replayed branchy step's own Python <= 1 ms",
+                         f"{own_python * 1e3:.2f} ms", own_python <= 1e-3)]}
+
+
+def _timing_cost(timed, inside: list) -> float:
+    """Seconds a timing wrapper adds per call outside what it measures: taken off the
+    replay's own Python, which would otherwise count the measuring."""
+    def forward(*args, **kwargs):
+        return None
+
+    wrapped, calls = timed(forward), 20_000
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            forward(1, 2, lr=0.1)
+        plain = time.perf_counter() - start
+        inside[:] = [0.0, 0]
+        start = time.perf_counter()
+        for _ in range(calls):
+            wrapped(1, 2, lr=0.1)
+        best = min(best, (time.perf_counter() - start - inside[0] - plain) / calls)
+    return max(best, 0.0)
+
+
 def layers(repeats: int) -> dict:
     """Convolution and attention (#13): one conv layer, demos/cnn.py's convnet and
     demos/attention.py's transformer (benchmarks/layer_models.py), the same program on
@@ -285,14 +415,16 @@ def layers(repeats: int) -> dict:
     rounds = 2 if repeats < 7 else 3
     rows, costs = {}, []
     for workload in ("conv", "cnn", "attention"):
-        result = loop.compare(workload, ["pargraph threads", "pargraph sync"] + loop.TORCH,
+        result = loop.compare(workload, ["pargraph threads", "pargraph sync",
+                                         "pargraph compiled threads"] + loop.TORCH,
                               rounds=rounds, steps=7, warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}
         torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
         costs.append(f"{workload}: pargraph threads {_ratio(ms['pargraph threads'], torch_best)}"
-                     " of PyTorch's best step")
+                     f" of PyTorch's best step, compiled "
+                     f"{_ratio(ms['pargraph compiled threads'], torch_best)}")
     return {"rows": rows, "notes": costs}
 
 
@@ -364,8 +496,8 @@ def scaling(repeats: int) -> dict:
     return {"scaling": rows, "targets": targets}
 
 
-WORKLOADS = {"loops": loops, "layers": layers, "overhead": overhead, "building": building,
-             "memory": memory, "cluster": cluster, "scaling": scaling}
+WORKLOADS = {"loops": loops, "replay": replay, "layers": layers, "overhead": overhead,
+             "building": building, "memory": memory, "cluster": cluster, "scaling": scaling}
 
 
 def machine() -> str:

@@ -39,7 +39,7 @@ from pargraph.graph import FORWARD, Node, format_site, grad_mode, uid_mark, user
 from pargraph.interrupts import interrupts
 from pargraph.lowering import GroupPlan, SinglePlan, make_plan, plan
 from pargraph.nn.module import Module, versions
-from pargraph.runtime import LIT, FusedTask
+from pargraph.runtime import LIT, FusedTask, TaskTimes, straight_line
 
 #: How many programs a compiled function keeps (``torch._dynamo.config.cache_size_limit``).
 CACHE_SIZE = 8
@@ -566,6 +566,7 @@ class Program:
         self.writes = writes
         self.state_ids = {id(node) for node in state}
         self._compile(order, computed, outputs, capture)
+        self._prepare_landing()
         self.timings = {"runs": 0}
         self.last_run = 0.0
 
@@ -678,12 +679,25 @@ class Program:
         self.last_symbols: list | None = None
         if self.tasks and not isinstance(made, SinglePlan):
             self._threads_graph(made)
+        #: The tasks as straight-line code, generated at the first replay (the capturing
+        #: call runs the tasks as they are).
+        self.straight: list | None = None
         # The program keeps its nodes' ops, attributes and sites, not the values they read.
         for node in order:
             if node.value is not None:
                 continue
             node.inputs = tuple(_placeholder(i) if type(i) is Node and i.value is not None
                                 else i for i in node.inputs)
+
+    def _generate(self) -> None:
+        bound: dict[int, set] = {}
+        for task, j, position, _ in self.literals:
+            bound.setdefault(id(task), set()).add((j, position))
+        symbolic = {id(node) for node, _, _ in self.attributes}
+        self.straight = [straight_line(task, frozenset(bound.get(id(task), ())),
+                                       frozenset(j for j, node in enumerate(task.nodes)
+                                                 if id(node) in symbolic))
+                         for task in self.tasks]
 
     def _threads_graph(self, made: GroupPlan) -> None:
         self.graph = {g: _GroupTask(self, g) for g in range(len(self.tasks))}
@@ -766,6 +780,8 @@ class Program:
                 values, self.first_values = self.first_values, None
                 self.last_symbols = symbols
             else:
+                if self.straight is None:
+                    self._generate()
                 symbols = bound[0]
                 drawn = [draw() for draw in self.draws]
                 values = [execution.fetch(v) if type(v) is Node and client is None else
@@ -801,9 +817,10 @@ class Program:
                     if client is not None:
                         return self._run_on_cluster(values, client)
                     if len(self.tasks) == 1:
-                        task = self.tasks[0]
-                        out = task.run(tuple([values[v] for _, v in self.recipes[0]]))
-                        return list(out)
+                        external = tuple([values[v] for _, v in self.recipes[0]])
+                        if TaskTimes.sink is not None or self.straight is None:
+                            return list(self.tasks[0].run(external))
+                        return list(self.straight[0](external))
                     self.values = values
                     try:
                         return self._run_groups(get)
@@ -899,42 +916,61 @@ class Program:
                                            lowered.fetched, lowered.urgent, lowered.state)
         return list(lowered.values(results))
 
-    def _land(self, results: list, values: list, symbols: list | None, first: bool) -> Any:
-        """Point the written tensors, ``.grad`` and optimizer state at the results; returns
-        the call's result. (The capturing call's optimizer steps counted themselves.)"""
-        output_of, slot_of_leaf = self.output_of, self.slot_of_leaf
+    def _prepare_landing(self) -> None:
+        """Per write, where its value comes from (a result ``k``, or slot ``-1 - s``) and the
+        fields of the leaf that holds it: a replay makes ~400 leaves on the branchy step."""
+        writes = self.writes
 
-        def leaf(node: Node, requires_grad: bool = False) -> Node:
-            k = output_of.get(id(node))
-            made = Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, FORWARD, "leaf",
-                                 node.scope, node.site, value=results[k] if k is not None
-                                 else values[slot_of_leaf[id(node)]])
+        def source(node: Node) -> tuple:
+            k = self.output_of.get(id(node))
+            return (k if k is not None else -1 - self.slot_of_leaf[id(node)], node.shape,
+                    node.dtype, node.scope, node.site)
+
+        self.land_tensors = [(tensor, source(node)) for tensor, node in writes.tensors]
+        self.land_grads = [(p, source(node) if node is not None else None, same)
+                           for p, node, same in writes.grads]
+        self.land_states = [(optimizer.state, p, name, source(node))
+                            for optimizer, p, name, node in writes.states]
+        self.land_buffers = [(module, name, source(node) if node is not None else None)
+                             for module, name, node in writes.buffers]
+        self.land_results = {k: source(node) for k, node in writes.results}
+
+    def _land(self, results: list, values: list, symbols: list | None, first: bool) -> Any:
+        """Point the written tensors, ``.grad`` and optimizer state at new leaves holding the
+        results; returns the call's result. (The capturing call's optimizer steps counted
+        themselves.)"""
+        replayed, leaf_op = Node.replayed, ops.leaf
+
+        def leaf(source: tuple, requires_grad: bool = False) -> Node:
+            k, shape, dtype, scope, site = source
+            made = replayed(leaf_op, (), {}, shape, dtype, FORWARD, "leaf", scope, site,
+                            results[k] if k >= 0 else values[-1 - k])
             made.requires_grad = requires_grad
             return made
 
-        writes = self.writes
         replaced = []  # on a cluster, the old state is held until its successor is copied
-        for tensor, node in writes.tensors:
+        for tensor, source in self.land_tensors:
             old = tensor._node
             replaced.append(old.value)
-            _land(tensor, leaf(node, old.requires_grad and not old.history))
-        for p, node, same in writes.grads:
-            if node is None:
+            _land(tensor, leaf(source, old.requires_grad and not old.history))
+        for p, source, same in self.land_grads:
+            if source is None:
                 p.grad = None
             elif same and p.grad is not None:
-                _land(p.grad, leaf(node))
+                _land(p.grad, leaf(source))
             else:
-                p.grad = Tensor(leaf(node))
-        for optimizer, p, name, node in writes.states:
-            replaced.append(optimizer.state[p][name]._node.value)
-            _land(optimizer.state[p][name], leaf(node))
+                p.grad = Tensor(leaf(source))
+        for state, p, name, source in self.land_states:
+            tensor = state[p][name]
+            replaced.append(tensor._node.value)
+            _land(tensor, leaf(source))
         if self.remote:
             execution.keep_until_copied(replaced)
-        for module, name, node in writes.buffers:
-            if node is None:
+        for module, name, source in self.land_buffers:
+            if source is None:
                 module._buffers[name] = None
             else:
-                _land(module._buffers[name], leaf(node))
+                _land(module._buffers[name], leaf(source))
         if not first:
             for record in self.optimizers:
                 optimizer = record.optimizer
@@ -942,10 +978,10 @@ class Program:
                     optimizer.state[p][name] = symbols[symbol.index]
                 optimizer._step_count += record.stepped
         result = []
-        outputs = dict(writes.results)
         for k, value in enumerate(self.result):
-            if k in outputs:
-                result.append(Tensor(leaf(outputs[k])))
+            source = self.land_results.get(k)
+            if source is not None:
+                result.append(Tensor(leaf(source)))
             elif type(value) is Symbol:
                 result.append(symbols[value.index])
             else:
@@ -969,8 +1005,11 @@ class _GroupTask:
     def __call__(self, done: dict) -> Any:
         program = self.program
         values = program.values
-        return program.tasks[self.group](*[done[v] if is_group else values[v]
-                                           for is_group, v in program.recipes[self.group]])
+        external = tuple([done[v] if is_group else values[v]
+                          for is_group, v in program.recipes[self.group]])
+        if TaskTimes.sink is not None or program.straight is None:  # a trace listens, or
+            return program.tasks[self.group].run(external)  # the capturing call runs
+        return program.straight[self.group](external)
 
 
 def _land(tensor: Tensor, node: Node) -> None:

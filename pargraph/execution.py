@@ -538,7 +538,10 @@ def _thread_pool(size: int) -> Any:
     if size not in _pool:
         from concurrent.futures import ThreadPoolExecutor
 
-        _pool[size] = ThreadPoolExecutor(size, thread_name_prefix="pargraph")
+        # As in PyTorch, floating point errors give inf/nan silently, in these threads too
+        # (numpy's error state is per thread; code generated for compiled steps sets none).
+        _pool[size] = ThreadPoolExecutor(size, thread_name_prefix="pargraph",
+                                         initializer=np.seterr, initargs=("ignore",))
     return _pool[size]
 
 

@@ -340,3 +340,85 @@ def release_schedule(sources: list[list], outputs: list[int] | None) -> list[tup
         if member not in kept:
             done[last_reader.get(member, member)].append(member)
     return [tuple(d) for d in done]
+
+
+def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
+                  read_attributes: frozenset = frozenset()) -> Any:
+    """``task``'s members as one generated Python function of the task's arguments: each
+    member one call of its op's forward on local variables, its value dropped after its last
+    reader, as :meth:`FusedTask.run` does without a loop, list or call per member around the
+    forward (what a compiled step replays thousands of times). The members in
+    ``read_attributes`` read their attributes from their nodes at each call, and the literals
+    at ``read_literals`` (member, argument position) from ``task.sources``, so new values
+    apply; the others are constants, attributes passed as keywords (no dict per call). Raises
+    as ``run_node`` does; does not report timings (a trace runs :meth:`FusedTask.run`)."""
+    nodes, sources, outputs = task.nodes, task.sources, task.outputs
+    names: dict[str, Any] = {"_nodes": nodes, "_sources": sources, "_ndarray": np.ndarray,
+                             "_fix": _fixed_dtype,
+                             "_dying": dying_input, "_failed": _failed_member}
+    lines = ["def run(ext):", "    s = -1", "    try:"]
+    for k, (node, node_sources, done) in enumerate(zip(nodes, sources, task.release)):
+        args = []
+        for kind, v in node_sources:
+            if kind == ENV:
+                args.append(f"v{v}")
+            elif kind == EXT:
+                args.append(f"ext[{v}]")
+            elif kind == PART:
+                args.append(f"ext[{v[0]}][{v[1]}]")
+            elif (k, len(args)) in read_literals:
+                args.append(f"_sources[{k}][{len(args)}][1]")
+            else:
+                names[f"c{k}_{len(args)}"] = v
+                args.append(f"c{k}_{len(args)}")
+        names[f"f{k}"] = node.op.forward
+        names[f"d{k}"] = node.dtype
+        if k in read_attributes or not all(name.isidentifier() for name in node.attrs):
+            attributes = f"**_nodes[{k}].attrs"
+        else:
+            for name, value in node.attrs.items():
+                names[f"a{k}_{name}"] = value
+            attributes = ", ".join(f"{name}=a{k}_{name}" for name in node.attrs)
+        call = ", ".join(args)
+        lines.append(f"        s = {k}")
+        dying = [j for j in done if j < k]
+        if node.op.out and done:
+            lines.append(f"        a = ({call},)")
+            for j in dying:
+                lines.append(f"        v{j} = None")
+            lines.append(f"        o = _dying(_nodes[{k}], a)")
+            more = f", {attributes}" if attributes else ""
+            lines.append(f"        v{k} = f{k}(*a{more}) if o is None else "
+                         f"f{k}(*a, out=o{more})")
+            lines.append("        a = o = None")
+        else:
+            lines.append(f"        v{k} = f{k}({', '.join(a for a in (call, attributes) if a)})")
+            for j in dying:
+                lines.append(f"        v{j} = None")
+        lines.append(f"        if v{k}.__class__ is not _ndarray or v{k}.dtype is not d{k}:")
+        lines.append(f"            v{k} = _fix(v{k}, d{k})")
+        if k in done:
+            lines.append(f"        v{k} = None")
+    if outputs is None:
+        returned = f"v{len(nodes) - 1}"
+    else:
+        returned = "(" + "".join(
+            f"v{o}, " if type(o) is int else f"ext[{o[1]}], " if o[0] == EXT
+            else f"ext[{o[1][0]}][{o[1][1]}], " for o in outputs) + ")"
+    lines.append(f"        return {returned}")
+    lines.append("    except Exception as error:")
+    lines.append("        raise _failed(error, _nodes, s) from None")
+    exec("\n".join(lines), names)  # noqa: S102 (code built above from positions only)
+    return names["run"]
+
+
+def _fixed_dtype(value: Any, dtype: np.dtype) -> np.ndarray:
+    value = np.asarray(value)
+    return value if value.dtype == dtype else value.astype(dtype)
+
+
+def _failed_member(error: Exception, nodes: Sequence[Any], step: int) -> Exception:
+    if step < 0 or getattr(error, _ANNOTATED, False):
+        return error
+    node = nodes[step]
+    return annotate(error, node.op.name, node.site, node.key)

@@ -286,6 +286,18 @@ def test_errors_in_a_replayed_step_name_the_op_and_the_line():
 
 
 def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
+    from pargraph import ops
+
+    calls = {"n": 0, "armed": False}
+    forward = ops.REGISTRY["adam_step"].forward
+
+    def interrupted(*args, **kwargs):  # Ctrl-C while the third update runs
+        calls["n"] += calls["armed"]
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(ops.REGISTRY["adam_step"], "forward", interrupted)
     pargraph.manual_seed(0)
     model = Branches()
     opt = optim.Adam(model.parameters(), lr=0.01)
@@ -304,26 +316,15 @@ def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
     before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     moments = [s["exp_avg"].numpy().copy() for s in opt.state.values()]
     steps = [s["step"] for s in opt.state.values()]
-    from pargraph import ops
-
-    calls = {"n": 0}
-    forward = ops.REGISTRY["adam_step"].forward
-
-    def interrupted(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return forward(*args, **kwargs)
-
-    monkeypatch.setattr(ops.REGISTRY["adam_step"], "forward", interrupted)
+    calls["armed"] = True
     with pytest.raises(KeyboardInterrupt):
         step(*batches[3])
+    assert step.replays == 2
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), before[key])
     for moment, s in zip(moments, opt.state.values()):
         np.testing.assert_array_equal(moment, s["exp_avg"].numpy())
     assert [s["step"] for s in opt.state.values()] == steps
-    monkeypatch.setattr(ops.REGISTRY["adam_step"], "forward", forward)
     step(*batches[3])  # and the next call runs the whole step
     assert [s["step"] for s in opt.state.values()] == [n + 1 for n in steps]
 
