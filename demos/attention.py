@@ -2,6 +2,7 @@
 image as 8 row tokens of 8 pixels.
 
     python demos/attention.py                  # ~97% test accuracy, local threads
+    python demos/attention.py --compile        # each step captured once and replayed
     python demos/attention.py --address tcp://127.0.0.1:8786   # the same on a dask cluster
 
 At the end one training step is traced and its parallelism summary printed: the heads of each
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     with common.execution(args) as where:
         result = train(args, where)
     print(f"\ntest accuracy {result['test_accuracy']:.2%} after {args.epochs} epochs "
-          f"({result['seconds']:.1f} s on {where})")
+          f"({result['seconds']:.1f} s on {where}){common.compiled_summary(result['step'])}")
     return result
 
 

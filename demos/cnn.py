@@ -2,6 +2,7 @@
 four convolution branches side by side.
 
     python demos/cnn.py                        # ~98% test accuracy, local threads
+    python demos/cnn.py --compile              # each step captured once and replayed
     python demos/cnn.py --address tcp://127.0.0.1:8786   # the same on a dask cluster
 
 At the end one training step is traced and its parallelism summary printed: the inception
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     with common.execution(args) as where:
         result = train(args, where)
     print(f"\ntest accuracy {result['test_accuracy']:.2%} after {args.epochs} epochs "
-          f"({result['seconds']:.1f} s on {where})")
+          f"({result['seconds']:.1f} s on {where}){common.compiled_summary(result['step'])}")
     return result
 
 

@@ -102,6 +102,37 @@ def add_training_args(parser: argparse.ArgumentParser, width: int, width_help: s
     parser.add_argument("--width", type=int, default=width, help=width_help)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_compile_arg(parser)
+
+
+def add_compile_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--compile", action="store_true",
+                        help="capture the training step once with pargraph.compile and "
+                             "replay it (no Python per step of its own)")
+
+
+def training_step(model, opt, loss_fn, compiled: bool = False):
+    """``step(x, y)``: zero_grad, forward, loss, backward, optimizer step; returns the loss.
+    ``compiled``: captured by ``pargraph.compile`` on its first call, replayed after."""
+    import pargraph
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return pargraph.compile(step) if compiled else step
+
+
+def compiled_summary(step) -> str:
+    """`` (compiled: 2 captures, 224 replays)`` for a compiled step, else nothing."""
+    if not hasattr(step, "captures"):
+        return ""
+    if step.eager:
+        return f" (compile fell back to eager: {step.eager})"
+    return f" (compiled: {step.captures} captures, {step.replays} replays)"
 
 
 def accuracy(model, x, y, prepare) -> float:
@@ -129,16 +160,14 @@ def train_classifier(model, data: tuple, prepare, args: argparse.Namespace, wher
     schedule = optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr,
                                              total_steps=args.epochs * len(loader))
     loss_fn = nn.CrossEntropyLoss()
+    step = training_step(model, opt, loss_fn, args.compile)
     bar = progress(args.epochs * len(loader), "training", args.quiet)
     start = time.perf_counter()
     for epoch in range(args.epochs):
         total = 0.0
         for x, y in loader:
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            schedule.step()
+            loss = step(x, y)
+            schedule.step()  # a new learning rate every step: an input of a compiled step
             total += loss.item()
             bar.update(1)
         bar.write(f"epoch {epoch + 1:3d}  loss {total / len(loader):.4f}  test accuracy "
@@ -146,7 +175,7 @@ def train_classifier(model, data: tuple, prepare, args: argparse.Namespace, wher
     bar.close()
     seconds = time.perf_counter() - start
     result = {"model": model, "test_accuracy": accuracy(model, test_x, test_y, prepare),
-              "seconds": seconds, "where": where}
+              "seconds": seconds, "where": where, "step": step}
     result["trace"] = trace_one_step(model, opt, loss_fn, next(iter(loader)))
     return result
 

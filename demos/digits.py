@@ -4,6 +4,7 @@ Trains on local threads, checkpoints every epoch (``--resume`` continues from th
 and writes a PNG of the loss and accuracy curves.
 
     python demos/digits.py                 # ~97% test accuracy in a few seconds
+    python demos/digits.py --compile       # the same, each step captured once and replayed
     python demos/digits.py --epochs 5 --checkpoint /tmp/d.npz && \\
         python demos/digits.py --epochs 10 --checkpoint /tmp/d.npz --resume
 """
@@ -40,6 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--plot", default=os.path.join(common.OUT, "digits.png"),
                         help="PNG of the loss and accuracy curves ('' to skip)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    common.add_compile_arg(parser)
     common.add_execution_args(parser)
     return parser.parse_args(argv)
 
@@ -86,6 +88,7 @@ def train(args: argparse.Namespace) -> dict:
     if args.resume:
         first_epoch, history = resume(args, model, opt)
 
+    step = common.training_step(model, opt, loss_fn, args.compile)
     steps_per_epoch = len(loader)
     bar = common.progress((args.epochs - first_epoch) * steps_per_epoch, "training", args.quiet)
     start = time.perf_counter()
@@ -94,10 +97,7 @@ def train(args: argparse.Namespace) -> dict:
         pargraph.manual_seed(args.seed * 100_003 + epoch)
         total, batches = 0.0, 0
         for images, labels in loader:
-            opt.zero_grad()
-            loss = loss_fn(model(images), labels)
-            loss.backward()
-            opt.step()
+            loss = step(images, labels)  # the last, smaller batch: a second compiled plan
             total, batches = total + loss.item(), batches + 1
             bar.update(1)
             bar.set_postfix(epoch=f"{epoch + 1}/{args.epochs}", loss=f"{total / batches:.4f}")
@@ -112,7 +112,7 @@ def train(args: argparse.Namespace) -> dict:
                            "hidden": args.hidden}, args.checkpoint)
     bar.close()
     elapsed = time.perf_counter() - start
-    return {"model": model, "history": history, "seconds": elapsed,
+    return {"model": model, "history": history, "seconds": elapsed, "step": step,
             "steps_per_epoch": steps_per_epoch, "test_accuracy": accuracy(model, test_x, test_y)}
 
 
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.plot and result["history"]["loss"]:
         plot(result["history"], args.plot)
     print(f"\ntest accuracy {result['test_accuracy']:.2%} after {args.epochs} epochs "
-          f"({result['seconds']:.1f} s on {where})")
+          f"({result['seconds']:.1f} s on {where}){common.compiled_summary(result['step'])}")
     if args.checkpoint:
         print(f"checkpoint: {args.checkpoint}")
     if args.plot:

@@ -9,9 +9,12 @@ scheduler, in one run, so you see what running branches in parallel buys on your
 - ``sync``: one task at a time, BLAS free to use every core inside each matmul;
 - ``sync, 1 BLAS thread``: one task at a time on one core, the baseline for graph parallelism.
 
-With ``--address`` or ``--dashboard`` it times the step on that cluster instead.
+With ``--compile`` it also times the step captured once by ``pargraph.compile`` and replayed
+(``threads, compiled``), beside the same step run eagerly. With ``--address`` or
+``--dashboard`` it times the step on that cluster instead.
 
     python demos/towers.py --towers 8 --steps 20
+    python demos/towers.py --compile      # eager and compiled steps side by side
 """
 
 from __future__ import annotations
@@ -62,12 +65,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "trace (and a PNG timeline beside it) and print the parallelism "
                              "summary")
     common.add_execution_args(parser, scheduler=False)  # it compares the local schedulers
+    common.add_compile_arg(parser)
     return parser.parse_args(argv)
 
 
-def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool):
+def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool,
+                step=None):
     """Time one training step per batch in ``mode``: a local scheduler mode (see the module
-    docstring), or ``"cluster"``: wherever ``common.execution`` pointed dask."""
+    docstring), or ``"cluster"``: wherever ``common.execution`` pointed dask. ``step``: the
+    step to run (default: an eager one)."""
     from threadpoolctl import threadpool_limits
 
     settings = {}
@@ -76,17 +82,13 @@ def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool
         if workers and settings["scheduler"] == "threads":
             settings["num_workers"] = workers
     one_blas_thread = mode.endswith("1 BLAS thread")
-    loss_fn = nn.CrossEntropyLoss()
+    step = step or common.training_step(model, opt, nn.CrossEntropyLoss())
     times, losses = [], []
     with dask.config.set(settings), threadpool_limits(1 if one_blas_thread else None, "blas"), \
             common.progress(len(batches), f"{mode:>20}", quiet) as bar:
         for images, labels in batches:
             start = time.perf_counter()
-            opt.zero_grad()
-            loss = loss_fn(model(images), labels)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            losses.append(step(images, labels).item())
             times.append(time.perf_counter() - start)
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
@@ -128,6 +130,13 @@ def main(argv: list[str] | None = None) -> dict:
         timed_steps(model, opt, batches[:1], modes[0], args.workers, True)  # warm up
         results = {mode: timed_steps(model, opt, batches[1:], mode, args.workers, args.quiet)
                    for mode in modes}
+        if args.compile:
+            compiled = common.training_step(model, opt, nn.CrossEntropyLoss(), compiled=True)
+            mode = modes[0]
+            # The first calls capture (the first one, and the one with .grad set): untimed.
+            timed_steps(model, opt, batches[:2], mode, args.workers, True, compiled)
+            results[f"{mode}, compiled"] = timed_steps(model, opt, batches[1:], mode,
+                                                       args.workers, args.quiet, compiled)
         params = sum(p.numel() for p in model.parameters())
         print(f"{args.towers} towers of width {args.width} ({params:,} parameters), "
               f"batch {args.batch_size}, {args.steps} steps per mode, on {where}")
@@ -140,6 +149,11 @@ def main(argv: list[str] | None = None) -> dict:
               f"last loss {losses[-1]:.4f}")
     summary = {"results": results, "where": where, "speedup": None, "model": model,
                "batch_shape": batches[0][0].shape}
+    compiled = next((mode for mode in medians if mode.endswith(", compiled")), None)
+    if compiled:
+        eager = compiled.removesuffix(", compiled")
+        summary["compiled_speedup"] = medians[eager] / medians[compiled]
+        print(f"  compiled vs eager ({eager}): {summary['compiled_speedup']:.2f}x")
     if "threads" in medians:
         summary["speedup"] = medians["sync, 1 BLAS thread"] / medians["threads"]
         print(f"  threads vs sync on one core: {summary['speedup']:.2f}x (branches running "

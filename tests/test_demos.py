@@ -119,6 +119,7 @@ CLASSIFIER_FLAGS = {
     "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
     "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
     "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    "--compile": "test_compile_flag_trains_as_the_eager_step",
 }
 
 
@@ -139,6 +140,7 @@ FLAG_TESTS = {
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+        "--compile": "test_compile_flag_trains_as_the_eager_step",
     },
     "cnn.py": CLASSIFIER_FLAGS,
     "attention.py": {**CLASSIFIER_FLAGS, "--heads": "test_cnn_and_attention_size_flags",
@@ -164,6 +166,7 @@ FLAG_TESTS = {
         "--seed": "test_towers_size_flags",
         "--quiet": "test_quiet_hides_the_progress_bar",
         "--trace": "test_towers_trace_writes_a_chrome_trace_and_a_timeline",
+        "--compile": "test_compile_flag_trains_as_the_eager_step",
         "--workers": "test_towers_reports_both_schedulers",
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
@@ -183,6 +186,26 @@ def test_every_flag_in_help_has_a_test(demo):
             assert f"def {test.split('::')[1]}(" in cluster_tests, test
         else:
             assert callable(here.get(test)), test
+
+
+def test_compile_flag_trains_as_the_eager_step(tmp_path, capsys):
+    base = ["--quiet", "--plot", "", "--epochs", "2", "--checkpoint", ""]
+    eager = digits.main(base)
+    compiled = digits.main(base + ["--compile"])
+    assert compiled["history"] == eager["history"]  # bit for bit, the smaller batch too
+    for a, b in zip(_params(eager["model"]), _params(compiled["model"])):
+        np.testing.assert_array_equal(a, b)
+    assert compiled["step"].replays > 0 and "(compiled: 3 captures" in capsys.readouterr().out
+    flags = ["--quiet", "--epochs", "1", "--batch-size", "300", "--width", "4", "--scheduler",
+             "sync"]
+    eager = attention.main(flags)
+    compiled = attention.main(flags + ["--compile"])  # OneCycleLR sets lr and betas
+    assert compiled["test_accuracy"] == eager["test_accuracy"]
+    assert compiled["step"].eager is None and compiled["step"].replays > 0
+    result = towers.main(["--quiet", "--towers", "2", "--width", "16", "--batch-size", "16",
+                          "--steps", "3", "--compile"])
+    assert "threads, compiled" in result["results"] and result["compiled_speedup"] > 0
+    assert "compiled vs eager (threads)" in capsys.readouterr().out
 
 
 def test_digits_size_flags(tmp_path):
