@@ -148,7 +148,9 @@ class Compiled:
         try:
             result = self.fn(*args, **kwargs)
         except BaseException:
-            capture.abandon()
+            recording.recorder = None
+            if capture.broken is None:  # after a graph break the call was eager already
+                capture.rollback()
             raise
         finally:
             recording.recorder = None
@@ -258,6 +260,7 @@ class Capture:
         self.optimizers: dict[int, OptimizerRecord] = {}
         self.grad_mode = grad_mode.enabled
         self.registry_version = versions.registry
+        execution.flush()  # work deferred before the call is not the call's own
         self.mark = uid_mark()
 
     # hooks -------------------------------------------------------------------------------
@@ -266,13 +269,13 @@ class Capture:
         """Stop capturing: the rest of the call runs eagerly, and so do later calls."""
         if not self.live:
             return
+        if self.compiled.fullgraph:  # raises, the call having changed nothing
+            self.rollback()
+            raise GraphBreak(f"pargraph.compile({_name(self.compiled.fn)}, fullgraph=True): "
+                             f"{reason}")
         self.live = False
         self.broken = reason
         self._plain()
-        if self.compiled.fullgraph:
-            self._run_queued()
-            raise GraphBreak(f"pargraph.compile({_name(self.compiled.fn)}, fullgraph=True): "
-                             f"{reason}")
         warnings.warn(f"pargraph.compile: {_name(self.compiled.fn)} is not captured: {reason}; "
                       "it runs eagerly from now on", stacklevel=4)
         self._run_queued()
@@ -403,14 +406,27 @@ class Capture:
 
     # the end -----------------------------------------------------------------------------
 
-    def abandon(self) -> None:
-        """The function raised while capturing: run what was held back, as eager would have
-        by then, unless the error came from that."""
-        if self.live:
-            self.live = False
-            self._plain()
-            with contextlib.suppress(Exception):
-                self._run_queued()
+    def rollback(self) -> None:
+        """The capturing call failed or was interrupted: put every tensor, ``.grad``, buffer
+        and optimizer state it changed back as they were, and drop the work it held back,
+        so that the call changed nothing (all old)."""
+        self.live = False
+        self._plain()
+        with interrupts.deferred():
+            self.queued = []
+            execution.take_deferred()  # the backward() calls of the function
+            for tensor, old in self.rebinds.values():
+                _land(tensor, old)
+                old.overwritten = False  # its tensor's value again
+            for p, before, node in self.grads.values():
+                p.grad = before
+                if before is not None and node is not None and before._node is not node:
+                    _land(before, node)
+                    node.overwritten = False
+            for module, name, before in self.buffers.values():
+                module._buffers[name] = before
+            for record in self.optimizers.values():
+                record.restore()
 
     def finish(self, result: Any) -> tuple[Program | None, Any]:
         """Build the program of the captured call, run it, and land its results."""
@@ -427,13 +443,14 @@ class Capture:
         order, computed = plan(targets)
         try:
             program = Program(self, order, computed, writes, flat, spec, state)
-        except Exception:
             self._plain()
+            result = program.replay(None, [], first=True)
+        except BaseException:
             execution.restore_deferred(taken)
-            self._run_queued()
+            self.rollback()
             raise
-        self._plain()
-        return program, program.replay(None, [], first=True)
+        program.forget_inputs(order)
+        return program, result
 
 
 class OptimizerRecord:
@@ -443,11 +460,18 @@ class OptimizerRecord:
     def __init__(self, optimizer: Any) -> None:
         self.optimizer = optimizer
         self.version = optimizer._state_version
+        self.before = (dict(optimizer.state), optimizer._step_count, optimizer._state_version)
         self.stepped = 0
         self.reads: dict[int, tuple[Node, Tensor, str]] = {}
         self.writes: dict[tuple[int, str], tuple[Tensor, str]] = {}
         self.scalars: list[tuple[Tensor, str, Symbol]] = []
         self.grads: dict[int, bool] = {}
+
+    def restore(self) -> None:
+        """The optimizer as it was before the capture stepped it."""
+        state, steps, version = self.before
+        optimizer = self.optimizer
+        optimizer.state, optimizer._step_count, optimizer._state_version = state, steps, version
 
 
 class Writes:
@@ -682,7 +706,10 @@ class Program:
         #: The tasks as straight-line code, generated at the first replay (the capturing
         #: call runs the tasks as they are).
         self.straight: list | None = None
-        # The program keeps its nodes' ops, attributes and sites, not the values they read.
+
+    def forget_inputs(self, order: list[Node]) -> None:
+        """Once the capturing call landed: the program keeps its nodes' ops, attributes and
+        sites, not the values they read (their leaf inputs become value-less stand-ins)."""
         for node in order:
             if node.value is not None:
                 continue

@@ -90,7 +90,9 @@ class CompiledModule(Module):
         try:
             result = self._orig_mod(*args, **kwargs)
         except BaseException:
-            capture.abandon()
+            recording.recorder = None
+            if capture.broken is None:  # after a graph break the call was eager already
+                capture.rollback()
             raise
         finally:
             recording.recorder = None

@@ -5,6 +5,10 @@ must end where that run ends. Run by tests/test_interrupts.py in a process of it
 KeyboardInterrupt must not reach pytest); prints one JSON line.
 
 Usage: python interrupted_training.py SCHEDULER STEPS SEED FOLDER
+
+SCHEDULER is sync, threads or distributed; with ``-compiled`` after it (``threads-compiled``)
+the interrupted run trains through ``pargraph.compile`` of its step: the interrupts then land
+in captures and replays.
 """
 
 import json
@@ -19,11 +23,13 @@ import dask
 import numpy as np
 
 import pargraph
-from pargraph import graph, nn, optim
+from pargraph import compiled, graph, nn, optim
 from pargraph._tensor import Tensor
 from pargraph.utils.data import DataLoader, TensorDataset
 
 SCHEDULER, STEPS, SEED, FOLDER = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+COMPILED = SCHEDULER.endswith("-compiled")
+SCHEDULER = SCHEDULER.removesuffix("-compiled")
 TOWERS, BATCH, CHECKPOINT_EVERY = 16, 32, 5
 
 
@@ -56,16 +62,22 @@ def batch(k):
     raise AssertionError("no such batch")
 
 
-def attempt(model, opt, k, path=None, arm_at_step=None):
+def attempt(model, opt, k, path=None, arm_at_step=None, compiled=None):
     """Step k of the training loop, as a user writes it (``arm_at_step``: called just before
-    ``opt.step()``, where the interrupts of half the attempts start)."""
+    ``opt.step()``, where the interrupts of half the attempts start; with a ``compiled`` step,
+    just before it)."""
     x, y = batch(k)
-    opt.zero_grad()
-    loss = nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    if arm_at_step is not None:
-        arm_at_step()
-    opt.step()
+    if compiled is not None:
+        if arm_at_step is not None:
+            arm_at_step()
+        compiled(x, y)
+    else:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if arm_at_step is not None:
+            arm_at_step()
+        opt.step()
     if path is not None and (k + 1) % CHECKPOINT_EVERY == 0:
         pargraph.save({"model": model.state_dict(), "step": k + 1}, path)
 
@@ -136,7 +148,8 @@ class Injector:
     def __init__(self) -> None:
         self.countdown = 0
         self.random = random.Random(SEED + 1)
-        for owner, name in ((Tensor, "_rebind"), (graph.Node, "realize")):
+        for owner, name in ((Tensor, "_rebind"), (graph.Node, "realize"),
+                            (compiled, "_land")):  # a replay's landing of each result
             setattr(owner, name, self.wrapped(getattr(owner, name)))
 
     def wrapped(self, function):
@@ -170,6 +183,14 @@ def main() -> None:
         reference.append(snapshot(model, opt))
 
     model, opt = make()
+    step = None
+    if COMPILED:
+        def train_step(x, y):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+        step = pargraph.compile(train_step)
     path = os.path.join(FOLDER, "checkpoint.npz")
     sender = Sender()
     injector = Injector()
@@ -214,7 +235,7 @@ def main() -> None:
                 sender.arm()
             try:
                 attempt(model, opt, committed, path,
-                        sender.arm if kind == 1 else injector.arm if kind == 2 else None)
+                        sender.arm if kind == 1 else injector.arm if kind == 2 else None, step)
             except KeyboardInterrupt:
                 report["interrupts"] += 1
             injector.countdown = 0
@@ -229,6 +250,8 @@ def main() -> None:
     sender.done = True
     report["sent"] = sender.sent
     report["final_equal"] = same(snapshot(model, opt), reference[STEPS])
+    if step is not None:
+        report["replays"], report["eager"] = step.replays, step.eager
     print(json.dumps(report))
 
 

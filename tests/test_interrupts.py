@@ -17,8 +17,9 @@ from pargraph.interrupts import interrupts
 SCRIPT = pathlib.Path(__file__).with_name("interrupted_training.py")
 
 
-@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "threads-compiled"])
 def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
+    # "-compiled": the training step is pargraph.compile's: captures and replays.
     # In its own process: a KeyboardInterrupt that escaped would end pytest.
     done = subprocess.run([sys.executable, str(SCRIPT), scheduler, "70", "3", str(tmp_path)],
                           capture_output=True, text=True, timeout=240)
@@ -29,6 +30,8 @@ def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
     assert report["grad_mode_off"] == 0 and report["context_left"] == 0, report
     assert report["bad_checkpoint"] == 0, report
     assert report["final_equal"], report
+    if scheduler.endswith("-compiled"):  # the interrupts met replays, not eager steps
+        assert report["eager"] is None and report["replays"] >= 50, report
 
 
 def test_a_sigint_inside_a_deferred_block_is_raised_when_it_ends():
