@@ -368,7 +368,7 @@ def replay(repeats: int) -> dict:
             fresh = loop._pargraph_step(cfg, compiled="step")  # its tasks call the timed ones
             for _ in range(loop.WARMUP):
                 fresh()
-            for _ in range(5 * repeats):
+            for _ in range(20 * repeats):
                 inside[:] = [0.0, 0]
                 start = time.perf_counter()
                 fresh()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import time
 import warnings
@@ -524,6 +525,7 @@ class Guards:
         self.arguments = capture.argument_guards
         self.grad_mode = capture.grad_mode
         self.registry_version = versions.registry
+        self.modes_version = -1  # checked at the first call
         self.modules = [(weakref.ref(m), flag) for m, flag in capture.modules.values()]
         self.symbols, self.readers = capture.symbols, capture.readers
         self.failed = ""
@@ -541,10 +543,12 @@ class Guards:
             return self._fail("grad mode")
         if versions.registry != self.registry_version:
             return self._fail("the modules' parameters and buffers")
-        for module, flag in self.modules:
-            m = module()
-            if m is None or m.training != flag:
-                return self._fail(f"{type(m).__name__}.training")
+        if versions.modes != self.modes_version:  # some module's training was set
+            for module, flag in self.modules:
+                m = module()
+                if m is None or m.training != flag:
+                    return self._fail(f"{type(m).__name__}.training")
+            self.modes_version = versions.modes
         if not self.symbols.symbols:
             return None
         try:
@@ -811,8 +815,10 @@ class Program:
                     self._generate()
                 symbols = bound[0]
                 drawn = [draw() for draw in self.draws]
-                values = [execution.fetch(v) if type(v) is Node and client is None else
-                          v.value if type(v) is Node else v for v in bound[1:]]
+                values = [v.value if type(v) is Node and (client is not None or type(
+                    v.value) is np.ndarray) else execution.fetch(v) if type(v) is Node else v
+                    for v in bound[1:]]
+                bound.clear()  # holds the nodes, which landing may give the new values
                 for s, slot in enumerate(self.slots):
                     if slot[0] == DRAW:
                         values[s] = drawn[slot[1]]
@@ -975,20 +981,39 @@ class Program:
             made.requires_grad = requires_grad
             return made
 
+        # Locally, a leaf that only its tensor refers to takes the new value itself, and a
+        # .grad tensor that only its parameter refers to is kept: nobody could tell.
+        local = not self.remote
+        alone, only_grad = _references()
         replaced = []  # on a cluster, the old state is held until its successor is copied
         for tensor, source in self.land_tensors:
+            if local and _node_references(tensor) == alone:
+                k = source[0]
+                tensor._node.renew(results[k] if k >= 0 else values[-1 - k])
+                continue
             old = tensor._node
             replaced.append(old.value)
             _land(tensor, leaf(source, old.requires_grad and not old.history))
         for p, source, same in self.land_grads:
             if source is None:
                 p.grad = None
+            elif local and p.grad is not None and _grad_references(p) == only_grad:
+                grad = p.grad
+                if _node_references(grad) == alone:
+                    k = source[0]
+                    grad._node.renew(results[k] if k >= 0 else values[-1 - k])
+                else:
+                    _land(grad, leaf(source))
             elif same and p.grad is not None:
                 _land(p.grad, leaf(source))
             else:
                 p.grad = Tensor(leaf(source))
         for state, p, name, source in self.land_states:
             tensor = state[p][name]
+            if local and _node_references(tensor) == alone + 1:  # and ``tensor`` here
+                k = source[0]
+                tensor._node.renew(results[k] if k >= 0 else values[-1 - k])
+                continue
             replaced.append(tensor._node.value)
             _land(tensor, leaf(source))
         if self.remote:
@@ -1046,6 +1071,34 @@ def _land(tensor: Tensor, node: Node) -> None:
     old.overwritten = True
     tensor._node = node
     node.owner = weakref.ref(tensor)
+
+
+def _node_references(tensor: Tensor) -> int:
+    """References to ``tensor``'s node (as :func:`_references` counts them)."""
+    node = tensor._node
+    return sys.getrefcount(node)
+
+
+def _grad_references(param: Tensor) -> int:
+    """References to ``param.grad`` (as :func:`_references` counts them)."""
+    grad = param.grad
+    return sys.getrefcount(grad)
+
+
+_BASELINE: list = []
+
+
+def _references() -> tuple[int, int]:
+    """What :func:`_node_references` says of a leaf only its tensor refers to, and
+    :func:`_grad_references` of a ``.grad`` only its parameter refers to: measured once, as
+    interpreters count differently."""
+    if not _BASELINE:
+        param = Tensor(Node.replayed(ops.leaf, (), {}, (), np.dtype("float32"), FORWARD,
+                                     "leaf", "", None, value=np.zeros(())))
+        param.grad = Tensor(Node.replayed(ops.leaf, (), {}, (), np.dtype("float32"), FORWARD,
+                                          "leaf", "", None, value=np.zeros(())))
+        _BASELINE[:] = [_node_references(param), _grad_references(param)]
+    return _BASELINE[0], _BASELINE[1]
 
 
 def _placeholder(node: Node) -> Node:

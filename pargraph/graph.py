@@ -255,6 +255,14 @@ class Node:
         """Drop the inputs, so the values they hold can be garbage collected."""
         self.inputs = ()
 
+    def renew(self, value: Any) -> None:
+        """A leaf that nothing but its tensor refers to takes ``value`` as a new leaf would
+        (a new serial number and key): what a compiled step's replay does to its parameters
+        instead of making a node per parameter per step."""
+        self.value = value
+        self.uid = uid = next(_uids)
+        self.key = f"{self.key.rsplit('-', 2)[0]}-{uid}-{_SESSION}"
+
     def owner_tensor(self) -> Any:
         """The tensor that last wrapped this node, if it is still alive."""
         return self.owner() if self.owner is not None else None

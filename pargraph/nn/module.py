@@ -123,6 +123,8 @@ class Module:
         # was there); a registered name takes only its own kind or None, and a buffer stays a
         # buffer when a tensor is assigned to it (``self.steps += 1``).
         params, buffers, modules = self._parameters, self._buffers, self._modules
+        if name == "training":
+            versions.modes += 1
         if name in params or name in modules or isinstance(value, (Parameter, Module)):
             self._registry_changed()
         elif name in buffers:
@@ -324,6 +326,7 @@ class Module:
     def train(self, mode: bool = True) -> Module:
         for module in self.modules():
             object.__setattr__(module, "training", mode)
+        versions.modes += 1
         return self
 
     def eval(self) -> Module:
@@ -491,10 +494,12 @@ class Module:
 class _Versions:
     """Counters of changes to module trees: ``tree`` when a module gets a parent (the cached
     scopes of modules are stale then), ``registry`` when a parameter, buffer or child of a
-    module that a compiled step called is assigned (the step holds the old ones)."""
+    module that a compiled step called is assigned (the step holds the old ones), ``modes``
+    when a module's ``training`` is set (a compiled step looks at its modules' then)."""
 
     tree = 0
     registry = 0
+    modes = 0
 
 
 versions = _Versions()
