@@ -214,7 +214,7 @@ def _argument_guard(value: Any) -> tuple:
     value if it is a plain constant."""
     if isinstance(value, Tensor):
         node = value._node
-        return (Tensor, node.shape, node.dtype, node.requires_grad)
+        return (Tensor, node.shape, node.dtype, node.requires_grad, node.history)
     if type(value) in (int, float):
         return (type(value),)
     if value is None or type(value) in (bool, str, bytes, complex):
@@ -234,20 +234,7 @@ class Capture:
         self.broken: str | None = None
         self.symbols = SymbolTable()
         self.readers: dict[Any, Callable[[], Any]] = {}  # symbol leaf key -> its reader
-        self.arguments = []
         self.argument_guards = [_argument_guard(v) for v in flat]
-        for i, value in enumerate(flat):
-            if type(value) in (int, float):
-                value = self.symbols.leaf(("arg", i), value)
-            elif isinstance(value, Tensor):
-                if value._node.history:
-                    self.stop(f"argument {i} has autograd history from outside the function "
-                              "(pass it detached)")
-                elif value._node.value is None:
-                    execution.realize([value._node])
-            self.arguments.append(value)
-        self.argument_nodes = {id(v._node): i for i, v in enumerate(flat)
-                               if isinstance(v, Tensor)}
         self.queued: list[Node] = []  # realize() targets, run at the end
         self.state_nodes: list[Node] = []  # what is training state (copied on a cluster)
         self.rebinds: dict[int, tuple[Tensor, Node]] = {}  # id -> (tensor, node before)
@@ -262,6 +249,18 @@ class Capture:
         self.grad_mode = grad_mode.enabled
         self.registry_version = versions.registry
         execution.flush()  # work deferred before the call is not the call's own
+        self.arguments = []
+        for i, value in enumerate(flat):
+            if type(value) in (int, float):
+                value = self.symbols.leaf(("arg", i), value)
+            elif isinstance(value, Tensor) and value._node.history:
+                self.stop(f"argument {i} has autograd history from outside the function "
+                          "(pass it detached, or compile the function that makes it too)")
+            elif isinstance(value, Tensor) and value._node.value is None:
+                execution.realize([value._node])
+            self.arguments.append(value)
+        self.argument_nodes = {id(v._node): i for i, v in enumerate(flat)
+                               if isinstance(v, Tensor)}
         self.mark = uid_mark()
 
     # hooks -------------------------------------------------------------------------------
@@ -595,8 +594,6 @@ class Program:
         self.state_ids = {id(node) for node in state}
         self._compile(order, computed, outputs, capture)
         self._prepare_landing()
-        self.timings = {"runs": 0}
-        self.last_run = 0.0
 
     # building ----------------------------------------------------------------------------
 
@@ -662,7 +659,6 @@ class Program:
         made = make_plan(order, computed, outputs, granularity)
         self.plan = made
         slot = {k: s for s, k in enumerate(self.leaf_positions)}
-        where: dict[int, list[tuple[FusedTask, int]]] = {}  # node id -> (task, member)
         if isinstance(made, SinglePlan):
             task = FusedTask(computed, lowering._with_literals(made.sources, made.literal,
                                                                computed),
@@ -672,8 +668,6 @@ class Program:
             self.kinds = [[(0, k) for k in made.external]]
             self.labels = [lowering.group_label(computed)]
             self.unpack = [(0, e) for e in range(len(outputs))]
-            for j, node in enumerate(computed):
-                where.setdefault(id(node), []).append((task, j))
         else:
             self.tasks, self.recipes = [], []
             for g, members in enumerate(made.members):
@@ -684,8 +678,6 @@ class Program:
                 self.tasks.append(task)
                 self.recipes.append([(kind == 1 or kind == 2, v if kind else slot[v])
                                      for kind, v in made.external[g]])
-                for j, node in enumerate(nodes):
-                    where.setdefault(id(node), []).append((task, j))
             self.kinds = made.external
             self.labels = made.labels
             self.unpack = list(made.outputs)
@@ -701,9 +693,8 @@ class Program:
                         if kind == LIT and type(v) is Symbol:
                             self.literals.append((task, j, position, v))
                             sources[position] = (LIT, v.value)
-        self.attributes = [(node, name, v) for node in computed if id(node) in where
-                           and id(node) in capture.symbolic for name, v in node.attrs.items()
-                           if type(v) is Symbol]
+        self.attributes = [(node, name, v) for node in computed if id(node) in capture.symbolic
+                           for name, v in node.attrs.items() if type(v) is Symbol]
         self.last_symbols: list | None = None
         if self.tasks and not isinstance(made, SinglePlan):
             self._threads_graph(made)
@@ -1109,7 +1100,8 @@ def _placeholder(node: Node) -> Node:
 
 def _describe(guard: tuple) -> str:
     if guard[0] is Tensor:
-        return f"a tensor of shape {tuple(guard[1])}, {guard[2]}, requires_grad={guard[3]}"
+        return (f"a tensor of shape {tuple(guard[1])}, {guard[2]}, requires_grad={guard[3]}"
+                + (", with autograd history" if guard[4] else ""))
     if len(guard) == 2:
         return f"{guard[1]!r}"
     return guard[0].__name__ if isinstance(guard[0], type) else "an object"

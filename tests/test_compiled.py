@@ -432,3 +432,19 @@ def test_a_compiled_module_replays_its_forward_and_trains_as_eager():
     assert forward.left is forward._orig_mod.left  # attributes reach the module
     loss = F.cross_entropy(forward(_batches(1)[0][0]), _batches(1)[0][1])
     assert loss.grad_fn is not None  # replayed nodes have history
+
+
+def test_an_argument_with_history_from_outside_runs_eagerly_and_says_why():
+    w = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    x = pargraph.tensor([3.0, 4.0], requires_grad=True)
+
+    @pargraph.compile
+    def loss_of(h):
+        loss = (h * w).sum()
+        loss.backward()
+        return loss
+
+    with pytest.warns(UserWarning, match="argument 0 has autograd history"):
+        loss_of(x * 2)  # its backward reaches x, outside the function: as in eager
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+    assert loss_of.eager is not None
