@@ -976,9 +976,10 @@ class Program:
         # .grad tensor that only its parameter refers to is kept: nobody could tell.
         local = not self.remote
         alone, only_grad = _references()
+        count = sys.getrefcount
         replaced = []  # on a cluster, the old state is held until its successor is copied
         for tensor, source in self.land_tensors:
-            if local and _node_references(tensor) == alone:
+            if local and count(tensor._node) == alone:
                 k = source[0]
                 tensor._node.renew(results[k] if k >= 0 else values[-1 - k])
                 continue
@@ -988,9 +989,9 @@ class Program:
         for p, source, same in self.land_grads:
             if source is None:
                 p.grad = None
-            elif local and p.grad is not None and _grad_references(p) == only_grad:
+            elif local and p.grad is not None and count(p.grad) == only_grad:
                 grad = p.grad
-                if _node_references(grad) == alone:
+                if count(grad._node) == alone:
                     k = source[0]
                     grad._node.renew(results[k] if k >= 0 else values[-1 - k])
                 else:
@@ -1001,7 +1002,7 @@ class Program:
                 p.grad = Tensor(leaf(source))
         for state, p, name, source in self.land_states:
             tensor = state[p][name]
-            if local and _node_references(tensor) == alone + 1:  # and ``tensor`` here
+            if local and count(tensor._node) == alone:
                 k = source[0]
                 tensor._node.renew(results[k] if k >= 0 else values[-1 - k])
                 continue
@@ -1064,31 +1065,19 @@ def _land(tensor: Tensor, node: Node) -> None:
     node.owner = weakref.ref(tensor)
 
 
-def _node_references(tensor: Tensor) -> int:
-    """References to ``tensor``'s node (as :func:`_references` counts them)."""
-    node = tensor._node
-    return sys.getrefcount(node)
-
-
-def _grad_references(param: Tensor) -> int:
-    """References to ``param.grad`` (as :func:`_references` counts them)."""
-    grad = param.grad
-    return sys.getrefcount(grad)
-
-
 _BASELINE: list = []
 
 
 def _references() -> tuple[int, int]:
-    """What :func:`_node_references` says of a leaf only its tensor refers to, and
-    :func:`_grad_references` of a ``.grad`` only its parameter refers to: measured once, as
-    interpreters count differently."""
+    """What ``sys.getrefcount(tensor._node)`` says of a leaf only its tensor refers to, and
+    ``sys.getrefcount(param.grad)`` of a ``.grad`` only its parameter refers to: measured
+    once, the way :meth:`Program._land` asks, as interpreters count differently."""
     if not _BASELINE:
         param = Tensor(Node.replayed(ops.leaf, (), {}, (), np.dtype("float32"), FORWARD,
                                      "leaf", "", None, value=np.zeros(())))
         param.grad = Tensor(Node.replayed(ops.leaf, (), {}, (), np.dtype("float32"), FORWARD,
                                           "leaf", "", None, value=np.zeros(())))
-        _BASELINE[:] = [_node_references(param), _grad_references(param)]
+        _BASELINE[:] = [sys.getrefcount(param._node), sys.getrefcount(param.grad)]
     return _BASELINE[0], _BASELINE[1]
 
 

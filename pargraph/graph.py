@@ -257,11 +257,11 @@ class Node:
 
     def renew(self, value: Any) -> None:
         """A leaf that nothing but its tensor refers to takes ``value`` as a new leaf would
-        (a new serial number and key): what a compiled step's replay does to its parameters
-        instead of making a node per parameter per step."""
+        (a new serial number, and a leaf's key): what a compiled step's replay does to its
+        parameters instead of making a node per parameter per step."""
         self.value = value
         self.uid = uid = next(_uids)
-        self.key = f"{self.key.rsplit('-', 2)[0]}-{uid}-{_SESSION}"
+        self.key = f"leaf-{uid}-{_SESSION}"
 
     def owner_tensor(self) -> Any:
         """The tensor that last wrapped this node, if it is still alive."""

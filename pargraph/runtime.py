@@ -129,10 +129,11 @@ def dying_input(node: Any, args: list) -> np.ndarray | None:
         return None
     dtype, shape = node.dtype, node.shape
     for arg in args:
-        if (type(arg) is np.ndarray and arg.dtype == dtype and arg.shape == shape
-                and arg.flags.owndata and arg.flags.writeable
-                and sys.getrefcount(arg) <= _ONLY_IN_ARGS):
-            return arg
+        if (type(arg) is np.ndarray and sys.getrefcount(arg) <= _ONLY_IN_ARGS
+                and arg.shape == shape and arg.dtype == dtype):
+            flags = arg.flags
+            if flags.owndata and flags.writeable:
+                return arg
     return None
 
 
