@@ -131,6 +131,8 @@ class Module:
             recorder = recording.recorder
             if recorder is not None:  # a compiled step writes the buffer
                 recorder.buffer_set(self, name)
+            else:
+                self._registry_changed()
         if isinstance(value, Parameter):
             self.__dict__.pop(name, None)
             buffers.pop(name, None)
