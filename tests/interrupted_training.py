@@ -27,6 +27,8 @@ from pargraph import compiled, graph, nn, optim
 from pargraph._tensor import Tensor
 from pargraph.utils.data import DataLoader, TensorDataset
 
+# Python's own handler, even when started with SIGINT ignored (a shell's background job).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 SCHEDULER, STEPS, SEED, FOLDER = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 COMPILED = SCHEDULER.endswith("-compiled")
 SCHEDULER = SCHEDULER.removesuffix("-compiled")

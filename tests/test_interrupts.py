@@ -14,6 +14,15 @@ import pytest
 import pargraph
 from pargraph.interrupts import interrupts
 
+
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    """Python's own SIGINT handler, whatever started the tests: a shell starts a background
+    job with SIGINT ignored, and Python then installs none (no KeyboardInterrupt at all)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
 SCRIPT = pathlib.Path(__file__).with_name("interrupted_training.py")
 
 
