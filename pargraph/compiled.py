@@ -699,8 +699,9 @@ class Program:
         if self.tasks and not isinstance(made, SinglePlan):
             self._threads_graph(made)
         #: The tasks as straight-line code, generated at the first replay (the capturing
-        #: call runs the tasks as they are).
+        #: call runs the tasks as they are), and the whole run as one function.
         self.straight: list | None = None
+        self.in_order: Callable | None = None
 
     def forget_inputs(self, order: list[Node]) -> None:
         """Once the capturing call landed: the program keeps its nodes' ops, attributes and
@@ -712,6 +713,22 @@ class Program:
                                 else i for i in node.inputs)
 
     def _generate(self) -> None:
+        """The straight-line code of each group, and of the whole run group after group."""
+        self._generate_groups()
+        self.in_order = None
+        if len(self.tasks) > 1:
+            lines = ["def run(values):"]
+            for g, free in self.sequence:
+                args = "".join(f"r{v}, " if is_group else f"values[{v}], "
+                               for is_group, v in self.recipes[g])
+                lines.append(f"    r{g} = s{g}(({args}))")
+                lines += [f"    r{h} = None" for h in free]  # read by no later group
+            lines.append("    return [" + ", ".join(f"r{g}[{e}]" for g, e in self.unpack) + "]")
+            names = {f"s{g}": run for g, run in enumerate(self.straight)}
+            exec("\n".join(lines), names)  # noqa: S102 (code built from positions only)
+            self.in_order = names["run"]
+
+    def _generate_groups(self) -> None:
         bound: dict[int, set] = {}
         for task, j, position, _ in self.literals:
             bound.setdefault(id(task), set()).add((j, position))
@@ -860,21 +877,25 @@ class Program:
         start = time.perf_counter()
         if mode == "threads":
             with execution.blas_limited(get):
-                results = execution.run_on_threads(self.graph, self.wanted,
-                                                   execution.worker_threads())
+                wanted = execution.run_on_threads(self.graph, self.wanted,
+                                                  execution.worker_threads())
+            results = [wanted[k][e] for k, e in self.picks]
         else:
             blas = execution.blas_limited(get) if mode.endswith("one BLAS thread") else \
                 contextlib.nullcontext()
             with blas:
-                done: dict = {}
-                for g, free in self.sequence:
-                    done[g] = self.graph[g](done)
-                    for h in free:
-                        del done[h]
-                results = [done[g] for g in self.wanted]
+                if self.in_order is not None and TaskTimes.sink is None:
+                    results = self.in_order(self.values)
+                else:
+                    done: dict = {}
+                    for g, free in self.sequence:
+                        done[g] = self.graph[g](done)
+                        for h in free:
+                            del done[h]
+                    results = [done[g][e] for g, e in self.unpack]
         if threaded:
             plan.record(mode, time.perf_counter() - start)
-        return [results[k][e] for k, e in self.picks]
+        return results
 
     def _run_on_cluster(self, values: list, client: Any) -> list:
         """Submit the program's tasks under new keys; the results stay on the workers (a
