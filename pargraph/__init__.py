@@ -4,7 +4,7 @@ PyTorch-style tensors record a graph; ``backward()`` extends it with gradient no
 forward and backward together, independent branches at the same time.
 """
 
-from pargraph import accelerator, autograd, cuda, linalg, nn, optim, utils
+from pargraph import accelerator, autograd, cuda, library, linalg, nn, optim, utils
 from pargraph._tensor import Size, Tensor, float16, float32, float64, int32, int64
 from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
 from pargraph.autograd import (
@@ -22,6 +22,8 @@ from pargraph.factories import (
     Generator,
     arange,
     as_tensor,
+    empty,
+    empty_like,
     eye,
     from_numpy,
     full,
@@ -75,6 +77,6 @@ __all__ = [
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
-    "einsum", "randperm", "compile", "GraphBreak",
+    "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like",
     *METHOD_FUNCTIONS,
 ]

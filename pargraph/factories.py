@@ -132,6 +132,34 @@ def zeros(*size, dtype=None, requires_grad: bool = False,
     return _filled(size, 0, dtype, requires_grad)
 
 
+def empty(*size, dtype=None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    """A tensor whose values are not to be read before they are written (zeros here), as
+    PyTorch's ``empty``: what a custom op's ``register_fake`` returns for its output.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.empty(2, 3).shape
+    pargraph.Size([2, 3])
+    """
+    check_device(device, "empty")
+    return _filled(size, 0, dtype, requires_grad)
+
+
+def empty_like(t: Tensor, dtype=None, requires_grad: bool = False,
+               device: Any = None) -> Tensor:
+    """``empty`` with the shape (and by default the dtype) of ``t``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.empty_like(pargraph.ones(4, dtype=pargraph.float64)).dtype
+    dtype('float64')
+    """
+    check_device(device, "empty_like")
+    return _filled(t.shape, 0, dtype or t.dtype, requires_grad)
+
+
 def ones(*size, dtype=None, requires_grad: bool = False,
          device: Any = None) -> Tensor:
     """A tensor of ones (float32 by default).

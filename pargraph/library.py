@@ -1,0 +1,240 @@
+"""Custom ops with PyTorch's ``torch.library`` API: any numpy, scipy or C function as a node.
+
+``@pargraph.library.custom_op("mylib::name", mutates_args=())`` makes a function one node
+of the graph: it runs inside a task, on pargraph's threads or on a cluster worker, side by side
+with other independent work. Inside the task the function receives numpy arrays for its tensor
+arguments (other arguments as they were passed) and returns one numpy array. Calling the op
+records the node without running it, so the output's shape and dtype come from the function
+given to ``register_fake`` (it receives the lazy tensors and returns a tensor of the output's
+shape and dtype, e.g. ``pargraph.empty_like(x)``); without one, a call runs the function right
+away on its computed inputs, as eager PyTorch would. ``register_autograd(backward,
+setup_context=)`` gives it a gradient, written with tensor ops or other custom ops. ``cost=``
+(seconds per call, or a function of the tensor arguments' shapes) tells the partitioner what
+a call takes: without it, a call is estimated from the elements it touches.
+
+The op's name names its tasks in traces and the dashboard, and its errors name it and the
+user's line that called it. The function travels to cluster workers with the task (one
+defined in ``__main__`` too, by value).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pargraph import execution
+from pargraph._tensor import Tensor
+from pargraph.autograd.function import FunctionCtx, _zeros_like
+from pargraph.autograd.mode import no_grad
+from pargraph.graph import Node, grad_mode
+from pargraph.ops import Primitive, constant
+
+#: Each custom op node's autograd context, by node (as ``autograd.Function``'s).
+_contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: Any = (),
+              device_types: Any = None, schema: Any = None,
+              cost: float | Callable[..., float] | None = None) -> Any:
+    """Make ``fn`` (numpy arrays in, one numpy array out) an op of the graph named ``name``.
+
+    Examples
+    --------
+    >>> import numpy as np, pargraph
+    >>> @pargraph.library.custom_op("demo::numpy_sin", mutates_args=())
+    ... def numpy_sin(x):
+    ...     return np.sin(x)
+    >>> @numpy_sin.register_fake
+    ... def _(x):
+    ...     return pargraph.empty_like(x)
+    >>> numpy_sin.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0].cos(),
+    ...                             setup_context=lambda ctx, inputs, output:
+    ...                             ctx.save_for_backward(inputs[0]))
+    >>> x = pargraph.tensor([0.0, 1.0], requires_grad=True)
+    >>> numpy_sin(x).sum().backward(); x.grad
+    tensor([1.0000, 0.5403])
+    """
+    if fn is None:
+        return functools.partial(custom_op, name, mutates_args=mutates_args,
+                                 device_types=device_types, schema=schema, cost=cost)
+    return CustomOp(name, fn, mutates_args, cost)
+
+
+class CustomOp:
+    """What :func:`custom_op` returns: call it like the function, on tensors."""
+
+    def __init__(self, name: str, fn: Callable, mutates_args: Any,
+                 cost: float | Callable[..., float] | None) -> None:
+        if not isinstance(name, str) or "::" not in name:
+            raise ValueError(f"custom_op: the name must be 'namespace::name', got {name!r}")
+        if mutates_args not in ((), [], None) and not (
+                isinstance(mutates_args, (tuple, list)) and not mutates_args):
+            raise NotImplementedError(
+                f"custom_op {name}: mutates_args={mutates_args!r}: pargraph's values never "
+                "change in place; return the new value instead (mutates_args=())")
+        self.name, self._fn = name, fn
+        self._signature = inspect.signature(fn)
+        self._fake: Callable | None = None
+        self._backward: Callable | None = None
+        self._setup_context: Callable | None = None
+        functools.update_wrapper(self, fn)
+        self._primitive = Primitive(name, functools.partial(_run, fn, name), _declared_shape,
+                                    grad_name=f"{name.split('::')[-1].title()}Backward",
+                                    cost=_cost_of(cost))
+        # The backward may differ call to call (it is the user's code): never a template.
+        self._primitive.replayable = False
+        _ops[name] = self
+
+    def register_fake(self, fake: Callable) -> Callable:
+        """``fake(*args)`` returns a tensor of the output's shape and dtype, from the lazy
+        input tensors (``pargraph.empty_like(x)``, ``x.new_zeros(...)``); a decorator."""
+        self._fake = fake
+        return fake
+
+    def register_autograd(self, backward: Callable, /, *,
+                          setup_context: Callable | None = None) -> None:
+        """``setup_context(ctx, inputs, output)`` saves what ``backward(ctx, grad)`` needs;
+        ``backward`` returns one gradient per argument (None for the others)."""
+        self._backward, self._setup_context = backward, setup_context
+        self._primitive.defvjp_at(self._vjp_at)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.name}: {error}") from None
+        bound.apply_defaults()
+        values = tuple(bound.arguments.values())
+        inputs = tuple(v._node if isinstance(v, Tensor) else v for v in values)
+        if self._fake is not None:
+            with no_grad():
+                shaped = self._fake(*values)
+            if not isinstance(shaped, Tensor):
+                raise TypeError(f"{self.name}: register_fake's function returned "
+                                f"{type(shaped).__name__}, expected a tensor of the output's "
+                                "shape and dtype")
+            node = self._primitive(*inputs, _shape=tuple(shaped.shape), _dtype=shaped.dtype)
+        else:  # no fake: computed now, on its computed inputs, as eager PyTorch would
+            arrays = [execution.fetch(_realized(v._node)) if isinstance(v, Tensor) else v
+                      for v in values]
+            with np.errstate(all="ignore"):
+                value = self._fn(*arrays)
+            if isinstance(value, tuple):
+                raise TypeError(f"{self.name}: returned a tuple; a custom op returns one array "
+                                "(ops with several outputs are not supported yet)")
+            value = np.asarray(value)
+            node = self._primitive(*inputs, _shape=value.shape, _dtype=value.dtype)
+            node.value = value
+        output = Tensor(node)
+        if node.history:
+            ctx = FunctionCtx(tuple(isinstance(v, Tensor) and v.requires_grad
+                                    and grad_mode.enabled for v in values))
+            ctx._args, ctx._output = values, output
+            if self._setup_context is not None:
+                with no_grad():
+                    self._setup_context(ctx, values, output)
+            _contexts[node] = ctx
+        return output
+
+    def _vjp_at(self, position: int) -> Callable:
+        def vjp(g: Node, out: Node, *inputs: Any, **attrs: Any) -> Node:
+            return self._input_grads(_contexts[out], g)[position]
+        return vjp
+
+    def _input_grads(self, ctx: FunctionCtx, g: Node) -> tuple:
+        """The gradient node of each argument, from one call of the user's backward per
+        output gradient (cached: the vjp is asked once per input)."""
+        if ctx._cache is not None and ctx._cache[0] is g:
+            return ctx._cache[1]
+        returned = self._backward(ctx, Tensor._wrap(g))
+        returned = returned if isinstance(returned, tuple) else (returned,)
+        if len(returned) != len(ctx._args):
+            raise RuntimeError(f"{self.name}: backward returned {len(returned)} gradients, "
+                               f"expected one per argument ({len(ctx._args)})")
+        grads: list = []
+        for k, (arg, grad) in enumerate(zip(ctx._args, returned)):
+            if not isinstance(arg, Tensor):
+                grads.append(None)
+                continue
+            if grad is None:
+                grad = _zeros_like(arg)
+            else:
+                grad = grad._node if isinstance(grad, Tensor) else constant(np.asarray(grad))
+                if grad.shape != tuple(arg.shape):
+                    raise RuntimeError(f"{self.name}: backward returned a gradient of shape "
+                                       f"{list(grad.shape)} for argument {k} of shape "
+                                       f"{list(arg.shape)}")
+            grads.append(grad)
+        ctx._cache = (g, tuple(grads))
+        return ctx._cache[1]
+
+    def __repr__(self) -> str:
+        return f"<custom op {self.name}>"
+
+
+def _run(fn: Callable, name: str, *args: Any, _shape: tuple, _dtype: np.dtype) -> np.ndarray:
+    """A custom op's forward inside its task: the user's function, checked against the shape
+    and dtype its fake declared (a module-level function: it pickles to workers)."""
+    value = fn(*args)
+    if isinstance(value, tuple):
+        raise TypeError("a custom op returns one array (ops with several outputs are not "
+                        "supported yet)")
+    value = np.asarray(value)
+    if value.shape != _shape:
+        raise RuntimeError(f"returned shape {list(value.shape)}, but its fake declared "
+                           f"{list(_shape)}")
+    return value if value.dtype == _dtype else value.astype(_dtype)
+
+
+def _declared_shape(*inputs: Any, _shape: tuple, _dtype: np.dtype) -> tuple:
+    return _shape, _dtype
+
+
+def _cost_of(cost: float | Callable[..., float] | None) -> Callable | None:
+    """The primitive's cost (seconds of a node) from the user's: a number, or a function of
+    the tensor arguments' shapes."""
+    if cost is None:
+        return None
+    if callable(cost):
+        return lambda node: float(cost(*[i.shape for i in node.inputs if isinstance(i, Node)]))
+    seconds = float(cost)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"custom_op: cost must be seconds >= 0, got {cost!r}")
+    return lambda node: seconds
+
+
+def _realized(node: Node) -> Node:
+    if node.value is None:
+        execution.realize([node])
+    return node
+
+
+def register_fake(op: CustomOp | str, fn: Callable | None = None) -> Any:
+    """``torch.library.register_fake``: ``op.register_fake`` by the op or its name."""
+    found = _find(op)
+    return found.register_fake if fn is None else found.register_fake(fn)
+
+
+def register_autograd(op: CustomOp | str, backward: Callable, /, *,
+                      setup_context: Callable | None = None) -> None:
+    """``torch.library.register_autograd``: ``op.register_autograd`` by the op or its name."""
+    _find(op).register_autograd(backward, setup_context=setup_context)
+
+
+_ops: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _find(op: CustomOp | str) -> CustomOp:
+    if isinstance(op, CustomOp):
+        return op
+    found = _ops.get(op)
+    if found is None:
+        raise ValueError(f"no custom op named {op!r}: define it with "
+                         "pargraph.library.custom_op first")
+    return found

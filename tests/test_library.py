@@ -1,0 +1,197 @@
+"""Custom ops (pargraph.library): a numpy or scipy function as one node of the graph, with a
+fake for shapes, a registered backward, a declared cost, errors at the user's line, and
+workers that run it."""
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import dask
+import numpy as np
+import pytest
+from scipy import signal
+
+import pargraph
+from pargraph import execution
+
+
+@pargraph.library.custom_op("test::fftconvolve", mutates_args=())
+def fftconvolve(x, kernel):
+    return signal.fftconvolve(x, kernel, mode="same")
+
+
+@fftconvolve.register_fake
+def _(x, kernel):
+    return pargraph.empty_like(x)
+
+
+def _convolve_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _convolve_backward(ctx, grad):
+    x, kernel = ctx.saved_tensors
+    # d/dx of a "same" convolution (odd kernel) is the "same" convolution with the flipped
+    # kernel.
+    return fftconvolve(grad, kernel.flip(0)), None
+
+
+fftconvolve.register_autograd(_convolve_backward, setup_context=_convolve_setup)
+
+
+@pargraph.library.custom_op("test::cube", mutates_args=())
+def cube(x, power=3):
+    return x ** power
+
+
+@cube.register_fake
+def _(x, power=3):
+    return pargraph.empty_like(x)
+
+
+def _cube_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad * ctx.power * x ** (ctx.power - 1), None  # tensor ops: differentiable again
+
+
+def _cube_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+    ctx.power = inputs[1]
+
+
+cube.register_autograd(_cube_backward, setup_context=_cube_setup)
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_a_custom_op_runs_in_the_graph_and_its_gradient_matches_finite_differences(scheduler):
+    rng = np.random.default_rng(0)
+    x0, k0 = rng.standard_normal(17), np.array([0.25, 0.5, -0.1])  # odd: "same" is centred
+    with dask.config.set(scheduler=scheduler):
+        x = pargraph.tensor(x0, requires_grad=True)
+        out = fftconvolve(x, pargraph.tensor(k0))
+        assert out._node.value is None  # recorded, not run: its shape came from the fake
+        assert out.shape == (17,) and out.grad_fn is not None
+        np.testing.assert_allclose(out.detach().numpy(), signal.fftconvolve(x0, k0, "same"))
+        weights = rng.standard_normal(17)
+        (out * pargraph.tensor(weights)).sum().backward()
+        numeric = np.zeros(17)
+        for i in range(17):
+            step = np.zeros(17)
+            step[i] = 1e-6
+            numeric[i] = ((signal.fftconvolve(x0 + step, k0, "same") -
+                           signal.fftconvolve(x0 - step, k0, "same")) @ weights) / 2e-6
+        np.testing.assert_allclose(x.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_a_backward_of_tensor_ops_is_differentiable_again():
+    x = pargraph.tensor([1.5, -2.0], dtype=pargraph.float64, requires_grad=True)
+    (first,) = pargraph.autograd.grad(cube(x).sum(), x, create_graph=True)
+    np.testing.assert_allclose(first.detach().numpy(), 3 * np.array([1.5, -2.0]) ** 2)
+    first.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 6 * np.array([1.5, -2.0]))
+    assert cube(x, 2).detach().tolist() == [2.25, 4.0]  # non-tensor arguments pass through
+
+
+def test_shape_errors_raise_at_the_call_and_task_errors_name_the_op_and_line():
+    @pargraph.library.custom_op("test::matvec", mutates_args=())
+    def matvec(a, v):
+        if not np.isfinite(v).all():
+            raise ValueError("v must be finite")
+        return a @ v
+
+    @matvec.register_fake
+    def _(a, v):
+        return a @ v  # pargraph's shape rule checks the arguments at the call
+
+    with pytest.raises(RuntimeError, match="matmul"):
+        matvec(pargraph.ones(2, 3), pargraph.ones(4))
+    bad = matvec(pargraph.ones(2, 3), pargraph.tensor([1.0, float("nan"), 0.0]))
+    with pytest.raises(ValueError, match=r"(?s)test::matvec: v must be finite.*test_library"):
+        bad.numpy()
+
+    @pargraph.library.custom_op("test::liar", mutates_args=())
+    def liar(x):
+        return np.zeros(5)
+
+    @liar.register_fake
+    def _(x):
+        return pargraph.empty_like(x)
+
+    with pytest.raises(RuntimeError, match=r"test::liar: returned shape \[5\], but its fake "
+                                           r"declared \[3\]"):
+        liar(pargraph.ones(3)).numpy()
+    with pytest.raises(NotImplementedError, match="mutates_args"):
+        pargraph.library.custom_op("test::inplace", mutates_args=("x",))(lambda x: x)
+    with pytest.raises(ValueError, match="namespace::name"):
+        pargraph.library.custom_op("plain", mutates_args=())(lambda x: x)
+
+
+def test_without_a_fake_the_op_runs_when_called_as_eager_pytorch_would():
+    @pargraph.library.custom_op("test::eager_square", mutates_args=())
+    def square(x):
+        return x * x
+
+    out = square(pargraph.tensor([2.0, 3.0]) + 1)
+    assert out._node.value is not None and out.tolist() == [9.0, 16.0]
+
+
+def test_declared_costs_make_parallel_groups_named_after_the_op():
+    @pargraph.library.custom_op("test::simulate", mutates_args=(), cost=0.02)
+    def simulate(x):
+        time.sleep(0.002)  # the GIL is free meanwhile, as in a solver's C code
+        return x * 2
+
+    @simulate.register_fake
+    def _(x):
+        return pargraph.empty_like(x)
+
+    x = pargraph.ones(4)
+    with dask.config.set(scheduler="threads"), pargraph.trace() as tr:
+        total = pargraph.stack([simulate(x + k) for k in range(8)]).sum()
+        total.item()
+    assert total.item() == 2 * 8 * 4 + 2 * 4 * sum(range(8))
+    names = [record.op for record in tr.records.values()]
+    assert names.count("test::simulate") == 8
+    assert tr.summary(print_it=False).available_parallelism > 4  # eight branches, one task each
+
+
+def test_a_custom_op_runs_on_a_cluster():
+    from distributed import Client, LocalCluster
+
+    rng = np.random.default_rng(1)
+    x0, k0 = rng.standard_normal(9), np.array([1.0, -1.0])
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster), \
+            dask.config.set(scheduler=execution.choose_scheduler()):
+        x = pargraph.tensor(x0, requires_grad=True)
+        loss = fftconvolve(x, pargraph.tensor(k0)).pow(2).sum()
+        loss.backward()
+        np.testing.assert_allclose(loss.item(), (signal.fftconvolve(x0, k0, "same") ** 2).sum())
+        assert x.grad.shape == (9,)
+
+
+def test_an_op_defined_in_main_runs_on_worker_processes(tmp_path):
+    script = tmp_path / "main_op.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        import pargraph
+        from distributed import Client, LocalCluster
+
+        @pargraph.library.custom_op("main::twice", mutates_args=())
+        def twice(x):
+            return np.asarray(x) * 2
+
+        @twice.register_fake
+        def _(x):
+            return pargraph.empty_like(x)
+
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster, Client(cluster):
+                print(twice(pargraph.arange(3.0) + 1).tolist())
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[2.0, 4.0, 6.0]"
