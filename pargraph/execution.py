@@ -114,7 +114,7 @@ from pargraph.graph import FREED, Node
 from pargraph.interrupts import interrupts
 from pargraph.lowering import Lowered, is_future, lower, plan, realized_meanwhile
 from pargraph.partition import Granularity
-from pargraph.runtime import FAILED_KEY, annotate
+from pargraph.runtime import FAILED_KEY, TaskTimes, annotate
 
 DEFAULT_GET = dask.threaded.get
 _run_ids = itertools.count()
@@ -719,13 +719,18 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
             wanted = {id(node) for node in replicate}
             lowered.state = frozenset(lowered.holders[i] for i, node in enumerate(keep)
                                       if id(node) in wanted and lowered.holders[i] is not None)
+        timing = lowered.timing if client is None else None
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(observers):
                     stack.enter_context(observer.run(computed, get))
+                if timing is not None:
+                    events = stack.enter_context(_timed_nodes())
                 values = lowered.values(execute(lowered, lowered.keys, get))
         except Exception as error:
             raise _blame_backward(error, deferred) from None
+        if timing is not None:
+            timing.learn(events)
 
     def commit() -> None:
         for node, value in zip(keep, values):
@@ -1217,6 +1222,24 @@ def _is_lost(value: Any) -> bool:
     # "cancelled": the client lost its scheduler. ("lost" is a worker's death: dask
     # recomputes those values, so it is not a loss of the cluster.)
     return is_future(value) and value.status == "cancelled"
+
+
+@contextlib.contextmanager
+def _timed_nodes():
+    """The ``(key, start, stop, thread)`` of every node that runs in the block: recorded by
+    the tasks (``runtime.TaskTimes``), into the trace's list if one listens."""
+    sink = TaskTimes.sink
+    mine = sink is None
+    if mine:
+        TaskTimes.sink = sink = []
+    first = len(sink)
+    events: list = []
+    try:
+        yield events
+    finally:
+        events += sink[first:]
+        if mine and TaskTimes.sink is sink:
+            TaskTimes.sink = None
 
 
 def _check_held_values(order: list[Node]) -> None:

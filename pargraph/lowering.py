@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
+from pargraph.costs import StructureCosts, decisions, describe
 from pargraph.graph import Node, StructureCache, toposort
 from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_partition
 from pargraph.runtime import ENV, EXT, LIT, PART, FusedTask, NodeTask, Selection, release_schedule
@@ -108,6 +109,8 @@ class Lowered:
     #: On a cluster: positions in ``keys`` whose results hold training state (set by the
     #: caller): copied to a second worker, and their history forgotten (see execution).
     state: frozenset = frozenset()
+    #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
+    timing: Any = None
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -195,11 +198,15 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     held = held or {}
     graph: dict = {}
     outputs = list(outputs)
-    plan_ = _cached_plan(order, computed, outputs, granularity) if granularity.fuse else None
+    plan_, key = _cached_plan(order, computed, outputs, granularity) if granularity.fuse \
+        else (None, None)
     single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
     if single is not None and not remote:  # inline, unless a graph is asked for
-        return _single_task(graph, *single, outputs, {},
-                            data=lambda: _realized_values(order, held, remote))
+        lowered = _single_task(graph, *single, outputs, {},
+                               data=lambda: _realized_values(order, held, remote))
+        if plan_.costs.wants_timing() and _measuring():
+            lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
+        return lowered
     local_values = _realized_values(order, held, remote)
     if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
@@ -221,9 +228,19 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     if single is not None:  # on a cluster
         return _single_task(graph, *single, outputs, local_values, parts=not named_outputs,
                             copied=copied_outputs)
-    return plan_.instantiate(graph, order, computed, outputs, local_values,
-                             named_outputs=bool(named_outputs), remote=remote,
-                             copied=copied_outputs)
+    lowered = plan_.instantiate(graph, order, computed, outputs, local_values,
+                                named_outputs=bool(named_outputs), remote=remote,
+                                copied=copied_outputs)
+    if not remote and plan_.costs.wants_timing() and _measuring():
+        lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
+    return lowered
+
+
+def _measuring() -> bool:
+    """``pargraph.measured-costs`` (default True): structures learn from timed runs."""
+    import dask
+
+    return bool(dask.config.get("pargraph.measured-costs", True))
 
 
 def _realized_values(order: list[Node], held: dict[str, Any], remote: bool) -> dict[str, Any]:
@@ -286,23 +303,66 @@ def structure_of(order: list[Node], outputs: list[Node], granularity: Granularit
 
 
 def _cached_plan(order: list[Node], computed: list[Node], outputs: list[Node],
-                 granularity: Granularity) -> GroupPlan | SinglePlan:
-    """The run's plan: one task when it is too small or one group, else a task per group
-    (placed on the workers when ``granularity.hosts`` lists several)."""
+                 granularity: Granularity) -> tuple[GroupPlan | SinglePlan, tuple]:
+    """The run's plan and its structure's key: one task when it is too small or one group,
+    else a task per group (placed on the workers when ``granularity.hosts`` lists several).
+    A new plan starts its structure's record of measured costs."""
     key = structure_of(order, outputs, granularity)
     found = PlanCache.get(key)
     if found is None:
         found = make_plan(order, computed, outputs, granularity)
+        found.costs = StructureCosts([estimated_seconds(node) for node in computed])
         if not realized_meanwhile(computed):
             PlanCache.put(key, found)
-    return found
+    return found, key
+
+
+@dataclass
+class Timing:
+    """A run whose nodes are timed (see :mod:`pargraph.costs`): what re-planning needs."""
+
+    plan: Any
+    key: tuple
+    order: list
+    computed: list
+    outputs: list
+    granularity: Granularity
+
+    def learn(self, events: list) -> None:
+        """Take the run's ``(key, start, stop, thread)`` events; with times that disagree
+        with the plan's, partition the structure again and cache the new plan."""
+        position = {node.key: k for k, node in enumerate(self.computed)}
+        seconds, seen = [0.0] * len(self.computed), [0] * len(self.computed)
+        for key, start, stop, _ in events:
+            k = position.get(key)
+            if k is not None:  # a node copied into several groups runs more than once
+                seconds[k] += stop - start
+                seen[k] += 1
+        if not all(seen):  # another run took the timing over: this one is incomplete
+            return
+        costs = self.plan.costs
+        measured = costs.add([s / n for s, n in zip(seconds, seen)])
+        if measured is None or realized_meanwhile(self.computed):
+            return
+        made = make_plan(self.order, self.computed, self.outputs, self.granularity, measured)
+        if _groups(made) == _groups(self.plan):
+            return  # the same partition: the plan keeps its record of how runs went
+        made.costs = costs
+        PlanCache.put(self.key, made)
+        decisions.add(describe(costs, len(_groups(self.plan)), len(_groups(made))))
+
+
+def _groups(plan: Any) -> list:
+    return plan.members if isinstance(plan, GroupPlan) else [None]
 
 
 def make_plan(order: list[Node], computed: list[Node], outputs: list[Node],
-              granularity: Granularity) -> GroupPlan | SinglePlan:
-    """The plan of a run, made now (:func:`_cached_plan` keeps them by structure)."""
-    if not is_small(computed, granularity.single_task_below):
-        groups, workers = placed_partition(computed, granularity, outputs)
+              granularity: Granularity, work: Sequence[float] | None = None
+              ) -> GroupPlan | SinglePlan:
+    """The plan of a run, made now (:func:`_cached_plan` keeps them by structure); ``work``:
+    measured seconds per computed node, in place of the estimates."""
+    if not is_small(computed, granularity.single_task_below, work):
+        groups, workers = placed_partition(computed, granularity, outputs, work)
         if len(groups) > 1:
             made = GroupPlan(order, computed, groups, outputs)
             if len(granularity.hosts) > 1:
@@ -613,11 +673,13 @@ class GroupPlan:
                        plan=self, sequential=sequential)
 
 
-def is_small(computed: list[Node], below: float) -> bool:
+def is_small(computed: list[Node], below: float, work: Sequence[float] | None = None) -> bool:
     """Whether the whole run is too little work (``below`` seconds) to profit from
     parallelism, the way XLA's CPU runtime runs small graphs sequentially."""
     if len(computed) < 2:
         return False
+    if work is not None:
+        return sum(work) < below
     total = 0.0
     for node in computed:
         total += estimated_seconds(node)

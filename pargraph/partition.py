@@ -170,14 +170,16 @@ def partition(computed: Sequence[Node], granularity: Granularity = LOCAL) -> lis
 
 
 def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
-                     outputs: Sequence[Node] = ()) -> tuple[list[list[Node]], list[int]]:
+                     outputs: Sequence[Node] = (), work: Sequence[float] | None = None
+                     ) -> tuple[list[list[Node]], list[int]]:
     """``partition``, and the worker (index into ``granularity.hosts``) of each group: with
     several hosts, the linear clusters are placed on them (:mod:`pargraph.placement`) before
     coarsening, which then merges only groups of one worker. A node whose work, with all it
     depends on in the run, is next to nothing is copied into each group that reads it (a
     group left with such nodes only goes unless it holds one of the run's ``outputs``): a
-    node can be a member of several groups."""
-    work = [estimated_seconds(node) for node in computed]
+    node can be a member of several groups. ``work``: each node's seconds (default: the
+    estimates of :func:`estimated_seconds`; a structure's measured runs give their own)."""
+    work = list(work) if work is not None else [estimated_seconds(node) for node in computed]
     placed = len(granularity.hosts) > 1
     patience = task_cost(granularity.remote)
     groups = _linear_clusters(computed, work, patience)

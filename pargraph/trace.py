@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pargraph import execution, lowering, runtime
+from pargraph import costs, execution, lowering, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
 from pargraph.graph import Node, toposort
 
@@ -80,6 +80,7 @@ class Summary:
     plan_misses: int = 0
     backward_hits: int = 0
     backward_misses: int = 0
+    cost_decisions: list[str] = field(default_factory=list)
 
     @property
     def available_parallelism(self) -> float:
@@ -118,6 +119,7 @@ class Summary:
         lines.append("critical path, longest nodes:")
         lines += [f"  {r.key:<32} {r.phase:<10} {r.duration * ms:8.2f} ms"
                   for r in sorted(self.critical_nodes, key=lambda r: -r.duration)[:5]]
+        lines += [f"measured costs: {text}" for text in self.cost_decisions]
         return "\n".join(lines)
 
 
@@ -135,6 +137,9 @@ class Trace:
         self._lanes: dict[Any, str] = {}
         self._caches_at_start = _cache_counts()
         self.plan_hits = self.plan_misses = self.backward_hits = self.backward_misses = 0
+        self.started, self.stopped = time.time(), None
+        #: Structures partitioned again from measured times inside the block (pargraph.costs).
+        self.cost_decisions: list[str] = []
 
     def _count_cache_use(self) -> None:
         now = _cache_counts()
@@ -220,6 +225,7 @@ class Trace:
             lanes=len({r.lane for r in nodes}), by_phase=dict(by_phase), by_op=dict(by_op),
             critical_nodes=path, plan_hits=self.plan_hits, plan_misses=self.plan_misses,
             backward_hits=self.backward_hits, backward_misses=self.backward_misses,
+            cost_decisions=list(self.cost_decisions),
         )
         if print_it:
             print(summary)
@@ -352,3 +358,4 @@ def trace() -> Iterator[Trace]:
     finally:
         execution.observers.remove(recorder)
         recorder._count_cache_use()
+        recorder.cost_decisions = costs.decisions.between(recorder.started, time.time())

@@ -1,0 +1,91 @@
+"""Measured costs (pargraph.costs): a structure whose estimates miss what its ops take is
+partitioned again from the times of its first runs, and one whose estimates are right in
+total is left alone."""
+
+import time
+
+import dask
+import numpy as np
+
+import pargraph
+from pargraph import costs, execution, lowering
+
+
+@pargraph.library.custom_op("test::slow_copy", mutates_args=())
+def slow_copy(x):
+    time.sleep(0.004)  # GIL released: what a solver's C code does
+    return np.array(x)
+
+
+slow_copy.register_fake(lambda x: pargraph.empty_like(x))
+slow_copy.register_autograd(lambda ctx, grad: grad)
+
+
+def _tasks_per_run(step, runs: int) -> list[int]:
+    tasks = []
+    original = execution.execute
+
+    def counting(lowered, keys, get):  # group tasks of the run's plan (1: one task)
+        tasks.append(len(lowered.plan.members) if lowered.plan is not None else 1)
+        return original(lowered, keys, get)
+
+    execution.execute = counting
+    try:
+        for _ in range(runs):
+            step()
+    finally:
+        execution.execute = original
+    return tasks
+
+
+def test_a_structure_whose_estimates_are_wrong_is_partitioned_again_within_three_runs():
+    lowering.PlanCache.clear()
+    weights = [pargraph.tensor([float(k), 1.0], requires_grad=True) for k in range(8)]
+    losses = []
+
+    def step():
+        for w in weights:
+            w.grad = None
+        loss = pargraph.stack([slow_copy(w * 2) for w in weights]).sum()
+        loss.backward()
+        losses.append(loss.item())
+
+    with dask.config.set(scheduler="threads", num_workers=8), pargraph.trace() as tr:
+        tasks = _tasks_per_run(step, 5)
+    # Estimated as next to nothing: one task, three timed runs, then a task per branch.
+    assert tasks[:3] == [1, 1, 1] and min(tasks[3:]) >= 8, tasks
+    assert len(set(losses)) == 1  # the same numbers before and after
+    assert [w.grad.tolist() for w in weights] == [[2.0, 2.0]] * 8
+    text = str(tr.summary(print_it=False))
+    assert "measured costs:" in text and "1 -> " in text and "partitioned again" in text
+
+
+def test_a_structure_estimated_right_in_total_is_left_alone_and_the_switch_turns_it_off():
+    lowering.PlanCache.clear()
+    x = pargraph.tensor(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32))
+    before = len(costs.decisions.entries)
+
+    def step():
+        (pargraph.stack([(x @ x).relu().sum() for _ in range(4)]).sum()).item()
+
+    tasks = _tasks_per_run(step, 5)
+    assert len(set(tasks)) == 1 and len(costs.decisions.entries) == before
+
+    lowering.PlanCache.clear()
+    with dask.config.set({"pargraph.measured-costs": False, "scheduler": "threads",
+                          "num_workers": 8}):
+        weights = [pargraph.tensor([1.0, 2.0]) for _ in range(4)]
+        tasks = _tasks_per_run(lambda: pargraph.stack([slow_copy(w) for w in weights]).sum()
+                               .item(), 5)
+    assert tasks == [1] * 5
+
+
+def test_disagreement_is_in_total_or_on_most_of_the_time():
+    assert costs.disagree([1.0, 1.0], [5.0, 0.1])  # total 2.55x
+    assert not costs.disagree([1.0, 3.0], [2.5, 3.5])  # total 1.5x, the slow node 42%
+    assert costs.disagree([0.1, 3.0], [2.5, 1.5])  # a node at 25x takes 62% of the run
+    record = costs.StructureCosts([1e-6, 1e-6])
+    assert [record.wants_timing() for _ in range(4)] == [True, True, True, True]
+    assert record.add([1e-3, 1e-3]) is None and record.add([1e-3, 1e-3]) is None
+    assert record.add([1e-3, 1e-3]) == [1e-3, 1e-3]  # the mean of the three
+    assert [record.wants_timing() for _ in range(costs.SAMPLE_EVERY)].count(True) == 1
