@@ -109,15 +109,27 @@ class Tensor(DaskCollection, SelectionMethods):
     tensor(10.)
     """
 
-    __slots__ = ("_node", "grad", "__weakref__")
+    __slots__ = ("_node", "_grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, node: Any = None, *more: int) -> None:
         if not isinstance(node, Node):  # PyTorch's legacy constructor: Tensor(data) is float32
             node = _legacy_leaf(node, more)
         self._node = node
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         node.owner = weakref.ref(self)
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient ``backward()`` accumulated into this tensor, or ``None``."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        recorder = recording.recorder
+        if recorder is not None:  # a compiled step sets it: it writes, maybe never reads it
+            recorder.grad_set(self)
+        self._grad = value
 
     @staticmethod
     def _wrap(node: Node) -> Tensor:
@@ -900,7 +912,7 @@ class SharedData(Tensor):
         self._base = base
         self._seen: tuple[Node, Node] | None = None
         self._leaf_requires_grad = False
-        self.grad = None
+        self._grad = None
 
     @property
     def _node(self) -> Node:

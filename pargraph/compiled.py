@@ -655,7 +655,7 @@ class Program:
         get = execution.choose_scheduler()
         client = execution.client_of(get)
         granularity = execution.granularity(get, client)
-        self.remote = granularity.remote
+        self.remote, self.granularity = granularity.remote, granularity
         made = make_plan(order, computed, outputs, granularity)
         self.plan = made
         slot = {k: s for s, k in enumerate(self.leaf_positions)}
@@ -755,8 +755,13 @@ class Program:
         if symbols is FAILED:
             self.failed = self.guards.failed
             return None
-        if (execution.client_of(execution.choose_scheduler()) is not None) != self.remote:
+        get = execution.choose_scheduler()
+        client = execution.client_of(get)
+        if (client is not None) != self.remote:
             self.failed = "the scheduler (a cluster or local threads)"
+            return None
+        if execution.granularity(get, client) != self.granularity:
+            self.failed = "the number of threads or workers (the partition is made for them)"
             return None
         for record in self.optimizers:
             if record.optimizer._state_version != record.version:

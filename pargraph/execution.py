@@ -503,6 +503,7 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
             with changed:
                 values[key] = value
                 state["left"] -= 1
+                before = len(ready)
                 for reader in readers[key]:
                     waiting[reader] -= 1
                     if not waiting[reader]:
@@ -511,7 +512,13 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
                     unread[k] -= 1
                     if not unread[k] and k not in kept:
                         del values[k]
-                changed.notify_all()
+                # Wake as many threads as tasks became ready (this one takes one more); all
+                # of them at the end, so that they return. Waking every thread after every
+                # task cost 16 threads ~50 us a task in GIL hand-offs.
+                if state["left"]:
+                    changed.notify(len(ready) - before)
+                else:
+                    changed.notify_all()
 
     with interrupts.deferred():  # a Ctrl-C held here is raised as the block ends
         helpers = [_thread_pool(threads - 1).submit(work) for _ in range(threads - 1)]

@@ -387,6 +387,8 @@ def realized_meanwhile(computed: Sequence[Node]) -> bool:
 #: limited to one (small matrix products run faster without BLAS's threads: the branchy step
 #: took 12.2-12.9 ms a step where the other two ways' best took 12.8-14.4).
 MODES = ("threads", "inline", "inline, one BLAS thread")
+#: How much slower than the fastest way a way may be and still be tried again.
+RETRY_WITHIN = 2.0
 
 
 class GroupPlan:
@@ -587,18 +589,30 @@ class GroupPlan:
         """The way that ran this structure fastest (see :data:`MODES`).
 
         Each way is timed three times, then the fastest median wins; every 50 runs each
-        other way is tried again (for two runs), since the machine's load changes. A chain
-        of groups, or many small ones whose numpy calls contend for the GIL, runs faster in
-        one thread; independent big matmuls run faster side by side; big matmuls in a chain
-        run faster with BLAS's threads, small ones without them."""
+        other way within :data:`RETRY_WITHIN` of it is tried again (for two runs), since the
+        machine's load changes. A way whose first timing is :data:`RETRY_WITHIN` slower
+        than another's median is not tried further (branches of ops that wait, a solver's,
+        run many times slower one after another). A chain of groups, or many small ones
+        whose numpy calls contend for the GIL, runs faster in one thread; independent big
+        matmuls run faster side by side; big matmuls in a chain run faster with BLAS's
+        threads, small ones without them."""
         self.runs += 1
+        timings = self.timings
+        known = [median_high(t) for t in timings.values() if len(t) >= 3]
+        best = min(known) if known else None
         for mode in MODES:
-            if len(self.timings[mode]) < 3:
+            if len(timings[mode]) < 3 and not (
+                    timings[mode] and best is not None
+                    and min(timings[mode]) > RETRY_WITHIN * best):
                 return mode
-        ranked = sorted(MODES, key=lambda mode: median_high(self.timings[mode]))
+        ranked = sorted((mode for mode in MODES if timings[mode]),
+                        key=lambda mode: median_high(timings[mode]))
+        fastest = median_high(timings[ranked[0]])
+        close = [mode for mode in ranked[1:]
+                 if median_high(timings[mode]) <= RETRY_WITHIN * fastest]
         retry = self.runs % 50
-        if retry < 2 * (len(MODES) - 1):
-            return ranked[1 + retry // 2]
+        if retry < 2 * len(close):
+            return close[retry // 2]
         return ranked[0]
 
     def record(self, mode: str, seconds: float) -> None:

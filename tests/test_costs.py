@@ -89,3 +89,19 @@ def test_disagreement_is_in_total_or_on_most_of_the_time():
     assert record.add([1e-3, 1e-3]) is None and record.add([1e-3, 1e-3]) is None
     assert record.add([1e-3, 1e-3]) == [1e-3, 1e-3]  # the mean of the three
     assert [record.wants_timing() for _ in range(costs.SAMPLE_EVERY)].count(True) == 1
+
+
+def test_the_runner_stops_trying_a_way_that_is_far_slower_and_retries_only_close_ones():
+    plan = lowering.GroupPlan.__new__(lowering.GroupPlan)
+    plan.timings = {mode: [] for mode in lowering.MODES}
+    plan.runs, plan.last_mode = 0, ""
+    seconds = {"threads": 0.01, "inline": 0.16, "inline, one BLAS thread": 0.011}
+    chosen = []
+    for _ in range(60):
+        mode = plan.choose_mode()
+        chosen.append(mode)
+        plan.record(mode, seconds[mode])
+    # inline: once to switch to it, once timed at 16x the threads' median, never again
+    assert chosen.count("inline") == 2
+    assert chosen[-1] == "threads"
+    assert chosen[12:].count("inline, one BLAS thread") == 2  # the 50-run retry of a close way

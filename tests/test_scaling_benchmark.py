@@ -1,0 +1,28 @@
+"""benchmarks/scaling.py: its simulated ops are exact (forward and backward sleep, values
+and gradients right), and its report names every target."""
+
+import dask
+
+import pargraph
+from benchmarks import scaling
+
+
+def test_the_sleeping_ops_compute_and_differentiate_like_the_identity_plus_one():
+    model = scaling.branches(4, 0.0, declared=True)
+    x = pargraph.ones(4, requires_grad=True)
+    with dask.config.set(scheduler="threads", num_workers=4):
+        loss = model(x)
+        loss.backward()
+    assert loss.item() == 4 * (1 + 2 + 3 + 4) + 4 * 4  # each branch: x * (k + 1) + 1
+    assert x.grad.tolist() == [1 + 2 + 3 + 4] * 4
+
+
+def test_the_report_gives_speed_ups_against_the_ideal_and_every_target():
+    rows = [{"graph": name, "available": 8.0, "nodes": 10,
+             "times": {n: 1.0 / min(n, 8) for n in scaling.THREADS}}
+            for name in [*scaling.GRAPHS, "64 branches x 1 ms, compiled"]]
+    text = scaling.report(rows, {1: 1.0, 2: 0.5, 4: 0.25})
+    assert "| 16 branches x 10 ms, cost declared | 8.0x | 1.00x (100%)" in text
+    assert "8.00x (100%)" in text and "4.00x (100%)" in text
+    found = scaling.targets(rows, {1: 1.0, 2: 0.5, 4: 0.25})
+    assert len(found) == 9 and all("**met**" in line for line in found)
