@@ -144,17 +144,7 @@ class Compiled:
 
     def _capture(self, flat: list, spec: Any) -> Any:
         capture = Capture(self, flat)
-        args, kwargs = _unflatten(spec, iter(capture.arguments))
-        recording.recorder = capture
-        try:
-            result = self.fn(*args, **kwargs)
-        except BaseException:
-            recording.recorder = None
-            if capture.broken is None:  # after a graph break the call was eager already
-                capture.rollback()
-            raise
-        finally:
-            recording.recorder = None
+        result = capture.call(self.fn, spec)
         if capture.broken is not None:
             self.eager = f"graph break at {capture.broken}"
             return _concrete(result)
@@ -262,6 +252,21 @@ class Capture:
         self.argument_nodes = {id(v._node): i for i, v in enumerate(flat)
                                if isinstance(v, Tensor)}
         self.mark = uid_mark()
+
+    def call(self, fn: Callable, spec: Any) -> Any:
+        """``fn`` on the call's arguments with this capture installed. If it fails or is
+        interrupted, what it changed is put back (but after a graph break: it ran eagerly)."""
+        args, kwargs = _unflatten(spec, iter(self.arguments))
+        recording.recorder = self
+        try:
+            return fn(*args, **kwargs)
+        except BaseException:
+            recording.recorder = None
+            if self.broken is None:
+                self.rollback()
+            raise
+        finally:
+            recording.recorder = None
 
     # hooks -------------------------------------------------------------------------------
 

@@ -85,17 +85,7 @@ class CompiledModule(Module):
             return self._orig_mod(*args, **kwargs)
         self.captures += 1
         capture = ForwardCapture(self, flat)
-        args, kwargs = _unflatten(spec, iter(capture.arguments))
-        recording.recorder = capture
-        try:
-            result = self._orig_mod(*args, **kwargs)
-        except BaseException:
-            recording.recorder = None
-            if capture.broken is None:  # after a graph break the call was eager already
-                capture.rollback()
-            raise
-        finally:
-            recording.recorder = None
+        result = capture.call(self._orig_mod, spec)
         if capture.broken is not None:
             self.eager = f"graph break at {capture.broken}"
             return _concrete(result)

@@ -30,10 +30,10 @@ import numpy as np
 
 from pargraph import execution
 from pargraph._tensor import Tensor
-from pargraph.autograd.function import FunctionCtx, _zeros_like
+from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
 from pargraph.graph import Node, grad_mode
-from pargraph.ops import Primitive, constant
+from pargraph.ops import Primitive
 
 #: Each custom op node's autograd context, by node (as ``autograd.Function``'s).
 _contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -157,20 +157,9 @@ class CustomOp:
         if len(returned) != len(ctx._args):
             raise RuntimeError(f"{self.name}: backward returned {len(returned)} gradients, "
                                f"expected one per argument ({len(ctx._args)})")
-        grads: list = []
-        for k, (arg, grad) in enumerate(zip(ctx._args, returned)):
-            if not isinstance(arg, Tensor):
-                grads.append(None)
-                continue
-            if grad is None:
-                grad = _zeros_like(arg)
-            else:
-                grad = grad._node if isinstance(grad, Tensor) else constant(np.asarray(grad))
-                if grad.shape != tuple(arg.shape):
-                    raise RuntimeError(f"{self.name}: backward returned a gradient of shape "
-                                       f"{list(grad.shape)} for argument {k} of shape "
-                                       f"{list(arg.shape)}")
-            grads.append(grad)
+        grads = [gradient_node(arg, grad, k, f"{self.name} backward")
+                 if isinstance(arg, Tensor) else None
+                 for k, (arg, grad) in enumerate(zip(ctx._args, returned))]
         ctx._cache = (g, tuple(grads))
         return ctx._cache[1]
 

@@ -180,21 +180,24 @@ class Function(metaclass=_FunctionMeta):
         if len(returned) != len(ctx._args):
             raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of "
                                f"gradients (expected {len(ctx._args)}, got {len(returned)})")
-        grads = []
-        for k, (arg, grad) in enumerate(zip(ctx._args, returned)):
-            if not hasattr(arg, "_node"):
-                continue
-            if grad is None:
-                grad = _zeros_like(arg)
-            else:
-                grad = grad._node if hasattr(grad, "_node") else constant(np.asarray(grad))
-                if grad.shape != tuple(arg.shape):
-                    raise RuntimeError(f"Function {cls.__name__}Backward returned an invalid "
-                                       f"gradient at index {k} - got {list(grad.shape)} but "
-                                       f"expected shape compatible with {list(arg.shape)}")
-            grads.append(grad)
+        grads = [gradient_node(arg, grad, k, f"{cls.__name__}Backward")
+                 for k, (arg, grad) in enumerate(zip(ctx._args, returned))
+                 if hasattr(arg, "_node")]
         ctx._cache = (g, tuple(grads))
         return ctx._cache[1]
+
+
+def gradient_node(arg: Any, grad: Any, index: int, backward: str) -> Any:
+    """The node of what a user's ``backward`` returned for tensor ``arg`` (argument
+    ``index``): zeros for None, a constant for an array, checked against ``arg``'s shape."""
+    if grad is None:
+        return _zeros_like(arg)
+    grad = grad._node if hasattr(grad, "_node") else constant(np.asarray(grad))
+    if grad.shape != tuple(arg.shape):
+        raise RuntimeError(f"Function {backward} returned an invalid gradient at index {index} "
+                           f"- got {list(grad.shape)} but expected shape compatible with "
+                           f"{list(arg.shape)}")
+    return grad
 
 
 def _zeros_like(t: Any) -> Any:
