@@ -203,7 +203,9 @@ def cluster_table(steps: int, warmup: int) -> dict:
     times = {}
     for workers in WORKERS:
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client, \
+                          host="127.0.0.1", dashboard_address=None,
+                          worker_dashboard_address="127.0.0.1:0") as cluster, \
+                Client(cluster) as client, \
                 dask.config.set(scheduler=client):
             step = step_of(branches(16, 0.050, True))
             times[workers] = median_step(step, steps, warmup)

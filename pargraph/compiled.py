@@ -149,8 +149,7 @@ class Compiled:
             self.eager = f"graph break at {capture.broken}"
             return _concrete(result)
         program, result = capture.finish(result)
-        if program is not None:
-            self.programs.insert(0, program)
+        self.programs.insert(0, program)
         return result
 
     def __repr__(self) -> str:
@@ -237,7 +236,6 @@ class Capture:
         self.buffers: dict[tuple[int, str], tuple[Module, str, Tensor | None]] = {}
         self.optimizers: dict[int, OptimizerRecord] = {}
         self.grad_mode = grad_mode.enabled
-        self.registry_version = versions.registry
         execution.flush()  # work deferred before the call is not the call's own
         self.arguments = []
         for i, value in enumerate(flat):
@@ -433,7 +431,7 @@ class Capture:
             for record in self.optimizers.values():
                 record.restore()
 
-    def finish(self, result: Any) -> tuple[Program | None, Any]:
+    def finish(self, result: Any) -> tuple[Program, Any]:
         """Build the program of the captured call, run it, and land its results."""
         self.live = False
         taken = execution.take_deferred()
@@ -465,7 +463,7 @@ class OptimizerRecord:
     def __init__(self, optimizer: Any) -> None:
         self.optimizer = optimizer
         self.version = optimizer._state_version
-        self.before = (dict(optimizer.state), optimizer._step_count, optimizer._state_version)
+        self.before = (dict(optimizer.state), optimizer._step_count)
         self.stepped = 0
         self.reads: dict[int, tuple[Node, Tensor, str]] = {}
         self.writes: dict[tuple[int, str], tuple[Tensor, str]] = {}
@@ -474,9 +472,9 @@ class OptimizerRecord:
 
     def restore(self) -> None:
         """The optimizer as it was before the capture stepped it."""
-        state, steps, version = self.before
         optimizer = self.optimizer
-        optimizer.state, optimizer._step_count, optimizer._state_version = state, steps, version
+        optimizer.state, optimizer._step_count = self.before
+        optimizer._state_version = self.version
 
 
 class Writes:
@@ -593,12 +591,9 @@ class Program:
         outputs = [node for node in writes.nodes() if node.value is None]
         outputs = list(dict.fromkeys(outputs))  # each once, in order
         self.computed = computed
-        self.output_of = {id(node): k for k, node in enumerate(outputs)}
-        self.slot_of_leaf = {id(order[k]): s for s, k in enumerate(self.leaf_positions)}
-        self.writes = writes
         self.state_ids = {id(node) for node in state}
         self._compile(order, computed, outputs, capture)
-        self._prepare_landing()
+        self._prepare_landing(writes, outputs, [order[k] for k in self.leaf_positions])
 
     # building ----------------------------------------------------------------------------
 
@@ -971,14 +966,16 @@ class Program:
                                            lowered.fetched, lowered.urgent, lowered.state)
         return list(lowered.values(results))
 
-    def _prepare_landing(self) -> None:
-        """Per write, where its value comes from (a result ``k``, or slot ``-1 - s``) and the
-        fields of the leaf that holds it: a replay makes ~400 leaves on the branchy step."""
-        writes = self.writes
+    def _prepare_landing(self, writes: Writes, outputs: list[Node], leaves: list[Node]) -> None:
+        """Per write, where its value comes from (result ``k`` of ``outputs``, or slot
+        ``-1 - s`` of ``leaves``) and the fields of the leaf that holds it, found once: a
+        replay lands a value per parameter, gradient and optimizer state."""
+        output_of = {id(node): k for k, node in enumerate(outputs)}
+        slot_of_leaf = {id(node): s for s, node in enumerate(leaves)}
 
         def source(node: Node) -> tuple:
-            k = self.output_of.get(id(node))
-            return (k if k is not None else -1 - self.slot_of_leaf[id(node)], node.shape,
+            k = output_of.get(id(node))
+            return (k if k is not None else -1 - slot_of_leaf[id(node)], node.shape,
                     node.dtype, node.scope, node.site)
 
         self.land_tensors = [(tensor, source(node)) for tensor, node in writes.tensors]

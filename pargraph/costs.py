@@ -10,9 +10,9 @@ than :data:`OFF_BY`: in total, or on nodes that took most (:data:`SHARE`) of the
 that one run in :data:`SAMPLE_EVERY` is timed, and a drift as large partitions again. Timing
 costs two clock reads per node and run: for a few runs, then one in fifty.
 
-Per-node estimates of ordinary ops are rough (the branchy step's elementwise ops took about
-3x theirs, its matrix products a third), but they are right in total and in what is heavy,
-which is what the partition needs: such a structure is left as it is.
+Per-node estimates of ordinary ops are rough (elementwise ops on small arrays over, matrix
+products under: ``docs/design.md`` has the figures), but they are right in total and in
+what is heavy, which is what the partition needs: such a structure is left as it is.
 
 Cluster runs are not timed (each worker would be asked for its times).
 """

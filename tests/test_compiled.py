@@ -62,6 +62,19 @@ def _train(compiled: bool, make_opt, batches, scheduler=None, dropout=0.0, norm=
     return losses, state, opt, run
 
 
+def _compiled_step(model, opt):
+    """The usual training step, compiled."""
+    @pargraph.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _assert_same(eager, compiled):
     assert eager[0] == compiled[0]
     assert eager[1].keys() == compiled[1].keys()
@@ -301,14 +314,7 @@ def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
     pargraph.manual_seed(0)
     model = Branches()
     opt = optim.Adam(model.parameters(), lr=0.01)
-
-    @pargraph.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _compiled_step(model, opt)
 
     batches = _batches(4)
     for x, y in batches[:3]:
@@ -343,14 +349,7 @@ def test_save_load_resume_of_a_compiled_run(tmp_path):
     checkpoint = pargraph.load(tmp_path / "ckpt.pt")
     model.load_state_dict(checkpoint["model"])
     opt.load_state_dict(checkpoint["opt"])
-
-    @pargraph.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.CrossEntropyLoss()(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _compiled_step(model, opt)
 
     losses = [step(x, y).item() for x, y in batches[3:]]
     assert first[0] + losses == straight[0]
@@ -361,14 +360,7 @@ def test_save_load_resume_of_a_compiled_run(tmp_path):
 def test_a_trace_of_a_replayed_step_records_every_node():
     model = Branches()
     opt = optim.SGD(model.parameters(), lr=0.1)
-
-    @pargraph.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _compiled_step(model, opt)
 
     x, y = _batches(1)[0]
     for _ in range(3):

@@ -188,7 +188,9 @@ def test_an_op_defined_in_main_runs_on_worker_processes(tmp_path):
 
         if __name__ == "__main__":
             with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                              dashboard_address=None) as cluster, Client(cluster):
+                              host="127.0.0.1", dashboard_address=None,
+                              worker_dashboard_address="127.0.0.1:0") as cluster, \
+                    Client(cluster):
                 print(twice(pargraph.arange(3.0) + 1).tolist())
     """))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
