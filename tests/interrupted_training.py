@@ -149,6 +149,8 @@ class Injector:
 
     def __init__(self) -> None:
         self.countdown = 0
+        self.calls = 0  # commits so far; a whole step's count bounds where one is interrupted
+        self.per_step = 40 * TOWERS
         self.random = random.Random(SEED + 1)
         for owner, name in ((Tensor, "_rebind"), (graph.Node, "realize"),
                             (compiled, "_land")):  # a replay's landing of each result
@@ -156,6 +158,7 @@ class Injector:
 
     def wrapped(self, function):
         def commit(*args, **kwargs):
+            self.calls += 1
             if self.countdown:
                 self.countdown -= 1
                 if not self.countdown:
@@ -164,7 +167,7 @@ class Injector:
         return commit
 
     def arm(self) -> None:
-        self.countdown = self.random.randint(1, 40 * TOWERS)
+        self.countdown = self.random.randint(1, self.per_step)
 
 
 def main() -> None:
@@ -235,9 +238,12 @@ def main() -> None:
             kind = report["attempts"] % 3  # anywhere, from opt.step() on, or in a commit
             if kind == 0:
                 sender.arm()
+            calls = injector.calls
             try:
                 attempt(model, opt, committed, path,
                         sender.arm if kind == 1 else injector.arm if kind == 2 else None, step)
+                if kind != 2:  # a replay commits fewer values than an eager step
+                    injector.per_step = max(1, injector.calls - calls)
             except KeyboardInterrupt:
                 report["interrupts"] += 1
             injector.countdown = 0

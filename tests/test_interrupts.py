@@ -29,8 +29,10 @@ SCRIPT = pathlib.Path(__file__).with_name("interrupted_training.py")
 @pytest.mark.parametrize("scheduler", ["sync", "threads", "threads-compiled"])
 def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
     # "-compiled": the training step is pargraph.compile's: captures and replays.
-    # In its own process: a KeyboardInterrupt that escaped would end pytest.
-    done = subprocess.run([sys.executable, str(SCRIPT), scheduler, "70", "3", str(tmp_path)],
+    # In its own process: a KeyboardInterrupt that escaped would end pytest. A replay is short,
+    # so random signals miss it more often: compiled steps get more of them.
+    steps = "100" if scheduler.endswith("-compiled") else "70"
+    done = subprocess.run([sys.executable, str(SCRIPT), scheduler, steps, "3", str(tmp_path)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
