@@ -30,20 +30,19 @@ def _on_dask_threads(graph: dict, keys: list, threads: int) -> list:
 def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[float]]:
     """Seconds per step of each way, ``blocks`` blocks of ``steps`` steps each, alternating;
     the two steps after each switch are not timed (they pay for it)."""
-    from pargraph import execution, lowering
+    from pargraph import execution
 
     own = execution.run_on_threads
     ways = {"pargraph's threads": ("threads", own),
             "dask's threads": ("threads", _on_dask_threads),
             "one thread, one BLAS thread": ("inline, one BLAS thread", own),
             "one thread, BLAS free": ("inline", own)}
-    chosen = {"mode": "threads"}
-    original_choice = lowering.GroupPlan.choose_mode
-    lowering.GroupPlan.choose_mode = lambda plan: chosen["mode"]
+    original_choice = dask.config.get("pargraph.adaptive", True)
 
     def switch_to(mode: str, runner: Callable) -> Callable[[], None]:
         def switch() -> None:
-            chosen["mode"], execution.run_on_threads = mode, runner
+            dask.config.set({"pargraph.adaptive": mode})  # a mode's name forces it
+            execution.run_on_threads = runner
         return switch
 
     try:
@@ -54,7 +53,7 @@ def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[fl
             times = in_blocks({name: (switch_to(mode, runner), step)
                                for name, (mode, runner) in ways.items()}, blocks, steps)
     finally:
-        lowering.GroupPlan.choose_mode = original_choice
+        dask.config.set({"pargraph.adaptive": original_choice})
         execution.run_on_threads = own
     return times
 

@@ -72,16 +72,21 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
     threaded runs go (``threads``, ``inline``, ``inline, one BLAS thread``), for both."""
     with tempfile.TemporaryDirectory() as into:
         packages = {"this": "pargraph", against: import_other(against, into)}
-        plans = [importlib.import_module(package + ".lowering").GroupPlan
-                 for package in packages.values()]
+        # Versions before pargraph.adaptive could name a mode chose it in GroupPlan.
+        plans = [plan for plan in (importlib.import_module(package + ".lowering").GroupPlan
+                                   for package in packages.values())
+                 if hasattr(plan, "choose_mode")]
         chosen = [plan.choose_mode for plan in plans]
         if mode is not None:
             for plan in plans:
                 plan.choose_mode = lambda plan: mode
+        settings = {"scheduler": scheduler}
+        if mode is not None:
+            settings["pargraph.adaptive"] = mode
         runs = {label: _pargraph_step(WORKLOADS[workload], package)
                 for label, package in packages.items()}
         try:
-            with dask.config.set(scheduler=scheduler):
+            with dask.config.set(settings):
                 for step in runs.values():
                     for _ in range(20):
                         step()

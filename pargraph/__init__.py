@@ -14,10 +14,9 @@ from pargraph.autograd import (
     no_grad,
     set_grad_enabled,
 )
-from pargraph.cluster import connect, worker_threads
 from pargraph.compiled import GraphBreak, compile  # noqa: A004  (PyTorch's name)
 from pargraph.devices import device, set_default_device
-from pargraph.execution import ClusterLostError
+from pargraph.execution import worker_threads
 from pargraph.factories import (
     Generator,
     arange,
@@ -53,6 +52,8 @@ from pargraph.functions import (
     stack,
     where,
 )
+from pargraph.remote.connect import connect
+from pargraph.remote.recovery import ClusterLostError
 from pargraph.serialization import CheckpointError, load, save
 from pargraph.trace import Trace, trace
 from pargraph.viz import progress, visualize

@@ -8,7 +8,7 @@ Named ``_tensor`` (as PyTorch's ``torch/_tensor.py``) so that the module does no
 ``pargraph.tensor`` factory. The rest of the facade, by concern: :mod:`pargraph.factories`
 (new tensors, the random generator), :mod:`pargraph.functions` (``cat``, ``stack``,
 ``compute``, function forms of methods), :mod:`pargraph.printing` (``repr``),
-:mod:`pargraph.collection` (dask's collection protocol), :mod:`pargraph.cluster`
+:mod:`pargraph.collection` (dask's collection protocol), :mod:`pargraph.remote`
 (``connect``). ``backward()`` calls into :mod:`pargraph.autograd`. Methods of primitives
 declared with ``method=True`` (``exp``, ``relu``, ...) are added from the op registry.
 """
@@ -30,6 +30,7 @@ from pargraph.devices import check_device, device
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import DEFAULT_FLOAT
 from pargraph.printing import format_tensor
+from pargraph.remote.recovery import fetch
 from pargraph.selection import SelectionMethods
 
 float16 = np.dtype(np.float16)
@@ -211,7 +212,7 @@ class Tensor(DaskCollection, SelectionMethods):
         if recorder is not None:  # a compiled step reads a value: a graph break
             recorder.read(node)
         execution.realize([node])
-        return execution.fetch(node)
+        return fetch(node)
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (realizing it if needed).

@@ -1,16 +1,8 @@
 """``pargraph.accelerator``: there is none; pargraph computes on the CPU."""
 
+from pargraph.cuda import is_available
 
-def is_available() -> bool:
-    """Always ``False``.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.accelerator.is_available()
-    False
-    """
-    return False
+__all__ = ["current_accelerator", "is_available"]
 
 
 def current_accelerator() -> None:

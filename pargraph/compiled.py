@@ -40,7 +40,13 @@ from pargraph.graph import FORWARD, Node, format_site, grad_mode, uid_mark, user
 from pargraph.interrupts import interrupts
 from pargraph.lowering import GroupPlan, SinglePlan, make_plan, plan
 from pargraph.nn.module import Module, versions
-from pargraph.runtime import LIT, FusedTask, TaskTimes, straight_line
+from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_future
+from pargraph.remote.recovery import cluster_lost, fetch
+from pargraph.remote.replication import keep_until_copied
+from pargraph.remote.state import clusters
+from pargraph.remote.submit import run_on_cluster
+from pargraph.remote.workers import replicas
+from pargraph.runtime import LIT, Arg, FusedTask, TaskTimes, straight_line
 
 #: How many programs a compiled function keeps (``torch._dynamo.config.cache_size_limit``).
 CACHE_SIZE = 8
@@ -665,7 +671,7 @@ class Program:
                              made.outputs, made.release)
             self.tasks = [task]
             self.recipes = [[(False, slot[k]) for k in made.external]]
-            self.kinds = [[(0, k) for k in made.external]]
+            self.kinds = [[(Arg.INPUT, k) for k in made.external]]
             self.labels = [lowering.group_label(computed)]
             self.unpack = [(0, e) for e in range(len(outputs))]
         else:
@@ -676,7 +682,7 @@ class Program:
                                                                 made.literal[g], nodes),
                                  made.returned[g], made.release[g])
                 self.tasks.append(task)
-                self.recipes.append([(kind == 1 or kind == 2, v if kind else slot[v])
+                self.recipes.append([(kind != Arg.INPUT, v if kind != Arg.INPUT else slot[v])
                                      for kind, v in made.external[g]])
             self.kinds = made.external
             self.labels = made.labels
@@ -829,7 +835,7 @@ class Program:
                 symbols = bound[0]
                 drawn = [draw() for draw in self.draws]
                 values = [v.value if type(v) is Node and (client is not None or type(
-                    v.value) is np.ndarray) else execution.fetch(v) if type(v) is Node else v
+                    v.value) is np.ndarray) else fetch(v) if type(v) is Node else v
                     for v in bound[1:]]
                 bound.clear()  # holds the nodes, which landing may give the new values
                 for s, slot in enumerate(self.slots):
@@ -857,7 +863,7 @@ class Program:
             return []
         try:
             with contextlib.ExitStack() as stack:
-                for observer in list(execution.observers):
+                for observer in list(execution.local.observers):
                     stack.enter_context(observer.run(self.computed, get))
                 with np.errstate(all="ignore"):
                     if client is not None:
@@ -878,7 +884,7 @@ class Program:
     def _run_groups(self, get: Any) -> list:
         plan = self.plan
         threaded = execution.is_threaded(get)
-        mode = plan.choose_mode() if threaded else "inline"
+        mode, choice = execution.choose_mode(plan) if threaded else ("inline", None)
         start = time.perf_counter()
         if mode == "threads":
             with execution.blas_limited(get):
@@ -898,8 +904,8 @@ class Program:
                         for h in free:
                             del done[h]
                     results = [done[g][e] for g, e in self.unpack]
-        if threaded:
-            plan.record(mode, time.perf_counter() - start)
+        if choice is not None:
+            choice.record(mode, time.perf_counter() - start)
         return results
 
     def _run_on_cluster(self, values: list, client: Any) -> list:
@@ -910,16 +916,16 @@ class Program:
         from pargraph.runtime import Selection
 
         if client.status != "running":
-            raise execution.cluster_lost(client, f"the client's connection is {client.status}")
-        run = f"r{next(lowering.cluster_runs)}"
+            raise cluster_lost(client, f"the client's connection is {client.status}")
+        run = f"r{next(clusters.runs)}"
         graph: dict = {}
         arguments = []
         for s, value in enumerate(values):
-            if type(value) is lowering.HeldPart:
+            if type(value) is HeldPart:
                 arguments.append(value.ref())
-            elif lowering.is_future(value):
+            elif is_future(value):
                 arguments.append(TaskRef(value.key))
-            elif getattr(value, "nbytes", 0) <= lowering.INLINE_BYTES:
+            elif getattr(value, "nbytes", 0) <= INLINE_BYTES:
                 arguments.append(value)
             else:
                 key = f"slot-{s}{run}-{id(self):x}"
@@ -938,7 +944,7 @@ class Program:
                                    *(TaskRef(keys[g]) for g in producers))
         for g, (task, recipe) in enumerate(zip(self.tasks, self.recipes)):
             args = [arguments[v] if not is_group else
-                    TaskRef(keys[v] if kind == 1 else sent[v])
+                    TaskRef(keys[v] if kind == Arg.GROUP else sent[v])
                     for (is_group, v), (kind, _) in zip(recipe, self.kinds[g])]
             graph[keys[g]] = Task(keys[g], task, *args)
         wanted = sorted({g for g, _ in self.unpack})
@@ -954,15 +960,15 @@ class Program:
             type(j) is int and not self.tasks[g].nodes[j].shape
             for j in self.tasks[g].outputs)]
         state = frozenset(i for i, node in enumerate(self.outputs)
-                          if id(node) in self.state_ids) if execution._replicas(client) \
+                          if id(node) in self.state_ids) if replicas(client) \
             else frozenset()
-        lowered = lowering._held_results(graph, [keys[g] for g in wanted], picks,
+        lowered = held_results(graph, [keys[g] for g in wanted], picks,
                                          self.outputs, len(graph), scalar, state, workers,
                                          frozenset(sent) | {keys[wanted[k]] for k in scalar})
         if state:
             lowered.state = frozenset(lowered.holders[i] for i in state
                                       if lowered.holders[i] is not None)
-        results = execution.run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
+        results = run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
                                            lowered.fetched, lowered.urgent, lowered.state)
         return list(lowered.values(results))
 
@@ -1037,7 +1043,7 @@ class Program:
             replaced.append(tensor._node.value)
             _land(tensor, leaf(source))
         if self.remote:
-            execution.keep_until_copied(replaced)
+            keep_until_copied(replaced)
         for module, name, source in self.land_buffers:
             if source is None:
                 module._buffers[name] = None

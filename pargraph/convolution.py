@@ -21,7 +21,6 @@ import itertools
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from pargraph.graph import Node
 from pargraph.ops import ShapeError, primitive, result_dtype, sum_
@@ -36,19 +35,6 @@ def _geometry(shape: tuple, kernel: tuple, stride: tuple, padding: tuple,
               dilation: tuple) -> tuple[int, ...]:
     return tuple(out_size(n, k, s, p, d)
                  for n, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation))
-
-
-def _windows(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
-             fill: float = 0) -> np.ndarray:
-    """The windows of the padded input as a view: ``(N, C, *out, *kernel)``."""
-    spatial = len(kernel)
-    if any(p != (0, 0) for p in padding):
-        x = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
-    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
-    view = sliding_window_view(x, span, axis=tuple(range(2, 2 + spatial)))
-    out = tuple((n - s) // st + 1 for n, s, st in zip(x.shape[2:], span, stride))
-    picks = tuple(slice(0, (o - 1) * st + 1, st) for o, st in zip(out, stride))
-    return view[(slice(None), slice(None)) + picks + tuple(slice(None, None, d) for d in dilation)]
 
 
 def _channels_last(x: np.ndarray, padding: tuple) -> np.ndarray:

@@ -182,19 +182,21 @@ class Node:
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
-                 value: Any = None, site=None) -> None:
+                 value: Any = None, site=None, naming: tuple[str, str, str] | None = None
+                 ) -> None:
+        if naming is None:  # read from this thread's naming context
+            phase = _naming.phase
+            naming = (phase, task_prefix(op.name, phase, _naming.origin), _naming.scope)
         self.op = op
         self.inputs = inputs
         self.attrs = attrs
         self.shape = shape
         self.dtype = dtype
-        phase, origin = _naming.phase, _naming.origin
-        self.phase = phase
-        self.scope = _naming.scope
+        self.phase, prefix, self.scope = naming
         self.uid = uid = next(_uids)  # increasing: what a block of code created is a range
         self.grad_name = None  # PyTorch's name for a composite's result (MeanBackward0)
         self.hooks: list | None = None  # Tensor.register_hook: applied to this node's gradient
-        self.key = f"{task_prefix(op.name, phase, origin)}-{uid}-{_SESSION}"
+        self.key = f"{prefix}-{uid}-{_SESSION}"
         self.site = site
         self.value = value
         self.requires_grad = False
@@ -211,16 +213,7 @@ class Node:
                  phase: str, prefix: str, scope: str, site, value: Any = None) -> Node:
         """A node whose naming (``phase``, key ``prefix``, ``scope``) is given rather than read
         from the naming context: for graphs instantiated from a template."""
-        node = cls.__new__(cls)
-        node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
-        node.phase, node.scope, node.site, node.value = phase, scope, site, value
-        node.uid = uid = next(_uids)
-        node.key = f"{prefix}-{uid}-{_SESSION}"
-        node.requires_grad = node.history = node.freed = node.retains_grad = False
-        node.owner = None
-        node.overwritten = False
-        node.grad_name = node.hooks = None
-        return node
+        return cls(op, inputs, attrs, shape, dtype, value, site, (phase, prefix, scope))
 
     def backward_name(self) -> str:
         """What PyTorch calls this node's grad_fn (``MulBackward0``, ``MeanBackward1``)."""
@@ -319,44 +312,13 @@ def uid_mark() -> int:
     return next(_uids)
 
 
-def toposort(roots: Iterable[Any], stop=None, inputs_of=None) -> list[Any]:
+def toposort(roots: Iterable[Node], stop=None) -> list[Node]:
     """Nodes reachable from ``roots`` (through inputs), inputs before consumers.
 
     Iterative depth-first search; nodes for which ``stop(node)`` is true are included but
-    their inputs are not visited. ``inputs_of(item)`` sorts other graphs (a trace's records):
-    the items ``item`` depends on; by default a node's ``inputs`` that are nodes.
+    their inputs are not visited. It runs twice per training step over every node of the
+    step: nodes hash by identity, so the set holds them (no ``id()`` call per edge).
     """
-    if inputs_of is None:
-        return _node_order(roots, stop)
-    order: list[Any] = []
-    visited: set[int] = set()
-    visit = visited.add
-
-    def children(item: Any) -> Iterable[Any]:
-        return () if stop is not None and stop(item) else inputs_of(item)
-
-    for root in roots:
-        if id(root) in visited:
-            continue
-        visit(id(root))
-        # Each entry holds an iterator over the item's inputs: it resumes where it left off.
-        stack = [(root, iter(children(root)))]
-        while stack:
-            item, inputs = stack[-1]
-            for child in inputs:
-                if id(child) not in visited:
-                    visit(id(child))
-                    stack.append((child, iter(children(child))))
-                    break
-            else:
-                stack.pop()
-                order.append(item)
-    return order
-
-
-def _node_order(roots: Iterable[Node], stop) -> list[Node]:
-    """:func:`toposort` of nodes. It runs twice per training step over every node of the
-    step: nodes hash by identity, so the set holds them (no ``id()`` call per edge)."""
     order: list[Node] = []
     visited: set[Node] = set()
     visit = visited.add
@@ -364,6 +326,7 @@ def _node_order(roots: Iterable[Node], stop) -> list[Node]:
         if root in visited:
             continue
         visit(root)
+        # Each entry holds an iterator over the node's inputs: it resumes where it left off.
         stack = [(root, iter(() if stop is not None and stop(root) else root.inputs))]
         while stack:
             node, inputs = stack[-1]

@@ -34,6 +34,7 @@ from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import Primitive
+from pargraph.remote.recovery import fetch
 
 #: Each custom op node's autograd context, by node (as ``autograd.Function``'s).
 _contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -121,7 +122,7 @@ class CustomOp:
                                 "shape and dtype")
             node = self._primitive(*inputs, _shape=tuple(shaped.shape), _dtype=shaped.dtype)
         else:  # no fake: computed now, on its computed inputs, as eager PyTorch would
-            arrays = [execution.fetch(_realized(v._node)) if isinstance(v, Tensor) else v
+            arrays = [fetch(_realized(v._node)) if isinstance(v, Tensor) else v
                       for v in values]
             with np.errstate(all="ignore"):
                 value = self._fn(*arrays)

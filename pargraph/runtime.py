@@ -33,12 +33,70 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from pargraph.graph import format_site
 from pargraph.ops import REGISTRY, Primitive
+
+
+class Source(IntEnum):
+    """Where a task member's argument comes from (:attr:`FusedTask.sources`)."""
+
+    ENV = 0  # the result of an earlier member of the task
+    EXT = 1  # one of the task's arguments
+    PART = 2  # an element of a task argument that is another task's tuple
+    LIT = 3  # a literal value
+
+
+ENV, EXT, PART, LIT = Source  # the members, as the tasks' loops compare them
+
+
+class Arg(IntEnum):
+    """What a group task takes as an argument (``GroupPlan.external``)."""
+
+    INPUT = 0  # a realized node of the run (its position in the run's order)
+    GROUP = 1  # another group task's tuple
+    SELECTION = 2  # a cluster task's pick of parts of several groups' tuples
+
+
+@dataclass
+class Lowered:
+    """A dask graph, the keys to ask it for, and how to turn their results into the values of
+    the run's outputs. A run small enough to be one task also keeps that task (``single``)
+    so that local schedulers can run it in the calling thread."""
+
+    source: Any  # the dask graph, or a function that builds it (an inline run needs none)
+    keys: list
+    unpack: Any = None  # results of ``keys`` -> one value per output; None: as they are
+    single: FusedTask | None = None
+    single_inputs: list = field(default_factory=list)
+    tasks: int = 0
+    plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
+    sequential: list | None = None  # (group key, keys to free after it) in dependency order
+    workers: dict | None = None  # task key -> the worker address it should run on
+    fetched: int = 0  # on a cluster: the last ``fetched`` keys are gathered with the run
+    urgent: frozenset = frozenset()  # on a cluster: tasks to run as soon as they can
+    #: On a cluster: per output, the position in ``keys`` of the Future that holds it (None:
+    #: it comes back with the run).
+    holders: list | None = None
+    #: On a cluster: positions in ``keys`` whose results hold training state (set by the
+    #: caller): copied to a second worker, and their history forgotten (see execution).
+    state: frozenset = frozenset()
+    #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
+    timing: Any = None
+
+    def values(self, results: Sequence[Any]) -> Sequence[Any]:
+        return results if self.unpack is None else self.unpack(results)
+
+    @property
+    def graph(self) -> dict:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
 
 
 class TaskTimes:
@@ -307,7 +365,6 @@ def _unpickled_fused(columns: tuple, sites: list, sources: list, outputs: Any,
     return FusedTask(nodes, sources, outputs, release)
 
 
-ENV, EXT, PART, LIT = 0, 1, 2, 3
 
 
 class Selection:

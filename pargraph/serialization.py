@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
 from pargraph.factories import from_numpy
+from pargraph.remote.state import clusters
 
 _STRUCTURE = "__structure__"
 _FORMAT = "pargraph-checkpoint"
@@ -110,7 +110,7 @@ def save(obj: Any, path: str | os.PathLike) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-        execution.last_checkpoint = os.path.abspath(path)
+        clusters.last_checkpoint = os.path.abspath(path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)

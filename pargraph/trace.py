@@ -22,6 +22,7 @@ What the summary computes
 from __future__ import annotations
 
 import contextlib
+import graphlib
 import json
 import os
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 from pargraph import costs, execution, lowering, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
-from pargraph.graph import Node, toposort
+from pargraph.graph import Node
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
                 "update": "#EDAE49"}
@@ -317,7 +318,9 @@ def _covered(nodes: list[NodeRecord]) -> float:
 def critical_path(nodes: list[NodeRecord]) -> tuple[float, list[NodeRecord]]:
     """The longest chain of dependent nodes, weighted by duration: (length, nodes on it)."""
     by_key = {r.key: r for r in nodes}
-    order = toposort(nodes, inputs_of=lambda r: [by_key[i] for i in r.inputs if i in by_key])
+    sorter = graphlib.TopologicalSorter({r.key: [i for i in r.inputs if i in by_key]
+                                         for r in nodes})
+    order = [by_key[key] for key in sorter.static_order()]
     longest: dict[str, float] = {}
     previous: dict[str, str | None] = {}
     for r in order:
@@ -351,11 +354,11 @@ def trace() -> Iterator[Trace]:
     ['exp', 'mul', 'sum']
     """
     recorder = Trace()
-    execution.observers.append(recorder)
+    execution.local.observers.append(recorder)
     try:
         yield recorder
         execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
-        execution.observers.remove(recorder)
+        execution.local.observers.remove(recorder)
         recorder._count_cache_use()
         recorder.cost_decisions = costs.decisions.between(recorder.started, time.time())

@@ -4,6 +4,7 @@ the in-process comparisons time what they say."""
 import os
 import sys
 
+import dask
 import numpy as np
 import pytest
 
@@ -26,22 +27,20 @@ def test_the_numpy_baseline_trains_like_pargraph(threads):
 
 def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
     from benchmarks import modes
-    from pargraph import execution, lowering
+    from pargraph import execution
 
-    choose, run = lowering.GroupPlan.choose_mode, execution.run_on_threads
+    choose, run = dask.config.get("pargraph.adaptive", True), execution.run_on_threads
     times = modes.compare("small", blocks=1, steps=2)
     assert set(times) == {"pargraph's threads", "dask's threads", "one thread, one BLAS thread",
                           "one thread, BLAS free"}
     assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
-    assert lowering.GroupPlan.choose_mode is choose and execution.run_on_threads is run
+    assert dask.config.get("pargraph.adaptive", True) == choose
+    assert execution.run_on_threads is run
 
 
 def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():
     import pargraph
     from benchmarks import versions
-    from pargraph import lowering
-
-    choose = lowering.GroupPlan.choose_mode
     here = os.path.dirname(pargraph.__file__)
     times = versions.compare(here, "small", blocks=1, steps=2, mode="inline")
     assert set(times) == {"this", here}
@@ -50,8 +49,7 @@ def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():
     # its own modules all through, none of this pargraph's
     assert other.__file__ != pargraph.__file__
     assert other.optim.optimizer.Tensor is other.Tensor is not pargraph.Tensor
-    assert other.lowering.GroupPlan.choose_mode is not choose
-    assert lowering.GroupPlan.choose_mode is choose  # the forced mode is undone
+    assert dask.config.get("pargraph.adaptive", True) is True  # the forced mode is undone
 
 
 def test_targets_report_their_spread_over_the_rounds():

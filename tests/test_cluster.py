@@ -22,7 +22,8 @@ from dask.utils import key_split
 
 import pargraph
 from pargraph import nn, optim
-from pargraph.lowering import is_future
+from pargraph.remote.layout import is_future
+from pargraph.remote.state import clusters
 from tests.conftest import IN_PROCESS_LOOPBACK
 from tests.models import MeanOfTowers
 
@@ -221,7 +222,7 @@ def test_values_sent_in_a_runs_graph_raise_no_large_graph_warning(cluster):
 
 
 def test_small_values_ride_inside_the_tasks_that_read_them(cluster, record_runs):
-    from pargraph.lowering import INLINE_BYTES
+    from pargraph.remote.layout import INLINE_BYTES
 
     losses, _, _ = train(2, cluster.client, shards=2)  # the loss makes an index every step
     small = [k for run in record_runs for k, task in run.items()
@@ -243,23 +244,22 @@ def test_workers_keep_freed_arrays_for_reuse_after_their_first_task(cluster):
 
 
 def test_a_cancelled_copy_of_held_data_is_sent_again(cluster):
-    from pargraph import execution
 
     x = pargraph.arange(6.0)
     with dask.config.set(scheduler=cluster.client):
         for _ in range(2):
             assert (x * 2).sum().item() == 30.0
-        copy = execution._shipped[x._node]
+        copy = clusters.shipped[x._node]
         assert copy.status == "finished"
         cluster.client.cancel(copy)  # as if its scheduler had lost it
         assert (x * 3).sum().item() == 45.0
-    assert execution._shipped[x._node] is not copy
+    assert clusters.shipped[x._node] is not copy
 
 
 @pytest.mark.parametrize("single_task_below", [None, 0.0])  # one task; a task per group
 def test_kept_values_are_parts_of_group_results_not_tasks_of_their_own(
         cluster, record_runs, single_task_below):
-    from pargraph.lowering import HeldPart
+    from pargraph.remote.layout import HeldPart
 
     with dask.config.set({"pargraph.single-task-below": single_task_below}):
         _, model, opt = train(2, cluster.client, width=64)
@@ -371,7 +371,7 @@ def test_what_a_step_keeps_on_the_workers_is_what_it_returns(cluster):
     too. Such groups hand their kept parts to a reader on the same worker that returns them."""
     from dask.sizeof import sizeof
 
-    from pargraph.lowering import futures_of
+    from pargraph.remote.layout import futures_of
 
     losses, towers = train_towers(cluster.client, 2, {})
     assert np.isfinite(losses).all()
@@ -431,7 +431,7 @@ def test_only_parameters_and_optimizer_state_are_copied(cluster):
     """An update group's tuple holds the gradients beside the new parameters: a task picks
     the parameters and Adam's state, and only they go to the second worker."""
     _, model, opt = train(2, cluster.client)
-    from pargraph.execution import settle_replication
+    from pargraph.remote.replication import settle_replication
 
     settle_replication(cluster.client)  # the last step's copies exist
     kept = [p._node.value for p in model.parameters()]
@@ -455,7 +455,7 @@ def test_the_scheduler_forgets_the_steps_behind_the_training_state(
     """Each step's parameters, optimizer state and running statistics are computed from the
     last step's: the scheduler and the workers kept every step's tasks (and the first step's
     parameter values) until pargraph made the state it keeps pure data."""
-    from pargraph.execution import settle_replication
+    from pargraph.remote.replication import settle_replication
 
     def scheduler_tasks(dask_scheduler) -> int:  # nested: it travels by value
         # with the task groups the live ones depend on (a kept value's group lives on)
@@ -495,7 +495,7 @@ def test_the_scheduler_forgets_the_steps_behind_the_training_state(
 def test_a_run_is_sent_to_the_scheduler_without_waiting_out_the_clients_batching(cluster):
     """distributed's client batches its messages for 10 ms: a step sent within that of the
     last step's releases of old values waited for the rest. pargraph's runs shorten it."""
-    from pargraph.execution import CLIENT_SEND_INTERVAL
+    from pargraph.remote.submit import CLIENT_SEND_INTERVAL
 
     cluster.client.scheduler_comm.interval = 0.01
     with dask.config.set(scheduler=cluster.client):
@@ -515,7 +515,7 @@ def test_the_scheduler_and_the_workers_batch_their_messages_briefly(cluster):
     """distributed batches the scheduler's messages to a worker for 5 ms, a worker's to the
     scheduler for 2 ms; a step's critical path crosses them several times. pargraph's plugins
     shorten both to ``pargraph.send-interval``, and the comms' logs of recent payloads."""
-    from pargraph.execution import MESSAGE_LOG_LENGTH, SEND_INTERVAL
+    from pargraph.remote.submit import MESSAGE_LOG_LENGTH, SEND_INTERVAL
 
     with dask.config.set(scheduler=cluster.client):
         assert (pargraph.ones(3) * 2).sum().item() == 6.0
@@ -530,7 +530,7 @@ def test_the_scheduler_and_the_workers_batch_their_messages_briefly(cluster):
 def test_the_per_step_forgetting_leaves_no_line_in_the_cluster_logs(cluster):
     """distributed logs every out-of-band call at INFO: pargraph's forgetting, after every
     step on the scheduler and on each worker, made a line a step in each process's log."""
-    from pargraph.execution import settle_replication
+    from pargraph.remote.replication import settle_replication
 
     train(4, cluster.client)
     settle_replication(cluster.client)
@@ -544,7 +544,7 @@ def test_the_per_step_forgetting_leaves_no_line_in_the_cluster_logs(cluster):
 
 
 def test_a_client_that_reconnects_to_a_new_scheduler_tunes_it_too():
-    from pargraph.execution import SEND_INTERVAL
+    from pargraph.remote.submit import SEND_INTERVAL
 
     running = Cluster(workers=1)
     try:
@@ -624,7 +624,7 @@ def test_a_long_runs_finished_spans_let_go_of_their_task_groups():
     scheduler forgot (the spans stay: workers report metrics by span)."""
     from distributed import Client, LocalCluster
 
-    from pargraph.execution import settle_replication
+    from pargraph.remote.replication import settle_replication
 
     with LocalCluster(n_workers=2, threads_per_worker=1, **IN_PROCESS_LOOPBACK) as local, \
             Client(local, set_as_default=False) as client:
@@ -648,7 +648,7 @@ def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
     worker; the next run is submitted only once the copies exist."""
     import asyncio
 
-    from pargraph.lowering import futures_of
+    from pargraph.remote.layout import futures_of
 
     client, events, copied = cluster.client, [], threading.Event()
     replicate, get = client._replicate, client.get
@@ -974,12 +974,11 @@ def test_a_scheduler_gone_when_asked_for_its_workers_is_a_lost_cluster(cluster, 
     """The scheduler can die between two runs, just before a run asks it for its workers."""
     from distributed.comm.core import CommClosedError
 
-    from pargraph import execution
-
-    def gone(client):
+    def gone(*args, **kwargs):
         raise CommClosedError("in <TCP (closed) ConnectionPool.ncores>: Connection reset")
 
-    monkeypatch.setattr(execution, "_threads_by_worker", gone)
+    clusters.membership.pop(cluster.client, None)  # not asked within the last second
+    monkeypatch.setattr(cluster.client, "nthreads", gone)
     x = pargraph.ones(4) * 2
     with dask.config.set(scheduler=cluster.client), \
             pytest.raises(pargraph.ClusterLostError, match="asking the scheduler"):

@@ -92,13 +92,11 @@ def test_disagreement_is_in_total_or_on_most_of_the_time():
 
 
 def test_the_runner_stops_trying_a_way_that_is_far_slower_and_retries_only_close_ones():
-    plan = lowering.GroupPlan.__new__(lowering.GroupPlan)
-    plan.timings = {mode: [] for mode in lowering.MODES}
-    plan.runs, plan.last_mode = 0, ""
+    plan = execution.ModeChoice()
     seconds = {"threads": 0.01, "inline": 0.16, "inline, one BLAS thread": 0.011}
     chosen = []
     for _ in range(60):
-        mode = plan.choose_mode()
+        mode = plan.choose()
         chosen.append(mode)
         plan.record(mode, seconds[mode])
     # inline: once to switch to it, once timed at 16x the threads' median, never again

@@ -301,7 +301,7 @@ def test_a_cluster_run_is_named_without_hashing_its_tasks():
     in it); pargraph names its runs itself, and nothing in the graph is looked at."""
     from dask.task_spec import DataNode, Task, TaskRef
 
-    from pargraph.execution import _untokenized
+    from pargraph.remote.submit import untokenized as _untokenized
 
     graph = {"data": DataNode("data", _CountsItsTokenizing()),
              "task": Task("task", type, TaskRef("data"))}

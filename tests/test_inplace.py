@@ -236,7 +236,7 @@ def test_hand_written_updates_run_in_flat_work_and_memory(update):
     model = pargraph.nn.Linear(8, 4)
     x, y = pargraph.randn(16, 8), pargraph.randn(16, 4)
     counter = _CountComputed()
-    execution.observers.append(counter)
+    execution.local.observers.append(counter)
     nodes = []
     try:
         for step in range(steps):
@@ -251,7 +251,7 @@ def test_hand_written_updates_run_in_flat_work_and_memory(update):
                 gc.collect()
                 nodes.append(sum(type(o) is Node for o in gc.get_objects()))
     finally:
-        execution.observers.remove(counter)
+        execution.local.observers.remove(counter)
     assert max(counter.counts[100:]) == counter.counts[100], "a run computed more each step"
     assert nodes[1] <= nodes[0], "nodes pile up"
     assert np.isfinite(loss.item())

@@ -11,8 +11,9 @@ from dask.task_spec import TaskRef
 
 import pargraph
 from pargraph import nn
+from pargraph.execution import ModeChoice
 from pargraph.graph import format_site
-from pargraph.lowering import GroupPlan, PlanCache, is_small, lower, plan
+from pargraph.lowering import PlanCache, is_small, lower, plan
 from pargraph.partition import Granularity, partition, placed_partition
 from pargraph.runtime import FusedTask, NodeTask
 from tests.models import MeanOfTowers
@@ -381,36 +382,32 @@ def test_the_plan_is_cached_by_structure():
 
 
 def test_the_faster_way_to_run_a_structure_wins():
-    model, computed = _towers_step(towers=2, width=64, batch=64)
-    groups = partition(computed, Granularity(workers=2))
-    chosen = GroupPlan(plan(computed)[0], computed, groups, [computed[-1]])
-    modes = [chosen.choose_mode() for _ in range(6)]
+    chosen = ModeChoice()
+    modes = [chosen.choose() for _ in range(6)]
     assert modes == ["threads"] * 6  # until it has three timed runs
     for seconds in (0.050, 0.010, 0.011, 0.012):  # the first after a switch is not timed
         chosen.record("threads", seconds)
     for seconds in (0.050, 0.005, 0.006, 0.004):
         chosen.record("inline", seconds)
-    assert chosen.choose_mode() == "inline, one BLAS thread"  # not timed yet
+    assert chosen.choose() == "inline, one BLAS thread"  # not timed yet
     for seconds in (0.050, 0.003, 0.003, 0.003):
         chosen.record("inline, one BLAS thread", seconds)
-    assert chosen.choose_mode() == "inline, one BLAS thread"
+    assert chosen.choose() == "inline, one BLAS thread"
     for seconds in (0.050, 0.001, 0.001, 0.001):
         chosen.record("threads", seconds)
-    assert chosen.choose_mode() == "threads"
+    assert chosen.choose() == "threads"
 
 
 def test_the_faster_way_wins_though_switching_ways_costs_a_run():
     """The first run after a switch pays for it (BLAS's threads, memory other threads had
     not mapped): timed, it made threads look slower on the wide step than one thread, and
     made the choice flip back and forth at that price."""
-    model, computed = _towers_step(towers=2, width=64, batch=64)
-    chosen = GroupPlan(plan(computed)[0], computed,
-                       partition(computed, Granularity(workers=2)), [computed[-1]])
+    chosen = ModeChoice()
     cost = {"threads": 0.060, "inline": 0.066, "inline, one BLAS thread": 0.070}
     switch = 0.045
     modes, last = [], None
     for _ in range(100):
-        mode = chosen.choose_mode()
+        mode = chosen.choose()
         chosen.record(mode, cost[mode] + (switch if mode != last else 0.0))
         modes.append(mode)
         last = mode
@@ -437,11 +434,10 @@ def test_a_run_in_one_thread_gives_blas_every_core_or_one(monkeypatch, mode):
         seen.append(_blas_threads())
         return forward(*args, **kwargs)
 
-    monkeypatch.setattr(GroupPlan, "choose_mode", lambda self: mode)
     monkeypatch.setattr(relu, "forward", recording)
     free = _blas_threads()
     model, _ = _towers_step(towers=2, width=64, batch=64)
-    with dask.config.set({"scheduler": "threads", "pargraph.adaptive": True,
+    with dask.config.set({"scheduler": "threads", "pargraph.adaptive": mode,
                           "pargraph.single-task-below": 0}):
         pargraph.compute()
     assert len(seen) == 2 and set(seen) == {1 if mode.endswith("thread") else free}
@@ -569,12 +565,11 @@ def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeyp
     results = {}
     for mode, adaptive in (("threads", True), ("inline, one BLAS thread", True),
                            ("threads", False)):
-        monkeypatch.setattr(GroupPlan, "choose_mode", lambda self, mode=mode: mode)
         blas.clear()
         through_dask.clear()
         with Callback(pretask=lambda key, dsk, state: through_dask.append(key)), \
                 dask.config.set({"scheduler": "threads", "num_workers": 2,
-                                 "pargraph.adaptive": adaptive,
+                                 "pargraph.adaptive": mode if adaptive else False,
                                  "pargraph.single-task-below": 0}), pargraph.trace() as tr:
             model, _ = _towers_step(towers=4, width=64, batch=64)
             pargraph.compute()
@@ -640,14 +635,14 @@ def test_run_on_threads_raises_the_first_error_as_itself_and_stops():
     assert not ran
 
 
-def test_a_failing_op_on_pargraphs_threads_names_the_op_and_loses_nothing(monkeypatch):
-    monkeypatch.setattr(GroupPlan, "choose_mode", lambda self: "threads")
+def test_a_failing_op_on_pargraphs_threads_names_the_op_and_loses_nothing():
     pargraph.manual_seed(0)
     model = nn.ModuleList(nn.Linear(8, 3) for _ in range(4))
     opt = pargraph.optim.SGD(model.parameters(), lr=0.1)
     x = pargraph.randn(16, 8)
     before = [p.detach().numpy().copy() for p in model.parameters()]
-    with dask.config.set({"scheduler": "threads", "pargraph.single-task-below": 0}):
+    with dask.config.set({"scheduler": "threads", "pargraph.single-task-below": 0,
+                          "pargraph.adaptive": "threads"}):
         loss = nn.functional.cross_entropy(pargraph.stack([m(x) for m in model]).mean(0),
                                            pargraph.zeros(16, dtype=pargraph.int64) + 7)
         loss.backward()

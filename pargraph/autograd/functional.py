@@ -14,6 +14,7 @@ import numpy as np
 from pargraph import execution, ops
 from pargraph.autograd import engine
 from pargraph.autograd.engine import gradient_nodes
+from pargraph.remote.recovery import fetch
 
 #: The facade's Tensor, as these functions see it: anything with ``_node``, ``requires_grad``,
 #: ``_wrap`` (a layer below the facade does not import it).
@@ -168,7 +169,7 @@ def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[n
         for r, row in enumerate(rows):
             g = row.get(id(x._node))
             if g is not None:
-                jacobian[r] = execution.fetch(g).reshape(-1)
+                jacobian[r] = fetch(g).reshape(-1)
         jacobians.append(jacobian)
     return jacobians
 

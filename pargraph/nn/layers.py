@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pargraph._tensor import Tensor
-from pargraph.cluster import worker_threads
 from pargraph.devices import check_device
+from pargraph.execution import worker_threads
 from pargraph.factories import empty_for_init
 from pargraph.functions import cat
 from pargraph.nn import functional as F

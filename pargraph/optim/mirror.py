@@ -22,7 +22,8 @@ from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import as_tensor
-from pargraph.lowering import HeldPart, futures_of, is_future
+from pargraph.remote.layout import HeldPart, futures_of, is_future
+from pargraph.remote.recovery import mirror_every, register_recovery
 
 _gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")
 
@@ -36,7 +37,7 @@ class StateMirror:
         self.in_flight = None
         self.restored_step: int | None = None  # the copy's step, once it was put back
         self.lock = threading.Lock()
-        execution.register_recovery(self)
+        register_recovery(self)
 
     def start(self, step: int) -> None:
         """The first copy, taken now, before the first mirrored step runs: the values it
@@ -52,7 +53,7 @@ class StateMirror:
 
     def after_step(self, step: int) -> None:
         """Start gathering this step's values if it is a mirrored step and they are remote."""
-        every = execution.mirror_every()
+        every = mirror_every()
         if not every or step % every:
             return
         held, held_states, futures = self._current()

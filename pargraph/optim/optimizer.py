@@ -24,6 +24,8 @@ from pargraph.graph import UPDATE, naming, recorded_at, user_site
 from pargraph.interrupts import interrupts
 from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
+from pargraph.remote.recovery import mirror_every
+from pargraph.remote.replication import keep_until_copied
 
 _required = object()
 
@@ -100,7 +102,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         recorder = recording.recorder  # a compiled step capturing: numbers become inputs
-        if self._mirror is None and execution.mirror_every() and recorder is None:
+        if self._mirror is None and mirror_every() and recorder is None:
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         pending: list[tuple[Tensor, Tensor, dict]] = []
@@ -137,14 +139,14 @@ class Optimizer:
                     self._state_version += 1
                 self.state[p] = new_state
             self._step_count += 1
-        execution.keep_until_copied(replaced)
+        keep_until_copied(replaced)
         if recorder is None:
             self._after_step()
         return loss
 
     def _after_step(self) -> None:
         """What follows every step, replayed ones too: the mirror's copy, when it is due."""
-        if self._mirror is not None and execution.mirror_every():
+        if self._mirror is not None and mirror_every():
             self._mirror.after_step(self._step_count)
 
     def state_dict(self) -> dict:

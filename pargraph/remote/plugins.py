@@ -57,7 +57,7 @@ def tune_comm(comm: Any, interval: float, log_length: int) -> None:
 
 
 #: pargraph's functions that run on the scheduler and on the workers after every step
-#: (:func:`pargraph.execution.forget_on_scheduler` and ``forget_provenance_on_worker``).
+#: (:func:`pargraph.remote.replication.forget_on_scheduler` and ``forget_provenance_on_worker``).
 EVERY_STEP = frozenset({"forget_on_scheduler", "forget_provenance_on_worker"})
 _RUN_MESSAGE = "Run out-of-band function %r"  # distributed.worker.run's
 
