@@ -16,6 +16,7 @@ declared with ``method=True`` (``exp``, ``relu``, ...) are added from the op reg
 from __future__ import annotations
 
 import math
+import textwrap
 import weakref
 from collections import namedtuple
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import autograd, execution, ops
+from pargraph.autograd.backward_graph import accumulate
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
@@ -136,6 +138,22 @@ class Tensor(DaskCollection, SelectionMethods):
     def _wrap(node: Node) -> Tensor:
         """A plain tensor around ``node`` (whatever subclass ``self`` is)."""
         return Tensor(node)
+
+    def _accumulate_grad(self, g: Node, create_graph: bool) -> Node:
+        """``self.grad += g`` (the autograd engine's :class:`GradTarget` interface): a new
+        tensor the first time; later a fan-in node, in place (the same ``.grad`` object, as
+        in PyTorch) unless the gradient itself is differentiable. Returns the new node."""
+        if self.grad is None:
+            self.grad = Tensor(g)
+        elif create_graph:
+            self.grad = Tensor(accumulate([self.grad._node, g]))
+        else:
+            recorder = recording.recorder
+            if recorder is not None:  # the .grad object stays: its node changes
+                recorder.grad_set(self)
+            with no_grad():
+                self.grad._rebind(accumulate([self.grad._node, g]))
+        return self.grad._node
 
     # --- attributes ---------------------------------------------------------------------
 
@@ -890,11 +908,17 @@ def _method_of(prim: ops.Primitive):
 
 
 # A primitive declared with ``method=True`` is a Tensor method (and a ``pargraph.<name>``
-# function, see :mod:`pargraph.functions`) without a line written for it here.
-for _prim in ops.REGISTRY.values():
-    if _prim.method:
-        setattr(Tensor, _prim.name, _method_of(_prim))
-del _prim
+# function, see :mod:`pargraph.functions`) without a line written for it here; the class
+# lists them (``Tensor.REGISTRY_METHODS``, and its docstring's last paragraph).
+Tensor.REGISTRY_METHODS = tuple(sorted(prim.name for prim in ops.REGISTRY.values()
+                                       if prim.method))
+for _name in Tensor.REGISTRY_METHODS:
+    setattr(Tensor, _name, _method_of(ops.REGISTRY[_name]))
+del _name
+Tensor.__doc__ = (Tensor.__doc__ or "") + "\n" + textwrap.fill(
+    "Methods made from the op registry (primitives declared with ``method=True`` in "
+    ":mod:`pargraph.ops`): " + ", ".join(f"``{name}``" for name in Tensor.REGISTRY_METHODS)
+    + ".", 92, initial_indent="    ", subsequent_indent="    ") + "\n"
 
 
 class SharedData(Tensor):
@@ -1065,6 +1089,31 @@ def scalar(value: Any) -> Any:
         return value.item()
     if isinstance(value, Tensor):
         return value.item()
+    return value
+
+
+def apply(op: ops.Primitive, *inputs: Any, **attrs: Any) -> Tensor:
+    """``op`` recorded on ``inputs``, as a new Tensor: the facade's one way to apply a
+    primitive (an in-place op then binds the result with ``Tensor._rebind``). A Tensor input
+    passes its node, a list of tensors a list of their nodes; a node another op call made,
+    and anything else (numbers, ``None``, shapes), passes as it is.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph import ops
+    >>> from pargraph._tensor import apply
+    >>> apply(ops.exp, pargraph.zeros(2))
+    tensor([1., 1.])
+    """
+    return Tensor(op(*[_node_of(i) for i in inputs], **attrs))
+
+
+def _node_of(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return value._node
+    if type(value) is list and value and isinstance(value[0], Tensor):
+        return [t._node for t in value]
     return value
 
 

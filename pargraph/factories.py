@@ -186,7 +186,7 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False,
     """
     check_device(device, "full")
     if dtype is None:
-        dtype = ops._scalar_dtype(scalar(fill_value))
+        dtype = ops.scalar_dtype(scalar(fill_value))
     return _filled((size,) if isinstance(size, int) else tuple(size), fill_value, dtype,
                    requires_grad)
 

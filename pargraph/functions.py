@@ -1,18 +1,19 @@
 """Functions over tensors: ``where``, ``cat``, ``stack``, ``compute`` (several tensors in one
-run), and the function form of tensor methods (``pargraph.exp(x)`` is ``x.exp()``), derived:
-every primitive declared with ``method=True`` in :mod:`pargraph.ops` is a method and a
-function without a line written for it here or in the Tensor class.
+run), and the function form of tensor methods (``pargraph.exp(x)`` is ``x.exp()``), derived
+from the Tensor class: a method written there, or a primitive declared with ``method=True``
+in :mod:`pargraph.ops`, is a function without a line written for it here.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pargraph import execution, ops
-from pargraph._tensor import Tensor, operand
+from pargraph._tensor import Tensor, apply, operand
 from pargraph.factories import as_tensor
 
 
@@ -26,7 +27,7 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:
     >>> pargraph.where(x > 0, x, 0.0)
     tensor([0., 2.])
     """
-    return Tensor(ops.where(operand(condition), operand(input), operand(other)))
+    return apply(ops.where, operand(condition), operand(input), operand(other))
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -38,10 +39,10 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     >>> pargraph.cat([pargraph.ones(2), pargraph.zeros(1)]).tolist()
     [1.0, 1.0, 0.0]
     """
-    nodes = [as_tensor(t)._node for t in tensors]
-    if not nodes:
+    tensors = [as_tensor(t) for t in tensors]
+    if not tensors:
         raise RuntimeError("cat: expected a non-empty list of Tensors")
-    return Tensor(ops.cat(*nodes, dim=ops.normalize_dim(dim, len(nodes[0].shape))))
+    return apply(ops.cat, *tensors, dim=ops.normalize_dim(dim, tensors[0].dim()))
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -53,7 +54,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     >>> pargraph.stack([pargraph.ones(2), pargraph.zeros(2)]).shape
     pargraph.Size([2, 2])
     """
-    return Tensor(ops.stack([as_tensor(t)._node for t in tensors], dim))
+    return apply(ops.stack, [as_tensor(t) for t in tensors], dim)
 
 
 def einsum(equation: str, *operands: Any) -> Tensor:
@@ -71,12 +72,12 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     """
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    nodes = [as_tensor(t)._node for t in operands]
+    operands = [as_tensor(t) for t in operands]
     try:
-        explicit = ops.parse_einsum(equation, [n.shape for n in nodes])
+        explicit = ops.parse_einsum(equation, [tuple(t.shape) for t in operands])
     except ops.ShapeError as error:
         raise RuntimeError(f"einsum(): {error}") from None
-    return Tensor(ops.einsum(*nodes, equation=explicit))
+    return apply(ops.einsum, *operands, equation=explicit)
 
 
 def compute(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -136,12 +137,21 @@ def _method_function(name: str):
     return function
 
 
-#: Tensor methods that also exist as ``pargraph.<name>`` functions: the primitives declared
-#: with ``method=True``, then the composite methods.
-METHOD_FUNCTIONS = [prim.name for prim in ops.REGISTRY.values() if prim.method] + (
-    "clamp maximum minimum sum mean prod max min amax amin argmax argmin var std softmax "
-    "log_softmax logsumexp matmul reshape flatten transpose permute squeeze unsqueeze split "
-    "chunk add sub mul div pow eq ne lt le gt ge detach clone numel norm square rsqrt mm bmm "
-    "gather scatter scatter_add index_select sort argsort topk"
-).split()
+#: Tensor methods that PyTorch has as methods only (``torch.item`` does not exist), and
+#: those whose ``torch.<name>`` is something else (the ``torch.cpu`` module, the
+#: ``torch.float`` dtype).
+METHOD_ONLY = frozenset(
+    "backward bool byte char cpu cuda dim double expand expand_as float half int item long "
+    "numpy register_hook repeat retain_grad short size to tolist type type_as view "
+    "view_as".split())
+#: Tensor methods that also exist as ``pargraph.<name>`` functions: every public method but
+#: the in-place ones (``add_``) and :data:`METHOD_ONLY`. The primitives declared with
+#: ``method=True`` are among them (see ``Tensor.REGISTRY_METHODS``).
+#: (A function written in this module stays itself: ``pargraph.where(condition, x, y)``
+#: takes other arguments than ``x.where(condition, y)``.)
+METHOD_FUNCTIONS = sorted(
+    name for name in dir(Tensor)
+    if not name.startswith("_") and not name.endswith("_") and name not in METHOD_ONLY
+    and inspect.isfunction(inspect.getattr_static(Tensor, name))
+    and not (inspect.isfunction(globals().get(name)) and globals()[name].__module__ == __name__))
 method_functions = {name: _method_function(name) for name in METHOD_FUNCTIONS}

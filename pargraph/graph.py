@@ -59,6 +59,11 @@ class _Naming(threading.local):
 _naming = _Naming()
 
 
+def recording_phase() -> str:
+    """The phase this thread's new nodes belong to (:data:`FORWARD` outside a backward)."""
+    return _naming.phase
+
+
 class _GradMode(threading.local):
     """Whether new nodes record autograd history (per thread, as in PyTorch). The state of
     the recording context; :mod:`pargraph.autograd.mode` is its API (``no_grad`` & co.).

@@ -8,6 +8,7 @@ import sys
 import types
 
 import numpy as np
+import pytest
 
 import pargraph
 from pargraph import ops
@@ -21,10 +22,9 @@ ALLOWED = {
     "costs.py": set(),
     "interrupts.py": set(),
     "printing.py": set(),
-    "ops.py": {"pargraph.graph", "pargraph.capturing"},
+    "ops": {"pargraph.graph", "pargraph.capturing"},
     "placement.py": {"pargraph.graph"},
     "partition.py": {"pargraph.graph", "pargraph.placement"},
-    "convolution.py": {"pargraph.graph", "pargraph.ops"},
     "runtime.py": {"pargraph.graph", "pargraph.ops"},
     "remote": {"pargraph.graph", "pargraph.runtime", "pargraph.remote"},
     "lowering.py": {"pargraph.graph", "pargraph.costs", "pargraph.partition", "pargraph.runtime",
@@ -37,7 +37,7 @@ ALLOWED = {
 }
 
 #: Packages whose modules may import each other (their own layer).
-PACKAGES = {"autograd", "remote"}
+PACKAGES = {"autograd", "ops", "remote"}
 
 
 def _pargraph_imports(path: pathlib.Path) -> set[str]:
@@ -94,3 +94,31 @@ def test_primitives_declared_as_methods_are_methods_and_functions():
         with np.errstate(invalid="ignore"):  # log and sqrt of -1.5: nan, as in PyTorch
             expected = np.asarray(prim.forward(x.numpy()))
         np.testing.assert_array_equal(by_method.numpy(), expected)
+    assert {prim.name for prim in declared} == set(pargraph.Tensor.REGISTRY_METHODS)
+    assert all(f"``{prim.name}``" in pargraph.Tensor.__doc__ for prim in declared)
+
+
+def test_tensor_methods_that_pytorch_has_as_functions_are_functions_too():
+    torch = pytest.importorskip("torch")  # the test extra installs it
+    from pargraph.functions import METHOD_ONLY
+
+    methods = {name for name in dir(pargraph.Tensor) if not name.startswith("_")
+               and callable(getattr(pargraph.Tensor, name)) and not name.endswith("_")}
+    missing = {name for name in methods - METHOD_ONLY
+               if hasattr(torch, name) and not hasattr(pargraph, name)}
+    assert not missing
+    x = pargraph.tensor([[3.0, -1.0], [2.0, 5.0]])
+    for name in ("cumsum", "triu", "flip", "argsort"):  # methods written in the facade
+        args = {"cumsum": (0,), "triu": (), "flip": ((0,),), "argsort": ()}[name]
+        np.testing.assert_array_equal(getattr(pargraph, name)(x, *args).numpy(),
+                                      getattr(x, name)(*args).numpy())
+
+
+def test_function_forms_hide_no_other_name_of_the_package():
+    from pargraph.functions import METHOD_FUNCTIONS, method_functions
+
+    assert {"float", "double", "half", "long", "int", "bool"}.isdisjoint(METHOD_FUNCTIONS)
+    assert (pargraph.float, pargraph.double, pargraph.long) == \
+        (pargraph.float32, pargraph.float64, pargraph.int64)
+    assert all(getattr(pargraph, name) is method_functions[name] for name in METHOD_FUNCTIONS
+               )

@@ -5,24 +5,38 @@ the gradient nodes, and hands them to execution: ``backward()`` accumulates them
 leaves' ``.grad`` and defers the run to the next realization (usually ``optimizer.step()``),
 so forward, backward and update become one dask graph; ``grad()`` realizes at once.
 
-It works on the facade's tensors without importing it (the facade sits above): it reads
-their ``requires_grad``, ``_node`` and ``grad``, and makes a ``.grad`` with the tensor's own
-``_wrap``. Seeds come in as nodes; the facade converts what the user passed.
+It works on the facade's tensors without importing it (the facade sits above), through the
+interface it declares, :class:`GradTarget`, which the facade's Tensor implements. Seeds come in
+as nodes; the facade converts what the user passed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from pargraph import execution, ops
-from pargraph.autograd.backward_graph import accumulate, gradients
-from pargraph.autograd.mode import no_grad
+from pargraph.autograd.backward_graph import gradients
 from pargraph.capturing import recording
 from pargraph.graph import Node, user_site
 from pargraph.interrupts import interrupts
+
+
+class GradTarget(Protocol):
+    """What the engine needs of a tensor (the facade's Tensor implements it): its node,
+    whether it requires grad, its ``.grad``, and a way to add a gradient node to that."""
+
+    _node: Node
+    requires_grad: bool
+    grad: Any
+
+    def numel(self) -> int: ...
+
+    def _accumulate_grad(self, g: Node, create_graph: bool) -> Node:
+        """``self.grad += g`` (a new ``.grad`` the first time); returns the node it holds."""
+        ...
 
 
 def gradient_nodes(outputs: Sequence[Any], seeds: Sequence[Node | None],
@@ -65,8 +79,7 @@ def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph
         owner = node.owner_tensor()
         if owner is None:
             continue
-        _accumulate_into(owner, g, create_graph)
-        updated.append(owner.grad._node)
+        updated.append(owner._accumulate_grad(g, create_graph))
     if not retain_graph:
         for node in region:
             node.free(keep_value=True)  # a second backward raises now; values go after the run
@@ -75,21 +88,6 @@ def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph
     roots = [out._node for out in outputs]
     execution.defer(updated + roots, release=() if retain_graph else region,
                     site=user_site())
-
-
-def _accumulate_into(owner: Any, g: Node, create_graph: bool) -> None:
-    """``owner.grad += g``: a new tensor the first time; later a fan-in node, in place (the
-    same ``.grad`` object, as in PyTorch) unless the gradient itself is differentiable."""
-    recorder = recording.recorder
-    if recorder is not None:
-        recorder.grad_set(owner)
-    if owner.grad is None:
-        owner.grad = owner._wrap(g)
-    elif create_graph:
-        owner.grad = owner._wrap(accumulate([owner.grad._node, g]))
-    else:
-        with no_grad():
-            owner.grad._rebind(accumulate([owner.grad._node, g]))
 
 
 def zero_grads(tensors: Iterable[Any], set_to_none: bool = True) -> None:

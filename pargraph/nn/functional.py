@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor
+from pargraph._tensor import Tensor, apply
 from pargraph.factories import arange, as_tensor, default_generator, drawn
 from pargraph.functions import where as pargraph_where
 from pargraph.nn.normalization import (  # noqa: F401
@@ -145,10 +145,10 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes < 0:
         num_classes = int(indices.max().item()) + 1 if indices.numel() else 0
-    checked = Tensor(ops.checked_index(
-        indices._node, num_classes, "RuntimeError",
+    checked = apply(ops.checked_index,
+        indices, num_classes, "RuntimeError",
         ("Class values must be non-negative.", "Class values must be smaller than num_classes."),
-        "one_hot"))
+        "one_hot")
     return (checked.unsqueeze(-1) == arange(num_classes)).long()
 
 
@@ -183,8 +183,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> F.linear(pargraph.ones(1, 2), pargraph.ones(3, 2), pargraph.zeros(3))
     tensor([[2., 2., 2.]])
     """
-    args = (input._node, weight._node) + (() if bias is None else (bias._node,))
-    return Tensor(ops.linear(*args))
+    return apply(ops.linear, input, weight, *(() if bias is None else (bias,)))
 
 
 #: PyTorch's grad_fn names of the losses that are one op there (l1_loss is a mean there too).
@@ -274,7 +273,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
     """
     target = as_tensor(target, dtype=input.dtype)
     _same_shape(input, target, "binary_cross_entropy")
-    return _reduce(Tensor(ops.binary_cross_entropy(input._node, target._node)), reduction,
+    return _reduce(apply(ops.binary_cross_entropy, input, target), reduction,
                    "binary_cross_entropy")
 
 
@@ -357,9 +356,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
 
 def _nll(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
          reduction: str) -> Tensor:
-    extra = () if weight is None else (weight._node,)
-    return Tensor(ops.nll_loss(input._node, target._node, *extra, reduction=reduction,
-                               ignore_index=int(ignore_index)))
+    extra = () if weight is None else (weight,)
+    return apply(ops.nll_loss, input, target, *extra, reduction=reduction,
+                 ignore_index=int(ignore_index))
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pargraph import execution, ops
-from pargraph._tensor import Tensor, int64
+from pargraph._tensor import Tensor, apply, int64
 from pargraph.autograd.mode import no_grad
 from pargraph.devices import check_device
 from pargraph.factories import as_tensor, empty_for_init, ones, zeros
@@ -33,7 +33,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got "
                            f"{approximate!r}")
-    return Tensor(ops.gelu(as_tensor(input)._node, approximate=approximate))
+    return apply(ops.gelu, as_tensor(input), approximate=approximate)
 
 
 def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
@@ -65,7 +65,7 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
         out = out + (bias.float() if half and bias.dtype == ops.HALF else bias)
     if half:
         out = out.half()
-    return Tensor(ops.shown_as(out._node, "NativeLayerNormBackward0"))
+    return apply(ops.shown_as, out, "NativeLayerNormBackward0")
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -111,7 +111,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         out = out * weight.reshape(channels)
     if bias is not None:
         out = out + bias.reshape(channels)
-    return Tensor(ops.shown_as(out._node, "NativeBatchNormBackward0"))
+    return apply(ops.shown_as, out, "NativeBatchNormBackward0")
 
 
 def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mean: Tensor,
@@ -151,7 +151,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     if padding_idx is not None:
         padding_idx = ops.normalize_dim(padding_idx, weight.shape[0])
         out = where((input != padding_idx).unsqueeze(-1), out, out.detach())
-    return Tensor(ops.shown_as(out._node, "EmbeddingBackward0"))
+    return apply(ops.shown_as, out, "EmbeddingBackward0")
 
 
 class GELU(Module):

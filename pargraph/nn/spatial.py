@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import convolution, ops
-from pargraph._tensor import Tensor
+from pargraph import ops
+from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor
+from pargraph.ops import convolution
 
 _NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -66,9 +67,9 @@ def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, paddi
         raise RuntimeError(f"{op}: expected a {spatial + 2}-D weight (out_channels, "
                            f"in_channels / groups, kernel), got size {list(weight.shape)}")
     pads = _conv_padding(padding, tuple(weight.shape[2:]), stride, dilation, op)
-    inputs = (x._node, weight._node) + (() if bias is None else (as_tensor(bias)._node,))
-    out = Tensor(convolution.conv(*inputs, stride=stride, padding=pads, dilation=dilation,
-                                  groups=groups))
+    inputs = (x, weight) + (() if bias is None else (as_tensor(bias),))
+    out = apply(convolution.conv, *inputs, stride=stride, padding=pads, dilation=dilation,
+                groups=groups)
     return out.squeeze(0) if unbatched else out
 
 
@@ -107,11 +108,11 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
     dilation = _tuple(dilation, spatial, "dilation", op)
     pads = convolution.pool_padding(tuple(x.shape), kernel, stride,
                                     _tuple(padding, spatial, "padding", op), dilation, ceil_mode)
-    indices = Tensor(convolution.pool_argmax(x._node, kernel=kernel, stride=stride,
-                                             padding=pads, dilation=dilation))
+    indices = apply(convolution.pool_argmax, x, kernel=kernel, stride=stride, padding=pads,
+                    dilation=dilation)
     planes = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
     values = x.reshape(planes).gather(2, indices.reshape(planes)).reshape(indices.shape)
-    values = Tensor(ops.shown_as(values._node, f"MaxPool{spatial}DWithIndicesBackward0"))
+    values = apply(ops.shown_as, values, f"MaxPool{spatial}DWithIndicesBackward0")
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
     return (values, indices) if return_indices else values
@@ -165,14 +166,14 @@ def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_m
     ones = ops.constant(np.full((1, 1) + kernel, 1.0 / size, dtype=x.dtype))
     pads = tuple((p, p) for p in padding)
     geometry = dict(stride=stride, padding=pads, dilation=(1,) * spatial, groups=1)
-    planes = ops.reshape(x._node, shape=(n * c, 1) + tuple(x.shape[2:]))
-    out = Tensor(convolution.conv(planes, ones, **geometry))
+    planes = x.reshape((n * c, 1) + tuple(x.shape[2:]))
+    out = apply(convolution.conv, planes, ones, **geometry)
     out = out.reshape((n, c) + tuple(out.shape[2:]))
     if divisor_override:
         out = out * (size / divisor_override)
     elif not count_include_pad and any(padding):
         out = out * _padding_correction(tuple(x.shape[2:]), kernel, stride, pads, x.dtype)
-    out = Tensor(ops.shown_as(out._node, f"AvgPool{spatial}DBackward0"))
+    out = apply(ops.shown_as, out, f"AvgPool{spatial}DBackward0")
     return out.squeeze(0) if unbatched else out
 
 
@@ -239,10 +240,10 @@ def _adaptive_avg_pool(input: Tensor, output_size: Any, spatial: int, op: str) -
     for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
         if n == o:
             continue
-        matrix = Tensor(ops.constant(_adaptive_matrix(n, o, x.dtype)))
+        matrix = apply(ops.constant, _adaptive_matrix(n, o, x.dtype))
         moved = out.transpose(2 + axis, -1)
         out = (moved @ matrix.T).transpose(2 + axis, -1)
-    out = Tensor(ops.shown_as(out._node, f"AdaptiveAvgPool{spatial}DBackward0", x._node))
+    out = apply(ops.shown_as, out, f"AdaptiveAvgPool{spatial}DBackward0", x)
     return out.squeeze(0) if unbatched else out
 
 
@@ -291,8 +292,8 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
     pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [
         (pad[2 * k], pad[2 * k + 1]) for k in reversed(range(len(pad) // 2))]
     if mode == "constant":
-        return Tensor(convolution.constant_pad(input._node, pads=tuple(pairs),
-                                               value=0.0 if value is None else value))
+        return apply(convolution.constant_pad, input, pads=tuple(pairs),
+                     value=0.0 if value is None else value)
     if mode not in _NUMPY_PAD_MODES:
         raise NotImplementedError(f"pad: mode={mode!r} is not supported (expected 'constant', "
                                   "'reflect', 'replicate' or 'circular')")
@@ -310,4 +311,4 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
             out = out[(slice(None),) * dim + (picks,)]
     names = {"reflect": "ReflectionPad", "replicate": "ReplicationPad", "circular": "CircularPad"}
     spatial = len(pad) // 2
-    return Tensor(ops.shown_as(out._node, f"{names[mode]}{spatial}DBackward0", input._node))
+    return apply(ops.shown_as, out, f"{names[mode]}{spatial}DBackward0", input)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pargraph import execution
-from pargraph._tensor import Tensor
+from pargraph._tensor import Tensor, apply
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
 from pargraph.capturing import recording
@@ -32,7 +32,7 @@ _required = object()
 
 def updated(prim: Primitive, *tensors: Tensor | None, **attrs: Any) -> Tensor:
     """``prim`` recorded on ``tensors`` (``None`` ones left out): one node per formula."""
-    return Tensor(prim(*[t._node for t in tensors if t is not None], **attrs))
+    return apply(prim, *[t for t in tensors if t is not None], **attrs)
 
 
 class Optimizer:

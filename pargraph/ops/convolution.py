@@ -23,7 +23,8 @@ import math
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.ops import ShapeError, primitive, result_dtype, sum_
+from pargraph.ops.core import ShapeError, primitive, result_dtype
+from pargraph.ops.reductions import sum_
 
 
 def out_size(size: int, kernel: int, stride: int, pad: tuple[int, int], dilation: int) -> int:

@@ -1,0 +1,305 @@
+"""The op registry's core: :class:`Primitive`, the ``primitive`` decorator, dtype promotion
+as PyTorch does it, and the shape rules the families share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pargraph.capturing import has_symbols, recording
+from pargraph.graph import Node, grad_mode, user_site
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+DEFAULT_FLOAT = np.dtype(np.float32)
+
+
+_BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
+
+
+HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
+
+
+class Primitive:
+    """A registered op: ``forward`` on numpy values, ``shape`` rule on nodes, vjps on nodes."""
+
+    def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
+                 view: bool = False, cost: Callable | None = None, method: bool = False,
+                 out: bool = False):
+        self.name = name
+        #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
+        self.method = method
+        self.forward = forward
+        self.shape = shape
+        #: A view costs nothing in numpy (reshape, permute, expand): partitioning knows it.
+        self.view = view
+        #: Estimated seconds of a node of this op, from its shapes; None (or a cost that
+        #: returns None for the node): by elements touched.
+        self.cost = cost
+        #: ``forward`` takes ``out=``, an array of the result's shape and dtype to write into
+        #: (an elementwise ufunc): the runtime hands it an input that nothing reads afterwards.
+        self.out = out
+        self.vjps: tuple[Callable | None, ...] | None = None
+        #: ``vjp_of_many(g, out, positions, *inputs, **attrs)``: the contributions to the
+        #: inputs at ``positions`` in one call, for ops of any number of inputs (a vjp per
+        #: input takes all inputs again: quadratic in their number).
+        self.vjp_of_many: Callable | None = None
+        #: False for user code (autograd.Function) whose backward may differ call to call:
+        #: its backward graph is generated every time, never replayed from a template.
+        self.replayable = True
+        #: A rule recording a cheaper equivalent node in place of a call (ops.rewrites).
+        self.rewrite: Callable | None = None
+        camel = "".join(part.capitalize() for part in name.split("_"))
+        self.grad_name = grad_name or f"{camel}Backward0"
+
+    def defvjp(self, *vjps: Callable | None) -> None:
+        """Register one vjp per input (``None`` for inputs without a gradient)."""
+        self.vjps = vjps
+
+    def defvjp_at(self, vjp_at: Callable[[int], Callable]) -> None:
+        """Register a factory of vjps by input position, for ops with any number of inputs."""
+        self.vjps = ()
+        self._vjp_at = vjp_at
+
+    def defvjp_of_many(self, vjp_of_many: Callable) -> None:
+        """Register the vjp of all needed inputs at once (see ``vjp_of_many``), for ops with
+        any number of inputs; the vjp of one input (:meth:`vjp`) is the same function."""
+        self.vjp_of_many = vjp_of_many
+        self.defvjp_at(lambda k: lambda g, out, *xs, **attrs:
+                       vjp_of_many(g, out, [k], *xs, **attrs)[0])
+
+    def vjp(self, position: int) -> Callable | None:
+        if self.vjps is None:
+            return None
+        if not self.vjps:
+            return self._vjp_at(position)
+        return self.vjps[min(position, len(self.vjps) - 1)]  # the last one serves varargs
+
+    def __call__(self, *inputs: Any, **attrs: Any) -> Node:
+        recorder = recording.recorder
+        if recorder is not None and (has_symbols(inputs) or has_symbols(attrs)):
+            return recorder.symbolic_call(self, inputs, attrs)
+        if self.rewrite is not None:
+            replaced = self.rewrite(*inputs, **attrs)
+            if replaced is not None:
+                return replaced
+        try:
+            shape, dtype = self.shape(*inputs, **attrs)
+        except ShapeError as error:
+            raise RuntimeError(f"{self.name}: {error}") from None
+        site = grad_mode.site or user_site()
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        node = Node(self, inputs, attrs, shape, dtype, site=site)
+        if grad_mode.enabled and self.vjps is not None and dtype.kind == "f":
+            for i in inputs:
+                if type(i) is Node and i.requires_grad:
+                    node.requires_grad = node.history = True
+                    break
+        return node
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+class ShapeError(Exception):
+    """Raised by shape rules; the primitive prefixes its name and re-raises RuntimeError."""
+
+
+def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
+              cost: Callable | None = None, method: bool = False, out: bool = False):
+    """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
+    ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
+    ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``)."""
+
+    def register(forward: Callable | None) -> Primitive:
+        prim = Primitive(name, forward, shape, grad_name, view, cost, method, out)
+        REGISTRY[name] = prim
+        return prim
+
+    return register
+
+
+def _category(dtype: np.dtype) -> int:
+    return 0 if dtype == _BOOL else 2 if dtype.kind in "fc" else 1
+
+
+def scalar_dtype(value: Any) -> np.dtype:
+    if isinstance(value, bool):
+        return _BOOL
+    return _INT64 if isinstance(value, int) else DEFAULT_FLOAT
+
+
+def check_fits(value: Any, dtype: np.dtype) -> None:
+    """Raise PyTorch's error for an integer (or integer array) that ``dtype`` (an integer
+    dtype) cannot hold; numpy would raise an OverflowError of its own, or wrap it around."""
+    if dtype.kind not in "iu" or isinstance(value, bool):
+        return
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu" or not value.size:
+            return
+        low, high = int(value.min()), int(value.max())
+    elif isinstance(value, (int, np.integer)):
+        low = high = int(value)
+    else:
+        return
+    limits = np.iinfo(dtype)
+    if low < limits.min or high > limits.max:
+        raise RuntimeError(f"value cannot be converted to type {dtype} without overflow")
+
+
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's ``promote_types``: within a category numpy's rule; across categories the
+    higher category's dtype (``int64`` with ``float32`` is ``float32``, not numpy's float64)."""
+    if a == b:
+        return a
+    rank_a, rank_b = _category(a), _category(b)
+    if rank_a != rank_b:
+        return a if rank_a > rank_b else b
+    return np.result_type(a, b)
+
+
+def _promote_all(dtypes: list[np.dtype]) -> np.dtype:
+    result = dtypes[0]
+    for dtype in dtypes[1:]:
+        result = promote_types(result, dtype)
+    return result
+
+
+def result_dtype(*inputs: Any) -> np.dtype:
+    """PyTorch's type promotion: dimensioned tensors first, then 0-d tensors and Python
+    scalars only when they are of a higher category (bool < integer < float)."""
+    common = _common_dtype(inputs)
+    if common is not None:
+        return common
+    groups = (
+        [i.dtype for i in inputs if isinstance(i, Node) and i.shape != ()],
+        [i.dtype for i in inputs if isinstance(i, Node) and i.shape == ()],
+        [scalar_dtype(i) for i in inputs if not isinstance(i, Node)],
+    )
+    result = None
+    for group in groups:
+        if not group:
+            continue
+        candidate = _promote_all(group)
+        if result is None:
+            result = candidate
+        elif _category(candidate) > _category(result):
+            result = candidate if group is not groups[2] else _scalar_dtype_of_category(candidate)
+    return result
+
+
+def _common_dtype(inputs: tuple) -> np.dtype | None:
+    """The fast path of promotion: every tensor has one dtype and no scalar outranks it."""
+    dtype = None
+    for i in inputs:
+        if isinstance(i, Node):
+            if dtype is None:
+                dtype = i.dtype
+            elif i.dtype != dtype:
+                return None
+    if dtype is None:
+        return None
+    rank = _category(dtype)
+    for i in inputs:
+        if not isinstance(i, Node) and _category(scalar_dtype(i)) > rank:
+            return None
+    return dtype
+
+
+def _scalar_dtype_of_category(dtype: np.dtype) -> np.dtype:
+    return DEFAULT_FLOAT if _category(dtype) == 2 else _INT64
+
+
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    return dtype if _category(dtype) == 2 else DEFAULT_FLOAT
+
+
+def shape_of(x: Any) -> tuple:
+    return x.shape if isinstance(x, Node) else ()
+
+
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    if len(shapes) == 2:  # the common cases, without the general loop
+        a, b = shapes
+        if a == b or not b:
+            return tuple(a)
+        if not a:
+            return tuple(b)
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for axis, sizes in enumerate(zip(*padded)):
+        wanted = {n for n in sizes if n != 1}
+        if len(wanted) > 1:
+            listed = " and ".join(str(tuple(s)) for s in shapes)
+            raise ShapeError(
+                f"shapes {listed} cannot be broadcast together "
+                f"(sizes {' vs '.join(map(str, sizes))} at dimension {axis})"
+            )
+        out.append(wanted.pop() if wanted else 1)
+    return tuple(out)
+
+
+def normalize_dim(dim: int, ndim: int) -> int:
+    low, high = (-ndim, ndim - 1) if ndim else (-1, 0)
+    if not low <= dim <= high:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{low}, {high}], but got {dim})"
+        )
+    return dim % ndim if ndim else 0
+
+
+def normalize_dims(dim: Any, ndim: int) -> tuple[int, ...]:
+    """``None`` means all dimensions; an int or a sequence of ints otherwise."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted({normalize_dim(d, ndim) for d in dims}))
+
+
+def _reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in dims)
+
+
+def _elementwise(*inputs: Any) -> tuple[tuple, np.dtype]:
+    return broadcast_shapes(*(shape_of(i) for i in inputs)), result_dtype(*inputs)
+
+
+def _elementwise_float(*inputs: Any) -> tuple[tuple, np.dtype]:
+    shape, dtype = _elementwise(*inputs)
+    return shape, float_dtype(dtype)
+
+
+def _same(x: Node, **attrs: Any) -> tuple[tuple, np.dtype]:
+    return x.shape, x.dtype
+
+
+def _same_float(x: Node) -> tuple[tuple, np.dtype]:
+    return x.shape, float_dtype(x.dtype)
+
+
+def _compare(x: Any, y: Any) -> tuple[tuple, np.dtype]:
+    return broadcast_shapes(shape_of(x), shape_of(y)), _BOOL
+
+
+def _reduction(x: Node, dim=None, keepdim=False) -> tuple[tuple, np.dtype]:
+    dtype = x.dtype if _category(x.dtype) == 2 else _INT64
+    return _reduced_shape(x.shape, dim, keepdim), dtype
+
+
+def _reduction_same(x: Node, dim=None, keepdim=False) -> tuple[tuple, np.dtype]:
+    if any(x.shape[d] == 0 for d in dim):
+        raise ShapeError(f"cannot reduce over an empty dimension of shape {x.shape}")
+    return _reduced_shape(x.shape, dim, keepdim), x.dtype
+
+
+def _gradient_shape(g, result, **attrs):
+    if g.shape != result.shape:
+        raise ShapeError(f"gradient of shape {g.shape} for a result of shape {result.shape}")
+    return g.shape, g.dtype

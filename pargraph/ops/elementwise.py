@@ -1,0 +1,420 @@
+"""Leaves, and elementwise ops: arithmetic, math, comparisons and logic."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pargraph.graph import Node, user_site
+from pargraph.ops.core import (
+    _BOOL,
+    REGISTRY,
+    Primitive,
+    ShapeError,
+    _compare,
+    _elementwise,
+    _elementwise_float,
+    _gradient_shape,
+    _same,
+    _same_float,
+    broadcast_shapes,
+    primitive,
+    result_dtype,
+    shape_of,
+)
+
+leaf = Primitive("leaf", None, _same)  # a value given, not computed: a tensor from data
+
+
+REGISTRY["leaf"] = leaf
+
+
+def constant(value: Any, requires_grad: bool = False, shape: tuple | None = None,
+             dtype: np.dtype | None = None) -> Node:
+    """A leaf node holding ``value`` (already realized: an array, or a cluster Future, which
+    then needs ``shape`` and ``dtype``)."""
+    shape = value.shape if shape is None else shape
+    dtype = value.dtype if dtype is None else dtype
+    node = Node(leaf, (), {}, shape, dtype, value=value, site=user_site())
+    node.requires_grad = requires_grad
+    return node
+
+
+@primitive("stop_gradient", _same, view=True)
+def stop_gradient(x):
+    return x
+
+
+@primitive("cast", lambda x, dtype: (x.shape, dtype), grad_name="ToCopyBackward0")
+def cast(x, dtype):
+    return x.astype(dtype)
+
+
+cast.defvjp(lambda g, out, x, dtype: cast(g, dtype=x.dtype))
+
+
+@primitive("clone", _same)
+def clone(x):
+    return np.array(x, copy=True)
+
+
+clone.defvjp(lambda g, out, x: g)
+
+
+@primitive("neg", _same, out=True)
+def neg(x, out=None):
+    return np.negative(x, out=out)
+
+
+neg.defvjp(lambda g, out, x: neg(g))
+
+
+@primitive("add", _elementwise, out=True)
+def add(x, y, out=None):
+    return np.add(x, y, out=out)
+
+
+add.defvjp(
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(g, y.shape),
+)
+
+
+@primitive("sub", _elementwise, out=True)
+def sub(x, y, out=None):
+    return np.subtract(x, y, out=out)
+
+
+sub.defvjp(
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(neg(g), y.shape),
+)
+
+
+@primitive("mul", _elementwise, out=True)
+def mul(x, y, out=None):
+    return np.multiply(x, y, out=out)
+
+
+mul.defvjp(
+    lambda g, out, x, y: unbroadcast(mul(g, y), x.shape),
+    lambda g, out, x, y: unbroadcast(mul(g, x), y.shape),
+)
+
+
+@primitive("div", _elementwise_float, out=True)
+def div(x, y, out=None):
+    return np.true_divide(x, y, out=out)
+
+
+div.defvjp(
+    lambda g, out, x, y: unbroadcast(div(g, y), x.shape),
+    lambda g, out, x, y: unbroadcast(neg(div(mul(g, out), y)), y.shape),
+)
+
+
+@primitive("pow", _elementwise)
+def pow_(x, y):
+    return np.power(x, y)
+
+
+def _pow_vjp_exponent(g, out, x, y):
+    """d/dy x**y = x**y log x; PyTorch's convention: 0 where x == 0 (instead of nan)."""
+    if not isinstance(x, Node):
+        return unbroadcast(mul(g, mul(out, math.log(x))) if x != 0 else mul(g, 0.0), y.shape)
+    return unbroadcast(where(eq(x, 0), 0.0, mul(g, mul(out, log(x)))), y.shape)
+
+
+def _minus_one(y: Any) -> Any:
+    return sub(y, 1) if isinstance(y, Node) else y - 1
+
+
+pow_.defvjp(
+    lambda g, out, x, y: unbroadcast(mul(g, mul(y, pow_(x, _minus_one(y)))), x.shape),
+    _pow_vjp_exponent,
+)
+
+
+@primitive("add_n", lambda *xs: _elementwise(*xs), grad_name="AddBackward0")
+def add_n(*xs):
+    total = np.add(xs[0], xs[1])  # a fresh array: later terms may be added in place
+    for x in xs[2:]:
+        in_place = (type(total) is np.ndarray and np.ndim(x) > 0
+                    and np.shape(x) == total.shape[-np.ndim(x):]
+                    and np.result_type(total, x) == total.dtype)
+        total = np.add(total, x, out=total if in_place else None)
+    return total
+
+
+add_n.defvjp_of_many(lambda g, out, positions, *xs: [unbroadcast(g, xs[k].shape)
+                                                     for k in positions])
+
+
+def _share_ties(g, out, x, y, wins):
+    """Gradient of maximum/minimum for x: all of g where x wins, half of it at ties."""
+    share = add(wins(x, y), mul(eq(x, y), 0.5))
+    return unbroadcast(mul(g, share), x.shape)
+
+
+@primitive("maximum", _elementwise, out=True)
+def maximum(x, y, out=None):
+    return np.maximum(x, y, out=out)
+
+
+maximum.defvjp(
+    lambda g, out, x, y: _share_ties(g, out, x, y, gt),
+    lambda g, out, x, y: _share_ties(g, out, y, x, gt),
+)
+
+
+@primitive("minimum", _elementwise, out=True)
+def minimum(x, y, out=None):
+    return np.minimum(x, y, out=out)
+
+
+minimum.defvjp(
+    lambda g, out, x, y: _share_ties(g, out, x, y, lt),
+    lambda g, out, x, y: _share_ties(g, out, y, x, lt),
+)
+
+
+def _where_shape(cond, x, y):
+    if isinstance(cond, Node) and cond.dtype != _BOOL:
+        raise ShapeError(f"condition must be a bool tensor, got {cond.dtype}")
+    return broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y)), result_dtype(x, y)
+
+
+@primitive("where", _where_shape)
+def where(cond, x, y):
+    return np.where(cond, x, y)
+
+
+where.defvjp(
+    None,
+    lambda g, out, cond, x, y: unbroadcast(where(cond, g, 0.0), x.shape),
+    lambda g, out, cond, x, y: unbroadcast(where(cond, 0.0, g), y.shape),
+)
+
+
+@primitive("exp", _same_float, method=True, out=True)
+def exp(x, out=None):
+    return np.exp(x, out=out)
+
+
+exp.defvjp(lambda g, out, x: mul(g, out))
+
+
+@primitive("log", _same_float, method=True, out=True)
+def log(x, out=None):
+    return np.log(x, out=out)
+
+
+log.defvjp(lambda g, out, x: div(g, x))
+
+
+@primitive("sqrt", _same_float, method=True, out=True)
+def sqrt(x, out=None):
+    return np.sqrt(x, out=out)
+
+
+sqrt.defvjp(lambda g, out, x: div(mul(g, 0.5), out))
+
+
+@primitive("log1p", _same_float, method=True)
+def log1p(x):
+    return np.log1p(x)
+
+
+log1p.defvjp(lambda g, out, x: div(g, add(x, 1)))
+
+
+@primitive("erf", _same_float, method=True)
+def erf(x):
+    from scipy import special  # on first use: importing scipy.special takes ~0.3 s
+
+    return special.erf(x)
+
+
+erf.defvjp(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), 2 / math.sqrt(math.pi))))
+
+
+@primitive("gelu", lambda x, approximate: _same_float(x))
+def gelu(x, approximate):
+    """x * Phi(x), Phi the normal distribution (``approximate="tanh"``: its tanh fit)."""
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
+        return 0.5 * x * (1 + np.tanh(inner))
+    from scipy import special
+
+    return 0.5 * x * (1 + special.erf(x / math.sqrt(2)))
+
+
+def _gelu_vjp(g, out, x, approximate):
+    if approximate == "tanh":
+        inner = mul(add(x, mul(pow_(x, 3), 0.044715)), math.sqrt(2 / math.pi))
+        t = tanh(inner)
+        d_inner = mul(add(mul(mul(x, x), 3 * 0.044715), 1.0), math.sqrt(2 / math.pi))
+        slope = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, 0.5), sub(1.0, mul(t, t))), d_inner))
+        return mul(g, slope)
+    cdf = mul(add(erf(mul(x, 1 / math.sqrt(2))), 1.0), 0.5)
+    pdf = mul(exp(mul(mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
+    return mul(g, add(cdf, mul(x, pdf)))
+
+
+gelu.defvjp(_gelu_vjp)
+
+
+@primitive("isnan", lambda x: (x.shape, _BOOL), method=True)
+def isnan(x):
+    return np.isnan(x)
+
+
+@primitive("isinf", lambda x: (x.shape, _BOOL), method=True)
+def isinf(x):
+    return np.isinf(x)
+
+
+@primitive("abs", _same, method=True, out=True)
+def abs_(x, out=None):
+    return np.abs(x, out=out)
+
+
+abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
+
+
+@primitive("sign", _same, method=True, out=True)
+def sign(x, out=None):
+    return np.sign(x, out=out)
+
+
+sign.defvjp(lambda g, out, x: mul(g, 0.0))
+
+
+@primitive("sin", _same_float, method=True)
+def sin(x):
+    return np.sin(x)
+
+
+sin.defvjp(lambda g, out, x: mul(g, cos(x)))
+
+
+@primitive("cos", _same_float, method=True)
+def cos(x):
+    return np.cos(x)
+
+
+cos.defvjp(lambda g, out, x: neg(mul(g, sin(x))))
+
+
+@primitive("tanh", _same_float, method=True, out=True)
+def tanh(x, out=None):
+    return np.tanh(x, out=out)
+
+
+tanh.defvjp(lambda g, out, x: mul(g, sub(1.0, mul(out, out))))
+
+
+@primitive("sigmoid", _same_float, method=True)
+def sigmoid(x):
+    # Split by sign so that exp never overflows.
+    x = np.asarray(x)
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z)).astype(x.dtype, copy=False)
+
+
+sigmoid.defvjp(lambda g, out, x: mul(g, mul(out, sub(1.0, out))))
+
+
+@primitive("relu", _same, method=True, out=True)
+def relu(x, out=None):
+    return np.maximum(x, 0, out=out)
+
+
+# From the output, as PyTorch's ReluBackward: out > 0 exactly where x > 0, and the output is
+# kept for the next layer's weight gradient anyway, so the input need not be kept at all.
+relu.defvjp(lambda g, out, x: threshold_backward(g, out))
+
+
+@primitive("threshold_backward", _gradient_shape, out=True)
+def threshold_backward(g, result, out=None):
+    """ReLU's backward (PyTorch's name): ``g`` where ``result > 0``, else 0. One node, where
+    ``mul(g, gt(result, 0))`` made two and a mask."""
+    return np.multiply(g, result > 0, out=out)
+
+
+threshold_backward.defvjp(lambda gg, out, g, result: threshold_backward(gg, result), None)
+
+
+def _clamp_shape(x, min=None, max=None):
+    if min is None and max is None:
+        raise ShapeError("at least one of 'min' or 'max' must not be None")
+    return x.shape, result_dtype(x, *(v for v in (min, max) if v is not None))
+
+
+@primitive("clamp", _clamp_shape)
+def clamp(x, min=None, max=None):
+    return np.clip(x, min, max)
+
+
+clamp.defvjp(lambda g, out, x, min=None, max=None: mul(g, _inside(x, min, max)))
+
+
+def _inside(x, low, high):
+    """Bool mask of low <= x <= high, either bound optional."""
+    masks = [m for m in (low is not None and ge(x, low), high is not None and le(x, high)) if m]
+    return masks[0] if len(masks) == 1 else bitwise_and(*masks)
+
+
+def _comparison(name: str, fn: Callable) -> Primitive:
+    return primitive(name, _compare)(fn)
+
+
+eq = _comparison("eq", np.equal)
+
+
+ne = _comparison("ne", np.not_equal)
+
+
+lt = _comparison("lt", np.less)
+
+
+le = _comparison("le", np.less_equal)
+
+
+gt = _comparison("gt", np.greater)
+
+
+ge = _comparison("ge", np.greater_equal)
+
+
+logical_not = primitive("logical_not", lambda x: (x.shape, _BOOL))(np.logical_not)
+
+
+def _bitwise_shape(name: str) -> Callable:
+    def shape(*inputs):
+        dtype = result_dtype(*inputs)
+        if dtype.kind not in "biu":  # PyTorch: bitwise ops exist for integers and bools only
+            raise ShapeError(f"not implemented for {dtype} (expected integer or bool tensors; "
+                             f"{name} is logical on bool and bitwise on integers)")
+        return broadcast_shapes(*(shape_of(i) for i in inputs)), dtype
+    return shape
+
+
+bitwise_and = primitive("bitwise_and", _bitwise_shape("&"))(np.bitwise_and)
+
+
+bitwise_or = primitive("bitwise_or", _bitwise_shape("|"))(np.bitwise_or)
+
+
+bitwise_xor = primitive("bitwise_xor", _bitwise_shape("^"))(np.bitwise_xor)
+
+
+bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
+
+
+# The ops of other families that this one calls when a graph is built: imported last,
+# after its own, since those families import this one (the package loads them all).
+from pargraph.ops.shapes import unbroadcast  # noqa: E402

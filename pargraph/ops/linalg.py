@@ -1,0 +1,209 @@
+"""Linear algebra: matrix products, linear layers as one node, einsum."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from pargraph.graph import Node
+from pargraph.ops.core import ShapeError, broadcast_shapes, primitive, result_dtype, shape_of
+
+
+def _gemm_cost(node: Node) -> float:
+    """A matrix product's time at ~20 GFLOP/s plus a call: 2 * outputs * inner size."""
+    x = node.inputs[0]
+    inner = x.shape[-1] if x.shape else 1
+    return 3e-6 + 2 * math.prod(node.shape) * inner / 20e9
+
+
+def _matmul_shape(x, y):
+    if not x.shape or not y.shape:
+        raise ShapeError(f"both arguments must be at least 1-D, got shapes {x.shape} and {y.shape}")
+    xs = x.shape if len(x.shape) > 1 else (1,) + x.shape
+    ys = y.shape if len(y.shape) > 1 else y.shape + (1,)
+    if xs[-1] != ys[-2]:
+        raise ShapeError(f"shapes {x.shape} and {y.shape} cannot be multiplied")
+    if x.dtype != y.dtype:  # PyTorch does not promote in matmul
+        raise ShapeError(f"expected m1 and m2 to have the same dtype, but got: {x.dtype} != "
+                         f"{y.dtype}")
+    batch = broadcast_shapes(xs[:-2], ys[:-2])
+    out = batch + (xs[-2] if len(x.shape) > 1 else None, ys[-1] if len(y.shape) > 1 else None)
+    return tuple(n for n in out if n is not None), result_dtype(x, y)
+
+
+@primitive("matmul", _matmul_shape, grad_name="MmBackward0", cost=lambda node: _gemm_cost(node))
+def matmul(x, y):
+    return np.matmul(x, y)
+
+
+def _matmul_vjp(which: int) -> Callable:
+    """1-D operands are promoted to matrices, differentiated as such, and reshaped back."""
+
+    def vjp(g, out, x, y):
+        x2 = x if len(x.shape) > 1 else reshape(x, shape=(1,) + x.shape)
+        y2 = y if len(y.shape) > 1 else reshape(y, shape=y.shape + (1,))
+        out2 = broadcast_shapes(x2.shape[:-2], y2.shape[:-2]) + (x2.shape[-2], y2.shape[-1])
+        g2 = reshaped(g, out2)
+        if which == 0:
+            return reshaped(unbroadcast(matmul(g2, swap_last(y2)), x2.shape), x.shape)
+        return reshaped(unbroadcast(matmul(swap_last(x2), g2), y2.shape), y.shape)
+
+    return vjp
+
+
+matmul.defvjp(_matmul_vjp(0), _matmul_vjp(1))
+
+
+def _linear_shape(x, w, b=None):
+    if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
+        raise ShapeError(f"input of shape {x.shape} and weight of shape {w.shape} cannot be "
+                         f"multiplied (expected the input's last dimension to be "
+                         f"{w.shape[1] if len(w.shape) == 2 else '?'})")
+    if b is not None and shape_of(b) not in ((), (w.shape[0],)):
+        raise ShapeError(f"bias of shape {shape_of(b)} does not match {w.shape[0]} outputs")
+    bias_node = isinstance(b, Node)
+    if w.dtype != x.dtype or (bias_node and b.dtype != x.dtype):  # PyTorch does not promote
+        mixed = {x.dtype, w.dtype} | ({b.dtype} if bias_node else set())
+        raise ShapeError(f"mat1 and mat2 must have the same dtype, but got "
+                         f"{' and '.join(sorted(d.name for d in mixed))}")
+    shape = x.shape[:-1] + (w.shape[0],)
+    return shape, x.dtype if b is None or bias_node else result_dtype(x, w, b)
+
+
+@primitive("linear", _linear_shape, grad_name="AddmmBackward0", cost=lambda node: _gemm_cost(node))
+def linear(x, w, b=None):
+    """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
+    out = np.matmul(x, w.T)
+    if b is not None:
+        out += b
+    return out
+
+
+def _rows(t: Node) -> Node:
+    """``t`` with its leading dimensions flattened into one: (..., n) -> (rows, n)."""
+    return reshaped(t, (math.prod(t.shape[:-1]), t.shape[-1]))
+
+
+def _weight_grad_shape(g, x):
+    if not g.shape or g.shape[:-1] != x.shape[:-1]:
+        raise ShapeError(f"gradient of shape {g.shape} for an input of shape {x.shape}")
+    return (g.shape[-1], x.shape[-1]), result_dtype(g, x)
+
+
+def _weight_grad_cost(node: Node) -> float:
+    g = node.inputs[0]
+    return 3e-6 + 2 * math.prod(node.shape) * math.prod(g.shape[:-1]) / 20e9
+
+
+@primitive("linear_weight_grad", _weight_grad_shape, grad_name="MmBackward0",
+           cost=_weight_grad_cost)
+def linear_weight_grad(g, x):
+    """Linear's weight gradient, ``rows(g).T @ rows(x)``, as one node (a transpose node and a
+    matrix product before; the same BLAS call)."""
+    if g.ndim != 2:
+        g, x = np.reshape(g, (-1, g.shape[-1])), np.reshape(x, (-1, x.shape[-1]))
+    return np.matmul(g.T, x)
+
+
+linear_weight_grad.defvjp(
+    lambda gg, out, g, x: reshaped(matmul(_rows(x), swap_last(gg)), g.shape),
+    lambda gg, out, g, x: reshaped(matmul(_rows(g), gg), x.shape),
+)
+
+
+linear.defvjp(
+    lambda g, out, x, w, b=None: matmul(g, w),
+    lambda g, out, x, w, b=None: linear_weight_grad(g, x),
+    lambda g, out, x, w, b=None: unbroadcast(g, b.shape),
+)
+
+
+def parse_einsum(equation: str, shapes: list[tuple]) -> str:
+    """``equation`` made explicit for these operand shapes: ``...`` spelled out with unused
+    letters (right-aligned, as numpy and PyTorch broadcast them) and the output written out
+    (implicit mode: the letters used once, in alphabetical order, after the ellipsis)."""
+    equation = equation.replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(shapes):
+        raise ShapeError(f"{len(terms)} operands in the equation {equation!r} but "
+                         f"{len(shapes)} tensors given")
+    spare = iter(sorted(set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+                        - set(equation)))
+    widest = max((len(shape) - len(term.replace("...", "")) for term, shape in
+                  zip(terms, shapes) if "..." in term), default=0)
+    ellipsis = "".join(next(spare) for _ in range(widest))
+    explicit = []
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            term = term.replace("...", ellipsis[widest - (len(shape) - len(term) + 3):])
+        if len(term) != len(shape) or not term.isalpha():
+            raise ShapeError(f"the subscripts {term!r} do not match an operand of shape {shape}")
+        explicit.append(term)
+    if arrow:
+        output = output.replace("...", ellipsis)
+    else:
+        letters = "".join(explicit)
+        output = ellipsis + "".join(sorted(c for c in set(letters) if letters.count(c) == 1
+                                           and c not in ellipsis))
+    return ",".join(explicit) + "->" + output
+
+
+def _einsum_shape(*xs, equation):
+    sizes = _einsum_sizes(equation, [x.shape for x in xs])
+    output = equation.split("->")[1]
+    if any(c not in sizes for c in output) or len(set(output)) != len(output):
+        raise ShapeError(f"invalid output subscripts in {equation!r}")
+    return tuple(sizes[c] for c in output), result_dtype(*xs)
+
+
+def _einsum_cost(node: Node) -> float:
+    sizes = _einsum_sizes(node.attrs["equation"], [x.shape for x in node.inputs])
+    return 3e-6 + 2 * math.prod(sizes.values()) / 20e9
+
+
+@primitive("einsum", _einsum_shape, cost=_einsum_cost)
+def einsum(*xs, equation):
+    """Einstein summation (``equation`` explicit, see :func:`parse_einsum`)."""
+    return np.einsum(equation, *xs, optimize=len(xs) > 2)
+
+
+def _einsum_vjp(position: int) -> Callable:
+    def vjp(g, out, *xs, equation):
+        terms, output = equation.split("->")
+        terms = terms.split(",")
+        term = terms[position]
+        if len(set(term)) != len(term):
+            raise NotImplementedError(f"einsum: the gradient of an operand with a repeated "
+                                      f"subscript ({term!r}: a diagonal) is not supported")
+        others = [t for k, t in enumerate(terms) if k != position]
+        reached = set(output).union(*others)
+        kept = "".join(c for c in term if c in reached)
+        grad = einsum(g, *(x for k, x in enumerate(xs) if k != position),
+                      equation=",".join([output, *others]) + "->" + kept)
+        x = xs[position]
+        grad = reshaped(grad, tuple(grad.shape[kept.index(c)] if c in reached else 1
+                                    for c in term))
+        wide = tuple(d for d, (n, m) in enumerate(zip(x.shape, grad.shape)) if n == 1 and m != 1)
+        if wide:
+            grad = sum_(grad, dim=wide, keepdim=True)
+        return expand(grad, x.shape) if grad.shape != x.shape else grad  # x's own sums
+    return vjp
+
+
+einsum.defvjp_at(_einsum_vjp)
+
+
+# The ops of other families that this one calls when a graph is built: imported last,
+# after its own, since those families import this one (the package loads them all).
+from pargraph.ops.reductions import sum_  # noqa: E402
+from pargraph.ops.shapes import (  # noqa: E402
+    _einsum_sizes,
+    expand,
+    reshape,
+    reshaped,
+    swap_last,
+    unbroadcast,
+)

@@ -1,0 +1,158 @@
+"""Neural-network kernels: softmax and log_softmax, cross-entropy's pieces, and their
+fused backwards."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pargraph.graph import Node
+from pargraph.ops.core import (
+    ShapeError,
+    _gradient_shape,
+    _same,
+    normalize_dims,
+    primitive,
+    result_dtype,
+    shape_of,
+)
+
+
+def log_softmax(x: Node, dim: int) -> Node:
+    x = _floating(x)
+    return log_softmax_of(x, dim=normalize_dims(dim, len(x.shape)))
+
+
+@primitive("log_softmax", _same, grad_name="LogSoftmaxBackward0")
+def log_softmax_of(x, *, dim):
+    """``x - logsumexp(x)`` as one node (the composite made eight, and ten for its backward),
+    with the same numpy operations in the same order: the max is subtracted first."""
+    shift = x.max(axis=dim, keepdims=True)
+    total = np.log(np.exp(x - shift).sum(axis=dim, keepdims=True))
+    return x - (total + shift)
+
+
+# Cross-entropy's backward fuses with nll_loss's (a rewrite: ops.rewrites).
+log_softmax_of.defvjp(lambda g, out, x, dim: log_softmax_backward(g, out, dim=dim))
+
+
+@primitive("log_softmax_backward", _gradient_shape, grad_name="LogSoftmaxBackwardBackward0")
+def log_softmax_backward(g, result, *, dim):
+    """``g - exp(result) * sum(g)``: log_softmax's gradient from its result."""
+    return g - np.exp(result) * g.sum(axis=dim, keepdims=True)
+
+
+log_softmax_backward.defvjp(
+    lambda gg, out, g, result, dim: sub(gg, sum_(mul(gg, exp(result)), dim=dim, keepdim=True)),
+    lambda gg, out, g, result, dim: neg(mul(mul(gg, exp(result)),
+                                            sum_(g, dim=dim, keepdim=True))),
+)
+
+
+def _probabilities(p, target):
+    if not isinstance(target, Node) or target.shape != p.shape:
+        raise ShapeError(f"target size {shape_of(target)} must be the same as input size "
+                         f"{p.shape}")
+    return p.shape, result_dtype(p, target)
+
+
+@primitive("binary_cross_entropy", _probabilities, grad_name="BinaryCrossEntropyBackward0")
+def binary_cross_entropy(p, target):
+    """Elementwise ``-(t log p + (1 - t) log(1 - p))`` with each log clamped at -100, as
+    PyTorch computes it: a saturated probability (``sigmoid(20) == 1`` in float32) gives a
+    finite loss and, through its vjp, a finite gradient."""
+    if np.any((p < 0) | (p > 1)):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    return ((target - 1) * np.maximum(np.log1p(-p), -100)
+            - target * np.maximum(np.log(p), -100))
+
+
+binary_cross_entropy.defvjp(
+    # PyTorch's formula: g (p - t) / max(p (1 - p), 1e-12), finite at p = 0 and p = 1.
+    lambda g, out, p, t: div(mul(g, sub(p, t)), maximum(mul(sub(1.0, p), p), 1e-12)),
+    lambda g, out, p, t: mul(g, sub(log1p(neg(p)), log(p))),  # unclamped, as PyTorch's
+)
+
+
+def _nll_shape(x, target, *weight, reduction, ignore_index):
+    return (x.shape[:-1] if reduction == "none" else ()), x.dtype
+
+
+@primitive("nll_loss", _nll_shape, grad_name="NllLossBackward0")
+def nll_loss(x, target, *weight, reduction, ignore_index):
+    """``-x[i, target[i]]`` (times its class's weight), reduced: one node where indexing,
+    negation, sum and division made four, and five for the backward. ``mean`` divides by the
+    targets' total weight (their count without ``weight``), as PyTorch does."""
+    classes, weights = _class_weights(target, weight, ignore_index, x.dtype, x.shape[-1])
+    picked = x[classes] if x.ndim == 1 else x[np.arange(classes.shape[0]), classes]
+    losses = -picked if weights is None else -(picked * weights)
+    if reduction == "none":
+        return losses
+    total = losses.sum()
+    if reduction == "sum":
+        return total
+    return total / (classes.size if weights is None else weights.sum())
+
+
+nll_loss.defvjp(lambda g, out, x, target, *weight, reduction, ignore_index: nll_loss_backward(
+    g, target, *weight, shape=x.shape, reduction=reduction, ignore_index=ignore_index), None)
+
+
+@primitive("nll_loss_backward", lambda g, target, *weight, shape, reduction, ignore_index:
+           (shape, g.dtype), grad_name="NllLossBackwardBackward0")
+def nll_loss_backward(g, target, *weight, shape, reduction, ignore_index):
+    """nll_loss's gradient: ``-g`` (scaled as the forward reduced) at each target's class."""
+    return _picked_gradient(g, target, weight, shape, reduction, ignore_index)
+
+
+nll_loss_backward.defvjp(  # linear in g: its vjp is the forward applied to gg
+    lambda gg, out, g, target, *weight, shape, reduction, ignore_index: nll_loss(
+        gg, target, *weight, reduction=reduction, ignore_index=ignore_index), None)
+
+
+@primitive("nll_log_softmax_backward", lambda result, g, target, *weight, dim, reduction,
+           ignore_index, rows=None: (result.shape, result.dtype))
+def nll_log_softmax_backward(result, g, target, *weight, dim, reduction, ignore_index,
+                             rows=None):
+    """``log_softmax_backward(nll_loss_backward(g, ...), result)``, the same numpy operations
+    in one node: what a cross-entropy's backward records (never differentiated: a backward
+    that builds a differentiable gradient records the pair). With ``rows=(start, stop)``,
+    ``result`` holds those rows of the log-probabilities, and the gradient is theirs."""
+    picked = _picked_gradient(g, target, weight, result.shape, reduction, ignore_index, rows)
+    return log_softmax_backward.forward(picked, result, dim=dim)
+
+
+def softmax(x: Node, dim: int) -> Node:
+    x = _floating(x)
+    return softmax_of(x, dim=normalize_dims(dim, len(x.shape)))
+
+
+@primitive("softmax", _same, grad_name="SoftmaxBackward0")
+def softmax_of(x, *, dim):
+    """``exp(x - max) / sum`` as one node (the composite made six, and a dozen for its
+    backward), with the same numpy operations in the same order."""
+    shifted = np.exp(x - x.max(axis=dim, keepdims=True))
+    return shifted / shifted.sum(axis=dim, keepdims=True)
+
+
+softmax_of.defvjp(lambda g, out, x, dim: softmax_backward(g, out, dim=dim))
+
+
+@primitive("softmax_backward", _gradient_shape, grad_name="SoftmaxBackwardDataBackward0")
+def softmax_backward(g, result, *, dim):
+    """``result * (g - sum(g * result))``: softmax's gradient from its result."""
+    return result * (g - (g * result).sum(axis=dim, keepdims=True))
+
+
+softmax_backward.defvjp(
+    lambda gg, out, g, result, dim: softmax_backward(gg, result, dim=dim),
+    lambda gg, out, g, result, dim: sub(
+        sub(mul(gg, g), mul(g, sum_(mul(gg, result), dim=dim, keepdim=True))),
+        mul(gg, sum_(mul(g, result), dim=dim, keepdim=True))),
+)
+
+
+# The ops of other families that this one calls when a graph is built: imported last,
+# after its own, since those families import this one (the package loads them all).
+from pargraph.ops.composites import _class_weights, _floating, _picked_gradient  # noqa: E402
+from pargraph.ops.elementwise import div, exp, log, log1p, maximum, mul, neg, sub  # noqa: E402
+from pargraph.ops.reductions import sum_  # noqa: E402

@@ -1,0 +1,149 @@
+"""Reductions over dimensions: sums, norms, products, extremes and their positions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pargraph.graph import Node
+from pargraph.ops.core import (
+    _INT64,
+    HALF,
+    ShapeError,
+    _category,
+    _reduced_shape,
+    _reduction,
+    _reduction_same,
+    float_dtype,
+    primitive,
+)
+
+
+@primitive("sum", _reduction)
+def sum_(x, dim=None, keepdim=False):
+    if x.dtype == HALF:  # accumulated in float32 and rounded once, as PyTorch does
+        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(HALF)
+    return x.sum(axis=dim, keepdims=keepdim)  # the method: np.sum's wrapper costs ~1 us
+
+
+sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
+
+
+def _cumsum_shape(x, dim, reverse=False):
+    return x.shape, x.dtype if _category(x.dtype) == 2 else _INT64
+
+
+@primitive("cumsum", _cumsum_shape)
+def cumsum(x, dim, reverse=False):
+    """Running sums along ``dim`` (``reverse``: from the end, what the vjp needs)."""
+    if x.dtype == HALF:  # accumulated in float32, as PyTorch does
+        return cumsum.forward(x.astype(np.float32), dim, reverse).astype(HALF)
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
+    return np.cumsum(x, axis=dim)
+
+
+cumsum.defvjp(lambda g, out, x, dim, reverse=False: cumsum(g, dim=dim, reverse=not reverse))
+
+
+def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
+    """Reinsert reduced dimensions as size 1 so that ``g`` broadcasts against the input."""
+    if keepdim or not dims:
+        return g
+    shape = list(g.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    return reshaped(g, tuple(shape))
+
+
+def _norm_shape(x, dim=None, keepdim=False):
+    return _reduced_shape(x.shape, dim, keepdim), float_dtype(x.dtype)
+
+
+@primitive("norm", _norm_shape, grad_name="NormBackward1")
+def norm(x, dim=None, keepdim=False):
+    """The 2-norm over ``dim``: one node, so that its gradient at 0 is 0 (PyTorch's
+    subgradient), where ``sqrt(sum(x * x))`` would give nan. Half precision is accumulated
+    in float32, as in PyTorch."""
+    if x.dtype == HALF:
+        return norm.forward(x.astype(np.float32), dim, keepdim).astype(HALF)
+    return np.sqrt(np.sum(np.square(x), axis=dim, keepdims=keepdim))
+
+
+def _norm_vjp(g, out, x, dim=None, keepdim=False):
+    scale = _keep(out, dim, keepdim)
+    ratio = where(gt(scale, 0), div(x, scale), 0.0)
+    return mul(_keep(g, dim, keepdim), ratio)
+
+
+norm.defvjp(_norm_vjp)
+
+
+@primitive("prod", _reduction)
+def prod(x, dim=None, keepdim=False):
+    return np.prod(x, axis=dim, keepdims=keepdim)
+
+
+prod.defvjp(
+    lambda g, out, x, dim=None, keepdim=False: mul(
+        expand(_keep(g, dim, keepdim), x.shape), prod_others(x, dim=dim)
+    )
+)
+
+
+@primitive("prod_others", lambda x, dim: (x.shape, x.dtype))
+def prod_others(x, dim):
+    """For each element, the product of the other elements of its reduction group; exact
+    where the group holds zeros (where ``out / x`` would divide by zero)."""
+    moved = np.moveaxis(np.asarray(x), dim, tuple(range(-len(dim), 0)))
+    flat = moved.reshape(moved.shape[: moved.ndim - len(dim)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.moveaxis((left * right).reshape(moved.shape), tuple(range(-len(dim), 0)), dim)
+
+
+def _extreme_vjp(g, out, x, dim=None, keepdim=False):
+    """amax/amin: the gradient is shared evenly among the elements equal to the extreme."""
+    hits = eq(x, expand(_keep(out, dim, keepdim), x.shape))
+    count = sum_(hits, dim=dim, keepdim=True)
+    return div(mul(expand(_keep(g, dim, keepdim), x.shape), hits), count)
+
+
+@primitive("amax", _reduction_same, grad_name="MaxBackward1")
+def amax(x, dim=None, keepdim=False):
+    return x.max(axis=dim, keepdims=keepdim)
+
+
+amax.defvjp(_extreme_vjp)
+
+
+@primitive("amin", _reduction_same, grad_name="MinBackward1")
+def amin(x, dim=None, keepdim=False):
+    return x.min(axis=dim, keepdims=keepdim)
+
+
+amin.defvjp(_extreme_vjp)
+
+
+def _arg_shape(x, dim=None, keepdim=False):
+    if x.shape and 0 in (x.shape if dim is None else (x.shape[dim],)):
+        raise ShapeError(f"cannot take the index of an extreme of an empty shape {x.shape}")
+    if dim is None:
+        return ((1,) * len(x.shape) if keepdim else ()), _INT64
+    return _reduced_shape(x.shape, (dim,), keepdim), _INT64
+
+
+@primitive("argmax", _arg_shape)
+def argmax(x, dim=None, keepdim=False):
+    return np.argmax(x, axis=dim, keepdims=keepdim)
+
+
+@primitive("argmin", _arg_shape)
+def argmin(x, dim=None, keepdim=False):
+    return np.argmin(x, axis=dim, keepdims=keepdim)
+
+
+# The ops of other families that this one calls when a graph is built: imported last,
+# after its own, since those families import this one (the package loads them all).
+from pargraph.ops.elementwise import div, eq, gt, mul, where  # noqa: E402
+from pargraph.ops.shapes import expand, reshaped  # noqa: E402
