@@ -1,64 +1,13 @@
 """Execution: run lowered graphs on dask's schedulers and fill the nodes' value slots.
 
-The lifecycle of a node
-    Recorded (waiting for its inputs), then, once somebody needs a value (``item()``,
-    ``numpy()``, ``repr``, ``backward()``, ``optimizer.step()``, ``pargraph.compute``), lowered
-    with everything it depends on that is not realized yet and handed to dask as one graph.
-    Dask's scheduler marks it ready when its last input finished, runs it, and propagates the
-    result to its consumers; the result lands in the node's value slot when the run ends.
-    A run too small to profit from parallelism is one task (see :mod:`pargraph.lowering`); on
-    the sync and threaded schedulers it runs directly in the calling thread, with no scheduler
-    costs at all.
-
-Threads or one thread
-    A threaded run of coarse group tasks (:mod:`pargraph.partition`) goes the way that was
-    fastest for its structure: on threads with BLAS limited to one thread each, or group
-    after group in the calling thread with BLAS free to use every core, or limited to one
-    (small matrix products run faster without BLAS's threads). On threads, the group tasks
-    run as dask's threaded scheduler would run them (each as soon as its inputs exist, on
-    ``num_workers`` threads, results released after their last reader) but without its costs
-    per task (:func:`run_on_threads`): the calling thread works as one of them, and a task's
-    end readies its readers in the thread that ran it, with no round trip through a
-    scheduling thread. The plan times each way
-    three times (not the first run after a switch, which pays for it), keeps the fastest
-    median, and retries the others every 50 runs (:class:`ModeChoice`). So a chain, a
-    few big matmuls or many small GIL-bound ops run as on the sync scheduler, and independent
-    branches run side by side: threads are never slower than sync for long. On the sync
-    scheduler the group tasks run one after another in the calling thread, as dask's sync
-    scheduler would run them but without its costs per task (:func:`run_in_order`).
-    ``pargraph.adaptive: False`` always uses dask's threaded and sync schedulers themselves;
-    a mode's name (``"threads"``, ``"inline"``, ``"inline, one BLAS thread"``) always that mode.
-
-Which scheduler
-    dask's own rules, in dask's order: ``dask.config.set(scheduler=...)`` (a name, a callable
-    or a Client), then an active ``distributed.Client``, then the threaded scheduler.
-    ``distributed`` is only consulted when it is already imported: nobody can have a Client
-    otherwise, and asking costs ~0.4 ms per run. A local scheduler's name (``"threads"``,
-    ``"sync"``) is looked up as dask does, but without dask's look for a Client on the way.
-
-BLAS threads
-    Graph-level and BLAS-level parallelism must not oversubscribe the cores, so while a threaded
-    run executes BLAS is limited to one thread. threadpoolctl's limits are process-wide and
-    cost far more than a task: the limit is set once around the run, through a cached
-    controller that rescans the loaded libraries only after new imports.
-    ``dask.config.set({"pargraph.limit-blas": False})`` turns it off. The sync scheduler keeps
-    BLAS's own threads: it has no other parallelism.
-
-Deferred work
-    ``backward()`` builds its gradient graph at once (so its errors, such as a second backward
-    through a freed graph, raise at the call) but defers running it to the next realization:
-    typically ``optimizer.step()``, so forward, backward and updates run as one graph.
-
-On a cluster
-    See :mod:`pargraph.remote`: the run goes to the scheduler, and its results stay on
-    the workers.
-
-Which values are kept
-    The run returns, and the slots keep, the values of: the requested nodes; nodes that a live
-    tensor still wraps; nodes with autograd history and the inputs they saved, because a later
-    backward may need them (unless the run is the backward that frees them). Everything else is
-    released by dask as soon as its last consumer is done. A kept node without history has its
-    inputs cut, so the values it was computed from can be garbage collected.
+:func:`realize` computes what is needed now, plus this thread's deferred backward, as one
+run: planned and lowered (:mod:`pargraph.lowering`), then handed to the scheduler dask would
+pick (:func:`choose_scheduler`). A one-task run on a local scheduler runs in the calling
+thread; a threaded run of group tasks goes the way that was fastest for its structure, on
+pargraph's threads (:func:`run_on_threads`) or group after group in this thread
+(:class:`ModeChoice`); a cluster run goes to :mod:`pargraph.remote`. BLAS is limited to one
+thread while several tasks run at once. Which values a run keeps, and why, is in
+docs/design.md ("Running").
 """
 
 from __future__ import annotations
@@ -119,7 +68,7 @@ def choose_scheduler() -> Callable:
     configured = dask.config.get("scheduler", None)
     if isinstance(configured, str) and configured.lower() in dask.base.named_schedulers:
         # What dask returns for a name of a local scheduler, without its look for a Client
-        # on the way (which imports distributed: 0.48 s on the first run, 7 us on each).
+        # on the way (which imports distributed, and asks it at every run).
         return dask.base.named_schedulers[configured.lower()]
     if configured is not None:
         return dask.base.get_scheduler(scheduler=configured)
@@ -148,7 +97,7 @@ def blas_limited(get: Callable):
     """A context limiting BLAS to one thread around a threaded run, or a no-op."""
     if not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True):
         return contextlib.nullcontext()
-    # Scanning for BLAS libraries costs ~0.7 ms; a new one can only have been loaded by an
+    # Scanning for BLAS libraries costs more than a task; a new one can only be loaded by an
     # import, so scan again only when modules were imported since the last scan.
     if local.blas is None or len(sys.modules) != local.modules_at_scan:
         from threadpoolctl import ThreadpoolController
@@ -350,15 +299,10 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
 def run_on_threads(graph: dict, keys: list, threads: int) -> list:
     """Run a graph of group tasks on ``threads`` threads (this one and ``threads - 1`` of a
     pool), each task as soon as the tasks it reads have finished, releasing each result after
-    its last reader: what dask's threaded scheduler does, without its costs per task. Those
-    are a round trip through its scheduling thread per task and its bookkeeping there, which
-    holds the GIL the tasks' Python needs: on the branchy step's 39 group tasks, replayed
-    in one process, dask's threads took 33.3 ms, these 27.8 (one thread: 38.2). The first
-    error stops the run (tasks already running end first) and is raised as itself.
-
-    Ctrl-C is held while the calling thread works and waits here, and taken between tasks:
-    raised inside ``Condition.wait``, it could leave the condition's lock held, and every
-    thread of the pool waiting for it, the next run too."""
+    its last reader: what dask's threaded scheduler does, without a round trip through its
+    scheduling thread per task. The first error stops the run and is raised as itself.
+    Ctrl-C is held while this thread works and waits, and taken between tasks (raised inside
+    ``Condition.wait``, it could leave the condition's lock held)."""
     inputs = {key: [k for k in task.dependencies if k in graph] for key, task in graph.items()}
     readers: dict[Any, list] = {key: [] for key in graph}
     for key, read in inputs.items():
@@ -451,7 +395,7 @@ def _thread_pool(size: int) -> Any:
 def run_in_order(lowered: Lowered, keys: list) -> list:
     """Run the group tasks one after another in this thread, in dependency order, releasing
     each result after its last reader as dask would: what dask's sync scheduler does, without
-    its costs per task (~75 us each here: 3 of the branchy step's 13 ms)."""
+    its costs per task."""
     values: dict = {}
     for key, done in lowered.sequential:
         values[key] = lowered.graph[key](values)
@@ -482,16 +426,11 @@ _deferred = _DeferredWork()
 
 def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = None,
           state: bool = False, replaces: Sequence[Node] = ()) -> None:
-    """Realize ``targets`` (and then release ``release``) with this thread's next run.
-
-    ``backward()`` defers its gradients this way, so that the usual ``loss.backward();
-    optimizer.step()`` becomes one dask graph in which parameter updates start as soon as
-    their gradients exist, overlapping the rest of the backward pass. ``site`` is the user's
-    line that called ``backward()``: an error in the deferred work names it. ``state``: the
-    targets are training state (batch norm's running statistics), kept as parameters are
-    (see ``realize``'s ``replicate``), and ``replaces`` the state they replace (see
-    :func:`keep_until_copied`).
-    """
+    """Realize ``targets`` (and then release ``release``) with this thread's next run, so
+    that ``loss.backward(); optimizer.step()`` becomes one graph in which updates start as
+    soon as their gradients exist. ``site``: the user's ``backward()`` line, which an error
+    in the deferred work names. ``state``: the targets are training state (batch norm's
+    running statistics), kept as parameters are, and ``replaces`` the state they replace."""
     _deferred.entries.append((list(targets), list(release), site))
     if state:
         _deferred.state += targets
@@ -553,16 +492,11 @@ def clear_deferred() -> None:
 def realize(targets: Sequence[Node], release: Sequence[Node] = (),
             replicate: Sequence[Node] = ()) -> None:
     """Compute the values of ``targets`` (and of this thread's deferred work) in one run;
-    afterwards free the saved values of the ``release`` nodes (the graph a backward pass went
-    through). On a cluster, the values of ``replicate`` (parameters and optimizer state,
-    which exist nowhere else) are copied to a second worker as soon as they exist, and the
-    scheduler forgets how they were computed.
-
-    A Ctrl-C during the run leaves every node as it was and the deferred work in place, for
-    the next realization; one while the results land waits until they all have.
-
-    While a compiled step captures (:mod:`pargraph.compiled`), nothing runs: the targets join
-    the step's one run at its end."""
+    afterwards free the saved values of the ``release`` nodes (the graph a backward went
+    through). On a cluster the values of ``replicate`` (training state) are copied to a
+    second worker. A Ctrl-C during the run changes no node and keeps the deferred work for
+    the next realization; while a compiled step captures, nothing runs (the targets join the
+    step's one run at its end)."""
     recorder = recording.recorder
     if recorder is not None and recorder.realize(targets, replicate):
         return
@@ -651,15 +585,10 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
 
 
 def _forget_structure(freed_with_values: list[Node]) -> None:
-    """Cut the inputs of the nodes the *previous* backward freed and that still hold a value.
-
-    A tensor kept after its backward ran (``history.append(loss)``) then holds its value only,
-    not its step's graph and the old parameter values in it. The structure of the latest
-    backward stays one step longer, so it can still be drawn (``pargraph.visualize``). Held
-    weakly: a structure nobody holds a tensor of cannot be drawn, and holding it kept the
-    parameters it read alive, a third copy beside the current and the new ones during the
-    next step (the wide step's peak memory: 12 MiB more).
-    """
+    """Cut the inputs of the nodes the *previous* backward freed and that still hold a value,
+    so a tensor kept after its backward (``history.append(loss)``) holds its value, not its
+    step's graph and the old parameters in it. The latest backward's structure stays one step
+    longer, weakly, so it can still be drawn (``pargraph.visualize``)."""
     for node in local.structure_kept:
         if node.state == FREED:
             node.cut()

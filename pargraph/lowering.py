@@ -1,54 +1,15 @@
 """Lowering: from the node graph to a dask task graph.
 
-What gets lowered
-    The not-yet-realized nodes reachable from the requested nodes. A realized node is a
-    boundary: its value enters as a literal argument of the tasks that read it (on a
-    cluster, a value held as a Future is not in the graph at all: tasks refer to its key,
-    which lives on a worker) and the walk does not go past it. So a backward pass whose
-    forward graph is not realized yet lowers forward and backward together, as one graph, and
-    dask is free to overlap them and to release intermediates early.
-
-What a task is
-    A group of nodes chosen by :mod:`pargraph.partition` (a tower's forward pass, its
-    backward pass, a weight gradient with its update): ``Task(group key, FusedTask(...),
-    *inputs)``. :class:`FusedTask` runs its members (the graph's own nodes) in topological
-    order, so every member still reports its own timing to a trace, and returns the tuple of
-    the members used outside the group; consumers index that tuple inside their own task, so
-    no extra ``getitem`` task exists locally. Each member runs the op's numpy forward, casts
-    to the node's static dtype, and on failure re-raises the original exception type with the
-    op name and the user's source line that recorded the node. Why: a dask task costs
-    ~40 us on threads and ~1 ms on a cluster before it does anything; a training step has
-    hundreds of nodes and, as literal data, hundreds of parameters. Cost: one tuple per group.
-
-Keys
-    A node's key is ``"<prefix>-<serial>-<session>"`` where the prefix is what
-    ``dask.utils.key_split`` returns: the op name for forward nodes, ``<op>_backward`` for the
-    nodes a vjp emits, ``accumulate_grad`` for fan-in points and ``<optimizer>_update`` for
-    parameter updates. A group's key is ``"<label>-<serial>t-<session>"``, its label the
-    module path its members share and the phase (``towers.3_forward``) or its heaviest node's
-    prefix (``sgd_update``): the dashboard's task stream groups by it. Keys are assigned when a
-    node is recorded; nothing is ever tokenized. ``pargraph.fuse: False`` lowers one node to
-    one task under the node's own key (the per-op view, for debugging).
-
-Single tasks and cached plans
-    A run too small to profit from parallelism, or that partitions into one group, is one
-    task (local schedulers run it in the calling thread, BLAS free), templated as a
-    :class:`SinglePlan`. Otherwise the partition and the tasks' templates are a
-    :class:`GroupPlan`. Both are cached by the run's structure (``PlanCache``): a
-    training loop's steps after the first only fill in keys and values. On a cluster a
-    kept value is a :class:`HeldPart`: its group's Future and its position in the tuple. A
-    held part keeps the whole tuple on its worker, so a group whose tuple also carries values
-    only the step's other tasks read hands its kept parts to a reader on the same worker,
-    which returns them as well (:meth:`GroupPlan.return_kept_from_readers`). A worker fetches a
-    task's whole tuple, so where groups on another worker read a small part of a big tuple, a
-    task on the producer's worker picks those parts and only they travel
-    (:meth:`GroupPlan.send_only_what_other_workers_read`). A value held here of at most
-    ``INLINE_BYTES`` rides inside each cluster task that reads it. A 0-d output (a loss) comes
-    back with the run: the tuple of a group that returns 0-d values only (the partition makes
-    the loss such a group on a cluster) is gathered whole, as soon as it is ready; a 0-d part
-    of another group's tuple is picked out by a ``getitem`` task. What is copied to a second
-    worker (parameters, optimizer state) is picked out of an update group's tuple, which also
-    holds the gradients, by a ``<label>_keep`` task on its worker: half the bytes travel.
+A run lowers the not-yet-realized nodes its targets need; a realized node is a boundary whose
+value enters as a literal argument (on a cluster, a key on a worker). Each group the
+partitioner chose (:mod:`pargraph.partition`) becomes one task, ``Task(group key,
+FusedTask(...), *inputs)``, returning the tuple of its members used outside it; a run too
+small to profit from parallelism is one task. The partition and the tasks' templates are a
+plan (:class:`GroupPlan`, :class:`SinglePlan`), cached by the run's structure
+(``PlanCache``), so a training loop's later steps only fill in keys and values. Keys name
+what a task computes (``towers.3_forward-…``, ``sgd_update-…``: ``dask.utils.key_split``
+gives the readable part). Where the values of a cluster run live is :mod:`pargraph.remote.layout`.
+See docs/design.md ("Lowering") for keys and plans in full.
 """
 
 from __future__ import annotations

@@ -1,79 +1,15 @@
 """Partitioning: which nodes of a run share one dask task.
 
-A graph node is the unit of meaning; a dask task is the unit of scheduling. A task costs
-tens of microseconds on threads and about a millisecond on a cluster (dask's scheduler also
-spends time per task before anything runs: ``order``, state set-up), far more than many
-nodes' work. So each run's node graph is cut into coarse tasks: groups of nodes that run one
-after another inside one task.
-
-Constraints
-    Every group is *convex*: the quotient graph (groups as vertices) stays acyclic, because a
-    dask task needs all its inputs before it starts and cannot wait half-way. Each group's
-    members keep their topological order; results never change, only how many tasks dask
-    sees.
-
-The algorithm: linear clustering with a convexity constraint, coarsening, duplication
-    1. *Linear clustering along dominant predecessors* (Kim & Browne's linear clustering, in
-       the form Yang & Gerasoulis' DSC uses: zero the edge from a node's dominant
-       predecessor, the one that finishes last in an ASAP schedule on unbounded workers). In
-       topological order each node joins the group of its dominant predecessor if that node
-       is the group's tail: the group stays a chain, and siblings, such as the branches of a
-       fork, start groups of their own that can run side by side. A join that would make the
-       quotient graph cyclic starts a new group, and so does one that would hold the chain
-       back: DSC's clusters are processors, which run a node as soon as its inputs are there,
-       but a task starts only when all of its inputs are. A join whose other inputs come (in
-       the ASAP estimate) after the chain could start delays the chain's earlier work by up
-       to that work; by more than a task's cost, and the node starts a group instead (the
-       loss, reading 8 towers, joined the first tower's chain, which then ran after the
-       other 7 instead of beside them).
-       A fan-out (a node more than ``FAN_OUT`` nodes of its phase read: a loss gradient
-       that every tower's backward reads, a DataParallel shard of the batch) ends its chain:
-       a task's results exist when it ends, so a chain that went on past a fan-out would make
-       every other reader wait for the rest of it. A tower's forward pass becomes one chain,
-       its backward another; a parameter's update joins its gradient's group.
-    2. *Coarsening*: groups whose estimated work is below the grain (``pargraph.task-grain``
-       times the cost of a task) are merged. Independent small groups of one depth of the
-       quotient graph (32 small towers' forward passes) are bundled, largest first into the
-       lightest bundle, into as many bundles as their work fills grains, but no fewer than two
-       per thread locally (to even out the threads' loads) or one per worker thread on a
-       cluster (where each task more on a worker is a scheduler round trip of idling), where
-       there were that many groups. Before that, a small group that reads
-       from one group only joins it, unless that group feeds more than two (or one per worker)
-       such groups: a weight gradient's tail joins its chain, a fan-out is bundled instead.
-       What is still small merges into the
-       producer group it waits on, or else its consumer (a weight gradient of a small layer
-       goes back into its chain), never where it would make parallel work wait: not into one
-       of several consumers that do not wait for each other, and a bundle of branches not
-       into the consumer they share (a loss) or an input others read too, nor where the
-       merged task would hold back work by more than a task's cost (as in step 1). Every
-       merge keeps the quotient graph acyclic.
-
-    3. *Task duplication* (Kruatrachue & Lewis' duplication scheduling heuristic): a node
-       whose work, with everything it depends on in the run, is next to nothing (a
-       DataParallel shard of the batch, a slice, a loss's seed gradient) is computed again by
-       every group that reads it, which then waits for no other task to get it. So is a node
-       whose work with what it depends on inside its own group is next to nothing (a loss
-       and the split of its gradient into shards): the copy reads that group's inputs, which
-       the reader waited for anyway, and no longer waits for the rest of that group (on a
-       cluster, placed: if those inputs are not much bigger; "next to nothing" is half a
-       task's cost there, an eighth locally). It is the one case where a node belongs to
-       several groups; its own group comes first in the result, and is where its value is
-       read from by groups that do not copy it. A group no other group reads any more goes,
-       unless it holds values the run returns. On a cluster, a 0-d value the run returns (the
-       loss, for the ``item()`` after the step) that is next to no work given its group's
-       inputs leaves that group (a worker's backward pass) for a small group of its own:
-       the client gathers it when it is ready, not after the rest of that work.
-
-On a cluster of several worker processes, the linear clusters are placed on the workers
-between steps 1 and 2 (:mod:`pargraph.placement`), and coarsening merges only groups of one
-worker: a task never spans two workers, and a small group does not merge into a producer that
-groups on another worker read (unless it is next to no work), so that work on one worker does
-not wait for the other's.
-
-Reachability between groups is kept as integer bitsets of ancestors, so the convexity checks
-cost a few integer operations. Costs are estimates from shapes (each primitive's ``cost``).
-Training loops record the same structure every step: the lowering caches partitions by
-structure, so this runs once per distinct graph.
+A graph node is the unit of meaning; a dask task is the unit of scheduling, and costs far
+more than many nodes' work. So each run's node graph is cut into coarse groups of nodes that
+run one after another inside one task. Every group is convex (the quotient graph stays
+acyclic, since a task needs all its inputs before it starts), and its members keep their
+topological order. The algorithm, in three steps: linear clustering along dominant
+predecessors (:func:`_linear_clusters`), coarsening of small groups (``_Groups.coarsen``),
+and duplication of next-to-free nodes into the groups that read them
+(``_Groups.duplicate_sources``); on a cluster of several workers the linear clusters are
+placed first (:mod:`pargraph.placement`). Reachability is kept as integer bitsets. docs/design.md
+("Partitioning") describes each step and why.
 """
 
 from __future__ import annotations
@@ -94,19 +30,17 @@ TASK_COST_CLUSTER = 1e-3
 #: Groups smaller than this many task costs of work merge into a neighbour. A cluster asks
 #: for coarser tasks than its task cost alone says (dask's guidance is ~100 ms there: a
 #: task's inputs travel too, and a worker hears of its next task a scheduler round trip after
-#: the last one ended). Estimates run 4-8x above measured times, so 200 (0.2 s estimated) is
-#: ~30-50 ms: on the wide DataParallel step, one worker process 136-146 ms a step with 50,
-#: 129 with 100, 117-121 with 200, 120 with 400; two 117-125, 117, 115, 113 (interleaved in
-#: one process). Locally 50 made the threaded step slower than 25.
+#: the last one ended); the estimates run above measured times, hence the larger factor.
+#: Both values were chosen by measuring the benchmark steps (see the commit history).
 DEFAULT_GRAIN = 25.0
 DEFAULT_CLUSTER_GRAIN = 200.0
 #: A node that depends on values held before the run only and whose estimated work is below
 #: this fraction of a task's cost (a view, a slice, a scalar) is computed again by every group
 #: that reads it rather than waited for.
 FREE_FRACTION = 1 / 8
-#: On a cluster, where not copying costs a scheduler round trip and often a transfer (~4 ms
-#: here): the wide DataParallel step's loss (~0.2 ms of estimated work) is computed by every
-#: task that reads its gradient, and none waits for another worker's loss task.
+#: On a cluster, where not copying costs a scheduler round trip and often a transfer: a
+#: DataParallel step's loss is computed by every task that reads its gradient, and none
+#: waits for another worker's loss task.
 FREE_FRACTION_CLUSTER = 1 / 2
 #: Seconds of estimated work below which a whole run is one task, locally.
 DEFAULT_SINGLE_TASK_BELOW = 1e-3
@@ -308,8 +242,7 @@ class _Groups:
 
         Locally two bundles per thread even out the threads' loads. On a cluster one does:
         a worker learns of its next task only when the scheduler has heard that the one
-        before finished, 1-6 ms later on this 2-core machine, so every task more on a worker
-        is a gap (the wide DataParallel step on 2 workers: 20 -> 11 tasks, 148 -> 126 ms)."""
+        before finished, a round trip later, so every task more on a worker is a gap."""
         if grain <= 0:
             return
         self.descendants = [0] * len(self.ancestors)

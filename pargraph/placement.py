@@ -18,7 +18,7 @@ What goes where
     gradient, its update and next step's readers stay on one worker and parameters never
     travel; in a DataParallel step of a wide model each worker owns whole towers, for every
     shard. (Moving components afterwards where a HEFT simulation of the step ended sooner was
-    tried: no measurable gain on the wide step, 150 ms per plan for 32 towers; dropped.) The
+    tried: no measurable gain, and slow plans for many towers; dropped.) The
     rest (a batch split, the loss, what joins components) is placed by HEFT
     (Topcuoglu, Hariri & Wu, "Performance-effective and low-complexity task scheduling for
     heterogeneous computing", IEEE TPDS 2002) with its insertion policy: in decreasing upward
@@ -45,8 +45,8 @@ from collections.abc import Hashable, Sequence
 from pargraph.graph import Node
 
 #: Seconds per byte moved between two workers, and per transfer, in the units of the
-#: primitives' cost estimates (which assume ~20 GFLOP/s where one core does ~80): a 1 MB
-#: gradient took ~5 ms between two local worker processes, scheduler round trip included.
+#: primitives' cost estimates (which assume a quarter of one core's speed), scheduler round
+#: trip included.
 SECONDS_PER_BYTE = 2e-8
 TRANSFER_LATENCY = 4e-3
 

@@ -5,10 +5,8 @@ A task of pargraph's is a :class:`FusedTask`: a group of nodes run one after ano
 become dask tasks). It returns the tuple of the values its consumers and the caller need, and
 drops every other member's value as soon as its last reader in the task has run. Its members
 are the graph's own Nodes, whose ops, attributes, dtypes, keys and sites a run reads: a
-training step makes no object per member. (It made a NodeTask and a tuple each: on the
-branchy step, lowering took 1.9-2.1 ms instead of 0.7-0.9, and 4.65 instead of 3.67 garbage
-collections.) A task that travels to a cluster worker carries :class:`NodeTask` s instead,
-the same fields without the graph.
+training step makes no object per member. A task that travels to a cluster worker carries
+:class:`NodeTask` s instead, the same fields without the graph.
 
 Each member runs its op's numpy forward and casts to the node's static dtype
 (:func:`run_node`). On failure it re-raises the original exception type with the op's name
@@ -19,9 +17,9 @@ as formatted source lines, ops by name), so it runs on cluster workers too.
 
 The first task a dask worker process runs tunes that process's allocator
 (:func:`tune_worker_allocator`): distributed starts workers with ``MALLOC_TRIM_THRESHOLD_``
-set, which makes glibc hand every array above 128 KiB back to the system when it is freed, so
-each temporary of a numpy expression costs fresh pages (elementwise ops on 512x512 floats ran
-8x slower in a worker than in a plain process, matrix products 1.2x).
+set, which makes glibc hand every large array back to the system when it is freed, so each
+temporary of a numpy expression costs fresh pages: elementwise ops ran many times slower in
+a worker than in a plain process.
 
 This module imports no dask at import time: it is what a worker needs to run a task.
 """

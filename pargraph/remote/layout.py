@@ -33,7 +33,7 @@ class HeldPart:
     """A value kept on a cluster as element ``index`` of a group task's tuple result.
 
     A training step keeps every parameter, gradient and optimizer state; one ``getitem`` task
-    per kept value (so that each became a Future of its own) cost the scheduler ~1 ms each.
+    per kept value (so that each became a Future of its own) cost the scheduler a task each.
     Now the group's Future is kept and the tasks that read a part index the tuple inside
     themselves. It answers like a Future where pargraph reads one (``key``, which names the
     part, ``status``, ``client``, ``result()``). Cost: a tuple stays on its worker while any of
@@ -96,9 +96,7 @@ INLINE_BYTES = 8 * 1024
 
 
 #: Bytes a task picking the parts another worker reads must keep from travelling: it adds a
-#: scheduler round trip before its readers (~5 ms on 2 busy cores), about what 1 MiB costs on
-#: a 1 Gbit/s link (over loopback the wide DataParallel step was as fast either way; on a
-#: 1 Gbit/s link 195.6 -> 130.5 ms).
+#: scheduler round trip before its readers, about what 1 MiB costs on a 1 Gbit/s link.
 SEND_PARTS_SAVING = 1 << 20
 
 

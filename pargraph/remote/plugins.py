@@ -12,16 +12,15 @@ Prompt messages
     several times (a worker's forward pass ends, the scheduler tells the other worker to fetch
     its logits and start its backward pass; a step's first tasks often follow the last step's
     releases of old values by a few ms). With 1 ms (``pargraph.send-interval``) a 2-worker
-    wide DataParallel step took 1.1-5.0 ms less (~85 ms; 1 worker unchanged).
+    DataParallel step's critical path waits less at each crossing.
 
 Short message logs
     Each BatchedSend keeps its last ``distributed.admin.low-level-log-length`` (1000) payloads
     for debugging. A training loop sends its graph every step, so the scheduler's comm to each
     worker held the task specs of the last hundred or more steps, and the client's comm the
-    pickled graphs: on the wide DataParallel step (LocalCluster, whose scheduler shares the
-    client's process) 335k objects and 186 MiB after 400 steps, full garbage collections of
-    up to 177 ms every ~30 steps; with logs of ``pargraph.message-log-length`` (10) payloads,
-    107k objects and 138 MiB.
+    pickled graphs: hundreds of thousands of objects that every full garbage collection of a
+    LocalCluster's process walks. pargraph keeps ``pargraph.message-log-length`` (10)
+    payloads.
 
 Quiet logs
     distributed logs every out-of-band call at INFO ("Run out-of-band function ..."), and

@@ -27,8 +27,8 @@ def start_replication(client: Any, state: list) -> None:
     A worker's update tasks are copied while the other worker still computes, and the caller
     records its next step meanwhile; the next run on the cluster waits for the copies
     before it starts (:func:`settle_replication`), so every run starts with the state on two
-    workers. (Copied once the whole run had returned, the wide DataParallel step's ~24 MiB
-    took 8-21 ms of each step on 2 workers here.)"""
+    workers (copied once the whole run had returned, they added their transfer to every
+    step)."""
     wanted = replicas(client)
     workers = len(threads_by_worker(client)) if wanted else 0
     futures = state if wanted else []  # with copies, they hold nothing else (the _keep tasks)
@@ -57,8 +57,7 @@ async def _forget_history(client: Any, futures: list) -> None:
     """Once ``futures`` exist, make the scheduler forget how they were computed
     (:func:`forget_provenance`): what a training step keeps (parameters, optimizer state) is
     computed from the last step's, so otherwise the scheduler keeps every step's tasks, the
-    first step's parameter values with them (measured: 8 more tasks a step, ~64 KiB pickled,
-    on the wide DataParallel step)."""
+    first step's parameter values with them."""
     from distributed.client import _wait
 
     kept_spans = int(dask.config.get("pargraph.kept-spans", KEPT_SPANS))
@@ -154,9 +153,8 @@ def forget_provenance(keys: list, dask_scheduler: Any = None) -> int:
 def forget_provenance_on_worker(keys: list, dask_worker: Any = None) -> int:
     """(Runs on each worker.) What :func:`forget_provenance` does on the scheduler, in the
     worker's own task states: a worker keeps a released task while a task that depended on it
-    is known to it, so it too kept every step's tasks, their run specs with them (measured:
-    +4 tasks, ~30 KiB pickled and ~230 KiB of resident memory a step on each worker of the
-    wide DataParallel step). Returns how many tasks were forgotten."""
+    is known to it, so it too kept every step's tasks, their run specs with them. Returns how
+    many tasks were forgotten."""
     state = dask_worker.state
     found = [state.tasks[key] for key in keys if key in state.tasks]
     if not all(hasattr(ts, name) for ts in found for name in ("state", "dependencies",
@@ -183,7 +181,7 @@ def keep_until_copied(values: Sequence[Any]) -> None:
     state with it, and dask recomputes that from these (released, they were forgotten: see
     :func:`forget_provenance`). They go once the next run is submitted, which waits for the
     copies: released as soon as the copies existed, the scheduler's messages freeing them
-    delayed the next run's first tasks by its 5 ms batching (2 workers: 79.5 -> 81.9 ms)."""
+    delayed the next run's first tasks by the scheduler's batching."""
     held = [value for value in values if is_future(value)]
     if held:
         clusters.replaced.setdefault(held[0].client, []).extend(held)

@@ -66,8 +66,7 @@ def submit(client: Any, graph: Any, keys: list) -> list:
 
 #: Seconds a client batches its messages to the scheduler for (distributed's is 10 ms). A run
 #: sent less than that after the last batch waits for the rest: a training step's first
-#: message often follows the last step's releases of old values by a few ms. Measured on the
-#: wide DataParallel step, one worker process, interleaved in one process: 95.9 -> 90.8 ms.
+#: message often follows the last step's releases of old values by a few ms.
 CLIENT_SEND_INTERVAL = 2e-3
 
 
@@ -131,13 +130,12 @@ def wait_for(client: Any, futures: list, bar: bool = False) -> None:
 def untokenized(graph: dict, workers: dict | None = None, keys: list | None = None,
                  urgent: frozenset = frozenset()) -> Any:
     """The graph as the expression ``Client.get`` builds from a dict, but named by a unique
-    token instead of one computed by hashing every task and array in it (~17 ms for a small
+    token instead of one computed by hashing every task and array in it (longer than a small
     training step): pargraph's keys are already unique. The token goes to the constructor,
-    which names the expression at once (set afterwards, it came after the hashing: 4.6 ms of
-    the one-worker wide step's run, 15.7 ms for forty 512 KiB arrays). Tasks placed on a
-    worker (``workers``) go in one layer per worker, annotated as ``dask.annotate(workers=...,
-    allow_other_workers=True)`` would: loose, so a worker that left blocks nothing; ``urgent``
-    ones in a layer of their own with a higher priority."""
+    which names the expression at once (set afterwards, it came after the hashing). Tasks
+    placed on a worker (``workers``) go in one layer per worker, annotated as
+    ``dask.annotate(workers=..., allow_other_workers=True)`` would: loose, so a worker that
+    left blocks nothing; ``urgent`` ones in a layer of their own with a higher priority."""
     try:
         from dask._expr import HLGExpr, LLGExpr
     except ImportError:  # an older or newer dask: let it tokenize

@@ -21,7 +21,7 @@ def hosts(client: Any) -> tuple[tuple[str, int], ...]:
 
 #: Seconds for which a cluster's workers, as last asked, are taken to be current: a training
 #: step asked up to three times (its partition, DataParallel's shards, replication), a
-#: scheduler round trip each, ~1-3 ms on a busy cluster.
+#: scheduler round trip each.
 MEMBERSHIP_SECONDS = 1.0
 
 
