@@ -14,7 +14,8 @@ from pargraph.autograd import (
     no_grad,
     set_grad_enabled,
 )
-from pargraph.compiled import GraphBreak, compile  # noqa: A004  (PyTorch's name)
+from pargraph.compiled import GraphBreak
+from pargraph.compiling import compile  # noqa: A004  (PyTorch's name)
 from pargraph.devices import device, set_default_device
 from pargraph.execution import worker_threads
 from pargraph.factories import (

@@ -18,6 +18,11 @@ pattern. Every node costs the same serial Python whatever its work, so what a tr
 records often (softmax, log_softmax, stack and their backwards) is a primitive, beside the
 composite that fronts it. This module gathers every family's names: ``ops.add``,
 ``ops.REGISTRY``.
+
+The vjps of elementwise ops, reductions and shape ops call each other's ops (the gradient of
+a sum is an expand, that of an expand a sum, a broadcast's is a sum), so those three families
+import each other after their own definitions, and import only ``core`` at their top; the
+other families stand on them.
 """
 
 from __future__ import annotations
@@ -28,15 +33,12 @@ from pargraph.ops.composites import (
     in_float32,
     logsumexp,
     mean,
-    mT,
     root_of_variance,
-    shown_as,
     split,
     squeeze,
     stack,
     stacked,
     std,
-    transpose,
     unsqueeze,
     var,
 )
@@ -154,7 +156,10 @@ from pargraph.ops.reductions import (
     prod_others,
     sum_,
 )
-from pargraph.ops.rewrites import PUSH_DEPTH, rule
+from pargraph.ops.rewrites import (
+    PUSH_DEPTH,
+    rule,
+)
 from pargraph.ops.shapes import (
     IndexSlot,
     argsort,
@@ -168,23 +173,25 @@ from pargraph.ops.shapes import (
     index,
     index_add,
     index_put,
+    mT,
     out_of_bounds,
     permute,
     put_along_dim,
     reshape,
     reshaped,
     scatter,
+    shown_as,
     swap_last,
     take_along_dim,
+    transpose,
     unbroadcast,
 )
 
 __all__ = [
-    "PUSH_DEPTH",
-    "rule",
     "DEFAULT_FLOAT",
     "HALF",
     "IndexSlot",
+    "PUSH_DEPTH",
     "Primitive",
     "REGISTRY",
     "ShapeError",
@@ -289,6 +296,7 @@ __all__ = [
     "rmsprop_step",
     "root_mean_square",
     "root_of_variance",
+    "rule",
     "scalar_dtype",
     "scaled_step",
     "scatter",

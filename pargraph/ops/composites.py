@@ -21,25 +21,21 @@ from pargraph.ops.core import (
     primitive,
     result_dtype,
 )
-
-
-def transpose(x: Node, dim0: int, dim1: int) -> Node:
-    dims = list(range(len(x.shape)))
-    a, b = normalize_dim(dim0, len(dims)), normalize_dim(dim1, len(dims))
-    dims[a], dims[b] = dims[b], dims[a]
-    return shown_as(permute(x, dims=tuple(dims)), "TransposeBackward0")
-
-
-def mT(x: Node) -> Node:
-    return transpose(x, -2, -1)
-
-
-def shown_as(node: Node, grad_name: str, *inputs: Node) -> Node:
-    """``node``, the result of a composite, with PyTorch's grad_fn name for the whole (its
-    inputs are left alone if the composite returned one of them)."""
-    if all(node is not i for i in inputs):
-        node.grad_name = grad_name
-    return node
+from pargraph.ops.elementwise import (
+    add,
+    cast,
+    div,
+    exp,
+    gt,
+    isinf,
+    log,
+    mul,
+    stop_gradient,
+    sub,
+    where,
+)
+from pargraph.ops.reductions import amax, sum_
+from pargraph.ops.shapes import _check_indices, index, reshape, shown_as
 
 
 def _count(x: Node, dims: tuple) -> int:
@@ -224,22 +220,3 @@ def chunk(x: Node, chunks: int, dim=0) -> list[Node]:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     length = x.shape[normalize_dim(dim, len(x.shape))]
     return split(x, max(-(-length // chunks), 1), dim)
-
-
-# The ops of other families that this one calls when a graph is built: imported last,
-# after its own, since those families import this one (the package loads them all).
-from pargraph.ops.elementwise import (  # noqa: E402
-    add,
-    cast,
-    div,
-    exp,
-    gt,
-    isinf,
-    log,
-    mul,
-    stop_gradient,
-    sub,
-    where,
-)
-from pargraph.ops.reductions import amax, sum_  # noqa: E402
-from pargraph.ops.shapes import _check_indices, index, permute, reshape  # noqa: E402

@@ -45,7 +45,7 @@ def rule(op: Primitive) -> Callable[[Callable], Callable]:
 
 
 @rule(log_softmax_backward)
-def cross_entropy_backward(g: Node, result: Node, *, dim: tuple) -> Node | None:
+def _cross_entropy_backward(g: Node, result: Node, *, dim: tuple) -> Node | None:
     """One node for nll_loss's gradient followed by log_softmax's, unless the gradient is
     differentiable (``create_graph``), where the pair keeps its vjps."""
     if (recording_phase() == FORWARD or type(g) is not Node or g.op is not nll_loss_backward
@@ -60,7 +60,7 @@ def cross_entropy_backward(g: Node, result: Node, *, dim: tuple) -> Node | None:
 
 
 @rule(index)
-def slice_of_concatenation(g: Node, *index_values: Node, spec: tuple) -> Node | None:
+def _slice_of_concatenation(g: Node, *index_values: Node, spec: tuple) -> Node | None:
     """A slice at a concatenation's part boundaries, taken from the part (see the module)."""
     if recording_phase() == FORWARD or type(g) is not Node or index_values:
         return None

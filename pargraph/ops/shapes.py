@@ -363,7 +363,25 @@ def _einsum_sizes(equation: str, shapes: list[tuple]) -> dict[str, int]:
     return sizes
 
 
+def transpose(x: Node, dim0: int, dim1: int) -> Node:
+    dims = list(range(len(x.shape)))
+    a, b = normalize_dim(dim0, len(dims)), normalize_dim(dim1, len(dims))
+    dims[a], dims[b] = dims[b], dims[a]
+    return shown_as(permute(x, dims=tuple(dims)), "TransposeBackward0")
+
+
+def mT(x: Node) -> Node:
+    return transpose(x, -2, -1)
+
+
+def shown_as(node: Node, grad_name: str, *inputs: Node) -> Node:
+    """``node``, the result of a composite, with PyTorch's grad_fn name for the whole (its
+    inputs are left alone if the composite returned one of them)."""
+    if all(node is not i for i in inputs):
+        node.grad_name = grad_name
+    return node
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
-from pargraph.ops.composites import transpose  # noqa: E402
 from pargraph.ops.reductions import sum_  # noqa: E402
