@@ -10,6 +10,31 @@ from pargraph import ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import arange, as_tensor, default_generator, drawn
 from pargraph.functions import where as pargraph_where
+from pargraph.nn.activation import (  # noqa: F401  (PyTorch's F holds them)
+    celu,
+    elu,
+    glu,
+    hardshrink,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    logsigmoid,
+    mish,
+    prelu,
+    relu6,
+    rrelu,
+    selu,
+    softmin,
+    softshrink,
+    softsign,
+    tanhshrink,
+    threshold,
+)
+from pargraph.nn.distance import (  # noqa: F401
+    cosine_similarity,
+    normalize,
+    pairwise_distance,
+)
 from pargraph.nn.normalization import (  # noqa: F401
     batch_norm,
     embedding,
@@ -115,7 +140,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return input * input.sigmoid()
 
 
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: F811
     """``log(1 + exp(beta * x)) / beta``, computed stably; linear above ``threshold``.
 
     Examples
@@ -460,3 +485,210 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         attn_mask = as_tensor(causal)
     weights = _masked_scores(scores, attn_mask, allowed_when=True).softmax(-1)
     return dropout(weights, dropout_p, training=dropout_p > 0) @ value
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
+           reduce: bool | None = None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence of ``target`` from ``input`` (log-probabilities):
+    ``target * (log(target) - input)``, 0 where ``target`` is 0; ``reduction="batchmean"``
+    divides the sum by the batch size (what the divergence's definition asks for).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> p = pargraph.tensor([[0.5, 0.5]])
+    >>> F.kl_div(p.log(), p, reduction="batchmean").item()
+    0.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = as_tensor(target, dtype=input.dtype)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        logged = pargraph_where(target > 0, target, target * 0.0 + 1.0).log()
+        loss = pargraph_where(target > 0, target * (logged - input), target * 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.dim() else 1)
+    return _reduce(loss, reduction, "kl_div")
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+               delta: float = 1.0, weight: Tensor | None = None) -> Tensor:
+    """``0.5 d²`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.huber_loss(pargraph.tensor([0.5, 3.0]), pargraph.zeros(2)).item()
+    1.3125
+    """
+    target = as_tensor(target)
+    _same_shape(input, target, "huber_loss")
+    diff = (input - target).abs()
+    loss = pargraph_where(diff < delta, diff * diff * 0.5, (diff - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -y (x1 - x2) + margin)``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.margin_ranking_loss(pargraph.tensor([1.0]), pargraph.tensor([2.0]),
+    ...                       pargraph.tensor([1.0])).item()
+    1.0
+    """
+    loss = (-as_tensor(target) * (input1 - input2) + margin).clamp(min=0.0)
+    return _reduce(loss, reduction, "margin_ranking_loss")
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
+                         reduction: str = "mean") -> Tensor:
+    """``x`` where ``y == 1``, ``max(0, margin - x)`` where ``y == -1``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.hinge_embedding_loss(pargraph.tensor([0.3, 0.3]),
+    ...                        pargraph.tensor([1.0, -1.0])).tolist()
+    0.5
+    """
+    target = as_tensor(target)
+    zero = input * 0.0
+    loss = pargraph_where(target == 1, input, zero) + \
+        pargraph_where(target == -1, (margin - input).clamp(min=0.0), zero)
+    return _reduce(loss, reduction, "hinge_embedding_loss")
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-y x))``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> round(F.soft_margin_loss(pargraph.zeros(1), pargraph.ones(1)).item(), 4)
+    0.6931
+    """
+    loss = (-as_tensor(target) * input).exp().log1p()
+    return _reduce(loss, reduction, "soft_margin_loss")
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy with logits per class, averaged over the classes.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> round(F.multilabel_soft_margin_loss(pargraph.zeros(1, 2),
+    ...                                     pargraph.ones(1, 2)).item(), 4)
+    0.6931
+    """
+    target = as_tensor(target, dtype=input.dtype)
+    log_sigmoid = input.clamp(max=0) - (-input.abs()).exp().log1p()
+    log_not = (-input).clamp(max=0) - (-input.abs()).exp().log1p()
+    loss = -(target * log_sigmoid + (1 - target) * log_not)
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.mean(-1)
+    return _reduce(loss, reduction, "multilabel_soft_margin_loss")
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor,
+                          margin: float = 0.0, reduction: str = "mean") -> Tensor:
+    """``1 - cos(x1, x2)`` where ``y == 1``, ``max(0, cos(x1, x2) - margin)`` where
+    ``y == -1``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.cosine_embedding_loss(pargraph.ones(1, 2), pargraph.ones(1, 2),
+    ...                         pargraph.tensor([1.0])).item()
+    0.0
+    """
+    eps = 1e-12  # PyTorch's EPSILON for this loss
+    dot = (input1 * input2).sum(-1)
+    squares = ((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)
+    cosine = dot / squares.sqrt()
+    target = as_tensor(target)
+    zero = cosine * 0.0
+    loss = pargraph_where(target == 1, 1 - cosine, zero) + \
+        pargraph_where(target == -1, (cosine - margin).clamp(min=0.0), zero)
+    return _reduce(loss, reduction, "cosine_embedding_loss")
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
+                        margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the pairwise ``p``-distance
+    (``swap``: the smaller of ``d(a, n)`` and ``d(p, n)``).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> a = pargraph.zeros(1, 2)
+    >>> round(F.triplet_margin_loss(a, a, pargraph.ones(1, 2) * 3).item(), 4)
+    0.0
+    """
+
+    positive_distance = pairwise_distance(anchor, positive, p, eps)
+    negative_distance = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        negative_distance = negative_distance.minimum(
+            pairwise_distance(positive, negative, p, eps))
+    loss = (positive_distance - negative_distance + margin).clamp(min=0.0)
+    return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,
+                     full: bool = False, size_average: bool | None = None,
+                     eps: float = 1e-8, reduce: bool | None = None,
+                     reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of ``target`` under a Poisson of rate ``exp(input)``
+    (``log_input``) or ``input``; ``full`` adds Stirling's term.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.poisson_nll_loss(pargraph.zeros(1), pargraph.zeros(1)).item()
+    1.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = as_tensor(target, dtype=input.dtype)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + pargraph_where(target > 1, stirling, stirling * 0.0)
+    return _reduce(loss, reduction, "poisson_nll_loss")
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False,
+                      eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """``0.5 (log(max(var, eps)) + (input - target)² / max(var, eps))`` (``full``: plus
+    ``0.5 log(2 pi)``).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.gaussian_nll_loss(pargraph.zeros(2), pargraph.zeros(2), pargraph.ones(2)).item()
+    0.0
+    """
+    var = as_tensor(var, dtype=input.dtype)
+    if var.dim() == input.dim() - 1 or (var.dim() == input.dim() and var.shape[-1] == 1
+                                         and input.shape[-1] != 1):
+        var = var.unsqueeze(-1) if var.dim() == input.dim() - 1 else var
+    if bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    var = var.clamp(min=eps)  # the clamp is not differentiated through, as in PyTorch
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, "gaussian_nll_loss")

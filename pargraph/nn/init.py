@@ -66,6 +66,19 @@ def ones_(t: Tensor) -> Tensor:
     return t
 
 
+def constant_(t: Tensor, val: float) -> Tensor:
+    """Fill with ``val``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.constant_(pargraph.zeros(2), 0.5).tolist()
+    [0.5, 0.5]
+    """
+    assign(t, np.full(t.shape, val))
+    return t
+
+
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     """Fill with samples of N(mean, std²).
 

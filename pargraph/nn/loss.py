@@ -141,3 +141,227 @@ class NLLLoss(_ClassLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+class _Configured(_Loss):
+    """A loss whose functional form takes the module's ``options`` as keywords."""
+
+    options: tuple[str, ...] = ()
+
+    def __init__(self, reduction: str = "mean", **options) -> None:
+        super().__init__("mean" if reduction == "batchmean" else reduction)
+        self.reduction = reduction
+        for name in self.options:
+            setattr(self, name, options[name])
+
+    def _keywords(self) -> dict:
+        return {name: getattr(self, name) for name in self.options}
+
+
+class KLDivLoss(_Configured):
+    """:func:`~pargraph.nn.functional.kl_div` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> p = pargraph.tensor([[0.5, 0.5]])
+    >>> pargraph.nn.KLDivLoss(reduction="batchmean")(p.log(), p).item()
+    0.0
+    """
+
+    options = ("log_target",)
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 log_target: bool = False) -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction),
+                         log_target=log_target)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.kl_div(input, target, reduction=self.reduction, **self._keywords())
+
+
+class HuberLoss(_Configured):
+    """:func:`~pargraph.nn.functional.huber_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.HuberLoss()(pargraph.tensor([3.0]), pargraph.zeros(1)).item()
+    2.5
+    """
+
+    options = ("delta",)
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction, delta=delta)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.huber_loss(input, target, self.reduction, **self._keywords())
+
+
+class SoftMarginLoss(_Configured):
+    """:func:`~pargraph.nn.functional.soft_margin_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> round(pargraph.nn.SoftMarginLoss()(pargraph.zeros(1), pargraph.ones(1)).item(), 4)
+    0.6931
+    """
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.soft_margin_loss(input, target, self.reduction)
+
+
+class HingeEmbeddingLoss(_Configured):
+    """:func:`~pargraph.nn.functional.hinge_embedding_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.HingeEmbeddingLoss()(pargraph.tensor([2.0]), pargraph.tensor([-1.0])).item()
+    0.0
+    """
+
+    options = ("margin",)
+
+    def __init__(self, margin: float = 1.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction), margin=margin)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.hinge_embedding_loss(input, target, reduction=self.reduction,
+                                      **self._keywords())
+
+
+class MultiLabelSoftMarginLoss(_Configured):
+    """:func:`~pargraph.nn.functional.multilabel_soft_margin_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> loss = pargraph.nn.MultiLabelSoftMarginLoss()(pargraph.zeros(1, 2), pargraph.ones(1, 2))
+    >>> round(loss.item(), 4)
+    0.6931
+    """
+
+    options = ("weight",)
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction), weight=weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multilabel_soft_margin_loss(input, target, reduction=self.reduction,
+                                             **self._keywords())
+
+
+class MarginRankingLoss(_Configured):
+    """:func:`~pargraph.nn.functional.margin_ranking_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> one = pargraph.ones(1)
+    >>> pargraph.nn.MarginRankingLoss(margin=0.5)(one, one, one).item()
+    0.5
+    """
+
+    options = ("margin",)
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction), margin=margin)
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.margin_ranking_loss(input1, input2, target, reduction=self.reduction,
+                                     **self._keywords())
+
+
+class CosineEmbeddingLoss(_Configured):
+    """:func:`~pargraph.nn.functional.cosine_embedding_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.ones(1, 2)
+    >>> pargraph.nn.CosineEmbeddingLoss()(x, x, pargraph.tensor([1.0])).item()
+    0.0
+    """
+
+    options = ("margin",)
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction), margin=margin)
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.cosine_embedding_loss(input1, input2, target, reduction=self.reduction,
+                                       **self._keywords())
+
+
+class TripletMarginLoss(_Configured):
+    """:func:`~pargraph.nn.functional.triplet_margin_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a = pargraph.zeros(1, 2)
+    >>> round(pargraph.nn.TripletMarginLoss()(a, a, a + 3).item(), 4)
+    0.0
+    """
+
+    options = ("margin", "p", "eps", "swap")
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
+                 swap: bool = False, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction), margin=margin,
+                         p=p, eps=eps, swap=swap)
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_loss(anchor, positive, negative, reduction=self.reduction,
+                                     **self._keywords())
+
+
+class PoissonNLLLoss(_Configured):
+    """:func:`~pargraph.nn.functional.poisson_nll_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.PoissonNLLLoss()(pargraph.zeros(1), pargraph.zeros(1)).item()
+    1.0
+    """
+
+    options = ("log_input", "full", "eps")
+
+    def __init__(self, log_input: bool = True, full: bool = False, size_average=None,
+                 eps: float = 1e-8, reduce=None, reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction),
+                         log_input=log_input, full=full, eps=eps)
+
+    def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
+        return F.poisson_nll_loss(log_input, target, reduction=self.reduction,
+                                  **self._keywords())
+
+
+class GaussianNLLLoss(_Configured):
+    """:func:`~pargraph.nn.functional.gaussian_nll_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.GaussianNLLLoss()(pargraph.zeros(2), pargraph.zeros(2), pargraph.ones(2)).item()
+    0.0
+    """
+
+    options = ("full", "eps")
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6,
+                 reduction: str = "mean") -> None:
+        super().__init__(reduction, full=full, eps=eps)
+
+    def forward(self, input: Tensor, target: Tensor, var: Tensor | float) -> Tensor:
+        return F.gaussian_nll_loss(input, target, var, reduction=self.reduction,
+                                   **self._keywords())

@@ -1,5 +1,6 @@
 """``pargraph.nn.utils``: gradient clipping, recorded into the step's graph (nothing is
-computed early: the clipped gradients run with the optimizer's step, in the same dask run)."""
+computed early: the clipped gradients run with the optimizer's step, in the same dask run);
+``rnn``: padded and packed batches of sequences."""
 
 from __future__ import annotations
 
@@ -68,3 +69,6 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
     with no_grad():
         for g in _grads(parameters):
             g.clamp_(-clip_value, clip_value)
+
+
+from pargraph.nn.utils import rnn as rnn  # noqa: E402  (PyTorch's nn.utils.rnn)
