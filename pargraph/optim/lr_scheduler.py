@@ -1,5 +1,8 @@
-"""Learning-rate schedulers: ``StepLR``, ``MultiStepLR``, ``LambdaLR``, ``CosineAnnealingLR``,
-``OneCycleLR`` (per batch) and ``ReduceLROnPlateau`` (on a metric), with PyTorch's formulas."""
+"""Learning-rate schedulers with PyTorch's names and formulas: per epoch (``StepLR``,
+``MultiStepLR``, ``LambdaLR``, ``CosineAnnealingLR``, ``ExponentialLR``, ``ConstantLR``,
+``LinearLR``, ``PolynomialLR``, ``MultiplicativeLR``, ``CosineAnnealingWarmRestarts``), per
+batch (``OneCycleLR``, ``CyclicLR``), on a metric (``ReduceLROnPlateau``), and combined
+(``SequentialLR``, ``ChainedScheduler``)."""
 
 from __future__ import annotations
 
@@ -36,6 +39,10 @@ class LRScheduler(_SchedulerState):
                 group.setdefault("initial_lr", group["lr"])
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        """The step a scheduler takes when it is made (epoch 0)."""
         self.step()
 
     def get_lr(self) -> list[float]:
@@ -300,3 +307,369 @@ class ReduceLROnPlateau(_SchedulerState):
                     group["lr"] = new_lr
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+# Chainable schedulers: each step multiplies the rate a group has now, as PyTorch's do, so
+# that ChainedScheduler can compose them.
+
+
+class ConstantLR(LRScheduler):
+    """The learning rate times ``factor`` for the first ``total_iters`` epochs.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = pargraph.optim.lr_scheduler.ConstantLR(opt, factor=0.5, total_iters=2)
+    >>> [sched.get_last_lr()[0]] + [sched.step() or sched.get_last_lr()[0] for _ in range(2)]
+    [0.5, 0.5, 1.0]
+    """
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
+                 last_epoch: int = -1) -> None:
+        if not 0 <= factor <= 1:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in lrs]
+        if self.last_epoch != self.total_iters:
+            return lrs
+        return [lr * (1.0 / self.factor) for lr in lrs]
+
+
+class LinearLR(LRScheduler):
+    """The learning rate times a factor going linearly from ``start_factor`` to ``end_factor``
+    over ``total_iters`` epochs.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = pargraph.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=2)
+    >>> [sched.get_last_lr()[0]] + [sched.step() or sched.get_last_lr()[0] for _ in range(2)]
+    [0.5, 0.75, 1.0]
+    """
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
+                 end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
+        if not 0 < start_factor <= 1:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 "
+                             "and less or equal to 1.")
+        if not 0 <= end_factor <= 1:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor, self.end_factor, self.total_iters = (start_factor, end_factor,
+                                                                total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in lrs]
+        if self.last_epoch > self.total_iters:
+            return lrs
+        slope = self.end_factor - self.start_factor
+        ratio = 1.0 + slope / (self.total_iters * self.start_factor
+                               + (self.last_epoch - 1) * slope)
+        return [lr * ratio for lr in lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiply the learning rate by ``gamma`` every epoch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = pargraph.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> sched.step(); sched.step(); sched.get_last_lr()
+    [0.25]
+    """
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        return lrs if self.last_epoch == 0 else [lr * self.gamma for lr in lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the learning rate as ``(1 - epoch / total_iters) ** power`` until
+    ``total_iters``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = pargraph.optim.lr_scheduler.PolynomialLR(opt, total_iters=4)
+    >>> sched.step(); sched.step(); sched.get_last_lr()
+    [0.5]
+    """
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1) -> None:
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return lrs
+        factor = ((1.0 - self.last_epoch / self.total_iters)
+                  / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [lr * factor for lr in lrs]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the learning rate by ``lr_lambda(epoch)`` every epoch (one function, or one
+    per group).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = pargraph.optim.lr_scheduler.MultiplicativeLR(opt, lambda epoch: 0.5)
+    >>> sched.step(); sched.step(); sched.get_last_lr()
+    [0.25]
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Any, last_epoch: int = -1) -> None:
+        groups = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else \
+            [lr_lambda] * groups
+        if len(self.lr_lambdas) != groups:
+            raise ValueError(f"Expected {groups} lr_lambdas, but got {len(self.lr_lambdas)}")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if self.last_epoch <= 0:
+            return lrs
+        return [lr * f(self.last_epoch) for lr, f in zip(lrs, self.lr_lambdas)]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the initial rate to ``eta_min`` over ``T_0`` epochs, restarting,
+    each period ``T_mult`` times the last.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = pargraph.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2)
+    >>> [sched.step() or sched.get_last_lr()[0] for _ in range(3)]
+    [0.5, 1.0, 0.5]
+    """
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
+                 last_epoch: int = -1) -> None:
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [self.eta_min + (base - self.eta_min)
+                * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        with interrupts.deferred():
+            if epoch is None:
+                self.T_cur += 1
+                if self.T_cur >= self.T_i:
+                    self.T_cur -= self.T_i
+                    self.T_i *= self.T_mult
+                self.last_epoch += 1
+            else:
+                if epoch < 0:
+                    raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+                if epoch >= self.T_0:
+                    if self.T_mult == 1:
+                        self.T_cur = epoch % self.T_0
+                    else:
+                        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                        self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                        self.T_i = self.T_0 * self.T_mult ** n
+                else:
+                    self.T_i, self.T_cur = self.T_0, epoch
+                self.last_epoch = math.floor(epoch)
+            for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+                group["lr"] = lr
+            self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class CyclicLR(LRScheduler):
+    """Cycle the learning rate between ``base_lr`` and ``max_lr`` (per batch), in PyTorch's
+    modes (``triangular``, ``triangular2``, ``exp_range``), and the momentum against it.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0, momentum=0.9)
+    >>> sched = pargraph.optim.lr_scheduler.CyclicLR(opt, 0.1, 1.0, step_size_up=2)
+    >>> [round(sched.step() or sched.get_last_lr()[0], 3) for _ in range(4)]
+    [0.55, 1.0, 0.55, 0.1]
+    """
+
+    def __init__(self, optimizer: Optimizer, base_lr: Any, max_lr: Any,
+                 step_size_up: int = 2000, step_size_down: int | None = None,
+                 mode: str = "triangular", gamma: float = 1.0, scale_fn: Any = None,
+                 scale_mode: str = "cycle", cycle_momentum: bool = True,
+                 base_momentum: Any = 0.8, max_momentum: Any = 0.9,
+                 last_epoch: int = -1) -> None:
+        groups = optimizer.param_groups
+        base_lrs = _per_group(base_lr, groups, "base_lr")
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group(max_lr, groups, "max_lr")
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else (
+            "iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group(base_momentum, groups, "base_momentum")
+            self.max_momentums = _per_group(max_momentum, groups, "max_momentum")
+            if last_epoch == -1:
+                for momentum, group in zip(self.max_momentums, groups):
+                    if self.use_beta1:
+                        group["betas"] = (momentum, *group["betas"][1:])
+                    else:
+                        group["momentum"] = momentum
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x: float) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [base + (top - base) * scale * self.scale_fn(at)
+               for base, top in zip(_bases(self), self.max_lrs)]
+        if self.cycle_momentum:
+            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums,
+                                        self.max_momentums):
+                momentum = high - (high - low) * scale * self.scale_fn(at)
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+
+def _bases(scheduler: CyclicLR) -> list[float]:
+    # The base rates are the groups' initial ones until __init__ has set its own.
+    return getattr(scheduler, "base_lrs", [g["lr"] for g in scheduler.optimizer.param_groups])
+
+
+def _per_group(value: Any, groups: list, name: str) -> list[float]:
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(groups):
+            raise ValueError(f"expected {len(groups)} values for {name}, got {len(value)}")
+        return list(value)
+    return [value] * len(groups)
+
+
+class SequentialLR(LRScheduler):
+    """One scheduler after another: ``schedulers[k]`` from epoch ``milestones[k - 1]`` on.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.optim import lr_scheduler as S
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> warm = S.ConstantLR(opt, factor=0.1, total_iters=2)
+    >>> decay = S.ExponentialLR(opt, gamma=0.5)
+    >>> sched = S.SequentialLR(opt, [warm, decay], milestones=[2])
+    >>> [sched.step() or round(sched.get_last_lr()[0], 3) for _ in range(4)]
+    [0.1, 1.0, 0.5, 0.25]
+    """
+
+    def __init__(self, optimizer: Optimizer, schedulers: list, milestones: list[int],
+                 last_epoch: int = -1) -> None:
+        if not schedulers:
+            raise ValueError("SequentialLR expects at least one scheduler")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"Sequential Schedulers expects number of schedulers provided to "
+                             f"be one more than the number of milestone points, but got "
+                             f"number of schedulers {len(schedulers)} and the number of "
+                             f"milestones to be equal to {len(milestones)}")
+        for scheduler in schedulers:
+            if getattr(scheduler, "optimizer", optimizer) is not optimizer:
+                raise ValueError("Sequential Schedulers expects all schedulers to belong to "
+                                 "the same optimizer")
+        self.optimizer, self._schedulers, self._milestones = optimizer, schedulers, milestones
+        self.last_epoch = last_epoch + 1
+        for group in optimizer.param_groups:  # undo what the later schedulers' set-up did
+            group["lr"] = group["initial_lr"]
+        for scheduler in reversed(schedulers):
+            scheduler.last_epoch -= 1
+        schedulers[0]._initial_step()
+        self._last_lr = schedulers[0].get_last_lr()
+
+    def step(self) -> None:
+        with interrupts.deferred():
+            self.last_epoch += 1
+            index = bisect.bisect_right(self._milestones, self.last_epoch)
+            scheduler = self._schedulers[index]
+            if index > 0 and self._milestones[index - 1] == self.last_epoch:
+                scheduler.last_epoch = -1  # it starts now, from its base rates
+                for group, base in zip(self.optimizer.param_groups, scheduler.base_lrs):
+                    group["lr"] = base
+            scheduler.step()
+            self._last_lr = scheduler.get_last_lr()
+
+
+class ChainedScheduler(LRScheduler):
+    """Several chainable schedulers stepped together: their factors multiply.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.optim import lr_scheduler as S
+    >>> opt = pargraph.optim.SGD([pargraph.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = S.ChainedScheduler([S.ConstantLR(opt, factor=0.5, total_iters=1),
+    ...                             S.ExponentialLR(opt, gamma=0.9)])
+    >>> [round(sched.step() or sched.get_last_lr()[0], 4) for _ in range(2)]
+    [0.9, 0.81]
+    """
+
+    def __init__(self, schedulers: list, optimizer: Optimizer | None = None) -> None:
+        if not schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler")
+        self.optimizer = optimizer or schedulers[0].optimizer
+        self._schedulers = list(schedulers)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def step(self) -> None:
+        with interrupts.deferred():
+            for scheduler in self._schedulers:
+                scheduler.step()
+            self._last_lr = [group["lr"] for group in self.optimizer.param_groups]

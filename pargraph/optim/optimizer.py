@@ -80,7 +80,6 @@ class Optimizer:
             if value is _required:
                 raise ValueError(f"{type(self).__name__}: parameter group didn't specify a "
                                  f"value of required optimization parameter {key}")
-        filled.setdefault("initial_lr", filled.get("lr"))
         self.param_groups.append(filled)
         self._state_version += 1
 

@@ -1,0 +1,235 @@
+"""NAdam, RAdam, Adamax, Rprop and ASGD: PyTorch's single-tensor formulas, written with tensor
+ops (each update a few nodes per parameter, recorded into the step's graph like the rest)."""
+
+from __future__ import annotations
+
+import math
+
+from pargraph._tensor import Tensor
+from pargraph.autograd.mode import no_grad
+from pargraph.factories import full_like, zeros_like
+from pargraph.functions import where
+from pargraph.optim.optimizer import Optimizer
+
+
+def _check(**values: float) -> None:
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"Invalid {name} value: {value}")
+
+
+def _check_betas(betas: tuple[float, float]) -> None:
+    for k, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {k}: {beta}")
+
+
+def _moments(grad: Tensor, state: dict, beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
+    """Adam's first and second moments, as PyTorch updates them (``lerp``, ``addcmul``)."""
+    exp_avg = state.get("exp_avg")
+    exp_avg_sq = state.get("exp_avg_sq")
+    exp_avg = grad * (1 - beta1) if exp_avg is None else exp_avg + (grad - exp_avg) * (1 - beta1)
+    square = grad * grad * (1 - beta2)
+    exp_avg_sq = square if exp_avg_sq is None else exp_avg_sq * beta2 + square
+    return exp_avg, exp_avg_sq
+
+
+class NAdam(Optimizer):
+    """Adam with Nesterov momentum and its momentum decay schedule.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.NAdam([w], lr=0.1)
+    >>> (w * 2).sum().backward(); opt.step(); round(w.item(), 4)
+    0.8944
+    """
+
+    name = "nadam"
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
+                 decoupled_weight_decay: bool = False):
+        _check(lr=lr, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay)
+        _check_betas(betas)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, momentum_decay=momentum_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        beta1, beta2 = group["betas"]
+        lr, decay = group["lr"], group["weight_decay"]
+        step = state.get("step", 0) + 1
+        if decay:
+            if group["decoupled_weight_decay"]:
+                param = param * (1 - lr * decay)
+            else:
+                grad = grad + param * decay
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * group["momentum_decay"]))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * group["momentum_decay"]))
+        mu_product = state.get("mu_product", 1.0) * mu
+        exp_avg, exp_avg_sq = _moments(grad, state, beta1, beta2)
+        denom = (exp_avg_sq / (1 - beta2 ** step)).sqrt() + group["eps"]
+        param = param - grad / denom * (lr * (1.0 - mu) / (1.0 - mu_product))
+        param = param - exp_avg / denom * (lr * mu_next / (1.0 - mu_product * mu_next))
+        return param, {"step": step, "mu_product": mu_product, "exp_avg": exp_avg,
+                       "exp_avg_sq": exp_avg_sq}
+
+
+class RAdam(Optimizer):
+    """Adam whose adaptive rate is rectified while its variance estimate is unreliable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.RAdam([w], lr=0.1)
+    >>> (w * 2).sum().backward(); opt.step(); round(w.item(), 4)
+    0.8
+    """
+
+    name = "radam"
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0,
+                 decoupled_weight_decay: bool = False):
+        _check(lr=lr, eps=eps, weight_decay=weight_decay)
+        _check_betas(betas)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        beta1, beta2 = group["betas"]
+        lr, decay = group["lr"], group["weight_decay"]
+        step = state.get("step", 0) + 1
+        if decay:
+            if group["decoupled_weight_decay"]:
+                param = param * (1 - lr * decay)
+            else:
+                grad = grad + param * decay
+        exp_avg, exp_avg_sq = _moments(grad, state, beta1, beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        corrected = exp_avg / bias_correction1
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
+        if rho_t > 5.0:
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
+                             / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            adaptive = math.sqrt(bias_correction2) / (exp_avg_sq.sqrt() + group["eps"])
+            param = param - corrected * lr * adaptive * rect
+        else:
+            param = param - corrected * lr
+        return param, {"step": step, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+
+
+class Adamax(Optimizer):
+    """Adam with the infinity norm in place of the second moment.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.Adamax([w], lr=0.1)
+    >>> (w * 2).sum().backward(); opt.step(); round(w.item(), 4)
+    0.9
+    """
+
+    name = "adamax"
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0):
+        _check(lr=lr, eps=eps, weight_decay=weight_decay)
+        _check_betas(betas)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay))
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        beta1, beta2 = group["betas"]
+        step = state.get("step", 0) + 1
+        if group["weight_decay"]:
+            grad = grad + param * group["weight_decay"]
+        exp_avg = state.get("exp_avg")
+        exp_avg = grad * (1 - beta1) if exp_avg is None else \
+            exp_avg + (grad - exp_avg) * (1 - beta1)
+        exp_inf = state.get("exp_inf")
+        bound = grad.abs() + group["eps"]
+        exp_inf = bound if exp_inf is None else (exp_inf * beta2).maximum(bound)
+        clr = group["lr"] / (1 - beta1 ** step)
+        return param - exp_avg / exp_inf * clr, {"step": step, "exp_avg": exp_avg,
+                                                 "exp_inf": exp_inf}
+
+
+class Rprop(Optimizer):
+    """Resilient backpropagation: per element, a step size that grows while the gradient
+    keeps its sign and shrinks when it flips; only the gradient's sign is used.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.Rprop([w], lr=0.1)
+    >>> (w * 2).sum().backward(); opt.step(); round(w.item(), 4)
+    0.9
+    """
+
+    name = "rprop"
+
+    def __init__(self, params, lr: float = 1e-2, etas: tuple[float, float] = (0.5, 1.2),
+                 step_sizes: tuple[float, float] = (1e-6, 50)):
+        _check(lr=lr)
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes)))
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        eta_minus, eta_plus = group["etas"]
+        low, high = group["step_sizes"]
+        with no_grad():
+            prev = state.get("prev")
+            prev = zeros_like(param) if prev is None else prev
+            step_size = state.get("step_size")
+            step_size = full_like(grad, group["lr"]) if step_size is None else step_size
+            agreement = (grad * prev).sign()
+            factor = where(agreement > 0, eta_plus, where(agreement < 0, eta_minus, 1.0))
+            step_size = (step_size * factor).clamp(low, high)
+            grad = where(agreement < 0, grad * 0.0, grad)
+            param = param - grad.sign() * step_size
+        return param, {"step": state.get("step", 0) + 1, "prev": grad, "step_size": step_size}
+
+
+class ASGD(Optimizer):
+    """Averaged stochastic gradient descent: SGD with a decaying rate, and ``ax``, the
+    running average of the parameters.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.tensor([1.0], requires_grad=True)
+    >>> opt = pargraph.optim.ASGD([w], lr=0.1)
+    >>> (w * 2).sum().backward(); opt.step(); round(w.item(), 4)
+    0.8
+    """
+
+    name = "asgd"
+
+    def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
+                 t0: float = 1e6, weight_decay: float = 0.0):
+        _check(lr=lr, weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                                      weight_decay=weight_decay))
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
+        lr, lambd = group["lr"], group["lambd"]
+        step = state.get("step", 0) + 1
+        eta, mu = state.get("eta", lr), state.get("mu", 1.0)
+        if group["weight_decay"]:
+            grad = grad + param * group["weight_decay"]
+        param = param * (1 - lambd * eta) - grad * eta
+        ax = state.get("ax")
+        ax = param * 1.0 if mu == 1 or ax is None else ax + (param - ax) * mu
+        new_eta = lr / ((1 + lambd * lr * step) ** group["alpha"])
+        new_mu = 1 / max(1, step - group["t0"])
+        return param, {"step": step, "eta": new_eta, "mu": new_mu, "ax": ax}
