@@ -4,6 +4,8 @@ PyTorch-style tensors record a graph; ``backward()`` extends it with gradient no
 forward and backward together, independent branches at the same time.
 """
 
+import numpy as np
+
 from pargraph import accelerator, autograd, cuda, library, linalg, nn, optim, utils
 from pargraph._tensor import Size, Tensor, float16, float32, float64, int32, int64
 from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
@@ -46,11 +48,19 @@ from pargraph.functions import (
     METHOD_FUNCTIONS,
     allclose,
     cat,
+    clip,
     compute,
     einsum,
+    get_default_dtype,
+    hstack,
     is_tensor,
+    logical_not,
     method_functions,
+    set_default_dtype,
     stack,
+    take,
+    tensordot,
+    vstack,
     where,
 )
 from pargraph.remote.connect import connect
@@ -66,6 +76,10 @@ double = float64
 long = int64
 half = float16
 int = int32  # noqa: A001
+int8, int16, uint8 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.uint8)
+short = int16
+#: ``isinstance(t.dtype, pargraph.dtype)`` holds: dtypes are numpy's.
+dtype = np.dtype
 
 globals().update(method_functions)  # pargraph.exp(x), pargraph.sum(x, dim), ...
 
@@ -79,6 +93,8 @@ __all__ = [
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
-    "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like",
+    "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like", "clip",
+    "get_default_dtype", "set_default_dtype", "hstack", "vstack", "take", "tensordot",
+    "logical_not", "int8", "int16", "uint8", "short", "dtype",
     *METHOD_FUNCTIONS,
 ]

@@ -30,7 +30,8 @@ from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
 from pargraph.devices import check_device, device
 from pargraph.graph import Node, grad_mode
-from pargraph.ops import DEFAULT_FLOAT
+from pargraph.methods import EverydayMethods
+from pargraph.ops import defaults
 from pargraph.printing import format_tensor
 from pargraph.remote.recovery import fetch
 from pargraph.selection import SelectionMethods
@@ -96,7 +97,7 @@ def _grad_fn_of_input(node: Node):
     return AccumulateGrad(node) if node.requires_grad else None
 
 
-class Tensor(DaskCollection, SelectionMethods):
+class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     """A multi-dimensional array that records the operations applied to it.
 
     Create tensors with :func:`tensor` and the other factories.
@@ -1062,7 +1063,7 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
     if dtype is not None:
         target = np.dtype(dtype)
     elif from_python and array.dtype.kind == "f":
-        target = DEFAULT_FLOAT
+        target = defaults.float
     elif from_python and array.dtype.kind in "iu":
         target = int64
     else:

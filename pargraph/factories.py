@@ -17,7 +17,7 @@ from pargraph import ops
 from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
 from pargraph.capturing import recording
 from pargraph.devices import check_device
-from pargraph.ops import DEFAULT_FLOAT
+from pargraph.ops import defaults
 
 _rng = np.random.default_rng()
 
@@ -92,7 +92,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 def empty_for_init(*size: int) -> Tensor:
     """An uninitialized float32 tensor, for layers that initialize their parameters next."""
-    return _leaf(np.empty(size, dtype=DEFAULT_FLOAT), False)
+    return _leaf(np.empty(size, dtype=defaults.float), False)
 
 
 def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
@@ -113,7 +113,7 @@ def drawn(draw: Callable[[], np.ndarray], requires_grad: bool = False) -> Tensor
 
 
 def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
-    dtype = np.dtype(dtype) if dtype is not None else DEFAULT_FLOAT
+    dtype = np.dtype(dtype) if dtype is not None else defaults.float
     ops.check_fits(fill, dtype)
     return _leaf(np.full(shape_arg(shape), fill, dtype=dtype), requires_grad)
 
@@ -248,7 +248,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False,
         start, end = 0, start
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-        dtype = int64 if is_int else DEFAULT_FLOAT
+        dtype = int64 if is_int else defaults.float
     for bound in (start, end):
         ops.check_fits(bound, np.dtype(dtype))
     return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
@@ -265,7 +265,7 @@ def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
     [0.0, 0.5, 1.0]
     """
     check_device(device, "linspace")
-    return _leaf(np.linspace(start, end, steps).astype(dtype or DEFAULT_FLOAT), requires_grad)
+    return _leaf(np.linspace(start, end, steps).astype(dtype or defaults.float), requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
@@ -279,7 +279,7 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
     [[1.0, 0.0], [0.0, 1.0]]
     """
     check_device(device, "eye")
-    return _leaf(np.eye(n, m, dtype=dtype or DEFAULT_FLOAT), requires_grad)
+    return _leaf(np.eye(n, m, dtype=dtype or defaults.float), requires_grad)
 
 
 def _source(generator: Generator | None) -> np.random.Generator:
@@ -303,7 +303,7 @@ def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: b
     True
     """
     check_device(device, "rand")
-    dtype = np.dtype(dtype or DEFAULT_FLOAT)
+    dtype = np.dtype(dtype or defaults.float)
     shape = shape_arg(size)
     return drawn(lambda: _source(generator).random(shape, dtype=dtype), requires_grad)
 
@@ -320,7 +320,7 @@ def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: 
     pargraph.Size([2, 3])
     """
     check_device(device, "randn")
-    dtype = np.dtype(dtype or DEFAULT_FLOAT)
+    dtype = np.dtype(dtype or defaults.float)
     shape = shape_arg(size)
     return drawn(lambda: _source(generator).standard_normal(shape, dtype=dtype), requires_grad)
 

@@ -155,3 +155,122 @@ METHOD_FUNCTIONS = sorted(
     and inspect.isfunction(inspect.getattr_static(Tensor, name))
     and not (inspect.isfunction(globals().get(name)) and globals()[name].__module__ == __name__))
 method_functions = {name: _method_function(name) for name in METHOD_FUNCTIONS}
+
+
+def get_default_dtype() -> np.dtype:
+    """The default floating point dtype (float32 unless set).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.get_default_dtype() == pargraph.float32
+    True
+    """
+    return ops.defaults.float
+
+
+def set_default_dtype(d: Any) -> None:
+    """Make ``d`` (float16, float32 or float64) the dtype of new float tensors and of Python
+    floats in promotion, as ``torch.set_default_dtype``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.set_default_dtype(pargraph.float64); pargraph.tensor(1.5).dtype == pargraph.float64
+    True
+    >>> pargraph.set_default_dtype(pargraph.float32)
+    """
+    dtype = np.dtype(d)
+    if dtype.kind != "f":
+        raise TypeError(f"only floating-point types are supported as the default type, got "
+                        f"{dtype}")
+    ops.defaults.float = dtype
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Concatenate along the first dimension of 1-D tensors, else the second.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.hstack([pargraph.ones(2), pargraph.zeros(1)]).tolist()
+    [1.0, 1.0, 0.0]
+    """
+    tensors = [as_tensor(t) for t in tensors]
+    return cat(tensors, 0 if tensors[0].dim() == 1 else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Stack rows: 1-D tensors become rows, higher ones concatenate along the first
+    dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.vstack([pargraph.ones(2), pargraph.zeros(2)]).tolist()
+    [[1.0, 1.0], [0.0, 0.0]]
+    """
+    tensors = [as_tensor(t) for t in tensors]
+    return cat([t.reshape((1, -1)) if t.dim() == 1 else t for t in tensors], 0)
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """The elements of ``input`` flattened, at ``index``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.take(pargraph.tensor([[1, 2], [3, 4]]), pargraph.tensor([0, 3])).tolist()
+    [1, 4]
+    """
+    return as_tensor(input).flatten()[as_tensor(index)]
+
+
+def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
+    """Contract ``dims`` (a count of trailing/leading dimensions, or two lists) of ``a`` and
+    ``b``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.tensordot(pargraph.ones(2, 3), pargraph.ones(3, 4), dims=1).tolist()[0]
+    [3.0, 3.0, 3.0, 3.0]
+    """
+    a, b = as_tensor(a), as_tensor(b)
+    if isinstance(dims, int):
+        dims_a, dims_b = list(range(a.dim() - dims, a.dim())), list(range(dims))
+    else:
+        dims_a, dims_b = ([d] if isinstance(d, int) else list(d) for d in dims)
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    names_a = [next(letters) for _ in range(a.dim())]
+    names_b = [next(letters) for _ in range(b.dim())]
+    for da, db in zip(dims_a, dims_b):
+        names_b[db % b.dim()] = names_a[da % a.dim()]
+    contracted = {names_a[d % a.dim()] for d in dims_a}
+    out = [n for n in names_a if n not in contracted] + [n for n in names_b
+                                                         if n not in contracted]
+    return einsum(f"{''.join(names_a)},{''.join(names_b)}->{''.join(out)}", a, b)
+
+
+def clip(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """``clamp`` by its other name.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.clip(pargraph.tensor([-2.0, 2.0]), -1.0, 1.0).tolist()
+    [-1.0, 1.0]
+    """
+    return as_tensor(input).clamp(min, max)
+
+
+def logical_not(input: Tensor) -> Tensor:
+    """Elementwise ``not`` of truth values.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.logical_not(pargraph.tensor([1, 0])).tolist()
+    [False, True]
+    """
+    return apply(ops.logical_not, as_tensor(input))

@@ -14,7 +14,17 @@ from pargraph.graph import Node, grad_mode, user_site
 REGISTRY: dict[str, Primitive] = {}
 
 
-DEFAULT_FLOAT = np.dtype(np.float32)
+
+
+class Defaults:
+    """The process's default floating point dtype (``pargraph.set_default_dtype``): what
+    ``tensor(1.5)``, ``zeros(2)`` and a Python float's promotion give."""
+
+    def __init__(self) -> None:
+        self.float = np.dtype(np.float32)
+
+
+defaults = Defaults()
 
 
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
@@ -130,7 +140,7 @@ def _category(dtype: np.dtype) -> int:
 def scalar_dtype(value: Any) -> np.dtype:
     if isinstance(value, bool):
         return _BOOL
-    return _INT64 if isinstance(value, int) else DEFAULT_FLOAT
+    return _INT64 if isinstance(value, int) else defaults.float
 
 
 def check_fits(value: Any, dtype: np.dtype) -> None:
@@ -211,11 +221,11 @@ def _common_dtype(inputs: tuple) -> np.dtype | None:
 
 
 def _scalar_dtype_of_category(dtype: np.dtype) -> np.dtype:
-    return DEFAULT_FLOAT if _category(dtype) == 2 else _INT64
+    return defaults.float if _category(dtype) == 2 else _INT64
 
 
 def float_dtype(dtype: np.dtype) -> np.dtype:
-    return dtype if _category(dtype) == 2 else DEFAULT_FLOAT
+    return dtype if _category(dtype) == 2 else defaults.float
 
 
 def shape_of(x: Any) -> tuple:

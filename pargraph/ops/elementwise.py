@@ -415,6 +415,130 @@ bitwise_xor = primitive("bitwise_xor", _bitwise_shape("^"))(np.bitwise_xor)
 bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
 
 
+@primitive("floor", _same, method=True)
+def floor(x):
+    return np.floor(x) if x.dtype.kind == "f" else x.copy()
+
+
+floor.defvjp(lambda g, out, x: mul(g, 0.0))  # piecewise constant: PyTorch's zero gradient
+
+
+@primitive("ceil", _same, method=True)
+def ceil(x):
+    return np.ceil(x) if x.dtype.kind == "f" else x.copy()
+
+
+ceil.defvjp(lambda g, out, x: mul(g, 0.0))
+
+
+@primitive("trunc", _same, method=True)
+def trunc(x):
+    return np.trunc(x) if x.dtype.kind == "f" else x.copy()
+
+
+trunc.defvjp(lambda g, out, x: mul(g, 0.0))
+
+
+@primitive("round", _same)
+def round_(x, *, decimals=0):
+    """Half to even, as PyTorch and numpy round."""
+    return np.round(x, decimals) if x.dtype.kind == "f" else x.copy()
+
+
+round_.defvjp(lambda g, out, x, decimals=0: mul(g, 0.0))
+
+
+@primitive("tan", _same_float, method=True)
+def tan(x):
+    return np.tan(x)
+
+
+tan.defvjp(lambda g, out, x: mul(g, add(mul(out, out), 1.0)))
+
+
+@primitive("sinh", _same_float, method=True)
+def sinh(x):
+    return np.sinh(x)
+
+
+sinh.defvjp(lambda g, out, x: mul(g, cosh(x)))
+
+
+@primitive("cosh", _same_float, method=True)
+def cosh(x):
+    return np.cosh(x)
+
+
+cosh.defvjp(lambda g, out, x: mul(g, sinh(x)))
+
+
+@primitive("log2", _same_float, method=True)
+def log2(x):
+    return np.log2(x)
+
+
+log2.defvjp(lambda g, out, x: div(g, mul(x, math.log(2.0))))
+
+
+@primitive("log10", _same_float, method=True)
+def log10(x):
+    return np.log10(x)
+
+
+log10.defvjp(lambda g, out, x: div(g, mul(x, math.log(10.0))))
+
+
+@primitive("atan2", _elementwise_float)
+def atan2(y, x):
+    return np.arctan2(y, x)
+
+
+atan2.defvjp(
+    lambda g, out, y, x: unbroadcast(mul(g, div(x, add(mul(x, x), mul(y, y)))), shape_of(y)),
+    lambda g, out, y, x: unbroadcast(mul(g, div(neg(y), add(mul(x, x), mul(y, y)))),
+                                     shape_of(x)),
+)
+
+
+@primitive("remainder", _elementwise)
+def remainder(x, y):
+    """Python's modulo (the sign of the divisor), as ``torch.remainder``."""
+    return np.remainder(x, y)
+
+
+remainder.defvjp(
+    lambda g, out, x, y: unbroadcast(g, shape_of(x)),
+    lambda g, out, x, y: unbroadcast(mul(neg(g), floor(div(x, y))), shape_of(y)),
+)
+
+
+@primitive("floor_divide", _elementwise)
+def floor_divide(x, y):
+    """``x // y`` rounded toward minus infinity, as PyTorch's ``//``."""
+    return np.floor_divide(x, y)
+
+
+def _no_floor_divide_derivative(*args, **attrs):
+    raise RuntimeError("derivative for floor_divide is not implemented")  # as in PyTorch
+
+
+floor_divide.defvjp(_no_floor_divide_derivative, _no_floor_divide_derivative)
+
+
+@primitive("isfinite", lambda x: (x.shape, _BOOL), method=True)
+def isfinite(x):
+    return np.isfinite(x)
+
+
+def _logical_shape(*inputs):
+    return broadcast_shapes(*(shape_of(i) for i in inputs)), _BOOL
+
+
+logical_and = primitive("logical_and", _logical_shape)(np.logical_and)
+logical_or = primitive("logical_or", _logical_shape)(np.logical_or)
+logical_xor = primitive("logical_xor", _logical_shape)(np.logical_xor)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
 from pargraph.ops.shapes import unbroadcast  # noqa: E402

@@ -1,0 +1,743 @@
+"""Tensor methods beyond the core class (a mixin of ``Tensor``): layout queries, ``new_*``
+constructors, shape helpers (``narrow``, ``roll``, ``tile``, ``unbind``, ``diag``...),
+products (``dot``, ``outer``, ``addmm``...), and the in-place forms programs use. Each is
+written with the class's own methods; every one is a ``pargraph.<name>`` function too
+(``functions.METHOD_FUNCTIONS``), but the in-place ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pargraph import ops
+
+
+class EverydayMethods:
+    """The methods; the class they join has ``_node``, ``shape``, ``dtype``, ``_wrap``,
+    ``_rebind``, ``_check_in_place`` and the core arithmetic, shape and reduction methods."""
+
+    # --- layout: one contiguous CPU array per tensor, as far as a program can tell ---------
+
+    def contiguous(self, memory_format: Any = None) -> Any:
+        """This tensor (values are always contiguous here).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.ones(2); x.contiguous() is x
+        True
+        """
+        return self
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Always True.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).t().is_contiguous()
+        True
+        """
+        return True
+
+    def stride(self, dim: int | None = None) -> Any:
+        """The strides of a contiguous array of this shape, in elements.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).stride()
+        (3, 1)
+        """
+        strides, step = [], 1
+        for n in reversed(tuple(self.shape)):
+            strides.append(step)
+            step *= max(n, 1)
+        strides = tuple(reversed(strides))
+        return strides if dim is None else strides[ops.normalize_dim(dim, max(len(strides), 1))]
+
+    def element_size(self) -> int:
+        """Bytes per element.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).element_size()
+        4
+        """
+        return int(np.dtype(self.dtype).itemsize)
+
+    def nelement(self) -> int:
+        """The number of elements (``numel``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).nelement()
+        6
+        """
+        return self.numel()
+
+    def ndimension(self) -> int:
+        """The number of dimensions (``dim``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).ndimension()
+        2
+        """
+        return self.dim()
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating point one.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).is_floating_point(), pargraph.arange(2).is_floating_point()
+        (True, False)
+        """
+        return np.dtype(self.dtype).kind == "f"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Always False: pargraph computes on the CPU."""
+        return False
+
+    def data_ptr(self) -> int:
+        """The address of the first element of the current value (realized now).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).data_ptr() > 0
+        True
+        """
+        return int(self._value().ctypes.data)
+
+    # --- new tensors like this one ---------------------------------------------------------
+
+    def new_zeros(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
+                  device: Any = None) -> Any:
+        """Zeros of ``size`` with this tensor's dtype (unless ``dtype`` is given).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1, dtype=pargraph.float64).new_zeros(2).dtype == pargraph.float64
+        True
+        """
+        from pargraph.factories import zeros
+
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
+                 device: Any = None) -> Any:
+        """Ones of ``size`` with this tensor's dtype.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1).new_ones(2).tolist()
+        [1.0, 1.0]
+        """
+        from pargraph.factories import ones
+
+        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_full(self, size: Any, fill_value: Any, dtype: Any = None,
+                 requires_grad: bool = False, device: Any = None) -> Any:
+        """``fill_value`` everywhere in ``size``, with this tensor's dtype.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1).new_full((2,), 7).tolist()
+        [7.0, 7.0]
+        """
+        from pargraph.factories import full
+
+        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_empty(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
+                  device: Any = None) -> Any:
+        """An uninitialized tensor of ``size`` (zeros here), with this tensor's dtype.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.zeros(1).new_empty(2, 3).shape)
+        (2, 3)
+        """
+        return self.new_zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+    def new_tensor(self, data: Any, dtype: Any = None, requires_grad: bool = False,
+                   device: Any = None) -> Any:
+        """``data`` as a new tensor with this tensor's dtype (unless ``dtype`` is given).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1, dtype=pargraph.float64).new_tensor([1, 2]).dtype == pargraph.float64
+        True
+        """
+        from pargraph.factories import tensor
+
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    # --- shapes --------------------------------------------------------------------------
+
+    def reshape_as(self, other: Any) -> Any:
+        """This tensor in ``other``'s shape.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.arange(6).reshape_as(pargraph.ones(2, 3)).shape)
+        (2, 3)
+        """
+        return self.reshape(tuple(other.shape))
+
+    def narrow(self, dim: int, start: int, length: int) -> Any:
+        """The ``length`` elements from ``start`` along ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.arange(5).narrow(0, 1, 2).tolist()
+        [1, 2]
+        """
+        d = ops.normalize_dim(dim, self.dim())
+        size = self.shape[d]
+        start = start + size if start < 0 else start
+        if not 0 <= start <= size or length < 0 or start + length > size:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                               f"({size}).")
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def unbind(self, dim: int = 0) -> tuple:
+        """The slices along ``dim``, each without it.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.tolist() for t in pargraph.tensor([[1, 2], [3, 4]]).unbind(1)]
+        [[1, 3], [2, 4]]
+        """
+        d = ops.normalize_dim(dim, self.dim())
+        return tuple(self[(slice(None),) * d + (k,)] for k in range(self.shape[d]))
+
+    def roll(self, shifts: Any, dims: Any = None) -> Any:
+        """Elements shifted cyclically by ``shifts`` along ``dims`` (flattened if None).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.arange(4).roll(1).tolist()
+        [3, 0, 1, 2]
+        """
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(tuple(self.shape))
+        shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims)
+        if len(shifts) != len(dims):
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                               f"dims:{len(dims)}")
+        out = self
+        for shift, dim in zip(shifts, dims):
+            d = ops.normalize_dim(dim, self.dim())
+            n = self.shape[d]
+            if n == 0 or shift % n == 0:
+                continue
+            picks = np.roll(np.arange(n), shift)
+            out = out[(slice(None),) * d + (picks,)]
+        return out
+
+    def tile(self, *dims: Any, **keywords: Any) -> Any:
+        """This tensor repeated ``dims`` times along each dimension (missing ones: 1).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).tile(2).tolist()
+        [1, 2, 1, 2]
+        """
+        dims = keywords.pop("dims", dims)
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) \
+            else tuple(dims)
+        dims = (1,) * (self.dim() - len(dims)) + dims
+        x = self.reshape((1,) * (len(dims) - self.dim()) + tuple(self.shape))
+        return x.repeat(*dims)
+
+    def repeat_interleave(self, repeats: Any, dim: int | None = None,
+                          output_size: int | None = None) -> Any:
+        """Each element repeated ``repeats`` times (an int, or one count per element).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).repeat_interleave(2).tolist()
+        [1, 1, 2, 2]
+        """
+        x = self.flatten() if dim is None else self
+        d = 0 if dim is None else ops.normalize_dim(dim, self.dim())
+        counts = np.asarray(repeats.tolist() if hasattr(repeats, "tolist") else repeats)
+        picks = np.repeat(np.arange(x.shape[d]), counts)
+        return x[(slice(None),) * d + (picks,)]
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+        """The diagonal of the (``dim1``, ``dim2``) planes, as a last dimension.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2], [3, 4]]).diagonal().tolist()
+        [1, 4]
+        """
+        a, b = ops.normalize_dim(dim1, self.dim()), ops.normalize_dim(dim2, self.dim())
+        rows, cols = self.shape[a], self.shape[b]
+        start_row, start_col = max(-offset, 0), max(offset, 0)
+        length = max(min(rows - start_row, cols - start_col), 0)
+        rest = [d for d in range(self.dim()) if d not in (a, b)]
+        moved = self.permute(*rest, a, b)
+        lead = (slice(None),) * len(rest)
+        row_index = np.arange(start_row, start_row + length)
+        col_index = np.arange(start_col, start_col + length)
+        return moved[lead + (row_index, col_index)]
+
+    def diag(self, diagonal: int = 0) -> Any:
+        """A 1-D tensor's square matrix with it on a diagonal; a matrix's diagonal.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).diag().tolist()
+        [[1, 0], [0, 2]]
+        """
+        if self.dim() == 2:
+            return self.diagonal(diagonal)
+        if self.dim() != 1:
+            raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " f"{self.dim()}D")
+        n = self.shape[0] + abs(diagonal)
+        out = self.new_zeros(n, n)
+        rows = np.arange(self.shape[0]) + max(-diagonal, 0)
+        cols = np.arange(self.shape[0]) + max(diagonal, 0)
+        out[rows, cols] = self
+        return out
+
+    def broadcast_to(self, size: Any) -> Any:
+        """This tensor broadcast to ``size`` (``expand``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.ones(3).broadcast_to((2, 3)).shape)
+        (2, 3)
+        """
+        return self.expand(*size)
+
+    # --- products and interpolation ------------------------------------------------------
+
+    def dot(self, other: Any) -> Any:
+        """The inner product of two 1-D tensors.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 2.0]).dot(pargraph.tensor([3.0, 4.0])).item()
+        11.0
+        """
+        if self.dim() != 1 or other.dim() != 1:
+            raise RuntimeError(f"1D tensors expected, but got {self.dim()}D and "
+                               f"{other.dim()}D tensors")
+        return self @ other
+
+    def outer(self, vec2: Any) -> Any:
+        """The outer product of two 1-D tensors.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).outer(pargraph.tensor([3, 4])).tolist()
+        [[3, 4], [6, 8]]
+        """
+        return self.reshape((-1, 1)) * vec2.reshape((1, -1))
+
+    def addmm(self, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """``beta * self + alpha * (mat1 @ mat2)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1, 1).addmm(pargraph.ones(1, 2), pargraph.ones(2, 1)).tolist()
+        [[2.0]]
+        """
+        product = mat1 @ mat2
+        return (self if beta == 1 else self * beta) + (product if alpha == 1 else product * alpha)
+
+    def baddbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """``beta * self + alpha * (batch1 @ batch2)``, batch by batch.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.zeros(2, 1, 1).baddbmm(pargraph.ones(2, 1, 3),
+        ...                                       pargraph.ones(2, 3, 1)).shape)
+        (2, 1, 1)
+        """
+        return self.addmm(batch1, batch2, beta=beta, alpha=alpha)
+
+    def lerp(self, end: Any, weight: Any) -> Any:
+        """``self + weight * (end - self)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).lerp(pargraph.ones(2), 0.25).tolist()
+        [0.25, 0.25]
+        """
+        return self + (end - self) * weight
+
+    def cross(self, other: Any, dim: int | None = None) -> Any:
+        """The cross product of 3-vectors along ``dim`` (the first of size 3 if None).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 0, 0]).cross(pargraph.tensor([0.0, 1, 0])).tolist()
+        [0.0, 0.0, 1.0]
+        """
+        if dim is None:
+            dim = next(d for d, n in enumerate(self.shape) if n == 3)
+        d = ops.normalize_dim(dim, self.dim())
+        if self.shape[d] != 3:
+            raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                               f"{self.shape[d]} and {other.shape[d]}")
+        a = [self.narrow(d, k, 1) for k in range(3)]
+        b = [other.narrow(d, k, 1) for k in range(3)]
+        from pargraph.functions import cat
+
+        return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
+                    a[0] * b[1] - a[1] * b[0]], d)
+
+    def kron(self, other: Any) -> Any:
+        """The Kronecker product.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).kron(pargraph.tensor([1, 10])).tolist()
+        [1, 10, 2, 20]
+        """
+        n = max(self.dim(), other.dim())
+        a = self.reshape((1,) * (n - self.dim()) + tuple(self.shape))
+        b = other.reshape((1,) * (n - other.dim()) + tuple(other.shape))
+        spread_a = a.reshape(tuple(x for s in a.shape for x in (s, 1)))
+        spread_b = b.reshape(tuple(x for s in b.shape for x in (1, s)))
+        return (spread_a * spread_b).reshape(tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+    def atan2(self, other: Any) -> Any:
+        """The angle of (other, self): ``atan(self / other)`` in the right quadrant.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([1.0]).atan2(pargraph.tensor([1.0])).item(), 4)
+        0.7854
+        """
+        from pargraph._tensor import _binary
+
+        return _binary(ops.atan2, self, other)
+
+    def remainder(self, other: Any) -> Any:
+        """Python's modulo, with the sign of the divisor (``%``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-3, 5]).remainder(4).tolist()
+        [1, 1]
+        """
+        from pargraph._tensor import _binary
+
+        return _binary(ops.remainder, self, other)
+
+    def round(self, decimals: int = 0) -> Any:
+        """Round half to even (to ``decimals`` places).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.5, 1.5, 2.567]).round(decimals=1).tolist()
+        [0.5, 1.5, 2.5999999046325684]
+        """
+        return self._wrap(ops.round_(self._node, decimals=decimals))
+
+    def __floordiv__(self, other: Any) -> Any:
+        from pargraph._tensor import _binary
+
+        return _binary(ops.floor_divide, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        from pargraph._tensor import _binary
+
+        return _binary(ops.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return self.remainder(other)
+
+    def __rmod__(self, other: Any) -> Any:
+        from pargraph._tensor import _binary
+
+        return _binary(ops.remainder, other, self)
+
+    def floor_divide(self, other: Any) -> Any:
+        """``self // other``, rounded toward minus infinity.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-7, 7]).floor_divide(2).tolist()
+        [-4, 3]
+        """
+        return self // other
+
+    def logical_and(self, other: Any) -> Any:
+        """Elementwise ``and`` of truth values.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 0]).logical_and(pargraph.tensor([1, 1])).tolist()
+        [True, False]
+        """
+        from pargraph._tensor import _binary
+
+        return _binary(ops.logical_and, self, other)
+
+    def logical_or(self, other: Any) -> Any:
+        """Elementwise ``or`` of truth values.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 0]).logical_or(pargraph.tensor([0, 0])).tolist()
+        [True, False]
+        """
+        from pargraph._tensor import _binary
+
+        return _binary(ops.logical_or, self, other)
+
+    def logical_xor(self, other: Any) -> Any:
+        """Elementwise ``xor`` of truth values.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 0]).logical_xor(pargraph.tensor([1, 1])).tolist()
+        [False, True]
+        """
+        from pargraph._tensor import _binary
+
+        return _binary(ops.logical_xor, self, other)
+
+    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> Any:
+        """Elementwise ``|self - other| <= atol + rtol * |other|`` (infinities equal
+        themselves; NaN equal to NaN with ``equal_nan``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 2.0]).isclose(pargraph.tensor([1.0, 2.1])).tolist()
+        [True, False]
+        """
+        from pargraph.factories import as_tensor
+
+        other = as_tensor(other)
+        close = ((self - other).abs() <= (other.abs() * rtol + atol)) | (self == other)
+        if equal_nan:
+            close = close | (self.isnan() & other.isnan())
+        return close
+
+    def equal(self, other: Any) -> bool:
+        """Whether both have the same shape and elements.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).equal(pargraph.ones(2))
+        True
+        """
+        return tuple(self.shape) == tuple(other.shape) and bool((self == other).all())
+
+    # --- in place ------------------------------------------------------------------------
+
+    def _in_place(self, result: Any) -> Any:
+        self._check_in_place()
+        return self._rebind(result._node)
+
+    def exp_(self) -> Any:
+        """``exp`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1).exp_().tolist()
+        [1.0]
+        """
+        return self._in_place(self.exp())
+
+    def relu_(self) -> Any:
+        """``relu`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-1.0, 2.0]).relu_().tolist()
+        [0.0, 2.0]
+        """
+        return self._in_place(self.relu())
+
+    def t_(self) -> Any:
+        """``t`` in place (the tensor takes the transposed shape, as in PyTorch).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.ones(2, 3).t_().shape)
+        (3, 2)
+        """
+        self._check_in_place()
+        self._replace(self.t()._node)
+        return self
+
+    def squeeze_(self, dim: Any = None) -> Any:
+        """``squeeze`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.ones(1, 2).squeeze_().shape)
+        (2,)
+        """
+        self._check_in_place()
+        self._replace((self.squeeze() if dim is None else self.squeeze(dim))._node)
+        return self
+
+    def unsqueeze_(self, dim: int) -> Any:
+        """``unsqueeze`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> tuple(pargraph.ones(2).unsqueeze_(0).shape)
+        (1, 2)
+        """
+        self._check_in_place()
+        self._replace(self.unsqueeze(dim)._node)
+        return self
+
+    def masked_fill_(self, mask: Any, value: Any) -> Any:
+        """``masked_fill`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(2); x.masked_fill_(pargraph.tensor([True, False]), 5.0).tolist()
+        [5.0, 0.0]
+        """
+        return self._in_place(self.masked_fill(mask, value))
+
+    def index_fill_(self, dim: int, index: Any, value: Any) -> Any:
+        """Set the slices at ``index`` along ``dim`` to ``value``, in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(3).index_fill_(0, pargraph.tensor([0, 2]), 1.0).tolist()
+        [1.0, 0.0, 1.0]
+        """
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        self[(slice(None),) * d + (index,)] = value
+        return self
+
+    def index_add_(self, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Any:
+        """Add ``alpha * source``'s slices at ``index`` along ``dim`` (repeats accumulate),
+        in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(3)
+        >>> x.index_add_(0, pargraph.tensor([0, 0]), pargraph.tensor([1.0, 2.0])).tolist()
+        [3.0, 0.0, 0.0]
+        """
+        from pargraph.factories import as_tensor
+
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        source = as_tensor(source, dtype=self.dtype)
+        source = source if alpha == 1 else source * alpha
+        spec = (slice(None),) * d + (ops.IndexSlot(0),)
+        added = ops.index_add(source._node, as_tensor(index)._node, shape=tuple(self.shape),
+                              spec=spec)
+        return self._in_place(self + self._wrap(added))
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Any:
+        """Fill with samples of U(a, b).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> bool((pargraph.zeros(10).uniform_(2.0, 3.0) >= 2.0).all())
+        True
+        """
+        from pargraph.nn.init import uniform_
+
+        return uniform_(self, a, b)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Any:
+        """Fill with samples of N(mean, std²).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).normal_(5.0, 0.0).tolist()
+        [5.0, 5.0]
+        """
+        from pargraph.nn.init import normal_
+
+        return normal_(self, mean, std)
+
+    def detach_(self) -> Any:
+        """Detach this tensor from its graph, in place (it becomes a leaf).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.ones(1, requires_grad=True) * 2
+        >>> x.detach_().requires_grad
+        False
+        """
+        self._replace(self.detach()._node)
+        self.requires_grad_(False)
+        return self
+
+    def byte(self) -> Any:
+        """This tensor as ``uint8``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.7, 300.0]).byte().tolist()
+        [1, 44]
+        """
+        return self.to(np.dtype(np.uint8))
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> Any:
+        """No CUDA here: raises, as PyTorch built without CUDA does."""
+        raise AssertionError("Torch not compiled with CUDA enabled (pargraph computes on the "
+                             "CPU; drop .cuda() or use .to(device) with a CPU device)")
+

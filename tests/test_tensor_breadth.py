@@ -1,0 +1,133 @@
+"""Everyday Tensor methods and torch.* functions against PyTorch: values, dtypes and
+gradients (float64), methods and their function forms."""
+
+import numpy as np
+import pytest
+
+import pargraph
+
+torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((3, 4)) * 2
+B = RNG.uniform(0.5, 2.0, (3, 4)) * np.where(RNG.standard_normal((3, 4)) > 0, 1, -1)
+V = RNG.standard_normal(3)
+W = RNG.standard_normal(3)
+P = RNG.uniform(0.5, 3.0, (3, 4))
+
+#: (name, differentiable operands, keywords or extra arguments, as a function too)
+CASES = [
+    ("floor", [A], {}, True), ("ceil", [A], {}, True), ("trunc", [A], {}, True),
+    ("round", [A], {"decimals": 1}, True), ("tan", [A * 0.4], {}, True),
+    ("sinh", [A], {}, True), ("cosh", [A], {}, True), ("log2", [P], {}, True),
+    ("log10", [P], {}, True), ("atan2", [A, B], {}, True), ("remainder", [A, B], {}, True),
+    ("floor_divide", [A, B], {}, True), ("lerp", [A, B], {"weight": 0.3}, True),
+    ("dot", [V, W], {}, True), ("outer", [V, W], {}, True), ("cross", [V, W], {"dim": 0}, True),
+    ("kron", [V, W], {}, True), ("diag", [V], {"diagonal": 1}, True),
+    ("diagonal", [A], {"offset": 1}, True), ("narrow", [A], {"dim": 1, "start": 1,
+                                                             "length": 2}, True),
+    ("roll", [A], {"shifts": (1, -1), "dims": (0, 1)}, True),
+    ("tile", [V], {"dims": (2, 2)}, True), ("repeat_interleave", [V], {"repeats": 2}, True),
+    ("addmm", [A[:, :3], A, B.T], {"beta": 0.5, "alpha": 2.0}, True),
+    ("broadcast_to", [V], {"size": (2, 3)}, True),
+]
+
+
+def _call(library, name, operands, keywords, function):
+    if function:
+        return getattr(library, name)(*operands, **keywords)
+    return getattr(operands[0], name)(*operands[1:], **keywords)
+
+
+@pytest.mark.parametrize("function", [False, True], ids=["method", "function"])
+@pytest.mark.parametrize("name,arrays,keywords,_", CASES, ids=[c[0] for c in CASES])
+def test_methods_and_functions_equal_pytorch(name, arrays, keywords, _, function):
+    ours_in = [pargraph.tensor(a, requires_grad=True) for a in arrays]
+    theirs_in = [torch.tensor(a, requires_grad=True) for a in arrays]
+    ours = _call(pargraph, name, ours_in, keywords, function)
+    theirs = _call(torch, name, theirs_in, keywords, function)
+    assert tuple(ours.shape) == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+    if name == "floor_divide":  # no derivative in PyTorch: backward raises, here too
+        with pytest.raises(RuntimeError, match="derivative for .*floor_divide is not"):
+            theirs.sum().backward()
+        with pytest.raises(RuntimeError, match="derivative for floor_divide is not"):
+            ours.sum().backward()
+            pargraph.compute()
+    elif theirs.requires_grad:
+        weights = RNG.standard_normal(tuple(theirs.shape))
+        (ours * pargraph.tensor(weights)).sum().backward()
+        (theirs * torch.tensor(weights)).sum().backward()
+        for a, b in zip(ours_in, theirs_in):
+            expected = np.zeros(b.shape) if b.grad is None else b.grad.numpy()
+            got = np.zeros(a.shape) if a.grad is None else a.grad.numpy()
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_integer_and_boolean_forms_equal_pytorch():
+    x, y = np.array([-7, 7, 5, -3]), np.array([2, -3, 5, 4])
+    for name in ("remainder", "floor_divide"):
+        ours = getattr(pargraph.tensor(x), name)(pargraph.tensor(y))
+        theirs = getattr(torch.tensor(x), name)(torch.tensor(y))
+        assert ours.tolist() == theirs.tolist() and str(ours.dtype) == "int64"
+    assert (pargraph.tensor(x) // 2).tolist() == (torch.tensor(x) // 2).tolist()
+    assert (pargraph.tensor(x) % 3).tolist() == (torch.tensor(x) % 3).tolist()
+    a, b = pargraph.tensor([1, 0, 2]), pargraph.tensor([1, 1, 0])
+    ta, tb = torch.tensor([1, 0, 2]), torch.tensor([1, 1, 0])
+    for name in ("logical_and", "logical_or", "logical_xor"):
+        assert getattr(a, name)(b).tolist() == getattr(ta, name)(tb).tolist()
+    assert pargraph.logical_not(a).tolist() == torch.logical_not(ta).tolist()
+    z = pargraph.tensor([1.0, float("inf"), float("nan")])
+    assert z.isfinite().tolist() == torch.tensor([1.0, float("inf"), float("nan")]).isfinite(
+    ).tolist()
+
+
+def test_shape_and_layout_queries_equal_pytorch():
+    ours, theirs = pargraph.tensor(A), torch.tensor(A)
+    assert ours.stride() == theirs.stride() and ours.stride(1) == theirs.stride(1)
+    assert ours.element_size() == theirs.element_size()
+    assert ours.nelement() == theirs.nelement() and ours.ndimension() == theirs.ndimension()
+    assert ours.is_contiguous() and ours.contiguous() is ours and not ours.is_cuda
+    assert [t.tolist() for t in ours.unbind(1)] == [t.tolist() for t in theirs.unbind(1)]
+    assert ours.new_zeros(2).dtype == pargraph.float64 and ours.new_full((2,), 3).tolist() == \
+        [3.0, 3.0]
+    assert pargraph.take(ours, pargraph.tensor([0, 5])).tolist() == \
+        torch.take(theirs, torch.tensor([0, 5])).tolist()
+    np.testing.assert_allclose(pargraph.tensordot(ours, pargraph.tensor(B.T), dims=1).numpy(),
+                               torch.tensordot(theirs, torch.tensor(B.T), dims=1).numpy())
+    np.testing.assert_array_equal(pargraph.hstack([ours, ours]).numpy(),
+                                  torch.hstack([theirs, theirs]).numpy())
+    np.testing.assert_array_equal(pargraph.vstack([ours[0], ours[1]]).numpy(),
+                                  torch.vstack([theirs[0], theirs[1]]).numpy())
+    close = pargraph.tensor([1.0, 1e9]).isclose(pargraph.tensor([1.0 + 1e-9, 1.0001e9]))
+    assert close.tolist() == torch.tensor([1.0, 1e9]).isclose(
+        torch.tensor([1.0 + 1e-9, 1.0001e9])).tolist()
+
+
+def test_in_place_forms_equal_pytorch():
+    ours, theirs = pargraph.tensor(A.copy()), torch.tensor(A.copy())
+    index, source = [0, 2, 0], RNG.standard_normal((4, 3))
+    ours.index_add_(0, pargraph.tensor(index), pargraph.tensor(source).t(), alpha=0.5)
+    theirs.index_add_(0, torch.tensor(index), torch.tensor(source).t(), alpha=0.5)
+    ours.index_fill_(1, pargraph.tensor([3]), -1.0)
+    theirs.index_fill_(1, torch.tensor([3]), -1.0)
+    ours.masked_fill_(ours > 1, 9.0)
+    theirs.masked_fill_(theirs > 1, 9.0)
+    ours.exp_().relu_().t_().unsqueeze_(0).squeeze_()
+    theirs.exp_().relu_().t_().unsqueeze_(0).squeeze_()
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+
+
+def test_the_default_dtype_is_settable_as_in_pytorch():
+    try:
+        pargraph.set_default_dtype(pargraph.float64)
+        assert pargraph.tensor(1.5).dtype == pargraph.float64
+        assert pargraph.zeros(2).dtype == pargraph.float64
+        assert (pargraph.arange(3) * 0.5).dtype == pargraph.float64
+        with pytest.raises(TypeError, match="only floating-point types"):
+            pargraph.set_default_dtype(pargraph.int64)
+    finally:
+        pargraph.set_default_dtype(pargraph.float32)
+    assert pargraph.get_default_dtype() == pargraph.float32 == pargraph.zeros(1).dtype
+    assert isinstance(pargraph.zeros(1).dtype, pargraph.dtype)
+    assert pargraph.tensor([300]).to(pargraph.uint8).tolist() == [44]
