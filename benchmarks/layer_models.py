@@ -6,7 +6,10 @@
 - ``cnn``: ``demos/cnn.py``'s convnet (an inception block of four branches, BatchNorm, max
   pooling) on digit-sized 8x8 images, batch 64;
 - ``attention``: ``demos/attention.py``'s transformer encoder (2 layers, 4 heads, width 32) on
-  8 tokens of 8 values, batch 64.
+  8 tokens of 8 values, batch 64;
+- ``lstm``: a 2-layer bidirectional LSTM (hidden 128) over 64 steps of 32 features, batch 32,
+  classifying from its last output: its directions are parallel branches, and its layers a
+  wavefront.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import numpy as np
 
 SHAPES = {"conv": ((32, 32, 32, 32), 10), "cnn": ((64, 1, 8, 8), 10),
-          "attention": ((64, 8, 8), 10)}
+          "attention": ((64, 8, 8), 10), "lstm": ((32, 64, 32), 10)}
 
 
 def build(lib: Any, workload: str) -> Any:
@@ -26,7 +29,26 @@ def build(lib: Any, workload: str) -> Any:
                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
     if workload == "cnn":
         return _convnet(lib, 16)
+    if workload == "lstm":
+        return _recurrent(lib, 32, 128)
     return _transformer(lib, 32, 4, 2)
+
+
+def _recurrent(lib: Any, features: int, hidden: int) -> Any:
+    nn = lib.nn
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(features, hidden, num_layers=2, bidirectional=True,
+                                batch_first=True)
+            self.head = nn.Linear(2 * hidden, 10)
+
+        def forward(self, x):  # (batch, seq, features)
+            output, _ = self.lstm(x)
+            return self.head(output[:, -1])
+
+    return Tagger()
 
 
 def _convnet(lib: Any, width: int) -> Any:

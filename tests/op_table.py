@@ -99,6 +99,15 @@ CASES = [
     unary("ceil", pargraph.ceil, np.ceil, away), unary("trunc", pargraph.trunc, np.trunc, away),
     unary("round", lambda x: x.round(decimals=1) * x, lambda x: np.round(x, 1) * x, away),
     Case("atan2", pargraph.atan2, np.arctan2, [normal(3, 4), away(4)]),
+    Case("lstm_cell", lambda gx, h, c, w, b: node_op(ops.lstm_cell, gx, h, c, w, b),
+         lambda gx, h, c, w, b: _lstm_ref(gx, h, c, w, b),
+         [normal(2, 12), normal(2, 3), normal(2, 3), normal(12, 3), normal(12)]),
+    # the cell's gradient node (no derivative of its own: no double backward through it)
+    Case("lstm_cell_grads", lambda g, gx, h, c, w, b: node_op(ops.lstm_cell_grads, g, gx, h, c,
+                                                              w, b),
+         lambda g, gx, h, c, w, b: _lstm_grads_ref(g, gx, h, c, w, b),
+         [normal(2, 2, 3), normal(2, 12), normal(2, 3), normal(2, 3), normal(12, 3), normal(12)],
+         differentiable=False),
     Case("remainder", lambda x, y: x % y + x, lambda x, y: np.remainder(x, y) + x,
          [normal(3, 4), positive(4) + 1.0]),
     Case("floor_divide_int", lambda x, y: x // y, np.floor_divide,
@@ -475,6 +484,33 @@ def _added_rows(s):
     for column, row in enumerate([2, 0, 2, 1]):
         out[row, column] += s[0, column]
     return out
+
+
+def _lstm_ref(gates_x, h, c, w, b):
+    gates = gates_x + h @ w.T + b
+    i, f, g, o = np.split(gates, 4, -1)
+    i, f, o = (1 / (1 + np.exp(-z)) for z in (i, f, o))
+    c_new = f * c + i * np.tanh(g)
+    return np.stack([o * np.tanh(c_new), c_new])
+
+
+def _lstm_grads_ref(grad, gates_x, h, c, w, b):
+    """d sum(grad * lstm) / d (gates_x, c), by central differences."""
+    def loss(gx, cc):
+        return float((grad * _lstm_ref(gx, h, cc, w, b)).sum())
+
+    out = []
+    for which in (0, 1):
+        base = (gates_x, c)[which]
+        d = np.zeros_like(base)
+        for k in np.ndindex(base.shape):
+            up, down = base.copy(), base.copy()
+            up[k] += 1e-6
+            down[k] -= 1e-6
+            args = [(up, c), (gates_x, up)][which], [(down, c), (gates_x, down)][which]
+            d[k] = (loss(*args[0]) - loss(*args[1])) / 2e-6
+        out.append(d)
+    return np.concatenate(out, -1)
 
 
 def _attention_ref(q, k, v):

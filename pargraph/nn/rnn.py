@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from pargraph._tensor import Tensor
+from pargraph import ops
+from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor, tensor, zeros
 from pargraph.functions import cat, stack, where
 from pargraph.nn import functional as F
@@ -32,14 +33,13 @@ def _cell(mode: str, gates_x: Tensor, h: Tensor, c: Tensor | None, w_hh: Tensor,
           b_hh: Tensor | None, w_hr: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """One time step: the new hidden state (and cell state) from the input's part of the gates
     (``x W_ih^T + b_ih``) and the last state, with PyTorch's gate order and formulas."""
-    hidden = F.linear(h, w_hh, b_hh)
-    if mode == "LSTM":
-        i, f, g, o = (gates_x + hidden).chunk(4, -1)
-        c = i.sigmoid() * g.tanh() + f.sigmoid() * c
-        h = o.sigmoid() * c.tanh()
+    if mode == "LSTM":  # one node per step (and one for its gradient): ops.lstm_cell
+        both = apply(ops.lstm_cell, gates_x, h, c, w_hh, b_hh)
+        h, c = both[0], both[1]
         if w_hr is not None:
             h = F.linear(h, w_hr)
         return h, c
+    hidden = F.linear(h, w_hh, b_hh)
     if mode == "GRU":
         x_r, x_z, x_n = gates_x.chunk(3, -1)
         h_r, h_z, h_n = hidden.chunk(3, -1)

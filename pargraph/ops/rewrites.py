@@ -13,14 +13,20 @@ a user writes. The rules:
 - **a slice of a concatenation's gradient** (what ``cat``'s vjp hands each part): the part
   itself when the gradient is the concatenation, or the elementwise ops between them again on
   slices (up to :data:`PUSH_DEPTH` nodes), so that no slice of the whole and no join of the
-  parts is waited for.
+  parts is waited for;
+- **the gradients of slices that tile a tensor** (``x[0]``, ..., ``x[n - 1]``: a recurrent
+  layer's time steps): one ``stack`` of them, where the sum of their scatters into zeros of
+  the whole made a full-size array per slice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from pargraph.graph import FORWARD, Node, grad_mode, recording_phase
+from pargraph.ops.composites import stacked
 from pargraph.ops.core import Primitive, normalize_dim
 from pargraph.ops.elementwise import add_n
 from pargraph.ops.nn import (
@@ -29,7 +35,7 @@ from pargraph.ops.nn import (
     nll_log_softmax_backward,
     nll_loss_backward,
 )
-from pargraph.ops.shapes import cat, index
+from pargraph.ops.shapes import cat, index, index_add
 
 
 def rule(op: Primitive) -> Callable[[Callable], Callable]:
@@ -57,6 +63,36 @@ def _cross_entropy_backward(g: Node, result: Node, *, dim: tuple) -> Node | None
     if _row_parts(x, dim, attrs["reduction"]):
         return _cross_entropy_backward_by_parts(x, loss_gradient, target, weight, attrs)
     return nll_log_softmax_backward(result, loss_gradient, target, *weight, **attrs)
+
+
+@rule(add_n)
+def _slices_tiling_a_tensor(*parts: Node) -> Node | None:
+    """``add_n`` of ``index_add(g_k, shape, spec=(k,))`` for every ``k`` of the first
+    dimension, once each: the ``stack`` of the ``g_k``."""
+    if recording_phase() == FORWARD or len(parts) < 2:
+        return None
+    first = parts[0]
+    if type(first) is not Node or first.op is not index_add:
+        return None
+    shape = first.attrs["shape"]
+    by_position: dict[int, Node] = {}
+    for part in parts:
+        if (type(part) is not Node or part.op is not index_add or len(part.inputs) != 1
+                or part.attrs["shape"] != shape or part.dtype != first.dtype):
+            return None
+        spec = part.attrs["spec"]
+        if len(spec) != 1 or not isinstance(spec[0], (int, np.integer)) or \
+                isinstance(spec[0], bool):
+            return None
+        k = int(spec[0]) % shape[0]
+        gradient = part.inputs[0]
+        if k in by_position or type(gradient) is not Node or gradient.shape != shape[1:] \
+                or gradient.dtype != first.dtype:
+            return None
+        by_position[k] = gradient
+    if len(by_position) != shape[0]:
+        return None
+    return stacked(*(by_position[k] for k in range(shape[0])), dim=0)
 
 
 @rule(index)
