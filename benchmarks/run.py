@@ -410,12 +410,13 @@ def _timing_cost(timed, inside: list) -> float:
 
 
 def layers(repeats: int) -> dict:
-    """Convolution and attention (#13): one conv layer, demos/cnn.py's convnet and
-    demos/attention.py's transformer (benchmarks/layer_models.py), the same program on
-    pargraph and PyTorch, each in its own process; the cost is stated, no target is set"""
+    """Convolution, attention and recurrence: one conv layer, demos/cnn.py's convnet,
+    demos/attention.py's transformer and a 2-layer bidirectional LSTM
+    (benchmarks/layer_models.py), the same program on pargraph and PyTorch, each in its own
+    process; the cost is stated, no target is set"""
     rounds = 2 if repeats < 7 else 3
     rows, costs = {}, []
-    for workload in ("conv", "cnn", "attention"):
+    for workload in ("conv", "cnn", "attention", "lstm"):
         result = loop.compare(workload, ["pargraph threads", "pargraph sync",
                                          "pargraph compiled threads"] + loop.TORCH,
                               rounds=rounds, steps=7, warmup=loop.WARMUP)

@@ -90,7 +90,10 @@ def progress(total: int, description: str, quiet: bool = False):
     ``set_postfix`` shows (the running loss). ``update(1)`` after every step."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=description, disable=quiet, unit="step", dynamic_ncols=True)
+    # Piped (not a terminal): a line every 30 s at most instead of a stream of \r updates.
+    piped = not sys.stderr.isatty()
+    return tqdm(total=total, desc=description, disable=quiet, unit="step", dynamic_ncols=True,
+                mininterval=30.0 if piped else 0.1, ascii=piped)
 
 
 def add_training_args(parser: argparse.ArgumentParser, width: int, width_help: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 
@@ -131,10 +132,16 @@ def resume(args: argparse.Namespace, model: nn.Module, opt: optim.Optimizer) -> 
     if state.get("hidden", args.hidden) != args.hidden:
         raise SystemExit(f"error: {args.checkpoint} holds a model with --hidden "
                          f"{state['hidden']}; resume it with --hidden {state['hidden']}")
+    done = state["epoch"] + 1
+    if args.epochs < done:
+        raise SystemExit(f"error: {args.checkpoint} has trained {done} epochs already; "
+                         f"--epochs is the total to reach, so ask for more than {done} "
+                         f"(got --epochs {args.epochs})")
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
-    print(f"resumed from {args.checkpoint} after epoch {state['epoch'] + 1}")
-    return state["epoch"] + 1, state["history"]
+    print(f"resumed from {args.checkpoint}: {done} epochs done, training up to "
+          f"{args.epochs}")
+    return done, state["history"]
 
 
 def plot(history: dict, path: str) -> None:
@@ -161,8 +168,9 @@ def main(argv: list[str] | None = None) -> dict:
         with common.execution(args) as where:
             result = train(args)
     except pargraph.ClusterLostError as error:
-        resume_command = " ".join(["python", "demos/digits.py", *(argv or sys.argv[1:]),
-                                   "--resume"])
+        given = list(argv if argv is not None else sys.argv[1:])
+        resume_command = shlex.join(["python", "demos/digits.py", *given,
+                                     *([] if "--resume" in given else ["--resume"])])
         raise SystemExit(f"error: {error}\nThe last finished epoch is in {args.checkpoint}; "
                          f"start the cluster again and continue with:\n  {resume_command}"
                          ) from None

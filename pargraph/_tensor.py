@@ -136,6 +136,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         self._grad = value
 
     @staticmethod
+    def _operand(value: Any) -> Any:
+        """``value`` as an op's input (see :func:`operand`)."""
+        return operand(value)
+
+    @staticmethod
     def _wrap(node: Node) -> Tensor:
         """A plain tensor around ``node`` (whatever subclass ``self`` is)."""
         return Tensor(node)

@@ -19,8 +19,6 @@ from pargraph.capturing import recording
 from pargraph.devices import check_device
 from pargraph.ops import defaults
 
-_rng = np.random.default_rng()
-
 
 def manual_seed(seed: int) -> np.random.Generator:
     """Seed pargraph's random number generator (``rand``, ``randn``, dropout, shuffling).
@@ -32,13 +30,13 @@ def manual_seed(seed: int) -> np.random.Generator:
     >>> _ = pargraph.manual_seed(0); bool((a == pargraph.rand(2)).all())
     True
     """
-    global _rng
-    _rng = np.random.default_rng(seed)
-    return _rng
+    defaults.generator = np.random.default_rng(seed)
+    return defaults.generator
 
 
 def default_generator() -> np.random.Generator:
-    return _rng
+    """The generator ``manual_seed`` seeded (``ops.defaults.generator``)."""
+    return defaults.generator
 
 
 def tensor(data: Any, dtype=None, requires_grad: bool = False,
@@ -285,7 +283,7 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
 def _source(generator: Generator | None) -> np.random.Generator:
     """The numpy generator behind ``generator=`` (default: the one ``manual_seed`` seeds)."""
     if generator is None:
-        return _rng
+        return defaults.generator
     if not isinstance(generator, Generator):
         raise TypeError(f"generator must be a pargraph.Generator, got "
                         f"{type(generator).__name__}")

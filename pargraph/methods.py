@@ -15,7 +15,23 @@ from pargraph import ops
 
 class EverydayMethods:
     """The methods; the class they join has ``_node``, ``shape``, ``dtype``, ``_wrap``,
-    ``_rebind``, ``_check_in_place`` and the core arithmetic, shape and reduction methods."""
+    ``_operand`` (a value as an op's input), ``_rebind``, ``_replace``, ``_check_in_place``
+    and the core arithmetic, shape and reduction methods."""
+
+    def _constant(self, array: Any, dtype: Any = None) -> Any:
+        return self._wrap(ops.constant(np.array(array, dtype=dtype)))
+
+    def _binary_op(self, op: Any, other: Any, reverse: bool = False) -> Any:
+        a, b = (self._operand(other), self._node) if reverse else \
+            (self._node, self._operand(other))
+        return self._wrap(op(a, b))
+
+    def _new(self, size: tuple, fill: Any, dtype: Any, requires_grad: bool) -> Any:
+        if len(size) == 1 and isinstance(size[0], (tuple, list)):
+            size = tuple(size[0])
+        out = self._constant(np.full(tuple(int(n) for n in size), fill,
+                                     dtype=np.dtype(dtype or self.dtype)))
+        return out.requires_grad_(requires_grad) if requires_grad else out
 
     # --- layout: one contiguous CPU array per tensor, as far as a program can tell ---------
 
@@ -129,9 +145,7 @@ class EverydayMethods:
         >>> pargraph.ones(1, dtype=pargraph.float64).new_zeros(2).dtype == pargraph.float64
         True
         """
-        from pargraph.factories import zeros
-
-        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return self._new(size, 0, dtype, requires_grad)
 
     def new_ones(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
                  device: Any = None) -> Any:
@@ -143,9 +157,7 @@ class EverydayMethods:
         >>> pargraph.zeros(1).new_ones(2).tolist()
         [1.0, 1.0]
         """
-        from pargraph.factories import ones
-
-        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return self._new(size, 1, dtype, requires_grad)
 
     def new_full(self, size: Any, fill_value: Any, dtype: Any = None,
                  requires_grad: bool = False, device: Any = None) -> Any:
@@ -157,9 +169,7 @@ class EverydayMethods:
         >>> pargraph.zeros(1).new_full((2,), 7).tolist()
         [7.0, 7.0]
         """
-        from pargraph.factories import full
-
-        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return self._new((size,), fill_value, dtype, requires_grad)
 
     def new_empty(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
                   device: Any = None) -> Any:
@@ -183,9 +193,8 @@ class EverydayMethods:
         >>> pargraph.zeros(1, dtype=pargraph.float64).new_tensor([1, 2]).dtype == pargraph.float64
         True
         """
-        from pargraph.factories import tensor
-
-        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        out = self._constant(data, np.dtype(dtype or self.dtype))
+        return out.requires_grad_(requires_grad) if requires_grad else out
 
     # --- shapes --------------------------------------------------------------------------
 
@@ -417,10 +426,8 @@ class EverydayMethods:
                                f"{self.shape[d]} and {other.shape[d]}")
         a = [self.narrow(d, k, 1) for k in range(3)]
         b = [other.narrow(d, k, 1) for k in range(3)]
-        from pargraph.functions import cat
-
-        return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
-                    a[0] * b[1] - a[1] * b[0]], d)
+        parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+        return self._wrap(ops.cat(*[p._node for p in parts], dim=d))
 
     def kron(self, other: Any) -> Any:
         """The Kronecker product.
@@ -447,9 +454,7 @@ class EverydayMethods:
         >>> round(pargraph.tensor([1.0]).atan2(pargraph.tensor([1.0])).item(), 4)
         0.7854
         """
-        from pargraph._tensor import _binary
-
-        return _binary(ops.atan2, self, other)
+        return self._binary_op(ops.atan2, other)
 
     def remainder(self, other: Any) -> Any:
         """Python's modulo, with the sign of the divisor (``%``).
@@ -460,9 +465,7 @@ class EverydayMethods:
         >>> pargraph.tensor([-3, 5]).remainder(4).tolist()
         [1, 1]
         """
-        from pargraph._tensor import _binary
-
-        return _binary(ops.remainder, self, other)
+        return self._binary_op(ops.remainder, other)
 
     def round(self, decimals: int = 0) -> Any:
         """Round half to even (to ``decimals`` places).
@@ -476,22 +479,16 @@ class EverydayMethods:
         return self._wrap(ops.round_(self._node, decimals=decimals))
 
     def __floordiv__(self, other: Any) -> Any:
-        from pargraph._tensor import _binary
-
-        return _binary(ops.floor_divide, self, other)
+        return self._binary_op(ops.floor_divide, other)
 
     def __rfloordiv__(self, other: Any) -> Any:
-        from pargraph._tensor import _binary
-
-        return _binary(ops.floor_divide, other, self)
+        return self._binary_op(ops.floor_divide, other, reverse=True)
 
     def __mod__(self, other: Any) -> Any:
         return self.remainder(other)
 
     def __rmod__(self, other: Any) -> Any:
-        from pargraph._tensor import _binary
-
-        return _binary(ops.remainder, other, self)
+        return self._binary_op(ops.remainder, other, reverse=True)
 
     def floor_divide(self, other: Any) -> Any:
         """``self // other``, rounded toward minus infinity.
@@ -513,9 +510,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 0]).logical_and(pargraph.tensor([1, 1])).tolist()
         [True, False]
         """
-        from pargraph._tensor import _binary
-
-        return _binary(ops.logical_and, self, other)
+        return self._binary_op(ops.logical_and, other)
 
     def logical_or(self, other: Any) -> Any:
         """Elementwise ``or`` of truth values.
@@ -526,9 +521,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 0]).logical_or(pargraph.tensor([0, 0])).tolist()
         [True, False]
         """
-        from pargraph._tensor import _binary
-
-        return _binary(ops.logical_or, self, other)
+        return self._binary_op(ops.logical_or, other)
 
     def logical_xor(self, other: Any) -> Any:
         """Elementwise ``xor`` of truth values.
@@ -539,9 +532,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 0]).logical_xor(pargraph.tensor([1, 1])).tolist()
         [False, True]
         """
-        from pargraph._tensor import _binary
-
-        return _binary(ops.logical_xor, self, other)
+        return self._binary_op(ops.logical_xor, other)
 
     def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
                 equal_nan: bool = False) -> Any:
@@ -554,9 +545,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1.0, 2.0]).isclose(pargraph.tensor([1.0, 2.1])).tolist()
         [True, False]
         """
-        from pargraph.factories import as_tensor
-
-        other = as_tensor(other)
+        other = other if hasattr(other, "_node") else self._constant(other)
         close = ((self - other).abs() <= (other.abs() * rtol + atol)) | (self == other)
         if equal_nan:
             close = close | (self.isnan() & other.isnan())
@@ -675,14 +664,12 @@ class EverydayMethods:
         >>> x.index_add_(0, pargraph.tensor([0, 0]), pargraph.tensor([1.0, 2.0])).tolist()
         [3.0, 0.0, 0.0]
         """
-        from pargraph.factories import as_tensor
-
         d = ops.normalize_dim(dim, max(self.dim(), 1))
-        source = as_tensor(source, dtype=self.dtype)
-        source = source if alpha == 1 else source * alpha
+        source = source if hasattr(source, "_node") else self._constant(source, self.dtype)
+        source = source.to(self.dtype) * alpha if alpha != 1 else source.to(self.dtype)
+        index = index if hasattr(index, "_node") else self._constant(index)
         spec = (slice(None),) * d + (ops.IndexSlot(0),)
-        added = ops.index_add(source._node, as_tensor(index)._node, shape=tuple(self.shape),
-                              spec=spec)
+        added = ops.index_add(source._node, index._node, shape=tuple(self.shape), spec=spec)
         return self._in_place(self + self._wrap(added))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Any:
@@ -694,9 +681,8 @@ class EverydayMethods:
         >>> bool((pargraph.zeros(10).uniform_(2.0, 3.0) >= 2.0).all())
         True
         """
-        from pargraph.nn.init import uniform_
-
-        return uniform_(self, a, b)
+        generator = ops.defaults.generator if generator is None else generator.numpy_generator
+        return self.copy_(generator.uniform(a, b, tuple(self.shape)))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Any:
         """Fill with samples of N(mean, std²).
@@ -707,9 +693,8 @@ class EverydayMethods:
         >>> pargraph.zeros(2).normal_(5.0, 0.0).tolist()
         [5.0, 5.0]
         """
-        from pargraph.nn.init import normal_
-
-        return normal_(self, mean, std)
+        generator = ops.defaults.generator if generator is None else generator.numpy_generator
+        return self.copy_(generator.normal(mean, std, tuple(self.shape)))
 
     def detach_(self) -> Any:
         """Detach this tensor from its graph, in place (it becomes a leaf).

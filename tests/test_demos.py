@@ -41,6 +41,10 @@ def test_digits_resume_gives_the_same_parameters_as_an_uninterrupted_run(tmp_pat
     for a, b in zip(_params(straight["model"]), _params(resumed["model"])):
         np.testing.assert_array_equal(a, b)
     assert resumed["history"]["loss"] == straight["history"]["loss"]
+    # asking for fewer epochs than the checkpoint holds says so, instead of "after 1 epochs"
+    with pytest.raises(SystemExit, match="has trained 3 epochs already"):
+        digits.main(common + ["--epochs", "1", "--checkpoint", str(tmp_path / "b.npz"),
+                              "--resume"])
 
 
 def test_digits_runs_on_the_sync_scheduler(tmp_path):
@@ -321,3 +325,10 @@ def test_dashboard_flag_starts_a_local_cluster_and_says_so(demo, tmp_path):
     link = next(line for line in done.stdout.splitlines() if line.startswith("dask dashboard"))
     assert "http://127.0.0.1:" in link and "/status" in link and "/tasks" in link
     assert "on an in-process dask cluster" in done.stdout
+
+
+def test_progress_prints_lines_not_carriage_returns_when_piped():
+    done = subprocess.run([sys.executable, os.path.join(DEMOS, "fit_line.py"), "--steps", "50"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("\r") <= 3, done.stderr[-500:]

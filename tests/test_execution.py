@@ -332,3 +332,9 @@ def test_a_node_goes_through_named_states():
     pargraph.compute()
     assert h._node.state == FREED and h.tolist() == [2.0, 2.0, 2.0]  # a tensor still holds it
     assert (h.detach() + 1)._node.state == WAITING
+
+
+def test_connect_names_a_missing_port():
+    for address in ("localhost", "tcp://127.0.0.1"):
+        with pytest.raises(ValueError, match="names no port.*8786"):
+            pargraph.connect(address, timeout=1)

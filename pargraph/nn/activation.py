@@ -92,10 +92,9 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     >>> round(F.mish(pargraph.tensor([1.0])).item(), 4)
     0.8651
     """
-    from pargraph.nn.functional import softplus
-
     x = as_tensor(input)
-    return x * softplus(x).tanh()
+    softplus = where(x > 20.0, x, x.clamp(max=20.0).exp().log1p())  # PyTorch's threshold
+    return x * softplus.tanh()
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,

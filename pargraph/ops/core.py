@@ -17,11 +17,13 @@ REGISTRY: dict[str, Primitive] = {}
 
 
 class Defaults:
-    """The process's default floating point dtype (``pargraph.set_default_dtype``): what
-    ``tensor(1.5)``, ``zeros(2)`` and a Python float's promotion give."""
+    """The process's defaults: the floating point dtype (``pargraph.set_default_dtype``: what
+    ``tensor(1.5)``, ``zeros(2)`` and a Python float's promotion give) and the random
+    generator (``pargraph.manual_seed``: ``rand``, dropout, shuffling, ``uniform_``)."""
 
     def __init__(self) -> None:
         self.float = np.dtype(np.float32)
+        self.generator = np.random.default_rng()
 
 
 defaults = Defaults()

@@ -36,6 +36,11 @@ def connect(address: str, timeout: float = 10.0, security: Any = None,
             raise ValueError(f"connect: mirror_every must be >= 0 (steps), got {mirror_every}")
         dask.config.set({"pargraph.mirror-every": int(mirror_every)})
 
+    scheme, _, location = address.rpartition("://")
+    if scheme in ("", "tcp", "tls") and ":" not in location.rsplit("]", 1)[-1]:
+        # no port (an IPv6 host is in brackets)
+        raise ValueError(f"connect: {address!r} names no port; a dask scheduler listens on "
+                         f"8786 by default: try 'tcp://{location}:8786'")
     if address.startswith("tls://") and security is None:
         raise ValueError(
             f"connect: {address} is a TLS address, so pass security=: for example "
