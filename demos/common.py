@@ -8,7 +8,6 @@ import contextlib
 import os
 import sys
 import time
-import urllib.parse
 from collections.abc import Iterator
 
 import dask
@@ -29,7 +28,11 @@ def add_execution_args(parser: argparse.ArgumentParser, scheduler: bool = True) 
                         help="give up reaching --address after this long (default: 10)")
     parser.add_argument("--dashboard", action="store_true",
                         help="run on an in-process cluster with the dask dashboard on "
-                             "http://127.0.0.1:8787/status")
+                             "http://127.0.0.1:8787/status, kept up after training until "
+                             "Enter or Ctrl-C")
+    parser.add_argument("--dashboard-linger", type=float, default=None, metavar="SECONDS",
+                        help="with --dashboard: keep it up this long after training "
+                             "(0: not at all; default: until Enter when run in a terminal)")
 
 
 def on_a_cluster(args: argparse.Namespace) -> bool:
@@ -58,22 +61,15 @@ def execution(args: argparse.Namespace) -> Iterator[str]:
             with contextlib.suppress(Exception):  # a client whose scheduler died may not close
                 client.close(timeout=5)
     elif args.dashboard:
-        from distributed import Client, LocalCluster
+        import pargraph
+        from pargraph.remote.dashboard import local_link
 
         threads = args.workers or os.cpu_count() or 1
-        # Loopback only: the scheduler's dashboard and the workers' HTTP servers (which listen
-        # on every interface unless told otherwise) run code for whoever reaches them.
-        with LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
-                          dashboard_address="127.0.0.1:8787",
-                          worker_dashboard_address="127.0.0.1:0") as cluster, \
-                Client(cluster) as client, dask.config.set(scheduler=client):
-            # The link dask builds names this machine's address; the dashboard listens on
-            # 127.0.0.1 only.
-            port = urllib.parse.urlsplit(client.dashboard_link).port
-            print(f"dask dashboard: http://127.0.0.1:{port}/status "
-                  f"(task stream: http://127.0.0.1:{port}/tasks)")
-            yield (f"an in-process dask cluster ({threads} threads; dashboard "
-                   f"http://127.0.0.1:{port}/status)")
+        with pargraph.dashboard(threads, linger=getattr(args, "dashboard_linger", None)) \
+                as client:
+            link = local_link(client)
+            print(f"dask dashboard: {link} (task stream: {link.replace('/status', '/tasks')})")
+            yield f"an in-process dask cluster ({threads} threads; dashboard {link})"
     else:
         scheduler = getattr(args, "scheduler", "threads")
         settings = {"scheduler": scheduler}

@@ -64,6 +64,7 @@ from pargraph.functions import (
     where,
 )
 from pargraph.remote.connect import connect
+from pargraph.remote.dashboard import dashboard
 from pargraph.remote.recovery import ClusterLostError
 from pargraph.serialization import CheckpointError, load, save
 from pargraph.trace import Trace, trace
@@ -95,6 +96,6 @@ __all__ = [
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
     "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like", "clip",
     "get_default_dtype", "set_default_dtype", "hstack", "vstack", "take", "tensordot",
-    "logical_not", "int8", "int16", "uint8", "short", "dtype",
+    "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard",
     *METHOD_FUNCTIONS,
 ]

@@ -123,6 +123,7 @@ CLASSIFIER_FLAGS = {
     "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
     "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
     "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+    "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
     "--compile": "test_compile_flag_trains_as_the_eager_step",
 }
 
@@ -144,6 +145,7 @@ FLAG_TESTS = {
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+        "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
         "--compile": "test_compile_flag_trains_as_the_eager_step",
     },
     "cnn.py": CLASSIFIER_FLAGS,
@@ -160,6 +162,7 @@ FLAG_TESTS = {
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+        "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
     },
     "towers.py": {
         "--towers": "test_towers_size_flags",
@@ -175,6 +178,7 @@ FLAG_TESTS = {
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
+        "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
     },
 }
 
@@ -325,6 +329,25 @@ def test_dashboard_flag_starts_a_local_cluster_and_says_so(demo, tmp_path):
     link = next(line for line in done.stdout.splitlines() if line.startswith("dask dashboard"))
     assert "http://127.0.0.1:" in link and "/status" in link and "/tasks" in link
     assert "on an in-process dask cluster" in done.stdout
+
+
+def test_dashboard_linger_keeps_the_dashboard_up_after_training():
+    import urllib.request
+
+    process = subprocess.Popen([sys.executable, os.path.join(DEMOS, "fit_line.py"), "--quiet",
+                                "--steps", "20", "--dashboard", "--dashboard-linger", "4"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:  # training is done when the linger line comes
+            if "stays up at" in line:
+                break
+        link = line.split("stays up at ", 1)[1].split(" ", 1)[0]
+        assert link.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(link, timeout=10) as answer:  # still serving
+            assert answer.status == 200
+        assert process.wait(timeout=30) == 0  # and it ends by itself
+    finally:
+        process.kill()
 
 
 def test_progress_prints_lines_not_carriage_returns_when_piped():

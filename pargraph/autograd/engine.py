@@ -25,14 +25,19 @@ from pargraph.interrupts import interrupts
 
 
 class GradTarget(Protocol):
-    """What the engine needs of a tensor (the facade's Tensor implements it): its node,
-    whether it requires grad, its ``.grad``, and a way to add a gradient node to that."""
+    """What the autograd layer needs of a tensor (the facade's Tensor implements it): its
+    node, whether it requires grad, its ``.grad``, a way to add a gradient node to that, and
+    a way to make a tensor of its kind around a node (what ``grad()``, hooks and custom
+    Functions hand the user)."""
 
     _node: Node
     requires_grad: bool
     grad: Any
 
     def numel(self) -> int: ...
+
+    @staticmethod
+    def _wrap(node: Node) -> Any: ...
 
     def _accumulate_grad(self, g: Node, create_graph: bool) -> Node:
         """``self.grad += g`` (a new ``.grad`` the first time); returns the node it holds."""

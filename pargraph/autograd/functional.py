@@ -2,7 +2,8 @@
 
 The backward graph is built by :mod:`pargraph.autograd.backward_graph`, through the driver in
 :mod:`pargraph.autograd.engine`. Like the engine, these functions use the tensors they are
-given (their ``_node``, ``_wrap``, ``requires_grad``) and never import the facade above."""
+given (the ``engine.GradTarget`` interface: ``_node``, ``_wrap``, ``requires_grad``) and never
+import the facade above."""
 
 from __future__ import annotations
 

@@ -15,7 +15,9 @@ Rooms, lowest first:
 - :mod:`~pargraph.remote.replication`: training state on two workers, provenance forgotten;
 - :mod:`~pargraph.remote.submit`: a run submitted and waited for;
 - :mod:`~pargraph.remote.plugins`: the scheduler's and the workers' message batching;
-- :mod:`~pargraph.remote.connect`: ``pargraph.connect``.
+- :mod:`~pargraph.remote.connect`: ``pargraph.connect``;
+- :mod:`~pargraph.remote.dashboard`: ``pargraph.dashboard()``, an in-process cluster whose
+  dashboard stays up after the block.
 
 Nothing here imports the execution layer; the execution layer calls in.
 """
