@@ -101,7 +101,8 @@ def train(args: argparse.Namespace) -> dict:
             loss = step(images, labels)  # the last, smaller batch: a second compiled plan
             total, batches = total + loss.item(), batches + 1
             bar.update(1)
-            bar.set_postfix(epoch=f"{epoch + 1}/{args.epochs}", loss=f"{total / batches:.4f}")
+            bar.set_postfix(epoch=f"{epoch + 1}/{args.epochs}", loss=f"{total / batches:.4f}",
+                            refresh=False)  # shown at the bar's next update, not each step
         history["loss"].append(total / batches)
         history["accuracy"].append(accuracy(model, test_x, test_y))
         bar.write(f"epoch {epoch + 1:3d}  loss {history['loss'][-1]:.4f}  "

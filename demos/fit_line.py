@@ -48,7 +48,7 @@ def fit(args: argparse.Namespace) -> dict:
             opt.step()
             value = loss.item()
             bar.update(1)
-            bar.set_postfix(loss=f"{value:.4g}")
+            bar.set_postfix(loss=f"{value:.4g}", refresh=False)
             if not math.isfinite(value) or value > 1e12:
                 break
     return {"w": w.item(), "b": b.item(), "loss": loss.item(), "steps": steps,

@@ -91,7 +91,7 @@ def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool
             losses.append(step(images, labels).item())
             times.append(time.perf_counter() - start)
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
     return times, losses
 
 

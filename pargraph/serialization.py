@@ -92,9 +92,10 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     Examples
     --------
     >>> import os, tempfile, pargraph
-    >>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
-    >>> pargraph.save({"w": pargraph.ones(2), "epoch": 3}, path)
-    >>> pargraph.load(path)["epoch"]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "model.npz")
+    ...     pargraph.save({"w": pargraph.ones(2), "epoch": 3}, path)
+    ...     pargraph.load(path)["epoch"]
     3
     """
     arrays: dict[str, np.ndarray] = {}
@@ -175,9 +176,10 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool |
     Examples
     --------
     >>> import os, tempfile, pargraph
-    >>> path = os.path.join(tempfile.mkdtemp(), "state.npz")
-    >>> pargraph.save({"bias": pargraph.zeros(3)}, path)
-    >>> pargraph.load(path)["bias"].shape
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "state.npz")
+    ...     pargraph.save({"bias": pargraph.zeros(3)}, path)
+    ...     pargraph.load(path)["bias"].shape
     pargraph.Size([3])
     """
     if not callable(map_location) and not isinstance(map_location, dict):

@@ -70,8 +70,8 @@ def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
     --------
     >>> import os, tempfile, pargraph
     >>> w = pargraph.ones(3, requires_grad=True)
-    >>> path = os.path.join(tempfile.mkdtemp(), "graph.svg")
-    >>> pargraph.visualize((w.exp() * w).sum(), path).name
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     pargraph.visualize((w.exp() * w).sum(), os.path.join(folder, "graph.svg")).name
     'pargraph'
     """
     try:
@@ -80,7 +80,14 @@ def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
         raise ImportError(f"visualize needs the graphviz Python package: {_INSTALL}") from None
 
     nodes, grads = _graph_nodes(t, backward)
+    # A parameter's node, or one it held before (``opt.step()`` since recording rebound it:
+    # the graph still reads the value it had, whose node remembers the tensor that held it).
+    by_tensor = {id(p): name for name, p in (params or {}).items()}
     names = {id(p._node): name for name, p in (params or {}).items()}
+    for node in nodes:
+        owner = node.owner_tensor()
+        if id(node) not in names and owner is not None and id(owner) in by_tensor:
+            names[id(node)] = by_tensor[id(owner)]
     fmt = os.path.splitext(os.fspath(path))[1].lstrip(".") or "svg"
     dot = graphviz.Digraph("pargraph", format=fmt, graph_attr=dict(rankdir="TB",
                                                                    fontname="Helvetica"),

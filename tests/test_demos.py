@@ -350,8 +350,10 @@ def test_dashboard_linger_keeps_the_dashboard_up_after_training():
         process.kill()
 
 
-def test_progress_prints_lines_not_carriage_returns_when_piped():
-    done = subprocess.run([sys.executable, os.path.join(DEMOS, "fit_line.py"), "--steps", "50"],
-                          capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("demo", ["fit_line.py", "digits.py"])
+def test_progress_prints_lines_not_carriage_returns_when_piped(demo, tmp_path):
+    extra = ["--epochs", "2", "--plot", "", "--checkpoint", ""] if demo == "digits.py" else []
+    done = subprocess.run([sys.executable, os.path.join(DEMOS, demo), *extra],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("\r") <= 3, done.stderr[-500:]

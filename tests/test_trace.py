@@ -248,6 +248,20 @@ def test_visualize_after_backward_and_step_draws_the_recorded_graph(tmp_path):
         loss.backward()  # drawing did not make the freed graph runnable
 
 
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_visualize_after_step_still_names_every_parameter(optimizer, tmp_path):
+    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
+                                   pargraph.nn.Linear(4, 2))
+    opt = getattr(pargraph.optim, optimizer)(model.parameters(), lr=0.1)
+    loss = model(pargraph.ones(5, 3)).sum()
+    loss.backward()
+    opt.step()  # the parameters hold new nodes; the drawn graph reads the old ones
+    path = tmp_path / "graph.svg"
+    pargraph.visualize(loss, path, params=dict(model.named_parameters()))
+    drawn = path.read_text()
+    assert all(f">{name}<" in drawn for name, _ in model.named_parameters()), drawn[:2000]
+
+
 def test_visualize_says_how_to_install_graphviz(tmp_path, monkeypatch):
     import graphviz
 
