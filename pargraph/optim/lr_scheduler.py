@@ -102,6 +102,15 @@ class CosineAnnealingLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+def _lambdas(optimizer: Optimizer, lr_lambda: Any) -> list:
+    """One function per parameter group (``lr_lambda``: one for all, or a list)."""
+    groups = len(optimizer.param_groups)
+    lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * groups
+    if len(lambdas) != groups:
+        raise ValueError(f"Expected {groups} lr_lambdas, but got {len(lambdas)}")
+    return lambdas
+
+
 class LambdaLR(LRScheduler):
     """The initial learning rate times ``lr_lambda(epoch)`` (one function, or one per group).
 
@@ -115,11 +124,7 @@ class LambdaLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Any, last_epoch: int = -1) -> None:
-        groups = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else \
-            [lr_lambda] * groups
-        if len(self.lr_lambdas) != groups:
-            raise ValueError(f"Expected {groups} lr_lambdas, but got {len(self.lr_lambdas)}")
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
@@ -439,11 +444,7 @@ class MultiplicativeLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Any, last_epoch: int = -1) -> None:
-        groups = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else \
-            [lr_lambda] * groups
-        if len(self.lr_lambdas) != groups:
-            raise ValueError(f"Expected {groups} lr_lambdas, but got {len(self.lr_lambdas)}")
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:

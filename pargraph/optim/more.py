@@ -34,6 +34,17 @@ def _moments(grad: Tensor, state: dict, beta1: float, beta2: float) -> tuple[Ten
     return exp_avg, exp_avg_sq
 
 
+def _weight_decay(param: Tensor, grad: Tensor, lr: float, decay: float,
+                  decoupled: bool) -> tuple[Tensor, Tensor]:
+    """Weight decay as PyTorch's Adam family applies it: on the parameter (decoupled, as
+    AdamW) or as an L2 term of the gradient."""
+    if not decay:
+        return param, grad
+    if decoupled:
+        return param * (1 - lr * decay), grad
+    return param, grad + param * decay
+
+
 class NAdam(Optimizer):
     """Adam with Nesterov momentum and its momentum decay schedule.
 
@@ -61,11 +72,7 @@ class NAdam(Optimizer):
         beta1, beta2 = group["betas"]
         lr, decay = group["lr"], group["weight_decay"]
         step = state.get("step", 0) + 1
-        if decay:
-            if group["decoupled_weight_decay"]:
-                param = param * (1 - lr * decay)
-            else:
-                grad = grad + param * decay
+        param, grad = _weight_decay(param, grad, lr, decay, group["decoupled_weight_decay"])
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * group["momentum_decay"]))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * group["momentum_decay"]))
         mu_product = state.get("mu_product", 1.0) * mu
@@ -104,11 +111,7 @@ class RAdam(Optimizer):
         beta1, beta2 = group["betas"]
         lr, decay = group["lr"], group["weight_decay"]
         step = state.get("step", 0) + 1
-        if decay:
-            if group["decoupled_weight_decay"]:
-                param = param * (1 - lr * decay)
-            else:
-                grad = grad + param * decay
+        param, grad = _weight_decay(param, grad, lr, decay, group["decoupled_weight_decay"])
         exp_avg, exp_avg_sq = _moments(grad, state, beta1, beta2)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
