@@ -128,8 +128,19 @@ def main(argv: list[str] | None = None) -> dict:
         modes = ["cluster"] if common.on_a_cluster(args) else \
             ["threads", "sync", "sync, 1 BLAS thread"]
         timed_steps(model, opt, batches[:1], modes[0], args.workers, True)  # warm up
-        results = {mode: timed_steps(model, opt, batches[1:], mode, args.workers, args.quiet)
-                   for mode in modes}
+        # The modes take turns in rounds, so that the machine's state changing meanwhile
+        # shows as a spread of the ratios instead of skewing one mode.
+        results = {mode: ([], []) for mode in modes}
+        rounds = _rounds(batches[1:], ROUNDS)
+        per_round: list[dict] = []
+        for chunk in rounds:
+            medians_now = {}
+            for mode in modes:
+                times, losses = timed_steps(model, opt, chunk, mode, args.workers, args.quiet)
+                results[mode][0].extend(times)
+                results[mode][1].extend(losses)
+                medians_now[mode] = statistics.median(times)
+            per_round.append(medians_now)
         if args.compile:
             compiled = common.training_step(model, opt, nn.CrossEntropyLoss(), compiled=True)
             mode = modes[0]
@@ -155,12 +166,36 @@ def main(argv: list[str] | None = None) -> dict:
         summary["compiled_speedup"] = medians[eager] / medians[compiled]
         print(f"  compiled vs eager ({eager}): {summary['compiled_speedup']:.2f}x")
     if "threads" in medians:
-        summary["speedup"] = medians["sync, 1 BLAS thread"] / medians["threads"]
-        print(f"  threads vs sync on one core: {summary['speedup']:.2f}x (branches running "
-              "at once)")
-        print(f"  threads vs sync with multithreaded BLAS: "
-              f"{medians['sync'] / medians['threads']:.2f}x")
+        for against, label in (("sync, 1 BLAS thread", "sync on one core"),
+                               ("sync", "sync with multithreaded BLAS")):
+            ratios = [r[against] / r["threads"] for r in per_round]
+            ratio = statistics.median(ratios)  # the ratio of each round, then their median
+            if against == "sync, 1 BLAS thread":
+                summary["speedup"] = ratio
+            print(f"  threads vs {label}: {ratio:.2f}x, {_words(ratio)} "
+                  f"(median of {len(ratios)} rounds, {min(ratios):.2f}x-{max(ratios):.2f}x)")
     return summary
+
+
+#: How many rounds the modes take turns in.
+ROUNDS = 3
+
+
+def _rounds(batches: list, rounds: int) -> list[list]:
+    """``batches`` cut into ``rounds`` consecutive runs of near-equal length, every batch in
+    one (fewer runs if there are fewer batches)."""
+    count = max(1, min(rounds, len(batches)))
+    edges = [len(batches) * k // count for k in range(count + 1)]
+    return [batches[a:b] for a, b in zip(edges, edges[1:])]
+
+
+def _words(ratio: float) -> str:
+    """What a ratio of the other mode's time over the threads' time says."""
+    if ratio >= 1.05:
+        return "faster on threads"
+    if ratio <= 0.95:
+        return "slower on threads"
+    return "about the same on threads"
 
 
 if __name__ == "__main__":

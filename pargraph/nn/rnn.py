@@ -160,10 +160,13 @@ class RNNBase(Module):
                 outputs.append(out)
                 last_h.append(h)
                 last_c.append(c)
-            layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
+            # Step by step, so that the next layer's step t waits for this layer's step t
+            # only, not for the whole sequence (the layers' wavefront).
+            layer_input = outputs[0] if directions == 1 else \
+                [cat([a, b], -1) for a, b in zip(*outputs)]
             if self.dropout and self.training and layer < self.num_layers - 1:
-                layer_input = F.dropout(layer_input, self.dropout, True)
-        output, h_n = layer_input, stack(last_h)
+                layer_input = [F.dropout(step, self.dropout, True) for step in layer_input]
+        output, h_n = stack(layer_input), stack(last_h)
         c_n = stack(last_c) if self.mode == "LSTM" else None
         if packed:
             if sorted_indices is not None:
@@ -212,12 +215,18 @@ class RNNBase(Module):
                                    f"{tuple(state.shape)}")
         return h0, c0
 
-    def _run_direction(self, x: Tensor, layer: int, direction: int, h: Tensor,
-                       c: Tensor | None, mask: Tensor | None) -> tuple[Tensor, Tensor, Any]:
+    def _run_direction(self, x: Tensor | list, layer: int, direction: int, h: Tensor,
+                       c: Tensor | None, mask: Tensor | None) -> tuple[list, Tensor, Any]:
+        """One direction of one layer over the sequence ``x`` (the input, or the last
+        layer's outputs step by step): its outputs step by step, and its last states."""
         w = self._weights(layer, direction)
-        gates_x = F.linear(x, w["weight_ih"], w["bias_ih"])  # the whole sequence at once
-        steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
-        outputs: list[Tensor | None] = [None] * x.shape[0]
+        length = len(x) if isinstance(x, list) else x.shape[0]
+        if isinstance(x, list):  # each step's projection as soon as that step exists
+            gates_x = [F.linear(step, w["weight_ih"], w["bias_ih"]) for step in x]
+        else:  # the input is all there: one matrix product for the whole sequence
+            gates_x = F.linear(x, w["weight_ih"], w["bias_ih"])
+        steps = range(length - 1, -1, -1) if direction else range(length)
+        outputs: list[Tensor | None] = [None] * length
         for t in steps:
             new_h, new_c = _cell(self.mode, gates_x[t], h, c, w["weight_hh"], w["bias_hh"],
                                  w["weight_hr"])
@@ -228,7 +237,7 @@ class RNNBase(Module):
             else:
                 outputs[t] = new_h
             h, c = new_h, new_c
-        return stack(outputs), h, c
+        return outputs, h, c
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
