@@ -384,6 +384,50 @@ def randn_like(t: Tensor, dtype=None, requires_grad: bool = False,
     return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
+def randint_like(t: Tensor, low: int = 0, high: int | None = None, dtype=None,
+                 device: Any = None) -> Tensor:
+    """``randint`` with the shape (and by default the dtype) of ``t``: ``randint_like(t,
+    high)`` or ``randint_like(t, low, high)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> int(pargraph.randint_like(pargraph.zeros(5), 3).max()) < 3
+    True
+    """
+    check_device(device, "randint_like")
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(t.shape), dtype=dtype or t.dtype)
+
+
+def normal(mean: Any, std: Any = 1.0, size: Any = None, generator: Generator | None = None,
+           dtype=None, requires_grad: bool = False, device: Any = None) -> Tensor:
+    """Samples of N(mean, std²): ``mean`` and ``std`` numbers with a ``size``, or tensors
+    broadcast together (each element its own distribution).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.normal(2.0, 0.0, size=(2,)).tolist()
+    [2.0, 2.0]
+    """
+    check_device(device, "normal")
+    tensors = isinstance(mean, Tensor) or isinstance(std, Tensor)
+    if tensors:
+        m = mean if isinstance(mean, Tensor) else as_tensor(mean)
+        sd = std if isinstance(std, Tensor) else as_tensor(std)
+        shape = tuple(np.broadcast_shapes(tuple(m.shape), tuple(sd.shape)))
+        kind = m.dtype if m.dtype.kind == "f" else sd.dtype
+        noise = drawn(lambda: _source(generator).standard_normal(shape).astype(kind))
+        return m + sd * noise
+    if size is None:
+        raise TypeError("normal() with numbers for mean and std needs a size")
+    shape, kind = shape_arg((size,)), np.dtype(dtype or defaults.float)
+    out = drawn(lambda: _source(generator).normal(mean, std, size=shape).astype(kind))
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
 class Generator:
     """A random number generator to hand to ``DataLoader``, ``random_split`` and the random
     factories, as PyTorch's ``torch.Generator``.

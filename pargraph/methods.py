@@ -562,6 +562,89 @@ class EverydayMethods:
         """
         return tuple(self.shape) == tuple(other.shape) and bool((self == other).all())
 
+    # --- what depends on the values (computed now, as PyTorch synchronizes for them) -------
+
+    def nonzero(self, *, as_tuple: bool = False) -> Any:
+        """The indices of the nonzero elements: a (count, dims) tensor, or one tensor per
+        dimension with ``as_tuple``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[0, 3], [4, 0]]).nonzero().tolist()
+        [[0, 1], [1, 0]]
+        """
+        found = np.nonzero(np.atleast_1d(self._value()))
+        if as_tuple:
+            return tuple(self._constant(axis.astype(np.int64)) for axis in found)
+        return self._constant(np.stack(found, -1).astype(np.int64).reshape(-1, len(found)))
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,
+               return_counts: bool = False, dim: int | None = None) -> Any:
+        """The distinct elements, sorted (and where each element went, and how many of each).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([3, 1, 3, 2]).unique().tolist()
+        [1, 2, 3]
+        """
+        values, inverse, counts = np.unique(self._value(), return_inverse=True,
+                                            return_counts=True, axis=dim)
+        out = [self._constant(values)]
+        if return_inverse:
+            shape = tuple(self.shape) if dim is None else (self.shape[dim],)
+            out.append(self._constant(inverse.reshape(shape).astype(np.int64)))
+        if return_counts:
+            out.append(self._constant(counts.astype(np.int64)))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """The lower median (of all elements, or along ``dim`` with its index, as PyTorch).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([4.0, 1.0, 3.0, 2.0]).median().item()
+        2.0
+        """
+        from pargraph.selection import SortResult
+
+        if dim is None:
+            flat = self.reshape(-1)
+            return flat.sort(0).values[(flat.shape[0] - 1) // 2]
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        ordered = self.sort(d)
+        k = (self.shape[d] - 1) // 2
+        pick = (slice(None),) * d + (slice(k, k + 1) if keepdim else k,)
+        return SortResult(ordered.values[pick], ordered.indices[pick])
+
+    def multinomial(self, num_samples: int, replacement: bool = False,
+                    generator: Any = None) -> Any:
+        """``num_samples`` category indices drawn per row with these (unnormalized) weights.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 1.0, 0.0]).multinomial(2, replacement=True).tolist()
+        [1, 1]
+        """
+        weights = np.asarray(self._value(), dtype=np.float64)
+        rows = weights.reshape(-1, weights.shape[-1])
+        if (rows < 0).any() or not np.isfinite(rows).all():
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if not replacement and num_samples > rows.shape[-1]:
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                               "replacement")
+        if not replacement and ((rows > 0).sum(-1) < num_samples).any():
+            raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
+                               "enough non-negative category to sample)")
+        source = ops.defaults.generator if generator is None else generator.numpy_generator
+        drawn = [source.choice(rows.shape[-1], num_samples, replace=replacement,
+                               p=row / row.sum()) for row in rows]
+        shape = weights.shape[:-1] + (num_samples,)
+        return self._constant(np.asarray(drawn, dtype=np.int64).reshape(shape))
+
     # --- in place ------------------------------------------------------------------------
 
     def _in_place(self, result: Any) -> Any:

@@ -131,3 +131,42 @@ def test_the_default_dtype_is_settable_as_in_pytorch():
     assert pargraph.get_default_dtype() == pargraph.float32 == pargraph.zeros(1).dtype
     assert isinstance(pargraph.zeros(1).dtype, pargraph.dtype)
     assert pargraph.tensor([300]).to(pargraph.uint8).tolist() == [44]
+
+
+def test_value_dependent_methods_equal_pytorch():
+    x = np.array([[3.0, 0.0, 1.0, 3.0], [0.0, 2.0, 2.0, 5.0], [1.0, 1.0, 0.0, 4.0]])
+    ours, theirs = pargraph.tensor(x), torch.tensor(x)
+    assert ours.nonzero().tolist() == theirs.nonzero().tolist()
+    assert [t.tolist() for t in ours.nonzero(as_tuple=True)] == \
+        [t.tolist() for t in theirs.nonzero(as_tuple=True)]
+    for a, b in zip(ours.unique(return_inverse=True, return_counts=True),
+                    theirs.unique(return_inverse=True, return_counts=True)):
+        assert a.tolist() == b.tolist()
+    assert ours.median().item() == theirs.median().item()
+    for keepdim in (False, True):
+        a, b = ours.median(1, keepdim=keepdim), theirs.median(1, keepdim=keepdim)
+        assert a.values.tolist() == b.values.tolist()
+        assert a.indices.tolist() == b.indices.tolist()
+    leaf = pargraph.tensor(x, requires_grad=True)
+    leaf.median(0).values.sum().backward()
+    reference = torch.tensor(x, requires_grad=True)
+    reference.median(0).values.sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), reference.grad.numpy())
+
+
+def test_sampling_functions_behave_as_pytorchs():
+    pargraph.manual_seed(0)
+    weights = pargraph.tensor([[0.0, 1.0, 3.0], [2.0, 0.0, 1.0]])
+    drawn = weights.multinomial(2)
+    assert tuple(drawn.shape) == (2, 2)
+    assert sorted(drawn[0].tolist()) == [1, 2] and sorted(drawn[1].tolist()) == [0, 2]
+    with pytest.raises(RuntimeError, match="n_sample > prob_dist"):
+        weights.multinomial(4)
+    with pytest.raises(RuntimeError, match="not enough non-negative category"):
+        pargraph.tensor([2.0, 0.0, 0.0]).multinomial(2)  # as torch.multinomial raises
+    assert set(pargraph.tensor([0.0, 1.0]).multinomial(5, replacement=True).tolist()) == {1}
+    samples = pargraph.normal(pargraph.tensor([0.0, 100.0]), pargraph.tensor([1.0, 0.0]))
+    assert samples[1].item() == 100.0 and tuple(samples.shape) == (2,)
+    assert tuple(pargraph.normal(0.0, 1.0, size=(3, 2)).shape) == (3, 2)
+    ints = pargraph.randint_like(pargraph.zeros(50, dtype=pargraph.int64), 2, 5)
+    assert ints.dtype == pargraph.int64 and 2 <= int(ints.min()) and int(ints.max()) < 5
