@@ -117,3 +117,43 @@ def test_bad_arguments_raise_as_pytorch_does():
         F.gaussian_nll_loss(pargraph.ones(2), pargraph.ones(2), -pargraph.ones(2))
     with pytest.raises(RuntimeError, match="Mismatch of parameter numbers"):
         F.prelu(pargraph.ones(2, 3), pargraph.ones(2))
+
+
+PADS = [("ZeroPad1d", (2,), 3), ("ZeroPad2d", ((1, 2, 0, 1),), 4),
+        ("ConstantPad1d", (1, 0.5), 3), ("ConstantPad2d", (2, -1.0), 4),
+        ("ReflectionPad1d", ((2, 1),), 3), ("ReflectionPad2d", (1,), 4),
+        ("ReplicationPad1d", (2,), 3), ("ReplicationPad2d", ((1, 0, 2, 1),), 4),
+        ("CircularPad1d", (1,), 3), ("CircularPad2d", (1,), 4)]
+
+
+@pytest.mark.parametrize("name,arguments,dims", PADS, ids=[p[0] for p in PADS])
+def test_padding_modules_equal_pytorch(name, arguments, dims):
+    x = RNG.standard_normal((2, 3, 5, 4)[:dims])
+    ours_in, theirs_in = pargraph.tensor(x, requires_grad=True), torch.tensor(
+        x, requires_grad=True)
+    ours = getattr(pargraph.nn, name)(*arguments)(ours_in)
+    theirs = getattr(torch.nn, name)(*arguments)(theirs_in)
+    np.testing.assert_array_equal(ours.detach().numpy(), theirs.detach().numpy())
+    weights = RNG.standard_normal(tuple(theirs.shape))
+    (ours * pargraph.tensor(weights)).sum().backward()
+    (theirs * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours_in.grad.numpy(), theirs_in.grad.numpy(), rtol=1e-12)
+
+
+def test_containers_unflatten_and_channel_dropout_behave_as_pytorchs():
+    params = pargraph.nn.ParameterList([pargraph.ones(2), pargraph.zeros(3)])
+    params.append(pargraph.ones(1))
+    assert [tuple(p.shape) for p in params] == [(2,), (3,), (1,)]
+    assert [n for n, _ in params.named_parameters()] == ["0", "1", "2"]
+    named = pargraph.nn.ParameterDict({"a": pargraph.ones(2)})
+    named["b"] = pargraph.zeros(1)
+    assert list(named) == ["a", "b"] and "a" in named and named["b"].requires_grad
+    ours = pargraph.nn.Unflatten(1, (2, 3))(pargraph.tensor(X))
+    assert tuple(ours.shape) == tuple(torch.nn.Unflatten(1, (2, 3))(torch.tensor(X)).shape)
+    pargraph.manual_seed(0)
+    dropped = pargraph.nn.Dropout2d(0.5)(pargraph.ones(8, 6, 3, 3))
+    per_channel = dropped.numpy().reshape(8, 6, 9)
+    assert ((per_channel == 0).all(-1) | (per_channel == 2).all(-1)).all()  # whole channels
+    assert 0 < (per_channel == 0).all(-1).mean() < 1
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        pargraph.nn.Dropout1d(1.5)

@@ -26,6 +26,24 @@ from pargraph.nn.attention import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from pargraph.nn.containers import (
+    CircularPad1d,
+    CircularPad2d,
+    ConstantPad1d,
+    ConstantPad2d,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    ParameterDict,
+    ParameterList,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    Unflatten,
+    ZeroPad1d,
+    ZeroPad2d,
+)
 from pargraph.nn.conv import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -91,5 +109,8 @@ __all__ = [
     "Softmin", "Softshrink", "Softsign", "Tanhshrink", "Threshold", "CosineSimilarity",
     "PairwiseDistance", "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss",
     "HuberLoss", "KLDivLoss", "MarginRankingLoss", "MultiLabelSoftMarginLoss", "PoissonNLLLoss",
-    "SoftMarginLoss", "TripletMarginLoss",
+    "SoftMarginLoss", "TripletMarginLoss", "CircularPad1d", "CircularPad2d", "ConstantPad1d",
+    "ConstantPad2d", "Dropout1d", "Dropout2d", "Dropout3d", "ParameterDict", "ParameterList",
+    "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Unflatten",
+    "ZeroPad1d", "ZeroPad2d",
 ]
