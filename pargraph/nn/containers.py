@@ -210,27 +210,29 @@ class _Pad(Module):
                                     self.value else "")
 
 
-def _pad_class(name: str, mode: str, dims: int, constant: bool = False) -> type:
-    doc = (f"``F.pad`` in mode {mode!r} over the last {dims} dimension(s).\n\n    Examples\n"
-           f"    --------\n    >>> import pargraph\n    >>> tuple(pargraph.nn.{name}(1)"
-           f"(pargraph.ones({', '.join(['1'] * (dims + 1) + ['2'] * dims)})).shape)[-1]\n"
-           f"    4\n    ")
-
-    def __init__(self, padding: Any, value: float = 0.0) -> None:
-        _Pad.__init__(self, padding, value if constant else 0.0)
-
-    if constant and name.startswith("Constant"):
-        def __init__(self, padding: Any, value: float) -> None:  # noqa: F811 (value required)
+def _pad_class(name: str, mode: str, dims: int) -> type:
+    """A padding module class with PyTorch's signature: ``(padding, value)`` for the
+    constant pads, ``(padding)`` for the others."""
+    if name.startswith("Constant"):
+        def __init__(self, padding: Any, value: float) -> None:
             _Pad.__init__(self, padding, value)
-        doc = doc.replace(f"{name}(1)", f"{name}(1, 0.5)")
+        arguments = "1, 0.5"
+    else:
+        def __init__(self, padding: Any) -> None:
+            _Pad.__init__(self, padding)
+        arguments = "1"
+    sizes = ", ".join(["1"] * (dims + 1) + ["2"] * dims)
+    doc = (f"``F.pad`` in mode {mode!r} over the last {dims} dimension(s).\n\n    Examples\n"
+           f"    --------\n    >>> import pargraph\n    >>> tuple(pargraph.nn.{name}({arguments})"
+           f"(pargraph.ones({sizes})).shape)[-1]\n    4\n    ")
     return type(name, (_Pad,), {"mode": mode, "dims": dims, "__doc__": doc,
                                 "__init__": __init__, "__module__": __name__})
 
 
 ZeroPad1d = _pad_class("ZeroPad1d", "constant", 1)
 ZeroPad2d = _pad_class("ZeroPad2d", "constant", 2)
-ConstantPad1d = _pad_class("ConstantPad1d", "constant", 1, constant=True)
-ConstantPad2d = _pad_class("ConstantPad2d", "constant", 2, constant=True)
+ConstantPad1d = _pad_class("ConstantPad1d", "constant", 1)
+ConstantPad2d = _pad_class("ConstantPad2d", "constant", 2)
 ReflectionPad1d = _pad_class("ReflectionPad1d", "reflect", 1)
 ReflectionPad2d = _pad_class("ReflectionPad2d", "reflect", 2)
 ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1)

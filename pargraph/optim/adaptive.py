@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from pargraph import ops
 from pargraph._tensor import Tensor
-from pargraph.optim.optimizer import Optimizer, updated
-
-
-def _check(**values: float) -> None:
-    for name, value in values.items():
-        if value < 0:
-            raise ValueError(f"Invalid {name} value: {value}")
+from pargraph.optim.optimizer import Optimizer, check_nonnegative, updated
 
 
 class RMSprop(Optimizer):
@@ -30,7 +24,7 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False):
-        _check(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
+        check_nonnegative(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                                       momentum=momentum, centered=centered))
 
@@ -71,7 +65,7 @@ class Adagrad(Optimizer):
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
                  eps: float = 1e-10):
-        _check(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+        check_nonnegative(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
                initial_accumulator_value=initial_accumulator_value)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
@@ -104,7 +98,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0.0):
-        _check(lr=lr, eps=eps, weight_decay=weight_decay)
+        check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))

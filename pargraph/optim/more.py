@@ -9,13 +9,7 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import full_like, zeros_like
 from pargraph.functions import where
-from pargraph.optim.optimizer import Optimizer
-
-
-def _check(**values: float) -> None:
-    for name, value in values.items():
-        if value < 0:
-            raise ValueError(f"Invalid {name} value: {value}")
+from pargraph.optim.optimizer import Optimizer, check_nonnegative
 
 
 def _check_betas(betas: tuple[float, float]) -> None:
@@ -62,7 +56,7 @@ class NAdam(Optimizer):
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False):
-        _check(lr=lr, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay)
+        check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay)
         _check_betas(betas)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, momentum_decay=momentum_decay,
@@ -101,7 +95,7 @@ class RAdam(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0,
                  decoupled_weight_decay: bool = False):
-        _check(lr=lr, eps=eps, weight_decay=weight_decay)
+        check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         _check_betas(betas)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay,
@@ -144,7 +138,7 @@ class Adamax(Optimizer):
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0):
-        _check(lr=lr, eps=eps, weight_decay=weight_decay)
+        check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         _check_betas(betas)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay))
@@ -182,7 +176,7 @@ class Rprop(Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, etas: tuple[float, float] = (0.5, 1.2),
                  step_sizes: tuple[float, float] = (1e-6, 50)):
-        _check(lr=lr)
+        check_nonnegative(lr=lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes)))
@@ -220,7 +214,7 @@ class ASGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
                  t0: float = 1e6, weight_decay: float = 0.0):
-        _check(lr=lr, weight_decay=weight_decay)
+        check_nonnegative(lr=lr, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
                                       weight_decay=weight_decay))
 

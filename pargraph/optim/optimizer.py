@@ -30,6 +30,13 @@ from pargraph.remote.replication import keep_until_copied
 _required = object()
 
 
+def check_nonnegative(**values: float) -> None:
+    """Raise PyTorch's error for a hyperparameter below zero (``lr``, ``eps``, ...)."""
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"Invalid {name} value: {value}")
+
+
 def updated(prim: Primitive, *tensors: Tensor | None, **attrs: Any) -> Tensor:
     """``prim`` recorded on ``tensors`` (``None`` ones left out): one node per formula."""
     return apply(prim, *[t for t in tensors if t is not None], **attrs)
