@@ -116,21 +116,23 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
     work = list(work) if work is not None else [estimated_seconds(node) for node in computed]
     placed = len(granularity.hosts) > 1
     patience = task_cost(granularity.remote)
-    groups = _linear_clusters(computed, work, patience)
+    # Copied into their readers at the end, so no group waits for them (none when not fused).
+    free_seconds = patience * (FREE_FRACTION_CLUSTER if granularity.remote else FREE_FRACTION)
+    groups = _linear_clusters(computed, work, patience,
+                              free_seconds if granularity.grain > 0 else -math.inf)
     if placed:
         groups.place(computed, work, [t for _, t in granularity.hosts])
     groups.coarsen(work, granularity.grain, granularity.workers, patience,
                    per_thread=1 if granularity.remote else 2)
     if granularity.grain > 0:
         returned = {id(node) for node in outputs}
-        free = FREE_FRACTION_CLUSTER if granularity.remote else FREE_FRACTION
-        groups.duplicate_sources(computed, work, task_cost(granularity.remote) * free,
+        groups.duplicate_sources(computed, work, free_seconds,
                                  {k for k, n in enumerate(computed) if id(n) in returned},
                                  placed=placed)
         if granularity.remote:
             groups.detach_scalars([k for k, n in enumerate(computed)
                                    if id(n) in returned and not n.shape], work,
-                                  task_cost(granularity.remote) * free)
+                                  free_seconds)
     order = groups.in_order()
     return [groups.members(computed, g) for g in order], [groups.worker[g] for g in order]
 
@@ -153,6 +155,11 @@ class _Groups:
         # workers (ASAP); set by _linear_clusters, read to estimate when a group can start.
         self.inputs: list[list[int]] = []
         self.finish: list[float] = []
+        # Per position: whether it is next to free (see _linear_clusters); whether it is also
+        # read by several nodes, each group of which copies it; and those readers.
+        self.free: list[bool] = []
+        self.copied: list[bool] = []
+        self.copied_readers: dict[int, list[int]] = {}
 
     def new(self, position: int, producers: set[int]) -> None:
         g = len(self.members_of)
@@ -250,6 +257,9 @@ class _Groups:
             for a in _bits(bits):
                 self.descendants[a] |= 1 << g
         totals = [sum(work[p] for p in members) for members in self.members_of]
+        # A value every reader copies stays alone: merged, it would hold back what it joins.
+        alone = [bool(members) and all(self.free[p] for p in members)
+                 and any(self.copied[p] for p in members) for members in self.members_of]
 
         def absorb(g: int, into: int) -> None:
             self.merge(g, into)
@@ -265,11 +275,16 @@ class _Groups:
                 continue  # a fan-out (a loss feeding 32 towers): bundled below instead
             for g in small:
                 # A producer that was itself a small tail may have gone into its own producer.
-                if self.alive[producer] and self.can_merge(g, producer):
+                # Only if its other inputs come no later than the producer's task could
+                # start: the producer's work would wait for them too.
+                if self.alive[producer] and self.can_merge(g, producer) and \
+                        self.holds_back(producer, g, totals[producer]) <= patience:
                     absorb(g, producer)
         # Placed, each worker bundles its own groups of a depth, for its own threads.
         levels: dict[tuple[int, int], list[int]] = {}
         for g, level in self._depths().items():
+            if alone[g]:
+                continue
             levels.setdefault((level, self.worker[g]), []).append(g)
         if self.placed:
             workers = max(1, workers // len(set(self.worker)))
@@ -283,14 +298,19 @@ class _Groups:
             bins = max(1, min(len(small), max(int(sum(totals[g] for g in small) / grain),
                                               wanted)))
             heads = small[:bins]
-            for g in small[bins:]:  # the lightest bin gets the next group
-                head = min(heads, key=totals.__getitem__)
-                if self.can_merge(g, head):
-                    absorb(g, head)
+            for g in small[bins:]:  # the lightest bin that can take it gets the next group
+                for head in sorted(heads, key=totals.__getitem__):
+                    # A bundle starts when all its members' inputs are there: members ready
+                    # at different times would hold back the earlier ones.
+                    if self.can_merge(g, head) and max(
+                            self.holds_back(g, head, totals[g]),
+                            self.holds_back(head, g, totals[head])) <= patience:
+                        absorb(g, head)
+                        break
             if bins > 1:
                 bundles.update(heads)
         for g in range(len(self.members_of)):
-            if not self.alive[g] or totals[g] >= grain:
+            if not self.alive[g] or totals[g] >= grain or alone[g]:
                 continue
             for target in self._neighbours(g, bundle=g in bundles):
                 delays = totals[g] > TASK_COST_CLUSTER and self._read_elsewhere(target, g)
@@ -498,8 +518,17 @@ class _Groups:
             return [p for p in producers if waited_for(g, readers(p))]
         mine = readers(g)
         among = sum(1 << c for c in mine)  # a consumer reading another one is not direct
-        return producers + [c for c in mine
-                            if not self.ancestors[c] & among and waited_for(c, mine)]
+        return producers + [s for s in self._siblings(g) if waited_for(s, mine)] + [
+            c for c in mine if not self.ancestors[c] & among and waited_for(c, mine)]
+
+    def _siblings(self, g: int) -> list[int]:
+        """The live groups besides ``g`` that read a value ``g`` reads and that every group
+        will copy (a tower's slice of the loss's gradient, which its weight's gradient and its
+        input's read): those the copies made independent of each other."""
+        of, copied = self.of, self.copied
+        shared = {i for p in self.members_of[g] for i in self.inputs[p] if copied[i]}
+        found = {of[r] for i in shared for r in self.copied_readers[i]} - {g}
+        return sorted(h for h in found if self.alive[h] and not self.free[self.tail[h]])
 
     def in_order(self) -> list[int]:
         """The groups left, each after those it depended on before duplication: a node's own
@@ -540,38 +569,57 @@ def _bits(mask: int) -> Iterator[int]:
 FAN_OUT = 3
 
 
-def _linear_clusters(computed: Sequence[Node], work: list[float],
-                     patience: float = 0.0) -> _Groups:
+def _linear_clusters(computed: Sequence[Node], work: list[float], patience: float = 0.0,
+                     free_seconds: float = -math.inf) -> _Groups:
     """Step 1 of the module's algorithm. A node with inputs from other groups does not join
     its dominant predecessor's chain if they come so late that the chain's task, which starts
     when all its inputs are there, would hold back its earlier work by more than ``patience``
-    (DSC's clusters are processors that can start a node at a time; a task cannot)."""
+    (DSC's clusters are processors that can start a node at a time; a task cannot). A node
+    whose work with all it depends on in the run is at most ``free_seconds`` (a slice of the
+    loss's gradient, a scalar product of an input) is copied into each group that reads it
+    (``duplicate_sources``), so reading it makes no group wait for another."""
     position = {id(node): k for k, node in enumerate(computed)}
     groups = _Groups(len(computed))
     finish = groups.finish = [0.0] * len(computed)
     inputs_of = groups.inputs = [[position[id(i)] for i in node.input_nodes() if id(i) in position]
                                  for node in computed]
+    closure = [0.0] * len(computed)
+    for k, inputs in enumerate(inputs_of):
+        closure[k] = work[k] + sum(closure[i] for i in inputs)
+        finish[k] = max((finish[i] for i in inputs), default=0.0) + work[k]
+    free = groups.free = [seconds <= free_seconds for seconds in closure]
+    read_by: list[list[int]] = [[] for _ in computed]
     readers = [0] * len(computed)
-    for node, inputs in zip(computed, inputs_of):
+    late_reader = [False] * len(computed)  # read by a node whose other inputs come later
+    for k, (node, inputs) in enumerate(zip(computed, inputs_of)):
         for i in inputs:
             if computed[i].phase == node.phase:
                 readers[i] += 1
+            read_by[i].append(k)
+            if max((finish[j] for j in inputs if j != i), default=0.0) - finish[i] > patience:
+                late_reader[i] = True
+    copied = groups.copied = [free[k] and len(read_by[k]) > 1 for k in range(len(computed))]
+    groups.copied_readers = {k: read_by[k] for k in range(len(computed)) if copied[k]}
     ready: list[float] = []  # per group: when its task can start
     chain_work: list[float] = []
     for k, inputs in enumerate(inputs_of):
+        inputs = [i for i in inputs if not copied[i]]
         if not inputs:
-            finish[k] = work[k]
             groups.new(k, set())
             ready.append(0.0)
             chain_work.append(work[k])
             continue
         dominant = max(inputs, key=finish.__getitem__)
-        finish[k] = finish[dominant] + work[k]
         producers = {groups.of[i] for i in inputs}
         g = groups.of[dominant]
         others = max((finish[i] for i in inputs if groups.of[i] != g), default=0.0)
         # A fan-out ends its chain: its other readers would wait for the rest of the chain.
-        fan_out = readers[dominant] > FAN_OUT
+        # So does a cheap value that starts no chain yet and that a later chain reads too (the
+        # sum of two branches, read by the two directions of the next layer): alone, it is
+        # copied into each reader, and the later chain does not wait for this one.
+        fan_out = readers[dominant] > FAN_OUT or (
+            late_reader[dominant] and groups.members_of[g] == [dominant]
+            and work[dominant] <= free_seconds)
         held_back = _held_back(others - ready[g], chain_work[g]) > patience
         if (not fan_out and not held_back and groups.tail[g] == dominant
                 and groups.can_join(g, producers)):

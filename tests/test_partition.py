@@ -110,6 +110,69 @@ def test_a_towers_step_becomes_a_few_tasks_per_tower():
     assert not any(n.op.name == "linear" for n in groups[group_of[id(stack)]])
 
 
+def _task_critical_path(groups, work):
+    """The longest chain of tasks, each starting when every group it reads from has ended (a
+    copied node is computed by its reader), and the longest chain of nodes: (tasks, nodes)."""
+    group_of = {}
+    for g, members in enumerate(groups):
+        for n in members:
+            group_of.setdefault(id(n), g)
+    end, finish = [0.0] * len(groups), {}
+    for g, members in enumerate(groups):  # groups come in an order that runs
+        inside = {id(n) for n in members}
+        start = max((end[group_of[id(i)]] for n in members for i in n.input_nodes()
+                     if id(i) in group_of and id(i) not in inside), default=0.0)
+        end[g] = start + sum(work[id(n)] for n in members)
+        for n in members:
+            finish[id(n)] = max((finish.get(id(i), 0.0) for i in n.input_nodes()),
+                                default=0.0) + work[id(n)]
+    return max(end), max(finish.values())
+
+
+@pargraph.library.custom_op("test::cell", mutates_args=(), cost=2e-3)
+def _cell(x):
+    return x + 1.0
+
+
+_cell.register_fake(lambda x: pargraph.empty_like(x))
+
+
+def _cell_setup(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+_cell.register_autograd(lambda ctx, grad: _cell(grad) * ctx.saved_tensors[0],
+                        setup_context=_cell_setup)
+
+
+def test_the_directions_of_a_stacked_bidirectional_rnn_run_side_by_side():
+    """Each layer's two directions are chains of cells (2 ms each, declared) that start
+    together; each step of the next layer reads the sum of both. A task starts when all its
+    inputs are there, so a value one chain's task computes and a later chain reads would tie
+    that later chain to the whole of the first: the tasks' longest chain must stay that of
+    the nodes, forward and backward."""
+    x = pargraph.ones(4, requires_grad=True)
+    steps, inputs = 8, [x * (t + 1) for t in range(8)]
+    for _ in range(2):
+        directions = []
+        for order in (range(steps), reversed(range(steps))):
+            h, outs = x, {}
+            for t in order:
+                h = outs[t] = _cell(h + inputs[t])
+            directions.append(outs)
+        inputs = [directions[0][t] + directions[1][t] for t in range(steps)]
+    loss = pargraph.stack(inputs).sum()
+    loss.backward()
+    computed = plan([x.grad._node, loss._node])[1]
+    from pargraph.partition import estimated_seconds
+
+    work = {id(n): estimated_seconds(n) for n in computed}
+    groups = partition(computed, Granularity(workers=4))
+    assert _quotient_is_acyclic(groups)
+    tasks, nodes = _task_critical_path(groups, work)
+    assert tasks <= 1.1 * nodes, (tasks, nodes, len(groups))
+
+
 TWO_WORKERS = Granularity.of(True, 2, hosts=(("tcp://127.0.0.1:1", 1), ("tcp://127.0.0.1:2", 1)))
 
 
