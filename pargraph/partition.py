@@ -453,6 +453,8 @@ class _Groups:
                     if i.requires_grad:
                         owns[u].add(id(i))
                     continue
+                if self.copied[producer]:
+                    continue  # computed again by each reader
                 p = unit[self.of[producer]]
                 if p != u and (u, id(i)) not in counted:
                     counted.add((u, id(i)))

@@ -14,7 +14,10 @@ What goes where
     chain, a weight gradient with its update), before they are coarsened. Units that read one
     parameter are one *component* (union-find), and so is a unit whose neighbours all belong
     to one component (a ReLU's backward, a weight gradient). Components go, heaviest first, to
-    the worker with the least work per thread (LPT, Graham 1969), so a parameter, its
+    the worker with the least work per thread (LPT, Graham 1969); one heavier than half a
+    worker's share of the step whose units could run side by side (branches that all read
+    one input) would leave the other workers idle, and its units are placed one by one as
+    the rest is. Otherwise a parameter, its
     gradient, its update and next step's readers stay on one worker and parameters never
     travel; in a DataParallel step of a wide model each worker owns whole towers, for every
     shard. (Moving components afterwards where a HEFT simulation of the step ended sooner was
@@ -69,13 +72,24 @@ def place(work: Sequence[float], reads: Sequence[Sequence[tuple[int, float]]],
     [0, 1]
     >>> place([1.0, 1.0], [[], [(0, 5.0)]], [[], []], threads=[1, 1])  # a chain stays together
     [0, 0]
-    >>> place([1.0, 1.0, 1.0], [[], [], []], [["w"], ["w"], ["v"]], threads=[1, 1])
-    [0, 0, 1]
+    >>> owners = [["w"], ["w"], ["v"], ["v"], ["u"], ["u"], ["t"], ["t"]]
+    >>> place([1.0] * 8, [[]] * 8, owners, threads=[1, 1])  # towers, each its parameter's
+    [0, 0, 1, 1, 0, 0, 1, 1]
+    >>> place([1.0] * 4, [[]] * 4, [["x"]] * 4, threads=[1, 1])  # branches of one input
+    [0, 1, 0, 1]
     """
     # LPT (Graham 1969): heaviest component first, to the worker with the least work per thread.
     load = [0.0] * len(threads)
     pinned: dict[int, int] = {}
+    # A component heavier than half a worker's share of the step whose units could run side
+    # by side (branches that all read one input) would leave the other workers idle: its
+    # units are placed one by one instead, and its parameters travel.
+    share = sum(work) * max(threads) / max(sum(threads), 1)
     for units in _components(work, reads, owns):
+        total = sum(work[u] for u in units)
+        if len(threads) > 1 and total > share / 2 and total >= 2 * _longest_chain(
+                units, work, reads):
+            continue
         worker = min(range(len(threads)), key=lambda w: load[w] / max(threads[w], 1))
         load[worker] += sum(work[u] for u in units)
         pinned.update((u, worker) for u in units)
@@ -170,6 +184,15 @@ def _components(work: Sequence[float], reads: Sequence[Sequence[tuple[int, float
         if component is not None:
             components.setdefault(component, []).append(u)
     return sorted(components.values(), key=lambda units: -sum(work[u] for u in units))
+
+
+def _longest_chain(units: list[int], work: Sequence[float],
+                   reads: Sequence[Sequence[tuple[int, float]]]) -> float:
+    """The most work on one path through ``units`` (in a topological order)."""
+    inside, longest = set(units), {}
+    for u in sorted(units):
+        longest[u] = work[u] + max((longest[p] for p, _ in reads[u] if p in inside), default=0.0)
+    return max(longest.values(), default=0.0)
 
 
 def _upward_ranks(work: Sequence[float], reads: Sequence[Sequence[tuple[int, float]]]

@@ -685,7 +685,7 @@ def test_replication_overlaps_the_next_step_which_runs_only_on_copied_state(
     # The second step's run went once the first step's parameters were on both workers (its
     # own copying started with it, each group's result copied as soon as it existed).
     last = max(k for k, event in enumerate(events) if event != "copied")
-    assert events[last - 1] == "copied" and events[last][1] == [2] * 4
+    assert events[last - 1] == "copied" and events[last][1] and set(events[last][1]) == {2}
 
 
 def killing_a_worker_at(running: Cluster, step: int):

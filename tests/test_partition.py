@@ -129,7 +129,7 @@ def _task_critical_path(groups, work):
     return max(end), max(finish.values())
 
 
-@pargraph.library.custom_op("test::cell", mutates_args=(), cost=2e-3)
+@pargraph.library.custom_op("test::cell", mutates_args=(), cost=20e-3)
 def _cell(x):
     return x + 1.0
 
@@ -146,7 +146,7 @@ _cell.register_autograd(lambda ctx, grad: _cell(grad) * ctx.saved_tensors[0],
 
 
 def test_the_directions_of_a_stacked_bidirectional_rnn_run_side_by_side():
-    """Each layer's two directions are chains of cells (2 ms each, declared) that start
+    """Each layer's two directions are chains of cells (20 ms each, declared) that start
     together; each step of the next layer reads the sum of both. A task starts when all its
     inputs are there, so a value one chain's task computes and a later chain reads would tie
     that later chain to the whole of the first: the tasks' longest chain must stay that of
@@ -171,6 +171,25 @@ def test_the_directions_of_a_stacked_bidirectional_rnn_run_side_by_side():
     assert _quotient_is_acyclic(groups)
     tasks, nodes = _task_critical_path(groups, work)
     assert tasks <= 1.1 * nodes, (tasks, nodes, len(groups))
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_branches_that_read_one_input_share_out_the_workers(workers):
+    """Units that read one parameter share a worker; 16 branches that all read the input
+    being trained would then all run on one, the others idle."""
+    x = pargraph.ones(4, requires_grad=True)
+    loss = pargraph.stack([_cell(x * (k + 1)) for k in range(16)]).sum()
+    loss.backward()
+    computed = plan([x.grad._node, loss._node])[1]
+    from pargraph.partition import estimated_seconds
+
+    hosts = tuple((f"tcp://127.0.0.1:{k + 1}", 1) for k in range(workers))
+    groups, where = placed_partition(computed, Granularity.of(True, workers, hosts=hosts))
+    load = Counter()
+    for members, worker in zip(groups, where):
+        load[worker] += sum(estimated_seconds(n) for n in members)
+    assert len(load) == workers
+    assert max(load.values()) <= 1.1 * sum(load.values()) / workers, load
 
 
 TWO_WORKERS = Granularity.of(True, 2, hosts=(("tcp://127.0.0.1:1", 1), ("tcp://127.0.0.1:2", 1)))
