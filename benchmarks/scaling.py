@@ -289,7 +289,7 @@ def targets(rows: list[dict], cluster: dict | None, overhead: float | None = Non
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per setting")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per setting")
     parser.add_argument("--warmup", type=int, default=20,
                         help="steps before timing: the first ones measure the ops' costs, "
                              "the next ones let the runner try threads and one thread")

@@ -210,7 +210,7 @@ def is_local(get: Callable) -> bool:
 #: limited to one (small matrix products run faster without BLAS's threads).
 MODES = ("threads", "inline", "inline, one BLAS thread")
 #: How much slower than the fastest way a way may be and still be tried again.
-RETRY_WITHIN = 2.0
+RETRY_WITHIN = 1.5
 
 
 class ModeChoice:
