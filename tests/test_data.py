@@ -30,10 +30,10 @@ def test_shuffle_is_a_seeded_permutation():
     second = [b[0].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True)]
     assert first == second
     assert sorted(sum(first, [])) == list(range(20)) and sum(first, []) != list(range(20))
-    by_generator = DataLoader(ds, batch_size=20, shuffle=True,
-                              generator=np.random.default_rng(4))
-    expected = np.random.default_rng(4).permutation(20).tolist()
-    assert next(iter(by_generator))[0].tolist() == expected
+    orders = [next(iter(DataLoader(ds, batch_size=20, shuffle=True,
+                                   generator=pargraph.Generator().manual_seed(4))))[0].tolist()
+              for _ in range(2)]
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(20))
 
 
 def test_custom_dataset_is_collated():
@@ -70,3 +70,178 @@ def test_random_split_subset_concat_and_a_seeded_generator():
     batches_again = [b[0].tolist() for b in DataLoader(
         data, batch_size=5, shuffle=True, generator=pargraph.Generator().manual_seed(1))]
     assert batches == batches_again and sorted(sum(batches, [])) == list(range(10))
+
+
+# --- samplers and worker processes ---------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+
+def _error_of(call):
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - compared with PyTorch's below
+        return type(error).__name__, str(error)
+    return None
+
+
+@pytest.mark.parametrize("make", [
+    lambda data: data.RandomSampler(range(3), replacement="x"),
+    lambda data: data.RandomSampler(range(3), num_samples=0),
+    lambda data: data.BatchSampler(range(3), 0, False),
+    lambda data: data.BatchSampler(range(3), 2, "x"),
+    lambda data: data.WeightedRandomSampler([[1.0]], 2),
+    lambda data: data.WeightedRandomSampler([1.0], 0),
+    lambda data: data.WeightedRandomSampler([1.0], 2, replacement="y"),
+    lambda data: list(data.WeightedRandomSampler([0.0, 0.0], 2)),
+    lambda data: data.DataLoader(range(4), num_workers=-1),
+    lambda data: data.DataLoader(range(4), prefetch_factor=2),
+    lambda data: data.DataLoader(range(4), persistent_workers=True),
+    lambda data: data.DataLoader(range(4), sampler=[0, 1], shuffle=True),
+    lambda data: data.DataLoader(range(4), batch_sampler=[[0]], batch_size=2),
+    lambda data: data.DataLoader(range(4), batch_size=None, drop_last=True),
+    lambda data: data.DataLoader(range(4), batch_size=0),
+])
+def test_sampler_and_loader_errors_are_pytorchs(make):
+    from pargraph.utils import data
+
+    assert _error_of(lambda: make(data)) == _error_of(lambda: make(torch.utils.data))
+
+
+def test_samplers_visit_what_pytorchs_visit():
+    from pargraph.utils.data import (
+        BatchSampler,
+        RandomSampler,
+        SequentialSampler,
+        SubsetRandomSampler,
+        WeightedRandomSampler,
+    )
+
+    generator = pargraph.Generator().manual_seed(0)
+    assert list(SequentialSampler(range(4))) == [0, 1, 2, 3]
+    assert sorted(RandomSampler(range(6), generator=generator)) == list(range(6))
+    long = list(RandomSampler(range(4), num_samples=10, generator=generator))
+    assert len(long) == 10 and sorted(long[:4]) == sorted(long[4:8]) == [0, 1, 2, 3]
+    drawn = list(RandomSampler(range(3), replacement=True, num_samples=50, generator=generator))
+    assert len(drawn) == 50 and set(drawn) <= {0, 1, 2}
+    assert sorted(SubsetRandomSampler([9, 4, 7], generator=generator)) == [4, 7, 9]
+    weighted = list(WeightedRandomSampler([0.0, 3.0, 1.0], 400, generator=generator))
+    assert set(weighted) == {1, 2} and 250 < weighted.count(1) < 350
+    distinct = list(WeightedRandomSampler([1.0, 0.0, 2.0], 3, replacement=False))
+    assert sorted(distinct) == [0, 1, 2] and distinct[2] == 1  # zero weight comes last
+    for drop_last in (False, True):
+        ours = list(BatchSampler(SequentialSampler(range(7)), 3, drop_last))
+        theirs = list(torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(
+            range(7)), 3, drop_last))
+        assert ours == theirs
+        assert len(BatchSampler(range(7), 3, drop_last)) == len(ours)
+
+
+def test_pytorchs_module_paths_import():
+    from pargraph.utils.data.dataloader import DataLoader as Loader
+    from pargraph.utils.data.dataset import Dataset as Base
+    from pargraph.utils.data.sampler import RandomSampler as Random
+
+    assert Loader is DataLoader and Base is Dataset
+    assert Random.__name__ == "RandomSampler"
+
+
+class Squares(Dataset):
+    """Sample i is (i, i squared, the worker that loaded it, a random draw)."""
+
+    def __init__(self, n, fail_at=None, exit_at=None, sleep=0.0):
+        self.n, self.fail_at, self.exit_at, self.sleep = n, fail_at, exit_at, sleep
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import os
+        import time
+
+        from pargraph.utils.data import get_worker_info
+
+        if i == self.fail_at:
+            raise ValueError(f"sample {i} is broken")
+        if i == self.exit_at:
+            os._exit(3)
+        time.sleep(self.sleep)
+        info = get_worker_info()
+        return i, float(i * i), -1 if info is None else info.id, float(np.random.rand())
+
+
+def test_worker_processes_give_the_batches_in_the_samplers_order():
+    data = Squares(23)
+
+    def batches(workers, seed=0):
+        loader = DataLoader(data, batch_size=4, shuffle=True, num_workers=workers,
+                            generator=pargraph.Generator().manual_seed(seed))
+        return [[column.tolist() for column in batch] for batch in loader]
+
+    alone, two, three = batches(0), batches(2), batches(3)
+    assert [b[:2] for b in two] == [b[:2] for b in three] == [b[:2] for b in alone]
+    assert {i for b in alone for i in b[0]} == set(range(23))
+    assert {w for b in alone for w in b[2]} == {-1}
+    assert {w for b in three for w in b[2]} == {0, 1, 2}  # batches went to every worker
+    assert [b[3] for b in batches(2)] == [b[3] for b in two]  # draws repeat under one seed
+    assert [b[3] for b in batches(2, seed=1)] != [b[3] for b in two]
+
+
+def test_a_workers_exception_is_raised_with_its_traceback():
+    loader = DataLoader(Squares(20, fail_at=13), batch_size=4, num_workers=2)
+    with pytest.raises(ValueError) as caught:
+        list(loader)
+    message = str(caught.value)
+    assert "Caught ValueError in DataLoader worker process 1." in message  # batch 3: worker 1
+    assert "sample 13 is broken" in message and "__getitem__" in message
+
+
+def test_a_worker_that_dies_or_hangs_is_reported():
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited"):
+        list(DataLoader(Squares(8, exit_at=5), batch_size=2, num_workers=2))
+    with pytest.raises(RuntimeError, match="DataLoader timed out after 0.5 seconds"):
+        list(DataLoader(Squares(4, sleep=3.0), batch_size=2, num_workers=1, timeout=0.5))
+
+
+class Shards(pargraph.utils.data.IterableDataset):
+    """0..n-1, each worker yielding its own share (every num_workers-th item)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        from pargraph.utils.data import get_worker_info
+
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(start, self.n, step))
+
+
+def _ids(worker_id):
+    np.random.seed(1000 + worker_id)
+
+
+def test_iterable_datasets_workers_init_and_persistent_workers():
+    alone = [b.tolist() for b in DataLoader(Shards(10), batch_size=3)]
+    assert alone == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    shared = [b.tolist() for b in DataLoader(Shards(10), batch_size=3, num_workers=2)]
+    assert shared == [[0, 2, 4], [1, 3, 5], [6, 8], [7, 9]]  # worker 0, worker 1, in turn
+    dropped = [b.tolist() for b in DataLoader(Shards(10), batch_size=3, drop_last=True,
+                                              num_workers=2)]
+    assert dropped == [[0, 2, 4], [1, 3, 5]]
+    seeded = DataLoader(Squares(6), batch_size=3, num_workers=2, worker_init_fn=_ids,
+                        persistent_workers=True)
+    first = [b[3].tolist() for b in seeded]
+    pids = [p.pid for p in seeded._workers.processes]
+    second = [b[3].tolist() for b in seeded]
+    assert [p.pid for p in seeded._workers.processes] == pids  # the same processes
+    np.random.seed(1000)
+    assert first[0] == list(np.random.rand(3))  # worker 0's batch, after worker_init_fn
+    assert second != first  # the workers' generators went on
+    seeded._workers.close()
+
+
+def test_batch_size_none_yields_samples():
+    loader = DataLoader(Squares(3), batch_size=None)
+    first = next(iter(loader))
+    assert first[:3] == (0, 0.0, -1)
