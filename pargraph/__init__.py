@@ -65,6 +65,18 @@ from pargraph.functions import (
     vstack,
     where,
 )
+from pargraph.legacy import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
+from pargraph.printing import set_printoptions
 from pargraph.remote.connect import connect
 from pargraph.remote.dashboard import dashboard
 from pargraph.remote.recovery import ClusterLostError
@@ -99,6 +111,7 @@ __all__ = [
     "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like", "clip",
     "get_default_dtype", "set_default_dtype", "hstack", "vstack", "take", "tensordot",
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
-    "randint_like",
+    "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor",
+    "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions",
     *METHOD_FUNCTIONS,
 ]

@@ -450,16 +450,26 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return self.to(int32)
 
     def type(self, dtype: Any = None) -> Any:
-        """Without ``dtype``, PyTorch's type name (``"torch.FloatTensor"``); else ``to(dtype)``.
+        """Without ``dtype``, PyTorch's type name (``"torch.FloatTensor"``); else ``to(dtype)``,
+        where ``dtype`` may also be a legacy type (``pargraph.LongTensor``) or its name.
 
         Examples
         --------
         >>> import pargraph
         >>> pargraph.ones(1).type(), pargraph.ones(1).type(pargraph.float64).dtype
         ('torch.FloatTensor', dtype('float64'))
+        >>> pargraph.ones(1).type("torch.LongTensor").dtype
+        dtype('int64')
         """
         if dtype is None:
-            return _TYPE_NAMES.get(self.dtype, f"torch.{self.dtype.name}Tensor")
+            return TYPE_NAMES.get(self.dtype, f"torch.{self.dtype.name}Tensor")
+        if isinstance(dtype, str):
+            named = {name: d for d, name in TYPE_NAMES.items()}
+            if dtype not in named:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = named[dtype]
+        elif isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), np.dtype):
+            dtype = dtype.dtype
         return self.to(dtype)
 
     def clone(self) -> Tensor:
@@ -1033,9 +1043,11 @@ def _checked_product(a: Tensor, b: Any, ndim: int, op: str) -> Tensor:
 
 
 _CPU = device("cpu")
-_TYPE_NAMES = {float16: "torch.HalfTensor", float32: "torch.FloatTensor",
-               float64: "torch.DoubleTensor", int32: "torch.IntTensor",
-               int64: "torch.LongTensor", bool_: "torch.BoolTensor"}
+#: PyTorch's names of the tensor types of each dtype (``Tensor.type()``, ``pargraph.legacy``).
+TYPE_NAMES = {float16: "torch.HalfTensor", float32: "torch.FloatTensor",
+              float64: "torch.DoubleTensor", np.dtype(np.uint8): "torch.ByteTensor",
+              np.dtype(np.int8): "torch.CharTensor", np.dtype(np.int16): "torch.ShortTensor",
+              int32: "torch.IntTensor", int64: "torch.LongTensor", bool_: "torch.BoolTensor"}
 
 
 def _legacy_leaf(data: Any, more: tuple) -> Node:

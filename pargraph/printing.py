@@ -1,12 +1,57 @@
-"""How a tensor prints: PyTorch's ``tensor([...], grad_fn=<...>)`` text."""
+"""How a tensor prints: PyTorch's ``tensor([...], grad_fn=<...>)`` text, with its rules for
+whole numbers and scientific notation and its ``set_printoptions``."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 _PLAIN_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(bool))
+
+#: PyTorch's profiles of ``set_printoptions``: precision, threshold, edgeitems, linewidth.
+PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80),
+            "full": (4, math.inf, 3, 80)}
+
+
+class PrintOptions:
+    """How tensors print (``set_printoptions``): digits after the point, how many elements
+    before a summary with ``...`` of ``edgeitems`` each side, the line width, and scientific
+    notation forced on or off (``None``: PyTorch's choice from the values)."""
+
+    def __init__(self) -> None:
+        self.precision, self.threshold, self.edgeitems, self.linewidth = PROFILES["default"]
+        self.sci_mode: bool | None = None
+
+
+options = PrintOptions()
+
+
+def set_printoptions(precision: int | None = None, threshold: float | None = None,
+                     edgeitems: int | None = None, linewidth: int | None = None,
+                     profile: str | None = None, sci_mode: bool | None = None) -> None:
+    """Set how tensors print, as ``torch.set_printoptions`` (a ``profile``, ``"default"``,
+    ``"short"`` or ``"full"``, first; then the options given).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.set_printoptions(precision=2)
+    >>> pargraph.tensor([1.23456, 2.0])
+    tensor([1.23, 2.00])
+    >>> pargraph.set_printoptions(profile="default")
+    """
+    if profile is not None:
+        if profile not in PROFILES:
+            raise ValueError(f"profile should be one of {sorted(PROFILES)}, got {profile!r}")
+        options.precision, options.threshold, options.edgeitems, options.linewidth = \
+            PROFILES[profile]
+    for name, value in (("precision", precision), ("threshold", threshold),
+                        ("edgeitems", edgeitems), ("linewidth", linewidth)):
+        if value is not None:
+            setattr(options, name, value)
+    options.sci_mode = sci_mode
 
 
 def format_tensor(t: Any) -> str:
@@ -24,21 +69,48 @@ def format_tensor(t: Any) -> str:
 
 
 def format_values(value: np.ndarray) -> str:
-    """The values as PyTorch prints them: ``1.`` for whole floats, else four decimals."""
+    """The values as PyTorch prints them (its ``_Formatter``): whole floats as ``1.``, others
+    with ``precision`` decimals, and scientific notation when the finite non-zero magnitudes
+    span more than 1000x, pass 1e8 or (not whole) fall below 1e-4; every element padded to the
+    widest."""
     if value.size == 0:
         return "[]" if value.ndim == 1 else f"[], size={value.shape}"
+    summary = {"threshold": options.threshold if math.isfinite(options.threshold)
+               else np.iinfo(np.int64).max, "edgeitems": options.edgeitems,
+               "max_line_width": options.linewidth}
     if value.dtype.kind != "f":
-        return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000)
-    finite = value[np.isfinite(value)]
-    whole = finite.size == 0 or (np.all(finite == np.round(finite))
-                                 and float(np.abs(finite).max()) < 1e8)
+        return np.array2string(value, separator=", ", prefix="tensor(", **summary)
+    precision = options.precision
+    shown = _summarized(value, options.edgeitems) if value.size > options.threshold else value
+    finite = np.abs(shown[np.isfinite(shown) & (shown != 0)]).astype(np.float64)
+    whole = bool(np.all(finite == np.ceil(finite))) if finite.size else True
+    sci = False
+    if finite.size:
+        low, high = float(finite.min()), float(finite.max())
+        sci = high / low > 1000.0 or high > 1.0e8 or (not whole and low < 1.0e-4)
+    if options.sci_mode is not None:
+        sci = options.sci_mode
 
     def text(v: float) -> str:
-        if not np.isfinite(v):
-            return str(v)
-        return f"{v:.0f}." if whole else f"{v:.4f}"
+        if sci:
+            return f"{v:.{precision}e}"
+        if whole:
+            return f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+        return f"{v:.{precision}f}"
 
-    # PyTorch pads every element to the width of the widest finite one.
-    width = max((len(text(v)) for v in finite.flat), default=0)
-    return np.array2string(value, separator=", ", prefix="tensor(", threshold=1000,
-                           formatter={"float_kind": lambda v: text(v).rjust(width)})
+    # Padded to the widest non-zero finite value, as PyTorch's (inf and nan are not counted).
+    width = max((len(text(float(v))) for v in shown[np.isfinite(shown) & (shown != 0)].flat),
+                default=0)
+    return np.array2string(value, separator=", ", prefix="tensor(",
+                           formatter={"float_kind": lambda v: text(float(v)).rjust(width)},
+                           **summary)
+
+
+def _summarized(value: np.ndarray, edge: int) -> np.ndarray:
+    """The elements a summary shows: ``edge`` at each end of every dimension (PyTorch decides
+    the format from these only)."""
+    for axis in range(value.ndim):
+        if value.shape[axis] > 2 * edge:
+            value = np.concatenate([np.take(value, range(edge), axis),
+                                    np.take(value, range(-edge, 0), axis)], axis)
+    return value

@@ -170,3 +170,54 @@ def test_sampling_functions_behave_as_pytorchs():
     assert tuple(pargraph.normal(0.0, 1.0, size=(3, 2)).shape) == (3, 2)
     ints = pargraph.randint_like(pargraph.zeros(50, dtype=pargraph.int64), 2, 5)
     assert ints.dtype == pargraph.int64 and 2 <= int(ints.min()) and int(ints.max()) < 5
+
+
+# --- legacy tensor types and print options ---------------------------------------------------
+
+LEGACY = ["FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor",
+          "ShortTensor", "IntTensor", "LongTensor", "BoolTensor"]
+
+
+@pytest.mark.parametrize("name", LEGACY)
+def test_legacy_tensor_types_are_pytorchs(name):
+    ours, theirs = getattr(pargraph, name), getattr(torch, name)
+    assert ours(2, 3).shape == tuple(theirs(2, 3).shape) and ours().shape == (0,)
+    made = ours([1, 0, 2])
+    assert str(made.dtype) == str(theirs([1, 0, 2]).dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(made.numpy(), theirs([1, 0, 2]).numpy())
+    assert made.type() == theirs([1, 0, 2]).type() == f"torch.{name}"
+    assert isinstance(made, ours) and isinstance(made, pargraph.Tensor)
+    assert not isinstance(made.double() if name != "DoubleTensor" else made.float(), ours)
+    assert pargraph.ones(2).type(ours).dtype == made.dtype
+    assert pargraph.ones(2).type(f"torch.{name}").dtype == made.dtype
+    assert ours(made) is made
+    with pytest.raises(TypeError, match="invalid data type 'str'"):
+        ours("x")
+
+
+@pytest.mark.parametrize("values", [[1e-8, 1.0], [123456789.0, 1.0], [1.5, 2000.25],
+                                    [1e9, 2e9], [1.0, 2.0], [1.0, 5000.0], [float("nan"), 1.5,
+                                                                           float("inf")],
+                                    [0.0, -0.5], [[1.0, -1.0], [0.5, 2.0]], [3.0, -7.0, 0.0]])
+@pytest.mark.parametrize("settings", [{}, {"precision": 2}, {"sci_mode": False},
+                                      {"sci_mode": True}, {"profile": "short"}])
+def test_printing_is_pytorchs(values, settings):
+    try:
+        pargraph.set_printoptions(**settings)
+        torch.set_printoptions(**settings)
+        assert repr(pargraph.tensor(values)) == repr(torch.tensor(values))
+    finally:
+        pargraph.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+
+
+def test_a_summary_shows_the_edges():
+    try:
+        pargraph.set_printoptions(threshold=5, edgeitems=2)
+        assert repr(pargraph.arange(10.0)) == "tensor([0., 1., ..., 8., 9.])"
+        assert repr(pargraph.arange(100.0).reshape(10, 10)).count("...") == 5  # 4 rows, 1 column
+    finally:
+        pargraph.set_printoptions(profile="default")
+    assert "..." not in repr(pargraph.arange(10.0))
+    with pytest.raises(ValueError, match="profile"):
+        pargraph.set_printoptions(profile="long")
