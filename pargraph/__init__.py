@@ -49,6 +49,9 @@ from pargraph.factories import (
 from pargraph.functions import (
     METHOD_FUNCTIONS,
     allclose,
+    bernoulli,
+    broadcast_shapes,
+    broadcast_tensors,
     cat,
     clip,
     compute,
@@ -112,6 +115,7 @@ __all__ = [
     "get_default_dtype", "set_default_dtype", "hstack", "vstack", "take", "tensordot",
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
     "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor",
-    "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions",
+    "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
+    "broadcast_shapes", "broadcast_tensors",
     *METHOD_FUNCTIONS,
 ]

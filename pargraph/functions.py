@@ -14,7 +14,7 @@ import numpy as np
 
 from pargraph import execution, ops
 from pargraph._tensor import Tensor, apply, operand
-from pargraph.factories import as_tensor
+from pargraph.factories import as_tensor, full_like, rand
 
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:
@@ -274,3 +274,52 @@ def logical_not(input: Tensor) -> Tensor:
     [False, True]
     """
     return apply(ops.logical_not, as_tensor(input))
+
+
+def broadcast_shapes(*shapes: Any) -> Any:
+    """The shape that tensors of ``shapes`` broadcast to.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.broadcast_shapes((3, 1), (2,))
+    pargraph.Size([3, 2])
+    """
+    from pargraph._tensor import Size
+
+    try:
+        return Size(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s)
+                                          for s in shapes]))
+    except ValueError:
+        raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape: "
+                           f"{', '.join(str(list(s)) for s in shapes)}") from None
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors expanded to their common shape (views).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a, b = pargraph.broadcast_tensors(pargraph.ones(3, 1), pargraph.zeros(2))
+    >>> tuple(a.shape), tuple(b.shape)
+    ((3, 2), (3, 2))
+    """
+    shape = broadcast_shapes(*[as_tensor(t).shape for t in tensors])
+    return tuple(as_tensor(t).expand(*shape) for t in tensors)
+
+
+def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -> Tensor:
+    """Draws of 1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype; not
+    differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.bernoulli(pargraph.tensor([0.0, 1.0])).tolist()
+    [0.0, 1.0]
+    """
+    input = as_tensor(input)
+    probs = input.detach() if p is None else full_like(input, p)
+    draws = rand(*probs.shape, dtype=probs.dtype, generator=generator)
+    return (draws < probs).to(input.dtype)

@@ -61,6 +61,22 @@ class Case:
     extra: dict = field(default_factory=dict)
 
 
+def _spd(a):
+    return a @ a.mT + 3 * pargraph.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _spd_ref(a):
+    return a @ np.swapaxes(a, -1, -2) + 3 * np.eye(a.shape[-1])
+
+
+def _well_conditioned(a):
+    return a + 4 * pargraph.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _well_conditioned_ref(a):
+    return a + 4 * np.eye(a.shape[-1])
+
+
 def _put(x, value, key):
     y = x * 1  # a non-leaf copy: item assignment is in place
     y[key] = value
@@ -121,6 +137,8 @@ CASES = [
     unary("tanh", lambda x: x.tanh(), np.tanh),
     unary("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
     unary("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), away),
+    Case("check_values", lambda x: node_op(ops.check_values, x, test=np.isfinite,
+                                           message="finite"), lambda x: x, [normal(3)]),
     Case("threshold_backward", lambda g, r: node_op(ops.threshold_backward, g, r),
          lambda g, r: g * (r > 0), [normal(3, 4), away(3, 4)]),
     unary("clamp", lambda x: x.clamp(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), distinct),
@@ -340,6 +358,24 @@ CASES = [
          [normal(4, 3, 2), normal(3), normal(3)]),
     Case("embedding", lambda w: F.embedding(pargraph.tensor([[0, 2], [2, 3]]), w),
          lambda w: w[np.array([[0, 2], [2, 3]])], [normal(4, 3)]),
+    # Symmetric positive-definite inputs: the function symmetrizes what it is given, so the
+    # finite differences stay on symmetric matrices.
+    Case("cholesky", lambda a: pargraph.linalg.cholesky(_spd(a)),
+         lambda a: np.linalg.cholesky(_spd_ref(a)), [normal(2, 3, 3)]),
+    Case("cholesky_upper", lambda a: pargraph.linalg.cholesky(_spd(a), upper=True),
+         lambda a: np.swapaxes(np.linalg.cholesky(_spd_ref(a)), -1, -2), [normal(3, 3)]),
+    Case("solve_triangular_lower", lambda a, b: pargraph.linalg.solve_triangular(
+        _well_conditioned(a).tril(), b, upper=False),
+         lambda a, b: np.linalg.solve(np.tril(_well_conditioned_ref(a)), b),
+         [normal(2, 3, 3), normal(2, 3, 2)]),
+    Case("solve_triangular_upper_broadcast", lambda a, b: pargraph.linalg.solve_triangular(
+        _well_conditioned(a).triu(), b, upper=True),
+         lambda a, b: np.linalg.solve(np.triu(_well_conditioned_ref(a)), b),
+         [normal(3, 3), normal(2, 3, 4)]),
+    Case("solve_triangular_right_unit", lambda a, b: pargraph.linalg.solve_triangular(
+        a, b, upper=True, left=False, unitriangular=True),
+         lambda a, b: b @ np.linalg.inv(np.triu(a, 1) + np.eye(3)),
+         [normal(3, 3), normal(4, 3)]),
     Case("einsum_attention", lambda q, k: pargraph.einsum("bhqd,bhkd->bhqk", q, k),
          lambda q, k: np.einsum("bhqd,bhkd->bhqk", q, k), [normal(2, 2, 3, 4), normal(2, 2, 5, 4)]),
     Case("einsum_bilinear", lambda x, a, y: pargraph.einsum("bn,anm,bm->ba", x, a, y),

@@ -131,11 +131,13 @@ from pargraph.ops.elementwise import (
     where,
 )
 from pargraph.ops.linalg import (
+    cholesky,
     einsum,
     linear,
     linear_weight_grad,
     matmul,
     parse_einsum,
+    solve_triangular,
 )
 from pargraph.ops.nn import (
     binary_cross_entropy,
@@ -184,7 +186,9 @@ from pargraph.ops.shapes import (
     argsort,
     cat,
     check_index,
+    check_values,
     checked_index,
+    checked_values,
     expand,
     fill_index,
     flip,
@@ -239,6 +243,8 @@ __all__ = [
     "ceil",
     "check_fits",
     "check_index",
+    "check_values",
+    "checked_values",
     "checked_index",
     "chunk",
     "clamp",
@@ -254,6 +260,8 @@ __all__ = [
     "defaults",
     "div",
     "einsum",
+    "cholesky",
+    "solve_triangular",
     "eq",
     "erf",
     "exp",

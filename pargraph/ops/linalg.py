@@ -196,8 +196,123 @@ def _einsum_vjp(position: int) -> Callable:
 einsum.defvjp_at(_einsum_vjp)
 
 
+class LinAlgError(RuntimeError):
+    """A linear algebra routine failed on the values it got (``torch.linalg.LinAlgError``)."""
+
+
+def _square(name: str, a: Node) -> None:
+    if len(a.shape) < 2:
+        raise ShapeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    if a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"linalg.{name}: A must be batches of square matrices, but they are "
+                         f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    if a.dtype.kind != "f":
+        raise ShapeError(f"linalg.{name}: Expected a floating point tensor as input. Got "
+                         f"{a.dtype}")
+
+
+def _cholesky_shape(a, upper=False):
+    _square("cholesky", a)
+    return a.shape, a.dtype
+
+
+@primitive("cholesky", _cholesky_shape, grad_name="LinalgCholeskyExBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.shape) * node.shape[-1] / 20e9)
+def cholesky(a, upper=False):
+    try:
+        lower = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(_not_positive_definite(a)) from None
+    return np.swapaxes(lower, -1, -2) if upper else lower
+
+
+def _not_positive_definite(a: np.ndarray) -> str:
+    """PyTorch's message, with the order of the first leading minor that is not positive
+    definite (LAPACK's potrf tells it)."""
+    from scipy.linalg import lapack
+
+    flat = a.reshape(-1, *a.shape[-2:])
+    for k, matrix in enumerate(flat):
+        info = lapack.dpotrf(matrix.astype(np.float64), lower=True)[1]
+        if info > 0:
+            where = f"(Batch element {k}): " if len(flat) > 1 else ""
+            return (f"linalg.cholesky: {where}The factorization could not be completed because "
+                    f"the input is not positive-definite (the leading minor of order {info} is "
+                    "not positive-definite).")
+    return "linalg.cholesky: The factorization could not be completed (the input has NaN)"
+
+
+def _triangle(x: Node, upper: bool, unit: bool = False) -> Node:
+    """``x`` with the other triangle (and, ``unit``, the diagonal) of its last two dimensions
+    zero."""
+    n = x.shape[-1]
+    mask = np.triu(np.ones((n, n), bool), 1 if unit else 0) if upper else \
+        np.tril(np.ones((n, n), bool), -1 if unit else 0)
+    return mul(x, constant(mask.astype(x.dtype)))
+
+
+def _cholesky_vjp(g, out, a, upper=False):
+    """PyTorch's ``cholesky_backward``: with ``A = L L^T``, ``phi = tril(L^T dL)`` with its
+    diagonal halved, ``dA = L^{-T} phi L^{-1}``, symmetrized."""
+    lower, g = (swap_last(out), swap_last(g)) if upper else (out, g)
+    phi = _triangle(matmul(swap_last(lower), g), upper=False)
+    n = lower.shape[-1]
+    phi = mul(phi, constant((np.ones((n, n)) - 0.5 * np.eye(n)).astype(phi.dtype)))
+    # L^{-T} phi L^{-1} = (L^{-T} (L^{-T} phi)^T)^T
+    left = solve_triangular(swap_last(lower), phi, upper=True)
+    grad = swap_last(solve_triangular(swap_last(lower), swap_last(left), upper=True))
+    return mul(add(grad, swap_last(grad)), constant(np.asarray(0.5, grad.dtype)))
+
+
+cholesky.defvjp(_cholesky_vjp)
+
+
+def _solve_triangular_shape(a, b, upper, unitriangular=False):
+    _square("solve_triangular", a)
+    if len(b.shape) < 2 or b.shape[-2] != a.shape[-1]:
+        raise ShapeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the "
+                         f"equation AX = B ({a.shape[-2]}x{a.shape[-1]} and "
+                         f"{'x'.join(map(str, b.shape[-2:]))})")
+    if a.dtype != b.dtype:
+        raise ShapeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, "
+                         f"but found A of type {a.dtype} and B of type {b.dtype} instead")
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return batch + b.shape[-2:], a.dtype
+
+
+@primitive("solve_triangular", _solve_triangular_shape, grad_name="LinalgSolveTriangularBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.shape) * node.shape[-2] / 20e9)
+def solve_triangular(a, b, upper, unitriangular=False):
+    from scipy.linalg import solve_triangular as solve
+
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    with np.errstate(all="ignore"):  # a zero on the diagonal gives inf, as in PyTorch
+        out = [solve(x, y, lower=not upper, unit_diagonal=unitriangular, check_finite=False)
+               for x, y in zip(a, b)]
+    return np.stack(out).reshape(batch + b.shape[-2:]).astype(b.dtype, copy=False)
+
+
+def _solve_a_vjp(g, out, a, b, upper, unitriangular=False):
+    """``dA = -A^{-T} dX X^T`` in ``A``'s triangle."""
+    gb = solve_triangular(swap_last(a), g, upper=not upper, unitriangular=unitriangular)
+    ga = neg(matmul(gb, swap_last(out)))
+    return unbroadcast(_triangle(ga, upper, unitriangular), a.shape)
+
+
+def _solve_b_vjp(g, out, a, b, upper, unitriangular=False):
+    """``dB = A^{-T} dX``."""
+    gb = solve_triangular(swap_last(a), g, upper=not upper, unitriangular=unitriangular)
+    return unbroadcast(gb, b.shape)
+
+
+solve_triangular.defvjp(_solve_a_vjp, _solve_b_vjp)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
+from pargraph.ops.elementwise import add, constant, mul, neg  # noqa: E402
 from pargraph.ops.reductions import sum_  # noqa: E402
 from pargraph.ops.shapes import (  # noqa: E402
     _einsum_sizes,

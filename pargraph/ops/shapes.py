@@ -4,6 +4,7 @@ scattering, concatenation, and the graph helpers that reshape gradients."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +130,28 @@ def check_index(index, *, size, error, message):
     is computed by the graph, the check runs in the task, named and pointing at the line."""
     _check_indices(index, size, error, message)
     return index
+
+
+@primitive("check_values", lambda x, *, test, message: (x.shape, x.dtype))
+def check_values(x, *, test, message):
+    """``x`` itself once ``test(x)`` (elementwise booleans) held everywhere, else a
+    ``ValueError`` with ``message`` and the values: a check whose values the graph computes
+    runs in the task, named and pointing at the line that asked for it."""
+    if not np.all(test(x)):
+        raise ValueError(f"{message}:\n{x}")
+    return x
+
+
+check_values.defvjp(lambda g, out, x, *, test, message: g)  # the identity, checked
+
+
+def checked_values(x: Node, test: Any, message: str) -> Node:
+    """``x`` checked by ``test``: at once when its value is here, else in the task that
+    computes it (see :func:`check_values`)."""
+    if isinstance(x.value, np.ndarray):
+        check_values.forward(x.value, test=test, message=message)
+        return x
+    return check_values(x, test=test, message=message)
 
 
 def checked_index(index: Node, size: int, error: str, message: str | tuple, op: str) -> Node:

@@ -1,0 +1,240 @@
+"""Continuous distributions: ``Normal``, ``Uniform`` and ``MultivariateNormal``, with
+reparameterized samples (``torch.distributions.normal``, ``.uniform``,
+``.multivariate_normal``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pargraph._tensor import Tensor
+from pargraph.distributions import constraints
+from pargraph.distributions.distribution import Distribution, broadcast_all, shown
+from pargraph.factories import as_tensor, eye, rand, randn
+from pargraph.functions import broadcast_shapes
+from pargraph.linalg import cholesky, solve_triangular
+
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+class Normal(Distribution):
+    """The normal distribution of mean ``loc`` and standard deviation ``scale``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Normal
+    >>> round(Normal(0.0, 1.0).log_prob(pargraph.tensor(0.0)).item(), 4)
+    -0.9189
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.scale
+
+    @property
+    def variance(self) -> Tensor:
+        return self.scale.pow(2)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        return self.loc + randn(*shape, dtype=self.loc.dtype) * self.scale
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return -((value - self.loc) ** 2) / (2 * self.variance) - self.scale.log() \
+            - _LOG_SQRT_2PI
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return 0.5 * (1 + ((value - self.loc) / (self.scale * math.sqrt(2))).erf())
+
+    def entropy(self) -> Tensor:
+        return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
+
+
+class Uniform(Distribution):
+    """The uniform distribution on ``[low, high)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Uniform
+    >>> Uniform(0.0, 4.0).log_prob(pargraph.tensor(1.0)).exp().item()
+    0.25
+    """
+
+    arg_constraints = {"low": constraints.real, "high": constraints.real}
+    support = constraints.real  # bounds per element: checked in log_prob
+    has_rsample = True
+
+    def __init__(self, low: Any, high: Any, validate_args: bool | None = None) -> None:
+        self.low, self.high = broadcast_all(low, high)
+        super().__init__(tuple(self.low.shape), (), validate_args)
+        if self._validate_args:  # low < high, checked before low is read
+            low = self.low
+            ordered = self._holds(low < self.high, (
+                f"Expected parameter low (Tensor of shape {tuple(low.shape)}) of "
+                f"distribution {self!r} to satisfy the constraint LessThan(upper_bound="
+                f"{shown(self.high)}), but found invalid values"), (low, self.high), low)
+            if ordered._node.value is None:
+                self.low = low.where(ordered, low)
+
+    @property
+    def mean(self) -> Tensor:
+        return (self.high + self.low) / 2
+
+    @property
+    def mode(self) -> Tensor:
+        return self.high * float("nan")
+
+    @property
+    def stddev(self) -> Tensor:
+        return (self.high - self.low) / 12 ** 0.5
+
+    @property
+    def variance(self) -> Tensor:
+        return (self.high - self.low).pow(2) / 12
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        return self.low + rand(*shape, dtype=self.low.dtype) * (self.high - self.low)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = as_tensor(value)
+        inside = (self.low <= value) & (value < self.high)
+        if self._validate_args:
+            inside = self._holds(inside, (
+                f"Expected value argument (Tensor of shape {tuple(value.shape)}) to be within "
+                f"the support (Interval(lower_bound={shown(self.low)}, upper_bound="
+                f"{shown(self.high)})) of the distribution {self!r}, but found invalid values"),
+                (self.low, self.high, value), value)
+        return inside.to(self.low.dtype).log() - (self.high - self.low).log()
+
+    def cdf(self, value: Tensor) -> Tensor:
+        return ((as_tensor(value) - self.low) / (self.high - self.low)).clamp(0, 1)
+
+    def entropy(self) -> Tensor:
+        return (self.high - self.low).log()
+
+
+class MultivariateNormal(Distribution):
+    """The normal distribution of vectors: mean ``loc`` and one of ``covariance_matrix``,
+    ``precision_matrix`` or ``scale_tril`` (its lower Cholesky factor).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import MultivariateNormal
+    >>> d = MultivariateNormal(pargraph.zeros(2), covariance_matrix=pargraph.eye(2))
+    >>> round(d.log_prob(pargraph.zeros(2)).item(), 4)
+    -1.8379
+    """
+
+    arg_constraints = {"loc": constraints.real_vector,
+                       "covariance_matrix": constraints.positive_definite,
+                       "precision_matrix": constraints.positive_definite,
+                       "scale_tril": constraints.lower_cholesky}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc: Tensor, covariance_matrix: Tensor | None = None,
+                 precision_matrix: Tensor | None = None, scale_tril: Tensor | None = None,
+                 validate_args: bool | None = None) -> None:
+        loc = as_tensor(loc)
+        if loc.dim() < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        given = [m for m in (covariance_matrix, precision_matrix, scale_tril) if m is not None]
+        if len(given) != 1:
+            raise ValueError("Exactly one of covariance_matrix or precision_matrix or "
+                             "scale_tril may be specified.")
+        matrix = as_tensor(given[0])
+        if matrix.dim() < 2:
+            which = "scale_tril" if scale_tril is not None else \
+                "covariance_matrix" if covariance_matrix is not None else "precision_matrix"
+            raise ValueError(f"{which} matrix must be at least two-dimensional, with optional "
+                             "leading batch dimensions")
+        batch = broadcast_shapes(tuple(matrix.shape[:-2]), tuple(loc.shape[:-1]))
+        k = loc.shape[-1]
+        self.loc = loc.expand(*batch, k)
+        if scale_tril is not None:
+            self.scale_tril = matrix.expand(*batch, k, k)
+        elif covariance_matrix is not None:
+            self.covariance_matrix = matrix.expand(*batch, k, k)
+        else:
+            self.precision_matrix = matrix.expand(*batch, k, k)
+        super().__init__(tuple(batch), (k,), validate_args)
+        if scale_tril is not None:
+            self._unbroadcasted_scale_tril = self.scale_tril
+        elif covariance_matrix is not None:
+            self._unbroadcasted_scale_tril = cholesky(self.covariance_matrix)
+        else:  # L with P^{-1} = L L^T, from the Cholesky factor of P flipped (PyTorch's way)
+            flipped = cholesky(self.precision_matrix.flip((-2, -1)))
+            inverse = flipped.flip((-2, -1)).mT
+            identity = eye(k, dtype=inverse.dtype).expand(*inverse.shape)
+            self._unbroadcasted_scale_tril = solve_triangular(inverse, identity, upper=False)
+
+    def __getattr__(self, name: str) -> Any:
+        tril = self.__dict__.get("_unbroadcasted_scale_tril")
+        if tril is None:
+            raise AttributeError(name)
+        if name == "scale_tril":
+            return tril
+        if name == "covariance_matrix":
+            return tril @ tril.mT
+        if name == "precision_matrix":
+            k = tril.shape[-1]
+            identity = eye(k, dtype=tril.dtype).expand(*tril.shape)
+            inverse = solve_triangular(tril, identity, upper=False)
+            return inverse.mT @ inverse
+        raise AttributeError(name)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> Tensor:
+        return self._unbroadcasted_scale_tril.pow(2).sum(-1)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        eps = randn(*shape, dtype=self.loc.dtype)
+        return self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+
+    def _half_log_det(self) -> Tensor:
+        return self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        diff = (value - self.loc).unsqueeze(-1)
+        tril = self._unbroadcasted_scale_tril
+        shape = broadcast_shapes(tuple(tril.shape[:-2]), tuple(diff.shape[:-2]))
+        solved = solve_triangular(tril.expand(*shape, *tril.shape[-2:]), diff, upper=False)
+        mahalanobis = solved.squeeze(-1).pow(2).sum(-1)
+        k = self._event_shape[0]
+        return -0.5 * (k * math.log(2 * math.pi) + mahalanobis) - self._half_log_det()
+
+    def entropy(self) -> Tensor:
+        k = self._event_shape[0]
+        return 0.5 * k * (1.0 + math.log(2 * math.pi)) + self._half_log_det()

@@ -1,0 +1,183 @@
+"""Discrete distributions: ``Bernoulli`` and ``Categorical``, given ``probs`` or ``logits``
+(``torch.distributions.bernoulli``, ``.categorical``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pargraph._tensor import Tensor
+from pargraph.distributions import constraints
+from pargraph.distributions.distribution import Distribution, broadcast_all
+from pargraph.factories import arange, as_tensor
+from pargraph.functions import bernoulli, broadcast_tensors
+from pargraph.nn import functional as F
+
+
+def _one_of(probs: Any, logits: Any) -> None:
+    if (probs is None) == (logits is None):
+        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+
+
+def _clamped(probs: Tensor) -> Tensor:
+    eps = float(np.finfo(probs.dtype).eps)
+    return probs.clamp(eps, 1 - eps)
+
+
+class Bernoulli(Distribution):
+    """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Bernoulli
+    >>> round(Bernoulli(probs=0.25).log_prob(pargraph.tensor(1.0)).exp().item(), 4)
+    0.25
+    """
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+
+    def __init__(self, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        _one_of(probs, logits)
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+            shape = self.probs.shape
+        else:
+            (self.logits,) = broadcast_all(logits)
+            shape = self.logits.shape
+        super().__init__(tuple(shape), (), validate_args)
+
+    def __getattr__(self, name: str) -> Any:
+        # The parameter not given, computed from the other one when first asked for.
+        if name == "logits" and "probs" in self.__dict__:
+            p = _clamped(self.__dict__["probs"])
+            self.__dict__["logits"] = p.log() - (-p).log1p()
+            return self.__dict__["logits"]
+        if name == "probs" and "logits" in self.__dict__:
+            self.__dict__["probs"] = self.__dict__["logits"].sigmoid()
+            return self.__dict__["probs"]
+        raise AttributeError(name)
+
+    @property
+    def param_shape(self) -> tuple:
+        return tuple(self._batch_shape)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs
+
+    @property
+    def mode(self) -> Tensor:
+        mode = (self.probs >= 0.5).to(self.probs.dtype)
+        return mode.where(self.probs != 0.5, mode * float("nan"))
+
+    @property
+    def variance(self) -> Tensor:
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        return bernoulli(self.probs.detach().expand(*shape))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        logits, value = broadcast_tensors(self.logits, value.to(self.logits.dtype))
+        return -F.binary_cross_entropy_with_logits(logits, value, reduction="none")
+
+    def entropy(self) -> Tensor:
+        return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        values = arange(2, dtype=self.probs.dtype).reshape(2, *([1] * len(self._batch_shape)))
+        return values.expand(2, *self._batch_shape) if expand else values
+
+
+class Categorical(Distribution):
+    """One of ``K`` categories (the last dimension of ``probs`` or ``logits``, which need not
+    be normalized), for each of the batch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Categorical
+    >>> d = Categorical(probs=pargraph.tensor([1.0, 3.0]))
+    >>> round(d.log_prob(pargraph.tensor(1)).exp().item(), 4), d.sample((5,)).shape
+    (0.75, pargraph.Size([5]))
+    """
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
+
+    def __init__(self, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        _one_of(probs, logits)
+        if probs is not None:
+            probs = as_tensor(probs)
+            if probs.dim() < 1:
+                raise ValueError("`probs` parameter must be at least one-dimensional.")
+            self.probs = probs / probs.sum(-1, keepdim=True)
+            self._raw = probs
+            shape = probs.shape
+        else:
+            logits = as_tensor(logits)
+            if logits.dim() < 1:
+                raise ValueError("`logits` parameter must be at least one-dimensional.")
+            self.logits = logits - logits.logsumexp(-1, keepdim=True)
+            self._raw = logits
+            shape = logits.shape
+        self._num_events = shape[-1]
+        super().__init__(tuple(shape[:-1]), (), validate_args)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "logits" and "probs" in self.__dict__:
+            self.__dict__["logits"] = _clamped(self.__dict__["probs"]).log()
+            return self.__dict__["logits"]
+        if name == "probs" and "logits" in self.__dict__:
+            self.__dict__["probs"] = self.__dict__["logits"].softmax(-1)
+            return self.__dict__["probs"]
+        raise AttributeError(name)
+
+    @property
+    def support(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    @property
+    def param_shape(self) -> tuple:
+        return (*self._batch_shape, self._num_events)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs[..., 0] * float("nan")
+
+    @property
+    def mode(self) -> Tensor:
+        return self.probs.argmax(-1)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.probs[..., 0] * float("nan")
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
+        n = int(np.prod(shape)) if shape else 1
+        rows = self.probs.detach().reshape(-1, self._num_events)
+        draws = rows.multinomial(n, replacement=True)  # (batch, n)
+        return draws.mT.reshape(*shape, *self._batch_shape)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value).long().unsqueeze(-1)
+        value, logits = broadcast_tensors(value, self.logits)
+        return logits.gather(-1, value[..., :1]).squeeze(-1)
+
+    def entropy(self) -> Tensor:
+        # p log p is 0 where p is: the logits there are clamped to the least float.
+        logits = self.logits.clamp(min=float(np.finfo(self.logits.dtype).min))
+        return -(logits * self.probs).sum(-1)
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        values = arange(self._num_events).reshape(-1, *([1] * len(self._batch_shape)))
+        return values.expand(-1, *self._batch_shape) if expand else values

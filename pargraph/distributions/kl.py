@@ -1,0 +1,133 @@
+"""``kl_divergence(p, q)`` by the pair of types, and ``register_kl`` to add pairs
+(``torch.distributions.kl``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pargraph._tensor import Tensor
+from pargraph.distributions.continuous import MultivariateNormal, Normal, Uniform
+from pargraph.distributions.discrete import Bernoulli, Categorical
+from pargraph.distributions.distribution import Distribution, Independent
+from pargraph.functions import broadcast_shapes
+from pargraph.linalg import solve_triangular
+from pargraph.nn import functional as F
+
+
+class KLRegistry:
+    """The KL functions by (type of p, type of q); the most specific pair wins."""
+
+    def __init__(self) -> None:
+        self.functions: dict[tuple[type, type], Callable] = {}
+
+    def find(self, p: type, q: type) -> Callable | None:
+        matches = [(i + j, fn) for (a, b), fn in self.functions.items()
+                   for i, j in [(_depth(p, a), _depth(q, b))] if i >= 0 and j >= 0]
+        return min(matches, key=lambda m: m[0])[1] if matches else None
+
+
+def _depth(cls: type, base: type) -> int:
+    """How far ``base`` is up ``cls``'s method resolution order (-1: not at all)."""
+    mro = cls.__mro__
+    return mro.index(base) if base in mro else -1
+
+
+registry = KLRegistry()
+
+
+def register_kl(type_p: type, type_q: type) -> Callable[[Callable], Callable]:
+    """Decorator: ``fn(p, q)`` computes KL(p || q) for distributions of these types.
+
+    Examples
+    --------
+    >>> from pargraph.distributions import Normal, register_kl
+    >>> @register_kl(Normal, Normal)
+    ... def _mine(p, q):
+    ...     return (p.loc - q.loc).abs()
+    """
+    def decorate(fn: Callable) -> Callable:
+        registry.functions[(type_p, type_q)] = fn
+        return fn
+
+    return decorate
+
+
+def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
+    """KL(p || q), for each of the batch.
+
+    Examples
+    --------
+    >>> from pargraph.distributions import Normal, kl_divergence
+    >>> round(kl_divergence(Normal(0.0, 1.0), Normal(1.0, 1.0)).item(), 4)
+    0.5
+    """
+    fn = registry.find(type(p), type(q))
+    if fn is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type "
+                                  f"{type(p).__name__} and q type {type(q).__name__}")
+    return fn(p, q)
+
+
+def _infinite_where(value: Tensor, condition: Tensor) -> Tensor:
+    return value.masked_fill(condition, float("inf"))
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p: Normal, q: Normal) -> Tensor:
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p: Uniform, q: Uniform) -> Tensor:
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return _infinite_where(result, (q.low > p.low) | (q.high < p.high))
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p: Bernoulli, q: Bernoulli) -> Tensor:
+    t1 = p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits))
+    t1 = _infinite_where(t1, q.probs == 0).masked_fill(p.probs == 0, 0.0)
+    t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
+    t2 = _infinite_where(t2, q.probs == 1).masked_fill(p.probs == 1, 0.0)
+    return t1 + t2
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p: Categorical, q: Categorical) -> Tensor:
+    t = p.probs * (p.logits - q.logits)
+    t = _infinite_where(t, (q.probs == 0).expand_as(t)).masked_fill(
+        (p.probs == 0).expand_as(t), 0.0)
+    return t.sum(-1)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event "
+                         "shapes cannot be computed")
+    pl, ql = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = ql.diagonal(dim1=-2, dim2=-1).log().sum(-1) - \
+        pl.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    k = p.event_shape[0]
+    shape = broadcast_shapes(tuple(pl.shape[:-2]), tuple(ql.shape[:-2]))
+    pl, ql = pl.expand(*shape, k, k), ql.expand(*shape, k, k)
+    term2 = solve_triangular(ql, pl, upper=False).pow(2).sum((-2, -1))
+    diff = (q.loc - p.loc).unsqueeze(-1)
+    shape = broadcast_shapes(tuple(ql.shape[:-2]), tuple(diff.shape[:-2]))
+    term3 = solve_triangular(ql.expand(*shape, k, k), diff.expand(*shape, k, 1),
+                             upper=False).pow(2).sum((-2, -1))
+    return half_term1 + 0.5 * (term2 + term3 - k)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("No KL(p || q) is implemented for Independent "
+                                  "distributions of different reinterpreted dimensions")
+    return p._sum_rightmost(kl_divergence(p.base_dist, q.base_dist))
+
+
+
+
