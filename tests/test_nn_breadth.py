@@ -157,3 +157,95 @@ def test_containers_unflatten_and_channel_dropout_behave_as_pytorchs():
     assert 0 < (per_channel == 0).all(-1).mean() < 1
     with pytest.raises(ValueError, match="between 0 and 1"):
         pargraph.nn.Dropout1d(1.5)
+
+
+# --- transposed convolution, resampling and the other norms --------------------------------
+
+IMAGES = RNG.standard_normal((2, 4, 5, 6))
+SIGNAL = RNG.standard_normal((2, 4, 7))
+
+LAYERS = [
+    ("ConvTranspose2d", (4, 6, 3), {"stride": 2, "padding": 1, "output_padding": 1}, IMAGES),
+    ("ConvTranspose2d", (4, 6, (2, 3)), {"groups": 2, "dilation": (2, 1), "bias": False},
+     IMAGES),
+    ("ConvTranspose1d", (4, 2, 4), {"stride": 3, "padding": 2}, SIGNAL),
+    ("GroupNorm", (2, 4), {"eps": 1e-3}, IMAGES),
+    ("GroupNorm", (4, 4), {"affine": False}, SIGNAL),
+    ("InstanceNorm1d", (4,), {"affine": True}, SIGNAL),
+    ("InstanceNorm2d", (4,), {"track_running_stats": True}, IMAGES),
+    ("RMSNorm", ((5, 6),), {"eps": 1e-4}, IMAGES),
+    ("RMSNorm", (7,), {}, SIGNAL),
+    ("PixelShuffle", (2,), {}, IMAGES[:, :, :4, :4]),
+    ("PixelUnshuffle", (2,), {}, IMAGES[:, :, :4, :6]),
+    ("Upsample", (), {"scale_factor": 2}, IMAGES),
+    ("Upsample", (), {"size": (7, 9), "mode": "bilinear"}, IMAGES),
+    ("Upsample", (), {"scale_factor": 1.5, "mode": "bilinear", "align_corners": True}, IMAGES),
+    ("Upsample", (), {"scale_factor": 2.5, "mode": "linear"}, SIGNAL),
+    ("Upsample", (), {"size": 11, "mode": "nearest-exact"}, SIGNAL),
+    ("UpsamplingNearest2d", (), {"size": (8, 3)}, IMAGES),
+    ("UpsamplingBilinear2d", (), {"scale_factor": 2}, IMAGES),
+]
+
+
+@pytest.mark.parametrize("name,arguments,options,x", LAYERS,
+                         ids=[f"{m[0]}-{k}" for k, m in enumerate(LAYERS)])
+def test_layers_equal_pytorch_in_values_and_gradients(name, arguments, options, x):
+    torch.manual_seed(0)
+    theirs = getattr(torch.nn, name)(*arguments, **options).double()
+    ours = getattr(pargraph.nn, name)(*arguments, **options).double()
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    for p in ours.parameters():  # non-trivial affine parameters
+        p.data = p.data + pargraph.tensor(RNG.standard_normal(tuple(p.shape)) * 0.1)
+    with torch.no_grad():
+        for (_, q), (_, p) in zip(theirs.named_parameters(), ours.named_parameters()):
+            q.copy_(torch.tensor(p.detach().numpy()))
+    ours_in = pargraph.tensor(np.ascontiguousarray(x), requires_grad=True)
+    theirs_in = torch.tensor(np.ascontiguousarray(x), requires_grad=True)
+    out, expected = ours(ours_in), theirs(theirs_in)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-9,
+                               atol=1e-12)
+    weights = RNG.standard_normal(tuple(expected.shape))
+    (out * pargraph.tensor(weights)).sum().backward()
+    (expected * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours_in.grad.numpy(), theirs_in.grad.numpy(), rtol=1e-9,
+                               atol=1e-12)
+    for (_, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for (_, p), (_, q) in zip(ours.named_buffers(), theirs.named_buffers()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-9)
+    assert repr(ours) == repr(theirs)
+
+
+def test_a_transposed_convolution_takes_an_output_size():
+    torch.manual_seed(0)
+    theirs = torch.nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1).double()
+    ours = pargraph.nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1).double()
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    for size in ((9, 11), (10, 12)):
+        np.testing.assert_allclose(
+            ours(pargraph.tensor(IMAGES), output_size=size).detach().numpy(),
+            theirs(torch.tensor(IMAGES), output_size=size).detach().numpy(), rtol=1e-10)
+    with pytest.raises(ValueError, match="requested an output size"):
+        ours(pargraph.tensor(IMAGES), output_size=(12, 12))
+
+
+def test_resampling_and_norm_errors_are_pytorchs():
+    def error_of(lib, call):
+        try:
+            call(lib)
+        except Exception as error:  # noqa: BLE001 - compared below
+            return type(error).__name__, str(error).split(":")[0]
+        return None
+
+    for call in (lambda lib: lib.nn.functional.pixel_shuffle(lib.ones(1, 5, 2, 2), 2),
+                 lambda lib: lib.nn.functional.pixel_unshuffle(lib.ones(1, 1, 3, 4), 2),
+                 lambda lib: lib.nn.functional.group_norm(lib.ones(2, 6, 3), 4),
+                 lambda lib: lib.nn.GroupNorm(4, 6),
+                 lambda lib: lib.nn.functional.interpolate(lib.ones(1, 1, 4), size=2,
+                                                           scale_factor=2.0),
+                 lambda lib: lib.nn.functional.interpolate(lib.ones(1, 1, 4), scale_factor=2,
+                                                           align_corners=True),
+                 lambda lib: lib.nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")):
+        assert error_of(pargraph, call) == error_of(torch, call) is not None

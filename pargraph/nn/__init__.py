@@ -51,6 +51,8 @@ from pargraph.nn.conv import (
     AvgPool2d,
     Conv1d,
     Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
     MaxPool1d,
     MaxPool2d,
 )
@@ -93,7 +95,24 @@ from pargraph.nn.loss import (
     TripletMarginLoss,
 )
 from pargraph.nn.module import Module, Parameter
-from pargraph.nn.normalization import GELU, BatchNorm1d, BatchNorm2d, Embedding, LayerNorm
+from pargraph.nn.normalization import (
+    GELU,
+    BatchNorm1d,
+    BatchNorm2d,
+    Embedding,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    LayerNorm,
+    RMSNorm,
+)
+from pargraph.nn.resampling import (
+    PixelShuffle,
+    PixelUnshuffle,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 from pargraph.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = [
@@ -112,5 +131,7 @@ __all__ = [
     "SoftMarginLoss", "TripletMarginLoss", "CircularPad1d", "CircularPad2d", "ConstantPad1d",
     "ConstantPad2d", "Dropout1d", "Dropout2d", "Dropout3d", "ParameterDict", "ParameterList",
     "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Unflatten",
-    "ZeroPad1d", "ZeroPad2d",
+    "ZeroPad1d", "ZeroPad2d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm",
+    "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "PixelShuffle", "PixelUnshuffle", "Upsample",
+    "UpsamplingBilinear2d", "UpsamplingNearest2d",
 ]

@@ -116,6 +116,100 @@ class Conv2d(_ConvNd):
     spatial = 2
 
 
+class _ConvTransposeNd(Module):
+    spatial = 0
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        check_device(device, name)
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}')
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, self.spatial, "kernel_size", name)
+        self.stride = _tuple(stride, self.spatial, "stride", name)
+        self.padding = _tuple(padding, self.spatial, "padding", name)
+        self.output_padding = _tuple(output_padding, self.spatial, "output_padding", name)
+        self.dilation = _tuple(dilation, self.spatial, "dilation", name)
+        self.padding_mode = padding_mode
+        self.weight = Parameter(empty_for_init(in_channels, out_channels // groups,
+                                               *self.kernel_size))
+        if bias:
+            self.bias = Parameter(empty_for_init(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if dtype is not None:
+            self.to(dtype)
+
+    reset_parameters = _ConvNd.reset_parameters
+
+    def _output_padding(self, input: Tensor, output_size: Any) -> tuple[int, ...]:
+        """The output padding that gives ``output_size`` (PyTorch's ``_output_padding``)."""
+        if output_size is None:
+            return self.output_padding
+        size = list(output_size)[-self.spatial:]
+        smallest = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in zip(
+            input.shape[-self.spatial:], self.stride, self.padding, self.dilation,
+            self.kernel_size)]
+        largest = [n + s - 1 for n, s in zip(smallest, self.stride)]
+        if any(not low <= want <= high for want, low, high in zip(size, smallest, largest)):
+            raise ValueError(f"requested an output size of {size}, but valid sizes range from "
+                             f"{smallest} to {largest} (for an input of "
+                             f"{list(input.shape[2:])})")
+        return tuple(want - low for want, low in zip(size, smallest))
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        conv = F.conv_transpose1d if self.spatial == 1 else F.conv_transpose2d
+        return conv(input, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(input, output_size), self.groups, self.dilation)
+
+    def extra_repr(self) -> str:
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        for name, default in (("padding", 0), ("dilation", 1), ("output_padding", 0)):
+            if getattr(self, name) != (default,) * self.spatial:
+                text += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        return text
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-d transposed convolution over ``(N, C, L)`` input, with PyTorch's arguments and
+    initialization (``forward(input, output_size=None)``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.ConvTranspose1d(4, 2, 3, stride=2)(pargraph.ones(1, 4, 5)).shape
+    pargraph.Size([1, 2, 11])
+    """
+
+    spatial = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-d transposed convolution over ``(N, C, H, W)`` input (a DCGAN generator's layer).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1)(pargraph.ones(1, 8, 4, 4)).shape
+    pargraph.Size([1, 4, 8, 8])
+    """
+
+    spatial = 2
+
+
 class _MaxPoolNd(Module):
     spatial = 0
 

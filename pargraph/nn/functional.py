@@ -39,7 +39,10 @@ from pargraph.nn.normalization import (  # noqa: F401
     batch_norm,
     embedding,
     gelu,
+    group_norm,
+    instance_norm,
     layer_norm,
+    rms_norm,
 )
 from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
     adaptive_avg_pool1d,
@@ -48,9 +51,15 @@ from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
     avg_pool2d,
     conv1d,
     conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    interpolate,
     max_pool1d,
     max_pool2d,
     pad,
+    pixel_shuffle,
+    pixel_unshuffle,
+    upsample,
 )
 
 _REDUCTIONS = ("mean", "sum", "none")

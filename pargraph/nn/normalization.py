@@ -8,8 +8,11 @@ loop computes them in the step's own run instead of chaining them across steps.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from pargraph import execution, ops
 from pargraph._tensor import Tensor, apply, int64
@@ -114,6 +117,100 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return apply(ops.shown_as, out, "NativeBatchNormBackward0")
 
 
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalize ``(N, C, ...)`` input over each group of ``C / num_groups`` channels (and the
+    spatial dimensions), then scale and shift each channel.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.group_norm(pargraph.tensor([[1.0, 3.0, 5.0, 9.0]]), 2)
+    tensor([[-1.0000,  1.0000, -1.0000,  1.0000]])
+    """
+    input = as_tensor(input)
+    if input.ndim < 2 or input.shape[1] % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(input.shape)} and "
+                           f"num_groups={num_groups}")
+    grouped = input.reshape(input.shape[0], num_groups, -1)
+    centered = grouped - grouped.mean(-1, keepdim=True)
+    out = (centered * ((centered * centered).mean(-1, keepdim=True) + eps).rsqrt()) \
+        .reshape(*input.shape)
+    channels = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(channels)
+    if bias is not None:
+        out = out + bias.reshape(channels)
+    return apply(ops.shown_as, out, "NativeGroupNormBackward0")
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each channel of each sample of ``(N, C, ...)`` input over its spatial
+    dimensions (``use_input_stats``, updating running statistics averaged over the batch when
+    given), or with the running statistics.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.instance_norm(pargraph.tensor([[[1.0, 3.0], [0.0, 4.0]]]))
+    tensor([[[-1.0000,  1.0000],
+             [-1.0000,  1.0000]]])
+    """
+    input = as_tensor(input)
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected 3-D or more input (N, C, ...), got "
+                         f"{input.ndim}-D input")
+    dims = tuple(range(2, input.ndim))
+    channels = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if use_input_stats:
+        mean = input.mean(dims, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(dims, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            count = math.prod(input.shape[2:])
+            _update_running(running_mean, running_var, mean.mean(0),
+                            (var * (count / max(count - 1, 1))).mean(0), momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("instance_norm: running_mean and running_var must be given "
+                               "when use_input_stats is False")
+        centered = input - running_mean.reshape(channels)
+        var = running_var.reshape(channels)
+    out = centered * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(channels)
+    if bias is not None:
+        out = out + bias.reshape(channels)
+    return out
+
+
+def rms_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """Divide by the root mean square over the trailing ``normalized_shape`` dimensions
+    (``eps`` by default the dtype's machine epsilon), then scale by ``weight``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.rms_norm(pargraph.tensor([[3.0, 4.0]]), (2,), eps=0.0)
+    tensor([[0.8485, 1.1314]])
+    """
+    input = as_tensor(input)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    eps = float(np.finfo(input.dtype).eps) if eps is None else eps
+    dims = tuple(range(-len(shape), 0))
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return out * weight if weight is not None else out
+
+
 def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mean: Tensor,
                     unbiased_var: Tensor, momentum: float | Tensor) -> None:
     with no_grad():
@@ -207,7 +304,7 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class _BatchNorm(Module):
@@ -215,13 +312,14 @@ class _BatchNorm(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         check_device(device, type(self).__name__)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.register_parameter("weight", Parameter(ones(num_features)) if affine else None)
-        self.register_parameter("bias", Parameter(zeros(num_features)) if affine else None)
+        self.register_parameter("bias", Parameter(zeros(num_features)) if affine and bias
+                                else None)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features))
             self.register_buffer("running_var", ones(num_features))
@@ -259,7 +357,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -287,6 +386,124 @@ class BatchNorm2d(_BatchNorm):
     """
 
     dims = (4,)
+
+
+class GroupNorm(Module):
+    """Group normalization of ``(N, C, ...)`` input: ``num_groups`` groups of channels, with a
+    learned scale (ones) and shift (zeros) per channel.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.GroupNorm(2, 6)(pargraph.randn(4, 6, 5)).shape
+    pargraph.Size([4, 6, 5])
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        check_device(device, "GroupNorm")
+        if num_channels % num_groups:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = \
+            num_groups, num_channels, eps, affine
+        self.register_parameter("weight", Parameter(ones(num_channels)) if affine else None)
+        self.register_parameter("bias", Parameter(zeros(num_channels)) if affine and bias
+                                else None)
+        if dtype is not None:
+            self.to(dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    spatial = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device: Any = None,
+                 dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in (self.spatial + 1, self.spatial + 2):
+            raise ValueError(f"expected {self.spatial + 1}D or {self.spatial + 2}D input "
+                             f"(got {input.ndim}D input)")
+        unbatched = input.ndim == self.spatial + 1
+        x = input.unsqueeze(0) if unbatched else input
+        if self.affine and x.shape[1] != self.num_features:
+            raise ValueError(f"expected input's size at dim=1 to match num_features "
+                             f"({self.num_features}), but got: {x.shape[1]}.")
+        use_input_stats = self.training or not self.track_running_stats
+        momentum = 0.1 if self.momentum is None else self.momentum
+        out = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            use_input_stats, momentum, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of ``(N, C, L)`` or ``(C, L)`` input: each channel of each
+    sample over its length (no affine, no running statistics by default, as PyTorch's).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.InstanceNorm1d(3)(pargraph.randn(2, 3, 8)).shape
+    pargraph.Size([2, 3, 8])
+    """
+
+    spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of ``(N, C, H, W)`` or ``(C, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.InstanceNorm2d(3, affine=True)(pargraph.randn(2, 3, 4, 4)).shape
+    pargraph.Size([2, 3, 4, 4])
+    """
+
+    spatial = 2
+
+
+class RMSNorm(Module):
+    """Root mean square normalization over the trailing ``normalized_shape`` dimensions, with
+    a learned elementwise scale (ones).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.RMSNorm(4)(pargraph.randn(2, 4)).shape
+    pargraph.Size([2, 4])
+    """
+
+    def __init__(self, normalized_shape: Any, eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, "RMSNorm")
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape, self.eps = tuple(shape), eps
+        self.elementwise_affine = elementwise_affine
+        self.register_parameter(
+            "weight", Parameter(ones(*self.normalized_shape)) if elementwise_affine else None)
+        if dtype is not None:
+            self.to(dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class Embedding(Module):

@@ -312,3 +312,225 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
     names = {"reflect": "ReflectionPad", "replicate": "ReplicationPad", "circular": "CircularPad"}
     spatial = len(pad) // 2
     return apply(ops.shown_as, out, f"{names[mode]}{spatial}DBackward0", input)
+
+
+# --- transposed convolution -----------------------------------------------------------------
+
+def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+                    padding: Any, output_padding: Any, groups: int, dilation: Any,
+                    spatial: int, op: str) -> Tensor:
+    """The transpose of convolution (the gradient of ``conv`` with respect to its input):
+    ``weight`` is ``(in_channels, out_channels / groups, kernel...)``."""
+    input, weight = as_tensor(input), as_tensor(weight)
+    x, unbatched = _batched(input, spatial, op)
+    stride, dilation = (_tuple(v, spatial, name, op) for v, name in
+                        ((stride, "stride"), (dilation, "dilation")))
+    padding = _tuple(padding, spatial, "padding", op)
+    output_padding = _tuple(output_padding, spatial, "output_padding", op)
+    if any(s < 1 for s in stride) or any(d < 1 for d in dilation) or groups < 1:
+        raise RuntimeError(f"{op}: stride, dilation and groups must be positive, got "
+                           f"stride={stride}, dilation={dilation}, groups={groups}")
+    if weight.ndim != spatial + 2:
+        raise RuntimeError(f"{op}: expected a {spatial + 2}-D weight (in_channels, "
+                           f"out_channels / groups, kernel), got size {list(weight.shape)}")
+    if x.shape[1] != weight.shape[0]:
+        raise RuntimeError(f"{op}: Given transposed=1, weight of size {list(weight.shape)}, "
+                           f"expected input{list(x.shape)} to have {weight.shape[0]} channels, "
+                           f"but got {x.shape[1]} channels instead")
+    if any(o >= s and o >= d for o, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError(f"{op}: output padding must be smaller than either stride or "
+                           f"dilation, but got output_padding={output_padding}, "
+                           f"stride={stride}, dilation={dilation}")
+    kernel = weight.shape[2:]
+    size = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1 for n, s, p, d, k, o in
+                 zip(x.shape[2:], stride, padding, dilation, kernel, output_padding))
+    if any(n < 1 for n in size):
+        raise RuntimeError(f"{op}: the output size {size} is too small for input of shape "
+                           f"{tuple(x.shape)}")
+    out = apply(convolution.conv_input_grad, x, weight,
+                input_shape=(x.shape[0], weight.shape[1] * groups) + size, stride=stride,
+                padding=tuple((p, p) for p in padding), dilation=dilation, groups=groups)
+    if bias is not None:
+        out = out + as_tensor(bias).reshape(-1, *([1] * spatial))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                     groups: int = 1, dilation: Any = 1) -> Tensor:
+    """1-d transposed convolution ("deconvolution") over ``(N, C, L)`` or ``(C, L)`` input.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.conv_transpose1d(pargraph.ones(1, 1, 3), pargraph.ones(1, 1, 2)).tolist()
+    [[[1.0, 2.0, 2.0, 1.0]]]
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 1, "conv_transpose1d")
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                     groups: int = 1, dilation: Any = 1) -> Tensor:
+    """2-d transposed convolution over ``(N, C, H, W)`` or ``(C, H, W)`` input (DCGAN's
+    generator).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.conv_transpose2d(pargraph.ones(1, 4, 3, 3), pargraph.ones(4, 2, 4, 4), stride=2,
+    ...                    padding=1).shape
+    pargraph.Size([1, 2, 6, 6])
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 2, "conv_transpose2d")
+
+
+# --- pixel shuffle and interpolation --------------------------------------------------------
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """``(*, C r^2, H, W)`` to ``(*, C, H r, W r)``: sub-pixel convolution's rearrangement.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.pixel_shuffle(pargraph.ones(1, 8, 2, 3), 2).shape
+    pargraph.Size([1, 2, 4, 6])
+    """
+    input, r = as_tensor(input), int(upscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    k = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(k), k, k + 3, k + 1, k + 4, k + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """``(*, C, H r, W r)`` to ``(*, C r^2, H, W)``: the inverse of :func:`pixel_shuffle`.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.pixel_unshuffle(pargraph.ones(1, 2, 4, 6), 2).shape
+    pargraph.Size([1, 8, 2, 3])
+    """
+    input, r = as_tensor(input), int(downscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, "
+                           f"but got input with {input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        which, size = ("height", h) if h % r else ("width", w)
+        raise RuntimeError(f"pixel_unshuffle expects {which} to be divisible by "
+                           f"downscale_factor, but input.size({-2 if which == 'height' else -1})"
+                           f"={size} is not divisible by {r}")
+    k = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(k), k, k + 2, k + 4, k + 1, k + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+_INTERPOLATE_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2,
+                      "trilinear": 3}
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
+                mode: str = "nearest", align_corners: bool | None = None,
+                recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
+    """Resample the spatial dimensions of ``(N, C, ...)`` input to ``size`` or by
+    ``scale_factor``: ``nearest``, ``nearest-exact``, ``linear`` (1-d), ``bilinear`` (2-d),
+    ``trilinear`` (3-d), with PyTorch's source coordinates (``align_corners``).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.interpolate(pargraph.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
+    [[[1.0, 1.0, 2.0, 2.0]]]
+    >>> F.interpolate(pargraph.tensor([[[1.0, 2.0]]]), size=4, mode="linear").tolist()
+    [[[1.0, 1.25, 1.75, 2.0]]]
+    """
+    input = as_tensor(input)
+    spatial = input.ndim - 2
+    if mode not in _INTERPOLATE_MODES and mode not in ("bicubic", "area"):
+        raise ValueError(f"interpolate: unsupported mode {mode!r}")
+    if mode in ("bicubic", "area") or antialias:
+        raise NotImplementedError(f"interpolate: mode={mode!r}{' with antialias' * antialias} "
+                                  "is not supported; nearest, nearest-exact, linear, bilinear "
+                                  "and trilinear are")
+    linear = _INTERPOLATE_MODES[mode]
+    if linear and spatial != linear:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
+                                  f"{linear + 2}D input")
+    if spatial < 1:
+        raise ValueError(f"interpolate: expected at least 3-D input (N, C, ...), got "
+                         f"{input.ndim}-D")
+    if not linear and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    sizes = input.shape[2:]
+    if size is not None:
+        out = _tuple(size, spatial, "size", "interpolate")
+        scales = [None] * spatial
+    else:
+        factors = (scale_factor,) * spatial if isinstance(scale_factor, (int, float)) \
+            else tuple(scale_factor)
+        if len(factors) != spatial:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial "
+                             f"dimensions, but got input with spatial dimensions of "
+                             f"{list(sizes)} and scale_factor of shape {list(factors)}.")
+        out = tuple(int(math.floor(n * f)) for n, f in zip(sizes, factors))
+        scales = [None if recompute_scale_factor else 1.0 / f for f in factors]
+    x = input
+    for axis, (n, m, scale) in enumerate(zip(sizes, out, scales)):
+        dim = axis + 2
+        if linear:
+            low, high, weight = _linear_sources(n, m, scale, bool(align_corners))
+            a = x.index_select(dim, as_tensor(low))
+            b = x.index_select(dim, as_tensor(high))
+            shape = [1] * x.ndim
+            shape[dim] = m
+            w = as_tensor(weight.astype(input.dtype)).reshape(*shape)
+            x = a + (b - a) * w
+        else:
+            x = x.index_select(dim, as_tensor(_nearest_sources(n, m, scale, mode)))
+    return x
+
+
+def _nearest_sources(n: int, m: int, scale: float | None, mode: str) -> np.ndarray:
+    ratio = scale if scale is not None else n / m
+    offset = 0.5 if mode == "nearest-exact" else 0.0
+    return np.minimum(np.floor((np.arange(m) + offset) * ratio).astype(np.int64), n - 1)
+
+
+def _linear_sources(n: int, m: int, scale: float | None,
+                    align_corners: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each output position's two source positions and the second one's weight."""
+    positions = np.arange(m, dtype=np.float64)
+    if align_corners:
+        source = positions * ((n - 1) / (m - 1) if m > 1 else 0.0)
+    else:
+        ratio = scale if scale is not None else n / m
+        source = np.maximum((positions + 0.5) * ratio - 0.5, 0.0)
+    low = np.minimum(np.floor(source).astype(np.int64), n - 1)
+    high = np.minimum(low + 1, n - 1)
+    return low, high, source - low
+
+
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """``interpolate`` (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)

@@ -1,0 +1,109 @@
+"""Resampling layers: ``PixelShuffle``/``PixelUnshuffle`` (sub-pixel convolution) and
+``Upsample`` (``torch.nn.modules.pixelshuffle``, ``.upsampling``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pargraph._tensor import Tensor
+from pargraph.nn import functional as F
+from pargraph.nn.module import Module
+
+
+class PixelShuffle(Module):
+    """``(*, C r^2, H, W)`` to ``(*, C, H r, W r)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.PixelShuffle(3)(pargraph.ones(1, 9, 4, 4)).shape
+    pargraph.Size([1, 1, 12, 12])
+    """
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``(*, C, H r, W r)`` to ``(*, C r^2, H, W)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.PixelUnshuffle(2)(pargraph.ones(1, 1, 4, 4)).shape
+    pargraph.Size([1, 4, 2, 2])
+    """
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class Upsample(Module):
+    """``F.interpolate`` as a layer: to ``size`` or by ``scale_factor``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Upsample(scale_factor=2, mode="bilinear")(pargraph.ones(1, 1, 3, 3)).shape
+    pargraph.Size([1, 1, 6, 6])
+    """
+
+    def __init__(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                 align_corners: bool | None = None,
+                 recompute_scale_factor: bool | None = None) -> None:
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) \
+            else scale_factor
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        given = f"scale_factor={self.scale_factor}" if self.scale_factor is not None \
+            else f"size={self.size}"
+        return f"{given}, mode='{self.mode}'"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour upsampling of ``(N, C, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.UpsamplingNearest2d(scale_factor=2)(pargraph.ones(1, 1, 2, 2)).shape
+    pargraph.Size([1, 1, 4, 4])
+    """
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling of ``(N, C, H, W)`` input, corners aligned (as PyTorch's).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.UpsamplingBilinear2d(size=(3, 5))(pargraph.ones(1, 1, 2, 2)).shape
+    pargraph.Size([1, 1, 3, 5])
+    """
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
