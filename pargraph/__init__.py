@@ -56,6 +56,7 @@ from pargraph.functions import (
     clip,
     compute,
     einsum,
+    expand_copy,
     get_default_dtype,
     hstack,
     is_tensor,
@@ -101,6 +102,17 @@ dtype = np.dtype
 
 globals().update(method_functions)  # pargraph.exp(x), pargraph.sum(x, dim), ...
 
+#: The ``nn.functional`` functions PyTorch also has as ``torch.<name>`` with the same leading
+#: arguments (not the losses, whose ``torch.*`` forms take an integer reduction, nor
+#: ``batch_norm``/``embedding``/``instance_norm``, whose argument orders differ there).
+FUNCTIONAL_AT_TOP = (
+    "adaptive_avg_pool1d", "avg_pool1d", "celu", "conv1d", "conv2d", "conv_transpose1d",
+    "conv_transpose2d", "cosine_similarity", "dropout", "group_norm", "hardshrink",
+    "layer_norm", "max_pool1d", "max_pool2d", "pairwise_distance", "pixel_shuffle",
+    "pixel_unshuffle", "prelu", "rms_norm", "rrelu", "selu", "threshold",
+)
+globals().update({name: getattr(nn.functional, name) for name in FUNCTIONAL_AT_TOP})
+
 __all__ = [
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
     "ClusterLostError", "trace", "Trace",
@@ -116,6 +128,6 @@ __all__ = [
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
     "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
-    "broadcast_shapes", "broadcast_tensors",
+    "broadcast_shapes", "broadcast_tensors", "expand_copy", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]

@@ -323,3 +323,15 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -
     probs = input.detach() if p is None else full_like(input, p)
     draws = rand(*probs.shape, dtype=probs.dtype, generator=generator)
     return (draws < probs).to(input.dtype)
+
+
+def expand_copy(input: Tensor, size: Sequence[int], *, implicit: bool = False) -> Tensor:
+    """``input.expand(size)`` as a new tensor (not a view).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.expand_copy(pargraph.tensor([1, 2]), (2, 2)).tolist()
+    [[1, 2], [1, 2]]
+    """
+    return as_tensor(input).expand(*size).clone()

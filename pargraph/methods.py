@@ -6,6 +6,7 @@ written with the class's own methods; every one is a ``pargraph.<name>`` functio
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -809,3 +810,294 @@ class EverydayMethods:
         raise AssertionError("Torch not compiled with CUDA enabled (pargraph computes on the "
                              "CPU; drop .cuda() or use .to(device) with a CPU device)")
 
+
+    # --- more elementwise functions (each also pargraph.<name>) ----------------------------
+
+    def _as_tensor(self, value: Any) -> Any:
+        """``value`` as a tensor: itself if it is one (its gradient flows), else a constant."""
+        return value if hasattr(value, "_node") else self._wrap(self._operand(value))
+
+    def hypot(self, other: Any) -> Any:
+        """sqrt(self^2 + other^2), without overflow.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([3.0]).hypot(pargraph.tensor([4.0])).tolist()
+        [5.0]
+        """
+        return self._binary_op(ops.hypot, other)
+
+    def logaddexp(self, other: Any) -> Any:
+        """log(exp(self) + exp(other)), without overflow.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([0.0]).logaddexp(pargraph.tensor([0.0])).item(), 4)
+        0.6931
+        """
+        return self._binary_op(ops.logaddexp, other)
+
+    def logaddexp2(self, other: Any) -> Any:
+        """log2(2^self + 2^other).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0]).logaddexp2(pargraph.tensor([1.0])).tolist()
+        [2.0]
+        """
+        ln2 = math.log(2.0)
+        return (self * ln2).logaddexp(self._as_tensor(other) * ln2) / ln2
+
+    def fmod(self, other: Any) -> Any:
+        """The remainder with the sign of the dividend (C's ``fmod``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-3.0, 3.0]).fmod(2).tolist()
+        [-1.0, 1.0]
+        """
+        return self._binary_op(ops.fmod, other)
+
+    def copysign(self, other: Any) -> Any:
+        """|self| with the sign of ``other`` (a float result).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([2.0, -3.0]).copysign(-1.0).tolist()
+        [-2.0, -3.0]
+        """
+        return self._binary_op(ops.copysign, other)
+
+    def xlogy(self, other: Any) -> Any:
+        """self * log(other), and 0 where self is 0.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 2.0]).xlogy(pargraph.tensor([0.0, 1.0])).tolist()
+        [0.0, 0.0]
+        """
+        return self._binary_op(ops.xlogy, other)
+
+    def deg2rad(self) -> Any:
+        """Degrees to radians.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([180.0]).deg2rad().item(), 4)
+        3.1416
+        """
+        return self * (math.pi / 180.0)
+
+    def rad2deg(self) -> Any:
+        """Radians to degrees.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([3.14159265]).rad2deg().item(), 3)
+        180.0
+        """
+        return self * (180.0 / math.pi)
+
+    def frac(self) -> Any:
+        """The fractional part, with the sign of the input (``self - trunc(self)``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.5, -2.25]).frac().tolist()
+        [0.5, -0.25]
+        """
+        return self - self.trunc()
+
+    def logit(self, eps: float | None = None) -> Any:
+        """log(p / (1 - p)); with ``eps``, p clamped to [eps, 1 - eps] first.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.5]).logit().tolist()
+        [0.0]
+        """
+        p = self if eps is None else self.clamp(eps, 1 - eps)
+        return (p / (1 - p)).log()
+
+    def float_power(self, exponent: Any) -> Any:
+        """The power in float64 (as PyTorch computes it).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([2]).float_power(3)
+        tensor([8.], dtype=pargraph.float64)
+        """
+        base = self.double()
+        if hasattr(exponent, "_node"):
+            exponent = exponent.double()
+        return base ** exponent
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None) -> Any:
+        """NaN, +inf and -inf replaced (by 0, the dtype's largest and its smallest finite).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([float("nan"), 1.0]).nan_to_num().tolist()
+        [0.0, 1.0]
+        """
+        if self.dtype.kind != "f":
+            return self.clone()
+        info = np.finfo(self.dtype)
+        high = float(info.max) if posinf is None else posinf
+        low = float(info.min) if neginf is None else neginf
+        out = self.masked_fill(self.isnan(), nan)
+        out = out.masked_fill(self == float("inf"), high)
+        return out.masked_fill(self == float("-inf"), low)
+
+    def signbit(self) -> Any:
+        """Whether the sign bit is set (-0.0 included).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-0.0, 0.0, -2.0]).signbit().tolist()
+        [True, False, True]
+        """
+        if self.dtype.kind != "f":
+            return self < 0
+        x = self.detach()
+        return (x * 0 + 1).copysign(x) < 0
+
+    def heaviside(self, values: Any) -> Any:
+        """0 where negative, 1 where positive, ``values`` where zero (no derivative: a
+        backward pass through it raises, as PyTorch's).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-1.0, 0.0, 2.0]).heaviside(pargraph.tensor(0.5)).tolist()
+        [0.0, 0.5, 1.0]
+        """
+        return self._binary_op(ops.heaviside, values)
+
+    def cumprod(self, dim: int, dtype: Any = None) -> Any:
+        """Cumulative products along ``dim`` (exact gradients with zeros in the input).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 2.0, 3.0]).cumprod(0).tolist()
+        [1.0, 2.0, 6.0]
+        """
+        x = self if dtype is None else self.to(dtype)
+        return self._wrap(ops.cumprod(x._node, dim=ops.normalize_dim(dim, max(x.ndim, 1))))
+
+    # --- PyTorch's other names for the same functions --------------------------------------
+
+    def absolute(self) -> Any:
+        """``abs``."""
+        return self.abs()
+
+    def arcsin(self) -> Any:
+        """``asin``."""
+        return self.asin()
+
+    def arccos(self) -> Any:
+        """``acos``."""
+        return self.acos()
+
+    def arctan(self) -> Any:
+        """``atan``."""
+        return self.atan()
+
+    def arcsinh(self) -> Any:
+        """``asinh``."""
+        return self.asinh()
+
+    def arccosh(self) -> Any:
+        """``acosh``."""
+        return self.acosh()
+
+    def arctanh(self) -> Any:
+        """``atanh``."""
+        return self.atanh()
+
+    def arctan2(self, other: Any) -> Any:
+        """``atan2``."""
+        return self.atan2(other)
+
+    def multiply(self, other: Any) -> Any:
+        """``mul``."""
+        return self.mul(other)
+
+    def divide(self, other: Any, *, rounding_mode: str | None = None) -> Any:
+        """``div``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
+        if rounding_mode is None:
+            return self.div(other)
+        if rounding_mode == "floor":
+            return self // other
+        if rounding_mode == "trunc":
+            return self.div(other).trunc().to(self.dtype) if self.dtype.kind != "f" \
+                else self.div(other).trunc()
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                           f"'floor' but found '{rounding_mode}'")
+
+    def true_divide(self, other: Any) -> Any:
+        """``div`` without rounding."""
+        return self.div(other)
+
+    def subtract(self, other: Any, *, alpha: Any = 1) -> Any:
+        """``sub`` (of ``alpha`` times ``other``)."""
+        return self.sub(other if alpha == 1 else self._as_tensor(other) * alpha)
+
+    def negative(self) -> Any:
+        """``neg``."""
+        return self.neg()
+
+    def positive(self) -> Any:
+        """The tensor itself (``+x``)."""
+        return self
+
+    def greater(self, other: Any) -> Any:
+        """``gt``."""
+        return self.gt(other)
+
+    def greater_equal(self, other: Any) -> Any:
+        """``ge``."""
+        return self.ge(other)
+
+    def less(self, other: Any) -> Any:
+        """``lt``."""
+        return self.lt(other)
+
+    def less_equal(self, other: Any) -> Any:
+        """``le``."""
+        return self.le(other)
+
+    def not_equal(self, other: Any) -> Any:
+        """``ne``."""
+        return self.ne(other)
+
+    def fix(self) -> Any:
+        """``trunc``."""
+        return self.trunc()
+
+    def swapaxes(self, axis0: int, axis1: int) -> Any:
+        """``transpose``."""
+        return self.transpose(axis0, axis1)
+
+    def swapdims(self, dim0: int, dim1: int) -> Any:
+        """``transpose``."""
+        return self.transpose(dim0, dim1)
+
+    def ravel(self) -> Any:
+        """The elements as one dimension (``reshape(-1)``)."""
+        return self.reshape(-1)

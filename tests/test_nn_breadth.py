@@ -249,3 +249,38 @@ def test_resampling_and_norm_errors_are_pytorchs():
                                                            align_corners=True),
                  lambda lib: lib.nn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")):
         assert error_of(pargraph, call) == error_of(torch, call) is not None
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_the_transformer_is_pytorchs(norm_first, batch_first):
+    """nn.Transformer with PyTorch's weights (state_dict keys match), causal and padding
+    masks: equal outputs and gradients in float64 (eval mode: no dropout)."""
+    torch.manual_seed(0)
+    options = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
+                   dim_feedforward=16, batch_first=batch_first, norm_first=norm_first)
+    theirs = torch.nn.Transformer(**options).double().eval()
+    ours = pargraph.nn.Transformer(**options).double().eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    src, tgt = RNG.standard_normal((5, 3, 8)), RNG.standard_normal((4, 3, 8))
+    if batch_first:
+        src, tgt = src.transpose(1, 0, 2).copy(), tgt.transpose(1, 0, 2).copy()
+    padding = np.zeros((3, 5), bool)
+    padding[1, 3:] = True
+    results = []
+    for lib, model in ((pargraph, ours), (torch, theirs)):
+        s, t = lib.tensor(src, requires_grad=True), lib.tensor(tgt, requires_grad=True)
+        mask = model.generate_square_subsequent_mask(4, dtype=lib.float64)
+        out = model(s, t, tgt_mask=mask, src_key_padding_mask=lib.tensor(padding),
+                    memory_key_padding_mask=lib.tensor(padding))
+        (out * lib.tensor(np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape)))).sum() \
+            .backward()
+        results.append((out.detach().numpy(), s.grad.numpy(), t.grad.numpy(),
+                        [p.grad.numpy() for p in model.parameters()]))
+    for a, b in zip(results[0][:3], results[1][:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    for a, b in zip(results[0][3], results[1][3]):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
+    with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
+        ours(pargraph.zeros(5, 3, 8), pargraph.zeros(4, 2, 8))

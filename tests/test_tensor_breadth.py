@@ -30,6 +30,31 @@ CASES = [
     ("tile", [V], {"dims": (2, 2)}, True), ("repeat_interleave", [V], {"repeats": 2}, True),
     ("addmm", [A[:, :3], A, B.T], {"beta": 0.5, "alpha": 2.0}, True),
     ("broadcast_to", [V], {"size": (2, 3)}, True),
+    ("asin", [A * 0.4], {}, True), ("acos", [A * 0.4], {}, True), ("atan", [A], {}, True),
+    ("asinh", [A], {}, True), ("acosh", [P + 1], {}, True), ("atanh", [A * 0.4], {}, True),
+    ("arcsin", [A * 0.4], {}, True), ("arccos", [A * 0.4], {}, True),
+    ("arctan", [A], {}, True), ("arcsinh", [A], {}, True), ("arccosh", [P + 1], {}, True),
+    ("arctanh", [A * 0.4], {}, True), ("arctan2", [A, B], {}, True),
+    ("expm1", [A], {}, True), ("exp2", [A], {}, True), ("erfc", [A], {}, True),
+    ("erfinv", [A * 0.4], {}, True), ("reciprocal", [B], {}, True), ("sinc", [A], {}, True),
+    ("hypot", [A, B], {}, True), ("logaddexp", [A, B], {}, True),
+    ("logaddexp2", [A, B], {}, True), ("fmod", [A * 3, B], {}, True),
+    ("copysign", [A, B], {}, True), ("xlogy", [A, P], {}, True),
+    ("deg2rad", [A], {}, True), ("rad2deg", [A], {}, True), ("frac", [A * 3], {}, True),
+    ("logit", [P / 4], {}, True), ("logit", [P / 4], {"eps": 0.3}, True),
+    ("float_power", [P], {"exponent": 2.5}, True),
+    ("cumprod", [A], {"dim": 1}, True), ("absolute", [B], {}, True),
+    ("multiply", [A, B], {}, True), ("divide", [A, B], {}, True),
+    ("divide", [A * 5, B], {"rounding_mode": "trunc"}, True),
+    ("true_divide", [A, B], {}, True), ("subtract", [A, B], {"alpha": 2.0}, True),
+    ("negative", [A], {}, True), ("positive", [A], {}, True), ("fix", [A * 3], {}, True),
+    ("swapaxes", [A], {"axis0": 0, "axis1": 1}, True),
+    ("swapdims", [A], {"dim0": 1, "dim1": 0}, True), ("ravel", [A], {}, True),
+    ("greater", [A, B], {}, True), ("greater_equal", [A, B], {}, True),
+    ("less", [A, B], {}, True), ("less_equal", [A, B], {}, True),
+    ("not_equal", [A, B], {}, True), ("signbit", [A], {}, True),
+    ("heaviside", [A * np.array([1.0, 0.0, 1.0, 0.0]), B], {}, True),
+    ("nan_to_num", [np.array([np.nan, np.inf, -np.inf, 1.5])], {"posinf": 9.0}, True),
 ]
 
 
@@ -48,10 +73,10 @@ def test_methods_and_functions_equal_pytorch(name, arrays, keywords, _, function
     theirs = _call(torch, name, theirs_in, keywords, function)
     assert tuple(ours.shape) == tuple(theirs.shape)
     np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
-    if name == "floor_divide":  # no derivative in PyTorch: backward raises, here too
-        with pytest.raises(RuntimeError, match="derivative for .*floor_divide is not"):
+    if name in ("floor_divide", "heaviside"):  # no derivative in PyTorch: backward raises
+        with pytest.raises(RuntimeError, match=f"derivative for .*{name}.* is not"):
             theirs.sum().backward()
-        with pytest.raises(RuntimeError, match="derivative for floor_divide is not"):
+        with pytest.raises(RuntimeError, match=f"derivative for .*{name}.* is not"):
             ours.sum().backward()
             pargraph.compute()
     elif theirs.requires_grad:
@@ -221,3 +246,17 @@ def test_a_summary_shows_the_edges():
     assert "..." not in repr(pargraph.arange(10.0))
     with pytest.raises(ValueError, match="profile"):
         pargraph.set_printoptions(profile="long")
+
+
+def test_functional_forms_pytorch_has_at_top_level_are_there_too():
+    x = RNG.standard_normal((2, 4, 6))
+    for name in pargraph.FUNCTIONAL_AT_TOP:
+        assert getattr(pargraph, name) is getattr(pargraph.nn.functional, name)
+        assert hasattr(torch, name)
+    w = RNG.standard_normal((3, 4, 2))
+    np.testing.assert_allclose(pargraph.conv1d(pargraph.tensor(x), pargraph.tensor(w)).numpy(),
+                               torch.conv1d(torch.tensor(x), torch.tensor(w)).numpy())
+    np.testing.assert_allclose(pargraph.group_norm(pargraph.tensor(x), 2).numpy(),
+                               torch.group_norm(torch.tensor(x), 2).numpy(), rtol=1e-10)
+    np.testing.assert_allclose(pargraph.rrelu(pargraph.tensor(x), 0.1, 0.3).numpy(),
+                               torch.rrelu(torch.tensor(x), 0.1, 0.3).numpy(), rtol=1e-12)

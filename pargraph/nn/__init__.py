@@ -23,6 +23,9 @@ from pargraph.nn.activation import (
 )
 from pargraph.nn.attention import (
     MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
     TransformerEncoder,
     TransformerEncoderLayer,
 )
@@ -133,5 +136,6 @@ __all__ = [
     "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "Unflatten",
     "ZeroPad1d", "ZeroPad2d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm",
     "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "PixelShuffle", "PixelUnshuffle", "Upsample",
-    "UpsamplingBilinear2d", "UpsamplingNearest2d",
+    "UpsamplingBilinear2d", "UpsamplingNearest2d", "Transformer", "TransformerDecoder",
+    "TransformerDecoderLayer",
 ]

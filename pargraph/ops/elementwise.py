@@ -539,6 +539,187 @@ logical_or = primitive("logical_or", _logical_shape)(np.logical_or)
 logical_xor = primitive("logical_xor", _logical_shape)(np.logical_xor)
 
 
+# --- inverse trigonometric and hyperbolic functions, and other unary ones -----------------
+
+@primitive("asin", _same_float, method=True)
+def asin(x):
+    return np.arcsin(x)
+
+
+asin.defvjp(lambda g, out, x: div(g, sqrt(sub(1.0, mul(x, x)))))
+
+
+@primitive("acos", _same_float, method=True)
+def acos(x):
+    return np.arccos(x)
+
+
+acos.defvjp(lambda g, out, x: neg(div(g, sqrt(sub(1.0, mul(x, x))))))
+
+
+@primitive("atan", _same_float, method=True)
+def atan(x):
+    return np.arctan(x)
+
+
+atan.defvjp(lambda g, out, x: div(g, add(mul(x, x), 1.0)))
+
+
+@primitive("asinh", _same_float, method=True)
+def asinh(x):
+    return np.arcsinh(x)
+
+
+asinh.defvjp(lambda g, out, x: div(g, sqrt(add(mul(x, x), 1.0))))
+
+
+@primitive("acosh", _same_float, method=True)
+def acosh(x):
+    return np.arccosh(x)
+
+
+acosh.defvjp(lambda g, out, x: div(g, sqrt(sub(mul(x, x), 1.0))))
+
+
+@primitive("atanh", _same_float, method=True)
+def atanh(x):
+    return np.arctanh(x)
+
+
+atanh.defvjp(lambda g, out, x: div(g, sub(1.0, mul(x, x))))
+
+
+@primitive("expm1", _same_float, method=True)
+def expm1(x):
+    return np.expm1(x)
+
+
+expm1.defvjp(lambda g, out, x: mul(g, add(out, 1.0)))
+
+
+@primitive("exp2", _same_float, method=True)
+def exp2(x):
+    return np.exp2(x)
+
+
+exp2.defvjp(lambda g, out, x: mul(g, mul(out, math.log(2.0))))
+
+
+@primitive("erfc", _same_float, method=True)
+def erfc(x):
+    from scipy import special
+
+    return special.erfc(x)
+
+
+erfc.defvjp(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), -2 / math.sqrt(math.pi))))
+
+
+@primitive("erfinv", _same_float, method=True)
+def erfinv(x):
+    from scipy import special
+
+    return special.erfinv(x)
+
+
+erfinv.defvjp(lambda g, out, x: mul(g, mul(exp(mul(out, out)), math.sqrt(math.pi) / 2)))
+
+
+@primitive("reciprocal", _same_float, method=True)
+def reciprocal(x):
+    with np.errstate(divide="ignore"):
+        return np.reciprocal(x.astype(np.result_type(x, np.float32), copy=False))
+
+
+reciprocal.defvjp(lambda g, out, x: neg(mul(g, mul(out, out))))
+
+
+@primitive("sinc", _same_float, method=True)
+def sinc(x):
+    return np.sinc(x)  # the normalized sinc, sin(pi x) / (pi x), as PyTorch's
+
+
+def _sinc_vjp(g, out, x):
+    """(cos(pi x) - sinc(x)) / x, and 0 at x = 0."""
+    pix = mul(x, math.pi)
+    zero = eq(x, 0.0)
+    slope = div(sub(cos(pix), out), where(zero, 1.0, x))
+    return mul(g, where(zero, 0.0, slope))
+
+
+sinc.defvjp(_sinc_vjp)
+
+
+# --- binary ones ------------------------------------------------------------------------
+
+@primitive("hypot", _elementwise_float)
+def hypot(x, y):
+    return np.hypot(x, y)
+
+
+hypot.defvjp(lambda g, out, x, y: unbroadcast(mul(g, div(x, out)), shape_of(x)),
+             lambda g, out, x, y: unbroadcast(mul(g, div(y, out)), shape_of(y)))
+
+
+@primitive("logaddexp", _elementwise_float)
+def logaddexp(x, y):
+    return np.logaddexp(x, y)
+
+
+logaddexp.defvjp(lambda g, out, x, y: unbroadcast(mul(g, exp(sub(x, out))), shape_of(x)),
+                 lambda g, out, x, y: unbroadcast(mul(g, exp(sub(y, out))), shape_of(y)))
+
+
+@primitive("fmod", _elementwise)
+def fmod(x, y):
+    """The C remainder (the sign of the dividend), as ``torch.fmod``."""
+    return np.fmod(x, y)
+
+
+fmod.defvjp(lambda g, out, x, y: unbroadcast(g, shape_of(x)),
+            lambda g, out, x, y: unbroadcast(mul(neg(g), trunc(div(x, y))), shape_of(y)))
+
+
+@primitive("copysign", _elementwise_float)
+def copysign(x, y):
+    return np.copysign(x, y)
+
+
+def _copysign_vjp(g, out, x, y):
+    """out / x: the sign the result took (0 where x is 0, as PyTorch's)."""
+    zero = eq(x, 0.0)
+    return unbroadcast(mul(g, where(zero, 0.0, div(out, where(zero, 1.0, x)))), shape_of(x))
+
+
+copysign.defvjp(_copysign_vjp, lambda g, out, x, y: unbroadcast(mul(g, 0.0), shape_of(y)))
+
+
+@primitive("xlogy", _elementwise_float)
+def xlogy(x, y):
+    """x log y, and 0 where x is 0 (unless y is NaN), as ``torch.xlogy``."""
+    from scipy import special
+
+    return special.xlogy(x, y)
+
+
+xlogy.defvjp(
+    lambda g, out, x, y: unbroadcast(mul(g, where(eq(x, 0.0), 0.0, log(y))), shape_of(x)),
+    lambda g, out, x, y: unbroadcast(mul(g, div(x, y)), shape_of(y)),
+)
+
+
+@primitive("heaviside", _elementwise)
+def heaviside(x, values):
+    return np.heaviside(x, values).astype(np.result_type(x, values), copy=False)
+
+
+def _no_heaviside_derivative(*args, **attrs):
+    raise RuntimeError("the derivative for 'heaviside' is not implemented.")  # as PyTorch
+
+
+heaviside.defvjp(_no_heaviside_derivative, _no_heaviside_derivative)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
 from pargraph.ops.shapes import unbroadcast  # noqa: E402

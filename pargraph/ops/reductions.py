@@ -45,6 +45,44 @@ def cumsum(x, dim, reverse=False):
 cumsum.defvjp(lambda g, out, x, dim, reverse=False: cumsum(g, dim=dim, reverse=not reverse))
 
 
+@primitive("cumprod", lambda x, dim: _cumsum_shape(x, dim), grad_name="CumprodBackward0")
+def cumprod(x, dim):
+    """Running products along ``dim`` (integers and booleans as int64, as PyTorch's)."""
+    if x.dtype == HALF:
+        return np.cumprod(x.astype(np.float32), axis=dim).astype(HALF)
+    return np.cumprod(x, axis=dim, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+
+
+@primitive("cumprod_grad", lambda g, x, out, dim: (x.shape, g.dtype))
+def cumprod_grad(g, x, out, dim):
+    """The exact gradient of :func:`cumprod`, zeros included: ``sum_{j>=i} g_j prod_{k<=j,
+    k!=i} x_k``. Without a zero, the reversed running sum of ``g * out`` over ``x``; after
+    a row's first zero, nothing; at it, the products that skip it."""
+    g, x, out = (np.moveaxis(a, dim, -1) for a in (g, x, out))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.flip(np.cumsum(np.flip(g * out, -1), -1), -1)
+        grad = tail / x
+    zero = x == 0
+    for row in map(tuple, np.argwhere(zero.any(-1))):
+        xs, gs, outs = x[row], g[row], out[row]
+        z = int(np.argmax(xs == 0))
+        result = np.zeros_like(xs)
+        result[:z] = np.flip(np.cumsum(np.flip((gs * outs)[:z]))) / xs[:z]
+        before = outs[z - 1] if z else 1.0
+        after = np.concatenate([[1.0], np.cumprod(xs[z + 1:])])
+        result[z] = np.sum(gs[z:] * before * after)
+        grad[row] = result
+    return np.moveaxis(grad, -1, dim)
+
+
+def _no_second_cumprod_derivative(*args, **attrs):
+    raise RuntimeError("the derivative of cumprod's gradient is not implemented")
+
+
+cumprod.defvjp(lambda g, out, x, dim: cumprod_grad(g, x, out, dim=dim))
+cumprod_grad.defvjp(*[_no_second_cumprod_derivative] * 3)
+
+
 def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
     """Reinsert reduced dimensions as size 1 so that ``g`` broadcasts against the input."""
     if keepdim or not dims:
