@@ -298,14 +298,18 @@ class _Groups:
             bins = max(1, min(len(small), max(int(sum(totals[g] for g in small) / grain),
                                               wanted)))
             heads = small[:bins]
+            # When each can start; a bundle, when its last member can (one depth: the groups
+            # do not read each other).
+            start = {g: self.ready(g) for g in small}
             for g in small[bins:]:  # the lightest bin that can take it gets the next group
                 for head in sorted(heads, key=totals.__getitem__):
                     # A bundle starts when all its members' inputs are there: members ready
                     # at different times would hold back the earlier ones.
-                    if self.can_merge(g, head) and max(
-                            self.holds_back(g, head, totals[g]),
-                            self.holds_back(head, g, totals[head])) <= patience:
+                    held = max(_held_back(start[head] - start[g], totals[g]),
+                               _held_back(start[g] - start[head], totals[head]))
+                    if held <= patience and self.can_merge(g, head):
                         absorb(g, head)
+                        start[head] = max(start[head], start[g])
                         break
             if bins > 1:
                 bundles.update(heads)
@@ -594,11 +598,15 @@ def _linear_clusters(computed: Sequence[Node], work: list[float], patience: floa
     readers = [0] * len(computed)
     late_reader = [False] * len(computed)  # read by a node whose other inputs come later
     for k, (node, inputs) in enumerate(zip(computed, inputs_of)):
+        # The latest input, and the latest but that one: what each input's others reach.
+        first = max(inputs, key=finish.__getitem__, default=None)
+        second = max((finish[j] for j in inputs if j != first), default=0.0)
         for i in inputs:
             if computed[i].phase == node.phase:
                 readers[i] += 1
             read_by[i].append(k)
-            if max((finish[j] for j in inputs if j != i), default=0.0) - finish[i] > patience:
+            others = second if i == first else finish[first]
+            if others - finish[i] > patience:
                 late_reader[i] = True
     copied = groups.copied = [free[k] and len(read_by[k]) > 1 for k in range(len(computed))]
     groups.copied_readers = {k: read_by[k] for k in range(len(computed)) if copied[k]}

@@ -232,7 +232,12 @@ class _Workers:
     def alive(self) -> bool:
         return all(process.is_alive() for process in self.processes)
 
-    def close(self) -> None:
+    def close(self, at_once: bool = False) -> None:
+        """End the workers: asked to stop, or (``at_once``: one hangs or died) terminated."""
+        if at_once:
+            for process in self.processes:
+                if process.is_alive():
+                    process.terminate()
         self._finalizer()
 
     def _get(self) -> tuple:
@@ -246,12 +251,12 @@ class _Workers:
                 waited += wait
                 dead = [p.pid for p in self.processes if not p.is_alive()]
                 if dead:
-                    self.close()
+                    self.close(at_once=True)
                     raise RuntimeError(f"DataLoader worker (pid(s) "
                                        f"{', '.join(map(str, dead))}) exited unexpectedly"
                                        ) from None
                 if limit and waited >= limit:
-                    self.close()
+                    self.close(at_once=True)
                     raise RuntimeError(f"DataLoader timed out after {limit} seconds") from None
 
     def epoch(self, jobs: Iterator[Any]) -> Iterator[Any]:
