@@ -6,9 +6,22 @@ forward and backward together, independent branches at the same time.
 
 import numpy as np
 
-from pargraph import accelerator, autograd, cuda, library, linalg, nn, optim, utils
+from pargraph import (
+    accelerator,
+    amp,
+    autograd,
+    backends,
+    cuda,
+    library,
+    linalg,
+    nn,
+    onnx,
+    optim,
+    utils,
+)
 from pargraph._tensor import Size, Tensor, float16, float32, float64, int32, int64
 from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from pargraph.amp import autocast
 from pargraph.autograd import (
     enable_grad,
     inference_mode,
@@ -128,6 +141,7 @@ __all__ = [
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
     "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
-    "broadcast_shapes", "broadcast_tensors", "expand_copy", *FUNCTIONAL_AT_TOP,
+    "broadcast_shapes", "broadcast_tensors", "expand_copy", "amp", "autocast", "backends",
+    "onnx", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]

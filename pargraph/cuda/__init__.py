@@ -1,4 +1,7 @@
-"""``pargraph.cuda``: pargraph is a CPU library; programs that ask get a clear "no"."""
+"""``pargraph.cuda``: pargraph is a CPU library; programs that ask get a clear "no"
+(``pargraph.cuda.amp`` is :mod:`pargraph.amp`'s other path)."""
+
+from pargraph.cuda import amp  # noqa: F401
 
 
 def is_available() -> bool:

@@ -1,0 +1,7 @@
+"""``torch.nn.modules.batchnorm``: the same layers, from pargraph."""
+
+from pargraph.nn import (  # noqa: F401
+    BatchNorm1d,
+    BatchNorm2d,
+)
+from pargraph.nn.normalization import _BatchNorm  # noqa: F401

@@ -1,0 +1,9 @@
+"""``torch.nn.modules.dropout``: the same layers, from pargraph."""
+
+from pargraph.nn import (  # noqa: F401
+    Dropout,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+)
+from pargraph.nn.containers import _DropoutNd  # noqa: F401

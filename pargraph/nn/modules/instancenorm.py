@@ -1,0 +1,7 @@
+"""``torch.nn.modules.instancenorm``: the same layers, from pargraph."""
+
+from pargraph.nn import (  # noqa: F401
+    InstanceNorm1d,
+    InstanceNorm2d,
+)
+from pargraph.nn.normalization import _InstanceNorm  # noqa: F401

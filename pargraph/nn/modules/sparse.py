@@ -1,0 +1,5 @@
+"""``torch.nn.modules.sparse``: the same layers, from pargraph."""
+
+from pargraph.nn import (  # noqa: F401
+    Embedding,
+)
