@@ -5,6 +5,7 @@ coverage test that fails when a registered primitive appears in no row's forward
 graph, so a new op cannot land without a test.
 """
 
+import dask
 import numpy as np
 import pytest
 
@@ -12,11 +13,20 @@ import pargraph
 from pargraph import ops
 from pargraph.autograd.backward_graph import history_region
 from pargraph.graph import toposort
+from tests.conftest import THROUGH_THE_SCHEDULER
 from tests.op_table import CASES, tensors_of
 
 
+@pytest.fixture(params=["sync", "threads"])
+def local_scheduler(request):
+    """The per-op tests run on the local schedulers; every op on the cluster is one test
+    (below), one run for all of them instead of one per op and test."""
+    with dask.config.set(scheduler=request.param, **THROUGH_THE_SCHEDULER):
+        yield request.param
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_forward_matches_numpy(case, scheduler):
+def test_forward_matches_numpy(case, local_scheduler):
     out = case.fn(*tensors_of(case, requires_grad=False))
     expected = np.asarray(case.ref(*case.inputs))
     assert out.shape == expected.shape
@@ -26,9 +36,34 @@ def test_forward_matches_numpy(case, scheduler):
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.differentiable], ids=lambda c: c.name)
-def test_gradients_match_finite_differences(case, scheduler):
+def test_gradients_match_finite_differences(case, local_scheduler):
     inputs = tensors_of(case, requires_grad=True)
     assert pargraph.autograd.gradcheck(case.fn, inputs, eps=case.eps, atol=case.atol)
+
+
+def test_every_op_and_its_gradient_compute_the_same_on_the_cluster(local_client):
+    """All the table's forward values and gradients (weighted by fixed numbers), computed in
+    one run on an in-process cluster, equal those computed by the sync scheduler."""
+    results = {}
+    for name, settings in (("sync", {"scheduler": "sync"}),
+                           ("cluster", {"scheduler": local_client})):
+        values = []
+        with dask.config.set(**settings, **THROUGH_THE_SCHEDULER):
+            for case in CASES:
+                inputs = tensors_of(case, requires_grad=case.differentiable)
+                out = case.fn(*inputs)
+                values.append(out.detach())
+                if case.differentiable and out.requires_grad:
+                    weights = pargraph.tensor(np.linspace(0.5, 1.5, out.numel())
+                                              .reshape(tuple(out.shape)))
+                    grads = pargraph.autograd.grad((out * weights).sum(),
+                                                   [x for x in inputs if x.requires_grad],
+                                                   allow_unused=True)
+                    values += [g for g in grads if g is not None]
+            results[name] = [v.numpy() for v in pargraph.compute(*values)]
+    assert len(results["sync"]) == len(results["cluster"]) > len(CASES)
+    for a, b in zip(results["sync"], results["cluster"]):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.differentiable], ids=lambda c: c.name)

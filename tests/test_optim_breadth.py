@@ -60,3 +60,70 @@ def test_bad_hyperparameters_raise():
         pargraph.optim.NAdam(w, betas=(0.9, 1.0))
     with pytest.raises(ValueError, match="Invalid eta values"):
         pargraph.optim.Rprop(w, etas=(1.5, 1.2))
+
+
+# --- LBFGS ----------------------------------------------------------------------------------
+
+LBFGS_A = np.random.default_rng(7).standard_normal((20, 5))
+LBFGS_B = np.random.default_rng(8).standard_normal(20)
+
+
+def _lbfgs_run(lib, line_search, steps=4, fail_at=None):
+    w = lib.tensor(np.zeros(5), requires_grad=True)
+    v = lib.tensor(np.full(3, 0.5), requires_grad=True)
+    opt = lib.optim.LBFGS([w, v], lr=0.8, max_iter=7, history_size=4,
+                          line_search_fn=line_search)
+    a, b, calls = lib.tensor(LBFGS_A), lib.tensor(LBFGS_B), []
+
+    def closure():
+        calls.append(1)
+        if fail_at is not None and len(calls) == fail_at:
+            raise ValueError("the data ran out")
+        opt.zero_grad()
+        loss = ((a @ w - b) ** 2).mean() + (v ** 4).sum() + (w.sin() * v.sum()).sum()
+        loss.backward()
+        return loss
+
+    losses = [opt.step(closure).item() for _ in range(steps)]
+    return losses, w, v, opt, closure
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_takes_pytorchs_steps(line_search):
+    ours = _lbfgs_run(pargraph, line_search)
+    theirs = _lbfgs_run(torch, line_search)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
+    for a, b in zip(ours[1:3], theirs[1:3]):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12,
+                                   atol=1e-14)
+    assert ours[3].state_dict()["state"][0]["func_evals"] == \
+        theirs[3].state_dict()["state"][0]["func_evals"]
+    # The saved state continues the same way.
+    again = pargraph.optim.LBFGS([ours[1], ours[2]], lr=0.8, max_iter=7, history_size=4,
+                                 line_search_fn=line_search)
+    again.load_state_dict(ours[3].state_dict())
+    assert again.step(ours[4]).item() == pytest.approx(theirs[3].step(theirs[4]).item(),
+                                                      rel=1e-12)
+
+
+def test_a_failed_lbfgs_step_leaves_everything_as_it_was():
+    _, w, v, opt, closure = _lbfgs_run(pargraph, "strong_wolfe", steps=1)
+    before = (w.detach().numpy().copy(), v.detach().numpy().copy(),
+              opt.state_dict()["state"][0]["n_iter"])
+    failing = {"calls": 0}
+
+    def breaks_midway():
+        failing["calls"] += 1
+        if failing["calls"] == 4:
+            raise ValueError("the data ran out")
+        return closure()
+
+    with pytest.raises(ValueError, match="ran out"):
+        opt.step(breaks_midway)
+    np.testing.assert_array_equal(w.detach().numpy(), before[0])
+    np.testing.assert_array_equal(v.detach().numpy(), before[1])
+    assert opt.state_dict()["state"][0]["n_iter"] == before[2]
+    with pytest.raises(RuntimeError, match="requires a closure"):
+        opt.step()
+    with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
+        pargraph.optim.LBFGS([w], line_search_fn="armijo")
