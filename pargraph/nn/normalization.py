@@ -51,13 +51,7 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
     tensor([[-1.0000,  1.0000]])
     """
     input = as_tensor(input)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape or \
-            input.ndim < len(shape):
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, shape))}], but got input of size"
-                           f"{list(input.shape)}")
-    dims = tuple(range(-len(shape), 0))
+    dims = _trailing_dims(input, normalized_shape)
     half = input.dtype == ops.HALF  # computed in float32 and rounded once, as PyTorch does
     x = input.float() if half else input
     centered = x - x.mean(dims, keepdim=True)
@@ -69,6 +63,18 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
     if half:
         out = out.half()
     return apply(ops.shown_as, out, "NativeLayerNormBackward0")
+
+
+def _trailing_dims(input: Tensor, normalized_shape: Any) -> tuple[int, ...]:
+    """The trailing dimensions ``normalized_shape`` names (negative), checked as PyTorch's
+    ``layer_norm`` and ``rms_norm`` check them."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or input.ndim < len(shape) or \
+            tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size"
+                           f"{list(input.shape)}")
+    return tuple(range(-len(shape), 0))
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -200,13 +206,8 @@ def rms_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | No
     tensor([[0.8485, 1.1314]])
     """
     input = as_tensor(input)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, shape))}], but got input of size"
-                           f"{list(input.shape)}")
+    dims = _trailing_dims(input, normalized_shape)
     eps = float(np.finfo(input.dtype).eps) if eps is None else eps
-    dims = tuple(range(-len(shape), 0))
     out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
     return out * weight if weight is not None else out
 
