@@ -509,10 +509,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __rxor__(self, other): return _binary(ops.bitwise_xor, other, self)
     def __invert__(self): return _wrap(ops.bitwise_not(self._node))
 
-    add = __add__
-    sub = __sub__
     mul = __mul__
-    div = __truediv__
     pow = __pow__
     matmul = __matmul__
     neg = __neg__
@@ -525,6 +522,52 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             ints = any(isinstance(item, (int, np.integer)) for item in spec)
             out = ops.shown_as(out, "SelectBackward0" if ints else "SliceBackward0")
         return _wrap(out)
+
+    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self + alpha * other``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0]).add(pargraph.tensor([2.0]), alpha=3).tolist()
+        [7.0]
+        """
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self - alpha * other``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([7.0]).sub(pargraph.tensor([1.0]), alpha=3).tolist()
+        [4.0]
+        """
+        return self - (other if alpha == 1 else other * alpha)
+
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient
+        (integers stay integers then, as in PyTorch).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([7.0, -7.0]).div(2, rounding_mode="floor").tolist()
+        [3.0, -4.0]
+        """
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
+                               f"'floor' but found '{rounding_mode}'")
+        integral = self.dtype.kind in "iub" and _dtype_of(other).kind in "iub"
+        if integral and rounding_mode == "floor":
+            return self // other
+        # The rounded quotient, whose gradient is zero, as PyTorch's.
+        quotient = self / other
+        quotient = quotient.trunc() if rounding_mode == "trunc" else quotient.floor()
+        return quotient.to(ops.promote_types(self.dtype, _dtype_of(other))) if integral \
+            else quotient
 
     # --- elementwise math (exp, log, ... come from the op registry: see below the class) -
 
@@ -1243,3 +1286,7 @@ def _check_mask(mask: np.ndarray, shape: tuple, position: int) -> None:
                              f"{position + k}")
 
 
+
+
+def _dtype_of(value: Any) -> np.dtype:
+    return value.dtype if isinstance(value, Tensor) else ops.scalar_dtype(value)

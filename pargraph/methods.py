@@ -1039,24 +1039,16 @@ class EverydayMethods:
         return self.mul(other)
 
     def divide(self, other: Any, *, rounding_mode: str | None = None) -> Any:
-        """``div``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient."""
-        if rounding_mode is None:
-            return self.div(other)
-        if rounding_mode == "floor":
-            return self // other
-        if rounding_mode == "trunc":
-            return self.div(other).trunc().to(self.dtype) if self.dtype.kind != "f" \
-                else self.div(other).trunc()
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
-                           f"'floor' but found '{rounding_mode}'")
+        """``div``."""
+        return self.div(other, rounding_mode=rounding_mode)
 
     def true_divide(self, other: Any) -> Any:
         """``div`` without rounding."""
         return self.div(other)
 
     def subtract(self, other: Any, *, alpha: Any = 1) -> Any:
-        """``sub`` (of ``alpha`` times ``other``)."""
-        return self.sub(other if alpha == 1 else self._as_tensor(other) * alpha)
+        """``sub``."""
+        return self.sub(other, alpha=alpha)
 
     def negative(self) -> Any:
         """``neg``."""

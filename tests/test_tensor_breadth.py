@@ -55,6 +55,9 @@ CASES = [
     ("not_equal", [A, B], {}, True), ("signbit", [A], {}, True),
     ("heaviside", [A * np.array([1.0, 0.0, 1.0, 0.0]), B], {}, True),
     ("nan_to_num", [np.array([np.nan, np.inf, -np.inf, 1.5])], {"posinf": 9.0}, True),
+    ("div", [A * 5, B], {"rounding_mode": "trunc"}, True),
+    ("div", [A * 5, B], {"rounding_mode": "floor"}, True),
+    ("sub", [A, B], {"alpha": 2.0}, True), ("add", [A, B], {"alpha": -0.5}, True),
 ]
 
 
@@ -91,6 +94,10 @@ def test_methods_and_functions_equal_pytorch(name, arrays, keywords, _, function
 
 def test_integer_and_boolean_forms_equal_pytorch():
     x, y = np.array([-7, 7, 5, -3]), np.array([2, -3, 5, 4])
+    for mode in ("trunc", "floor"):
+        ours = pargraph.tensor(x).div(pargraph.tensor(y), rounding_mode=mode)
+        theirs = torch.tensor(x).div(torch.tensor(y), rounding_mode=mode)
+        assert ours.tolist() == theirs.tolist() and str(ours.dtype) == "int64"
     for name in ("remainder", "floor_divide"):
         ours = getattr(pargraph.tensor(x), name)(pargraph.tensor(y))
         theirs = getattr(torch.tensor(x), name)(torch.tensor(y))
