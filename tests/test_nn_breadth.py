@@ -284,3 +284,27 @@ def test_the_transformer_is_pytorchs(norm_first, batch_first):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
     with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
         ours(pargraph.zeros(5, 3, 8), pargraph.zeros(4, 2, 8))
+
+
+def test_the_other_initializers_draw_what_pytorchs_draw():
+    from pargraph.nn import init
+
+    pargraph.manual_seed(0)
+    torch.manual_seed(0)
+    ours = init.trunc_normal_(pargraph.zeros(40000), mean=1.0, std=2.0, a=-1.0, b=2.0).numpy()
+    theirs = torch.nn.init.trunc_normal_(torch.zeros(40000), mean=1.0, std=2.0, a=-1.0,
+                                         b=2.0).numpy()
+    assert ours.min() >= -1.0 and ours.max() <= 2.0
+    assert abs(ours.mean() - theirs.mean()) < 0.02 and abs(ours.std() - theirs.std()) < 0.02
+    for shape, gain in (((4, 6), 2.0), ((6, 4), 1.0), ((3, 2, 2), 0.5)):
+        q = init.orthogonal_(pargraph.zeros(*shape), gain=gain).numpy().reshape(shape[0], -1)
+        small = min(q.shape)
+        gram = q @ q.T if q.shape[0] == small else q.T @ q
+        np.testing.assert_allclose(gram, gain ** 2 * np.eye(small), atol=1e-5)
+    sparse = init.sparse_(pargraph.zeros(10, 4), sparsity=0.25).numpy()
+    assert ((sparse == 0).sum(0) == 3).all()  # ceil(0.25 * 10) per column, as PyTorch's
+    assert abs(sparse[sparse != 0].std() - 0.01) < 0.005
+    np.testing.assert_array_equal(init.eye_(pargraph.zeros(2, 3)).numpy(),
+                                  torch.nn.init.eye_(torch.zeros(2, 3)).numpy())
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        init.orthogonal_(pargraph.zeros(3))

@@ -163,3 +163,90 @@ def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
     fan_in, fan_out = _fans(t)
     fan = fan_in if mode == "fan_in" else fan_out
     return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+
+
+def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0) -> Tensor:
+    """Fill with samples of N(mean, std²) truncated to [a, b] (bounds in the values' units,
+    as PyTorch's): the inverse of the normal CDF at uniform draws between the bounds' CDFs.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> bool((init.trunc_normal_(pargraph.zeros(1000), std=1.0, a=-0.5, b=0.5).abs() <= 0.5)
+    ...      .all())
+    True
+    """
+    from scipy import special
+
+    low = special.ndtr((a - mean) / std)
+    high = special.ndtr((b - mean) / std)
+    draws = default_generator().uniform(low, high, t.shape)
+    values = special.ndtri(draws) * std + mean
+    assign(t, np.clip(values, a, b))
+    return t
+
+
+def orthogonal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix (trailing dimensions flattened), times ``gain``:
+    the Q of a normal matrix's QR factorization, its signs fixed by R's diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np, pargraph; from pargraph.nn import init
+    >>> q = init.orthogonal_(pargraph.zeros(3, 3)).numpy()
+    >>> bool(np.allclose(q @ q.T, np.eye(3), atol=1e-6))
+    True
+    """
+    if t.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if t.numel() == 0:
+        return t
+    rows = t.shape[0]
+    cols = t.numel() // rows
+    flat = default_generator().normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diagonal(r))
+    if rows < cols:
+        q = q.T
+    assign(t, (q * gain).reshape(t.shape))
+    return t
+
+
+def sparse_(t: Tensor, sparsity: float, std: float = 0.01) -> Tensor:
+    """Fill a 2-D tensor with N(0, std²) values, ``sparsity`` of each column's entries zero.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> w = init.sparse_(pargraph.zeros(10, 4), sparsity=0.3)
+    >>> [(w[:, k] == 0).sum().item() for k in range(4)]
+    [3, 3, 3, 3]
+    """
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = t.shape
+    zeros_per_column = int(math.ceil(sparsity * rows))
+    generator = default_generator()
+    values = generator.normal(0.0, std, (rows, cols))
+    for column in range(cols):
+        values[generator.permutation(rows)[:zeros_per_column], column] = 0.0
+    assign(t, values)
+    return t
+
+
+def eye_(t: Tensor) -> Tensor:
+    """Fill a 2-D tensor with the identity matrix.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.eye_(pargraph.zeros(2, 3)).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    assign(t, np.eye(*t.shape))
+    return t
