@@ -65,10 +65,23 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
     return apply(ops.shown_as, out, "NativeLayerNormBackward0")
 
 
+def _as_shape(normalized_shape: Any) -> tuple[int, ...]:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
+def _affine_parameters(module: Module, shape: tuple[int, ...], affine: bool,
+                       bias: bool | None) -> None:
+    """A norm's learned scale (ones) and shift (zeros) of ``shape``, or ``None`` where there
+    is none (``bias=None``: the norm has no shift at all, as RMSNorm)."""
+    module.register_parameter("weight", Parameter(ones(*shape)) if affine else None)
+    if bias is not None:
+        module.register_parameter("bias", Parameter(zeros(*shape)) if affine and bias else None)
+
+
 def _trailing_dims(input: Tensor, normalized_shape: Any) -> tuple[int, ...]:
     """The trailing dimensions ``normalized_shape`` names (negative), checked as PyTorch's
     ``layer_norm`` and ``rms_norm`` check them."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = _as_shape(normalized_shape)
     if not shape or input.ndim < len(shape) or \
             tuple(input.shape[input.ndim - len(shape):]) != shape:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
@@ -289,14 +302,9 @@ class LayerNorm(Module):
                  dtype: Any = None) -> None:
         super().__init__()
         check_device(device, "LayerNorm")
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape, self.eps = tuple(shape), eps
+        self.normalized_shape, self.eps = _as_shape(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
-        self.register_parameter(
-            "weight", Parameter(ones(*self.normalized_shape)) if elementwise_affine else None)
-        self.register_parameter(
-            "bias", Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias
-            else None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias)
         if dtype is not None:
             self.to(dtype)
 
@@ -318,9 +326,7 @@ class _BatchNorm(Module):
         check_device(device, type(self).__name__)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        self.register_parameter("weight", Parameter(ones(num_features)) if affine else None)
-        self.register_parameter("bias", Parameter(zeros(num_features)) if affine and bias
-                                else None)
+        _affine_parameters(self, (num_features,), affine, bias)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features))
             self.register_buffer("running_var", ones(num_features))
@@ -410,9 +416,7 @@ class GroupNorm(Module):
                              f"({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = \
             num_groups, num_channels, eps, affine
-        self.register_parameter("weight", Parameter(ones(num_channels)) if affine else None)
-        self.register_parameter("bias", Parameter(zeros(num_channels)) if affine and bias
-                                else None)
+        _affine_parameters(self, (num_channels,), affine, bias)
         if dtype is not None:
             self.to(dtype)
 
@@ -491,11 +495,9 @@ class RMSNorm(Module):
                  elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         check_device(device, "RMSNorm")
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape, self.eps = tuple(shape), eps
+        self.normalized_shape, self.eps = _as_shape(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
-        self.register_parameter(
-            "weight", Parameter(ones(*self.normalized_shape)) if elementwise_affine else None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias=None)
         if dtype is not None:
             self.to(dtype)
 

@@ -389,6 +389,18 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
 
 # --- pixel shuffle and interpolation --------------------------------------------------------
 
+def _images_and_factor(input: Tensor, factor: int, op: str, name: str) -> tuple[Tensor, int]:
+    """``(*, C, H, W)`` input and a positive factor, checked as PyTorch's pixel shuffles
+    check them."""
+    input, r = as_tensor(input), int(factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"{op} expects input to have at least 3 dimensions, but got input "
+                           f"with {input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"{op} expects a positive {name}, but got {r}")
+    return input, r
+
+
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """``(*, C r^2, H, W)`` to ``(*, C, H r, W r)``: sub-pixel convolution's rearrangement.
 
@@ -398,12 +410,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     >>> F.pixel_shuffle(pargraph.ones(1, 8, 2, 3), 2).shape
     pargraph.Size([1, 2, 4, 6])
     """
-    input, r = as_tensor(input), int(upscale_factor)
-    if input.ndim < 3:
-        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but "
-                           f"got input with {input.ndim} dimension(s)")
-    if r <= 0:
-        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    input, r = _images_and_factor(input, upscale_factor, "pixel_shuffle", "upscale_factor")
     *lead, c, h, w = input.shape
     if c % (r * r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be "
@@ -424,12 +431,8 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     >>> F.pixel_unshuffle(pargraph.ones(1, 2, 4, 6), 2).shape
     pargraph.Size([1, 8, 2, 3])
     """
-    input, r = as_tensor(input), int(downscale_factor)
-    if input.ndim < 3:
-        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, "
-                           f"but got input with {input.ndim} dimension(s)")
-    if r <= 0:
-        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    input, r = _images_and_factor(input, downscale_factor, "pixel_unshuffle",
+                                  "downscale_factor")
     *lead, c, h, w = input.shape
     if h % r or w % r:
         which, size = ("height", h) if h % r else ("width", w)

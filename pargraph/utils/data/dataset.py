@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from pargraph._tensor import Tensor
-from pargraph.factories import default_generator, tensor
+from pargraph.factories import tensor
+from pargraph.utils.data.sampler import generator_of
 
 
 class Dataset:
@@ -179,8 +180,7 @@ def random_split(dataset: Dataset, lengths: Sequence[float],
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    rng = getattr(generator, "numpy_generator", generator) or default_generator()
-    order = rng.permutation(n).tolist()
+    order = generator_of(generator).permutation(n).tolist()
     subsets, start = [], 0
     for length in lengths:
         subsets.append(Subset(dataset, order[start:start + length]))
