@@ -93,14 +93,22 @@ class Compiled:
             return self._capture(flat, spec)
 
     def _capture(self, flat: list, spec: Any) -> Any:
+        """The capturing call. If it fails or is interrupted anywhere, from the function's
+        first line to the program's landing, what it changed is put back (but after a graph
+        break: the call ran eagerly from there, its nodes keep plain numbers)."""
         capture = Capture(self, flat)
-        result = capture.call(self.fn, spec)
-        if capture.broken is not None:
-            self.eager = f"graph break at {capture.broken}"
-            return _concrete(result)
-        program, result = capture.finish(result)
-        self.programs.insert(0, program)
-        return result
+        try:
+            result = capture.call(self.fn, spec)
+            if capture.broken is not None:
+                self.eager = f"graph break at {capture.broken}"
+                return _concrete(result)
+            program, result = capture.finish(result)
+            self.programs.insert(0, program)
+            return result
+        except BaseException:
+            # A second Ctrl-C must not cut the undoing short: nodes would keep symbols.
+            interrupts.undo(capture.rollback if capture.broken is None else capture._plain)
+            raise
 
     def __repr__(self) -> str:
         return f"pargraph.compile({_name(self.fn)})"
@@ -202,17 +210,11 @@ class Capture:
         self.mark = uid_mark()
 
     def call(self, fn: Callable, spec: Any) -> Any:
-        """``fn`` on the call's arguments with this capture installed. If it fails or is
-        interrupted, what it changed is put back (but after a graph break: it ran eagerly)."""
+        """``fn`` on the call's arguments with this capture installed."""
         args, kwargs = _unflatten(spec, iter(self.arguments))
         recording.recorder = self
         try:
             return fn(*args, **kwargs)
-        except BaseException:
-            recording.recorder = None
-            if self.broken is None:
-                self.rollback()
-            raise
         finally:
             recording.recorder = None
 
@@ -222,13 +224,13 @@ class Capture:
         """Stop capturing: the rest of the call runs eagerly, and so do later calls."""
         if not self.live:
             return
-        if self.compiled.fullgraph:  # raises, the call having changed nothing
-            self.rollback()
+        if self.compiled.fullgraph:  # raises; the capturing call puts back what it changed
             raise GraphBreak(f"pargraph.compile({_name(self.compiled.fn)}, fullgraph=True): "
                              f"{reason}")
-        self.live = False
-        self.broken = reason
-        self._plain()
+        with interrupts.deferred():
+            self.live = False
+            self.broken = reason
+            self._plain()
         warnings.warn(f"pargraph.compile: {_name(self.compiled.fn)} is not captured: {reason}; "
                       "it runs eagerly from now on", stacklevel=4)
         self._run_queued()
@@ -280,8 +282,8 @@ class Capture:
         symbols until the program binds them."""
         node = prim(*self.symbols.unwrap(inputs), **self.symbols.unwrap(attrs))
         if self.live:
+            self.symbolic[id(node)] = node  # first: _plain() finds it whatever comes next
             node.inputs, node.attrs = inputs, attrs
-            self.symbolic[id(node)] = node
         return node
 
     def keeps_templates(self, order: list[Node]) -> bool:
@@ -362,24 +364,24 @@ class Capture:
     def rollback(self) -> None:
         """The capturing call failed or was interrupted: put every tensor, ``.grad``, buffer
         and optimizer state it changed back as they were, and drop the work it held back,
-        so that the call changed nothing (all old)."""
+        so that the call changed nothing (all old). Safe to repeat: run through
+        :meth:`~pargraph.interrupts.Interrupts.undo`."""
         self.live = False
         self._plain()
-        with interrupts.deferred():
-            self.queued = []
-            execution.take_deferred()  # the backward() calls of the function
-            for tensor, old in self.rebinds.values():
-                _land(tensor, old)
-                old.overwritten = False  # its tensor's value again
-            for p, before, node in self.grads.values():
-                p.grad = before
-                if before is not None and node is not None and before._node is not node:
-                    _land(before, node)
-                    node.overwritten = False
-            for module, name, before in self.buffers.values():
-                module._buffers[name] = before
-            for record in self.optimizers.values():
-                record.restore()
+        self.queued = []
+        execution.take_deferred()  # the backward() calls of the function
+        for tensor, old in self.rebinds.values():
+            _land(tensor, old)
+            old.overwritten = False  # its tensor's value again
+        for p, before, node in self.grads.values():
+            p.grad = before
+            if before is not None and node is not None and before._node is not node:
+                _land(before, node)
+                node.overwritten = False
+        for module, name, before in self.buffers.values():
+            module._buffers[name] = before
+        for record in self.optimizers.values():
+            record.restore()
 
     def finish(self, result: Any) -> tuple[Program, Any]:
         """Build the program of the captured call, run it, and land its results."""
@@ -394,14 +396,9 @@ class Capture:
         writes = Writes(self, flat)
         targets += writes.nodes()
         order, computed = plan(targets)
-        try:
-            program = Program(self, order, computed, writes, flat, spec, state)
-            self._plain()
-            result = program.replay(None, [], first=True)
-        except BaseException:
-            execution.restore_deferred(taken)
-            self.rollback()
-            raise
+        program = Program(self, order, computed, writes, flat, spec, state)
+        self._plain()
+        result = program.replay(None, [], first=True)
         program.forget_inputs(order)
         return program, result
 

@@ -476,12 +476,6 @@ def take_deferred() -> _DeferredWork:
     return taken
 
 
-def restore_deferred(taken: _DeferredWork) -> None:
-    """Put work :func:`take_deferred` took back in front of this thread's deferred work."""
-    _deferred.entries[:0], _deferred.state[:0], _deferred.replaced[:0] = (
-        taken.entries, taken.state, taken.replaced)
-
-
 def clear_deferred() -> None:
     """Drop this thread's deferred work (for tests that must not leak into each other)."""
     _deferred.entries = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 try:  # the C functions behind ``signal``'s, without its enum conversions (most of its cost)
@@ -44,6 +45,34 @@ class Interrupts:
     def deferred(self) -> _Deferred:
         """A context manager inside which a Ctrl-C waits for the block's end."""
         return _Deferred(self)
+
+    def undo(self, change: Callable[[], Any]) -> None:
+        """Run ``change`` to its end inside a deferred block, from an ``except`` clause that
+        puts state back: a second Ctrl-C landing before the block begins runs it again from
+        the start (so it must be safe to repeat), and is raised once it has ended.
+
+        Examples
+        --------
+        >>> from pargraph.interrupts import interrupts
+        >>> state = {"x": 1}
+        >>> try:
+        ...     state["x"] = 2
+        ...     raise ValueError("the step failed")
+        ... except ValueError:
+        ...     interrupts.undo(lambda: state.update(x=1))
+        >>> state
+        {'x': 1}
+        """
+        done = interrupted = False
+        while not done:
+            try:
+                with self.deferred():
+                    change()
+                    done = True
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt
 
     def held(self) -> bool:
         """Whether a Ctrl-C is being held (a long wait inside a block may stop early for it,

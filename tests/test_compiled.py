@@ -335,6 +335,35 @@ def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
     assert [s["step"] for s in opt.state.values()] == [n + 1 for n in steps]
 
 
+@pytest.mark.parametrize("where", ["the optimizer", "planning", "the first run"])
+def test_a_capture_interrupted_anywhere_changes_nothing(monkeypatch, where):
+    from pargraph import compiled
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+    target = {"the optimizer": (optim.Adam, "update"), "planning": (compiled, "plan"),
+              "the first run": (compiled.Program, "replay")}[where]
+    pargraph.manual_seed(0)
+    model = Branches()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    step = _compiled_step(model, opt)
+    batches = _batches(3)
+    eager = _train(False, OPTIMIZERS["adam"], batches)
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    with monkeypatch.context() as patch:
+        patch.setattr(*target, interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            step(*batches[0])
+    for key, value in model.state_dict().items():  # all old, and no node keeps a symbol
+        np.testing.assert_array_equal(value.numpy(), before[key])
+    assert opt.state == {} and all(p.grad is None for p in model.parameters())
+    for x, y in batches:  # the next calls train as the eager run does: Adam's first step
+        step(x, y)        # (no state yet) and the next are two captures, then a replay
+    assert step.captures == 3 and step.replays == 1
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), eager[1][key])
+
+
 def test_save_load_resume_of_a_compiled_run(tmp_path):
     batches = _batches(6)
     straight = _train(True, OPTIMIZERS["adam"], batches)

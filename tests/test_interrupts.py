@@ -58,6 +58,22 @@ def test_a_sigint_inside_a_deferred_block_is_raised_when_it_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_undo_runs_its_change_to_the_end_whatever_ctrl_c_cuts_short():
+    done, tries = [], []
+
+    def change():  # a Ctrl-C lands before the first try's block begins, one inside the second
+        tries.append(len(tries))
+        if len(tries) == 1:
+            raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
+        done.append("all put back")
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.undo(change)
+    assert tries == [0, 1] and done == ["all put back"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_handler_of_the_users_own_gets_the_held_signal():
     received = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))

@@ -195,12 +195,13 @@ class LBFGS(Optimizer):
         try:
             return self._step(closure)
         except BaseException:
-            with interrupts.deferred():  # all old: the parameters and the state
+            def restore() -> None:  # all old: the parameters and the state
                 self._set(before)
                 if saved is None:
                     self.state.pop(self._params[0], None)
                 else:
                     self.state[self._params[0]] = saved
+            interrupts.undo(restore)
             raise
 
     def _step(self, closure: Callable[[], Tensor]) -> Tensor:
