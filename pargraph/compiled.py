@@ -93,11 +93,7 @@ class Compiled:
             return self._capture(flat, spec)
 
     def _capture(self, flat: list, spec: Any) -> Any:
-        """The capturing call. If it fails or is interrupted anywhere, from the function's
-        first line to the program's landing, what it changed is put back (but after a graph
-        break: the call ran eagerly from there, its nodes keep plain numbers)."""
-        capture = Capture(self, flat)
-        try:
+        with Capture(self, flat) as capture:
             result = capture.call(self.fn, spec)
             if capture.broken is not None:
                 self.eager = f"graph break at {capture.broken}"
@@ -105,10 +101,6 @@ class Compiled:
             program, result = capture.finish(result)
             self.programs.insert(0, program)
             return result
-        except BaseException:
-            # A second Ctrl-C must not cut the undoing short: nodes would keep symbols.
-            interrupts.undo(capture.rollback if capture.broken is None else capture._plain)
-            raise
 
     def __repr__(self) -> str:
         return f"pargraph.compile({_name(self.fn)})"
@@ -208,6 +200,17 @@ class Capture:
         self.argument_nodes = {id(v._node): i for i, v in enumerate(flat)
                                if isinstance(v, Tensor)}
         self.mark = uid_mark()
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        """The capturing call failed or was interrupted anywhere, from the function's first
+        line to the program's landing: put back what it changed (but after a graph break,
+        the call ran eagerly from there on: its nodes only get their plain numbers back). A
+        second Ctrl-C must not cut the undoing short, or nodes would keep symbols."""
+        if kind is not None:
+            interrupts.undo(self.rollback if self.broken is None else self._plain)
 
     def call(self, fn: Callable, spec: Any) -> Any:
         """``fn`` on the call's arguments with this capture installed."""

@@ -84,13 +84,13 @@ class CompiledModule(Module):
                           "changes still: it runs eagerly from now on", stacklevel=3)
             return self._orig_mod(*args, **kwargs)
         self.captures += 1
-        capture = ForwardCapture(self, flat)
-        result = capture.call(self._orig_mod, spec)
-        if capture.broken is not None:
-            self.eager = f"graph break at {capture.broken}"
-            return _concrete(result)
-        self.templates.insert(0, capture.template(result))
-        return _concrete(result)  # the recorded nodes: the first call ran as eager code
+        with ForwardCapture(self, flat) as capture:
+            result = capture.call(self._orig_mod, spec)
+            if capture.broken is not None:
+                self.eager = f"graph break at {capture.broken}"
+                return _concrete(result)
+            self.templates.insert(0, capture.template(result))
+            return _concrete(result)  # the recorded nodes: the first call ran as eager code
 
 
 class ForwardCapture(Capture):

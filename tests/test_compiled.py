@@ -455,6 +455,27 @@ def test_a_compiled_module_replays_its_forward_and_trains_as_eager():
     assert loss.grad_fn is not None  # replayed nodes have history
 
 
+def test_an_interrupted_capture_of_a_module_leaves_its_running_statistics(monkeypatch):
+    from pargraph.compiled_module import ForwardCapture
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+    pargraph.manual_seed(0)
+    model = Branches(norm=True)
+    forward = pargraph.compile(model)
+    x = _batches(1)[0][0]
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    with monkeypatch.context() as patch:
+        patch.setattr(ForwardCapture, "template", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            forward(x)
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), before[key], err_msg=key)
+    captured = forward(x).detach().numpy()
+    pargraph.manual_seed(0)
+    np.testing.assert_array_equal(captured, Branches(norm=True)(x).detach().numpy())
+
+
 def test_an_argument_with_history_from_outside_runs_eagerly_and_says_why():
     w = pargraph.tensor([1.0, 2.0], requires_grad=True)
     x = pargraph.tensor([3.0, 4.0], requires_grad=True)
