@@ -366,6 +366,11 @@ CASES = [
                                          j * 4 // 3:-(-(j + 1) * 4 // 3)].mean((-2, -1))
                                        for j in range(3)], -1) for i in range(2)], -2),
          [normal(2, 3, 5, 4)]),
+    Case("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, (2, 3)),
+         lambda x: np.stack([np.stack([x[..., i * 5 // 2:-(-(i + 1) * 5 // 2),
+                                         j * 4 // 3:-(-(j + 1) * 4 // 3)].max((-2, -1))
+                                       for j in range(3)], -1) for i in range(2)], -2),
+         [distinct(2, 3, 5, 4)]),
     Case("pad_constant", lambda x: F.pad(x, (1, -1, 2, 0), value=0.5),
          lambda x: np.pad(x[:, :-1], ((2, 0), (1, 0)), constant_values=0.5), [normal(3, 4)]),
     Case("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect"),

@@ -184,7 +184,33 @@ LAYERS = [
     ("Upsample", (), {"size": 11, "mode": "nearest-exact"}, SIGNAL),
     ("UpsamplingNearest2d", (), {"size": (8, 3)}, IMAGES),
     ("UpsamplingBilinear2d", (), {"scale_factor": 2}, IMAGES),
+    ("AdaptiveMaxPool2d", ((3, 4),), {}, IMAGES),
+    ("AdaptiveMaxPool2d", ((None, 8),), {}, IMAGES),
+    ("AdaptiveMaxPool1d", (3,), {}, SIGNAL),
 ]
+
+
+def test_max_pooling_returns_pytorchs_indices_with_ties_and_nan():
+    x = np.array([[[1.0, np.nan, 3.0, np.nan, 2.0, 2.0, 5.0, 5.0, 0.0]]])
+    for output_size in (1, 2, 4, 9, 12):
+        ours = F.adaptive_max_pool1d(pargraph.tensor(x), output_size, return_indices=True)
+        theirs = TF.adaptive_max_pool1d(torch.tensor(x), output_size, return_indices=True)
+        np.testing.assert_array_equal(ours[0].numpy(), theirs[0].numpy())
+        np.testing.assert_array_equal(ours[1].numpy(), theirs[1].numpy())
+    planes = np.tile([[2.0, 7.0, 7.0], [1.0, 7.0, 0.0]], (1, 2, 2, 1))  # unbatched, ties
+    ours = F.adaptive_max_pool2d(pargraph.tensor(planes[0]), (2, 2), return_indices=True)
+    theirs = TF.adaptive_max_pool2d(torch.tensor(planes[0]), (2, 2), return_indices=True)
+    np.testing.assert_array_equal(ours[1].numpy(), theirs[1].numpy())
+    holes = RNG.standard_normal((2, 3, 7, 6))
+    holes[holes > 1.0] = np.nan  # windows with several NaNs: PyTorch's kernels keep the last
+    for ours, theirs in ((F.max_pool2d(pargraph.tensor(holes), 3, 2, 1, return_indices=True),
+                          TF.max_pool2d(torch.tensor(holes), 3, 2, 1, return_indices=True)),
+                         (F.adaptive_max_pool2d(pargraph.tensor(holes), 2, return_indices=True),
+                          TF.adaptive_max_pool2d(torch.tensor(holes), 2, return_indices=True))):
+        np.testing.assert_array_equal(ours[1].numpy(), theirs[1].numpy())
+    assert tuple(F.adaptive_max_pool2d(pargraph.ones(1, 2, 3, 3), (0, 1)).shape) == (1, 2, 0, 1)
+    with pytest.raises(RuntimeError, match="adaptive_max_pool2d: expected an input with non-"):
+        F.adaptive_max_pool2d(pargraph.ones(1, 2, 0, 3), 1)
 
 
 @pytest.mark.parametrize("name,arguments,options,x", LAYERS,

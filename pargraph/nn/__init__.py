@@ -50,6 +50,8 @@ from pargraph.nn.containers import (
 from pargraph.nn.conv import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
     Conv1d,
@@ -124,6 +126,7 @@ __all__ = [
     "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
     "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils", "Conv1d", "Conv2d",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
     "GELU", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "Embedding", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerEncoder", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell",
     "GRUCell", "RNNBase", "RNNCellBase", "CELU", "ELU", "GLU", "SELU", "Hardshrink",

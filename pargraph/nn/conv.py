@@ -337,3 +337,38 @@ class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(input, self.output_size)
+
+
+class AdaptiveMaxPool1d(Module):
+    """Max pooling to a fixed output length (``return_indices``: the maxima's positions too).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AdaptiveMaxPool1d(3)(pargraph.ones(2, 3, 7)).shape
+    pargraph.Size([2, 3, 3])
+    """
+
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input: Tensor) -> Any:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
+    """Max pooling to a fixed output size (``(1, 1)``: global max pooling).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AdaptiveMaxPool2d((2, 2))(pargraph.ones(2, 3, 5, 5)).shape
+    pargraph.Size([2, 3, 2, 2])
+    """
+
+    def forward(self, input: Tensor) -> Any:
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)

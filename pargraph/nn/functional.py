@@ -47,6 +47,8 @@ from pargraph.nn.normalization import (  # noqa: F401
 from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
     avg_pool1d,
     avg_pool2d,
     conv1d,

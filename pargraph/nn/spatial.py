@@ -222,20 +222,25 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
     """Rows that average PyTorch's adaptive windows: [floor(i*n/o), ceil((i+1)*n/o))."""
     matrix = np.zeros((out, size), dtype=dtype)
-    for i in range(out):
-        start, stop = (i * size) // out, -(-((i + 1) * size) // out)
+    for i, (start, stop) in enumerate(ops.adaptive_windows(size, out)):
         matrix[i, start:stop] = 1.0 / (stop - start)
     return matrix
+
+
+def _output_sizes(x: Tensor, output_size: Any, spatial: int, op: str) -> tuple[int, ...]:
+    """``output_size`` per spatial dimension (``None`` keeps the input's size)."""
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * spatial
+    sizes = tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], sizes))
+    if len(sizes) != spatial or any(o < 0 for o in sizes):
+        raise RuntimeError(f"{op}: expected output_size of {spatial} non-negative integers, "
+                           f"got {output_size}")
+    return sizes
 
 
 def _adaptive_avg_pool(input: Tensor, output_size: Any, spatial: int, op: str) -> Tensor:
     input = as_tensor(input)
     x, unbatched = _batched(input, spatial, op)
-    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * spatial
-    sizes = tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], sizes))
-    if len(sizes) != spatial or any(o < 1 for o in sizes):
-        raise RuntimeError(f"{op}: expected output_size of {spatial} positive integers, got "
-                           f"{output_size}")
+    sizes = _output_sizes(x, output_size, spatial, op)
     out = x
     for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
         if n == o:
@@ -269,6 +274,49 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     pargraph.Size([2, 3, 1, 1])
     """
     return _adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def _adaptive_max_pool(input: Tensor, output_size: Any, return_indices: bool, spatial: int,
+                       op: str) -> Any:
+    input = as_tensor(input)
+    x, unbatched = _batched(input, spatial, op)
+    if any(n == 0 for n in x.shape[2:]):
+        raise RuntimeError(f"{op}: expected an input with non-zero spatial sizes, got "
+                           f"{tuple(input.shape)}")
+    sizes = _output_sizes(x, output_size, spatial, op)
+    indices = apply(ops.adaptive_pool_argmax, x, sizes=sizes)
+    planes = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
+    values = x.reshape(planes).gather(2, indices.reshape(planes)).reshape(indices.shape)
+    values = apply(ops.shown_as, values, f"AdaptiveMaxPool{spatial}DBackward0")
+    if unbatched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling to a given output length (PyTorch's adaptive windows); with
+    ``return_indices`` also each maximum's position in its input row.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_max_pool1d(pargraph.tensor([[[1.0, 3.0, 2.0, 0.0, 5.0]]]), 2).tolist()
+    [[[3.0, 5.0]]]
+    """
+    return _adaptive_max_pool(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling to a given output size (``None`` keeps a dimension's size); with
+    ``return_indices`` also each maximum's flat position in its input plane.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_max_pool2d(pargraph.arange(16.0).reshape(1, 1, 4, 4), 1).tolist()
+    [[[[15.0]]]]
+    """
+    return _adaptive_max_pool(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
 def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:

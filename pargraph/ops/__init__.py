@@ -43,6 +43,8 @@ from pargraph.ops.composites import (
     var,
 )
 from pargraph.ops.convolution import (
+    adaptive_pool_argmax,
+    adaptive_windows,
     constant_pad,
     conv,
     conv_input_grad,
@@ -362,6 +364,8 @@ __all__ = [
     "parse_einsum",
     "permute",
     "pool_argmax",
+    "adaptive_pool_argmax",
+    "adaptive_windows",
     "pool_padding",
     "pow_",
     "primitive",

@@ -207,16 +207,29 @@ def _argmax_shape(x, *, kernel, stride, padding, dilation):
     return x.shape[:2] + out, np.dtype(np.int64)
 
 
+def _pytorchs_argmax(windows: np.ndarray, axis: int) -> np.ndarray:
+    """The position of each window's maximum along ``axis`` as PyTorch's pooling kernels
+    scan: the first of equal values, but the last NaN (a NaN replaces any maximum so far)."""
+    first = np.argmax(windows, axis=axis)
+    if windows.dtype.kind != "f":
+        return first
+    nan = np.isnan(windows)
+    if not nan.any():
+        return first
+    last = windows.shape[axis] - 1 - np.argmax(np.flip(nan, axis), axis=axis)
+    return np.where(nan.any(axis), last, first)
+
+
 @primitive("pool_argmax", _argmax_shape)
 def pool_argmax(x, *, kernel, stride, padding, dilation):
     """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
-    pooling ``indices``): the first of equal values, a NaN over any number, never padding."""
+    pooling ``indices``): the first of equal values, the last NaN, never padding."""
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
     out = _geometry(x.shape, kernel, stride, padding, dilation)
     stacked = np.stack([padded[(slice(None),) + place]
                         for place in _placements(kernel, stride, dilation, out)])
-    winner = np.argmax(stacked, axis=0)  # numpy's argmax: the first maximum, NaN first
+    winner = _pytorchs_argmax(stacked, 0)
     # The flat input position of kernel position k in the window at (o_1, o_2, ...).
     strides = [math.prod(x.shape[3 + i:]) for i in range(len(out))]
     base = sum(np.reshape((np.arange(o) * s - lo) * step, (-1,) + (1,) * (len(out) - 1 - i))
@@ -224,6 +237,36 @@ def pool_argmax(x, *, kernel, stride, padding, dilation):
     offsets = np.array([sum(a * d * step for a, d, step in zip(at, dilation, strides))
                         for at in itertools.product(*(range(k) for k in kernel))])
     return base + offsets[winner]
+
+
+def _adaptive_argmax_shape(x, *, sizes):
+    if len(x.shape) != 2 + len(sizes):
+        raise ShapeError(f"expected an input of {2 + len(sizes)} dimensions, got {x.shape}")
+    return x.shape[:2] + tuple(sizes), np.dtype(np.int64)
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive pooling windows along one dimension: [floor(i*n/o), ceil((i+1)*n/o))."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+@primitive("adaptive_pool_argmax", _adaptive_argmax_shape)
+def adaptive_pool_argmax(x, *, sizes):
+    """Each adaptive window's maximum as a flat index into its input plane (PyTorch's adaptive
+    max pooling ``indices``): the first of equal values, the last NaN."""
+    x = np.asarray(x)
+    planes = x.shape[2:]
+    out = np.empty(x.shape[:2] + tuple(sizes), np.int64)
+    strides = [math.prod(planes[i + 1:]) for i in range(len(planes))]
+    for cell in itertools.product(*(enumerate(adaptive_windows(n, o))
+                                    for n, o in zip(planes, sizes))):
+        window = x[(Ellipsis,) + tuple(slice(lo, hi) for _, (lo, hi) in cell)]
+        shape = window.shape[2:]
+        local = _pytorchs_argmax(window.reshape(x.shape[:2] + (-1,)), 2)
+        flat = sum((lo + at) * step for (_, (lo, _)), at, step
+                   in zip(cell, np.unravel_index(local, shape), strides))
+        out[(Ellipsis,) + tuple(i for i, _ in cell)] = flat
+    return out
 
 
 # --- padding --------------------------------------------------------------------------------
