@@ -334,3 +334,83 @@ def test_the_other_initializers_draw_what_pytorchs_draw():
                                   torch.nn.init.eye_(torch.zeros(2, 3)).numpy())
     with pytest.raises(ValueError, match="2 or more dimensions"):
         init.orthogonal_(pargraph.zeros(3))
+
+
+# --- bags of embeddings and the bilinear layer ----------------------------------------------
+
+BAGS = [  # (input, offsets, options)
+    (np.array([[1, 2, 4], [4, 3, 9]]), None, {}),
+    (np.array([1, 2, 4, 5, 4, 3, 2, 9]), np.array([0, 2, 2, 5]), {}),  # an empty bag
+    (np.array([1, 2, 4, 5, 4, 3]), np.array([0, 1, 4, 6]), {"include_last_offset": True}),
+    (np.array([[0, 2, 0], [0, 0, 0], [4, 0, 1]]), None, {"padding_idx": 0}),
+    (np.array([3, 0, 7, 0, 0]), np.array([0, 2, 3]), {"padding_idx": 0}),
+]
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("case", range(len(BAGS)))
+def test_embedding_bags_equal_pytorch_in_values_and_gradients(mode, case):
+    indices, offsets, options = BAGS[case]
+    torch.manual_seed(0)
+    theirs = torch.nn.EmbeddingBag(10, 4, mode=mode, **options).double()
+    ours = pargraph.nn.EmbeddingBag(10, 4, mode=mode, **options).double()
+    ours.load_state_dict({"weight": theirs.weight.detach().numpy()})
+    assert repr(ours) == repr(theirs)
+    weights = {}
+    if mode == "sum":  # per-sample weights, differentiated too
+        sample = RNG.standard_normal(indices.shape)
+        weights = {"ours": pargraph.tensor(sample, requires_grad=True),
+                   "theirs": torch.tensor(sample, requires_grad=True)}
+    out = ours(pargraph.tensor(indices), None if offsets is None else pargraph.tensor(offsets),
+               weights.get("ours"))
+    expected = theirs(torch.tensor(indices), None if offsets is None else torch.tensor(offsets),
+                      weights.get("theirs"))
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
+    upstream = RNG.standard_normal(tuple(expected.shape))
+    (out * pargraph.tensor(upstream)).sum().backward()
+    (expected * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-12)
+    if weights:
+        np.testing.assert_allclose(weights["ours"].grad.numpy(),
+                                   weights["theirs"].grad.numpy(), rtol=1e-12)
+
+
+def test_embedding_bag_errors_are_pytorchs():
+    table = pargraph.randn(10, 3)
+    cases = [(ValueError, "offsets has to be a 1D Tensor but got None",
+              lambda: F.embedding_bag(pargraph.tensor([1, 2]), table)),
+             (ValueError, "if input is 2D, then offsets has to be None",
+              lambda: F.embedding_bag(pargraph.tensor([[1, 2]]), table, pargraph.tensor([0]))),
+             (RuntimeError, "offsets\\[0\\] has to be 0",
+              lambda: F.embedding_bag(pargraph.tensor([1, 2]), table, pargraph.tensor([1]))),
+             (NotImplementedError, "only supported for mode='sum'",
+              lambda: F.embedding_bag(pargraph.tensor([[1, 2]]), table,
+                                      per_sample_weights=pargraph.ones(1, 2))),
+             (ValueError, "mode has to be one of sum, mean or max",
+              lambda: F.embedding_bag(pargraph.tensor([[1, 2]]), table, mode="min")),
+             (IndexError, "index out of range",
+              lambda: F.embedding_bag(pargraph.tensor([[1, 12]]), table).numpy())]
+    for kind, message, call in cases:
+        with pytest.raises(kind, match=message):
+            call()
+
+
+def test_the_bilinear_layer_is_pytorchs():
+    torch.manual_seed(0)
+    theirs = torch.nn.Bilinear(3, 4, 5).double()
+    pargraph.manual_seed(0)
+    ours = pargraph.nn.Bilinear(3, 4, 5).double()
+    assert repr(ours) == repr(theirs)
+    assert ours.weight.abs().max().item() <= 1 / 3 ** 0.5  # PyTorch's bound: 1/sqrt(in1)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    a, b = RNG.standard_normal((2, 6, 3)), RNG.standard_normal((2, 6, 4))
+    ours_in = [pargraph.tensor(v, requires_grad=True) for v in (a, b)]
+    theirs_in = [torch.tensor(v, requires_grad=True) for v in (a, b)]
+    out, expected = ours(*ours_in), theirs(*theirs_in)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
+    out.sum().backward()
+    expected.sum().backward()
+    for x, y in zip(ours_in + list(ours.parameters()), theirs_in + list(theirs.parameters())):
+        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="bilinear\\(\\): input sizes"):
+        ours(pargraph.ones(2, 4), pargraph.ones(2, 4))

@@ -63,6 +63,7 @@ from pargraph.nn.conv import (
 )
 from pargraph.nn.distance import CosineSimilarity, PairwiseDistance
 from pargraph.nn.layers import (
+    Bilinear,
     DataParallel,
     Dropout,
     Flatten,
@@ -119,6 +120,7 @@ from pargraph.nn.resampling import (
     UpsamplingNearest2d,
 )
 from pargraph.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from pargraph.nn.sparse import EmbeddingBag
 
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
@@ -140,5 +142,5 @@ __all__ = [
     "ZeroPad1d", "ZeroPad2d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm",
     "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "PixelShuffle", "PixelUnshuffle", "Upsample",
     "UpsamplingBilinear2d", "UpsamplingNearest2d", "Transformer", "TransformerDecoder",
-    "TransformerDecoderLayer",
+    "TransformerDecoderLayer", "Bilinear", "EmbeddingBag",
 ]

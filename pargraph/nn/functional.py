@@ -9,6 +9,7 @@ import numpy as np
 from pargraph import ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import arange, as_tensor, default_generator, drawn
+from pargraph.functions import einsum
 from pargraph.functions import where as pargraph_where
 from pargraph.nn.activation import (  # noqa: F401  (PyTorch's F holds them)
     celu,
@@ -44,6 +45,7 @@ from pargraph.nn.normalization import (  # noqa: F401
     layer_norm,
     rms_norm,
 )
+from pargraph.nn.sparse import embedding_bag  # noqa: F401
 from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
@@ -220,6 +222,29 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     tensor([[2., 2., 2.]])
     """
     return apply(ops.linear, input, weight, *(() if bias is None else (bias,)))
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """y_o = x1 @ weight[o] @ x2 + bias_o over the last dimensions (any leading ones shared).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.bilinear(pargraph.ones(1, 2), pargraph.ones(1, 3), pargraph.ones(4, 2, 3)).tolist()
+    [[6.0, 6.0, 6.0, 6.0]]
+    """
+    input1, input2, weight = as_tensor(input1), as_tensor(input2), as_tensor(weight)
+    if weight.ndim != 3:
+        raise RuntimeError(f"bilinear(): weight must be 3-D, got {weight.ndim}-D")
+    if input1.shape[:-1] != input2.shape[:-1]:
+        raise RuntimeError(f"bilinear(): input batch dimensions do not match: got "
+                           f"{tuple(input1.shape[:-1])} and {tuple(input2.shape[:-1])}")
+    if input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2]:
+        raise RuntimeError(f"bilinear(): input sizes ({input1.shape[-1]}, {input2.shape[-1]}) "
+                           f"do not match the weight's ({weight.shape[1]}, {weight.shape[2]})")
+    out = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return out if bias is None else out + bias
 
 
 #: PyTorch's grad_fn names of the losses that are one op there (l1_loss is a mean there too).

@@ -62,6 +62,47 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+class Bilinear(Module):
+    """y = x1 @ weight[o] @ x2 + bias_o for each output ``o``, with PyTorch's initialization
+    (uniform within 1/sqrt(in1_features)).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> layer = pargraph.nn.Bilinear(3, 4, 2)
+    >>> layer(pargraph.ones(5, 3), pargraph.ones(5, 4)).shape
+    pargraph.Size([5, 2])
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        check_device(device, "Bilinear")
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(empty_for_init(out_features, in1_features, in2_features))
+        if bias:
+            self.bias = Parameter(empty_for_init(out_features))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if dtype is not None:
+            self.to(dtype)
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class ReLU(Module):
     """Elementwise max(x, 0).
 

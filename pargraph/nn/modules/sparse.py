@@ -2,4 +2,5 @@
 
 from pargraph.nn import (  # noqa: F401
     Embedding,
+    EmbeddingBag,
 )
