@@ -17,6 +17,9 @@ SIGNS = np.where(RNG.standard_normal(4) > 0, 1.0, -1.0)
 SIGNS6 = np.where(RNG.standard_normal((4, 6)) > 0, 1.0, -1.0)
 PROBS = RNG.dirichlet(np.ones(6), 4)
 COUNTS = RNG.poisson(2.0, (4, 6)).astype(np.float64)
+IMAGES = RNG.standard_normal((2, 4, 5, 6))
+SIGNAL = RNG.standard_normal((2, 4, 7))
+VOLUMES = RNG.standard_normal((2, 4, 4, 5, 6))
 POSITIVE = RNG.uniform(0.5, 2.0, (4, 6))
 
 #: (function name, differentiable arguments, other arguments, keywords)
@@ -45,6 +48,19 @@ CASES = [
     ("poisson_nll_loss", [X * 0.3], [COUNTS], {"full": True}),
     ("poisson_nll_loss", [POSITIVE], [COUNTS], {"log_input": False}),
     ("gaussian_nll_loss", [X, Y, POSITIVE], [], {"full": True}),
+    ("multi_margin_loss", [X], [np.array([0, 5, 2, 2]), 2, 0.7, POSITIVE[0]], {}),
+    ("multi_margin_loss", [X], [np.array([1, 0, 3, 5])], {"reduction": "none"}),
+    ("multilabel_margin_loss", [X],
+     [np.array([[3, 0, -1, 1, 2, 2], [1, -1, 2, 2, 2, 2], [-1, 0, 0, 0, 0, 0],
+                [0, 1, 2, 3, 4, 5]])], {"reduction": "sum"}),
+    ("triplet_margin_with_distance_loss", [X, Y, X[::-1].copy()], [],
+     {"margin": 0.5, "swap": True}),
+    ("local_response_norm", [IMAGES], [3], {"alpha": 0.1, "beta": 0.6, "k": 1.5}),
+    ("local_response_norm", [SIGNAL], [2], {}),
+    ("lp_pool1d", [np.abs(SIGNAL) + 0.1], [3, 3], {"stride": 1}),
+    ("lp_pool2d", [np.abs(IMAGES) + 0.1], [2, (2, 3)], {}),
+    ("upsample_bilinear", [IMAGES], [], {"scale_factor": 2}),
+    ("upsample_nearest", [IMAGES], [(7, 9)], {}),
 ]
 
 
@@ -123,12 +139,15 @@ PADS = [("ZeroPad1d", (2,), 3), ("ZeroPad2d", ((1, 2, 0, 1),), 4),
         ("ConstantPad1d", (1, 0.5), 3), ("ConstantPad2d", (2, -1.0), 4),
         ("ReflectionPad1d", ((2, 1),), 3), ("ReflectionPad2d", (1,), 4),
         ("ReplicationPad1d", (2,), 3), ("ReplicationPad2d", ((1, 0, 2, 1),), 4),
-        ("CircularPad1d", (1,), 3), ("CircularPad2d", (1,), 4)]
+        ("CircularPad1d", (1,), 3), ("CircularPad2d", (1,), 4),
+        ("ZeroPad3d", ((1, 0, 2, 1, 0, 1),), 5), ("ConstantPad3d", (1, 0.5), 5),
+        ("ReflectionPad3d", (1,), 5), ("ReplicationPad3d", ((2, 1, 0, 1, 1, 0),), 5),
+        ("CircularPad3d", (1,), 5)]
 
 
 @pytest.mark.parametrize("name,arguments,dims", PADS, ids=[p[0] for p in PADS])
 def test_padding_modules_equal_pytorch(name, arguments, dims):
-    x = RNG.standard_normal((2, 3, 5, 4)[:dims])
+    x = RNG.standard_normal((2, 3, 5, 4, 3)[:dims])
     ours_in, theirs_in = pargraph.tensor(x, requires_grad=True), torch.tensor(
         x, requires_grad=True)
     ours = getattr(pargraph.nn, name)(*arguments)(ours_in)
@@ -161,8 +180,6 @@ def test_containers_unflatten_and_channel_dropout_behave_as_pytorchs():
 
 # --- transposed convolution, resampling and the other norms --------------------------------
 
-IMAGES = RNG.standard_normal((2, 4, 5, 6))
-SIGNAL = RNG.standard_normal((2, 4, 7))
 
 LAYERS = [
     ("ConvTranspose2d", (4, 6, 3), {"stride": 2, "padding": 1, "output_padding": 1}, IMAGES),
@@ -187,6 +204,20 @@ LAYERS = [
     ("AdaptiveMaxPool2d", ((3, 4),), {}, IMAGES),
     ("AdaptiveMaxPool2d", ((None, 8),), {}, IMAGES),
     ("AdaptiveMaxPool1d", (3,), {}, SIGNAL),
+    ("Conv3d", (4, 6, (3, 2, 3)), {"stride": (1, 2, 1), "padding": 1, "groups": 2}, VOLUMES),
+    ("Conv3d", (4, 2, 3), {"padding": "same", "dilation": (1, 2, 1)}, VOLUMES),
+    ("ConvTranspose3d", (4, 2, 3), {"stride": 2, "padding": 1, "output_padding": 1}, VOLUMES),
+    ("MaxPool3d", (2,), {"stride": (1, 2, 2), "padding": 1}, VOLUMES),
+    ("AvgPool3d", (3,), {"stride": 2, "padding": 1, "count_include_pad": False}, VOLUMES),
+    ("AdaptiveAvgPool3d", ((2, 3, None),), {}, VOLUMES),
+    ("AdaptiveMaxPool3d", ((3, 2, 4),), {}, VOLUMES),
+    ("BatchNorm3d", (4,), {}, VOLUMES),
+    ("InstanceNorm3d", (4,), {"affine": True}, VOLUMES),
+    ("LPPool2d", (1.5, 2), {"stride": 1}, np.abs(IMAGES) + 0.1),
+    ("LPPool3d", (2, (2, 1, 2)), {}, np.abs(VOLUMES) + 0.1),
+    ("LocalResponseNorm", (2,), {"k": 2.0}, VOLUMES),
+    ("Softmax2d", (), {}, IMAGES),
+    ("ChannelShuffle", (2,), {}, IMAGES),
 ]
 
 
@@ -414,3 +445,48 @@ def test_the_bilinear_layer_is_pytorchs():
         np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-12)
     with pytest.raises(RuntimeError, match="bilinear\\(\\): input sizes"):
         ours(pargraph.ones(2, 4), pargraph.ones(2, 4))
+
+
+@pytest.mark.parametrize("name,spatial,arguments", [
+    ("max_pool1d_with_indices", 1, (2,)), ("max_pool2d_with_indices", 2, (2, 1, 1)),
+    ("max_pool3d_with_indices", 3, (2,)), ("adaptive_max_pool1d_with_indices", 1, (3,)),
+    ("adaptive_max_pool2d_with_indices", 2, ((2, 3),)),
+    ("adaptive_max_pool3d_with_indices", 3, (2,))])
+def test_the_with_indices_forms_return_pytorchs_pairs(name, spatial, arguments):
+    x = VOLUMES[(0,) * (3 - spatial)]
+    ours = getattr(F, name)(pargraph.tensor(x), *arguments)
+    theirs = getattr(TF, name)(torch.tensor(x), *arguments)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_channel_and_alpha_dropout_keep_what_pytorchs_keep():
+    pargraph.manual_seed(0)
+    normal = pargraph.tensor(RNG.standard_normal((400, 50, 8)))
+    for name, p in (("alpha_dropout", 0.2), ("feature_alpha_dropout", 0.3)):
+        out = getattr(F, name)(normal, p, training=True).numpy()
+        assert abs(out.mean()) < 0.02 and abs(out.std() - 1) < 0.02  # SELU's fixed point
+        scale = ((1.758099340847 ** 2 * p + 1) * (1 - p)) ** -0.5
+        dropped = np.isclose(out, -1.758099340847 * scale * (1 - p))  # all take one value
+        assert abs(dropped.mean() - p) < 0.01
+        if name == "feature_alpha_dropout":  # whole channels
+            assert np.all(dropped.all(-1) == dropped.any(-1))
+        assert (getattr(F, name)(normal, p) is normal)  # training=False by default
+    kept = F.dropout1d(pargraph.ones(300, 40, 6), 0.25).numpy()
+    assert np.all((kept == 0).all(-1) == (kept == 0).any(-1))
+    assert abs((kept[..., 0] == 0).mean() - 0.25) < 0.01 and kept.max() == pytest.approx(4 / 3)
+    with pytest.raises(RuntimeError, match="dropout2d: Expected 3D or 4D input"):
+        F.dropout2d(pargraph.ones(2, 3), 0.5)
+
+
+def test_gumbel_softmax_samples_its_categorical_and_passes_the_soft_gradient():
+    pargraph.manual_seed(0)
+    logits = pargraph.tensor(np.log([[0.1, 0.6, 0.3]] * 4000), requires_grad=True)
+    hard = F.gumbel_softmax(logits, tau=0.5, hard=True)
+    chosen = hard.detach().numpy()
+    assert set(np.unique(chosen)) == {0.0, 1.0} and np.all(chosen.sum(1) == 1)
+    np.testing.assert_allclose(chosen.mean(0), [0.1, 0.6, 0.3], atol=0.025)
+    (hard * pargraph.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert np.all(np.isfinite(logits.grad.numpy())) and np.abs(logits.grad.numpy()).sum() > 0
+    soft = F.gumbel_softmax(logits.detach(), tau=2.0).numpy()
+    assert np.allclose(soft.sum(1), 1) and (soft > 0).all() and (soft < 1).all()

@@ -3,6 +3,8 @@ as compositions of pargraph ops (their gradients follow), each function also a m
 
 from __future__ import annotations
 
+import numpy as np
+
 from pargraph._tensor import Tensor
 from pargraph.factories import as_tensor, default_generator, drawn, zeros
 from pargraph.functions import where
@@ -265,6 +267,30 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     shape, dtype = tuple(x.shape), x.dtype
     slope = drawn(lambda: default_generator().uniform(lower, upper, shape).astype(dtype))
     return where(x > 0, x, x * slope)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """A sample of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)`` with ``g``
+    Gumbel noise; ``hard``: the one-hot of its argmax, with the soft sample's gradient
+    (straight-through).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> sample = F.gumbel_softmax(pargraph.zeros(2, 3), hard=True)
+    >>> sample.sum(-1).tolist()
+    [1.0, 1.0]
+    """
+    logits = as_tensor(logits)
+    shape, dtype = tuple(logits.shape), logits.dtype
+    gumbels = drawn(lambda: -np.log(default_generator().exponential(1.0, shape)).astype(dtype))
+    soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return soft
+    index = soft.argmax(dim, keepdim=True)
+    one_hot = zeros(shape, dtype=dtype).scatter(dim, index, 1.0)
+    return one_hot - soft.detach() + soft
 
 
 # --- modules ----------------------------------------------------------------------------------

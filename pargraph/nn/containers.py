@@ -7,7 +7,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pargraph._tensor import Tensor
-from pargraph.factories import default_generator, drawn
 from pargraph.nn import functional as F
 from pargraph.nn.module import Module, Parameter
 
@@ -127,23 +126,42 @@ class _DropoutNd(Module):
         super().__init__()
         if not 0 <= p <= 1:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        if not self.training or self.p == 0:
-            return input
-        if self.p == 1:
-            return input * 0.0
-        batched = input.dim() == self.spatial + 2
-        shape = tuple(input.shape[:2] if batched else input.shape[:1])
-        mask_shape = shape + (1,) * self.spatial
-        dtype, p = input.dtype, self.p
-        mask = drawn(lambda: ((default_generator().random(mask_shape) >= p) / (1 - p))
-                     .astype(dtype))
-        return input * mask
+        return getattr(F, f"dropout{self.spatial}d")(input, self.p, self.training)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout for SELU networks: dropped elements take SELU's negative saturation value and
+    an affine map keeps a unit normal input's mean and variance (in training only).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AlphaDropout(0.2).eval()(pargraph.ones(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.FeatureAlphaDropout(0.0)(pargraph.ones(1, 2, 2)).sum().item()
+    4.0
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.feature_alpha_dropout(input, self.p, self.training)
 
 
 class Dropout1d(_DropoutNd):
@@ -239,3 +257,8 @@ ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1)
 ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2)
 CircularPad1d = _pad_class("CircularPad1d", "circular", 1)
 CircularPad2d = _pad_class("CircularPad2d", "circular", 2)
+ZeroPad3d = _pad_class("ZeroPad3d", "constant", 3)
+ConstantPad3d = _pad_class("ConstantPad3d", "constant", 3)
+ReflectionPad3d = _pad_class("ReflectionPad3d", "reflect", 3)
+ReplicationPad3d = _pad_class("ReplicationPad3d", "replicate", 3)
+CircularPad3d = _pad_class("CircularPad3d", "circular", 3)

@@ -62,7 +62,7 @@ class _ConvNd(Module):
                                f"{self.in_channels}, {', '.join(['...'] * self.spatial)}) with "
                                f"{self.in_channels} channels (in_channels), got input of shape "
                                f"{input.shape}")
-        conv = F.conv1d if self.spatial == 1 else F.conv2d
+        conv = getattr(F, f"conv{self.spatial}d")
         if self.padding_mode == "zeros":
             return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
@@ -166,7 +166,7 @@ class _ConvTransposeNd(Module):
         return tuple(want - low for want, low in zip(size, smallest))
 
     def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
-        conv = F.conv_transpose1d if self.spatial == 1 else F.conv_transpose2d
+        conv = getattr(F, f"conv_transpose{self.spatial}d")
         return conv(input, self.weight, self.bias, self.stride, self.padding,
                     self._output_padding(input, output_size), self.groups, self.dilation)
 
@@ -221,7 +221,7 @@ class _MaxPoolNd(Module):
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, input: Tensor) -> Any:
-        pool = F.max_pool1d if self.spatial == 1 else F.max_pool2d
+        pool = getattr(F, f"max_pool{self.spatial}d")
         return pool(input, self.kernel_size, self.stride, self.padding, self.dilation,
                     self.ceil_mode, self.return_indices)
 
@@ -268,11 +268,12 @@ class _AvgPoolNd(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input: Tensor) -> Tensor:
-        if self.spatial == 1:
+        if self.spatial == 1:  # PyTorch's avg_pool1d takes no divisor_override
             return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
                                 self.ceil_mode, self.count_include_pad)
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        pool = getattr(F, f"avg_pool{self.spatial}d")
+        return pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                    self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -314,12 +315,14 @@ class AdaptiveAvgPool1d(Module):
     pargraph.Size([2, 3, 1])
     """
 
+    spatial = 1
+
     def __init__(self, output_size: Any) -> None:
         super().__init__()
         self.output_size = output_size
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool1d(input, self.output_size)
+        return getattr(F, f"adaptive_avg_pool{self.spatial}d")(input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
@@ -335,8 +338,7 @@ class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
     pargraph.Size([2, 3, 1, 1])
     """
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(input, self.output_size)
+    spatial = 2
 
 
 class AdaptiveMaxPool1d(Module):
@@ -349,12 +351,15 @@ class AdaptiveMaxPool1d(Module):
     pargraph.Size([2, 3, 3])
     """
 
+    spatial = 1
+
     def __init__(self, output_size: Any, return_indices: bool = False) -> None:
         super().__init__()
         self.output_size, self.return_indices = output_size, return_indices
 
     def forward(self, input: Tensor) -> Any:
-        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+        return getattr(F, f"adaptive_max_pool{self.spatial}d")(input, self.output_size,
+                                                              self.return_indices)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
@@ -370,5 +375,138 @@ class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
     pargraph.Size([2, 3, 2, 2])
     """
 
-    def forward(self, input: Tensor) -> Any:
-        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+    spatial = 2
+
+
+class Conv3d(_ConvNd):
+    """3-d convolution over ``(N, C, D, H, W)`` input (volumes, video), with PyTorch's
+    arguments and initialization.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Conv3d(2, 4, 3, padding=1)(pargraph.ones(1, 2, 4, 5, 6)).shape
+    pargraph.Size([1, 4, 4, 5, 6])
+    """
+
+    spatial = 3
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-d transposed convolution over ``(N, C, D, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.ConvTranspose3d(2, 4, 2, stride=2)(pargraph.ones(1, 2, 2, 3, 3)).shape
+    pargraph.Size([1, 4, 4, 6, 6])
+    """
+
+    spatial = 3
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Max pooling over the last three dimensions.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.MaxPool3d(2)(pargraph.ones(1, 3, 4, 4, 4)).shape
+    pargraph.Size([1, 3, 2, 2, 2])
+    """
+
+    spatial = 3
+
+
+class AvgPool3d(_AvgPoolNd):
+    """Average pooling over the last three dimensions.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AvgPool3d(2)(pargraph.ones(1, 3, 4, 4, 4)).shape
+    pargraph.Size([1, 3, 2, 2, 2])
+    """
+
+    spatial = 3
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    """Average pooling of ``(N, C, D, H, W)`` input to a fixed output size.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AdaptiveAvgPool3d(1)(pargraph.ones(2, 3, 4, 5, 6)).shape
+    pargraph.Size([2, 3, 1, 1, 1])
+    """
+
+    spatial = 3
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
+    """Max pooling of ``(N, C, D, H, W)`` input to a fixed output size.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.AdaptiveMaxPool3d((1, 2, 2))(pargraph.ones(2, 3, 4, 5, 6)).shape
+    pargraph.Size([2, 3, 1, 2, 2])
+    """
+
+    spatial = 3
+
+
+class _LPPoolNd(Module):
+    spatial = 1
+
+    def __init__(self, norm_type: float, kernel_size: Any, stride: Any = None,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type, self.kernel_size = norm_type, kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        pool = getattr(F, f"lp_pool{self.spatial}d")
+        return pool(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling along the last dimension.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.LPPool1d(2, 2)(pargraph.ones(1, 3, 8)).shape
+    pargraph.Size([1, 3, 4])
+    """
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling over the last two dimensions.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.LPPool2d(2, 2)(pargraph.ones(1, 3, 4, 4)).shape
+    pargraph.Size([1, 3, 2, 2])
+    """
+
+    spatial = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over the last three dimensions.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.LPPool3d(2, 2)(pargraph.ones(1, 3, 4, 4, 4)).shape
+    pargraph.Size([1, 3, 2, 2, 2])
+    """
+
+    spatial = 3

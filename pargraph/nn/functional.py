@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from pargraph import ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import arange, as_tensor, default_generator, drawn
+from pargraph.factories import tensor as pargraph_tensor
 from pargraph.functions import einsum
 from pargraph.functions import where as pargraph_where
 from pargraph.nn.activation import (  # noqa: F401  (PyTorch's F holds them)
     celu,
     elu,
     glu,
+    gumbel_softmax,
     hardshrink,
     hardsigmoid,
     hardswish,
@@ -43,27 +46,45 @@ from pargraph.nn.normalization import (  # noqa: F401
     group_norm,
     instance_norm,
     layer_norm,
+    local_response_norm,
     rms_norm,
 )
 from pargraph.nn.sparse import embedding_bag  # noqa: F401
 from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
     adaptive_max_pool1d,
+    adaptive_max_pool1d_with_indices,
     adaptive_max_pool2d,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d,
+    adaptive_max_pool3d_with_indices,
     avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
     conv1d,
     conv2d,
+    conv3d,
     conv_transpose1d,
     conv_transpose2d,
+    conv_transpose3d,
     interpolate,
+    lp_pool1d,
+    lp_pool2d,
+    lp_pool3d,
     max_pool1d,
+    max_pool1d_with_indices,
     max_pool2d,
+    max_pool2d_with_indices,
+    max_pool3d,
+    max_pool3d_with_indices,
     pad,
     pixel_shuffle,
     pixel_unshuffle,
     upsample,
+    upsample_bilinear,
+    upsample_nearest,
 )
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -210,6 +231,123 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     shape, dtype = input.shape, input.dtype
     return input * drawn(lambda: ((default_generator().random(shape) >= p) / (1 - p)).astype(
         dtype))
+
+
+def _check_probability(p: float) -> None:
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _channel_mask(input: Tensor, p: float, spatial: int, op: str) -> Tensor:
+    """A mask zeroing whole channels with probability ``p`` and scaling the rest by 1/(1-p)
+    (shape (N, C, 1, ...) for batched input, (C, 1, ...) for unbatched)."""
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise RuntimeError(f"{op}: Expected {spatial + 1}D or {spatial + 2}D input, but "
+                           f"received a {input.ndim}D input")
+    channels = tuple(input.shape[:input.ndim - spatial])
+    shape, dtype = channels + (1,) * spatial, input.dtype
+    return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
+
+
+def _channel_dropout(input: Tensor, p: float, training: bool, spatial: int, op: str) -> Tensor:
+    _check_probability(p)
+    input = as_tensor(input)
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    return input * (_channel_mask(input, p, spatial, op) / (1 - p))
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` input with probability ``p``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.dropout1d(pargraph.ones(1, 2, 3), training=False).sum().item()
+    6.0
+    """
+    return _channel_dropout(input, p, training, 1, "dropout1d")
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` input with probability ``p``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.dropout2d(pargraph.ones(1, 2, 2, 2), p=0.0).sum().item()
+    8.0
+    """
+    return _channel_dropout(input, p, training, 2, "dropout2d")
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.dropout3d(pargraph.ones(1, 1, 1, 1, 1), p=0.0).item()
+    1.0
+    """
+    return _channel_dropout(input, p, training, 3, "dropout3d")
+
+
+#: SELU's -scale * alpha: the value alpha dropout sets dropped elements to.
+_SELU_NEGATIVE = 1.7580993408473766
+
+
+def _alpha_dropout(input: Tensor, p: float, training: bool, mask: Any) -> Tensor:
+    """PyTorch's alpha dropout: dropped values become SELU's negative saturation, and an affine
+    map keeps the mean and variance of a unit normal input."""
+    _check_probability(p)
+    input = as_tensor(input)
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return input * 0.0
+    a = 1.0 / math.sqrt((_SELU_NEGATIVE ** 2 * p + 1) * (1 - p))
+    keep = mask(input)
+    return input * (keep * a) + ((keep - 1) * (_SELU_NEGATIVE * a) + _SELU_NEGATIVE * a * p)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks: elements dropped with probability ``p`` (in training only).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.alpha_dropout(pargraph.ones(3)).tolist()  # training=False, as PyTorch's default
+    [1.0, 1.0, 1.0]
+    """
+    def mask(x: Tensor) -> Tensor:
+        shape, dtype = tuple(x.shape), x.dtype
+        return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
+    return _alpha_dropout(input, p, training, mask)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:
+    """Alpha dropout of whole channels (dimension 1 of batched input).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.feature_alpha_dropout(pargraph.ones(1, 2, 2), training=True, p=0.0).sum().item()
+    4.0
+    """
+    def mask(x: Tensor) -> Tensor:
+        if x.ndim < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        shape, dtype = tuple(x.shape[:2]) + (1,) * (x.ndim - 2), x.dtype
+        return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
+    return _alpha_dropout(input, p, training, mask)
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -679,6 +817,106 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
             pairwise_distance(positive, negative, p, eps))
     loss = (positive_distance - negative_distance + margin).clamp(min=0.0)
     return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with any ``distance_function`` (default: the pairwise
+    Euclidean distance).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> a = pargraph.zeros(1, 2)
+    >>> F.triplet_margin_with_distance_loss(a, a, a + 3, margin=0.5).item()
+    0.0
+    """
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater "
+                         f"than 0, got {margin} instead")
+    distance = distance_function if distance_function is not None else pairwise_distance
+    positive_distance = distance(anchor, positive)
+    negative_distance = distance(anchor, negative)
+    if swap:
+        negative_distance = negative_distance.minimum(distance(positive, negative))
+    loss = (positive_distance - negative_distance + margin).clamp(min=0.0)
+    return _reduce(loss, reduction, "triplet_margin_with_distance_loss")
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
+                      weight: Tensor | None = None, size_average: bool | None = None,
+                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` per sample
+    (times ``weight[y]``).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.multi_margin_loss(pargraph.tensor([[0.1, 0.2, 0.4, 0.8]]), pargraph.tensor([3])).item()
+    0.32499998807907104
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    input, target = as_tensor(input), as_tensor(target)
+    scores = input if input.ndim == 2 else input.reshape(1, -1)
+    if target.dtype.kind not in "iu" or target.numel() != scores.shape[0]:
+        raise RuntimeError(f"multi_margin_loss: expected {scores.shape[0]} int64 targets, got "
+                           f"shape {tuple(target.shape)} of {target.dtype}")
+    classes = scores.shape[1]
+    rows = target.reshape(-1, 1)
+    checked = apply(ops.checked_index, rows, classes, "IndexError", "target out of range",
+                    "multi_margin_loss")
+    chosen = scores.gather(1, checked)
+    hinge = (scores - chosen + margin).clamp(min=0.0)
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * as_tensor(weight, dtype=input.dtype)[checked.reshape(-1)].unsqueeze(1)
+    others = (checked != arange(classes)).to(input.dtype)
+    loss = (hinge * others).sum(1) / classes
+    if input.ndim != 2:
+        loss = loss.reshape(tuple(target.shape))
+    return _reduce(loss, reduction, "multi_margin_loss")
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-label hinge loss: each sample's targets are the class indices of ``target`` up to
+    its first -1; ``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.multilabel_margin_loss(pargraph.tensor([[0.1, 0.2, 0.4, 0.8]]),
+    ...                          pargraph.tensor([[3, 0, -1, 1]])).item()
+    0.8500000238418579
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = as_tensor(input), as_tensor(target)
+    if tuple(target.shape) != tuple(input.shape) or target.dtype.kind not in "iu":
+        raise RuntimeError(f"multilabel_margin_loss: expected int64 targets of the input's "
+                           f"shape {tuple(input.shape)}, got {tuple(target.shape)} of "
+                           f"{target.dtype}")
+    scores = input if input.ndim == 2 else input.reshape(1, -1)
+    labels = target.numpy().reshape(scores.shape)  # which classes are targets decides the sum
+    classes = scores.shape[1]
+    pairs = np.zeros((scores.shape[0], classes, classes), dtype=input.dtype)  # [n, j, i]
+    for n, row in enumerate(labels):
+        ends = np.flatnonzero(row < 0)
+        chosen = row[:ends[0] if len(ends) else classes]
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= classes):
+            raise RuntimeError(f"multilabel_margin_loss: target {chosen.max()} is out of "
+                               f"bounds for {classes} classes")
+        others = np.setdiff1d(np.arange(classes), chosen)
+        pairs[n, np.repeat(np.unique(chosen), len(others)),
+              np.tile(others, len(np.unique(chosen)))] = 1
+    margins = (1 - (scores.unsqueeze(2) - scores.unsqueeze(1))).clamp(min=0.0)
+    loss = (margins * pargraph_tensor(pairs)).sum((1, 2)) / classes
+    if input.ndim != 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction, "multilabel_margin_loss")
 
 
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,

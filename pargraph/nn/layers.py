@@ -240,6 +240,23 @@ class Softmax(Module):
         return f"dim={self.dim}"
 
 
+class Softmax2d(Module):
+    """Softmax over the channels of ``(N, C, H, W)`` or ``(C, H, W)`` input, at each place.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.Softmax2d()(pargraph.zeros(2, 2, 2)).sum(0).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D "
+                             f"instead")
+        return F.softmax(input, -3)
+
+
 class Dropout(Module):
     """Zero elements with probability ``p`` in training mode; the identity in eval mode.
 

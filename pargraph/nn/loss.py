@@ -365,3 +365,77 @@ class GaussianNLLLoss(_Configured):
     def forward(self, input: Tensor, target: Tensor, var: Tensor | float) -> Tensor:
         return F.gaussian_nll_loss(input, target, var, reduction=self.reduction,
                                    **self._keywords())
+
+
+class MultiMarginLoss(_Configured):
+    """:func:`~pargraph.nn.functional.multi_margin_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> loss = pargraph.nn.MultiMarginLoss()
+    >>> loss(pargraph.tensor([[0.1, 0.2, 0.4, 0.8]]), pargraph.tensor([3])).item()
+    0.32499998807907104
+    """
+
+    options = ("p", "margin")
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                 size_average=None, reduce=None, reduction: str = "mean") -> None:
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction), p=p,
+                         margin=margin)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multi_margin_loss(input, target, weight=self.weight, reduction=self.reduction,
+                                   **self._keywords())
+
+
+class MultiLabelMarginLoss(_Loss):
+    """:func:`~pargraph.nn.functional.multilabel_margin_loss` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> loss = pargraph.nn.MultiLabelMarginLoss()
+    >>> loss(pargraph.tensor([[0.1, 0.2, 0.4, 0.8]]), pargraph.tensor([[3, 0, -1, 1]])).item()
+    0.8500000238418579
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean") -> None:
+        super().__init__(F._legacy_reduction(size_average, reduce, reduction))
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """:func:`~pargraph.nn.functional.triplet_margin_with_distance_loss` as a module (the
+    default distance is a :class:`~pargraph.nn.PairwiseDistance` submodule, as PyTorch's).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a = pargraph.zeros(1, 2)
+    >>> pargraph.nn.TripletMarginWithDistanceLoss()(a, a, a + 3).item()
+    0.0
+    """
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        from pargraph.nn.distance import PairwiseDistance
+
+        self.distance_function = distance_function if distance_function is not None \
+            else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)

@@ -136,6 +136,37 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return apply(ops.shown_as, out, "NativeBatchNormBackward0")
 
 
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """Each value over ``(k + alpha * mean of the squares of the size channels around it)^beta``
+    (AlexNet's normalization across channels).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.local_response_norm(pargraph.ones(1, 4, 2, 2), 2).shape
+    pargraph.Size([1, 4, 2, 2])
+    """
+    from pargraph.nn.spatial import avg_pool2d, avg_pool3d, pad
+
+    input = as_tensor(input)
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} "
+                         f"dimensions)")
+    if input.numel() == 0:
+        return input
+    squares = input * input
+    if input.ndim == 3:
+        padded = pad(squares.unsqueeze(1), (0, 0, size // 2, (size - 1) // 2))
+        mean = avg_pool2d(padded, (size, 1), stride=1).squeeze(1)
+    else:
+        shape = tuple(input.shape)
+        volume = squares.reshape(shape[0], 1, shape[1], shape[2], -1)
+        padded = pad(volume, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        mean = avg_pool3d(padded, (size, 1, 1), stride=1).squeeze(1).reshape(shape)
+    return input / (mean * alpha + k) ** beta
+
+
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize ``(N, C, ...)`` input over each group of ``C / num_groups`` channels (and the
@@ -395,6 +426,19 @@ class BatchNorm2d(_BatchNorm):
     dims = (4,)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of ``(N, C, D, H, W)`` input, per channel.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.BatchNorm3d(3)(pargraph.randn(2, 3, 4, 4, 4)).shape
+    pargraph.Size([2, 3, 4, 4, 4])
+    """
+
+    dims = (5,)
+
+
 class GroupNorm(Module):
     """Group normalization of ``(N, C, ...)`` input: ``num_groups`` groups of channels, with a
     learned scale (ones) and shift (zeros) per channel.
@@ -478,6 +522,41 @@ class InstanceNorm2d(_InstanceNorm):
     """
 
     spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.InstanceNorm3d(3)(pargraph.randn(2, 3, 4, 4, 4)).shape
+    pargraph.Size([2, 3, 4, 4, 4])
+    """
+
+    spatial = 3
+
+
+class LocalResponseNorm(Module):
+    """:func:`~pargraph.nn.functional.local_response_norm` as a module.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.LocalResponseNorm(2)(pargraph.ones(1, 4, 3, 3)).shape
+    pargraph.Size([1, 4, 3, 3])
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                 k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 class RMSNorm(Module):

@@ -52,6 +52,37 @@ class PixelUnshuffle(Module):
         return f"downscale_factor={self.downscale_factor}"
 
 
+class ChannelShuffle(Module):
+    """Interleave ``groups`` groups of channels of ``(N, C, ...)`` input (ShuffleNet): channel
+    ``g * C/groups + k`` goes to ``k * groups + g``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.arange(6.0).reshape(1, 6, 1)
+    >>> pargraph.nn.ChannelShuffle(2)(x).flatten().tolist()
+    [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    """
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim < 3:
+            raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, "
+                               f"but got input with sizes {list(input.shape)}")
+        shape, groups = tuple(input.shape), self.groups
+        if groups <= 0 or shape[1] % groups:
+            raise RuntimeError(f"Number of channels must be divisible by groups. Got "
+                               f"{shape[1]} channels and {groups} groups.")
+        split = input.reshape(shape[:1] + (groups, shape[1] // groups) + shape[2:])
+        return split.transpose(1, 2).reshape(shape)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+
 class Upsample(Module):
     """``F.interpolate`` as a layer: to ``size`` or by ``scale_factor``.
 

@@ -99,6 +99,19 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-d convolution over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.conv3d(pargraph.ones(1, 1, 4, 4, 4), pargraph.ones(2, 1, 3, 3, 3), padding=1).shape
+    pargraph.Size([1, 2, 4, 4, 4])
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
 def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
               ceil_mode: bool, return_indices: bool, spatial: int, op: str) -> Any:
     input = as_tensor(input)
@@ -146,6 +159,62 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     """
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
                      2, "max_pool2d")
+
+
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """The maximum of each window over the last three dimensions.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.max_pool3d(pargraph.arange(8.0).reshape(1, 1, 2, 2, 2), 2).tolist()
+    [[[[[7.0]]]]]
+    """
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     3, "max_pool3d")
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> Any:
+    """:func:`max_pool1d` with its indices (PyTorch's name for that form).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.max_pool1d_with_indices(pargraph.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2)[1].tolist()
+    [[[1, 2]]]
+    """
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> Any:
+    """:func:`max_pool2d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.max_pool2d_with_indices(pargraph.ones(1, 1, 2, 2), 2)[1].tolist()
+    [[[[0]]]]
+    """
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> Any:
+    """:func:`max_pool3d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.max_pool3d_with_indices(pargraph.ones(1, 1, 2, 2, 2), 2)[1].tolist()
+    [[[[[0]]]]]
+    """
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
@@ -219,6 +288,71 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                      divisor_override, 2, "avg_pool2d")
 
 
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """The mean of each window over the last three dimensions.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.avg_pool3d(pargraph.arange(8.0).reshape(1, 1, 2, 2, 2), 2).tolist()
+    [[[[[3.5]]]]]
+    """
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 3, "avg_pool3d")
+
+
+def _lp_pool(input: Tensor, norm_type: float, kernel_size: Any, stride: Any, ceil_mode: bool,
+             spatial: int, op: str) -> Tensor:
+    """PyTorch's power-average pooling: ``(sum over the window of x^p)^(1/p)``, through the
+    average pool (a window's sum is its mean times its size)."""
+    kernel = _tuple(kernel_size, spatial, "kernel_size", op)
+    powered = as_tensor(input) ** norm_type
+    mean = _avg_pool(powered, kernel, stride, 0, ceil_mode, True, None, spatial, op)
+    return (mean.sign() * mean.abs().relu() * math.prod(kernel)) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling along the last dimension (``norm_type`` 1: sum pooling; large:
+    max pooling).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.lp_pool1d(pargraph.tensor([[[3.0, 4.0]]]), 2, 2).tolist()
+    [[[5.0]]]
+    """
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, "lp_pool1d")
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling over the last two dimensions.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.lp_pool2d(pargraph.ones(1, 1, 2, 2), 1, 2).tolist()
+    [[[[4.0]]]]
+    """
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, "lp_pool2d")
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling over the last three dimensions.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.lp_pool3d(pargraph.ones(1, 1, 2, 2, 2), 1, 2).tolist()
+    [[[[[8.0]]]]]
+    """
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, "lp_pool3d")
+
+
 def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
     """Rows that average PyTorch's adaptive windows: [floor(i*n/o), ceil((i+1)*n/o))."""
     matrix = np.zeros((out, size), dtype=dtype)
@@ -276,6 +410,18 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
 
 
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling of ``(N, C, D, H, W)`` input to a given output size.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_avg_pool3d(pargraph.ones(2, 3, 4, 5, 6), 1).shape
+    pargraph.Size([2, 3, 1, 1, 1])
+    """
+    return _adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
+
+
 def _adaptive_max_pool(input: Tensor, output_size: Any, return_indices: bool, spatial: int,
                        op: str) -> Any:
     input = as_tensor(input)
@@ -317,6 +463,57 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     [[[[15.0]]]]
     """
     return _adaptive_max_pool(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of ``(N, C, D, H, W)`` input to a given output size.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_max_pool3d(pargraph.arange(8.0).reshape(1, 1, 2, 2, 2), 1).tolist()
+    [[[[[7.0]]]]]
+    """
+    return _adaptive_max_pool(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> Any:
+    """:func:`adaptive_max_pool1d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_max_pool1d_with_indices(pargraph.tensor([[[1.0, 3.0, 2.0]]]), 1)[1].tolist()
+    [[[1]]]
+    """
+    return adaptive_max_pool1d(input, output_size, return_indices)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> Any:
+    """:func:`adaptive_max_pool2d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_max_pool2d_with_indices(pargraph.eye(2).reshape(1, 1, 2, 2), 1)[1].tolist()
+    [[[[0]]]]
+    """
+    return adaptive_max_pool2d(input, output_size, return_indices)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = True) -> Any:
+    """:func:`adaptive_max_pool3d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.adaptive_max_pool3d_with_indices(pargraph.ones(1, 1, 2, 2, 2), 1)[1].tolist()
+    [[[[[0]]]]]
+    """
+    return adaptive_max_pool3d(input, output_size, return_indices)
 
 
 def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
@@ -433,6 +630,22 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     """
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            dilation, 2, "conv_transpose2d")
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                     groups: int = 1, dilation: Any = 1) -> Tensor:
+    """3-d transposed convolution over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.conv_transpose3d(pargraph.ones(1, 4, 2, 2, 2), pargraph.ones(4, 2, 2, 2, 2),
+    ...                    stride=2).shape
+    pargraph.Size([1, 2, 4, 4, 4])
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 3, "conv_transpose3d")
 
 
 # --- pixel shuffle and interpolation --------------------------------------------------------
@@ -585,3 +798,28 @@ def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: st
              align_corners: bool | None = None) -> Tensor:
     """``interpolate`` (PyTorch's older name)."""
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """:func:`interpolate` in ``nearest`` mode (PyTorch's older name).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.upsample_nearest(pargraph.ones(1, 1, 2), scale_factor=2).shape
+    pargraph.Size([1, 1, 4])
+    """
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """:func:`interpolate` in ``bilinear`` mode with ``align_corners=True`` (PyTorch's older
+    name, and its corners).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.upsample_bilinear(pargraph.ones(1, 1, 2, 2), scale_factor=2).shape
+    pargraph.Size([1, 1, 4, 4])
+    """
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -5,6 +5,7 @@ from pargraph.nn import *  # noqa: F403  (PyTorch's torch.nn.modules holds every
 from pargraph.nn.modules import (  # noqa: F401
     activation,
     batchnorm,
+    channelshuffle,
     container,
     conv,
     distance,

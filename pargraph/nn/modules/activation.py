@@ -22,6 +22,7 @@ from pargraph.nn import (  # noqa: F401
     Sigmoid,
     SiLU,
     Softmax,
+    Softmax2d,
     Softmin,
     Softplus,
     Softshrink,

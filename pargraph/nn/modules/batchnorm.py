@@ -3,5 +3,6 @@
 from pargraph.nn import (  # noqa: F401
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
 )
 from pargraph.nn.normalization import _BatchNorm  # noqa: F401

@@ -3,7 +3,9 @@
 from pargraph.nn import (  # noqa: F401
     Conv1d,
     Conv2d,
+    Conv3d,
     ConvTranspose1d,
     ConvTranspose2d,
+    ConvTranspose3d,
 )
 from pargraph.nn.conv import _ConvNd  # noqa: F401

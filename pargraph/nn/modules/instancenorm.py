@@ -3,5 +3,6 @@
 from pargraph.nn import (  # noqa: F401
     InstanceNorm1d,
     InstanceNorm2d,
+    InstanceNorm3d,
 )
 from pargraph.nn.normalization import _InstanceNorm  # noqa: F401

@@ -3,5 +3,6 @@
 from pargraph.nn import (  # noqa: F401
     GroupNorm,
     LayerNorm,
+    LocalResponseNorm,
     RMSNorm,
 )
