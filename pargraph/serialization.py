@@ -19,13 +19,16 @@ A save also removes temporary files that dead processes left behind for the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import secrets
+import threading
 import zipfile
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -200,6 +203,119 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool |
         problem = str(error) or type(error).__name__
         raise CheckpointError(path, f"{problem} ({type(error).__name__}); the file is damaged "
                                     "or was not written by pargraph.save") from None
+
+
+class SafeGlobals:
+    """The classes and functions a program allows in checkpoints (PyTorch's
+    ``torch.serialization`` allow-list for ``weights_only`` loading). A pargraph checkpoint
+    holds no code or pickled objects, so nothing it loads needs allowing: the list is kept
+    for programs that register and read it, and changes no load.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> with pargraph.serialization.safe_globals([dict]):
+    ...     dict in pargraph.serialization.get_safe_globals()
+    True
+    """
+
+    def __init__(self) -> None:
+        self._allowed: list[Any] = []
+        self._lock = threading.Lock()
+
+    def add(self, globals_: list) -> None:
+        with self._lock:
+            self._allowed += [g for g in globals_ if g not in self._allowed]
+
+    def remove(self, globals_: list) -> None:
+        with self._lock:
+            self._allowed = [g for g in self._allowed if g not in globals_]
+
+    def get(self) -> list:
+        with self._lock:
+            return list(self._allowed)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._allowed = []
+
+
+#: The process's allow-list (PyTorch's is per process too).
+allowed_globals = SafeGlobals()
+
+
+def add_safe_globals(safe_globals: list) -> None:
+    """Allow ``safe_globals`` in checkpoints (a no-op for loading: see :class:`SafeGlobals`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.serialization.add_safe_globals([set])
+    >>> set in pargraph.serialization.get_safe_globals()
+    True
+    >>> pargraph.serialization.clear_safe_globals()
+    """
+    allowed_globals.add(list(safe_globals))
+
+
+def get_safe_globals() -> list:
+    """The allowed classes and functions (see :class:`SafeGlobals`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.serialization.get_safe_globals()
+    []
+    """
+    return allowed_globals.get()
+
+
+def clear_safe_globals() -> None:
+    """Empty the allow-list.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.serialization.clear_safe_globals()
+    """
+    allowed_globals.clear()
+
+
+@contextlib.contextmanager
+def safe_globals(safe_globals: list) -> Iterator[None]:
+    """Allow ``safe_globals`` inside the block (a no-op for loading: see
+    :class:`SafeGlobals`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> with pargraph.serialization.safe_globals([frozenset]):
+    ...     pass
+    """
+    added = [g for g in safe_globals if g not in allowed_globals.get()]
+    allowed_globals.add(added)
+    try:
+        yield
+    finally:
+        allowed_globals.remove(added)
+
+
+def get_unsafe_globals_in_checkpoint(f: str | os.PathLike) -> list[str]:
+    """The classes and functions ``f`` would need allowed: none, for any checkpoint
+    :func:`save` wrote (it holds tensors, numbers, strings and containers only); a file that
+    is not one raises :class:`CheckpointError` as :func:`load` does.
+
+    Examples
+    --------
+    >>> import os, tempfile, pargraph
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "state.npz")
+    ...     pargraph.save({"step": 3}, path)
+    ...     pargraph.serialization.get_unsafe_globals_in_checkpoint(path)
+    []
+    """
+    load(f)
+    return []
 
 
 def _read_structure(reader: _MemberReader) -> Any:

@@ -294,3 +294,26 @@ def test_max_bytes_bounds_what_load_inflates(tmp_path):
     assert loaded["w"].shape == (1000,)
     with pytest.raises(RuntimeError, match="CPU"):
         pargraph.load(path, map_location="cuda:0")
+
+
+def test_the_safe_globals_allow_list_is_kept_and_loading_needs_none(tmp_path):
+    from pargraph import serialization
+
+    class Config:
+        pass
+
+    path = tmp_path / "state.npz"
+    pargraph.save({"step": 3, "weights": pargraph.ones(2)}, path)
+    serialization.add_safe_globals([Config])
+    try:
+        with serialization.safe_globals([dict]):
+            assert serialization.get_safe_globals() == [Config, dict]
+        assert serialization.get_safe_globals() == [Config]
+        assert serialization.get_unsafe_globals_in_checkpoint(path) == []
+        assert pargraph.load(path, weights_only=True)["step"] == 3
+    finally:
+        serialization.clear_safe_globals()
+    assert serialization.get_safe_globals() == []
+    (tmp_path / "bad.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(serialization.CheckpointError):
+        serialization.get_unsafe_globals_in_checkpoint(tmp_path / "bad.npz")

@@ -102,3 +102,4 @@ def test_pytorchs_module_paths_import_the_same_classes():
                   if hasattr(pargraph.nn, n)]
         assert wanted and all(getattr(ours, n) is getattr(pargraph.nn, n) for n in wanted)
     assert theirs is not None
+
