@@ -19,7 +19,16 @@ from pargraph import (
     optim,
     utils,
 )
-from pargraph._tensor import Size, Tensor, float16, float32, float64, int32, int64
+from pargraph._tensor import (
+    Size,
+    Tensor,
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    int32,
+    int64,
+)
 from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
 from pargraph.amp import autocast
 from pargraph.autograd import (
@@ -70,8 +79,10 @@ from pargraph.functions import (
     compute,
     einsum,
     expand_copy,
+    finfo,
     get_default_dtype,
     hstack,
+    iinfo,
     is_tensor,
     logical_not,
     method_functions,
@@ -83,6 +94,7 @@ from pargraph.functions import (
     where,
 )
 from pargraph.legacy import (
+    BFloat16Tensor,
     BoolTensor,
     ByteTensor,
     CharTensor,
@@ -134,12 +146,14 @@ __all__ = [
     "arange", "linspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-    "is_grad_enabled", "Size", "float16", "int32", "half", "int", "device",
+    "is_grad_enabled", "Size", "float16", "bfloat16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
     "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like", "clip",
-    "get_default_dtype", "set_default_dtype", "hstack", "vstack", "take", "tensordot",
+    "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",
+    "tensordot",
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
-    "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor",
+    "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",
+    "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
     "broadcast_shapes", "broadcast_tensors", "expand_copy", "amp", "autocast", "backends",
     "onnx", *FUNCTIONAL_AT_TOP,

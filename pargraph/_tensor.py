@@ -37,6 +37,7 @@ from pargraph.remote.recovery import fetch
 from pargraph.selection import SelectionMethods
 
 float16 = np.dtype(np.float16)
+bfloat16 = ops.BFLOAT16
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 int32 = np.dtype(np.int32)
@@ -351,7 +352,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             raise RuntimeError("you can only change requires_grad flags of leaf variables. "
                                "If you want to use a computed variable in a subgraph that "
                                "doesn't require differentiation use var_no_grad = var.detach().")
-        if requires_grad and node.dtype.kind not in "fc":
+        if requires_grad and not ops.is_floating(node.dtype) and node.dtype.kind != "c":
             raise RuntimeError("only Tensors of floating point dtype can require gradients, "
                                f"got {node.dtype}")
         if not node.history:
@@ -445,6 +446,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def half(self) -> Tensor:
         return self.to(float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(bfloat16)
 
     def int(self) -> Tensor:
         return self.to(int32)
@@ -1087,7 +1091,8 @@ def _checked_product(a: Tensor, b: Any, ndim: int, op: str) -> Tensor:
 
 _CPU = device("cpu")
 #: PyTorch's names of the tensor types of each dtype (``Tensor.type()``, ``pargraph.legacy``).
-TYPE_NAMES = {float16: "torch.HalfTensor", float32: "torch.FloatTensor",
+TYPE_NAMES = {float16: "torch.HalfTensor", bfloat16: "torch.BFloat16Tensor",
+              float32: "torch.FloatTensor",
               float64: "torch.DoubleTensor", np.dtype(np.uint8): "torch.ByteTensor",
               np.dtype(np.int8): "torch.CharTensor", np.dtype(np.int16): "torch.ShortTensor",
               int32: "torch.IntTensor", int64: "torch.LongTensor", bool_: "torch.BoolTensor"}
@@ -1118,7 +1123,8 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
         # Python ints beyond int64, which numpy keeps as uint64, objects or (beside smaller
         # ints) float64: PyTorch refuses them.
         raise ValueError("Overflow when unpacking long long")
-    if array.dtype == object or array.dtype.kind not in "biuf":
+    if array.dtype == object or (array.dtype.kind not in "biuf"
+                                 and array.dtype != ops.BFLOAT16):
         raise TypeError(f"tensor: could not infer a numeric dtype from {type(data).__name__}")
     if dtype is not None:
         target = np.dtype(dtype)

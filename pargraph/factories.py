@@ -418,7 +418,7 @@ def normal(mean: Any, std: Any = 1.0, size: Any = None, generator: Generator | N
         m = mean if isinstance(mean, Tensor) else as_tensor(mean)
         sd = std if isinstance(std, Tensor) else as_tensor(std)
         shape = tuple(np.broadcast_shapes(tuple(m.shape), tuple(sd.shape)))
-        kind = m.dtype if m.dtype.kind == "f" else sd.dtype
+        kind = m.dtype if ops.is_floating(m.dtype) else sd.dtype
         noise = drawn(lambda: _source(generator).standard_normal(shape).astype(kind))
         return m + sd * noise
     if size is None:

@@ -10,6 +10,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pargraph import execution, ops
@@ -141,8 +142,8 @@ def _method_function(name: str):
 #: those whose ``torch.<name>`` is something else (the ``torch.cpu`` module, the
 #: ``torch.float`` dtype).
 METHOD_ONLY = frozenset(
-    "backward bool byte char cpu cuda dim double expand expand_as float half int item long "
-    "numpy register_hook repeat retain_grad short size to tolist type type_as view "
+    "backward bfloat16 bool byte char cpu cuda dim double expand expand_as float half int item "
+    "long numpy register_hook repeat retain_grad short size to tolist type type_as view "
     "view_as".split())
 #: Tensor methods that also exist as ``pargraph.<name>`` functions: every public method but
 #: the in-place ones (``add_``) and :data:`METHOD_ONLY`. The primitives declared with
@@ -155,6 +156,39 @@ METHOD_FUNCTIONS = sorted(
     and inspect.isfunction(inspect.getattr_static(Tensor, name))
     and not (inspect.isfunction(globals().get(name)) and globals()[name].__module__ == __name__))
 method_functions = {name: _method_function(name) for name in METHOD_FUNCTIONS}
+
+
+def finfo(type: Any = None) -> Any:
+    """The limits of a floating point dtype (default: the default dtype), bfloat16 included:
+    ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (``smallest_normal``), ``resolution``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.finfo(pargraph.bfloat16).eps, pargraph.finfo().bits
+    (0.0078125, 32)
+    """
+    dtype = ops.defaults.float if type is None else np.dtype(type)
+    if not ops.is_floating(dtype):
+        raise TypeError(f"torch.finfo() requires a floating point input type. Use torch.iinfo "
+                        f"to handle '{dtype}'")
+    return ml_dtypes.finfo(dtype)
+
+
+def iinfo(type: Any) -> np.iinfo:
+    """The limits of an integer dtype: ``bits``, ``max``, ``min``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.iinfo(pargraph.int32).max
+    2147483647
+    """
+    dtype = np.dtype(type)
+    if dtype.kind not in "iu":
+        raise TypeError(f"torch.iinfo() requires an integer input type. Use torch.finfo to "
+                        f"handle '{dtype}'")
+    return np.iinfo(dtype)
 
 
 def get_default_dtype() -> np.dtype:
@@ -181,7 +215,7 @@ def set_default_dtype(d: Any) -> None:
     >>> pargraph.set_default_dtype(pargraph.float32)
     """
     dtype = np.dtype(d)
-    if dtype.kind != "f":
+    if not ops.is_floating(dtype):
         raise TypeError(f"only floating-point types are supported as the default type, got "
                         f"{dtype}")
     ops.defaults.float = dtype

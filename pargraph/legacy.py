@@ -56,3 +56,4 @@ FloatTensor, DoubleTensor, HalfTensor = (TYPES[n] for n in ("FloatTensor", "Doub
 ByteTensor, CharTensor, ShortTensor = (TYPES[n] for n in ("ByteTensor", "CharTensor",
                                                          "ShortTensor"))
 IntTensor, LongTensor, BoolTensor = (TYPES[n] for n in ("IntTensor", "LongTensor", "BoolTensor"))
+BFloat16Tensor = TYPES["BFloat16Tensor"]

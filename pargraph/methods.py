@@ -116,7 +116,7 @@ class EverydayMethods:
         >>> pargraph.ones(1).is_floating_point(), pargraph.arange(2).is_floating_point()
         (True, False)
         """
-        return np.dtype(self.dtype).kind == "f"
+        return ops.is_floating(np.dtype(self.dtype))
 
     @property
     def is_cuda(self) -> bool:
@@ -953,7 +953,7 @@ class EverydayMethods:
         >>> pargraph.tensor([float("nan"), 1.0]).nan_to_num().tolist()
         [0.0, 1.0]
         """
-        if self.dtype.kind != "f":
+        if not ops.is_floating(self.dtype):
             return self.clone()
         info = np.finfo(self.dtype)
         high = float(info.max) if posinf is None else posinf
@@ -971,7 +971,7 @@ class EverydayMethods:
         >>> pargraph.tensor([-0.0, 0.0, -2.0]).signbit().tolist()
         [True, False, True]
         """
-        if self.dtype.kind != "f":
+        if not ops.is_floating(self.dtype):
             return self < 0
         x = self.detach()
         return (x * 0 + 1).copysign(x) < 0

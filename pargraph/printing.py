@@ -75,6 +75,8 @@ def format_values(value: np.ndarray) -> str:
     widest."""
     if value.size == 0:
         return "[]" if value.ndim == 1 else f"[], size={value.shape}"
+    if value.dtype.name == "bfloat16":  # ml_dtypes' type (kind "V"): its values are floats
+        value = value.astype(np.float32)
     summary = {"threshold": options.threshold if math.isfinite(options.threshold)
                else np.iinfo(np.int64).max, "edgeitems": options.edgeitems,
                "max_line_width": options.linewidth}

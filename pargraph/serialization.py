@@ -36,6 +36,7 @@ import numpy as np
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
 from pargraph.factories import from_numpy
+from pargraph.ops import BFLOAT16
 from pargraph.remote.state import clusters
 
 _STRUCTURE = "__structure__"
@@ -81,6 +82,10 @@ def _encode(obj: Any, arrays: dict) -> Any:
 
 def _store(array: np.ndarray, arrays: dict) -> dict:
     array = np.asarray(array)
+    if array.dtype == BFLOAT16:  # numpy's format has no bfloat16: its bits, and a tag
+        name = f"a{len(arrays)}"
+        arrays[name] = array.view(np.uint16)
+        return {"member": name, "shape": list(array.shape), "dtype": "<u2", "as": "bfloat16"}
     if array.dtype.kind not in "biufc":
         raise TypeError(f"pargraph.save: arrays of dtype {array.dtype} cannot be stored "
                         "(checkpoints hold numeric and bool arrays)")
@@ -438,7 +443,13 @@ def _decode(obj: Any, reader: _MemberReader) -> Any:
         raise reader.fail(f"unexpected entry {sorted(obj)[:4]} in its structure")
     (kind, value), = obj.items()
     if kind in ("tensor", "ndarray"):
-        array = reader.array(*_member_of(value, reader))
+        name, declared = _member_of(value, reader)
+        array = reader.array(name, declared)
+        if declared.get("as") == "bfloat16":
+            if array.dtype != np.uint16:
+                raise reader.fail(f"member {name!r} holds bfloat16 values as {array.dtype}, "
+                                  "not uint16 bits")
+            array = array.view(BFLOAT16)
         return from_numpy(array) if kind == "tensor" else array
     if kind == "tuple" and isinstance(value, list):
         return tuple(_decode(v, reader) for v in value)

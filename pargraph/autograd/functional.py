@@ -135,7 +135,7 @@ def gradcheck(
         if inputs[k].dtype != np.float64:
             raise ValueError(f"gradcheck: input {k} is {inputs[k].dtype}; finite differences "
                              "need float64 inputs")
-    outputs = [o for o in _as_list(fn(*inputs)) if o.dtype.kind == "f"]
+    outputs = [o for o in _as_list(fn(*inputs)) if ops.is_floating(o.dtype)]
     analytical = _analytical_jacobians(outputs, [inputs[k] for k in checked])
     numerical = _numerical_jacobians(fn, inputs, checked, eps)
     for j, k in enumerate(checked):
@@ -196,7 +196,7 @@ def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: f
                 shifted[i] += step
                 args = [as_input(b, x) for b, x in zip(base, inputs)]
                 args[k] = as_input(shifted.reshape(base[k].shape), inputs[k])
-                pair.append([o.detach() for o in _as_list(fn(*args)) if o.dtype.kind == "f"])
+                pair.append([o.detach() for o in _as_list(fn(*args)) if ops.is_floating(o.dtype)])
             per_element.append(pair)
         evaluations.append(per_element)
     execution.realize([o._node for per in evaluations for pair in per for outs in pair

@@ -581,7 +581,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
     weight = None if weight is None else as_tensor(weight, dtype=input.dtype)
-    if target.dtype.kind == "f" and target.shape == input.shape:
+    if ops.is_floating(target.dtype) and target.shape == input.shape:
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     _check_class_targets(input, target, weight, ignore_index, "cross_entropy")
     log_probs = input.log_softmax(-1)

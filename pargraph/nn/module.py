@@ -67,7 +67,7 @@ class Parameter(Tensor):
 def _converted(value: Any, target: Tensor) -> np.ndarray:
     """``value`` as a new numpy array of ``target``'s dtype, or a TypeError saying why not."""
     array = value.detach()._value() if isinstance(value, Tensor) else np.asarray(value)
-    if array.dtype.kind not in "biuf":
+    if array.dtype.kind not in "biuf" and not ops.is_floating(array.dtype):
         raise TypeError(f"expected a tensor or a numeric array, got {type(value).__name__} "
                         f"of dtype {array.dtype}")
     return array.astype(target.dtype, copy=True)
@@ -314,12 +314,12 @@ class Module:
 
     def _cast_floats(self, dtype: np.dtype) -> Module:
         """Cast floating point parameters, their gradients and buffers, keeping the objects."""
-        if dtype.kind != "f":
+        if not ops.is_floating(dtype):
             raise TypeError(f"Module.to: only floating point dtypes are supported, got {dtype}")
         tensors = [p for _, p in self.named_parameters()] + [b for _, b in self.named_buffers()]
         with no_grad():
             for t in tensors:
-                if t.dtype.kind == "f" and t.dtype != dtype:
+                if ops.is_floating(t.dtype) and t.dtype != dtype:
                     t._replace(ops.cast(t._node, dtype=dtype))
                     if t.grad is not None:
                         t.grad = t.grad.to(dtype)

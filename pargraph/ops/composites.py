@@ -11,11 +11,12 @@ import numpy as np
 
 from pargraph.graph import Node
 from pargraph.ops.core import (
-    HALF,
+    HALVES,
     ShapeError,
     _reduced_shape,
     _same_float,
     float_dtype,
+    is_floating,
     normalize_dim,
     normalize_dims,
     primitive,
@@ -47,10 +48,10 @@ def in_float32(composite: Callable) -> Callable:
     end, as PyTorch accumulates them (the mean of 1,000 values of 100.0 is 100, not inf)."""
 
     def reduction(x: Node, *args: Any, **kwargs: Any) -> Node:
-        if x.dtype != HALF:
+        if x.dtype not in HALVES:
             return composite(x, *args, **kwargs)
         out = composite(cast(x, dtype=np.dtype(np.float32)), *args, **kwargs)
-        rounded = cast(out, dtype=HALF)
+        rounded = cast(out, dtype=x.dtype)
         rounded.grad_name = out.grad_name
         return rounded
 
@@ -105,7 +106,7 @@ def logsumexp(x: Node, dim, keepdim=False) -> Node:
 
 def _floating(x: Node) -> Node:
     """``x``, cast to the float dtype PyTorch would compute in if it is not a float."""
-    return x if x.dtype.kind in "fc" else cast(x, dtype=float_dtype(x.dtype))
+    return x if is_floating(x.dtype) or x.dtype.kind == "c" else cast(x, dtype=float_dtype(x.dtype))
 
 
 def _class_weights(target, weight: tuple, ignore_index: int, dtype, classes: int) -> tuple:

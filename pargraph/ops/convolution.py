@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.ops.core import ShapeError, primitive, result_dtype
+from pargraph.ops.core import ShapeError, is_floating, primitive, result_dtype
 from pargraph.ops.reductions import sum_
 
 
@@ -211,7 +211,7 @@ def _pytorchs_argmax(windows: np.ndarray, axis: int) -> np.ndarray:
     """The position of each window's maximum along ``axis`` as PyTorch's pooling kernels
     scan: the first of equal values, but the last NaN (a NaN replaces any maximum so far)."""
     first = np.argmax(windows, axis=axis)
-    if windows.dtype.kind != "f":
+    if not is_floating(windows.dtype):
         return first
     nan = np.isnan(windows)
     if not nan.any():
@@ -224,7 +224,7 @@ def _pytorchs_argmax(windows: np.ndarray, axis: int) -> np.ndarray:
 def pool_argmax(x, *, kernel, stride, padding, dilation):
     """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
     pooling ``indices``): the first of equal values, the last NaN, never padding."""
-    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    fill = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
     padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
     out = _geometry(x.shape, kernel, stride, padding, dilation)
     stacked = np.stack([padded[(slice(None),) + place]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pargraph.capturing import has_symbols, recording
@@ -30,9 +31,10 @@ defaults = Defaults()
 
 
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)
+_FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
-HALF = np.dtype(np.float16)  # PyTorch accumulates its reductions in float32
+HALF = np.dtype(np.float16)
 
 
 class Primitive:
@@ -106,7 +108,8 @@ class Primitive:
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
         node = Node(self, inputs, attrs, shape, dtype, site=site)
-        if grad_mode.enabled and self.vjps is not None and dtype.kind == "f":
+        if grad_mode.enabled and self.vjps is not None and (
+                dtype.kind == "f" or dtype == BFLOAT16):
             for i in inputs:
                 if type(i) is Node and i.requires_grad:
                     node.requires_grad = node.history = True
@@ -135,8 +138,20 @@ def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bo
     return register
 
 
+#: Brain floating point (8 exponent bits, 7 of mantissa): numpy has none, ml_dtypes adds it.
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+#: The 16-bit floats, whose reductions and softmax PyTorch computes in float32 and rounds once.
+HALVES = frozenset({HALF, BFLOAT16})
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a floating point type (bfloat16 included, whose numpy kind is
+    ``V``)."""
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
 def _category(dtype: np.dtype) -> int:
-    return 0 if dtype == _BOOL else 2 if dtype.kind in "fc" else 1
+    return 0 if dtype == _BOOL else 2 if dtype.kind in "fc" or dtype == BFLOAT16 else 1
 
 
 def scalar_dtype(value: Any) -> np.dtype:
@@ -171,6 +186,8 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
     rank_a, rank_b = _category(a), _category(b)
     if rank_a != rank_b:
         return a if rank_a > rank_b else b
+    if {a, b} == {BFLOAT16, _FLOAT16}:  # neither holds the other: PyTorch's float32
+        return _FLOAT32
     return np.result_type(a, b)
 
 

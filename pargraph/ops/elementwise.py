@@ -21,6 +21,7 @@ from pargraph.ops.core import (
     _same,
     _same_float,
     broadcast_shapes,
+    is_floating,
     primitive,
     result_dtype,
     shape_of,
@@ -417,7 +418,7 @@ bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
 
 @primitive("floor", _same, method=True)
 def floor(x):
-    return np.floor(x) if x.dtype.kind == "f" else x.copy()
+    return np.floor(x) if is_floating(x.dtype) else x.copy()
 
 
 floor.defvjp(lambda g, out, x: mul(g, 0.0))  # piecewise constant: PyTorch's zero gradient
@@ -425,7 +426,7 @@ floor.defvjp(lambda g, out, x: mul(g, 0.0))  # piecewise constant: PyTorch's zer
 
 @primitive("ceil", _same, method=True)
 def ceil(x):
-    return np.ceil(x) if x.dtype.kind == "f" else x.copy()
+    return np.ceil(x) if is_floating(x.dtype) else x.copy()
 
 
 ceil.defvjp(lambda g, out, x: mul(g, 0.0))
@@ -433,7 +434,7 @@ ceil.defvjp(lambda g, out, x: mul(g, 0.0))
 
 @primitive("trunc", _same, method=True)
 def trunc(x):
-    return np.trunc(x) if x.dtype.kind == "f" else x.copy()
+    return np.trunc(x) if is_floating(x.dtype) else x.copy()
 
 
 trunc.defvjp(lambda g, out, x: mul(g, 0.0))
@@ -442,7 +443,7 @@ trunc.defvjp(lambda g, out, x: mul(g, 0.0))
 @primitive("round", _same)
 def round_(x, *, decimals=0):
     """Half to even, as PyTorch and numpy round."""
-    return np.round(x, decimals) if x.dtype.kind == "f" else x.copy()
+    return np.round(x, decimals) if is_floating(x.dtype) else x.copy()
 
 
 round_.defvjp(lambda g, out, x, decimals=0: mul(g, 0.0))

@@ -8,7 +8,14 @@ from collections.abc import Callable
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.ops.core import ShapeError, broadcast_shapes, primitive, result_dtype, shape_of
+from pargraph.ops.core import (
+    ShapeError,
+    broadcast_shapes,
+    is_floating,
+    primitive,
+    result_dtype,
+    shape_of,
+)
 
 
 def _gemm_cost(node: Node) -> float:
@@ -206,7 +213,7 @@ def _square(name: str, a: Node) -> None:
     if a.shape[-1] != a.shape[-2]:
         raise ShapeError(f"linalg.{name}: A must be batches of square matrices, but they are "
                          f"{a.shape[-2]} by {a.shape[-1]} matrices")
-    if a.dtype.kind != "f":
+    if not is_floating(a.dtype):
         raise ShapeError(f"linalg.{name}: Expected a floating point tensor as input. Got "
                          f"{a.dtype}")
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from pargraph.graph import Node
 from pargraph.ops.core import (
+    HALVES,
     ShapeError,
     _gradient_shape,
     _same,
@@ -26,6 +27,8 @@ def log_softmax(x: Node, dim: int) -> Node:
 def log_softmax_of(x, *, dim):
     """``x - logsumexp(x)`` as one node (the composite made eight, and ten for its backward),
     with the same numpy operations in the same order: the max is subtracted first."""
+    if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does
+        return log_softmax_of.forward(x.astype(np.float32), dim=dim).astype(x.dtype)
     shift = x.max(axis=dim, keepdims=True)
     total = np.log(np.exp(x - shift).sum(axis=dim, keepdims=True))
     return x - (total + shift)
@@ -38,6 +41,9 @@ log_softmax_of.defvjp(lambda g, out, x, dim: log_softmax_backward(g, out, dim=di
 @primitive("log_softmax_backward", _gradient_shape, grad_name="LogSoftmaxBackwardBackward0")
 def log_softmax_backward(g, result, *, dim):
     """``g - exp(result) * sum(g)``: log_softmax's gradient from its result."""
+    if g.dtype in HALVES:
+        return log_softmax_backward.forward(g.astype(np.float32), result.astype(np.float32),
+                                            dim=dim).astype(g.dtype)
     return g - np.exp(result) * g.sum(axis=dim, keepdims=True)
 
 
@@ -130,6 +136,8 @@ def softmax(x: Node, dim: int) -> Node:
 def softmax_of(x, *, dim):
     """``exp(x - max) / sum`` as one node (the composite made six, and a dozen for its
     backward), with the same numpy operations in the same order."""
+    if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does
+        return softmax_of.forward(x.astype(np.float32), dim=dim).astype(x.dtype)
     shifted = np.exp(x - x.max(axis=dim, keepdims=True))
     return shifted / shifted.sum(axis=dim, keepdims=True)
 
@@ -140,6 +148,9 @@ softmax_of.defvjp(lambda g, out, x, dim: softmax_backward(g, out, dim=dim))
 @primitive("softmax_backward", _gradient_shape, grad_name="SoftmaxBackwardDataBackward0")
 def softmax_backward(g, result, *, dim):
     """``result * (g - sum(g * result))``: softmax's gradient from its result."""
+    if g.dtype in HALVES:
+        return softmax_backward.forward(g.astype(np.float32), result.astype(np.float32),
+                                        dim=dim).astype(g.dtype)
     return result * (g - (g * result).sum(axis=dim, keepdims=True))
 
 

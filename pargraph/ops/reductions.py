@@ -7,21 +7,22 @@ import numpy as np
 from pargraph.graph import Node
 from pargraph.ops.core import (
     _INT64,
-    HALF,
+    HALVES,
     ShapeError,
     _category,
     _reduced_shape,
     _reduction,
     _reduction_same,
     float_dtype,
+    is_floating,
     primitive,
 )
 
 
 @primitive("sum", _reduction)
 def sum_(x, dim=None, keepdim=False):
-    if x.dtype == HALF:  # accumulated in float32 and rounded once, as PyTorch does
-        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(HALF)
+    if x.dtype in HALVES:  # accumulated in float32 and rounded once, as PyTorch does
+        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
     return x.sum(axis=dim, keepdims=keepdim)  # the method: np.sum adds a Python wrapper
 
 
@@ -35,8 +36,8 @@ def _cumsum_shape(x, dim, reverse=False):
 @primitive("cumsum", _cumsum_shape)
 def cumsum(x, dim, reverse=False):
     """Running sums along ``dim`` (``reverse``: from the end, what the vjp needs)."""
-    if x.dtype == HALF:  # accumulated in float32, as PyTorch does
-        return cumsum.forward(x.astype(np.float32), dim, reverse).astype(HALF)
+    if x.dtype in HALVES:  # accumulated in float32, as PyTorch does
+        return cumsum.forward(x.astype(np.float32), dim, reverse).astype(x.dtype)
     if reverse:
         return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
     return np.cumsum(x, axis=dim)
@@ -48,9 +49,9 @@ cumsum.defvjp(lambda g, out, x, dim, reverse=False: cumsum(g, dim=dim, reverse=n
 @primitive("cumprod", lambda x, dim: _cumsum_shape(x, dim), grad_name="CumprodBackward0")
 def cumprod(x, dim):
     """Running products along ``dim`` (integers and booleans as int64, as PyTorch's)."""
-    if x.dtype == HALF:
-        return np.cumprod(x.astype(np.float32), axis=dim).astype(HALF)
-    return np.cumprod(x, axis=dim, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+    if x.dtype in HALVES:
+        return np.cumprod(x.astype(np.float32), axis=dim).astype(x.dtype)
+    return np.cumprod(x, axis=dim, dtype=x.dtype if is_floating(x.dtype) else np.int64)
 
 
 @primitive("cumprod_grad", lambda g, x, out, dim: (x.shape, g.dtype))
@@ -102,8 +103,8 @@ def norm(x, dim=None, keepdim=False):
     """The 2-norm over ``dim``: one node, so that its gradient at 0 is 0 (PyTorch's
     subgradient), where ``sqrt(sum(x * x))`` would give nan. Half precision is accumulated
     in float32, as in PyTorch."""
-    if x.dtype == HALF:
-        return norm.forward(x.astype(np.float32), dim, keepdim).astype(HALF)
+    if x.dtype in HALVES:
+        return norm.forward(x.astype(np.float32), dim, keepdim).astype(x.dtype)
     return np.sqrt(np.sum(np.square(x), axis=dim, keepdims=keepdim))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pargraph import execution
+from pargraph import execution, ops
 from pargraph._tensor import Tensor, apply
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
@@ -218,7 +218,7 @@ def _restore(value: Any, param: Tensor, where: str) -> Any:
     if restored.shape != param.shape and restored.numel() != 1:
         raise ValueError(f"loaded optimizer state: {where} has shape {restored.shape}, the "
                          f"parameter has shape {param.shape}")
-    return restored.to(param.dtype) if restored.dtype.kind == "f" else restored
+    return restored.to(param.dtype) if ops.is_floating(restored.dtype) else restored
 
 
 required = _required
