@@ -309,7 +309,8 @@ def test_module_registration_and_names():
     assert [type(m).__name__ for m in net.children()] == ["Linear", "ReLU", "ModuleList",
                                                            "ModuleDict"]
     assert len(list(net.modules())) == 10  # net, layer1, act, heads (+2), blocks, out (+2)
-    assert list(net.state_dict())[-1] == "steps"
+    # PyTorch's order: a module's own parameters and buffers, then its children's
+    assert list(net.state_dict())[:3] == ["scale", "steps", "layer1.weight"]
     assert net.heads[1].path() == "heads.1"
 
 

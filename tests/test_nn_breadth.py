@@ -490,3 +490,41 @@ def test_gumbel_softmax_samples_its_categorical_and_passes_the_soft_gradient():
     assert np.all(np.isfinite(logits.grad.numpy())) and np.abs(logits.grad.numpy()).sum() > 0
     soft = F.gumbel_softmax(logits.detach(), tau=2.0).numpy()
     assert np.allclose(soft.sum(1), 1) and (soft > 0).all() and (soft < 1).all()
+
+
+def test_state_dict_keys_come_in_pytorchs_order():
+    def build(nn):
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+                shared = nn.Linear(2, 2)
+                self.head = nn.Sequential(shared, nn.ReLU(), shared)
+                self.register_buffer("scale", torch.ones(1) if nn is torch.nn
+                                     else pargraph.ones(1))
+                self.register_buffer("cache", torch.ones(1) if nn is torch.nn
+                                     else pargraph.ones(1), persistent=False)
+                self.out = nn.Linear(2, 1)
+        return Net()
+
+    theirs, ours = build(torch.nn), build(pargraph.nn)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    assert ours.state_dict(keep_vars=True)["out.weight"].requires_grad
+
+
+def test_class_targets_of_other_integer_types_are_refused_as_pytorch_does():
+    scores = RNG.standard_normal((2, 3))
+    for name in ("int32", "int16"):
+        target = np.array([0, 2], dtype=name)
+        with pytest.raises(RuntimeError) as theirs:
+            TF.cross_entropy(torch.tensor(scores), torch.tensor(target))
+        with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte") \
+                as ours:
+            F.cross_entropy(pargraph.tensor(scores), pargraph.tensor(target))
+        assert str(ours.value).endswith(str(theirs.value))
+    byte = np.array([0, 2], dtype=np.uint8)
+    np.testing.assert_allclose(
+        F.nll_loss(pargraph.tensor(scores), pargraph.tensor(byte)).item(),
+        TF.nll_loss(torch.tensor(scores), torch.tensor(byte)).item())

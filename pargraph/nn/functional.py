@@ -511,6 +511,10 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None,
     if target.dtype.kind not in "iu":
         raise ValueError(f"{op}: expected class indices of an integer dtype as target, got "
                          f"{target.dtype}")
+    if target.dtype not in (np.dtype(np.int64), np.dtype(np.uint8)):
+        name = {1: "Char", 2: "Short", 4: "Int"}.get(target.dtype.itemsize, str(target.dtype))
+        raise RuntimeError(f"{op}: expected target dtype to be Long or Byte, but got "
+                           f"{name if target.dtype.kind == 'i' else target.dtype}")
     expected = input.shape[:-1]
     if target.shape != expected:
         raise ValueError(f"{op}: expected target of shape {expected} for input of shape "

@@ -106,6 +106,7 @@ class Module:
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parent", None)
@@ -190,14 +191,20 @@ class Module:
         self._parameters[name] = param
         self._registry_changed()
 
-    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
-        """Register a tensor that is state but not a parameter (it is in ``state_dict``)."""
+    def register_buffer(self, name: str, tensor: Tensor | None,
+                        persistent: bool = True) -> None:
+        """Register a tensor that is state but not a parameter (in ``state_dict`` unless not
+        ``persistent``)."""
         self._check_new_name(name, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
         self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
         self._registry_changed()
 
     def _registry_changed(self) -> None:
@@ -345,13 +352,38 @@ class Module:
 
     # --- state --------------------------------------------------------------------------
 
-    def state_dict(self) -> OrderedDict[str, Tensor]:
-        """Parameters and buffers by dotted name, detached (values are gathered if needed)."""
-        state: OrderedDict[str, Tensor] = OrderedDict()
-        for name, param in self.named_parameters():
-            state[name] = param.detach()
-        for name, buffer in self.named_buffers():
-            state[name] = buffer.detach()
+    def _state_items(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """PyTorch's ``state_dict`` order: each module's parameters, then its persistent
+        buffers, then its children's, depth first; a module shared under two names is listed
+        under both."""
+        for name, param in self._parameters.items():
+            if param is not None:
+                yield prefix + name, param
+        for name, buffer in self._buffers.items():
+            if buffer is not None and name not in self._non_persistent_buffers_set:
+                yield prefix + name, buffer
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._state_items(f"{prefix}{name}.")
+
+    def state_dict(self, *args: Any, destination: Any = None, prefix: str = "",
+                   keep_vars: bool = False) -> OrderedDict[str, Tensor]:
+        """Parameters and persistent buffers by dotted name, in PyTorch's order (module by
+        module), detached unless ``keep_vars`` (values are gathered if needed).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> net = pargraph.nn.Sequential(pargraph.nn.Linear(2, 3), pargraph.nn.BatchNorm1d(3))
+        >>> list(net.state_dict())[:4]
+        ['0.weight', '0.bias', '1.weight', '1.bias']
+        """
+        if args:  # PyTorch's old positional form: (destination, prefix, keep_vars)
+            destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars]
+                                              [len(args):])[:3]
+        state: OrderedDict[str, Tensor] = OrderedDict() if destination is None else destination
+        for name, tensor in self._state_items(prefix):
+            state[name] = tensor if keep_vars else tensor.detach()
         return state
 
     def load_state_dict(self, state_dict: dict, strict: bool = True):
@@ -360,8 +392,7 @@ class Module:
         With ``strict``, missing and unexpected keys raise; a shape mismatch always raises,
         naming the key. Returns ``IncompatibleKeys(missing_keys, unexpected_keys)``.
         """
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors = []
