@@ -153,7 +153,10 @@ def test_declared_costs_make_parallel_groups_named_after_the_op():
     assert total.item() == 2 * 8 * 4 + 2 * 4 * sum(range(8))
     names = [record.op for record in tr.records.values()]
     assert names.count("test::simulate") == 8
-    assert tr.summary(print_it=False).available_parallelism > 4  # eight branches, one task each
+    # Eight branches in tasks of their own: both threads ran some (one task would be one lane;
+    # the trace's available parallelism, from timings, swung below 4 under a loaded machine).
+    lanes = {record.lane for record in tr.records.values() if record.op == "test::simulate"}
+    assert len(lanes) == 2
 
 
 def test_a_custom_op_runs_on_a_cluster():
