@@ -56,11 +56,43 @@ def test_image_file_set_from_dockerignore():
     assert not any("__pycache__" in p for p in context)
     for copied in re.findall(r"^COPY (.+) \S+$", _dockerfile(), re.MULTILINE):
         for source in copied.split():
-            assert source in context, f"the Dockerfile copies {source}, .dockerignore drops it"
+            if not source.startswith("--"):
+                assert source in context, f"the Dockerfile copies {source}, .dockerignore drops it"
     assert "pargraph/__init__.py" in context and "demos/digits.py" in context
+    os.makedirs(os.path.join(ROOT, ".venv", "lib"), exist_ok=True)  # a local venv stays out
+    try:
+        context = set(exclude_paths(ROOT, patterns, dockerfile="docker/Dockerfile"))
+        assert not any(p.startswith((".venv", "venv/")) for p in context)
+    finally:
+        os.rmdir(os.path.join(ROOT, ".venv", "lib"))
+        if not os.listdir(os.path.join(ROOT, ".venv")):
+            os.rmdir(os.path.join(ROOT, ".venv"))
+
+
+def test_the_image_is_pinned_and_installs_its_dependencies_before_the_code():
     dockerfile = _dockerfile()
-    assert "useradd" in dockerfile and "chown pargraph /out" in dockerfile
-    assert dockerfile.strip().splitlines()[-1] == "USER pargraph"
+    base = re.search(r"^FROM (\S+)$", dockerfile, re.MULTILINE).group(1)
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+", base), base  # no floating tag
+    lines = dockerfile.splitlines()
+    dependencies = next(i for i, line in enumerate(lines) if "-r constraints.txt" in line)
+    code = next(i for i, line in enumerate(lines)
+                if line.startswith("COPY") and " pargraph " in line)
+    assert dependencies < code and "--no-deps" in lines[code + 2]
+    assert "chown pargraph /app /out" in dockerfile and lines[-1] == "USER pargraph"
+    # Every service that runs the image can build it: compose never pulls a pargraph image.
+    assert all(service["build"]["dockerfile"] == "docker/Dockerfile"
+               for service in SERVICES.values())
+    with open(os.path.join(ROOT, "docker", "constraints.txt")) as file:
+        pinned = dict(line.split("==") for line in file.read().splitlines()
+                      if "==" in line and not line.startswith("#"))
+    import tomllib
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as file:
+        project = tomllib.load(file)["project"]
+    extras = project["optional-dependencies"]
+    wanted = project["dependencies"] + extras["dashboard"] + extras["demos"]
+    for requirement in wanted:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower().replace("_", "-")
+        assert name in pinned, f"docker/constraints.txt pins no version of {name}"
 
 
 def _local(argv: list[str], cluster: Cluster, worker: int = 0) -> list[str]:
