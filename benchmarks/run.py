@@ -588,6 +588,9 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_write:
         with open(os.path.join(HERE, "RESULTS.md"), "w") as file:
             file.write(text)
+        from benchmarks import readme
+
+        readme.main([])  # the README's comparison table, from what was just written
 
 
 if __name__ == "__main__":

@@ -33,3 +33,15 @@ def test_every_docstring_example_runs():
             failed[info.name] = result.failed
     assert attempted > 100  # the public functions' examples
     assert not failed, f"docstring examples that fail (run pytest --doctest-modules): {failed}"
+
+
+def test_the_readme_comparison_table_is_made_from_the_benchmark_results():
+    """The README's figures come from benchmarks/RESULTS.md, never typed by hand."""
+    from benchmarks import readme
+
+    with open(os.path.join(ROOT, "benchmarks", "RESULTS.md")) as file:
+        made = readme.table(file.read())
+    with open(os.path.join(ROOT, "README.md")) as file:
+        text = file.read()
+    assert readme.replace_block(text, readme.BLOCK, made) == text
+    assert made.count("\n| ") >= 6 and "PyTorch" in made and "JAX jit" in made
