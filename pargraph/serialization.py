@@ -36,6 +36,7 @@ import numpy as np
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
 from pargraph.factories import from_numpy
+from pargraph.interrupts import interrupts
 from pargraph.ops import BFLOAT16
 from pargraph.remote.state import clusters
 
@@ -121,8 +122,8 @@ def save(obj: Any, path: str | os.PathLike) -> None:
         os.replace(temporary, path)
         clusters.last_checkpoint = os.path.abspath(path)
     except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        # A second Ctrl-C must not cut this short: the temporary file would stay behind.
+        interrupts.undo(lambda: os.path.exists(temporary) and os.remove(temporary))
         raise
     _sync_folder(folder)
 
