@@ -616,7 +616,7 @@ class Program:
             self.tasks = [task]
             self.recipes = [[(False, slot[k]) for k in made.external]]
             self.kinds = [[(Arg.INPUT, k) for k in made.external]]
-            self.labels = [lowering.group_label(computed)]
+            self.labels = [lowering.run_label(computed)]
             self.unpack = [(0, e) for e in range(len(outputs))]
         else:
             self.tasks, self.recipes = [], []
@@ -900,6 +900,8 @@ class Program:
             workers = dict(zip(keys, hosts))
             workers.update((key, hosts[producers[0]])
                            for key, (producers, _) in zip(sent, made.selections))
+        elif self.granularity.hosts:  # one task: on one worker step after step, as eager's
+            workers = {key: self.granularity.hosts[0][0] for key in keys}
         scalar = [k for k, g in enumerate(wanted) if all(
             type(j) is int and not self.tasks[g].nodes[j].shape
             for j in self.tasks[g].outputs)]

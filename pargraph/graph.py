@@ -54,6 +54,7 @@ class _Naming(threading.local):
     phase = FORWARD
     origin: str | None = None
     scope: str = ""  # dotted path of the nn.Module whose forward records the node
+    model: str = ""  # the class of the outermost module called last: names one-task runs
 
 
 _naming = _Naming()
@@ -118,6 +119,8 @@ class module_call:  # noqa: N801 (used as a context manager, like the functions 
 
     def __enter__(self) -> None:
         self.saved = (_naming.scope, grad_mode.site)
+        if not _naming.scope:  # the outermost module: its scope is its class name
+            _naming.model = self.scope
         _naming.scope, grad_mode.site = self.scope, self.site
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -133,6 +136,11 @@ def module_scope(path: str) -> Iterator[None]:
         yield
     finally:
         _naming.scope = saved
+
+
+def last_model() -> str:
+    """The class name of the outermost module this thread called last (``""``: none)."""
+    return _naming.model
 
 
 def task_prefix(op_name: str, phase: str, origin: str | None) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.costs import StructureCosts, decisions, describe
-from pargraph.graph import Node, StructureCache, toposort
+from pargraph.graph import FORWARD, UPDATE, Node, StructureCache, last_model, toposort
 from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_partition
 from pargraph.remote.layout import (
     INLINE_BYTES,
@@ -111,7 +111,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     copied_outputs = frozenset(i for i, node in enumerate(outputs) if id(node) in copied_ids)
     if single is not None:  # on a cluster
         return _single_task(graph, *single, outputs, local_values, parts=not named_outputs,
-                            copied=copied_outputs)
+                            copied=copied_outputs, hosts=granularity.hosts)
     lowered = plan_.instantiate(graph, order, computed, outputs, local_values,
                                 named_outputs=bool(named_outputs), remote=remote,
                                 copied=copied_outputs)
@@ -502,10 +502,14 @@ def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
                  held: dict[str, Any], parts: bool = False,
                  data: Callable[[], dict] | None = None,
-                 copied: frozenset = frozenset()) -> Lowered:
+                 copied: frozenset = frozenset(), hosts: tuple = ()) -> Lowered:
     """One task for the run; ``data``: the values to add as data keys when the graph is
-    built, which it is only if the run does not go inline."""
-    whole = f"pargraph_run-{outputs[0].key}"
+    built, which it is only if the run does not go inline. On a cluster with ``hosts``, the
+    run goes to the first of them (loosely), step after step: its state stays there, and the
+    task that picks what is copied runs beside it (left to the scheduler, it ran on another
+    worker now and then, which then fetched the whole result, gradients and all)."""
+    _, serial, session = outputs[0].key.rsplit("-", 2)
+    whole = f"{run_label(task.nodes)}-{serial}w-{session}"  # "w": never a node's key
     if parts:  # on a cluster: this run's own key
         whole = tagged(whole, f"r{next(clusters.runs)}")
 
@@ -520,7 +524,7 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
 
     if parts:  # on a cluster: the outputs stay parts of the one task's Future
         return held_results(build(), [whole], [(0, k) for k in range(len(outputs))], outputs,
-                             1, copied=copied)
+                            1, copied=copied, workers={whole: hosts[0][0]} if hosts else None)
     return Lowered(build, [node.key for node in outputs], single=task, single_inputs=external,
                    tasks=1 + len(outputs))
 
@@ -533,6 +537,25 @@ def group_label(members: list[Node]) -> str:
     heaviest = max(members, key=estimated_seconds)
     path = _common_path([n.scope.split(" (")[0] for n in members if n.scope])
     return f"{path}_{heaviest.phase}" if path else heaviest.key.rsplit("-", 2)[0]
+
+
+def run_label(members: list[Node]) -> str:
+    """The readable part of a one-task run's key: the module path its members share, or else
+    the model this thread called last, and what the run does (``Net_step``: a forward with its
+    backward or updates; ``Net_forward``, ``Net_backward``); updates alone are named after
+    their op (``adam_update``)."""
+    phases = {n.phase for n in members}
+    if phases == {UPDATE}:
+        return max(members, key=estimated_seconds).key.rsplit("-", 2)[0]
+    if FORWARD in phases and len(phases) > 1:
+        word = "step"
+    elif phases == {FORWARD}:
+        word = "forward"
+    else:
+        word = "backward_update" if UPDATE in phases else "backward"
+    path = _common_path([n.scope.split(" (")[0] for n in members if n.scope])
+    owner = path or last_model() or max(members, key=estimated_seconds).key.rsplit("-", 2)[0]
+    return f"{owner}_{word}"
 
 
 def _common_path(paths: list[str]) -> str:

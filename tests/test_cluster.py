@@ -345,8 +345,10 @@ def test_coarse_tasks_have_readable_names(cluster):
     for group in groups:  # "<module>_<phase>", or the op prefix of a group's heaviest node
         group = group.removesuffix("_keep")  # what goes to a second worker
         head = group.split("-")[0].removesuffix("_backward").removesuffix("_update")
-        assert head in ops | {"accumulate_grad", "adam", "pargraph_run", "fetch"} or \
-            group.rsplit("_", 1)[-1] in ("forward", "backward", "update", "accumulate"), group
+        assert "pargraph_run" not in group, group  # never a generic run name
+        assert head in ops | {"accumulate_grad", "adam", "fetch"} or \
+            group.rsplit("_", 1)[-1] in ("forward", "backward", "update", "accumulate",
+                                         "step"), group
 
 
 def test_each_tower_runs_on_the_worker_that_holds_its_parameters(cluster):
@@ -983,3 +985,26 @@ def test_a_scheduler_gone_when_asked_for_its_workers_is_a_lost_cluster(cluster, 
     with dask.config.set(scheduler=cluster.client), \
             pytest.raises(pargraph.ClusterLostError, match="asking the scheduler"):
         x.sum().item()
+
+
+def test_a_one_task_step_is_named_after_its_model(cluster):
+    """A step too small to split is one task; the task stream names it after the model and
+    what it does (``Sequential_step``), and its state stays on one worker."""
+    from distributed import get_task_stream
+
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, y = pargraph.randn(16, 8), pargraph.randint(0, 2, (16,))
+    with dask.config.set(scheduler=cluster.client), \
+            get_task_stream(client=cluster.client) as stream:
+        for _ in range(3):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        model(x).sum().item()
+    groups = {key_split(task["key"]) for task in stream.data}
+    assert "Sequential_step" in groups and "Sequential_forward" in groups, groups
+    runs = {task["worker"] for task in stream.data if key_split(task["key"]) ==
+            "Sequential_step"}
+    assert len(runs) == 1, runs  # placed on one worker, step after step
