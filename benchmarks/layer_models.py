@@ -9,7 +9,11 @@
   8 tokens of 8 values, batch 64;
 - ``lstm``: a 2-layer bidirectional LSTM (hidden 128) over 64 steps of 32 features, batch 32,
   classifying from its last output: its directions are parallel branches, and its layers a
-  wavefront.
+  wavefront;
+- ``charrnn``: PyTorch's character-level RNN tutorial as written there: a name of 8 one-hot
+  letters (57) read one character at a time by two ``nn.Linear`` on one-row inputs (hidden
+  128, 18 classes), and the update by hand, ``p.data.add_(p.grad.data, alpha=-lr)``: a
+  program of many tiny ops, where the cost per op decides.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 import numpy as np
 
 SHAPES = {"conv": ((32, 32, 32, 32), 10), "cnn": ((64, 1, 8, 8), 10),
-          "attention": ((64, 8, 8), 10), "lstm": ((32, 64, 32), 10)}
+          "attention": ((64, 8, 8), 10), "lstm": ((32, 64, 32), 10),
+          "charrnn": ((8, 1, 57), 18)}
 
 
 def build(lib: Any, workload: str) -> Any:
@@ -97,9 +102,58 @@ def _transformer(lib: Any, width: int, heads: int, layers: int) -> Any:
     return RowTransformer()
 
 
+def _char_rnn_step(lib: Any) -> Any:
+    """The tutorial's ``train(category_tensor, line_tensor)``, unchanged but for the names."""
+    nn = lib.nn
+
+    class RNN(nn.Module):
+        def __init__(self, input_size: int, hidden_size: int, output_size: int) -> None:
+            super().__init__()
+            self.hidden_size = hidden_size
+            self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+            self.i2o = nn.Linear(input_size + hidden_size, output_size)
+            self.softmax = nn.LogSoftmax(dim=1)
+
+        def forward(self, input, hidden):
+            combined = lib.cat((input, hidden), 1)
+            hidden = self.i2h(combined)
+            output = self.softmax(self.i2o(combined))
+            return output, hidden
+
+        def init_hidden(self):
+            return lib.zeros(1, self.hidden_size)
+
+    (letters, _, alphabet), classes = SHAPES["charrnn"]
+    lib.manual_seed(0)
+    rnn = RNN(alphabet, 128, classes)
+    criterion = nn.NLLLoss()
+    rng = np.random.default_rng(1)
+    line = np.zeros((letters, 1, alphabet), np.float32)
+    line[np.arange(letters), 0, rng.integers(0, alphabet, letters)] = 1.0
+    line_tensor, category_tensor = lib.tensor(line), lib.tensor([int(rng.integers(classes))])
+    learning_rate = 0.005
+
+    def step() -> float:
+        hidden = rnn.init_hidden()
+        rnn.zero_grad()
+        for i in range(line_tensor.size()[0]):
+            output, hidden = rnn(line_tensor[i], hidden)
+        loss = criterion(output, category_tensor)
+        loss.backward()
+        for p in rnn.parameters():
+            p.data.add_(p.grad.data, alpha=-learning_rate)
+        return loss.item()
+
+    step.compiled = None
+    return step
+
+
 def step_of(lib: Any, workload: str, compiled: str | None = None):
     """A training step (Adam, cross-entropy) of the workload's model on fixed random data;
-    ``compiled``: ``"step"`` or ``"model"`` is what ``lib.compile`` compiles."""
+    ``compiled``: ``"step"`` or ``"model"`` is what ``lib.compile`` compiles (the char-RNN's
+    step is the tutorial's own, eager only)."""
+    if workload == "charrnn":
+        return _char_rnn_step(lib)
     lib.manual_seed(0)
     model = build(lib, workload)
     shape, classes = SHAPES[workload]

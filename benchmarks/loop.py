@@ -24,7 +24,7 @@ WORKLOADS = {
     "small": dict(towers=1, sizes=(32, 64, 64, 4), batch=32),
     # benchmarks/layer_models.py: the same program on pargraph and on PyTorch
     "conv": dict(layers=True), "cnn": dict(layers=True), "attention": dict(layers=True),
-    "lstm": dict(layers=True),
+    "lstm": dict(layers=True), "charrnn": dict(layers=True),
 }
 #: Steps run before the timed ones, in every framework. A steady state takes a while: CPython
 #: specializes a function's bytecode only after it ran several times, and most of pargraph's

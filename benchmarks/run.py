@@ -411,23 +411,47 @@ def _timing_cost(timed, inside: list) -> float:
 
 def layers(repeats: int) -> dict:
     """Convolution, attention and recurrence: one conv layer, demos/cnn.py's convnet,
-    demos/attention.py's transformer and a 2-layer bidirectional LSTM
-    (benchmarks/layer_models.py), the same program on pargraph and PyTorch, each in its own
-    process; the cost is stated, no target is set"""
+    demos/attention.py's transformer, a 2-layer bidirectional LSTM and PyTorch's char-RNN
+    tutorial (benchmarks/layer_models.py), the same program on pargraph and PyTorch, each in
+    its own process; the cost is stated, and the char-RNN (many tiny ops) has a target"""
     rounds = 2 if repeats < 7 else 3
-    rows, costs = {}, []
-    for workload in ("conv", "cnn", "attention", "lstm"):
-        result = loop.compare(workload, ["pargraph threads", "pargraph sync",
-                                         "pargraph compiled threads"] + loop.TORCH,
-                              rounds=rounds, steps=7, warmup=loop.WARMUP)
+    rows, costs, targets = {}, [], []
+    for workload in ("conv", "cnn", "attention", "lstm", "charrnn"):
+        compiled = [] if workload == "charrnn" else ["pargraph compiled threads"]
+        result = loop.compare(workload, ["pargraph threads", "pargraph sync"] + compiled +
+                              loop.TORCH, rounds=rounds, steps=7, warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}
         torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
+        if workload == "charrnn":
+            eager = min(ms["pargraph threads"], ms["pargraph sync"])
+            per_op = char_rnn_cost_per_op()
+            costs.append(f"charrnn: {per_op[0]} ops a step, {per_op[1] * 1e6:.1f} us each "
+                         f"(recording, backward and running, in this process, sync)")
+            targets.append(("charrnn: pargraph's best eager step <= 2x PyTorch's best",
+                            _ratio(eager, torch_best), eager <= 2 * torch_best))
+            continue
         costs.append(f"{workload}: pargraph threads {_ratio(ms['pargraph threads'], torch_best)}"
                      f" of PyTorch's best step, compiled "
                      f"{_ratio(ms['pargraph compiled threads'], torch_best)}")
-    return {"rows": rows, "notes": costs}
+    return {"rows": rows, "notes": costs, "targets": targets}
+
+
+def char_rnn_cost_per_op() -> tuple[int, float]:
+    """The char-RNN step's nodes and seconds per node, all of a step's Python included."""
+    from benchmarks.layer_models import step_of
+    from pargraph.graph import uid_mark
+
+    with dask.config.set(scheduler="sync"):
+        step = step_of(pargraph, "charrnn")
+        for _ in range(loop.WARMUP):
+            step()
+        first, start = uid_mark(), time.perf_counter()
+        for _ in range(20):
+            step()
+        seconds, nodes = time.perf_counter() - start, (uid_mark() - first) / 20
+    return round(nodes), seconds / 20 / nodes
 
 
 def _spread(value: str, spread: str) -> str:

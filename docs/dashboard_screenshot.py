@@ -1,8 +1,8 @@
 """Screenshot the dask dashboard's task stream while pargraph trains (for the README).
 
-Trains the towers model on an in-process cluster (or on ``--address``) in a background
-thread, opens the dashboard in headless Chromium driven over its DevTools protocol, waits in
-real time while the live bokeh page draws, and captures a PNG.
+Trains demos/cnn.py's convnet (``--demo towers``: the towers) on an in-process cluster (or on
+``--address``) in a background thread, opens the dashboard in headless Chromium driven over its
+DevTools protocol, waits in real time while the live bokeh page draws, and captures a PNG.
 
     python docs/dashboard_screenshot.py --out docs/dashboard-task-stream.png
 """
@@ -31,18 +31,30 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
                   "--disable-sync", "--hide-scrollbars"]
 
 
-def train_in_background(client, stop: threading.Event) -> threading.Thread:
+def train_in_background(client, stop: threading.Event, demo: str) -> threading.Thread:
+    """Train ``demo``'s model (``cnn``: demos/cnn.py's convnet on the digits, its inception
+    branches side by side; ``towers``: demos/towers.py's towers) on ``client`` until ``stop``."""
     import dask
-    from towers import Towers
 
     import pargraph
     from pargraph import nn, optim
 
     def loop() -> None:
         pargraph.manual_seed(0)
-        model = Towers(towers=4, width=384)
-        opt = optim.SGD(model.parameters(), lr=0.05)
-        x, y = pargraph.randn(384, 64), pargraph.randint(0, 10, (384,))
+        if demo == "cnn":
+            import cnn
+            from digits import load_data
+
+            (train_x, train_y), _ = load_data(0)
+            model = cnn.build_model(16)
+            x, y = cnn.images(train_x[:256]), pargraph.tensor(train_y[:256])
+            opt = optim.Adam(model.parameters(), lr=1e-3)
+        else:
+            from towers import Towers
+
+            model = Towers(towers=4, width=384)
+            x, y = pargraph.randn(384, 64), pargraph.randint(0, 10, (384,))
+            opt = optim.SGD(model.parameters(), lr=0.05)
         with dask.config.set(scheduler=client):
             while not stop.is_set():
                 opt.zero_grad()
@@ -97,6 +109,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=12.0, help="training before the shot")
     parser.add_argument("--page", default="tasks", help="dashboard page (tasks, status, ...)")
     parser.add_argument("--address", default=None, help="an existing cluster's scheduler")
+    parser.add_argument("--demo", choices=["cnn", "towers"], default="cnn",
+                        help="what trains while the dashboard is shot")
     args = parser.parse_args()
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
@@ -113,7 +127,7 @@ def main() -> None:
                                worker_dashboard_address="127.0.0.1:0")
         client = Client(cluster)
     stop = threading.Event()
-    trainer = train_in_background(client, stop)
+    trainer = train_in_background(client, stop, args.demo)
     port = 9333
     profile = tempfile.mkdtemp(prefix="chromium-")
     chromium = subprocess.Popen([browser, *CHROMIUM_FLAGS, f"--remote-debugging-port={port}",
