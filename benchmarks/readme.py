@@ -23,6 +23,7 @@ WORKLOADS = {
     "cnn": "demos/cnn.py's convnet",
     "attention": "demos/attention.py's transformer",
     "lstm": "2-layer bidirectional LSTM",
+    "charrnn": "PyTorch's char-RNN tutorial: tiny ops",
 }
 
 
