@@ -7,10 +7,9 @@ from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
-from pargraph.factories import empty_for_init
 from pargraph.nn import functional as F
 from pargraph.nn import init
-from pargraph.nn.module import Module, Parameter
+from pargraph.nn.module import Module
 from pargraph.nn.spatial import _tuple
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -38,15 +37,8 @@ class _ConvNd(Module):
         self.padding = padding if isinstance(padding, str) else _tuple(
             padding, self.spatial, "padding", name)
         self.padding_mode = padding_mode
-        self.weight = Parameter(empty_for_init(out_channels, in_channels // groups,
-                                               *self.kernel_size))
-        if bias:
-            self.bias = Parameter(empty_for_init(out_channels))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if dtype is not None:
-            self.to(dtype)
+        self._weight_and_bias((out_channels, in_channels // groups, *self.kernel_size),
+                              out_channels, bias, dtype)
 
     def reset_parameters(self) -> None:
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -138,15 +130,8 @@ class _ConvTransposeNd(Module):
         self.output_padding = _tuple(output_padding, self.spatial, "output_padding", name)
         self.dilation = _tuple(dilation, self.spatial, "dilation", name)
         self.padding_mode = padding_mode
-        self.weight = Parameter(empty_for_init(in_channels, out_channels // groups,
-                                               *self.kernel_size))
-        if bias:
-            self.bias = Parameter(empty_for_init(out_channels))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if dtype is not None:
-            self.to(dtype)
+        self._weight_and_bias((in_channels, out_channels // groups, *self.kernel_size),
+                              out_channels, bias, dtype)
 
     reset_parameters = _ConvNd.reset_parameters
 

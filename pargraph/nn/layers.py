@@ -10,11 +10,10 @@ from typing import Any
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
 from pargraph.execution import worker_threads
-from pargraph.factories import empty_for_init
 from pargraph.functions import cat
 from pargraph.nn import functional as F
 from pargraph.nn import init
-from pargraph.nn.module import Module, Parameter
+from pargraph.nn.module import Module
 
 
 class Linear(Module):
@@ -33,14 +32,7 @@ class Linear(Module):
         super().__init__()
         check_device(device, "Linear")
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(empty_for_init(out_features, in_features))
-        if bias:
-            self.bias = Parameter(empty_for_init(out_features))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if dtype is not None:
-            self.to(dtype)
+        self._weight_and_bias((out_features, in_features), out_features, bias, dtype)
 
     def reset_parameters(self) -> None:
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -80,14 +72,8 @@ class Bilinear(Module):
         check_device(device, "Bilinear")
         self.in1_features, self.in2_features = in1_features, in2_features
         self.out_features = out_features
-        self.weight = Parameter(empty_for_init(out_features, in1_features, in2_features))
-        if bias:
-            self.bias = Parameter(empty_for_init(out_features))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if dtype is not None:
-            self.to(dtype)
+        self._weight_and_bias((out_features, in1_features, in2_features), out_features, bias,
+                              dtype)
 
     def reset_parameters(self) -> None:
         bound = 1 / math.sqrt(self.weight.shape[1])

@@ -14,7 +14,7 @@ from pargraph._tensor import RemovableHandle, Size, Tensor, dtype_of_to
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import recording
-from pargraph.factories import as_tensor
+from pargraph.factories import as_tensor, empty_for_init
 from pargraph.graph import grad_mode, in_package, module_call, user_site
 from pargraph.interrupts import interrupts
 
@@ -180,6 +180,20 @@ class Module:
                 self._registry_changed()
                 return
         object.__delattr__(self, name)
+
+    def _weight_and_bias(self, weight_shape: tuple, bias_features: int, bias: bool,
+                         dtype: Any) -> None:
+        """A layer's ``weight`` and (with ``bias``) ``bias`` parameters, filled by its
+        ``reset_parameters()`` and cast to ``dtype``: what Linear, Bilinear and the
+        convolutions make."""
+        self.weight = Parameter(empty_for_init(*weight_shape))
+        if bias:
+            self.bias = Parameter(empty_for_init(bias_features))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if dtype is not None:
+            self.to(dtype)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Register ``param`` (a Parameter, or None for a declared but absent one)."""
