@@ -32,7 +32,6 @@ from pargraph.remote.layout import (
     is_future,
     return_kept_from_readers,
     send_only_what_other_workers_read,
-    tagged,
 )
 from pargraph.remote.recovery import fetch
 from pargraph.remote.state import clusters
@@ -509,11 +508,9 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
     task that picks what is copied runs beside it (left to the scheduler, it ran on another
     worker now and then, which then fetched the whole result, gradients and all)."""
     _, serial, session = outputs[0].key.rsplit("-", 2)
-    whole = f"{run_label(task.nodes)}-{serial}w-{session}"  # "w": never a node's key
-    if parts:  # on a cluster: this run's own key
-        whole = tagged(whole, f"r{next(clusters.runs)}")
+    tag = f"r{next(clusters.runs)}" if parts else ""  # on a cluster: this run's own key
 
-    def build() -> dict:
+    def build(whole: str) -> dict:
         if data is not None:
             graph.update((key, DataNode(key, value)) for key, value in data().items())
         graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
@@ -522,11 +519,16 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
                 graph[node.key] = Task(node.key, operator.getitem, TaskRef(whole), k)
         return graph
 
+    def key() -> str:  # "w": never a node's key; named only when a graph is built (not inline)
+        return f"{run_label(task.nodes)}-{serial}w{tag}-{session}"
+
     if parts:  # on a cluster: the outputs stay parts of the one task's Future
-        return held_results(build(), [whole], [(0, k) for k in range(len(outputs))], outputs,
-                            1, copied=copied, workers={whole: hosts[0][0]} if hosts else None)
-    return Lowered(build, [node.key for node in outputs], single=task, single_inputs=external,
-                   tasks=1 + len(outputs))
+        whole = key()
+        return held_results(build(whole), [whole], [(0, k) for k in range(len(outputs))],
+                            outputs, 1, copied=copied,
+                            workers={whole: hosts[0][0]} if hosts else None)
+    return Lowered(lambda: build(key()), [node.key for node in outputs], single=task,
+                   single_inputs=external, tasks=1 + len(outputs))
 
 
 def group_label(members: list[Node]) -> str:
