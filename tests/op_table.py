@@ -33,6 +33,17 @@ def away(*shape):
     return np.where(np.abs(x) < 0.2, np.sign(x + 1e-9) * 0.5, x)
 
 
+def _fold_ref(x, size, k):
+    """col2im by hand: each column's k x k block added at its place (stride 1, no padding)."""
+    n, ck, _ = x.shape
+    out = np.zeros((n, ck // (k * k)) + size)
+    cols = x.reshape(n, ck // (k * k), k, k, size[0] - k + 1, size[1] - k + 1)
+    for i in range(size[0] - k + 1):
+        for j in range(size[1] - k + 1):
+            out[:, :, i:i + k, j:j + k] += cols[:, :, :, :, i, j]
+    return out
+
+
 def distinct(*shape):
     """A permutation of well separated values: no ties for max/min/maximum."""
     return R.permutation(np.arange(int(np.prod(shape))) * 0.37 - 1.1).reshape(shape)
@@ -371,6 +382,12 @@ CASES = [
                                          j * 4 // 3:-(-(j + 1) * 4 // 3)].max((-2, -1))
                                        for j in range(3)], -1) for i in range(2)], -2),
          [distinct(2, 3, 5, 4)]),
+    Case("unfold", lambda x: F.unfold(x, 2, padding=1, stride=(1, 2)),
+         lambda x: np.stack([np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))[
+             :, :, i:i + 4, j:j + 5:2].reshape(2, 3, -1) for i in range(2) for j in range(2)],
+             axis=2).reshape(2, 12, -1), [normal(2, 3, 3, 4)]),
+    Case("fold", lambda x: F.fold(x, (3, 4), 2),
+         lambda x: _fold_ref(x, (3, 4), 2), [normal(2, 8, 6)]),
     Case("pad_constant", lambda x: F.pad(x, (1, -1, 2, 0), value=0.5),
          lambda x: np.pad(x[:, :-1], ((2, 0), (1, 0)), constant_values=0.5), [normal(3, 4)]),
     Case("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect"),

@@ -218,6 +218,9 @@ LAYERS = [
     ("LocalResponseNorm", (2,), {"k": 2.0}, VOLUMES),
     ("Softmax2d", (), {}, IMAGES),
     ("ChannelShuffle", (2,), {}, IMAGES),
+    ("Unfold", ((2, 3),), {"dilation": (2, 1), "padding": 1, "stride": (2, 1)}, IMAGES),
+    ("Fold", ((5, 6), 2), {}, RNG.standard_normal((2, 16, 20))),
+    ("Fold", ((5, 6), 3), {"padding": 1, "stride": 2}, RNG.standard_normal((2, 18, 9))),
 ]
 
 
@@ -528,3 +531,16 @@ def test_class_targets_of_other_integer_types_are_refused_as_pytorch_does():
     np.testing.assert_allclose(
         F.nll_loss(pargraph.tensor(scores), pargraph.tensor(byte)).item(),
         TF.nll_loss(torch.tensor(scores), torch.tensor(byte)).item())
+
+
+def test_fold_and_unfold_refuse_what_pytorch_refuses():
+    for call in (lambda lib: lib.nn.functional.fold(lib.ones(1, 5, 4), (3, 3), 2),
+                 lambda lib: lib.nn.functional.fold(lib.ones(1, 8, 5), (3, 3), 2)):
+        with pytest.raises(RuntimeError) as theirs:
+            call(torch)
+        with pytest.raises(RuntimeError) as ours:
+            call(pargraph)
+        assert str(ours.value).endswith(str(theirs.value)), (ours.value, theirs.value)
+    # PyTorch's unfold of a 2-D input fails inside with an IndexError; pargraph says why
+    with pytest.raises(RuntimeError, match="unfold: Expected 3D or 4D"):
+        F.unfold(pargraph.ones(3, 4), 2)

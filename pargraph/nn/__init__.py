@@ -137,8 +137,10 @@ from pargraph.nn.normalization import (
 )
 from pargraph.nn.resampling import (
     ChannelShuffle,
+    Fold,
     PixelShuffle,
     PixelUnshuffle,
+    Unfold,
     Upsample,
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
@@ -172,4 +174,5 @@ __all__ = [
     "ReflectionPad3d", "ReplicationPad3d", "ZeroPad3d", "LPPool1d", "LPPool2d", "LPPool3d",
     "LocalResponseNorm", "AlphaDropout", "FeatureAlphaDropout", "MultiMarginLoss",
     "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "Softmax2d", "ChannelShuffle",
+    "Fold", "Unfold",
 ]

@@ -823,3 +823,55 @@ def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None)
     pargraph.Size([1, 1, 4, 4])
     """
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def _block_args(kernel_size: Any, dilation: Any, padding: Any, stride: Any,
+                op: str) -> dict:
+    return {"kernel": _tuple(kernel_size, 2, "kernel_size", op),
+            "dilation": _tuple(dilation, 2, "dilation", op),
+            "padding": tuple((p, p) for p in _tuple(padding, 2, "padding", op)),
+            "stride": _tuple(stride, 2, "stride", op)}
+
+
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
+           stride: Any = 1) -> Tensor:
+    """Every sliding block of ``(N, C, H, W)`` (or ``(C, H, W)``) input as a column:
+    ``(N, C * kh * kw, blocks)`` (im2col).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.unfold(pargraph.arange(16.0).reshape(1, 1, 4, 4), 2, stride=2)[0, :, 0].tolist()
+    [0.0, 1.0, 4.0, 5.0]
+    """
+    input = as_tensor(input)
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"unfold: Expected 3D or 4D (batch mode) tensor with possibly 0 "
+                           f"batch size and other non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
+    x = input if input.ndim == 4 else input.unsqueeze(0)
+    out = apply(convolution.unfold, x, **_block_args(kernel_size, dilation, padding, stride,
+                                                       "unfold"))
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
+def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1,
+         padding: Any = 0, stride: Any = 1) -> Tensor:
+    """Columns ``(N, C * kh * kw, blocks)`` (or unbatched) summed back into ``(N, C,
+    *output_size)`` where their blocks overlap (col2im; :func:`unfold`'s adjoint).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.fold(pargraph.ones(1, 4, 4), (3, 3), 2)[0, 0].tolist()
+    [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
+    """
+    input = as_tensor(input)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"fold: Expected 2D or 3D (batch mode) input tensor with possibly "
+                           f"0 batch size and non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
+    x = input if input.ndim == 3 else input.unsqueeze(0)
+    out = apply(convolution.fold, x, output_size=_tuple(output_size, 2, "output_size", "fold"),
+                **_block_args(kernel_size, dilation, padding, stride, "fold"))
+    return out if input.ndim == 3 else out.squeeze(0)

@@ -49,9 +49,11 @@ from pargraph.ops.convolution import (
     conv,
     conv_input_grad,
     conv_weight_grad,
+    fold,
     out_size,
     pool_argmax,
     pool_padding,
+    unfold,
 )
 from pargraph.ops.core import (
     BFLOAT16,
@@ -368,6 +370,8 @@ __all__ = [
     "parse_einsum",
     "permute",
     "pool_argmax",
+    "fold",
+    "unfold",
     "adaptive_pool_argmax",
     "adaptive_windows",
     "pool_padding",

@@ -269,6 +269,68 @@ def adaptive_pool_argmax(x, *, sizes):
     return out
 
 
+# --- sliding blocks (im2col and its adjoint) --------------------------------------------------
+
+def _unfold_shape(x, *, kernel, dilation, padding, stride):
+    if len(x.shape) != 2 + len(kernel):
+        raise ShapeError(f"expected a {2 + len(kernel)}-D input, got {x.shape}")
+    out = _geometry(x.shape, kernel, stride, padding, dilation)
+    if any(o < 1 for o in out):
+        raise ShapeError(f"the blocks of size {kernel} do not fit the input of shape "
+                         f"{x.shape} (padding {padding}, dilation {dilation})")
+    return (x.shape[0], x.shape[1] * math.prod(kernel), math.prod(out)), x.dtype
+
+
+@primitive("unfold", _unfold_shape, grad_name="Im2ColBackward0")
+def unfold(x, *, kernel, dilation, padding, stride):
+    """Every sliding block of ``x`` (N, C, *S) as a column: (N, C * prod(kernel), blocks),
+    channel-major, as PyTorch's ``F.unfold``."""
+    x = np.asarray(x)
+    out = _geometry(x.shape, kernel, stride, padding, dilation)
+    padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding))
+    blocks = np.stack([padded[(slice(None),) + place]
+                       for place in _placements(kernel, stride, dilation, out)], axis=2)
+    return blocks.reshape(x.shape[0], -1, math.prod(out))
+
+
+def _fold_shape(x, *, output_size, kernel, dilation, padding, stride):
+    blocks = math.prod(kernel)
+    if len(x.shape) != 3 or x.shape[1] % blocks:
+        raise ShapeError(f"Expected size of input's dimension 1 to be divisible by the product "
+                         f"of kernel_size, but got input.size(1)={x.shape[1] if x.shape else 0}"
+                         f" and kernel_size={kernel}.")
+    out = _geometry((0, 0) + tuple(output_size), kernel, stride, padding, dilation)
+    if math.prod(out) != x.shape[2]:
+        raise ShapeError(f"Given output_size={output_size}, kernel_size={kernel}, "
+                         f"dilation={dilation}, padding={tuple(lo for lo, _ in padding)}, "
+                         f"stride={stride}, expected size of input's dimension 2 to match the "
+                         f"calculated number of sliding blocks {' * '.join(map(str, out))} = "
+                         f"{math.prod(out)}, but got input.size(2)={x.shape[2]}.")
+    return (x.shape[0], x.shape[1] // blocks) + tuple(output_size), x.dtype
+
+
+@primitive("fold", _fold_shape, grad_name="Col2ImBackward0")
+def fold(x, *, output_size, kernel, dilation, padding, stride):
+    """The adjoint of :func:`unfold`: columns summed back into an (N, C, *output_size) image
+    where their blocks overlap."""
+    x = np.asarray(x)
+    out = _geometry((0, 0) + tuple(output_size), kernel, stride, padding, dilation)
+    columns = x.reshape((x.shape[0], -1, math.prod(kernel)) + out)
+    padded = np.zeros(columns.shape[:2] + tuple(n + lo + hi for n, (lo, hi)
+                                                 in zip(output_size, padding)), x.dtype)
+    for k, place in enumerate(_placements(kernel, stride, dilation, out)):
+        padded[(slice(None),) + place] += columns[:, :, k]
+    return padded[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for n, (lo, _)
+                                                      in zip(output_size, padding))]
+
+
+unfold.defvjp(lambda g, out, x, *, kernel, dilation, padding, stride: fold(
+    g, output_size=tuple(x.shape[2:]), kernel=kernel, dilation=dilation, padding=padding,
+    stride=stride))
+fold.defvjp(lambda g, out, x, *, output_size, kernel, dilation, padding, stride: unfold(
+    g, kernel=kernel, dilation=dilation, padding=padding, stride=stride))
+
+
 # --- padding --------------------------------------------------------------------------------
 
 def _pad_shape(x, *, pads, value):

@@ -11,6 +11,7 @@ from pargraph.nn.modules import (  # noqa: F401
     distance,
     dropout,
     flatten,
+    fold,
     instancenorm,
     linear,
     loss,
