@@ -505,8 +505,8 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
     """One task for the run; ``data``: the values to add as data keys when the graph is
     built, which it is only if the run does not go inline. On a cluster with ``hosts``, the
     run goes to the first of them (loosely), step after step: its state stays there, and the
-    task that picks what is copied runs beside it (left to the scheduler, it ran on another
-    worker now and then, which then fetched the whole result, gradients and all)."""
+    task that picks what is copied runs beside it (left to the scheduler, it may run on the
+    other worker, which then fetches the whole result, gradients and all)."""
     _, serial, session = outputs[0].key.rsplit("-", 2)
     tag = f"r{next(clusters.runs)}" if parts else ""  # on a cluster: this run's own key
 
@@ -537,8 +537,8 @@ def group_label(members: list[Node]) -> str:
     ``-backward`` word), or else that node's task prefix (``sgd_update``).
     ``dask.utils.key_split`` returns exactly this."""
     heaviest = max(members, key=estimated_seconds)
-    path = _common_path([n.scope.split(" (")[0] for n in members if n.scope])
-    return f"{path}_{heaviest.phase}" if path else heaviest.key.rsplit("-", 2)[0]
+    path = _members_path(members)
+    return f"{path}_{heaviest.phase}" if path else heaviest.key_prefix()
 
 
 def run_label(members: list[Node]) -> str:
@@ -548,16 +548,21 @@ def run_label(members: list[Node]) -> str:
     their op (``adam_update``)."""
     phases = {n.phase for n in members}
     if phases == {UPDATE}:
-        return max(members, key=estimated_seconds).key.rsplit("-", 2)[0]
+        return max(members, key=estimated_seconds).key_prefix()
     if FORWARD in phases and len(phases) > 1:
         word = "step"
     elif phases == {FORWARD}:
         word = "forward"
     else:
         word = "backward_update" if UPDATE in phases else "backward"
-    path = _common_path([n.scope.split(" (")[0] for n in members if n.scope])
-    owner = path or last_model() or max(members, key=estimated_seconds).key.rsplit("-", 2)[0]
+    owner = _members_path(members) or last_model() or \
+        max(members, key=estimated_seconds).key_prefix()
     return f"{owner}_{word}"
+
+
+def _members_path(members: list[Node]) -> str:
+    """The module path the members recorded inside share (``""``: none)."""
+    return _common_path([n.scope.split(" (")[0] for n in members if n.scope])
 
 
 def _common_path(paths: list[str]) -> str:

@@ -124,8 +124,7 @@ class _DropoutNd(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        F._check_probability(p)
         self.p, self.inplace = p, inplace
 
     def forward(self, input: Tensor) -> Tensor:

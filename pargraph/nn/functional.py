@@ -224,8 +224,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     >>> F.dropout(pargraph.ones(3), p=0.5, training=False)
     tensor([1., 1., 1.])
     """
-    if not 0 <= p <= 1:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _check_probability(p)
     if not training or p == 0:
         return input
     if p == 1:
@@ -236,19 +235,25 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 
 
 def _check_probability(p: float) -> None:
+    """PyTorch's check of a dropout probability (the functions' and the modules')."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _kept(shape: tuple, p: float, dtype: Any) -> Tensor:
+    """A drawn mask of ``shape``: 1 where an element (or channel) is kept, with probability
+    ``1 - p``, 0 where it is dropped."""
+    return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
+
+
 def _channel_mask(input: Tensor, p: float, spatial: int, op: str) -> Tensor:
-    """A mask zeroing whole channels with probability ``p`` and scaling the rest by 1/(1-p)
-    (shape (N, C, 1, ...) for batched input, (C, 1, ...) for unbatched)."""
+    """:func:`_kept` for whole channels: shape (N, C, 1, ...) for batched input, (C, 1, ...)
+    for unbatched."""
     if input.ndim not in (spatial + 1, spatial + 2):
         raise RuntimeError(f"{op}: Expected {spatial + 1}D or {spatial + 2}D input, but "
                            f"received a {input.ndim}D input")
     channels = tuple(input.shape[:input.ndim - spatial])
-    shape, dtype = channels + (1,) * spatial, input.dtype
-    return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
+    return _kept(channels + (1,) * spatial, p, input.dtype)
 
 
 def _channel_dropout(input: Tensor, p: float, training: bool, spatial: int, op: str) -> Tensor:
@@ -328,10 +333,7 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     >>> F.alpha_dropout(pargraph.ones(3)).tolist()  # training=False, as PyTorch's default
     [1.0, 1.0, 1.0]
     """
-    def mask(x: Tensor) -> Tensor:
-        shape, dtype = tuple(x.shape), x.dtype
-        return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
-    return _alpha_dropout(input, p, training, mask)
+    return _alpha_dropout(input, p, training, lambda x: _kept(tuple(x.shape), p, x.dtype))
 
 
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
@@ -347,8 +349,7 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     def mask(x: Tensor) -> Tensor:
         if x.ndim < 2:
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
-        shape, dtype = tuple(x.shape[:2]) + (1,) * (x.ndim - 2), x.dtype
-        return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
+        return _kept(tuple(x.shape[:2]) + (1,) * (x.ndim - 2), p, x.dtype)
     return _alpha_dropout(input, p, training, mask)
 
 

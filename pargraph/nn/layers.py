@@ -255,8 +255,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        F._check_probability(p)
         self.p = p
 
     def forward(self, input: Tensor) -> Tensor:

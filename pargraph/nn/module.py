@@ -393,8 +393,7 @@ class Module:
         ['0.weight', '0.bias', '1.weight', '1.bias']
         """
         if args:  # PyTorch's old positional form: (destination, prefix, keep_vars)
-            destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars]
-                                              [len(args):])[:3]
+            destination, prefix, keep_vars = args + (destination, prefix, keep_vars)[len(args):]
         state: OrderedDict[str, Tensor] = OrderedDict() if destination is None else destination
         for name, tensor in self._state_items(prefix):
             state[name] = tensor if keep_vars else tensor.detach()

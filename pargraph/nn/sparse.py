@@ -11,13 +11,11 @@ from typing import Any
 import numpy as np
 
 from pargraph._tensor import Tensor
-from pargraph.autograd.mode import no_grad
 from pargraph.devices import check_device
 from pargraph.factories import as_tensor, empty_for_init, tensor, zeros
 from pargraph.functions import where
-from pargraph.nn import init
 from pargraph.nn.module import Module, Parameter
-from pargraph.nn.normalization import embedding
+from pargraph.nn.normalization import Embedding, embedding
 
 MODES = ("sum", "mean", "max")
 
@@ -168,11 +166,7 @@ class EmbeddingBag(Module):
         made.weight.requires_grad = not freeze
         return made
 
-    def reset_parameters(self) -> None:
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx] = 0.0
+    reset_parameters = Embedding.reset_parameters  # N(0, 1), the padding row zero
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:
