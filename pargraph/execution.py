@@ -205,12 +205,20 @@ def is_local(get: Callable) -> bool:
     return is_threaded(get) or getattr(get, "func", get) is dask.local.get_sync
 
 
-#: The ways a threaded run of group tasks can go: on dask's threads (BLAS limited to one thread
-#: each), or group after group in the calling thread, with BLAS free to use every core or
-#: limited to one (small matrix products run faster without BLAS's threads).
-MODES = ("threads", "inline", "inline, one BLAS thread")
+#: The ways a threaded run of group tasks can go, in the order they are explored: on dask's
+#: threads (BLAS limited to one thread each), or group after group in the calling thread, with
+#: BLAS limited to one thread (small matrix products run faster without BLAS's threads) or
+#: free to use every core. The way with BLAS's threads free comes last: the runs after it pay
+#: for the switch (see :data:`SETTLE`), and then they are the fastest way's.
+MODES = ("threads", "inline, one BLAS thread", "inline")
 #: How much slower than the fastest way a way may be and still be tried again.
 RETRY_WITHIN = 1.5
+#: Seconds of runs in a way, after a switch to it from the way with BLAS's threads free, before
+#: its runs are timed: BLAS's threads spin for about 0.1 s after their last call, taking a
+#: core from the next way's threads.
+SETTLE = 0.15
+#: Runs, and seconds of runs, between two retries of the ways close to the fastest.
+RETRY_EVERY, RETRY_PERIOD = 50, 6.0
 
 
 class ModeChoice:
@@ -219,14 +227,20 @@ class ModeChoice:
 
     def __init__(self) -> None:
         self.timings: dict[str, list[float]] = {mode: [] for mode in MODES}
+        self.timed = dict.fromkeys(MODES, 0)  # timings taken in all, per mode
         self.runs = 0
         self.last_mode = ""  # of the last run, timed or not
+        self.settling = 0.0  # seconds of runs before the last mode's runs are timed
+        self.clock = 0.0  # seconds run in all
+        self.retried_at = (0, 0.0)  # (runs, clock) when the last retries began
+        self.retrying: list[tuple[str, int]] = []  # (mode, its timings when its retry began)
 
     def choose(self) -> str:
         """The way that ran this structure fastest (see :data:`MODES`).
 
-        Each way is timed three times, then the fastest median wins; every 50 runs each
-        other way within :data:`RETRY_WITHIN` of it is tried again (for two runs), since the
+        Each way is timed three times, then the fastest median wins; every
+        :data:`RETRY_EVERY` runs and :data:`RETRY_PERIOD` seconds, each other way within
+        :data:`RETRY_WITHIN` of it is tried again until it is timed once more, since the
         machine's load changes. A way whose first timing is :data:`RETRY_WITHIN` slower
         than another's median is not tried further (branches of ops that wait, a solver's,
         run many times slower one after another). A chain of groups, or many small ones
@@ -242,27 +256,41 @@ class ModeChoice:
                     timings[mode] and best is not None
                     and min(timings[mode]) > RETRY_WITHIN * best):
                 return mode
+        while self.retrying:
+            mode, before = self.retrying[0]
+            if self.timed[mode] == before:
+                return mode
+            del self.retrying[0]
         ranked = sorted((mode for mode in MODES if timings[mode]),
                         key=lambda mode: median_high(timings[mode]))
-        fastest = median_high(timings[ranked[0]])
-        close = [mode for mode in ranked[1:]
-                 if median_high(timings[mode]) <= RETRY_WITHIN * fastest]
-        retry = self.runs % 50
-        if retry < 2 * len(close):
-            return close[retry // 2]
+        runs, clock = self.retried_at
+        if self.runs - runs >= RETRY_EVERY and self.clock - clock >= RETRY_PERIOD:
+            self.retried_at = (self.runs, self.clock)
+            fastest = median_high(timings[ranked[0]])
+            self.retrying = [(mode, self.timed[mode]) for mode in ranked[1:]
+                             if median_high(timings[mode]) <= RETRY_WITHIN * fastest]
+            if self.retrying:
+                return self.retrying[0][0]
         return ranked[0]
 
     def record(self, mode: str, seconds: float) -> None:
-        """Time a run, unless it is the first in its mode since a run in the other: that one
-        pays for the switch (BLAS's threads, memory the other threads' allocator arenas had
-        not mapped), and timed, it made the first way tried look the slower one."""
-        switched, self.last_mode = mode != self.last_mode, mode
-        if switched:
+        """Time a run, unless it is the first after a switch of way, or came less than
+        :data:`SETTLE` seconds of runs after a switch from the way with BLAS's threads free:
+        such runs pay for the switch (BLAS's threads spinning, memory the other threads'
+        allocator arenas had not mapped), and timed, they made the way tried second look the
+        slower one."""
+        self.clock += seconds
+        if mode != self.last_mode:
+            self.settling = (SETTLE if self.last_mode == "inline" else 0.0) - seconds
+            self.last_mode = mode
+            return
+        if self.settling > 0:
+            self.settling -= seconds
             return
         timings = self.timings[mode]
         timings.append(seconds)
         del timings[:-5]
-
+        self.timed[mode] += 1
 
 
 def choose_mode(plan: Any) -> tuple[str, ModeChoice | None]:

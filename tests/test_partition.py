@@ -1,6 +1,7 @@
 """Partitioning into coarse tasks: identical results, acyclic groups, the task counts the
 algorithm predicts, the plan cache, and the choice between threads and one thread."""
 
+import itertools
 import pickle
 from collections import Counter
 
@@ -10,7 +11,7 @@ import pytest
 from dask.task_spec import TaskRef
 
 import pargraph
-from pargraph import nn
+from pargraph import execution, nn
 from pargraph.execution import ModeChoice
 from pargraph.graph import format_site
 from pargraph.lowering import PlanCache, is_small, lower, plan
@@ -467,15 +468,16 @@ def test_the_faster_way_to_run_a_structure_wins():
     chosen = ModeChoice()
     modes = [chosen.choose() for _ in range(6)]
     assert modes == ["threads"] * 6  # until it has three timed runs
-    for seconds in (0.050, 0.010, 0.011, 0.012):  # the first after a switch is not timed
+    # The first run after a switch is not timed, nor those within SETTLE seconds of it.
+    for seconds in (0.150, 0.010, 0.011, 0.012):
         chosen.record("threads", seconds)
-    for seconds in (0.050, 0.005, 0.006, 0.004):
-        chosen.record("inline", seconds)
-    assert chosen.choose() == "inline, one BLAS thread"  # not timed yet
-    for seconds in (0.050, 0.003, 0.003, 0.003):
+    for seconds in (0.150, 0.005, 0.006, 0.004):
         chosen.record("inline, one BLAS thread", seconds)
-    assert chosen.choose() == "inline, one BLAS thread"
-    for seconds in (0.050, 0.001, 0.001, 0.001):
+    assert chosen.choose() == "inline"  # not timed yet
+    for seconds in (0.150, 0.003, 0.003, 0.003):
+        chosen.record("inline", seconds)
+    assert chosen.choose() == "inline"
+    for seconds in (0.150, 0.001, 0.001, 0.001):
         chosen.record("threads", seconds)
     assert chosen.choose() == "threads"
 
@@ -488,14 +490,49 @@ def test_the_faster_way_wins_though_switching_ways_costs_a_run():
     cost = {"threads": 0.060, "inline": 0.066, "inline, one BLAS thread": 0.070}
     switch = 0.045
     modes, last = [], None
-    for _ in range(100):
+    recorded = []
+    for _ in range(150):
         mode = chosen.choose()
-        chosen.record(mode, cost[mode] + (switch if mode != last else 0.0))
+        recorded.append(cost[mode] + (switch if mode != last else 0.0))
+        chosen.record(mode, recorded[-1])
         modes.append(mode)
         last = mode
-    assert set(modes[12:49]) == {"threads"} and set(modes[53:99]) == {"threads"}
-    # The retries: two runs of each other way, one of them timed, the next best first.
-    assert modes[49:53] == ["inline"] * 2 + ["inline, one BLAS thread"] * 2
+    # Each way: the switch, three timed runs (after BLAS's free threads, SETTLE seconds more);
+    # then the fastest until RETRY_PERIOD seconds of runs passed; then each other way until
+    # it is timed, the next best first; then the fastest again.
+    ways = [(mode, len(list(runs))) for mode, runs in itertools.groupby(modes)]
+    explored = [("threads", 4), ("inline, one BLAS thread", 4), ("inline", 4)]
+    assert ways[:3] == explored and ways[3][0] == "threads" and ways[-1][0] == "threads"
+    assert ways[4:6] == [("inline", 2), ("inline, one BLAS thread", 3)]
+    assert sum(recorded[:12 + ways[3][1]]) >= execution.RETRY_PERIOD > sum(
+        recorded[:11 + ways[3][1]])
+
+
+def test_a_way_is_timed_only_once_blas_threads_of_the_last_way_settled():
+    """BLAS's threads spin for ~0.1 s after their last call: on the compiled branchy step,
+    threads took 12 ms for 8 runs after a switch from one thread with BLAS free, then 8.2 ms,
+    and the runner kept the slower one-thread way it compared them against. Here threads are
+    the fastest way, but slow while they were explored (the machine busy), so their retries
+    come after the one-thread way: timed within the spin, they would never win back."""
+    chosen = ModeChoice()
+    steady = {"threads": 0.009, "inline": 0.010, "inline, one BLAS thread": 0.013}
+    modes, last, spinning = [], None, 0.0
+    for _ in range(3000):
+        mode = chosen.choose()
+        if mode != last:
+            spinning = 0.1 if last == "inline" else 0.0
+        explored = modes.count("threads") < 5
+        chosen.record(mode, 0.0115 if explored and mode == "threads" else 0.012
+                      if spinning > 0 and mode == "threads" else steady[mode])
+        spinning -= steady[mode]
+        modes.append(mode)
+        last = mode
+    assert modes[100:300].count("inline") > 150  # it looked the fastest at first
+    assert modes[-1] == "threads" and modes[-500:].count("threads") > 450
+    # Retries come every RETRY_PERIOD seconds of runs, each until its way is timed once.
+    retries = [(mode, len(list(runs))) for mode, runs in itertools.groupby(modes[60:])]
+    assert all(n <= execution.SETTLE / steady["inline"] + 2 for mode, n in retries
+               if mode == "threads" and n < 100)
 
 
 def _blas_threads() -> int | None:
