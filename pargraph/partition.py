@@ -32,7 +32,7 @@ TASK_COST_CLUSTER = 1e-3
 #: task's inputs travel too, and a worker hears of its next task a scheduler round trip after
 #: the last one ended); the estimates run above measured times, hence the larger factor.
 #: Both values were chosen by measuring the benchmark steps (see the commit history).
-DEFAULT_GRAIN = 25.0
+DEFAULT_GRAIN = 100.0
 DEFAULT_CLUSTER_GRAIN = 200.0
 #: A node that depends on values held before the run only and whose estimated work is below
 #: this fraction of a task's cost (a view, a slice, a scalar) is computed again by every group
