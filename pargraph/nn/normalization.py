@@ -262,7 +262,10 @@ def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mea
         for running, batch in ((running_mean, mean), (running_var, unbiased_var)):
             if running is not None:
                 replaced = running._node
-                running.mul_(1 - momentum).add_(batch.reshape(running.shape) * momentum)
+                # One rebind of the new value, not mul_ then add_: a thread reading the
+                # buffer between the two saw a value the module never had.
+                running._rebind((running * (1 - momentum)
+                                 + batch.reshape(running.shape) * momentum)._node)
                 execution.defer([running._node], state=True, replaces=[replaced])
 
 
