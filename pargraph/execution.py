@@ -567,9 +567,9 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
                             held=held, copied=replicate if client is not None and
                             replicas(client) else ())
         except Exception:
-            if not realized_meanwhile(computed):
+            if not _realized_meanwhile(computed, pending):
                 raise
-        if not realized_meanwhile(computed):
+        if not _realized_meanwhile(computed, pending):
             break
         pending = [node for node in pending if node.value is None]
         keep, lowered = [], None
@@ -604,6 +604,12 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
     return commit
 
 
+
+
+def _realized_meanwhile(computed: list[Node], targets: list[Node]) -> bool:
+    """Whether another thread realized a node this run set out to compute, or one of its
+    targets (then ``plan`` may have listed the target's inputs but not the target)."""
+    return realized_meanwhile(computed) or realized_meanwhile(targets)
 
 
 def _forget_structure(freed_with_values: list[Node]) -> None:

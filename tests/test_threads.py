@@ -154,6 +154,27 @@ def test_a_running_statistic_moves_to_its_new_value_in_one_step(monkeypatch):
     np.testing.assert_allclose(seen["running_var"][0], 0.9 + 0.1 * var, rtol=1e-6)
 
 
+def test_a_target_another_thread_realizes_while_this_one_plans_is_not_run_again(monkeypatch):
+    # Thread B realizing the target after thread A's plan listed it, before A kept the nodes
+    # it computes: A's plan held the target's inputs but not the target, and A lowered a run
+    # with no output (IndexError; three threads reading one tensor hit it ~1 in 3,000 times).
+    from pargraph import execution
+
+    x = pargraph.randn(3, 4)
+    y = ((x * 2).tanh() + 1).relu()
+    expected = np.maximum(np.tanh(x.numpy() * 2) + 1, 0)
+    original = execution.plan
+
+    def planning(targets):
+        order, computed = original(targets)
+        if y._node in computed:  # "thread B" realizes the target now
+            y._node.realize(expected, keep_inputs=False)
+        return order, [node for node in computed if node.value is None]
+
+    monkeypatch.setattr(execution, "plan", planning)
+    np.testing.assert_array_equal(y.numpy(), expected)
+
+
 def test_a_node_another_thread_realizes_while_this_one_plans_is_planned_again(monkeypatch):
     # Thread B realizing (and cutting the inputs of) a node thread A is planning must not
     # leave A with a plan that reads no inputs for it, let alone cache that plan: every later
