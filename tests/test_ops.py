@@ -141,3 +141,31 @@ def test_sqrt_and_pow_at_zero_follow_pytorch_conventions():
     exponent = pargraph.tensor([2.0, 2.0], requires_grad=True)
     (base ** exponent).sum().backward()
     assert exponent.grad.tolist()[0] == 0.0  # not nan: PyTorch's convention at x == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("shapes", [((1, 128), (1, 185)), ((1, 1, 5), (1, 1, 3)),
+                                    ((4, 6), (4, 3))])
+def test_a_weight_gradient_of_one_row_is_the_matrix_products_numbers(dtype, shapes):
+    # One row takes an outer product (BLAS took ~3x as long): the same numbers, one product
+    # each, as the matrix product of every other case.
+    rng = np.random.default_rng(0)
+    g, x = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    got = ops.REGISTRY["linear_weight_grad"].forward(g, x)
+    rows = (-1, g.shape[-1]), (-1, x.shape[-1])
+    expected = np.matmul(g.reshape(rows[0]).T, x.reshape(rows[1]))
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("key", [1, -1, (1, 2), (0, -3, 1), (3, 2, 1), 4, -5, (0, 3),
+                                 (0, 0, 0, 0), True, (1, slice(None)), np.int64(2)])
+def test_indexing_with_ints_gives_numpys_shapes_and_errors(key):
+    x = np.arange(24.0).reshape(4, 3, 2)
+    try:
+        expected = x[key]
+    except IndexError as error:
+        with pytest.raises(IndexError, match=str(error).split(" (")[0]):
+            pargraph.tensor(x)[key]
+        return
+    np.testing.assert_array_equal(pargraph.tensor(x)[key].numpy(), expected)

@@ -274,6 +274,10 @@ def fill_index(spec: tuple, index_values: tuple) -> tuple:
 
 
 def _index_shape(x, *index_nodes, spec):
+    shape = x.shape
+    if not index_nodes and len(spec) <= len(shape) and all(
+            type(i) is int and -n <= i < n for i, n in zip(spec, shape)):
+        return shape[len(spec):], x.dtype  # ints in range (a sequence's step): no probe
     dummies = tuple(np.zeros(n.shape, dtype=np.intp) for n in index_nodes)
     probe = np.broadcast_to(np.zeros((), dtype=x.dtype), x.shape)
     try:
