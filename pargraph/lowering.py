@@ -46,6 +46,7 @@ from pargraph.runtime import (
     NodeTask,
     Selection,
     release_schedule,
+    straight_line,
 )
 
 
@@ -86,7 +87,8 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
     if single is not None and not remote:  # inline, unless a graph is asked for
         lowered = _single_task(graph, *single, outputs, {},
-                               data=lambda: _realized_values(order, held, remote))
+                               data=lambda: _realized_values(order, held, remote),
+                               straight=plan_.straight)
         if plan_.costs.wants_timing() and _measuring():
             lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
         return lowered
@@ -476,12 +478,23 @@ class SinglePlan:
         index = {id(node): j for j, node in enumerate(computed)}
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule(self.sources, self.outputs)
+        #: The runs' task as generated straight-line code (see ``runtime.straight_line``),
+        #: made at the structure's STRAIGHT_AFTER-th run: a loop's step, not a one-off.
+        self.straight: Any = None
+        self.runs = 0
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
         """This run's task and the outside nodes it takes as arguments."""
-        return (FusedTask(computed, _with_literals(self.sources, self.literal, computed),
-                          self.outputs, self.release),
-                [order[k] for k in self.external])
+        task = FusedTask(computed, _with_literals(self.sources, self.literal, computed),
+                         self.outputs, self.release)
+        self.runs += 1
+        if self.runs == STRAIGHT_AFTER:
+            self.straight = straight_line(task, per_run=True)
+        return task, [order[k] for k in self.external]
+
+
+#: The run of a one-task structure that makes its straight-line code.
+STRAIGHT_AFTER = 3
 
 
 def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) -> list[list]:
@@ -501,7 +514,8 @@ def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
                  held: dict[str, Any], parts: bool = False,
                  data: Callable[[], dict] | None = None,
-                 copied: frozenset = frozenset(), hosts: tuple = ()) -> Lowered:
+                 copied: frozenset = frozenset(), hosts: tuple = (),
+                 straight: Any = None) -> Lowered:
     """One task for the run; ``data``: the values to add as data keys when the graph is
     built, which it is only if the run does not go inline. On a cluster with ``hosts``, the
     run goes to the first of them (loosely), step after step: its state stays there, and the
@@ -528,7 +542,7 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
                             outputs, 1, copied=copied,
                             workers={whole: hosts[0][0]} if hosts else None)
     return Lowered(lambda: build(key()), [node.key for node in outputs], single=task,
-                   single_inputs=external, tasks=1 + len(outputs))
+                   single_inputs=external, tasks=1 + len(outputs), straight=straight)
 
 
 def group_label(members: list[Node]) -> str:

@@ -86,6 +86,8 @@ class Lowered:
     state: frozenset = frozenset()
     #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
     timing: Any = None
+    #: ``single`` as straight-line code of its plan (``straight_line(per_run=True)``), or None.
+    straight: Any = None
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -399,7 +401,7 @@ def release_schedule(sources: list[list], outputs: list[int] | None) -> list[tup
 
 
 def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
-                  read_attributes: frozenset = frozenset()) -> Any:
+                  read_attributes: frozenset = frozenset(), per_run: bool = False) -> Any:
     """``task``'s members as one generated Python function of the task's arguments: each
     member one call of its op's forward on local variables, its value dropped after its last
     reader, as :meth:`FusedTask.run` does without a loop, list or call per member around the
@@ -407,12 +409,20 @@ def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
     ``read_attributes`` read their attributes from their nodes at each call, and the literals
     at ``read_literals`` (member, argument position) from ``task.sources``, so new values
     apply; the others are constants, attributes passed as keywords (no dict per call). Raises
-    as ``run_node`` does; does not report timings (a trace runs :meth:`FusedTask.run`)."""
+    as ``run_node`` does; does not report timings (a trace runs :meth:`FusedTask.run`).
+
+    ``per_run``: a function ``run(ext, _nodes, _sources)`` for every task of ``task``'s
+    structure (a plan's template), reading each run's literals, attributes and dtypes from
+    the nodes and sources it is given."""
     nodes, sources, outputs = task.nodes, task.sources, task.outputs
-    names: dict[str, Any] = {"_nodes": nodes, "_sources": sources, "_ndarray": np.ndarray,
-                             "_fix": _fixed_dtype,
+    names: dict[str, Any] = {"_ndarray": np.ndarray, "_fix": _fixed_dtype,
                              "_dying": dying_input, "_failed": _failed_member}
-    lines = ["def run(ext):", "    s = -1", "    try:"]
+    if per_run:
+        lines = ["def run(ext, _nodes, _sources):", "    s = -1", "    try:"]
+        read_attributes = frozenset(range(len(nodes)))
+    else:
+        names.update(_nodes=nodes, _sources=sources)
+        lines = ["def run(ext):", "    s = -1", "    try:"]
     for k, (node, node_sources, done) in enumerate(zip(nodes, sources, task.release)):
         args = []
         for kind, v in node_sources:
@@ -422,13 +432,15 @@ def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
                 args.append(f"ext[{v}]")
             elif kind == PART:
                 args.append(f"ext[{v[0]}][{v[1]}]")
-            elif (k, len(args)) in read_literals:
+            elif per_run or (k, len(args)) in read_literals:
                 args.append(f"_sources[{k}][{len(args)}][1]")
             else:
                 names[f"c{k}_{len(args)}"] = v
                 args.append(f"c{k}_{len(args)}")
         names[f"f{k}"] = node.op.forward
-        names[f"d{k}"] = node.dtype
+        dtype = f"_nodes[{k}].dtype" if per_run else f"d{k}"
+        if not per_run:
+            names[dtype] = node.dtype
         if k in read_attributes or not all(name.isidentifier() for name in node.attrs):
             attributes = f"**_nodes[{k}].attrs"
         else:
@@ -451,8 +463,8 @@ def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
             lines.append(f"        v{k} = f{k}({', '.join(a for a in (call, attributes) if a)})")
             for j in dying:
                 lines.append(f"        v{j} = None")
-        lines.append(f"        if v{k}.__class__ is not _ndarray or v{k}.dtype is not d{k}:")
-        lines.append(f"            v{k} = _fix(v{k}, d{k})")
+        lines.append(f"        if v{k}.__class__ is not _ndarray or v{k}.dtype is not {dtype}:")
+        lines.append(f"            v{k} = _fix(v{k}, {dtype})")
         if k in done:
             lines.append(f"        v{k} = None")
     if outputs is None:

@@ -338,3 +338,48 @@ def test_connect_names_a_missing_port():
     for address in ("localhost", "tcp://127.0.0.1"):
         with pytest.raises(ValueError, match="names no port.*8786"):
             pargraph.connect(address, timeout=1)
+
+
+@pytest.mark.parametrize("name", ["sync", "threads"])
+def test_a_structure_run_again_and_again_reads_each_runs_numbers(name):
+    # From its third run a one-task structure runs as generated straight-line code that
+    # reads each run's literal arguments, attributes and dtypes from the run's own nodes.
+    from pargraph import lowering
+
+    data = np.arange(6.0).reshape(2, 3) - 2
+    with dask.config.set(scheduler=name):
+        for k in range(8):
+            dtype = pargraph.float32 if k < 6 else pargraph.float64
+            x = pargraph.tensor(data, dtype=dtype)
+            y = pargraph.nn.functional.leaky_relu(x * (k + 1), negative_slope=0.1 * k) - k
+            scaled = data * (k + 1)
+            expected = np.where(scaled > 0, scaled, scaled * 0.1 * k) - k
+            np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+            assert y.numpy().dtype == dtype
+    plans = [p for p in lowering.PlanCache.entries.values()
+             if isinstance(p, lowering.SinglePlan) and p.straight is not None]
+    assert plans  # the loop's structure ran as straight-line code
+
+
+@pytest.mark.parametrize("name", ["sync", "threads"])
+def test_an_error_in_a_structures_straight_line_run_names_the_op_and_line(name):
+    x = pargraph.ones(3)
+    with dask.config.set(scheduler=name):
+        for k in range(5):
+            bad = x[pargraph.tensor([0, k])] * 2; line = sys._getframe().f_lineno  # noqa: E702
+            if k < 3:
+                bad.numpy()
+        with pytest.raises(IndexError) as excinfo:
+            bad.numpy()
+    message = str(excinfo.value)
+    assert "index" in message and "out of bounds" in message
+    assert f'{__file__}", line {line}' in message
+
+
+def test_a_trace_times_every_node_of_a_structure_run_many_times():
+    x = pargraph.ones(3, 4)
+    for _ in range(4):
+        ((x * 2).exp() + 1).sum().item()
+    with pargraph.trace() as trace:
+        ((x * 2).exp() + 1).sum().item()
+    assert sorted(record.op for record in trace.nodes()) == ["add", "exp", "mul", "sum"]
