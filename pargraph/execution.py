@@ -434,10 +434,7 @@ def run_in_order(lowered: Lowered, keys: list) -> list:
 
 def run_inline(lowered: Lowered) -> Sequence[Any]:
     """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
-    task, external = lowered.single, tuple([fetch(node) for node in lowered.single_inputs])
-    if lowered.straight is not None and TaskTimes.sink is None:  # a trace times each node
-        return lowered.straight(external, task.nodes, task.sources)
-    return task.run(external)
+    return lowered.single.run(tuple([fetch(node) for node in lowered.single_inputs]))
 
 
 class _DeferredWork(threading.local):

@@ -87,8 +87,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
     if single is not None and not remote:  # inline, unless a graph is asked for
         lowered = _single_task(graph, *single, outputs, {},
-                               data=lambda: _realized_values(order, held, remote),
-                               straight=plan_.straight)
+                               data=lambda: _realized_values(order, held, remote))
         if plan_.costs.wants_timing() and _measuring():
             lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
         return lowered
@@ -316,6 +315,7 @@ class GroupPlan:
         #: another worker read (``(producer groups, [(producer, position)])``; a reader's
         #: ``(SELECTION, s)``).
         self.selections: list[tuple[list[int], list[tuple[int, int]]]] = []
+        self.straight = StraightCode()
 
     def _exports(self, groups: list[list[Node]], outputs: list[Node]
                  ) -> dict[int, tuple[int, int]]:
@@ -393,6 +393,7 @@ class GroupPlan:
             sent.append(f"{self.labels[producers[-1]]}_send-{serial}s{s}-{session}")
             graph[sent[-1]] = Task(sent[-1], Selection(picks),
                                    *(TaskRef(keys[g]) for g in producers))
+        fused = []
         for g, members in enumerate(self.members):
             nodes = [computed[p] for p in members]
             sources = _with_literals(self.sources[g], self.literal[g], nodes)
@@ -405,8 +406,10 @@ class GroupPlan:
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
-            graph[keys[g]] = Task(keys[g], FusedTask(nodes, sources, self.returned[g],
-                                                     self.release[g]), *args)
+            fused.append(FusedTask(nodes, sources, self.returned[g], self.release[g]))
+            graph[keys[g]] = Task(keys[g], fused[-1], *args)
+        if not remote:
+            self.straight.attach(fused)
         tasks = len(self.members) + len(self.selections)
         sequential = [(keys[g], [keys[h] for h in free])
                       for g, free in zip(self.order, self.free_after)]
@@ -478,23 +481,35 @@ class SinglePlan:
         index = {id(node): j for j, node in enumerate(computed)}
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule(self.sources, self.outputs)
-        #: The runs' task as generated straight-line code (see ``runtime.straight_line``),
-        #: made at the structure's STRAIGHT_AFTER-th run: a loop's step, not a one-off.
-        self.straight: Any = None
-        self.runs = 0
+        self.straight = StraightCode()
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
         """This run's task and the outside nodes it takes as arguments."""
         task = FusedTask(computed, _with_literals(self.sources, self.literal, computed),
                          self.outputs, self.release)
-        self.runs += 1
-        if self.runs == STRAIGHT_AFTER:
-            self.straight = straight_line(task, per_run=True)
+        self.straight.attach([task])
         return task, [order[k] for k in self.external]
 
 
-#: The run of a one-task structure that makes its straight-line code.
-STRAIGHT_AFTER = 3
+class StraightCode:
+    """A plan's group tasks as generated straight-line code (``runtime.straight_line``),
+    made at the structure's :data:`AFTER`-th run (a loop's step, not a one-off) and given to
+    the tasks of every later run."""
+
+    #: The run of a structure that makes its straight-line code.
+    AFTER = 3
+
+    def __init__(self) -> None:
+        self.functions: list | None = None
+        self.runs = 0
+
+    def attach(self, tasks: list[FusedTask]) -> None:
+        self.runs += 1
+        if self.functions is None and self.runs >= self.AFTER:
+            self.functions = [straight_line(task, per_run=True) for task in tasks]
+        if self.functions is not None:
+            for task, function in zip(tasks, self.functions):
+                task.straight = function
 
 
 def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) -> list[list]:
@@ -514,8 +529,7 @@ def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
                  held: dict[str, Any], parts: bool = False,
                  data: Callable[[], dict] | None = None,
-                 copied: frozenset = frozenset(), hosts: tuple = (),
-                 straight: Any = None) -> Lowered:
+                 copied: frozenset = frozenset(), hosts: tuple = ()) -> Lowered:
     """One task for the run; ``data``: the values to add as data keys when the graph is
     built, which it is only if the run does not go inline. On a cluster with ``hosts``, the
     run goes to the first of them (loosely), step after step: its state stays there, and the
@@ -542,7 +556,7 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
                             outputs, 1, copied=copied,
                             workers={whole: hosts[0][0]} if hosts else None)
     return Lowered(lambda: build(key()), [node.key for node in outputs], single=task,
-                   single_inputs=external, tasks=1 + len(outputs), straight=straight)
+                   single_inputs=external, tasks=1 + len(outputs))
 
 
 def group_label(members: list[Node]) -> str:

@@ -86,8 +86,6 @@ class Lowered:
     state: frozenset = frozenset()
     #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
     timing: Any = None
-    #: ``single`` as straight-line code of its plan (``straight_line(per_run=True)``), or None.
-    straight: Any = None
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -293,13 +291,16 @@ class FusedTask:
     passed through), or its last member's value when ``outputs`` is ``None``.
     """
 
-    __slots__ = ("nodes", "sources", "outputs", "release")
+    __slots__ = ("nodes", "sources", "outputs", "release", "straight")
 
     def __init__(self, nodes: Sequence[Any], sources: list[list],
                  outputs: list[int] | None = None,
-                 release: list[tuple[int, ...]] | None = None) -> None:
+                 release: list[tuple[int, ...]] | None = None, straight: Any = None) -> None:
         self.nodes, self.sources, self.outputs = nodes, sources, outputs
         self.release = release if release is not None else release_schedule(sources, outputs)
+        #: The structure's straight-line code (``straight_line(per_run=True)``), or None;
+        #: it does not travel to workers.
+        self.straight = straight
 
     def __call__(self, *external: Any) -> Any:
         if not _allocator["checked"]:
@@ -312,6 +313,8 @@ class FusedTask:
     def run(self, external: tuple) -> Any:
         """The members' values from the task's arguments, under the caller's numpy error
         state (:func:`pargraph.execution.execute` sets it for a run in the calling thread)."""
+        if self.straight is not None and TaskTimes.sink is None:  # a trace times each node
+            return self.straight(external, self.nodes, self.sources)
         results: list = []
         for step, (node, sources, done) in enumerate(zip(self.nodes, self.sources,
                                                          self.release)):
