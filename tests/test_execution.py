@@ -357,8 +357,25 @@ def test_a_structure_run_again_and_again_reads_each_runs_numbers(name):
             np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
             assert y.numpy().dtype == dtype
     plans = [p for p in lowering.PlanCache.entries.values()
-             if isinstance(p, lowering.SinglePlan) and p.straight is not None]
+             if isinstance(p, lowering.SinglePlan) and p.straight.functions is not None]
     assert plans  # the loop's structure ran as straight-line code
+
+
+@pytest.mark.parametrize("name", ["sync", "threads"])
+def test_group_tasks_of_a_structure_run_again_and_again_read_each_runs_numbers(name):
+    from pargraph import lowering
+
+    branches = [np.full((4, 4), k + 1.0) for k in range(4)]
+    with dask.config.set({"scheduler": name, "pargraph.single-task-below": 0,
+                          "pargraph.task-grain": 0}):
+        for k in range(6):
+            tensors = [pargraph.tensor(b) for b in branches]
+            total = pargraph.stack([(t * (k + 1)).exp().sum() + k for t in tensors]).sum()
+            expected = sum(np.exp(b * (k + 1)).sum() + k for b in branches)
+            np.testing.assert_allclose(total.item(), expected, rtol=1e-6)
+    plans = [p for p in lowering.PlanCache.entries.values()
+             if isinstance(p, lowering.GroupPlan) and p.straight.functions is not None]
+    assert plans
 
 
 @pytest.mark.parametrize("name", ["sync", "threads"])
