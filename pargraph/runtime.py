@@ -295,12 +295,12 @@ class FusedTask:
 
     def __init__(self, nodes: Sequence[Any], sources: list[list],
                  outputs: list[int] | None = None,
-                 release: list[tuple[int, ...]] | None = None, straight: Any = None) -> None:
+                 release: list[tuple[int, ...]] | None = None) -> None:
         self.nodes, self.sources, self.outputs = nodes, sources, outputs
         self.release = release if release is not None else release_schedule(sources, outputs)
-        #: The structure's straight-line code (``straight_line(per_run=True)``), or None;
-        #: it does not travel to workers.
-        self.straight = straight
+        #: The structure's straight-line code (``straight_line(per_run=True)``, given by its
+        #: plan), or None; it does not travel to workers.
+        self.straight: Any = None
 
     def __call__(self, *external: Any) -> Any:
         if not _allocator["checked"]:
