@@ -544,3 +544,60 @@ def test_fold_and_unfold_refuse_what_pytorch_refuses():
     # PyTorch's unfold of a 2-D input fails inside with an IndexError; pargraph says why
     with pytest.raises(RuntimeError, match="unfold: Expected 3D or 4D"):
         F.unfold(pargraph.ones(3, 4), 2)
+
+
+@pytest.mark.parametrize("spatial, shape, options, output_size", [
+    (1, (2, 3, 8), {}, None), (1, (3, 9), {"stride": 3}, None),
+    (2, (2, 3, 6, 6), {}, None), (2, (3, 7, 6), {"stride": 1, "padding": 1}, None),
+    (2, (2, 2, 6, 6), {}, (7, 7)), (2, (1, 2, 6, 6), {}, [1, 2, 7, 6]),
+    (3, (1, 2, 4, 4, 4), {}, None), (3, (2, 4, 4, 4), {"stride": 2}, (5, 4, 5)),
+])
+def test_max_unpooling_inverts_pytorchs_max_pooling(spatial, shape, options, output_size):
+    # Values and input gradients (float64) against PyTorch, functional and module forms,
+    # batched and not, with strides, padding and an output size.
+    x = RNG.standard_normal(shape)
+    kernel = 2 if "padding" not in options else 3
+    tx = torch.tensor(x, requires_grad=True)
+    to, ti = getattr(TF, f"max_pool{spatial}d")(tx, kernel, return_indices=True, **options)
+    tu = getattr(TF, f"max_unpool{spatial}d")(to, ti, kernel, output_size=output_size,
+                                              **options)
+    w = RNG.standard_normal(tuple(tu.shape))
+    (tu * torch.tensor(w)).sum().backward()
+    module = getattr(pargraph.nn, f"MaxUnpool{spatial}d")(kernel, **options)
+    assert repr(module) == repr(getattr(torch.nn, f"MaxUnpool{spatial}d")(kernel, **options))
+    functional = getattr(F, f"max_unpool{spatial}d")
+    for unpool in (lambda o, i: functional(o, i, kernel, output_size=output_size, **options),
+                   lambda o, i: module(o, i, output_size)):
+        px = pargraph.tensor(x, requires_grad=True)
+        pu = unpool(*getattr(F, f"max_pool{spatial}d")(px, kernel, return_indices=True,
+                                                       **options))
+        np.testing.assert_array_equal(pu.detach().numpy(), tu.detach().numpy())
+        (pu * pargraph.tensor(w)).sum().backward()
+        np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_max_unpooling_refuses_what_pytorch_refuses():
+    values = np.arange(4.0).reshape(1, 1, 2, 2)
+    cases = [  # (indices, keywords): errors at the call, or in the run for computed indices
+        (np.array([[[[0, 5], [8, 15]]]]), {"output_size": (2, 2)}),
+        (np.array([[[[0, 5], [8, 15]]]]), {"output_size": (6, 6)}),
+        (np.array([[[[0, 5], [8, 15]]]]), {"output_size": (1, 4, 4)}),
+        (np.array([[[[0, 5], [8, 15]]]]), {"output_size": (3, 3)}),
+        (np.array([[[[0, 5], [8, 99]]]]), {}),
+        (np.array([[[[0, 5], [-3, 15]]]]), {}),
+        (np.array([[[[0, 5]]]]), {}),
+        (np.array([[[[0.0, 5.0], [8.0, 15.0]]]]), {}),
+    ]
+    for indices, keywords in cases:
+        with pytest.raises(Exception) as theirs:
+            TF.max_unpool2d(torch.tensor(values), torch.tensor(indices), 2, **keywords)
+        for computed in (False, True):
+            index = pargraph.tensor(indices)
+            if computed and index.dtype == pargraph.int64:
+                index = index + 0  # checked in the run, naming the op and this line
+            with pytest.raises(type(theirs.value)) as ours:
+                F.max_unpool2d(pargraph.tensor(values), index, 2, **keywords).numpy()
+            message = str(theirs.value).split(" (")[0].removesuffix(" Double")
+            assert message in str(ours.value)
+    with pytest.raises(RuntimeError, match="should be a 3d or 4d Tensor"):
+        F.max_unpool2d(pargraph.ones(1, 1, 1, 2, 2), pargraph.zeros(1, 1, 1, 2, 2).long(), 2)

@@ -76,6 +76,9 @@ from pargraph.nn.conv import (
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
 )
 from pargraph.nn.distance import CosineSimilarity, PairwiseDistance
 from pargraph.nn.layers import (
@@ -170,7 +173,10 @@ __all__ = [
     "UpsamplingBilinear2d", "UpsamplingNearest2d", "Transformer", "TransformerDecoder",
     "TransformerDecoderLayer", "Bilinear", "EmbeddingBag",
     "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "ConvTranspose3d",
-    "MaxPool3d", "BatchNorm3d", "InstanceNorm3d", "CircularPad3d", "ConstantPad3d",
+    "MaxPool3d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MaxUnpool3d", "BatchNorm3d", "InstanceNorm3d", "CircularPad3d", "ConstantPad3d",
     "ReflectionPad3d", "ReplicationPad3d", "ZeroPad3d", "LPPool1d", "LPPool2d", "LPPool3d",
     "LocalResponseNorm", "AlphaDropout", "FeatureAlphaDropout", "MultiMarginLoss",
     "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "Softmax2d", "ChannelShuffle",

@@ -403,6 +403,67 @@ class MaxPool3d(_MaxPoolNd):
     spatial = 3
 
 
+class _MaxUnpoolNd(Module):
+    spatial = 0
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        op = type(self).__name__
+        self.kernel_size = _tuple(kernel_size, self.spatial, "kernel_size", op)
+        self.stride = self.kernel_size if stride is None else \
+            _tuple(stride, self.spatial, "stride", op)
+        self.padding = _tuple(padding, self.spatial, "padding", op)
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        unpool = getattr(F, f"max_unpool{self.spatial}d")
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The inverse of :class:`MaxPool1d` (given its indices): zeros where no maximum was.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pool = pargraph.nn.MaxPool1d(2, return_indices=True)
+    >>> pargraph.nn.MaxUnpool1d(2)(*pool(pargraph.ones(1, 3, 8))).shape
+    pargraph.Size([1, 3, 8])
+    """
+
+    spatial = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The inverse of :class:`MaxPool2d` (given its indices).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pool = pargraph.nn.MaxPool2d(2, return_indices=True)
+    >>> pargraph.nn.MaxUnpool2d(2)(*pool(pargraph.ones(1, 3, 4, 4))).shape
+    pargraph.Size([1, 3, 4, 4])
+    """
+
+    spatial = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The inverse of :class:`MaxPool3d` (given its indices).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pool = pargraph.nn.MaxPool3d(2, return_indices=True)
+    >>> pargraph.nn.MaxUnpool3d(2)(*pool(pargraph.ones(1, 3, 4, 4, 4))).shape
+    pargraph.Size([1, 3, 4, 4, 4])
+    """
+
+    spatial = 3
+
+
 class AvgPool3d(_AvgPoolNd):
     """Average pooling over the last three dimensions.
 

@@ -217,6 +217,97 @@ def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
     return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
+def _max_unpool(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any, padding: Any,
+                output_size: Any, spatial: int, op: str) -> Tensor:
+    """Each value of ``input`` written at its ``indices`` (flat positions in its output plane,
+    as max pooling returns them) of an output of zeros: the inverse of max pooling."""
+    input, indices = as_tensor(input), as_tensor(indices)
+    if indices.dtype != np.int64:
+        raise RuntimeError(f"{op}: elements in indices should be type int64 but got: "
+                           f"{indices.dtype}")
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise RuntimeError(f"{op}: Input to max_unpooling{spatial}d should be a "
+                           f"{spatial + 1}d or {spatial + 2}d Tensor, but got a tensor with "
+                           f"{input.ndim} dimensions.")
+    if indices.shape != input.shape:
+        raise RuntimeError(f"{op}: Expected shape of indices to be same as that of the input "
+                           f"tensor ({list(input.shape)}) but got indices tensor with shape: "
+                           f"{list(indices.shape)}")
+    x, unbatched = _batched(input, spatial, op)
+    kernel = _tuple(kernel_size, spatial, "kernel_size", op)
+    stride = kernel if stride is None else _tuple(stride, spatial, "stride", op)
+    padding = _tuple(padding, spatial, "padding", op)
+    default = [(x.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + kernel[d]
+               for d in range(spatial)]
+    size = default
+    if output_size is not None:
+        size = [int(n) for n in output_size]
+        if len(size) == spatial + 2:
+            size = size[2:]
+        if len(size) != spatial:
+            raise ValueError(f"{op}: output_size should be a sequence containing {spatial} or "
+                             f"{spatial + 2} elements, but it has a length of "
+                             f"'{len(output_size)}'")
+        for d, (n, low, step) in enumerate(zip(size, default, stride)):
+            if not low - step < n < low + step:
+                raise ValueError(f'{op}: invalid output_size "{tuple(output_size)}" (dim {d} '
+                                 f"must be between {low - step} and {low + step})")
+    batch, channels, volume = x.shape[0], x.shape[1], math.prod(size)
+    checked = Tensor(ops.checked_index(
+        indices._node, volume, "RuntimeError", f"Found an invalid max index: {{index}} (output "
+        f"volumes are of size {'x'.join(str(n) for n in size)})", op))
+    zeros = Tensor(ops.constant(np.zeros((batch, channels, volume), x.dtype)))
+    out = zeros.scatter(2, checked.reshape(batch, channels, -1), x.reshape(batch, channels, -1))
+    out = out.reshape(batch, channels, *size)
+    return out.squeeze(0) if unbatched else out
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
+                 padding: Any = 0, output_size: Any = None) -> Tensor:
+    """The inverse of :func:`max_pool1d` with its indices: each value at its position, zeros
+    elsewhere.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.max_unpool1d(pargraph.tensor([[[3.0, 5.0]]]), pargraph.tensor([[[1, 2]]]), 2).tolist()
+    [[[0.0, 3.0, 5.0, 0.0]]]
+    """
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
+                       "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
+                 padding: Any = 0, output_size: Any = None) -> Tensor:
+    """The inverse of :func:`max_pool2d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> values, indices = F.max_pool2d(pargraph.arange(16.0).reshape(1, 1, 4, 4), 2,
+    ...                                return_indices=True)
+    >>> F.max_unpool2d(values, indices, 2)[0, 0, 1].tolist()
+    [0.0, 5.0, 0.0, 7.0]
+    """
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
+                       "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
+                 padding: Any = 0, output_size: Any = None) -> Tensor:
+    """The inverse of :func:`max_pool3d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> values, indices = F.max_pool3d(pargraph.ones(1, 1, 2, 2, 2), 2, return_indices=True)
+    >>> F.max_unpool3d(values, indices, 2).sum().item()
+    1.0
+    """
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")
+
+
 def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
               count_include_pad: bool, divisor_override: int | None, spatial: int,
               op: str) -> Tensor:

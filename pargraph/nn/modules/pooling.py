@@ -16,5 +16,8 @@ from pargraph.nn import (  # noqa: F401
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
 )
-from pargraph.nn.conv import _AvgPoolNd, _MaxPoolNd  # noqa: F401
+from pargraph.nn.conv import _AvgPoolNd, _MaxPoolNd, _MaxUnpoolNd  # noqa: F401
