@@ -601,3 +601,55 @@ def test_max_unpooling_refuses_what_pytorch_refuses():
             assert message in str(ours.value)
     with pytest.raises(RuntimeError, match="should be a 3d or 4d Tensor"):
         F.max_unpool2d(pargraph.ones(1, 1, 1, 2, 2), pargraph.zeros(1, 1, 1, 2, 2).long(), 2)
+
+
+def test_nll_loss_2d_is_pytorchs_deprecated_nll_loss():
+    x = RNG.standard_normal((2, 3, 4, 4))
+    y = RNG.integers(0, 3, (2, 4, 4))
+    weight = RNG.uniform(0.5, 2.0, 3)
+    with pytest.warns(FutureWarning, match="`NLLLoss2d` has been deprecated") as ours:
+        loss = pargraph.nn.NLLLoss2d(pargraph.tensor(weight), ignore_index=1)
+    with pytest.warns(FutureWarning) as theirs:
+        reference = torch.nn.NLLLoss2d(torch.tensor(weight), ignore_index=1)
+    assert str(ours[0].message) == str(theirs[0].message)
+    assert isinstance(loss, pargraph.nn.NLLLoss) and repr(loss) == repr(reference)
+    from pargraph.nn.modules.loss import NLLLoss2d
+
+    assert NLLLoss2d is pargraph.nn.NLLLoss2d
+    np.testing.assert_allclose(loss(pargraph.tensor(x), pargraph.tensor(y)).item(),
+                               reference(torch.tensor(x), torch.tensor(y)).item(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 4, 5), (1, 4, 2, 2, 3)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_k_dimensional_class_losses_equal_pytorchs(shape, reduction):
+    # (N, C, d1, ...) inputs (a segmentation's per-pixel classes): values and input
+    # gradients (float64) of nll_loss and cross_entropy, with weights, ignore_index, label
+    # smoothing and class-probability targets.
+    classes, spatial = shape[1], (shape[0],) + shape[2:]
+    x = RNG.standard_normal(shape)
+    labels = RNG.integers(0, classes, spatial)
+    labels.flat[0] = 1
+    probs = np.moveaxis(RNG.dirichlet(np.ones(classes), spatial), -1, 1).copy()
+    weight = RNG.uniform(0.5, 2.0, classes)
+    cases = [("nll_loss", labels, {}), ("nll_loss", labels, {"weight": weight, "ignore_index": 1}),
+             ("cross_entropy", labels, {"label_smoothing": 0.2}),
+             ("cross_entropy", labels, {"weight": weight, "label_smoothing": 0.1,
+                                        "ignore_index": 1}),
+             ("cross_entropy", probs, {"weight": weight})]
+    for name, target, keywords in cases:
+        tx, px = torch.tensor(x, requires_grad=True), pargraph.tensor(x, requires_grad=True)
+        theirs = getattr(TF, name)(tx, torch.tensor(target), reduction=reduction,
+                                   **{k: torch.tensor(v) if k == "weight" else v
+                                      for k, v in keywords.items()})
+        ours = getattr(F, name)(px, pargraph.tensor(target), reduction=reduction,
+                                **{k: pargraph.tensor(v) if k == "weight" else v
+                                   for k, v in keywords.items()})
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-10)
+        upstream = RNG.standard_normal(tuple(theirs.shape))
+        (theirs * torch.tensor(upstream)).sum().backward()
+        (ours * pargraph.tensor(upstream)).sum().backward()
+        np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-9)
+    with pytest.raises(ValueError, match="expected target of shape"):
+        F.nll_loss(pargraph.tensor(x), pargraph.tensor(labels[:, :1]))

@@ -559,8 +559,27 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "nll_loss")
     weight = None if weight is None else as_tensor(weight, dtype=input.dtype)
+    input, target, spatial = _classes_last(as_tensor(input), target, "nll_loss")
     _check_class_targets(input, target, weight, ignore_index, "nll_loss")
-    return _nll(input, target, weight, ignore_index, reduction)
+    loss = _nll(input, target, weight, ignore_index, reduction)
+    return loss.reshape(spatial) if spatial is not None and reduction == "none" else loss
+
+
+def _classes_last(input: Tensor, target: Tensor, op: str, soft: bool = False
+                  ) -> tuple[Tensor, Tensor, tuple | None]:
+    """A K-dimensional loss's ``(N, C, d1, ...)`` input as ``(N * d1 * ..., C)`` rows and its
+    ``(N, d1, ...)`` class targets (or, ``soft``, class probabilities of the input's shape)
+    flattened alike, and the shape an unreduced loss takes back (None for 1- and 2-D input)."""
+    if input.ndim <= 2:
+        return input, target, None
+    classes, spatial = input.shape[1], (input.shape[0],) + tuple(input.shape[2:])
+    if not soft and tuple(target.shape) != spatial:
+        raise ValueError(f"{op}: expected target of shape {spatial} for input of shape "
+                         f"{input.shape}, got {target.shape}")
+    last = (0, *range(2, input.ndim), 1)  # the class dimension moved to the end
+    rows = input.permute(*last).reshape(-1, classes)
+    target = target.permute(*last).reshape(-1, classes) if soft else target.reshape(-1)
+    return rows, target, spatial
 
 
 def _nll(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
@@ -591,7 +610,14 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
     weight = None if weight is None else as_tensor(weight, dtype=input.dtype)
-    if ops.is_floating(target.dtype) and target.shape == input.shape:
+    input = as_tensor(input)
+    soft = ops.is_floating(target.dtype) and target.shape == input.shape
+    input, target, spatial = _classes_last(input, target, "cross_entropy", soft)
+    if spatial is not None and reduction == "none":
+        loss = cross_entropy(input, target, weight, ignore_index=ignore_index,
+                             reduction="none", label_smoothing=label_smoothing)
+        return loss.reshape(spatial)
+    if soft:
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     _check_class_targets(input, target, weight, ignore_index, "cross_entropy")
     log_probs = input.log_softmax(-1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from pargraph._tensor import Tensor
 from pargraph.nn import functional as F
 from pargraph.nn.module import Module
@@ -141,6 +143,28 @@ class NLLLoss(_ClassLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """:class:`NLLLoss` under its old name, deprecated as in PyTorch (it warns once made).
+
+    Examples
+    --------
+    >>> import pargraph, warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     loss = pargraph.nn.NLLLoss2d()
+    >>> loss(pargraph.tensor([[-0.5, -1.5]]), pargraph.tensor([1]))
+    tensor(1.5000)
+    """
+
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement and see https://pytorch.org/docs/main/nn.html"
+                      "#torch.nn.NLLLoss for more details.", FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class _Configured(_Loss):
