@@ -1090,6 +1090,37 @@ class EverydayMethods:
         """``transpose``."""
         return self.transpose(dim0, dim1)
 
+    def movedim(self, source: Any, destination: Any) -> Any:
+        """The dimensions at ``source`` (an int or a sequence) moved to ``destination``, the
+        others in their order around them (a ``permute``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 3, 4).movedim(1, -1).shape
+        pargraph.Size([2, 4, 3])
+        """
+        sources = [source] if isinstance(source, int) else list(source)
+        destinations = [destination] if isinstance(destination, int) else list(destination)
+        if len(sources) != len(destinations):
+            raise RuntimeError(f"movedim: Invalid source or destination dims: source "
+                               f"({sources} dims) should contain the same number of dims as "
+                               f"destination ({destinations} dims)")
+        sources = [ops.normalize_dim(d, self.ndim) for d in sources]
+        destinations = [ops.normalize_dim(d, self.ndim) for d in destinations]
+        for name, dims in (("source", sources), ("destination", destinations)):
+            if len(set(dims)) != len(dims):
+                raise RuntimeError(f"movedim: repeated dim in `{name}` ({dims})")
+        order: list = [None] * self.ndim
+        for s, d in zip(sources, destinations):
+            order[d] = s
+        rest = iter(d for d in range(self.ndim) if d not in sources)
+        return self.permute(*[d if d is not None else next(rest) for d in order])
+
+    def moveaxis(self, source: Any, destination: Any) -> Any:
+        """``movedim``."""
+        return self.movedim(source, destination)
+
     def ravel(self) -> Any:
         """The elements as one dimension (``reshape(-1)``)."""
         return self.reshape(-1)

@@ -1,6 +1,8 @@
 """Everyday Tensor methods and torch.* functions against PyTorch: values, dtypes and
 gradients (float64), methods and their function forms."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -267,3 +269,23 @@ def test_functional_forms_pytorch_has_at_top_level_are_there_too():
                                torch.group_norm(torch.tensor(x), 2).numpy(), rtol=1e-10)
     np.testing.assert_allclose(pargraph.rrelu(pargraph.tensor(x), 0.1, 0.3).numpy(),
                                torch.rrelu(torch.tensor(x), 0.1, 0.3).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("source, destination", [
+    (1, -1), (0, 2), ((0, 1), (2, 0)), ([0], [1]), ((0, 1), (0,)), ((0, 0), (1, 2)),
+    ((0, 1), (1, 1)), (5, 0), (-4, 0), ((), ())])
+def test_movedim_and_moveaxis_are_pytorchs(source, destination):
+    x = np.arange(24.0).reshape(2, 3, 4)
+    try:
+        expected = torch.tensor(x).movedim(source, destination).numpy()
+    except (RuntimeError, IndexError) as error:
+        for name in ("movedim", "moveaxis"):
+            with pytest.raises(type(error), match=re.escape(str(error))):
+                getattr(pargraph.tensor(x), name)(source, destination)
+        return
+    for ours in (pargraph.tensor(x).movedim(source, destination),
+                 pargraph.moveaxis(pargraph.tensor(x), source, destination)):
+        np.testing.assert_array_equal(ours.numpy(), expected)
+    grad = pargraph.tensor(x, requires_grad=True)
+    (grad.movedim(source, destination) * pargraph.tensor(expected)).sum().backward()
+    np.testing.assert_array_equal(grad.grad.numpy(), x)
