@@ -207,7 +207,7 @@ def cluster(repeats: int) -> dict:
     one, compiled, two, threads = (t.median for t in times.values())
     rounds_one, rounds_compiled, rounds_two, rounds_threads = (t.round_medians
                                                                for t in times.values())
-    threads_name = f"compiled, 1 worker ({cores} threads)"
+    compiled_label = f"compiled, 1 worker ({cores} threads)"
     per_worker = tasks["DataParallel, 2 worker process(es)"] / 2
     return {"times": times, "tasks": tasks, "targets": [
         ("2 workers >= 1.2x faster than 1",
@@ -215,7 +215,7 @@ def cluster(repeats: int) -> dict:
         ("1 worker within 2x of the threaded step",
          _spread(f"{one / threads:.2f}x", per_round(rounds_one, rounds_threads)),
          one <= 2 * threads),
-        (f"{threads_name} within 1.5x of the threaded eager step",
+        (f"{compiled_label} within 1.5x of the threaded eager step",
          _spread(f"{compiled / threads:.2f}x", per_round(rounds_compiled, rounds_threads)),
          compiled <= 1.5 * threads),
         ("tasks per step <= 10 per worker", f"{per_worker:g} per worker on 2 workers",

@@ -147,8 +147,8 @@ def test_sqrt_and_pow_at_zero_follow_pytorch_conventions():
 @pytest.mark.parametrize("shapes", [((1, 128), (1, 185)), ((1, 1, 5), (1, 1, 3)),
                                     ((4, 6), (4, 3))])
 def test_a_weight_gradient_of_one_row_is_the_matrix_products_numbers(dtype, shapes):
-    # One row takes an outer product (BLAS took ~3x as long): the same numbers, one product
-    # each, as the matrix product of every other case.
+    # One row takes an outer product instead of a matrix product: the same numbers, one
+    # product each, as the matrix product of every other case.
     rng = np.random.default_rng(0)
     g, x = (rng.standard_normal(s).astype(dtype) for s in shapes)
     got = ops.REGISTRY["linear_weight_grad"].forward(g, x)

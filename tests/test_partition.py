@@ -509,11 +509,10 @@ def test_the_faster_way_wins_though_switching_ways_costs_a_run():
 
 
 def test_a_way_is_timed_only_once_blas_threads_of_the_last_way_settled():
-    """BLAS's threads spin for ~0.1 s after their last call: on the compiled branchy step,
-    threads took 12 ms for 8 runs after a switch from one thread with BLAS free, then 8.2 ms,
-    and the runner kept the slower one-thread way it compared them against. Here threads are
-    the fastest way, but slow while they were explored (the machine busy), so their retries
-    come after the one-thread way: timed within the spin, they would never win back."""
+    """BLAS's threads spin for a while after their last call, taking a core from the threads
+    of the way run next: timed then, threads look slower than they are. Here threads are the
+    fastest way, but slow while they were explored (the machine busy), so their retries come
+    after the one-thread way: timed within the spin, they would never win back."""
     chosen = ModeChoice()
     steady = {"threads": 0.009, "inline": 0.010, "inline, one BLAS thread": 0.013}
     modes, last, spinning = [], None, 0.0

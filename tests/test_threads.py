@@ -130,9 +130,9 @@ def test_a_reader_thread_sees_only_values_the_model_had():
 
 
 def test_a_running_statistic_moves_to_its_new_value_in_one_step(monkeypatch):
-    # A reader thread saw BatchNorm's running mean between a mul_ and an add_: 0.9 times the
-    # old value, which the module never had (the flake of the test above, 21 in 120 runs
-    # under load).
+    # Updated by a mul_ then an add_, a buffer read by another thread between the two holds
+    # 0.9 times the old value, which the module never had (what the test above catches now
+    # and then): each statistic must be rebound once, to its new value.
     bn = nn.BatchNorm1d(3)
     bn.running_mean.fill_(1.0)
     x = pargraph.randn(8, 3)
@@ -157,7 +157,7 @@ def test_a_running_statistic_moves_to_its_new_value_in_one_step(monkeypatch):
 def test_a_target_another_thread_realizes_while_this_one_plans_is_not_run_again(monkeypatch):
     # Thread B realizing the target after thread A's plan listed it, before A kept the nodes
     # it computes: A's plan held the target's inputs but not the target, and A lowered a run
-    # with no output (IndexError; three threads reading one tensor hit it ~1 in 3,000 times).
+    # with no output (an IndexError when three threads read one tensor at once).
     from pargraph import execution
 
     x = pargraph.randn(3, 4)

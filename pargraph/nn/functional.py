@@ -576,9 +576,8 @@ def _classes_last(input: Tensor, target: Tensor, op: str, soft: bool = False
     if not soft and tuple(target.shape) != spatial:
         raise ValueError(f"{op}: expected target of shape {spatial} for input of shape "
                          f"{input.shape}, got {target.shape}")
-    last = (0, *range(2, input.ndim), 1)  # the class dimension moved to the end
-    rows = input.permute(*last).reshape(-1, classes)
-    target = target.permute(*last).reshape(-1, classes) if soft else target.reshape(-1)
+    rows = input.movedim(1, -1).reshape(-1, classes)
+    target = target.movedim(1, -1).reshape(-1, classes) if soft else target.reshape(-1)
     return rows, target, spatial
 
 
@@ -613,13 +612,18 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     input = as_tensor(input)
     soft = ops.is_floating(target.dtype) and target.shape == input.shape
     input, target, spatial = _classes_last(input, target, "cross_entropy", soft)
-    if spatial is not None and reduction == "none":
-        loss = cross_entropy(input, target, weight, ignore_index=ignore_index,
-                             reduction="none", label_smoothing=label_smoothing)
-        return loss.reshape(spatial)
     if soft:
-        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
-    _check_class_targets(input, target, weight, ignore_index, "cross_entropy")
+        loss = _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    else:
+        _check_class_targets(input, target, weight, ignore_index, "cross_entropy")
+        loss = _hard_cross_entropy(input, target, weight, ignore_index, reduction,
+                                   label_smoothing)
+    return loss.reshape(spatial) if spatial is not None and reduction == "none" else loss
+
+
+def _hard_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None,
+                        ignore_index: int, reduction: str, label_smoothing: float) -> Tensor:
+    """Cross-entropy against class indices, rows of ``(N, C)`` logits."""
     log_probs = input.log_softmax(-1)
     loss = _nll(log_probs, target, weight, ignore_index, reduction)
     if not label_smoothing:
