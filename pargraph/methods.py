@@ -120,8 +120,14 @@ class EverydayMethods:
 
     @property
     def is_cuda(self) -> bool:
-        """Always False: pargraph computes on the CPU."""
+        """Always False: pargraph computes on the CPU (so are ``is_xpu``, ``is_mps``,
+        ``is_meta``, ``is_sparse``, ``is_quantized``... : see :data:`NOT_HERE`)."""
         return False
+
+    @property
+    def is_cpu(self) -> bool:
+        """Always True: every value is a numpy array in the CPU's memory."""
+        return True
 
     def data_ptr(self) -> int:
         """The address of the first element of the current value (realized now).
@@ -1124,3 +1130,13 @@ class EverydayMethods:
     def ravel(self) -> Any:
         """The elements as one dimension (``reshape(-1)``)."""
         return self.reshape(-1)
+
+
+#: The device and layout flags of PyTorch's tensors that are False for every pargraph tensor:
+#: no accelerator, no sparse, quantized, nested or MKL-DNN layouts.
+NOT_HERE = ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized",
+            "is_mkldnn", "is_nested", "is_vulkan", "is_ipu", "is_mtia", "is_maia")
+for _flag in NOT_HERE:
+    setattr(EverydayMethods, _flag, property(lambda self: False,
+                                             doc="Always False (see ``is_cuda``)."))
+del _flag

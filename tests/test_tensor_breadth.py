@@ -122,6 +122,9 @@ def test_shape_and_layout_queries_equal_pytorch():
     assert ours.element_size() == theirs.element_size()
     assert ours.nelement() == theirs.nelement() and ours.ndimension() == theirs.ndimension()
     assert ours.is_contiguous() and ours.contiguous() is ours and not ours.is_cuda
+    for flag in ("is_cuda", "is_cpu", "is_xpu", "is_mps", "is_meta", "is_sparse",
+                 "is_sparse_csr", "is_quantized", "is_mkldnn", "is_nested"):
+        assert getattr(ours, flag) is getattr(theirs, flag), flag
     assert [t.tolist() for t in ours.unbind(1)] == [t.tolist() for t in theirs.unbind(1)]
     assert ours.new_zeros(2).dtype == pargraph.float64 and ours.new_full((2,), 3).tolist() == \
         [3.0, 3.0]
