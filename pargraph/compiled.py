@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sys
 import threading
 import time
@@ -45,7 +46,7 @@ from pargraph.remote.recovery import cluster_lost, fetch
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.state import clusters
 from pargraph.remote.submit import run_on_cluster
-from pargraph.remote.workers import replicas
+from pargraph.remote.workers import replicas, threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, TaskTimes, straight_line
 
 #: How many programs a compiled function keeps (``torch._dynamo.config.cache_size_limit``).
@@ -632,6 +633,17 @@ class Program:
             self.labels = made.labels
             self.unpack = list(made.outputs)
         self.outputs = outputs
+        #: On a cluster of one worker process, every group runs there anyway: the groups go
+        #: as one task that runs them on that worker's threads (no scheduler round trip
+        #: between groups), or None.
+        self.whole: WholeProgram | None = None
+        if self.remote and len(self.tasks) > 1 and len(threads_by_worker(client)) == 1:
+            arguments = [[(kind, v) for (_, v), (kind, _) in zip(recipe, kinds)]
+                         for recipe, kinds in zip(self.recipes, self.kinds)]
+            self.whole = WholeProgram(self.tasks, arguments, made.selections, self.unpack,
+                                      granularity.workers)
+            short = re.sub(r"\W", "_", self.name.split(".")[-1])  # train_step, Net_step
+            self.whole_label = short if "step" in short else f"{short}_step"
         # Symbols bound into the tasks: (task, member, input position, symbol) and
         # (node, attribute name, symbol); the first run has their values.
         self.literals = []
@@ -876,6 +888,8 @@ class Program:
                 graph[key] = DataNode(key, value)
                 arguments.append(TaskRef(key))
         made = self.plan
+        if self.whole is not None:
+            return self._run_whole(graph, arguments, run, client)
         keys = []
         for task, label in zip(self.tasks, self.labels):
             _, serial, session = task.nodes[-1].key.rsplit("-", 2)
@@ -916,6 +930,27 @@ class Program:
                                       if lowered.holders[i] is not None)
         results = run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
                                            lowered.fetched, lowered.urgent, lowered.state)
+        return list(lowered.values(results))
+
+    def _run_whole(self, graph: dict, arguments: list, run: str, client: Any) -> list:
+        """Submit the program as one task (:class:`WholeProgram`) on the arguments."""
+        from dask.task_spec import Task
+
+        _, serial, session = self.tasks[-1].nodes[-1].key.rsplit("-", 2)
+        key = f"{self.whole_label}-{serial}t{run}-{session}"  # "t": never a node's key
+        graph[key] = Task(key, self.whole, *arguments)
+        scalar = [0] if all(not node.shape for node in self.outputs) else []
+        state = frozenset(i for i, node in enumerate(self.outputs)
+                          if id(node) in self.state_ids) if replicas(client) \
+            else frozenset()
+        lowered = held_results(graph, [key], [(0, e) for e in range(len(self.outputs))],
+                               self.outputs, len(graph), scalar, state, None,
+                               frozenset({key}) if scalar else frozenset())
+        if state:
+            lowered.state = frozenset(lowered.holders[i] for i in state
+                                      if lowered.holders[i] is not None)
+        results = run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
+                                 lowered.fetched, lowered.urgent, lowered.state)
         return list(lowered.values(results))
 
     def _prepare_landing(self, writes: Writes, outputs: list[Node], leaves: list[Node]) -> None:
@@ -1014,6 +1049,60 @@ class Program:
             for record in self.optimizers:
                 record.optimizer._after_step()
         return _unflatten(self.result_spec, iter(result))
+
+
+class WholeProgram:
+    """A compiled step's group tasks as one cluster task, run on the worker's threads as
+    :func:`execution.run_on_threads` runs them locally: where one worker process would run
+    every group anyway, this saves a scheduler round trip between dependent groups. Takes
+    the program's slots; returns the values of its outputs (``unpack``), in order.
+    ``arguments[g]``: group ``g``'s arguments, each ``(Arg.INPUT, slot)``, ``(Arg.GROUP,
+    group)`` or ``(Arg.SELECTION, s)`` (parts of several groups' tuples, ``selections[s]``)."""
+
+    __slots__ = ("tasks", "arguments", "selections", "unpack", "threads")
+
+    def __init__(self, tasks: list[FusedTask], arguments: list, selections: list,
+                 unpack: list, threads: int) -> None:
+        self.tasks, self.arguments, self.selections = tasks, arguments, selections
+        self.unpack, self.threads = unpack, threads
+
+    def __call__(self, *slots: Any) -> tuple:
+        graph = {g: _WholeGroup(self, g, slots) for g in range(len(self.tasks))}
+        wanted = sorted({g for g, _ in self.unpack})
+        done = dict(zip(wanted, execution.run_on_threads(graph, wanted, self.threads)))
+        return tuple(done[g][e] for g, e in self.unpack)
+
+    def __repr__(self) -> str:
+        return f"WholeProgram({len(self.tasks)} groups)"
+
+
+class _WholeGroup:
+    """One group of a :class:`WholeProgram`, as :func:`execution.run_on_threads` runs it."""
+
+    __slots__ = ("program", "group", "slots", "dependencies")
+
+    def __init__(self, program: WholeProgram, group: int, slots: tuple) -> None:
+        self.program, self.group, self.slots = program, group, slots
+        dependencies: list[int] = []
+        for kind, v in program.arguments[group]:
+            if kind == Arg.GROUP:
+                dependencies.append(v)
+            elif kind == Arg.SELECTION:
+                dependencies.extend(program.selections[v][0])
+        self.dependencies = dependencies
+
+    def __call__(self, done: dict) -> Any:
+        selections = self.program.selections
+        args = []
+        for kind, v in self.program.arguments[self.group]:
+            if kind == Arg.INPUT:
+                args.append(self.slots[v])
+            elif kind == Arg.GROUP:
+                args.append(done[v])
+            else:
+                producers, picks = selections[v]
+                args.append(tuple(done[producers[k]][j] for k, j in picks))
+        return self.program.tasks[self.group](*args)
 
 
 class _GroupTask:

@@ -424,6 +424,28 @@ def test_compiled_training_on_a_cluster_equals_eager():
         np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)
 
 
+def test_a_compiled_step_on_one_worker_is_one_task_and_trains_as_eager():
+    from distributed import Client, LocalCluster, get_task_stream
+
+    batches = _batches(5, size=16)
+    settings = {"pargraph.single-task-below": 0, "pargraph.task-grain": 0}
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client, \
+            dask.config.set(settings):
+        eager = _train(False, OPTIMIZERS["adam"], batches)
+        with get_task_stream(client) as stream:
+            compiled = _train(True, OPTIMIZERS["adam"], batches)
+        run = compiled[3]
+        program = run.programs[0]
+        assert run.replays == 3 and len(program.tasks) > 1 and program.whole is not None
+        # Each run's groups ran as one task on the worker's threads, named after the step.
+        whole = [task["key"] for task in stream.data if task["key"].split("-")[0] == "step"]
+        assert len(whole) == run.captures + run.replays  # a capturing call runs it too
+    np.testing.assert_allclose(eager[0], compiled[0], rtol=1e-6)
+    for key in eager[1]:
+        np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)
+
+
 def test_a_compiled_module_replays_its_forward_and_trains_as_eager():
     def run(compiled):
         pargraph.manual_seed(0)
