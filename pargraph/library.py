@@ -36,6 +36,9 @@ from pargraph.graph import Node, grad_mode
 from pargraph.ops import Primitive
 from pargraph.remote.recovery import fetch
 
+#: Argument signatures whose fake results an op keeps (then it forgets them all).
+FAKED_SHAPES = 256
+
 #: Each custom op node's autograd context, by node (as ``autograd.Function``'s).
 _contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -81,7 +84,14 @@ class CustomOp:
                 "change in place; return the new value instead (mutates_args=())")
         self.name, self._fn = name, fn
         self._signature = inspect.signature(fn)
+        #: How many arguments a call passes positionally with nothing to bind (all the
+        #: function's parameters, none with a default), or -1.
+        self._plain = len(self._signature.parameters) if all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            for p in self._signature.parameters.values()) else -1
         self._fake: Callable | None = None
+        #: The fake's (shape, dtype) by the arguments' shapes, dtypes and other values.
+        self._faked: dict = {}
         self._backward: Callable | None = None
         self._setup_context: Callable | None = None
         functools.update_wrapper(self, fn)
@@ -94,8 +104,11 @@ class CustomOp:
 
     def register_fake(self, fake: Callable) -> Callable:
         """``fake(*args)`` returns a tensor of the output's shape and dtype, from the lazy
-        input tensors (``pargraph.empty_like(x)``, ``x.new_zeros(...)``); a decorator."""
+        input tensors (``pargraph.empty_like(x)``, ``x.new_zeros(...)``); a decorator. As
+        PyTorch's, it may read only the tensors' shapes and dtypes and the other arguments:
+        it is asked once per such signature, and its answer kept."""
         self._fake = fake
+        self._faked = {}
         return fake
 
     def register_autograd(self, backward: Callable, /, *,
@@ -106,21 +119,18 @@ class CustomOp:
         self._primitive.defvjp_at(self._vjp_at)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError as error:
-            raise TypeError(f"{self.name}: {error}") from None
-        bound.apply_defaults()
-        values = tuple(bound.arguments.values())
+        if kwargs or len(args) != self._plain:
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"{self.name}: {error}") from None
+            bound.apply_defaults()
+            args = tuple(bound.arguments.values())
+        values = args
         inputs = tuple(v._node if isinstance(v, Tensor) else v for v in values)
         if self._fake is not None:
-            with no_grad():
-                shaped = self._fake(*values)
-            if not isinstance(shaped, Tensor):
-                raise TypeError(f"{self.name}: register_fake's function returned "
-                                f"{type(shaped).__name__}, expected a tensor of the output's "
-                                "shape and dtype")
-            node = self._primitive(*inputs, _shape=tuple(shaped.shape), _dtype=shaped.dtype)
+            shape, dtype = self._faked_shape(values, inputs)
+            node = self._primitive(*inputs, _shape=shape, _dtype=dtype)
         else:  # no fake: computed now, on its computed inputs, as eager PyTorch would
             arrays = [fetch(_realized(v._node)) if isinstance(v, Tensor) else v
                       for v in values]
@@ -142,6 +152,30 @@ class CustomOp:
                     self._setup_context(ctx, values, output)
             _contexts[node] = ctx
         return output
+
+    def _faked_shape(self, values: tuple, inputs: tuple) -> tuple:
+        """The output's shape and dtype from the fake, which is asked once per shapes,
+        dtypes and other arguments (it may only read those, as PyTorch's fakes)."""
+        try:
+            key = tuple((i.shape, i.dtype) if isinstance(i, Node) else (type(i), i)
+                        for i in inputs)
+            known = self._faked.get(key)
+        except TypeError:  # an argument that is not hashable: asked every time
+            key = known = None
+        if known is not None:
+            return known
+        with no_grad():
+            shaped = self._fake(*values)
+        if not isinstance(shaped, Tensor):
+            raise TypeError(f"{self.name}: register_fake's function returned "
+                            f"{type(shaped).__name__}, expected a tensor of the output's "
+                            "shape and dtype")
+        known = (tuple(shaped.shape), shaped.dtype)
+        if key is not None:
+            if len(self._faked) >= FAKED_SHAPES:
+                self._faked.clear()
+            self._faked[key] = known
+        return known
 
     def _vjp_at(self, position: int) -> Callable:
         def vjp(g: Node, out: Node, *inputs: Any, **attrs: Any) -> Node:

@@ -199,3 +199,34 @@ def test_an_op_defined_in_main_runs_on_worker_processes(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[2.0, 4.0, 6.0]"
+
+
+def test_the_fake_is_asked_once_per_shapes_dtypes_and_other_arguments():
+    asked = []
+
+    @pargraph.library.custom_op("test::scaled", mutates_args=())
+    def scaled(x, factor):
+        return x * factor
+
+    @scaled.register_fake
+    def _(x, factor):
+        asked.append((tuple(x.shape), str(x.dtype), factor))
+        if x.dim() != 1:
+            raise ValueError("scaled takes vectors")
+        return pargraph.empty_like(x)
+
+    for _ in range(3):
+        out = scaled(pargraph.ones(3), 2.0)
+    assert out.tolist() == [2.0, 2.0, 2.0] and len(asked) == 1
+    assert scaled(pargraph.ones(4), 2.0).shape == (4,)
+    assert scaled(pargraph.ones(3, dtype=pargraph.float64), 2.0).dtype == pargraph.float64
+    assert scaled(pargraph.ones(3), 3).tolist() == [3.0, 3.0, 3.0]
+    assert scaled(x=pargraph.ones(3), factor=2.0).tolist() == [2.0, 2.0, 2.0]
+    assert len(asked) == 4  # a new shape, dtype, factor; keywords bind to the same
+    for _ in range(2):  # an error is not kept: raised at each call
+        with pytest.raises(ValueError, match="vectors"):
+            scaled(pargraph.ones(2, 2), 2.0)
+    assert len(asked) == 6
+    fresh = []
+    scaled.register_fake(lambda x, factor: fresh.append(x.shape) or pargraph.empty_like(x))
+    assert scaled(pargraph.ones(3), 2.0).shape == (3,) and fresh == [(3,)]  # asked anew
