@@ -278,11 +278,17 @@ class ModeChoice:
         :data:`SETTLE` seconds of runs after a switch from the way with BLAS's threads free:
         such runs pay for the switch (BLAS's threads spinning, memory the other threads'
         allocator arenas had not mapped), and timed, they made the way tried second look the
-        slower one."""
+        slower one. A first run slower than any switch explains is timed all the same."""
         self.clock += seconds
         if mode != self.last_mode:
             self.settling = (SETTLE if self.last_mode == "inline" else 0.0) - seconds
             self.last_mode = mode
+            known = [median_high(t) for t in self.timings.values() if len(t) >= 3]
+            if known and seconds - SETTLE > RETRY_WITHIN * min(known):
+                # Slower than a switch could make it (branches that wait, run one after
+                # another): timed, so that the way is not run again to be timed.
+                self.timings[mode].append(seconds)
+                self.timed[mode] += 1
             return
         if self.settling > 0:
             self.settling -= seconds
