@@ -33,7 +33,7 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
 from pargraph.graph import Node, grad_mode
-from pargraph.ops import Primitive
+from pargraph.ops import Primitive, defaults
 from pargraph.remote.recovery import fetch
 
 #: Argument signatures whose fake results an op keeps (then it forgets them all).
@@ -155,10 +155,11 @@ class CustomOp:
 
     def _faked_shape(self, values: tuple, inputs: tuple) -> tuple:
         """The output's shape and dtype from the fake, which is asked once per shapes,
-        dtypes and other arguments (it may only read those, as PyTorch's fakes)."""
+        dtypes and other arguments (it may only read those, as PyTorch's fakes) and default
+        dtype (a factory in it may use that)."""
         try:
-            key = tuple((i.shape, i.dtype) if isinstance(i, Node) else (type(i), i)
-                        for i in inputs)
+            key = (defaults.float, *((i.shape, i.dtype) if isinstance(i, Node) else (type(i), i)
+                                     for i in inputs))
             known = self._faked.get(key)
         except TypeError:  # an argument that is not hashable: asked every time
             key = known = None

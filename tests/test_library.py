@@ -230,3 +230,15 @@ def test_the_fake_is_asked_once_per_shapes_dtypes_and_other_arguments():
     fresh = []
     scaled.register_fake(lambda x, factor: fresh.append(x.shape) or pargraph.empty_like(x))
     assert scaled(pargraph.ones(3), 2.0).shape == (3,) and fresh == [(3,)]  # asked anew
+
+    @pargraph.library.custom_op("test::made", mutates_args=())
+    def made(x):
+        return np.zeros(3, dtype=pargraph.get_default_dtype())
+
+    made.register_fake(lambda x: pargraph.empty(3))  # a factory: the default dtype
+    assert made(pargraph.ones(1, dtype=pargraph.float32)).dtype == pargraph.float32
+    pargraph.set_default_dtype(pargraph.float64)
+    try:
+        assert made(pargraph.ones(1, dtype=pargraph.float32)).dtype == pargraph.float64
+    finally:
+        pargraph.set_default_dtype(pargraph.float32)
