@@ -265,9 +265,10 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     if cfg.get("layers"):
         from benchmarks.layer_models import step_of
 
-        if variant.startswith(("JAX", "torch.compile")):
+        if variant.startswith("JAX") or (variant.startswith("torch.compile")
+                                         and workload == "charrnn"):
             raise SystemExit(f"no {variant.split(',')[0]} version of the {workload} workload")
-        if variant.startswith("PyTorch"):
+        if variant.startswith(("PyTorch", "torch.compile")):
             import torch
 
             torch.set_num_threads(1 if "1 thread" in variant else 2)
@@ -285,7 +286,8 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
         step = step_of(torch, workload) if cfg.get("layers") else \
             _torch_step(cfg, 1 if "1 thread" in variant else 2)
     elif variant.startswith("torch.compile"):
-        step = _torch_step(cfg, 1 if "1 thread" in variant else 2, compiled=True)
+        step = step_of(torch, workload, "model") if cfg.get("layers") else \
+            _torch_step(cfg, 1 if "1 thread" in variant else 2, compiled=True)
     elif variant.startswith("numpy"):
         if cfg.get("layers"):
             raise SystemExit(f"no hand-written numpy version of the {workload} workload")
@@ -328,8 +330,7 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
 
 def variants_of(workload: str) -> list[str]:
     """Every variant a comparison of ``workload`` runs (those not installed are skipped)."""
-    compiled = [] if WORKLOADS[workload].get("layers") else \
-        [COMPILED.get(workload, COMPILED_DEFAULT)]
+    compiled = [] if workload == "charrnn" else [COMPILED.get(workload, COMPILED_DEFAULT)]
     return PARGRAPH + PARGRAPH_COMPILED + TORCH + compiled + ["JAX jit"] + \
         numpy_variants(workload)
 
