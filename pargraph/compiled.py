@@ -919,18 +919,8 @@ class Program:
         scalar = [k for k, g in enumerate(wanted) if all(
             type(j) is int and not self.tasks[g].nodes[j].shape
             for j in self.tasks[g].outputs)]
-        state = frozenset(i for i, node in enumerate(self.outputs)
-                          if id(node) in self.state_ids) if replicas(client) \
-            else frozenset()
-        lowered = held_results(graph, [keys[g] for g in wanted], picks,
-                                         self.outputs, len(graph), scalar, state, workers,
-                                         frozenset(sent) | {keys[wanted[k]] for k in scalar})
-        if state:
-            lowered.state = frozenset(lowered.holders[i] for i in state
-                                      if lowered.holders[i] is not None)
-        results = run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
-                                           lowered.fetched, lowered.urgent, lowered.state)
-        return list(lowered.values(results))
+        return self._submit(graph, [keys[g] for g in wanted], picks, scalar, workers,
+                            frozenset(sent) | {keys[wanted[k]] for k in scalar}, client)
 
     def _run_whole(self, graph: dict, arguments: list, run: str, client: Any) -> list:
         """Submit the program as one task (:class:`WholeProgram`) on the arguments."""
@@ -940,12 +930,18 @@ class Program:
         key = f"{self.whole_label}-{serial}t{run}-{session}"  # "t": never a node's key
         graph[key] = Task(key, self.whole, *arguments)
         scalar = [0] if all(not node.shape for node in self.outputs) else []
+        return self._submit(graph, [key], [(0, e) for e in range(len(self.outputs))], scalar,
+                            None, frozenset({key}) if scalar else frozenset(), client)
+
+    def _submit(self, graph: dict, keys: list[str], picks: list, scalar: list,
+                workers: dict | None, urgent: frozenset, client: Any) -> list:
+        """Run ``graph`` on the cluster; output ``i`` is element ``picks[i][1]`` of
+        ``keys[picks[i][0]]``'s tuple, held there (a 0-d one comes back)."""
         state = frozenset(i for i, node in enumerate(self.outputs)
                           if id(node) in self.state_ids) if replicas(client) \
             else frozenset()
-        lowered = held_results(graph, [key], [(0, e) for e in range(len(self.outputs))],
-                               self.outputs, len(graph), scalar, state, None,
-                               frozenset({key}) if scalar else frozenset())
+        lowered = held_results(graph, keys, picks, self.outputs, len(graph), scalar, state,
+                               workers, urgent)
         if state:
             lowered.state = frozenset(lowered.holders[i] for i in state
                                       if lowered.holders[i] is not None)

@@ -92,29 +92,28 @@ def test_disagreement_is_in_total_or_on_most_of_the_time():
     assert [record.wants_timing() for _ in range(costs.SAMPLE_EVERY)].count(True) == 1
 
 
+def _ways_chosen(seconds: dict, runs: int = 700) -> list[str]:
+    """The ways a new runner picks, run after run, when each takes ``seconds[way]``."""
+    plan = execution.ModeChoice()
+    chosen = []
+    for _ in range(runs):
+        mode = plan.choose()
+        chosen.append(mode)
+        plan.record(mode, seconds[mode])
+    return chosen
+
+
 def test_a_way_slower_than_any_switch_explains_is_run_once():
     """Sixteen branches of a 10 ms op run 16 times slower one after another: each of the
     two ways in one thread is run once (the first run after a switch, not timed otherwise),
     then never again."""
-    plan = execution.ModeChoice()
-    seconds = {"threads": 0.022, "inline": 0.33, "inline, one BLAS thread": 0.33}
-    chosen = []
-    for _ in range(700):
-        mode = plan.choose()
-        chosen.append(mode)
-        plan.record(mode, seconds[mode])
+    chosen = _ways_chosen({"threads": 0.022, "inline": 0.33, "inline, one BLAS thread": 0.33})
     assert chosen.count("inline") == 1 and chosen.count("inline, one BLAS thread") == 1
     assert chosen[-1] == "threads"
 
 
 def test_the_runner_stops_trying_a_way_that_is_far_slower_and_retries_only_close_ones():
-    plan = execution.ModeChoice()
-    seconds = {"threads": 0.01, "inline": 0.16, "inline, one BLAS thread": 0.011}
-    chosen = []
-    for _ in range(700):
-        mode = plan.choose()
-        chosen.append(mode)
-        plan.record(mode, seconds[mode])
+    chosen = _ways_chosen({"threads": 0.01, "inline": 0.16, "inline, one BLAS thread": 0.011})
     # inline: once to switch to it, once timed at 16x the threads' median, never again
     assert chosen.count("inline") == 2
     assert chosen[-1] == "threads"
