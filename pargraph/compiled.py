@@ -637,10 +637,10 @@ class Program:
         #: as one task that runs them on that worker's threads (no scheduler round trip
         #: between groups), or None.
         self.whole: WholeProgram | None = None
-        if self.remote and len(self.tasks) > 1 and len(threads_by_worker(client)) == 1:
-            arguments = [[(kind, v) for (_, v), (kind, _) in zip(recipe, kinds)]
-                         for recipe, kinds in zip(self.recipes, self.kinds)]
-            self.whole = WholeProgram(self.tasks, arguments, made.selections, self.unpack,
+        # (Groups pick parts of each other's tuples, selections, only across workers.)
+        if self.remote and len(self.tasks) > 1 and len(threads_by_worker(client)) == 1 \
+                and not made.selections:
+            self.whole = WholeProgram(self.tasks, self.recipes, self.unpack,
                                       granularity.workers)
             short = re.sub(r"\W", "_", self.name.split(".")[-1])  # train_step, Net_step
             self.whole_label = short if "step" in short else f"{short}_step"
@@ -1052,15 +1052,14 @@ class WholeProgram:
     :func:`execution.run_on_threads` runs them locally: where one worker process would run
     every group anyway, this saves a scheduler round trip between dependent groups. Takes
     the program's slots; returns the values of its outputs (``unpack``), in order.
-    ``arguments[g]``: group ``g``'s arguments, each ``(Arg.INPUT, slot)``, ``(Arg.GROUP,
-    group)`` or ``(Arg.SELECTION, s)`` (parts of several groups' tuples, ``selections[s]``)."""
+    ``recipes[g]``: group ``g``'s arguments, each ``(True, group)`` (its tuple) or
+    ``(False, slot)``, as :attr:`Program.recipes`."""
 
-    __slots__ = ("tasks", "arguments", "selections", "unpack", "threads")
+    __slots__ = ("tasks", "recipes", "unpack", "threads")
 
-    def __init__(self, tasks: list[FusedTask], arguments: list, selections: list,
-                 unpack: list, threads: int) -> None:
-        self.tasks, self.arguments, self.selections = tasks, arguments, selections
-        self.unpack, self.threads = unpack, threads
+    def __init__(self, tasks: list[FusedTask], recipes: list, unpack: list,
+                 threads: int) -> None:
+        self.tasks, self.recipes, self.unpack, self.threads = tasks, recipes, unpack, threads
 
     def __call__(self, *slots: Any) -> tuple:
         graph = {g: _WholeGroup(self, g, slots) for g in range(len(self.tasks))}
@@ -1079,26 +1078,13 @@ class _WholeGroup:
 
     def __init__(self, program: WholeProgram, group: int, slots: tuple) -> None:
         self.program, self.group, self.slots = program, group, slots
-        dependencies: list[int] = []
-        for kind, v in program.arguments[group]:
-            if kind == Arg.GROUP:
-                dependencies.append(v)
-            elif kind == Arg.SELECTION:
-                dependencies.extend(program.selections[v][0])
-        self.dependencies = dependencies
+        self.dependencies = [v for is_group, v in program.recipes[group] if is_group]
 
     def __call__(self, done: dict) -> Any:
-        selections = self.program.selections
-        args = []
-        for kind, v in self.program.arguments[self.group]:
-            if kind == Arg.INPUT:
-                args.append(self.slots[v])
-            elif kind == Arg.GROUP:
-                args.append(done[v])
-            else:
-                producers, picks = selections[v]
-                args.append(tuple(done[producers[k]][j] for k, j in picks))
-        return self.program.tasks[self.group](*args)
+        slots = self.slots
+        return self.program.tasks[self.group](*[done[v] if is_group else slots[v]
+                                                for is_group, v in
+                                                self.program.recipes[self.group]])
 
 
 class _GroupTask:
