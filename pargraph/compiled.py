@@ -94,7 +94,7 @@ class Compiled:
             return self._capture(flat, spec)
 
     def _capture(self, flat: list, spec: Any) -> Any:
-        with Capture(self, flat) as capture:
+        with interrupts.failsafe(), Capture(self, flat) as capture:
             result = capture.call(self.fn, spec)
             if capture.broken is not None:
                 self.eager = f"graph break at {capture.broken}"
@@ -208,10 +208,11 @@ class Capture:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         """The capturing call failed or was interrupted anywhere, from the function's first
         line to the program's landing: put back what it changed (but after a graph break,
-        the call ran eagerly from there on: its nodes only get their plain numbers back). A
-        second Ctrl-C must not cut the undoing short, or nodes would keep symbols."""
+        the call ran eagerly from there on: its nodes only get their plain numbers back). It
+        runs inside the capture's ``interrupts.failsafe()`` block: a second Ctrl-C waits for
+        its end, or nodes would keep symbols."""
         if kind is not None:
-            interrupts.undo(self.rollback if self.broken is None else self._plain)
+            (self.rollback if self.broken is None else self._plain)()
 
     def call(self, fn: Callable, spec: Any) -> Any:
         """``fn`` on the call's arguments with this capture installed."""
@@ -368,8 +369,7 @@ class Capture:
     def rollback(self) -> None:
         """The capturing call failed or was interrupted: put every tensor, ``.grad``, buffer
         and optimizer state it changed back as they were, and drop the work it held back,
-        so that the call changed nothing (all old). Safe to repeat: run through
-        :meth:`~pargraph.interrupts.Interrupts.undo`."""
+        so that the call changed nothing (all old)."""
         self.live = False
         self._plain()
         self.queued = []

@@ -6,14 +6,16 @@ accumulates into ``.grad`` tensors, it left some updated and others not, and arr
 few lines that switch grad mode on and off, it left grad mode switched. :data:`interrupts` holds
 a SIGINT that arrives inside a :meth:`~Interrupts.deferred` block and raises it when the
 outermost block ends, so the change is complete first; long runs stay interruptible, since only
-the Python that commits their results is deferred.
+the Python that commits their results is deferred. Work that puts state back when it fails runs
+in a :meth:`~Interrupts.failsafe` block: Ctrl-C stops the work at once, and a second one waits
+until the putting back has ended.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 try:  # the C functions behind ``signal``'s, without its enum conversions (most of its cost)
@@ -23,7 +25,7 @@ except ImportError:  # pragma: no cover (an interpreter without it)
 
 
 class Interrupts:
-    """The process's SIGINT while a commit runs: held, then delivered to the handler that was
+    """The process's SIGINT while state changes: held, or passed on to the handler that was
     installed before (Python's default raises ``KeyboardInterrupt``).
 
     Only the main thread receives signals, so blocks in other threads defer nothing; nor does a
@@ -38,93 +40,117 @@ class Interrupts:
     """
 
     def __init__(self) -> None:
-        self._depth = 0
+        self._depth = 0  # blocks open in the main thread, of both kinds
+        self._deferring = 0  # deferred blocks among them
+        self._base: BaseException | None = None  # handled when the outermost block began
         self._held: tuple[int, Any] | None = None
         self._previous: Any = None
 
-    def deferred(self) -> _Deferred:
+    def deferred(self) -> _Block:
         """A context manager inside which a Ctrl-C waits for the block's end."""
-        return _Deferred(self)
+        return _Block(self, 1)
 
-    def undo(self, change: Callable[[], Any]) -> None:
-        """Run ``change`` to its end inside a deferred block, from an ``except`` clause that
-        puts state back: a second Ctrl-C landing before the block begins runs it again from
-        the start (so it must be safe to repeat), and is raised once it has ended.
+    def failsafe(self) -> _Block:
+        """A context manager for work that puts state back when it fails: a Ctrl-C inside the
+        block is raised at once, but once the block fails (by Ctrl-C or any error), what runs
+        because it failed — its ``except`` and ``finally`` clauses and the ``__exit__`` of
+        each ``with`` it leaves, Python code that runs while an exception is handled — holds
+        a second Ctrl-C until the block ends, so the putting back runs to its end. A Ctrl-C
+        held while the block swallows an error of its own waits for the block's end too.
 
         Examples
         --------
         >>> from pargraph.interrupts import interrupts
         >>> state = {"x": 1}
         >>> try:
-        ...     state["x"] = 2
-        ...     raise ValueError("the step failed")
+        ...     with interrupts.failsafe():
+        ...         try:
+        ...             state["x"] = 2
+        ...             raise ValueError("the step failed")
+        ...         except BaseException:
+        ...             state["x"] = 1  # a second Ctrl-C here waits for the block's end
+        ...             raise
         ... except ValueError:
-        ...     interrupts.undo(lambda: state.update(x=1))
+        ...     pass
         >>> state
         {'x': 1}
         """
-        done = interrupted = False
-        while not done:
-            try:
-                with self.deferred():
-                    change()
-                    done = True
-            except KeyboardInterrupt:
-                interrupted = True
-        if interrupted:
-            raise KeyboardInterrupt
+        return _Block(self, 0)
 
     def held(self) -> bool:
         """Whether a Ctrl-C is being held (a long wait inside a block may stop early for it,
         at a point where stopping is safe)."""
         return self._held is not None
 
-    def _hold(self, signum: int, frame: Any) -> None:
-        self._held = (signum, frame)
+    def _handle(self, signum: int, frame: Any) -> None:
+        """The SIGINT handler while a block is open: hold the signal inside a deferred block,
+        in the blocks' own bookkeeping, and wherever an exception is handled that was not
+        already handled when the outermost block began (a failure's cleanup); pass it on
+        elsewhere."""
+        if self._deferring or frame is None or frame.f_code in _OWN_CODE or \
+                sys.exc_info()[1] is not self._base:
+            self._held = (signum, frame)
+            return
+        self._held = None
+        self._previous(signum, frame)
 
-    def _enter(self) -> bool:
+    def _enter(self, deferring: int) -> bool:
         if threading.current_thread() is not threading.main_thread():
             return False
         if self._depth:
             self._depth += 1
+            self._deferring += deferring
             return True
-        previous = raw_signal.signal(signal.SIGINT, self._hold)
+        self._held = None
+        previous = raw_signal.signal(signal.SIGINT, self._handle)
         if not callable(previous):  # ignored, or the default action: put it back
             raw_signal.signal(signal.SIGINT, previous)
             return False
-        self._previous, self._held = previous, None
+        self._previous, self._base = previous, sys.exc_info()[1]
+        self._deferring = deferring
         self._depth = 1
         return True
 
-    def _exit(self) -> None:
+    def _exit(self, deferring: int) -> None:
         self._depth -= 1
+        self._deferring -= deferring
         if self._depth:
+            if self._held is not None and not self._deferring and \
+                    sys.exc_info()[1] is self._base:  # back in a failsafe block's own work
+                held, self._held = self._held, None
+                self._previous(*held)
             return
-        previous, self._previous = self._previous, None
+        previous, self._previous, self._base = self._previous, None, None
         raw_signal.signal(signal.SIGINT, previous)
         held, self._held = self._held, None
         if held is not None:
             previous(*held)  # the default handler raises KeyboardInterrupt here
 
 
-class _Deferred:
-    """One ``with interrupts.deferred():`` block (a class: a generator-based context manager
-    runs Python code, which a signal can interrupt, between its steps)."""
+class _Block:
+    """One ``with interrupts.deferred():`` or ``with interrupts.failsafe():`` block (a class: a
+    generator-based context manager runs Python code, which a signal can interrupt, between
+    its steps)."""
 
-    __slots__ = ("owner", "entered")
+    __slots__ = ("owner", "deferring", "entered")
 
-    def __init__(self, owner: Interrupts) -> None:
+    def __init__(self, owner: Interrupts, deferring: int) -> None:
         self.owner = owner
+        self.deferring = deferring
         self.entered = False
 
     def __enter__(self) -> None:
-        self.entered = self.owner._enter()
+        self.entered = self.owner._enter(self.deferring)
 
     def __exit__(self, *exc_info: Any) -> None:
         if self.entered:
             self.entered = False
-            self.owner._exit()
+            self.owner._exit(self.deferring)
 
+
+#: The code of the blocks' own bookkeeping, where a signal is always held.
+_OWN_CODE = frozenset(f.__code__ for f in (Interrupts._handle, Interrupts._enter, Interrupts._exit,
+                                           _Block.__enter__, _Block.__exit__))
 
 #: The process's one holder of SIGINT (signal handlers are per process).
 interrupts = Interrupts()

@@ -114,17 +114,18 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     _remove_stale_temporaries(path)
     temporary = f"{os.path.abspath(path)}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    try:
-        with open(temporary, "xb") as file:
-            np.savez(file, **arrays)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-        clusters.last_checkpoint = os.path.abspath(path)
-    except BaseException:
-        # A second Ctrl-C must not cut this short: the temporary file would stay behind.
-        interrupts.undo(lambda: os.path.exists(temporary) and os.remove(temporary))
-        raise
+    with interrupts.failsafe():  # a second Ctrl-C waits for the temporary file's removal
+        try:
+            with open(temporary, "xb") as file:
+                np.savez(file, **arrays)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+            clusters.last_checkpoint = os.path.abspath(path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
     _sync_folder(folder)
 
 

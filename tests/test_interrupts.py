@@ -2,13 +2,16 @@
 and the recording context all old or all new (pargraph.interrupts), and training resumed
 after it ends exactly where an uninterrupted run ends."""
 
+import dis
 import json
+import os
 import pathlib
 import signal
 import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 import pargraph
@@ -58,20 +61,51 @@ def test_a_sigint_inside_a_deferred_block_is_raised_when_it_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_undo_runs_its_change_to_the_end_whatever_ctrl_c_cuts_short():
-    done, tries = [], []
-
-    def change():  # a Ctrl-C lands before the first try's block begins, one inside the second
-        tries.append(len(tries))
-        if len(tries) == 1:
-            raise KeyboardInterrupt
-        signal.raise_signal(signal.SIGINT)
-        done.append("all put back")
-
+def test_a_failsafe_block_raises_at_once_and_holds_a_second_ctrl_c_while_it_cleans_up():
+    steps = []
     with pytest.raises(KeyboardInterrupt):
-        interrupts.undo(change)
-    assert tries == [0, 1] and done == ["all put back"]
+        with interrupts.failsafe():
+            try:
+                signal.raise_signal(signal.SIGINT)
+                steps.append("after the first")  # not reached: raised at once
+            except KeyboardInterrupt:
+                signal.raise_signal(signal.SIGINT)  # the second: held while it cleans up
+                steps.append("cleaned up")
+                raise
+    assert steps == ["cleaned up"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_failsafe_block_holds_ctrl_c_in_its_deferred_blocks_and_swallowed_errors():
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.failsafe():
+            with interrupts.deferred():
+                signal.raise_signal(signal.SIGINT)
+                steps.append("deferred")
+            steps.append("after the deferred block")  # not reached: raised as it ends
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.failsafe():
+            try:
+                raise ValueError
+            except ValueError:
+                signal.raise_signal(signal.SIGINT)
+                steps.append("swallowed")
+            steps.append("went on")  # held until the block ends
+    assert steps == ["deferred", "swallowed", "went on"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_failsafe_block_inside_an_except_clause_still_raises_at_once():
+    steps = []
+    try:
+        raise KeyboardInterrupt  # the user's own: save a checkpoint on Ctrl-C
+    except KeyboardInterrupt:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.failsafe():
+                signal.raise_signal(signal.SIGINT)
+                steps.append("not reached")
+    assert steps == []
 
 
 def test_a_handler_of_the_users_own_gets_the_held_signal():
@@ -152,3 +186,151 @@ def test_a_sigint_stops_a_threaded_run_between_tasks_and_leaves_its_pool_usable(
     graph = {f"u{k}": Task(f"u{k}", named, k) for k in range(4)}
     assert run_on_threads(graph, list(graph), threads=2) == [0, 1, 2, 3]
     assert len(ran_in) == 2  # this thread and the pool's: the helper is free
+
+
+# --- a second Ctrl-C while a failure cleans up ------------------------------------------------
+
+
+#: An exception handler's first instruction: Python reports its line, but runs no handler
+#: between the raise and it (nor does a real signal land there).
+PUSH_EXC_INFO = dis.opmap.get("PUSH_EXC_INFO")
+
+
+class SecondCtrlC:
+    """Sends a real SIGINT at the n-th line Python runs (in any frame) after :meth:`arm`: run
+    once per n, a second Ctrl-C lands on every line of the cleanup a first failure started,
+    including the first line of each function it calls, where Python looks for signals."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.lines, self.armed, self.sent = n, 0, False, False
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def trace(self, frame, event, arg):
+        if self.armed and event == "line" and not self.sent and \
+                frame.f_code.co_code[frame.f_lasti] != PUSH_EXC_INFO:
+            self.lines += 1
+            if self.lines == self.n:
+                self.sent = True
+                signal.raise_signal(signal.SIGINT)
+        return self.trace
+
+    def __enter__(self):
+        sys.settrace(self.trace)
+        return self
+
+    def __exit__(self, *exc):
+        sys.settrace(None)
+
+
+def at_every_line(fail, check) -> int:
+    """``fail(probe)`` fails (it arms the probe at its first failure) and ``check()`` asserts
+    what the failure's cleanup must have left, for a second SIGINT at each line of the cleanup
+    in turn; returns how many lines it took."""
+    n = 1
+    while True:
+        with pytest.raises(KeyboardInterrupt):
+            with SecondCtrlC(n) as probe:
+                fail(probe)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        check()
+        if not probe.sent:  # the cleanup ended before its n-th line
+            return n
+        n += 1
+
+
+def test_a_second_ctrl_c_anywhere_in_a_failed_saves_cleanup_leaves_no_temporary(
+        tmp_path, monkeypatch):
+    from pargraph import serialization
+
+    path = tmp_path / "state.npz"
+    pargraph.save({"w": pargraph.ones(2)}, path)
+
+    def interrupted_write(*args, **kwargs):
+        probe.arm()
+        signal.raise_signal(signal.SIGINT)  # the first Ctrl-C, while the file is written
+
+    def fail(started):
+        nonlocal probe
+        probe = started
+        pargraph.save({"w": pargraph.zeros(2)}, path)
+
+    def check():
+        assert sorted(os.listdir(tmp_path)) == ["state.npz"]
+        assert pargraph.load(path)["w"].tolist() == [1.0, 1.0]
+
+    probe = None
+    monkeypatch.setattr(serialization.np, "savez", interrupted_write)
+    assert at_every_line(fail, check) > 5
+
+
+def test_a_second_ctrl_c_anywhere_in_a_failed_captures_rollback_changes_nothing():
+    pargraph.manual_seed(0)
+    model = pargraph.nn.Linear(3, 2)
+    opt = pargraph.optim.Adam(model.parameters(), lr=0.1)
+    x = pargraph.ones(4, 3)
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    probe = None
+
+    def train_step(x):
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+        probe.arm()
+        signal.raise_signal(signal.SIGINT)  # the first Ctrl-C, late in the capturing call
+
+    def fail(started):
+        nonlocal probe
+        probe = started
+        pargraph.compile(train_step)(x)
+
+    def check():
+        assert all(np.array_equal(p.detach().numpy(), b)
+                   for p, b in zip(model.parameters(), before))
+        assert all(p.grad is None for p in model.parameters()) and not opt.state
+        assert pargraph.is_grad_enabled()
+
+    assert at_every_line(fail, check) > 5
+    probe = SecondCtrlC(0)  # sends nothing: the step now trains as eager does
+    step = pargraph.compile(lambda x: (opt.zero_grad(), model(x).pow(2).sum().backward(),
+                                       opt.step()))
+    step(x)
+    step(x)
+    pargraph.manual_seed(0)
+    eager = pargraph.nn.Linear(3, 2)
+    eager_opt = pargraph.optim.Adam(eager.parameters(), lr=0.1)
+    for _ in range(2):
+        eager_opt.zero_grad()
+        eager(x).pow(2).sum().backward()
+        eager_opt.step()
+    assert all(np.array_equal(p.detach().numpy(), q.detach().numpy())
+               for p, q in zip(model.parameters(), eager.parameters()))
+
+
+def test_a_second_ctrl_c_anywhere_in_a_failed_lbfgs_steps_restore_changes_nothing():
+    w = pargraph.tensor([1.0, -2.0], dtype=pargraph.float64, requires_grad=True)
+    opt = pargraph.optim.LBFGS([w], lr=0.5, max_iter=4)
+    evaluations = []
+    probe = None
+
+    def closure():
+        opt.zero_grad()
+        loss = (w ** 2).sum()
+        loss.backward()
+        evaluations.append(1)
+        if len(evaluations) == 3:  # the first Ctrl-C, after w moved twice
+            probe.arm()
+            signal.raise_signal(signal.SIGINT)
+        return loss
+
+    def fail(started):
+        nonlocal probe
+        probe = started
+        evaluations.clear()
+        opt.step(closure)
+
+    def check():
+        assert w.tolist() == [1.0, -2.0] and not opt.state
+
+    assert at_every_line(fail, check) > 5

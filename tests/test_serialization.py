@@ -317,26 +317,3 @@ def test_the_safe_globals_allow_list_is_kept_and_loading_needs_none(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(serialization.CheckpointError):
         serialization.get_unsafe_globals_in_checkpoint(tmp_path / "bad.npz")
-
-
-def test_a_second_ctrl_c_while_a_failed_save_cleans_up_leaves_no_temporary(tmp_path,
-                                                                         monkeypatch):
-    from pargraph import serialization
-
-    removals = []
-    remove = os.remove
-
-    def interrupted_once(path):  # the second Ctrl-C lands as the temporary is removed
-        removals.append(path)
-        if len(removals) == 1:
-            raise KeyboardInterrupt
-        remove(path)
-
-    def interrupted_write(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(serialization.np, "savez", interrupted_write)
-    monkeypatch.setattr(serialization.os, "remove", interrupted_once)
-    with pytest.raises(KeyboardInterrupt):
-        pargraph.save({"w": pargraph.ones(2)}, tmp_path / "state.npz")
-    assert len(removals) == 2 and os.listdir(tmp_path) == []

@@ -192,17 +192,16 @@ class LBFGS(Optimizer):
         before, state_before = self._values(), self.state.get(self._params[0])
         saved = None if state_before is None else {
             k: (list(v) if isinstance(v, list) else v) for k, v in state_before.items()}
-        try:
-            return self._step(closure)
-        except BaseException:
-            def restore() -> None:  # all old: the parameters and the state
+        with interrupts.failsafe():  # a second Ctrl-C waits for the restoring's end
+            try:
+                return self._step(closure)
+            except BaseException:  # all old: the parameters and the state
                 self._set(before)
                 if saved is None:
                     self.state.pop(self._params[0], None)
                 else:
                     self.state[self._params[0]] = saved
-            interrupts.undo(restore)
-            raise
+                raise
 
     def _step(self, closure: Callable[[], Tensor]) -> Tensor:
         closure = enable_grad()(closure)
