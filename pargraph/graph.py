@@ -26,7 +26,6 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -81,30 +80,42 @@ class _GradMode(threading.local):
 grad_mode = _GradMode()
 
 
-@contextmanager
-def recorded_at(site: Any) -> Iterator[None]:
+class recorded_at:  # noqa: N801 (a context manager, like the functions around it)
     """Nodes recorded inside the block carry ``site`` as their source line (one stack walk
-    for many nodes: an optimizer step's updates all point at the user's ``step()`` call)."""
-    saved = grad_mode.site
-    try:  # set inside the try: an interrupt right after it still restores
-        grad_mode.site = site
-        yield
-    finally:
-        grad_mode.site = saved
+    for many nodes: an optimizer step's updates all point at the user's ``step()`` call). The
+    blocks here are classes: a generator-based context manager costs several times as much,
+    and the backward pass enters one per node."""
+
+    __slots__ = ("site", "saved")
+
+    def __init__(self, site: Any) -> None:
+        self.site = site
+
+    def __enter__(self) -> None:
+        self.saved = grad_mode.site
+        grad_mode.site = self.site
+
+    def __exit__(self, *exc_info: Any) -> None:
+        grad_mode.site = self.saved
 
 
-@contextmanager
-def naming(phase: str, origin: str | None = None, scope: str | None = None) -> Iterator[None]:
+class naming:  # noqa: N801 (a context manager)
     """Record the nodes created inside the block as belonging to ``phase`` (on behalf of
     ``origin``, e.g. the forward op whose gradient they compute, inside module ``scope``)."""
-    saved = (_naming.phase, _naming.origin, _naming.scope)
-    try:
-        _naming.phase, _naming.origin = phase, origin
-        if scope is not None:
-            _naming.scope = scope
-        yield
-    finally:
-        _naming.phase, _naming.origin, _naming.scope = saved
+
+    __slots__ = ("phase", "origin", "scope", "saved")
+
+    def __init__(self, phase: str, origin: str | None = None, scope: str | None = None) -> None:
+        self.phase, self.origin, self.scope = phase, origin, scope
+
+    def __enter__(self) -> None:
+        self.saved = (_naming.phase, _naming.origin, _naming.scope)
+        _naming.phase, _naming.origin = self.phase, self.origin
+        if self.scope is not None:
+            _naming.scope = self.scope
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _naming.phase, _naming.origin, _naming.scope = self.saved
 
 
 class module_call:  # noqa: N801 (used as a context manager, like the functions around it)
@@ -127,15 +138,20 @@ class module_call:  # noqa: N801 (used as a context manager, like the functions 
         _naming.scope, grad_mode.site = self.saved
 
 
-@contextmanager
-def module_scope(path: str) -> Iterator[None]:
+class module_scope:  # noqa: N801 (a context manager)
     """Nodes recorded inside the block belong to the module at ``path``."""
-    saved = _naming.scope
-    try:
-        _naming.scope = path
-        yield
-    finally:
-        _naming.scope = saved
+
+    __slots__ = ("path", "saved")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        self.saved = _naming.scope
+        _naming.scope = self.path
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _naming.scope = self.saved
 
 
 def last_model() -> str:
