@@ -100,8 +100,10 @@ class Compiled:
                 self.eager = f"graph break at {capture.broken}"
                 return _concrete(result)
             program, result = capture.finish(result)
-            self.programs.insert(0, program)
-            return result
+        # Kept only once the capture has ended: a Ctrl-C inside the block rolls the call back,
+        # and a program kept meanwhile would replay onto state it never produced.
+        self.programs.insert(0, program)
+        return result
 
     def __repr__(self) -> str:
         return f"pargraph.compile({_name(self.fn)})"

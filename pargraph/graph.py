@@ -56,12 +56,12 @@ class _Naming(threading.local):
     model: str = ""  # the class of the outermost module called last: names one-task runs
 
 
-_naming = _Naming()
+naming_state = _Naming()
 
 
 def recording_phase() -> str:
     """The phase this thread's new nodes belong to (:data:`FORWARD` outside a backward)."""
-    return _naming.phase
+    return naming_state.phase
 
 
 class _GradMode(threading.local):
@@ -109,33 +109,13 @@ class naming:  # noqa: N801 (a context manager)
         self.phase, self.origin, self.scope = phase, origin, scope
 
     def __enter__(self) -> None:
-        self.saved = (_naming.phase, _naming.origin, _naming.scope)
-        _naming.phase, _naming.origin = self.phase, self.origin
+        self.saved = (naming_state.phase, naming_state.origin, naming_state.scope)
+        naming_state.phase, naming_state.origin = self.phase, self.origin
         if self.scope is not None:
-            _naming.scope = self.scope
+            naming_state.scope = self.scope
 
     def __exit__(self, *exc_info: Any) -> None:
-        _naming.phase, _naming.origin, _naming.scope = self.saved
-
-
-class module_call:  # noqa: N801 (used as a context manager, like the functions around it)
-    """Nodes recorded inside the block belong to the module at ``scope`` and carry ``site``
-    (None: their own line). What an ``nn.Module`` call sets, once per layer call: a class,
-    since a generator-based context manager costs several times as much."""
-
-    __slots__ = ("scope", "site", "saved")
-
-    def __init__(self, scope: str, site: Any) -> None:
-        self.scope, self.site = scope, site
-
-    def __enter__(self) -> None:
-        self.saved = (_naming.scope, grad_mode.site)
-        if not _naming.scope:  # the outermost module: its scope is its class name
-            _naming.model = self.scope
-        _naming.scope, grad_mode.site = self.scope, self.site
-
-    def __exit__(self, *exc_info: Any) -> None:
-        _naming.scope, grad_mode.site = self.saved
+        naming_state.phase, naming_state.origin, naming_state.scope = self.saved
 
 
 class module_scope:  # noqa: N801 (a context manager)
@@ -147,16 +127,16 @@ class module_scope:  # noqa: N801 (a context manager)
         self.path = path
 
     def __enter__(self) -> None:
-        self.saved = _naming.scope
-        _naming.scope = self.path
+        self.saved = naming_state.scope
+        naming_state.scope = self.path
 
     def __exit__(self, *exc_info: Any) -> None:
-        _naming.scope = self.saved
+        naming_state.scope = self.saved
 
 
 def last_model() -> str:
     """The class name of the outermost module this thread called last (``""``: none)."""
-    return _naming.model
+    return naming_state.model
 
 
 def task_prefix(op_name: str, phase: str, origin: str | None) -> str:
@@ -214,8 +194,8 @@ class Node:
                  value: Any = None, site=None, naming: tuple[str, str, str] | None = None
                  ) -> None:
         if naming is None:  # read from this thread's naming context
-            phase = _naming.phase
-            naming = (phase, task_prefix(op.name, phase, _naming.origin), _naming.scope)
+            phase = naming_state.phase
+            naming = (phase, task_prefix(op.name, phase, naming_state.origin), naming_state.scope)
         self.op = op
         self.inputs = inputs
         self.attrs = attrs

@@ -84,11 +84,11 @@ class Interrupts:
 
     def _handle(self, signum: int, frame: Any) -> None:
         """The SIGINT handler while a block is open: hold the signal inside a deferred block,
-        in the blocks' own bookkeeping, and wherever an exception is handled that was not
-        already handled when the outermost block began (a failure's cleanup); pass it on
-        elsewhere."""
-        if self._deferring or frame is None or frame.f_code in _OWN_CODE or \
-                sys.exc_info()[1] is not self._base:
+        in the blocks' own bookkeeping (or code it calls, such as a trace function), and
+        wherever an exception is handled that was not already handled when the outermost block
+        began (a failure's cleanup); pass it on elsewhere."""
+        if self._deferring or self._previous is None or sys.exc_info()[1] is not self._base \
+                or _in_own_code(frame):
             self._held = (signum, frame)
             return
         self._held = None
@@ -151,6 +151,16 @@ class _Block:
 #: The code of the blocks' own bookkeeping, where a signal is always held.
 _OWN_CODE = frozenset(f.__code__ for f in (Interrupts._handle, Interrupts._enter, Interrupts._exit,
                                            _Block.__enter__, _Block.__exit__))
+
+def _in_own_code(frame: Any) -> bool:
+    """Whether ``frame`` (where a signal landed) or a frame that called it is the blocks' own
+    bookkeeping."""
+    while frame is not None:
+        if frame.f_code in _OWN_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
 
 #: The process's one holder of SIGINT (signal handlers are per process).
 interrupts = Interrupts()

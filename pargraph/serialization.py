@@ -122,11 +122,26 @@ def save(obj: Any, path: str | os.PathLike) -> None:
                 os.fsync(file.fileno())
             os.replace(temporary, path)
             clusters.last_checkpoint = os.path.abspath(path)
-        except BaseException:
+        except BaseException as error:
             if os.path.exists(temporary):
                 os.remove(temporary)
+            interrupt = _interrupt_in(error)
+            if interrupt is not None and interrupt is not error:
+                raise interrupt from None
             raise
     _sync_folder(folder)
+
+
+def _interrupt_in(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C behind ``error``, if one started it: cut short inside ``np.savez``, zipfile's
+    own cleanup raises ``ValueError("Can't close the ZIP file ...")`` over the interrupt."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__context__
+    return None
 
 
 def _remove_stale_temporaries(path: str) -> None:

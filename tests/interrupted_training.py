@@ -212,7 +212,7 @@ def main() -> None:
         if not pargraph.is_grad_enabled():
             report["grad_mode_off"] += 1
             graph.grad_mode.enabled = True
-        if (graph._naming.phase, graph._naming.scope, graph.grad_mode.site) != \
+        if (graph.naming_state.phase, graph.naming_state.scope, graph.grad_mode.site) != \
                 (graph.FORWARD, "", None):
             report["context_left"] += 1
         if len({p.grad is None for p in model.parameters()}) > 1:

@@ -15,7 +15,7 @@ from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import recording
 from pargraph.factories import as_tensor, empty_for_init
-from pargraph.graph import grad_mode, in_package, module_call, user_site
+from pargraph.graph import grad_mode, in_package, naming_state, user_site
 from pargraph.interrupts import interrupts
 
 
@@ -455,7 +455,14 @@ class Module:
         recorder = recording.recorder
         if recorder is not None:  # a compiled step depends on the module's mode
             recorder.module_called(self)
-        with module_call(scope, site):
+        # The ops recorded inside belong to this module and carry ``site``: switched inside the
+        # try and restored by plain stores, where Python never raises Ctrl-C (a context
+        # manager's ``__exit__`` can be interrupted as it starts, leaving the scope switched).
+        saved = (naming_state.scope, grad_mode.site)
+        try:
+            if not saved[0]:  # the outermost module: its scope is its class name
+                naming_state.model = scope
+            naming_state.scope, grad_mode.site = scope, site
             if self._forward_pre_hooks:  # every op of a forward goes through here: no copies
                 for hook in list(self._forward_pre_hooks):
                     changed = hook(self, args)
@@ -468,6 +475,8 @@ class Module:
                     if changed is not None:
                         output = changed
             return output
+        finally:
+            naming_state.scope, grad_mode.site = saved
 
     def register_forward_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(module, args, output)`` after each forward; a value it returns replaces

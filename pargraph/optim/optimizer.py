@@ -112,9 +112,10 @@ class Optimizer:
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         pending: list[tuple[Tensor, Tensor, dict]] = []
-        # Recording changes nothing but new nodes and the recording context, whose switches
-        # restore themselves whatever Ctrl-C interrupts.
-        with no_grad(), naming(UPDATE, self.name), recorded_at(user_site()):
+        # Recording changes nothing but new nodes and the recording context; a Ctrl-C waits
+        # for the context's restoring (an ``__exit__`` can be interrupted as it starts).
+        with interrupts.deferred(), no_grad(), naming(UPDATE, self.name), \
+                recorded_at(user_site()):
             for index, group in enumerate(self.param_groups):
                 hyper = group if recorder is None else \
                     recorder.hyperparameters(self, index, group)
