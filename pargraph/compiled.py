@@ -262,6 +262,12 @@ class Capture:
         if self.live:
             self.stop(f"it reads a value at {format_site(user_site())}")
 
+    def scheduler_stepped(self, scheduler: Any) -> None:
+        if self.live:
+            self.stop(f"{type(scheduler).__name__}.step() runs at {format_site(user_site())}, "
+                      "and a replay would not move the learning rate again (call it after "
+                      "the compiled function)")
+
     def rebound(self, tensor: Tensor, old: Node) -> None:
         if self.live and id(tensor) not in self.rebinds and old.uid < self.mark:
             self.rebinds[id(tensor)] = (tensor, old)

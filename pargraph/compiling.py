@@ -35,7 +35,9 @@ def compile(fn: Callable | Module | None = None, *, fullgraph: bool = False,  # 
             ...
 
     Reading a value in the middle (``loss.item()``, ``print(loss)``, ``if loss > 1``) is a
-    graph break: the function then runs eagerly, and a warning names the line
+    graph break, and so is a learning-rate scheduler's ``step()`` inside ``fn`` (a replay
+    would not move the rate again: call it after): the function then runs eagerly, and a
+    warning names the line
     (``fullgraph=True`` raises :class:`GraphBreak` there instead). Tensors the function
     returns are new tensors without autograd history. ``dynamic``, ``backend``, ``mode`` and
     ``options`` are accepted for PyTorch's signature and ignored; ``disable=True`` returns

@@ -4,12 +4,14 @@ set or all unset, grad mode on and the recording context as before. Run by
 tests/test_interrupts.py in a process of its own (with a stride: every k-th point); prints one
 JSON line.
 
-Usage: python interrupted_everywhere.py MODE SCHEDULER [STRIDE]
+Usage: python interrupted_everywhere.py MODE SCHEDULER [STRIDE [PROGRAM]]
 
 MODE is eager, capture (a compiled step's capturing calls: its first two, the second seeing
 Adam's state), replay (a compiled step's replays) or save (``pargraph.save`` over a checkpoint:
 the old or the new one must be there, no temporary file, and a ``KeyboardInterrupt`` out of it);
-SCHEDULER is sync or threads.
+SCHEDULER is sync or threads. PROGRAM is mlp-adam (an MLP trained by Adam) or bn-sgd (with
+BatchNorm, SGD with Nesterov momentum and weight decay; compiled only: an eager step changes
+buffers in its forward and parameters in ``opt.step()``, two statements).
 """
 
 import json
@@ -30,49 +32,69 @@ from tests.ctrl_c import CtrlCAt  # noqa: E402
 signal.signal(signal.SIGINT, signal.default_int_handler)
 MODE, SCHEDULER = sys.argv[1], sys.argv[2]
 STRIDE = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+PROGRAM = sys.argv[4] if len(sys.argv) > 4 else "mlp-adam"
+if PROGRAM == "bn-sgd" and MODE == "eager":  # its forward changes buffers, its step parameters
+    sys.exit("bn-sgd runs compiled: an eager step changes its state in several statements")
 dask.config.set(scheduler=SCHEDULER)
 x, y = pargraph.ones(5, 3), pargraph.zeros(5, 2)
 
 
 def make():
     pargraph.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-    opt = optim.Adam(model.parameters(), lr=0.1)
+    if PROGRAM == "bn-sgd":  # more state: buffers, momentum buffers
+        model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True,
+                        weight_decay=1e-3)
+    else:
+        model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        opt = optim.Adam(model.parameters(), lr=0.1)
 
     def train_step():
         opt.zero_grad()
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
 
-    return model, opt, pargraph.compile(train_step) if MODE != "eager" else train_step
+    state = (model, opt)
+    return state, pargraph.compile(train_step) if MODE != "eager" else train_step
 
 
-def snapshot(model, opt):
-    return ([p.detach().numpy().copy() for p in model.parameters()],
-            [(s["exp_avg"].numpy().copy(), s["exp_avg_sq"].numpy().copy(), float(s["step"]))
-             for s in (opt.state.get(p) for p in model.parameters()) if s])
+def snapshot(state):
+    """Everything the step changes, flat: the model's parameters and buffers, the optimizer's
+    state and hyperparameters."""
+    model, opt = state
+    return _flat([model.state_dict(), opt.state_dict()])
+
+
+def _flat(value):
+    if isinstance(value, pargraph.Tensor):
+        return [value.detach().numpy().copy()]
+    if isinstance(value, dict):
+        return [part for k in sorted(value, key=str) for part in [k, *_flat(value[k])]]
+    if isinstance(value, (list, tuple)):
+        return [part for v in value for part in _flat(v)]
+    return [value]
 
 
 def same(a, b):
-    return len(a[0]) == len(b[0]) and len(a[1]) == len(b[1]) and \
-        all(np.array_equal(u, v) for u, v in zip(a[0], b[0])) and \
-        all(np.array_equal(u[0], v[0]) and np.array_equal(u[1], v[1]) and u[2] == v[2]
-            for u, v in zip(a[1], b[1]))
+    return len(a) == len(b) and all(
+        np.array_equal(u, v) if isinstance(u, np.ndarray) or isinstance(v, np.ndarray)
+        else u == v for u, v in zip(a, b))
 
 
 def main() -> None:
-    ref_model, ref_opt, ref_step = make()
-    reference = [snapshot(ref_model, ref_opt)]
+    ref_state, ref_step = make()
+    reference = [snapshot(ref_state)]
 
     def expected(j):  # the state after j uninterrupted steps
         while len(reference) <= j:
             ref_step()
-            reference.append(snapshot(ref_model, ref_opt))
+            reference.append(snapshot(ref_state))
         return reference[j]
 
     report = {"points": 0, "runs": 0, "interrupted": 0, "torn": [], "grad_mode_off": [],
               "context_left": [], "grads_torn": [], "handler_left": []}
-    model, opt, step = make()
+    state, step = make()
+    model = state[0]
     at = 2 if MODE == "replay" else 0  # the number of steps the state has taken
     for _ in range(at):
         step()
@@ -85,8 +107,8 @@ def main() -> None:
         except KeyboardInterrupt:
             report["interrupted"] += 1
         report["runs"] += 1
-        state = snapshot(model, opt)
-        where = next((j for j in (at, at + 1) if same(state, expected(j))), None)
+        now = snapshot(state)
+        where = next((j for j in (at, at + 1) if same(now, expected(j))), None)
         if where is None:
             report["torn"].append([n, probe.where])
             break

@@ -272,6 +272,41 @@ def test_a_value_read_mid_step_is_a_graph_break_that_names_the_line():
         strict(x)
 
 
+@pytest.mark.parametrize("make", [
+    lambda opt: optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
+    lambda opt: optim.lr_scheduler.SequentialLR(opt, [
+        optim.lr_scheduler.ConstantLR(opt, factor=0.5, total_iters=1),
+        optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)], milestones=[2]),
+])
+def test_a_scheduler_stepped_inside_the_function_is_a_graph_break_and_still_moves(make):
+    # Replays would not run its Python again: the rate would stop moving, silently.
+    def train(compiled, **compile_args):
+        pargraph.manual_seed(0)
+        model = nn.Linear(3, 2)
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        sched = make(opt)
+        x = pargraph.ones(4, 3)
+
+        def step(x):
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+            sched.step()
+
+        run = pargraph.compile(step, **compile_args) if compiled else step
+        for _ in range(4):
+            run(x)
+        return opt.param_groups[0]["lr"], model.weight.detach().numpy()
+
+    eager = train(False)
+    with pytest.warns(UserWarning, match=r"\.step\(\) runs at .*test_compiled.py.*line"):
+        compiled = train(True)
+    assert compiled[0] == eager[0]
+    np.testing.assert_array_equal(compiled[1], eager[1])
+    with pytest.raises(pargraph.GraphBreak, match=r"step\(\) runs at .*test_compiled.py"):
+        train(True, fullgraph=True)
+
+
 def test_guards_that_keep_changing_end_in_eager_with_a_warning_naming_them():
     @pargraph.compile(cache_size=3)
     def double(x):

@@ -7,9 +7,12 @@ batch (``OneCycleLR``, ``CyclicLR``), on a metric (``ReduceLROnPlateau``), and c
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
+from pargraph.capturing import recording
 from pargraph.interrupts import interrupts
 from pargraph.optim.optimizer import Optimizer
 
@@ -19,6 +22,11 @@ class _SchedulerState:
 
     _last_lr: list[float]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:  # every scheduler's own step(), a user's subclass too
+            cls.step = _outside_captures(cls.__dict__["step"])
+
     def get_last_lr(self) -> list[float]:
         return list(self._last_lr)
 
@@ -27,6 +35,19 @@ class _SchedulerState:
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
+
+
+def _outside_captures(step: Callable) -> Callable:
+    """``step`` telling a capturing :func:`pargraph.compile` that it runs: it changes Python
+    numbers, which a replay would not change again, so the capture stops there (a graph
+    break) instead of replaying a schedule that no longer moves."""
+    @functools.wraps(step)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = recording.recorder
+        if recorder is not None:
+            recorder.scheduler_stepped(self)
+        return step(self, *args, **kwargs)
+    return checked
 
 
 class LRScheduler(_SchedulerState):
