@@ -212,6 +212,31 @@ def cluster_table(steps: int, warmup: int) -> dict:
     return times
 
 
+#: The graphs of independent branches, as (branches, seconds): each sleeps twice per branch.
+BRANCHES = {"16 branches x 10 ms": (16, 0.010), "64 branches x 1 ms": (64, 0.001)}
+
+
+def pool_floor(branches: int, seconds: float, threads: int = 16, repeats: int = 15) -> float:
+    """What CPython's own threads give the same sleeps, with no framework: a
+    ``ThreadPoolExecutor`` of ``threads`` running ``2 * branches`` sleeps of ``seconds`` (one
+    step's forward and backward ops), against one thread running them in turn; the speed-up
+    (medians of ``repeats``). Each sleep overshoots and each thread's start waits for the GIL:
+    the ceiling any scheduler on these threads can reach."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one_after_another() -> None:
+        for _ in range(2 * branches):
+            time.sleep(seconds)
+
+    with ThreadPoolExecutor(threads) as pool:
+        def together() -> None:
+            for future in [pool.submit(time.sleep, seconds) for _ in range(2 * branches)]:
+                future.result()
+
+        together()  # the pool's threads exist before timing
+        return median_step(one_after_another, repeats, 1) / median_step(together, repeats, 3)
+
+
 def overhead_per_call(calls: int = 500, repeats: int = 5) -> float:
     """Seconds a custom op that does nothing costs per call, recording and running included:
     a chain of ``calls`` of them realized on threads (best of ``repeats``)."""
@@ -232,7 +257,7 @@ def overhead_per_call(calls: int = 500, repeats: int = 5) -> float:
     return best
 
 
-def report(rows: list[dict], cluster: dict | None) -> str:
+def report(rows: list[dict], cluster: dict | None, floors: dict | None = None) -> str:
     lines = ["| graph | available | " + " | ".join(f"{n} thread{'s' * (n > 1)}"
                                                     for n in THREADS) + " |",
              "|---|---|" + "---|" * len(THREADS)]
@@ -246,6 +271,11 @@ def report(rows: list[dict], cluster: dict | None) -> str:
         lines.append(f"| {row['graph']} | {row['available']:.1f}x | " + " | ".join(cells) + " |")
     lines += ["", "Speed-up over one thread (share of the ideal: the smaller of the threads "
               "and the available parallelism); steady-state steps, forward and backward."]
+    if floors:
+        lines += ["", "The same sleeps on a plain `ThreadPoolExecutor` of 16 threads, no "
+                  "framework (CPython's own ceiling here): " + ", ".join(
+                      f"{name}: {speedup:.2f}x ({speedup / 16:.0%})"
+                      for name, speedup in floors.items()) + "."]
     if cluster:
         one = cluster[1]
         lines += ["", "| 16 branches x 50 ms on a cluster | " + " | ".join(
@@ -298,8 +328,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     rows = threads_table(args.steps, args.warmup)
+    floors = {name: pool_floor(*shape) for name, shape in BRANCHES.items()}
     cluster = None if args.no_cluster else cluster_table(args.steps, 2)
-    table = report(rows, cluster)
+    table = report(rows, cluster, floors)
     overhead = overhead_per_call()
     text = "\n".join([table, "", *targets(rows, cluster, overhead)])
     print(text)

@@ -21,8 +21,14 @@ def test_the_report_gives_speed_ups_against_the_ideal_and_every_target():
     rows = [{"graph": name, "available": 8.0, "nodes": 10,
              "times": {n: 1.0 / min(n, 8) for n in scaling.THREADS}}
             for name in [*scaling.GRAPHS, "64 branches x 1 ms, compiled"]]
-    text = scaling.report(rows, {1: 1.0, 2: 0.5, 4: 0.25})
+    text = scaling.report(rows, {1: 1.0, 2: 0.5, 4: 0.25}, {"16 branches x 10 ms": 15.2})
     assert "| 16 branches x 10 ms, cost declared | 8.0x | 1.00x (100%)" in text
+    assert "16 branches x 10 ms: 15.20x (95%)" in text
     assert "8.00x (100%)" in text and "4.00x (100%)" in text
     found = scaling.targets(rows, {1: 1.0, 2: 0.5, 4: 0.25})
     assert len(found) == 9 and all("**met**" in line for line in found)
+
+
+def test_the_pool_floor_runs_the_sleeps_side_by_side():
+    speedup = scaling.pool_floor(4, 0.005, threads=4, repeats=3)
+    assert 2.0 < speedup <= 4.5  # eight 5 ms sleeps: two rounds of four, not eight in turn
