@@ -9,9 +9,10 @@ Usage: python interrupted_everywhere.py MODE SCHEDULER [STRIDE [PROGRAM]]
 MODE is eager, capture (a compiled step's capturing calls: its first two, the second seeing
 Adam's state), replay (a compiled step's replays) or save (``pargraph.save`` over a checkpoint:
 the old or the new one must be there, no temporary file, and a ``KeyboardInterrupt`` out of it);
-SCHEDULER is sync or threads. PROGRAM is mlp-adam (an MLP trained by Adam) or bn-sgd (with
-BatchNorm, SGD with Nesterov momentum and weight decay; compiled only: an eager step changes
-buffers in its forward and parameters in ``opt.step()``, two statements).
+SCHEDULER is sync, threads or distributed (an in-process cluster). PROGRAM is mlp-adam (an MLP
+trained by Adam) or bn-sgd (with BatchNorm, SGD with Nesterov momentum and weight decay;
+compiled only: an eager step changes buffers in its forward and parameters in ``opt.step()``,
+two statements).
 """
 
 import json
@@ -35,7 +36,15 @@ STRIDE = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 PROGRAM = sys.argv[4] if len(sys.argv) > 4 else "mlp-adam"
 if PROGRAM == "bn-sgd" and MODE == "eager":  # its forward changes buffers, its step parameters
     sys.exit("bn-sgd runs compiled: an eager step changes its state in several statements")
-dask.config.set(scheduler=SCHEDULER)
+if SCHEDULER == "distributed":  # an in-process cluster: one worker of two threads
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                           dashboard_address=None, worker_dashboard_address="127.0.0.1:0",
+                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+    dask.config.set(scheduler=Client(cluster, set_as_default=False))
+else:
+    dask.config.set(scheduler=SCHEDULER)
 x, y = pargraph.ones(5, 3), pargraph.zeros(5, 2)
 
 

@@ -1008,3 +1008,52 @@ def test_a_one_task_step_is_named_after_its_model(cluster):
     runs = {task["worker"] for task in stream.data if key_split(task["key"]) ==
             "Sequential_step"}
     assert len(runs) == 1, runs  # placed on one worker, step after step
+
+
+def test_values_held_on_a_client_that_is_not_the_default_are_fetched():
+    # distributed's wait() asks for the default client; pargraph waits on the futures' own.
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, **IN_PROCESS_LOOPBACK) as local, \
+            Client(local, set_as_default=False) as client, \
+            dask.config.set(scheduler=client):
+        losses, model, _ = train(2, client, shards=2)
+        params = [p.detach().numpy() for p in model.parameters()]
+        w = pargraph.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        parts = [(w * 2).sum(0), (w + 1).sum(1)]
+        (parts[0].sum() + parts[1].sum()).backward()
+        assert parts[0].detach().numpy().tolist() == [6.0, 10.0, 14.0]
+        assert parts[1].detach().numpy().tolist() == [6.0, 15.0]
+        assert w.grad.numpy().tolist() == [[3.0, 3.0, 3.0]] * 2
+    expected_losses, expected, _ = train(2, "threads", shards=2)
+    np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
+    for got, want in zip(params, expected.parameters()):
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_a_ctrl_c_while_waiting_for_the_cluster_is_raised_between_waits_and_harms_nothing():
+    # Raised inside distributed's Event.wait, a KeyboardInterrupt can leave the event's lock
+    # held and the client's event loop blocked on it: pargraph waits with Ctrl-C held.
+    import signal
+    import threading
+    import time
+
+    from distributed import Client, LocalCluster
+
+    from pargraph.remote.waiting import settled
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with LocalCluster(n_workers=1, threads_per_worker=1, **IN_PROCESS_LOOPBACK) as local, \
+                Client(local, set_as_default=False) as client:
+            slow = client.submit(lambda: time.sleep(0.5) or 42, pure=False)
+            main = threading.main_thread().ident
+            threading.Timer(0.1, signal.pthread_kill, (main, signal.SIGINT)).start()
+            start = time.perf_counter()
+            with pytest.raises(KeyboardInterrupt):
+                settled([slow], slow.result)
+            assert time.perf_counter() - start < 0.4  # at the end of a slice, not the run's
+            assert settled([slow], slow.result) == 42
+            assert client.submit(sum, [1, 2]).result(timeout=10) == 3
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -26,7 +26,7 @@ ALLOWED = {
     "placement.py": {"pargraph.graph"},
     "partition.py": {"pargraph.graph", "pargraph.placement"},
     "runtime.py": {"pargraph.graph", "pargraph.ops"},
-    "remote": {"pargraph.graph", "pargraph.runtime", "pargraph.remote"},
+    "remote": {"pargraph.graph", "pargraph.interrupts", "pargraph.runtime", "pargraph.remote"},
     "lowering.py": {"pargraph.graph", "pargraph.costs", "pargraph.partition", "pargraph.runtime",
                     "pargraph.remote"},
     "execution.py": {"pargraph.graph", "pargraph.capturing", "pargraph.interrupts",

@@ -26,6 +26,7 @@ from dask.task_spec import Task, TaskRef
 
 from pargraph.graph import Node
 from pargraph.remote.state import clusters
+from pargraph.remote.waiting import settled
 from pargraph.runtime import EXT, PART, Arg, Lowered, Selection
 
 
@@ -60,7 +61,8 @@ class HeldPart:
     def result(self) -> Any:
         """The part alone, fetched from its worker (not the whole tuple)."""
         key = f"fetch-{self.key}-{secrets.token_hex(4)}"  # "fetch" in the task stream
-        return self.client.submit(operator.getitem, self.future, self.index, key=key).result()
+        part = self.client.submit(operator.getitem, self.future, self.index, key=key)
+        return settled([part], part.result)
 
     def ref(self) -> Task:
         """The part as a task argument: indexed inside the task that reads it."""

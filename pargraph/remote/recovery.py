@@ -19,8 +19,9 @@ import dask
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.remote.layout import is_future
+from pargraph.remote.layout import HeldPart, is_future
 from pargraph.remote.state import clusters
+from pargraph.remote.waiting import settled
 
 
 class ClusterLostError(RuntimeError):
@@ -74,7 +75,8 @@ def fetch(node: Node) -> np.ndarray:
         return node.value
     if not is_lost(value):
         try:
-            return np.asarray(value.result())
+            return np.asarray(value.result() if isinstance(value, HeldPart)
+                              else settled([value], value.result))
         except (Exception, asyncio.CancelledError) as error:
             # Fetching a part runs a task: its cancellation can come before the part's own.
             cancelled = isinstance(error, (asyncio.CancelledError, CancelledError))

@@ -16,6 +16,7 @@ import dask
 
 from pargraph.remote.layout import is_future
 from pargraph.remote.state import clusters
+from pargraph.remote.waiting import settled
 from pargraph.remote.workers import replicas, threads_by_worker
 
 
@@ -198,7 +199,7 @@ def settle_replication(client: Any) -> None:
     if copying is None:
         return
     try:
-        copying.result()
+        settled([copying], copying.result)
     except Exception:
         # A worker that leaves during the copying makes the scheduler fail it (whatever the
         # error). The values are intact on their first worker; the next step copies again.

@@ -18,6 +18,7 @@ from pargraph.remote.layout import is_future
 from pargraph.remote.recovery import cluster_lost
 from pargraph.remote.replication import settle_replication, start_replication
 from pargraph.remote.state import clusters
+from pargraph.remote.waiting import settled
 
 
 def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
@@ -42,7 +43,7 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     if fetched:
         wait_for(client, futures[-fetched:], bar=False)
         try:
-            values = client.gather(futures[-fetched:])
+            values = settled(futures[-fetched:], lambda: client.gather(futures[-fetched:]))
         except (OSError, CancelledError, asyncio.CancelledError) as error:
             # The scheduler went away after the run (CommClosedError is an OSError).
             raise cluster_lost(client, f"gathering the run's results: {error!r}") from None
@@ -109,13 +110,13 @@ def send_promptly(client: Any) -> None:
 def wait_for(client: Any, futures: list, bar: bool = False) -> None:
     """Wait until ``futures`` finished (``bar``: with distributed's progress bar); raise the
     first one's error, or ClusterLostError."""
-    from distributed import progress, wait
+    from distributed import progress
 
     try:
         with client.as_current():
             if bar:
                 progress(futures)
-            wait(futures)
+            settled(futures)
     except CancelledError as error:
         raise cluster_lost(client, f"the run was cancelled: {str(error).splitlines()[0]}"
                            ) from None
