@@ -61,16 +61,28 @@ def test_a_structure_whose_estimates_are_wrong_is_partitioned_again_within_three
     assert "measured costs:" in text and "1 -> " in text and "partitioned again" in text
 
 
-def test_a_structure_estimated_right_in_total_is_left_alone_and_the_switch_turns_it_off():
+def test_a_structure_estimated_right_in_total_is_left_alone_and_the_switch_turns_it_off(
+        monkeypatch):
+    # What the runs measure is set, not timed: a loaded machine (CI's) stretches short runs.
     lowering.PlanCache.clear()
     x = pargraph.tensor(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32))
     before = len(costs.decisions.entries)
+    original, answers = costs.StructureCosts.add, []
+
+    def add(self, seconds):  # each node takes 1.9 times its estimate: right within 2x
+        answers.append(original(self, [e * 1.9 for e in self.estimated]))
+        return answers[-1]
 
     def step():
         (pargraph.stack([(x @ x).relu().sum() for _ in range(4)]).sum()).item()
 
-    tasks = _tasks_per_run(step, 5)
+    monkeypatch.setattr(costs, "MIN_SECONDS", 0.0)  # however short the run
+    monkeypatch.setattr(costs.StructureCosts, "add", add)
+    with dask.config.set(scheduler="threads", num_workers=8):
+        tasks = _tasks_per_run(step, 5)
+    assert len(answers) >= 3 and answers == [None] * len(answers)  # no times to plan with
     assert len(set(tasks)) == 1 and len(costs.decisions.entries) == before
+    monkeypatch.undo()
 
     lowering.PlanCache.clear()
     with dask.config.set({"pargraph.measured-costs": False, "scheduler": "threads",
