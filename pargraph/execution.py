@@ -359,9 +359,9 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
         while True:
             with changed:
                 while not ready and state["left"] and state["error"] is None and \
-                        not (main and interrupts.held()):
+                        not (main and interrupts.stopping()):
                     changed.wait(poll)
-                if main and interrupts.held():  # between tasks: stop every thread of the run
+                if main and interrupts.stopping():  # between tasks: stop every thread of the run
                     state["error"] = state["error"] or KeyboardInterrupt()
                     changed.notify_all()
                     return

@@ -78,9 +78,14 @@ class Interrupts:
         return _Block(self, 0)
 
     def held(self) -> bool:
-        """Whether a Ctrl-C is being held (a long wait inside a block may stop early for it,
-        at a point where stopping is safe)."""
+        """Whether a Ctrl-C is being held."""
         return self._held is not None
+
+    def stopping(self) -> bool:
+        """Whether a long wait inside a deferred block should stop early, at a point where
+        stopping is safe, by raising ``KeyboardInterrupt``: a Ctrl-C is held, and no other
+        deferred block is open (stopping inside one would cut its commit short)."""
+        return self._held is not None and self._deferring <= 1
 
     def _handle(self, signum: int, frame: Any) -> None:
         """The SIGINT handler while a block is open: hold the signal inside a deferred block,
@@ -151,6 +156,7 @@ class _Block:
 #: The code of the blocks' own bookkeeping, where a signal is always held.
 _OWN_CODE = frozenset(f.__code__ for f in (Interrupts._handle, Interrupts._enter, Interrupts._exit,
                                            _Block.__enter__, _Block.__exit__))
+
 
 def _in_own_code(frame: Any) -> bool:
     """Whether ``frame`` (where a signal landed) or a frame that called it is the blocks' own

@@ -1040,6 +1040,7 @@ def test_a_ctrl_c_while_waiting_for_the_cluster_is_raised_between_waits_and_harm
 
     from distributed import Client, LocalCluster
 
+    from pargraph.interrupts import interrupts
     from pargraph.remote.waiting import settled
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -1055,5 +1056,14 @@ def test_a_ctrl_c_while_waiting_for_the_cluster_is_raised_between_waits_and_harm
             assert time.perf_counter() - start < 1.0  # at the end of a slice, not the run's
             assert settled([slow], slow.result) == 42
             assert client.submit(sum, [1, 2]).result(timeout=10) == 3
+            # Inside another deferred block (a commit), the wait goes on to its result, and
+            # the Ctrl-C comes at that block's end.
+            slow = client.submit(lambda: time.sleep(0.3) or 7, pure=False)
+            threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+            got = []
+            with pytest.raises(KeyboardInterrupt):
+                with interrupts.deferred():
+                    got.append(settled([slow], slow.result))
+            assert got == [7]
     finally:
         signal.signal(signal.SIGINT, previous)

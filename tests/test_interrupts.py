@@ -371,3 +371,17 @@ def test_a_ctrl_c_as_a_capture_keeps_its_program_leaves_state_and_programs_consi
         expected = run(None, calls=int(steps[0]))  # uninterrupted, as many steps
         assert all(np.array_equal(a, b) for a, b in zip(params, expected[0]))
         assert all(np.array_equal(a, b) for a, b in zip(moments, expected[1]))
+
+
+def test_a_wait_stops_for_a_held_ctrl_c_only_where_no_other_commit_is_open():
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            signal.raise_signal(signal.SIGINT)
+            seen.append(interrupts.stopping())  # a wait in this block may stop
+            with interrupts.deferred():
+                seen.append(interrupts.stopping())  # not inside another block's commit
+            with interrupts.failsafe():
+                seen.append(interrupts.stopping())
+    assert seen == [True, False, True]
+    assert not interrupts.stopping() and not interrupts.held()

@@ -22,7 +22,8 @@ POLL = 0.05
 def settled(futures: list, then: Callable[[], Any] | None = None) -> Any:
     """Wait until ``futures`` have finished, then return ``then()`` (a blocking distributed
     call that is now quick, such as ``future.result()``), Ctrl-C held meanwhile: one pressed
-    is raised as soon as the current slice of the wait ends, before ``then`` runs.
+    is raised as soon as the current slice of the wait ends, before ``then`` runs (inside
+    another deferred block, whose commit must not be cut short, the wait goes on).
 
     Examples
     --------
@@ -35,9 +36,11 @@ def settled(futures: list, then: Callable[[], Any] | None = None) -> Any:
     """
     with interrupts.deferred():
         while not _finished(futures):
-            if interrupts.held():  # raised as the block ends
-                return None
-        return then() if then is not None else None
+            if interrupts.stopping():  # raised as the block ends
+                break
+        else:
+            return then() if then is not None else None
+    raise KeyboardInterrupt  # (where the block's end held it for an outer block)
 
 
 def _finished(futures: list) -> bool:
