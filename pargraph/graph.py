@@ -80,7 +80,7 @@ class _GradMode(threading.local):
 grad_mode = _GradMode()
 
 
-class recorded_at:  # noqa: N801 (a context manager, like the functions around it)
+class recorded_at:  # noqa: N801 (a context manager)
     """Nodes recorded inside the block carry ``site`` as their source line (one stack walk
     for many nodes: an optimizer step's updates all point at the user's ``step()`` call). The
     blocks here are classes: a generator-based context manager costs several times as much,
