@@ -477,9 +477,17 @@ def test_the_scheduler_forgets_the_steps_behind_the_training_state(
         for step in range(16):
             if step in (4, 15):
                 settle_replication(cluster.client)
-                time.sleep(0.2)  # the forgetting follows the copies
-                counts.append((cluster.client.run_on_scheduler(scheduler_tasks),
-                               sum(cluster.client.run(worker_tasks).values())))
+                # The forgetting follows the copies, asynchronously: at step 15, give it up to
+                # 5 s (a loaded machine) to come down to step 4's count; growing, it never does.
+                deadline = time.monotonic() + (5.0 if counts else 0.2)
+                while True:
+                    time.sleep(0.1 if counts else 0.2)
+                    now = (cluster.client.run_on_scheduler(scheduler_tasks),
+                           sum(cluster.client.run(worker_tasks).values()))
+                    if not counts or now[0] <= counts[0][0] and now[1] <= counts[0][1] or \
+                            time.monotonic() > deadline:
+                        break
+                counts.append(now)
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
