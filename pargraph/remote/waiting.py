@@ -3,13 +3,14 @@
 distributed's blocking calls (``Future.result``, ``wait``, ``Client.gather``) wait on a
 ``threading.Event`` for the client's event loop. A ``KeyboardInterrupt`` raised inside that
 wait can leave the event's lock held, and the event loop's thread then blocks on it for good:
-the next call never returns. :func:`settled` waits in slices with Ctrl-C held, and a held one
-is raised between slices, once distributed's call has returned.
+the next call never returns. :func:`settled` waits on an event of its own, set by the futures'
+done callbacks, in slices with Ctrl-C held; a held one is raised between slices, and
+distributed's call runs only once the futures have finished.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,8 @@ def settled(futures: list, then: Callable[[], Any] | None = None) -> Any:
     3
     """
     with interrupts.deferred():
-        while not _finished(futures):
+        finished = _finished(futures)
+        while not finished.wait(POLL):
             if interrupts.stopping():  # raised as the block ends
                 break
         else:
@@ -43,16 +45,25 @@ def settled(futures: list, then: Callable[[], Any] | None = None) -> Any:
     raise KeyboardInterrupt  # (where the block's end held it for an outer block)
 
 
-def _finished(futures: list) -> bool:
-    """Wait up to :data:`POLL` seconds; whether every future has finished. distributed's
-    Futures, or ``concurrent.futures`` ones (a coroutine run on the client's event loop)."""
-    if all(isinstance(f, concurrent.futures.Future) for f in futures):
-        return not concurrent.futures.wait(futures, timeout=POLL).not_done
-    from distributed import wait
+def _finished(futures: list) -> threading.Event:
+    """An event of pargraph's own, set once every future has finished (done, failed or
+    cancelled), from their done callbacks: distributed's Futures, or ``concurrent.futures``
+    ones (a coroutine run on the client's event loop). distributed's own ``wait(timeout=)``
+    kept the futures of a wait that timed out alive, and the scheduler their tasks."""
+    event = threading.Event()
+    pending = [f for f in futures if not f.done()]
+    if not pending:
+        event.set()
+        return event
+    left = [len(pending)]
+    lock = threading.Lock()
 
-    try:
-        with futures[0].client.as_current():  # wait() asks for the default client
-            wait(futures, timeout=POLL)
-    except TimeoutError:
-        return False
-    return True
+    def one_finished(_: Any) -> None:
+        with lock:
+            left[0] -= 1
+            if not left[0]:
+                event.set()
+
+    for future in pending:
+        future.add_done_callback(one_finished)
+    return event
