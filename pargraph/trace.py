@@ -34,6 +34,7 @@ from typing import Any
 from pargraph import costs, execution, lowering, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
 from pargraph.graph import Node
+from pargraph.remote.waiting import asked
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
                 "update": "#EDAE49"}
@@ -163,11 +164,11 @@ class Trace:
         if client is not None:
             # Each worker records its tasks' members itself: the task stream would only know
             # tasks, and a fused task holds several nodes.
-            client.run(runtime.start_task_times)
+            asked(lambda: client.run(runtime.start_task_times))
             try:
                 yield
             finally:
-                recorded = client.run(runtime.stop_task_times)
+                recorded = asked(lambda: client.run(runtime.stop_task_times))
             for worker, events in recorded.items():
                 self._add_events(events, computed_keys, worker)
         else:

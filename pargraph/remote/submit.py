@@ -18,7 +18,7 @@ from pargraph.remote.layout import is_future
 from pargraph.remote.recovery import cluster_lost
 from pargraph.remote.replication import settle_replication, start_replication
 from pargraph.remote.state import clusters
-from pargraph.remote.waiting import settled
+from pargraph.remote.waiting import asked, settled
 
 
 def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = None,
@@ -97,8 +97,8 @@ def send_promptly(client: Any) -> None:
     interval = parse_timedelta(dask.config.get("pargraph.send-interval", SEND_INTERVAL),
                                default="s")
     try:
-        client.register_plugin(SchedulerComms(interval, log_length))
-        client.register_plugin(WorkerComms(interval, log_length))
+        asked(lambda: client.register_plugin(SchedulerComms(interval, log_length)))
+        asked(lambda: client.register_plugin(WorkerComms(interval, log_length)))
     except Exception as error:  # a speed-up only: the run itself reports a lost cluster
         if client.status != "running":
             return

@@ -67,3 +67,19 @@ def _finished(futures: list) -> threading.Event:
     for future in pending:
         future.add_done_callback(one_finished)
     return event
+
+
+def asked(call: Callable[[], Any]) -> Any:
+    """``call()``, a short blocking distributed call (a round trip to the scheduler, such as
+    ``client.nthreads()``), with Ctrl-C held: raised after it, not inside its wait.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> from pargraph.remote.waiting import asked
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     len(asked(client.nthreads))
+    1
+    """
+    with interrupts.deferred():
+        return call()

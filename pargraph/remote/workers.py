@@ -8,6 +8,7 @@ from typing import Any
 import dask
 
 from pargraph.remote.state import clusters
+from pargraph.remote.waiting import asked
 
 
 def hosts(client: Any) -> tuple[tuple[str, int], ...]:
@@ -34,7 +35,7 @@ def threads_by_worker(client: Any) -> dict[str, int]:
     now = time.monotonic()
     known = clusters.membership.get(client)
     if known is None or now - known[0] > MEMBERSHIP_SECONDS:
-        known = clusters.membership[client] = (now, dict(client.nthreads()))
+        known = clusters.membership[client] = (now, dict(asked(client.nthreads)))
     return known[1]
 
 
