@@ -401,8 +401,8 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
         for helper in helpers:
             # A helper still queued (the pool busy with another run, or with the run that
             # called this one from a task) is not waited for: this thread did the work. Nor,
-            # after every task has ended, is one that is only returning (joining sixteen
-            # threads took half a millisecond); after an error, one may still run a task.
+            # after every task has ended, is one that is only returning (each join waits for a
+            # thread's wake-up); after an error, one may still run a task.
             if not helper.cancel() and state["left"]:
                 helper.result()
     if state["error"] is not None:

@@ -77,10 +77,6 @@ class Interrupts:
         """
         return _Block(self, 0)
 
-    def held(self) -> bool:
-        """Whether a Ctrl-C is being held."""
-        return self._held is not None
-
     def stopping(self) -> bool:
         """Whether a long wait inside a deferred block should stop early, at a point where
         stopping is safe, by raising ``KeyboardInterrupt``: a Ctrl-C is held, and no other

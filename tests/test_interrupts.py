@@ -384,4 +384,6 @@ def test_a_wait_stops_for_a_held_ctrl_c_only_where_no_other_commit_is_open():
             with interrupts.failsafe():
                 seen.append(interrupts.stopping())
     assert seen == [True, False, True]
-    assert not interrupts.stopping() and not interrupts.held()
+    assert not interrupts.stopping()
+    with interrupts.deferred():  # nothing held is left over to raise here
+        pass

@@ -48,8 +48,8 @@ def settled(futures: list, then: Callable[[], Any] | None = None) -> Any:
 def _finished(futures: list) -> threading.Event:
     """An event of pargraph's own, set once every future has finished (done, failed or
     cancelled), from their done callbacks: distributed's Futures, or ``concurrent.futures``
-    ones (a coroutine run on the client's event loop). distributed's own ``wait(timeout=)``
-    kept the futures of a wait that timed out alive, and the scheduler their tasks."""
+    ones (a coroutine run on the client's event loop). Not distributed's ``wait(timeout=)``:
+    a wait that times out keeps its futures alive, and the scheduler their tasks."""
     event = threading.Event()
     pending = [f for f in futures if not f.done()]
     if not pending:
