@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from statistics import median_high
 from typing import Any
 
@@ -42,6 +42,44 @@ from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate
 DEFAULT_GET = dask.threaded.get
 
 
+#: Seconds a thread holds the GIL before one waiting for it may take it, while a threaded run
+#: is in progress (``pargraph.switch-interval``; Python's own is 5 ms).
+SWITCH_INTERVAL = 0.0002
+
+
+class GilSwitching:
+    """Lowers the interpreter's GIL switch interval while threaded runs are in progress, and
+    restores it when the last one ends. A thread that comes back from BLAS or a sleep needs the
+    GIL for the few Python lines that start its next op; while another thread runs Python, it
+    would wait up to a whole interval (5 ms by default) for it, and a step of many small ops
+    would run one thread at a time. ``dask.config.set({"pargraph.switch-interval": None})``
+    leaves the interval alone; a shorter one the program set is kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs = 0
+        self._saved: float | None = None
+
+    @contextlib.contextmanager
+    def lowered(self) -> Iterator[None]:
+        wanted = dask.config.get("pargraph.switch-interval", SWITCH_INTERVAL)
+        if not wanted:
+            yield
+            return
+        with self._lock:
+            self._runs += 1
+            if self._runs == 1:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(float(wanted), self._saved))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs -= 1
+                if self._runs == 0:
+                    sys.setswitchinterval(self._saved)
+
+
 class LocalState:
     """This process's execution state, in one object (``local``)."""
 
@@ -58,6 +96,8 @@ class LocalState:
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
         #: How each structure's threaded runs went in each mode, by plan.
         self.modes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        #: The interpreter's GIL switch interval while threaded runs are in progress.
+        self.switching = GilSwitching()
 
 
 local = LocalState()
@@ -115,7 +155,8 @@ def is_live(node: Node) -> bool:
 
 def run_graph(graph: dict, keys: list, get: Callable) -> Sequence[Any]:
     """Run a dask graph on a local scheduler."""
-    with blas_limited(get):
+    with blas_limited(get), local.switching.lowered() if is_threaded(get) else \
+            contextlib.nullcontext():
         return get(graph, keys)
 
 
@@ -395,7 +436,8 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
                 else:
                     changed.notify_all()
 
-    with interrupts.deferred():  # a Ctrl-C held here is raised as the block ends
+    # A Ctrl-C held in this block is raised as it ends.
+    with interrupts.deferred(), local.switching.lowered():
         helpers = [_thread_pool(threads - 1).submit(work) for _ in range(threads - 1)]
         work()
         for helper in helpers:

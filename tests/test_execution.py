@@ -1,5 +1,6 @@
 """Execution on dask: one shared suite on every scheduler, concurrency, names, errors, scale."""
 
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -176,6 +177,49 @@ def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
     with dask.config.set(scheduler="threads"):
         pargraph.ones(2).exp().numpy()  # one task: it runs in this thread, BLAS left free
     assert seen[-1] == outside
+
+
+def test_the_gil_switch_interval_is_lowered_during_threaded_runs_and_restored(monkeypatch):
+    seen = []
+    forward = ops.exp.forward
+    monkeypatch.setattr(ops.exp, "forward", lambda x, out=None: seen.append(
+        sys.getswitchinterval()) or forward(x, out=out))
+
+    def two_branches():  # two groups that can run side by side: a run on dask's threads
+        big = pargraph.ones(400, 400)
+        return ((big @ big).exp().sum() + (big @ big.T).exp().sum()).numpy()
+
+    def threaded(**settings):  # on threads each time (not the way found fastest)
+        return dask.config.set({"scheduler": "threads", "pargraph.adaptive": "threads",
+                                **{f"pargraph.{k.replace('_', '-')}": v
+                                   for k, v in settings.items()}})
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.004)
+        with threaded():
+            two_branches()
+        assert seen[-2:] == pytest.approx([execution.SWITCH_INTERVAL] * 2)
+        assert sys.getswitchinterval() == pytest.approx(0.004)
+        with threaded(switch_interval=0.001):
+            two_branches()
+        assert seen[-2:] == pytest.approx([0.001] * 2)
+        with threaded(switch_interval=None):
+            two_branches()
+        assert seen[-2:] == pytest.approx([0.004] * 2)
+        sys.setswitchinterval(0.0001)  # the program's own, shorter: kept
+        with threaded():
+            two_branches()
+        assert seen[-2:] == pytest.approx([0.0001] * 2, abs=2e-6)
+        # Runs of two threads at once: the interval comes back when the last one ends.
+        sys.setswitchinterval(0.004)
+        with threaded(), concurrent.futures.ThreadPoolExecutor(2) as pool:
+            for future in [pool.submit(two_branches) for _ in range(6)]:
+                future.result()
+        assert sys.getswitchinterval() == pytest.approx(0.004)
+        assert seen[-12:] == pytest.approx([execution.SWITCH_INTERVAL] * 12)
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_default_scheduler_is_threaded():
