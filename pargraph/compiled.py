@@ -37,7 +37,15 @@ import numpy as np
 from pargraph import execution, lowering, ops
 from pargraph._tensor import SharedData, Tensor
 from pargraph.capturing import Symbol, SymbolTable, recording
-from pargraph.graph import FORWARD, Node, format_site, grad_mode, uid_mark, user_site
+from pargraph.graph import (
+    FORWARD,
+    Node,
+    format_site,
+    grad_mode,
+    renew_all,
+    uid_mark,
+    user_site,
+)
 from pargraph.interrupts import interrupts
 from pargraph.lowering import GroupPlan, SinglePlan, make_plan, plan
 from pargraph.nn.module import Module, versions
@@ -983,11 +991,13 @@ class Program:
         results; returns the call's result. (The capturing call's optimizer steps counted
         themselves.)"""
         replayed, leaf_op = Node.replayed, ops.leaf
+        # Source k of a write: result k, or (k < 0) slot -1 - k, as both[k] reads it.
+        both = [*results, *values[::-1]]
 
         def leaf(source: tuple, requires_grad: bool = False) -> Node:
             k, shape, dtype, scope, site = source
             made = replayed(leaf_op, (), {}, shape, dtype, FORWARD, "leaf", scope, site,
-                            results[k] if k >= 0 else values[-1 - k])
+                            both[k])
             made.requires_grad = requires_grad
             return made
 
@@ -996,11 +1006,12 @@ class Program:
         local = not self.remote
         alone, only_grad = _references()
         count = sys.getrefcount
+        renewing, renewed = [], []  # such leaves, and the sources of their new values
         replaced = []  # on a cluster, the old state is held until its successor is copied
         for tensor, source in self.land_tensors:
             if local and count(tensor._node) == alone:
-                k = source[0]
-                tensor._node.renew(results[k] if k >= 0 else values[-1 - k])
+                renewing.append(tensor._node)
+                renewed.append(both[source[0]])
                 continue
             old = tensor._node
             replaced.append(old.value)
@@ -1008,25 +1019,25 @@ class Program:
         for p, source, same in self.land_grads:
             if source is None:
                 p.grad = None
-            elif local and p.grad is not None and count(p.grad) == only_grad:
-                grad = p.grad
-                if count(grad._node) == alone:
-                    k = source[0]
-                    grad._node.renew(results[k] if k >= 0 else values[-1 - k])
+            elif local and p._grad is not None and count(p._grad) == only_grad:
+                if count(p._grad._node) == alone:
+                    renewing.append(p._grad._node)
+                    renewed.append(both[source[0]])
                 else:
-                    _land(grad, leaf(source))
-            elif same and p.grad is not None:
-                _land(p.grad, leaf(source))
+                    _land(p._grad, leaf(source))
+            elif same and p._grad is not None:
+                _land(p._grad, leaf(source))
             else:
                 p.grad = Tensor(leaf(source))
         for state, p, name, source in self.land_states:
             tensor = state[p][name]
             if local and count(tensor._node) == alone:
-                k = source[0]
-                tensor._node.renew(results[k] if k >= 0 else values[-1 - k])
+                renewing.append(tensor._node)
+                renewed.append(both[source[0]])
                 continue
             replaced.append(tensor._node.value)
             _land(tensor, leaf(source))
+        renew_all(renewing, renewed)
         if self.remote:
             keep_until_copied(replaced)
         for module, name, source in self.land_buffers:

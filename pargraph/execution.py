@@ -48,12 +48,14 @@ SWITCH_INTERVAL = 0.0002
 
 
 class GilSwitching:
-    """Lowers the interpreter's GIL switch interval while threaded runs are in progress, and
-    restores it when the last one ends. A thread that comes back from BLAS or a sleep needs the
-    GIL for the few Python lines that start its next op; while another thread runs Python, it
-    would wait up to a whole interval (5 ms by default) for it, and a step of many small ops
-    would run one thread at a time. ``dask.config.set({"pargraph.switch-interval": None})``
-    leaves the interval alone; a shorter one the program set is kept."""
+    """Lowers the interpreter's GIL switch interval while runs on threads
+    (:func:`run_on_threads`) are in progress, and restores it when the last one ends. A thread
+    that comes back from BLAS or a sleep needs the GIL for the few Python lines that start its
+    next op; while another thread runs Python, it would wait up to a whole interval (5 ms by
+    default) for it, and a step of many small ops would run one thread at a time.
+    ``dask.config.set({"pargraph.switch-interval": None})`` leaves the interval alone; a
+    shorter one the program set is kept. Entered inside :func:`run_on_threads`' deferred
+    block, so a Ctrl-C cannot cut its bookkeeping short."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -155,8 +157,7 @@ def is_live(node: Node) -> bool:
 
 def run_graph(graph: dict, keys: list, get: Callable) -> Sequence[Any]:
     """Run a dask graph on a local scheduler."""
-    with blas_limited(get), local.switching.lowered() if is_threaded(get) else \
-            contextlib.nullcontext():
+    with blas_limited(get):
         return get(graph, keys)
 
 

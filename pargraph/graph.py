@@ -257,13 +257,6 @@ class Node:
         """Drop the inputs, so the values they hold can be garbage collected."""
         self.inputs = ()
 
-    def renew(self, value: Any) -> None:
-        """A leaf that nothing but its tensor refers to takes ``value`` as a new leaf would
-        (a new serial number, and a leaf's key): what a compiled step's replay does to its
-        parameters instead of making a node per parameter per step."""
-        self.value = value
-        self.uid = uid = next(_uids)
-        self.key = f"leaf-{uid}-{_SESSION}"
 
     def owner_tensor(self) -> Any:
         """The tensor that last wrapped this node, if it is still alive."""
@@ -274,6 +267,17 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<Node {self.key} {self.shape} {self.dtype}>"
+
+
+def renew_all(leaves: list[Node], values: list) -> None:
+    """Each of ``leaves``, which nothing but its tensor refers to, takes its value in
+    ``values`` as a new leaf would (a new serial number, and a leaf's key): what a compiled
+    step's replay does to its parameters instead of making a node per parameter per step."""
+    session = _SESSION
+    for node, value in zip(leaves, values):
+        node.value = value
+        node.uid = uid = next(_uids)
+        node.key = f"leaf-{uid}-{session}"
 
 
 _MISSING = object()
