@@ -1,6 +1,7 @@
 """A Ctrl-C at every point of a training step where Python could raise one, one run per point:
 after each, parameters and optimizer state must be all old or all new, the ``.grad`` tensors all
-set or all unset, grad mode on and the recording context as before. Run by
+set or all unset, grad mode on, the recording context, the SIGINT handler and the GIL switch
+interval as before. Run by
 tests/test_interrupts.py in a process of its own (with a stride: every k-th point); prints one
 JSON line.
 
@@ -9,7 +10,8 @@ Usage: python interrupted_everywhere.py MODE SCHEDULER [STRIDE [PROGRAM]]
 MODE is eager, capture (a compiled step's capturing calls: its first two, the second seeing
 Adam's state), replay (a compiled step's replays) or save (``pargraph.save`` over a checkpoint:
 the old or the new one must be there, no temporary file, and a ``KeyboardInterrupt`` out of it);
-SCHEDULER is sync, threads or distributed (an in-process cluster). PROGRAM is mlp-adam (an MLP
+SCHEDULER is sync, threads, threads-split (the step as many tasks, run on pargraph's threads)
+or distributed (an in-process cluster). PROGRAM is mlp-adam (an MLP
 trained by Adam) or bn-sgd (with BatchNorm, SGD with Nesterov momentum and weight decay;
 compiled only: an eager step changes buffers in its forward and parameters in ``opt.step()``,
 two statements).
@@ -43,6 +45,9 @@ if SCHEDULER == "distributed":  # an in-process cluster: one worker of two threa
                            dashboard_address=None, worker_dashboard_address="127.0.0.1:0",
                            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
     dask.config.set(scheduler=Client(cluster, set_as_default=False))
+elif SCHEDULER == "threads-split":  # the small step as many tasks, on pargraph's threads
+    dask.config.set({"scheduler": "threads", "pargraph.single-task-below": 0,
+                     "pargraph.task-grain": 0, "pargraph.adaptive": "threads"})
 else:
     dask.config.set(scheduler=SCHEDULER)
 x, y = pargraph.ones(5, 3), pargraph.zeros(5, 2)
@@ -101,7 +106,8 @@ def main() -> None:
         return reference[j]
 
     report = {"points": 0, "runs": 0, "interrupted": 0, "torn": [], "grad_mode_off": [],
-              "context_left": [], "grads_torn": [], "handler_left": []}
+              "context_left": [], "grads_torn": [], "handler_left": [], "interval_left": []}
+    interval = sys.getswitchinterval()  # a run on threads lowers it while it runs
     state, step = make()
     model = state[0]
     at = 2 if MODE == "replay" else 0  # the number of steps the state has taken
@@ -135,6 +141,9 @@ def main() -> None:
         if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             report["handler_left"].append([n, probe.where])
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if sys.getswitchinterval() != interval:
+            report["interval_left"].append([n, probe.where])
+            sys.setswitchinterval(interval)
         if MODE == "capture" and at >= 2:
             break  # both captures done: later calls replay
         if not probe.sent:  # the step ended before its n-th point

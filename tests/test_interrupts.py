@@ -53,7 +53,9 @@ EVERYWHERE = pathlib.Path(__file__).with_name("interrupted_everywhere.py")
 
 @pytest.mark.parametrize("mode, scheduler, stride", [("eager", "sync", 11),
                                                      ("capture", "sync", 29),
-                                                     ("replay", "threads", 3)])
+                                                     ("replay", "threads", 3),
+                                                     ("eager", "threads-split", 23),
+                                                     ("replay", "threads-split", 5)])
 def test_a_ctrl_c_at_every_kth_point_of_a_step_tears_nothing(mode, scheduler, stride):
     # Every point where Python could raise one, one run per point (a stride of 1) is the
     # same script run by hand: python tests/interrupted_everywhere.py eager sync
@@ -62,7 +64,8 @@ def test_a_ctrl_c_at_every_kth_point_of_a_step_tears_nothing(mode, scheduler, st
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["interrupted"] >= 50, report
-    for found in ("torn", "grad_mode_off", "context_left", "grads_torn", "handler_left"):
+    for found in ("torn", "grad_mode_off", "context_left", "grads_torn", "handler_left",
+                  "interval_left"):
         assert report[found] == [], report
 
 
