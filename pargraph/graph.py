@@ -257,7 +257,6 @@ class Node:
         """Drop the inputs, so the values they hold can be garbage collected."""
         self.inputs = ()
 
-
     def owner_tensor(self) -> Any:
         """The tensor that last wrapped this node, if it is still alive."""
         return self.owner() if self.owner is not None else None
