@@ -26,11 +26,13 @@ WORKLOADS = {
     "conv": dict(layers=True), "cnn": dict(layers=True), "attention": dict(layers=True),
     "lstm": dict(layers=True), "charrnn": dict(layers=True),
 }
-#: Steps run before the timed ones, in every framework. A steady state takes a while: CPython
-#: specializes a function's bytecode only after it ran several times, and most of pargraph's
-#: functions run once or a few times per step. The small step took 0.53 ms over steps 3-9 and
-#: 0.43 ms over steps 21-30 (PyTorch's 0.30 and 0.28 ms), in one process each, several runs.
-WARMUP = 20
+#: Steps run before the timed ones, in every framework, and seconds at least. A steady state
+#: takes a while: CPython specializes a function's bytecode only after it ran several times,
+#: and most of pargraph's functions run once or a few times per step (the small step took
+#: 0.53 ms over steps 3-9 and 0.43 ms over steps 21-30; PyTorch's 0.30 and 0.28 ms); pargraph's
+#: runner tries each way of running a structure over its first runs (about 0.5 s of the
+#: branchy step), and BLAS's threads spin for 0.1 s after its last multi-threaded call.
+WARMUP, WARMUP_SECONDS = 20, 1.0
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
 #: ``pargraph.compile`` of the whole step (captured once, replayed), on threads and on one
 #: thread (sync, one BLAS thread), and of the model alone (``model = pargraph.compile(model)``,
@@ -256,7 +258,8 @@ def _numpy_step(cfg: dict, threads: int, towers: list | None = None):
 
 
 def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
-    """Time ``steps`` consecutive steps after ``warmup`` ones, in this process."""
+    """Time ``steps`` consecutive steps after ``warmup`` ones (and :data:`WARMUP_SECONDS`),
+    in this process."""
     import dask
 
     cfg = WORKLOADS[workload]
@@ -299,8 +302,10 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
 
     runs: list = []
     with dask.config.set(settings), threadpool_limits(blas, "blas"):
-        for _ in range(warmup):
+        started, warmed = time.perf_counter(), 0
+        while warmed < warmup or time.perf_counter() - started < WARMUP_SECONDS:
             step()
+            warmed += 1
         if variant.startswith("pargraph"):
             from pargraph import execution
 

@@ -255,9 +255,10 @@ def is_local(get: Callable) -> bool:
 MODES = ("threads", "inline, one BLAS thread", "inline")
 #: How much slower than the fastest way a way may be and still be tried again.
 RETRY_WITHIN = 1.5
-#: Seconds of runs in a way, after a switch to it from the way with BLAS's threads free, before
-#: its runs are timed: BLAS's threads spin for about 0.1 s after their last call, taking a
-#: core from the next way's threads.
+#: Seconds of runs in a way, after a switch to it from the way with BLAS's threads free or
+#: after a structure's first run, before its runs are timed: BLAS's threads spin for about
+#: 0.1 s after their last call, taking a core from the next way's threads, and a process's
+#: first threaded runs are slow (the pool's threads start, their allocator arenas grow).
 SETTLE = 0.15
 #: Runs, and seconds of runs, between two retries of the ways close to the fastest.
 RETRY_EVERY, RETRY_PERIOD = 50, 6.0
@@ -317,13 +318,15 @@ class ModeChoice:
 
     def record(self, mode: str, seconds: float) -> None:
         """Time a run, unless it is the first after a switch of way, or came less than
-        :data:`SETTLE` seconds of runs after a switch from the way with BLAS's threads free:
-        such runs pay for the switch (BLAS's threads spinning, memory the other threads'
-        allocator arenas had not mapped), and timed, they made the way tried second look the
-        slower one. A first run slower than any switch explains is timed all the same."""
+        :data:`SETTLE` seconds of runs after a switch from the way with BLAS's threads free or
+        after the structure's first run: such runs pay for the switch or for the process's
+        start (BLAS's threads spinning, a pool's threads starting, memory their allocator
+        arenas had not mapped), and timed, they made the way tried second look the faster one.
+        A first run slower than any switch explains is timed all the same."""
         self.clock += seconds
         if mode != self.last_mode:
-            self.settling = (SETTLE if self.last_mode == "inline" else 0.0) - seconds
+            self.settling = (SETTLE if self.last_mode == "inline" or not self.last_mode
+                             else 0.0) - seconds
             self.last_mode = mode
             known = [median_high(t) for t in self.timings.values() if len(t) >= 3]
             if known and seconds - SETTLE > RETRY_WITHIN * min(known):
