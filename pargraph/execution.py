@@ -260,6 +260,11 @@ RETRY_WITHIN = 1.5
 #: 0.1 s after their last call, taking a core from the next way's threads, and a process's
 #: first threaded runs are slow (the pool's threads start, their allocator arenas grow).
 SETTLE = 0.15
+#: How much faster than the others the way with BLAS's threads free must have run to be
+#: chosen: its first timings are its best (its threads then spin on, and later runs of it
+#: took 9-11 ms where its first three took 8.4-8.8, on the compiled branchy step), and every
+#: switch from it slows the next way's runs for a while.
+BLAS_FREE_MARGIN = 1.1
 #: Runs, and seconds of runs, between two retries of the ways close to the fastest.
 RETRY_EVERY, RETRY_PERIOD = 50, 6.0
 
@@ -286,7 +291,8 @@ class ModeChoice:
         :data:`RETRY_WITHIN` of it is tried again until it is timed once more, since the
         machine's load changes. A way whose first timing is :data:`RETRY_WITHIN` slower
         than another's median is not tried further (branches of ops that wait, a solver's,
-        run many times slower one after another). A chain of groups, or many small ones
+        run many times slower one after another); the way with BLAS's threads free wins only
+        by :data:`BLAS_FREE_MARGIN`. A chain of groups, or many small ones
         whose numpy calls contend for the GIL, runs faster in one thread; independent big
         matmuls run faster side by side; big matmuls in a chain run faster with BLAS's
         threads, small ones without them."""
@@ -305,7 +311,8 @@ class ModeChoice:
                 return mode
             del self.retrying[0]
         ranked = sorted((mode for mode in MODES if timings[mode]),
-                        key=lambda mode: median_high(timings[mode]))
+                        key=lambda mode: median_high(timings[mode]) *
+                        (BLAS_FREE_MARGIN if mode == "inline" else 1.0))
         runs, clock = self.retried_at
         if self.runs - runs >= RETRY_EVERY and self.clock - clock >= RETRY_PERIOD:
             self.retried_at = (self.runs, self.clock)

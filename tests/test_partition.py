@@ -504,7 +504,8 @@ def test_the_faster_way_wins_though_switching_ways_costs_a_run():
     ways = [(mode, len(list(runs))) for mode, runs in itertools.groupby(modes)]
     explored = [("threads", 5), ("inline, one BLAS thread", 4), ("inline", 4)]
     assert ways[:3] == explored and ways[3][0] == "threads" and ways[-1][0] == "threads"
-    assert ways[4:6] == [("inline", 2), ("inline, one BLAS thread", 3)]
+    # (the next best: BLAS's threads free ranks its 66 ms as 73, BLAS_FREE_MARGIN)
+    assert ways[4:6] == [("inline, one BLAS thread", 2), ("inline", 2)]
     first = sum(n for _, n in explored) + ways[3][1]
     assert sum(recorded[:first]) >= execution.RETRY_PERIOD > sum(recorded[:first - 1])
 
