@@ -261,9 +261,8 @@ RETRY_WITHIN = 1.5
 #: first threaded runs are slow (the pool's threads start, their allocator arenas grow).
 SETTLE = 0.15
 #: How much faster than the others the way with BLAS's threads free must have run to be
-#: chosen: its first timings are its best (its threads then spin on, and later runs of it
-#: took 9-11 ms where its first three took 8.4-8.8, on the compiled branchy step), and every
-#: switch from it slows the next way's runs for a while.
+#: chosen: its first timings are its best (its later runs share the cores with BLAS's threads
+#: spinning on), and every switch from it slows the next way's runs for a while.
 BLAS_FREE_MARGIN = 1.1
 #: Runs, and seconds of runs, between two retries of the ways close to the fastest.
 RETRY_EVERY, RETRY_PERIOD = 50, 6.0
