@@ -43,7 +43,7 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     if fetched:
         wait_for(client, futures[-fetched:], bar=False)
         try:
-            values = settled(futures[-fetched:], lambda: client.gather(futures[-fetched:]))
+            values = asked(lambda: client.gather(futures[-fetched:]))  # finished: quick
         except (OSError, CancelledError, asyncio.CancelledError) as error:
             # The scheduler went away after the run (CommClosedError is an OSError).
             raise cluster_lost(client, f"gathering the run's results: {error!r}") from None
