@@ -32,6 +32,7 @@ from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
+from pargraph.capturing import has_symbols
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import Primitive, defaults
 from pargraph.remote.recovery import fetch
@@ -157,12 +158,15 @@ class CustomOp:
         """The output's shape and dtype from the fake, which is asked once per shapes,
         dtypes and other arguments (it may only read those, as PyTorch's fakes) and default
         dtype (a factory in it may use that)."""
-        try:
-            key = (defaults.float, *((i.shape, i.dtype) if isinstance(i, Node) else (type(i), i)
-                                     for i in inputs))
-            known = self._faked.get(key)
-        except TypeError:  # an argument that is not hashable: asked every time
-            key = known = None
+        if has_symbols(inputs):  # a number a compiled step binds anew at each call: the
+            key = known = None  # key would hash it, as if Python had decided with its value
+        else:
+            try:
+                key = (defaults.float, *((i.shape, i.dtype) if isinstance(i, Node)
+                                         else (type(i), i) for i in inputs))
+                known = self._faked.get(key)
+            except TypeError:  # an argument that is not hashable: asked every time
+                key = known = None
         if known is not None:
             return known
         with no_grad():

@@ -242,3 +242,27 @@ def test_the_fake_is_asked_once_per_shapes_dtypes_and_other_arguments():
         assert made(pargraph.ones(1, dtype=pargraph.float32)).dtype == pargraph.float64
     finally:
         pargraph.set_default_dtype(pargraph.float32)
+
+
+def test_a_number_passed_to_a_custom_op_in_a_compiled_step_is_an_input():
+    # The fake's cache must not hash a number the step binds anew at each call: that read as
+    # "Python decided with its value", and every new number captured the step again.
+    def run(compiled):
+        pargraph.manual_seed(0)
+        model = pargraph.nn.Linear(4, 4)
+        opt = pargraph.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, power):
+            opt.zero_grad()
+            loss = cube(model(x), power).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run_step = pargraph.compile(step) if compiled else step
+        x = pargraph.randn(3, 4)
+        losses = [run_step(x, power).item() for power in (1.0, 2.0, 3.0, 4.0, 2.0)]
+        return losses, model.weight.detach().numpy(), run_step
+    eager, compiled = run(False), run(True)
+    assert compiled[0] == eager[0] and np.array_equal(compiled[1], eager[1])
+    assert compiled[2].captures == 2 and compiled[2].replays == 3  # 2nd: .grad exists now
