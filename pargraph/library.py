@@ -8,7 +8,9 @@ records the node without running it, so the output's shape and dtype come from t
 given to ``register_fake`` (it receives the lazy tensors and returns a tensor of the output's
 shape and dtype, e.g. ``pargraph.empty_like(x)``); without one, a call runs the function right
 away on its computed inputs, as eager PyTorch would. ``register_autograd(backward,
-setup_context=)`` gives it a gradient, written with tensor ops or other custom ops. ``cost=``
+setup_context=)`` gives it a gradient, written with tensor ops or other custom ops (without
+it, a backward through the op raises, as PyTorch's does); the function must return numbers
+(``None`` or strings are an error naming the op, not a NaN). ``cost=``
 (seconds per call, or a function of the tensor arguments' shapes) tells the partitioner what
 a call takes: without it, a call is estimated from the elements it touches.
 
@@ -101,6 +103,9 @@ class CustomOp:
                                     cost=_cost_of(cost))
         # The backward may differ call to call (it is the user's code): never a template.
         self._primitive.replayable = False
+        # As in PyTorch, the result of a call on tensors that require grad requires grad, and
+        # a backward through it raises until register_autograd gives it a formula.
+        self._primitive.defvjp_at(self._vjp_at)
         _ops[name] = self
 
     def register_fake(self, fake: Callable) -> Callable:
@@ -140,7 +145,10 @@ class CustomOp:
             if isinstance(value, tuple):
                 raise TypeError(f"{self.name}: returned a tuple; a custom op returns one array "
                                 "(ops with several outputs are not supported yet)")
-            value = np.asarray(value)
+            try:
+                value = _numbers(value, "an array of numbers")
+            except TypeError as error:
+                raise TypeError(f"{self.name}: {error}") from None
             node = self._primitive(*inputs, _shape=value.shape, _dtype=value.dtype)
             node.value = value
         output = Tensor(node)
@@ -192,6 +200,10 @@ class CustomOp:
         output gradient (cached: the vjp is asked once per input)."""
         if ctx._cache is not None and ctx._cache[0] is g:
             return ctx._cache[1]
+        if self._backward is None:
+            raise RuntimeError(f"Trying to backward through {self.name} but no autograd "
+                               "formula was registered. Please use register_autograd to add "
+                               "one.")
         returned = self._backward(ctx, Tensor._wrap(g))
         returned = returned if isinstance(returned, tuple) else (returned,)
         if len(returned) != len(ctx._args):
@@ -214,11 +226,20 @@ def _run(fn: Callable, name: str, *args: Any, _shape: tuple, _dtype: np.dtype) -
     if isinstance(value, tuple):
         raise TypeError("a custom op returns one array (ops with several outputs are not "
                         "supported yet)")
-    value = np.asarray(value)
+    value = _numbers(value, f"an array of numbers ({_dtype})")
     if value.shape != _shape:
         raise RuntimeError(f"returned shape {list(value.shape)}, but its fake declared "
                            f"{list(_shape)}")
     return value if value.dtype == _dtype else value.astype(_dtype)
+
+
+def _numbers(value: Any, expected: str) -> np.ndarray:
+    """What a custom op's function returned, as an array; an error for what holds no numbers
+    (``None``, strings, objects), which a cast would turn into NaN or garbage."""
+    array = np.asarray(value)
+    if array.dtype.kind in "OSU":
+        raise TypeError(f"returned {type(value).__name__} ({array.dtype}), expected {expected}")
+    return array
 
 
 def _declared_shape(*inputs: Any, _shape: tuple, _dtype: np.dtype) -> tuple:

@@ -121,6 +121,22 @@ def test_shape_errors_raise_at_the_call_and_task_errors_name_the_op_and_line():
     with pytest.raises(RuntimeError, match=r"test::liar: returned shape \[5\], but its fake "
                                            r"declared \[3\]"):
         liar(pargraph.ones(3)).numpy()
+    # What holds no numbers is an error, not a NaN: None, strings, objects; with and without
+    # a fake.
+    def returning(value):
+        return lambda x: value
+
+    for returned in (None, np.array(["a", "b", "c"]), [object()] * 3):
+        nothing = pargraph.library.custom_op("test::nothing", mutates_args=())(
+            returning(returned))
+        with pytest.raises(TypeError, match=r"test::nothing: returned \w+ \((object|<U1)\), "
+                                            r"expected an array of numbers"):
+            nothing(pargraph.ones(3))
+        nothing.register_fake(lambda x: pargraph.empty_like(x))
+        with pytest.raises(TypeError, match=r"(?s)test::nothing: returned \w+ \((object|<U1)\)"
+                                            r", expected an array of numbers \(float32\)"
+                                            r".*test_library"):
+            nothing(pargraph.ones(3)).numpy()
     with pytest.raises(NotImplementedError, match="mutates_args"):
         pargraph.library.custom_op("test::inplace", mutates_args=("x",))(lambda x: x)
     with pytest.raises(ValueError, match="namespace::name"):
@@ -266,3 +282,19 @@ def test_a_number_passed_to_a_custom_op_in_a_compiled_step_is_an_input():
     eager, compiled = run(False), run(True)
     assert compiled[0] == eager[0] and np.array_equal(compiled[1], eager[1])
     assert compiled[2].captures == 2 and compiled[2].replays == 3  # 2nd: .grad exists now
+
+
+def test_a_backward_through_an_op_without_a_formula_raises_as_pytorch_does():
+    @pargraph.library.custom_op("test::no_formula", mutates_args=())
+    def doubled(x):
+        return x * 2
+
+    doubled.register_fake(lambda x: pargraph.empty_like(x))
+    x = pargraph.ones(3, requires_grad=True)
+    out = doubled(x)
+    assert out.requires_grad and out.grad_fn is not None
+    assert doubled(pargraph.ones(3)).requires_grad is False
+    with pytest.raises(RuntimeError, match="Trying to backward through test::no_formula but no "
+                                           "autograd formula was registered"):
+        out.sum().backward()
+    assert out.tolist() == [2.0, 2.0, 2.0]  # its value is still there
