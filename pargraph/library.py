@@ -3,7 +3,9 @@
 ``@pargraph.library.custom_op("mylib::name", mutates_args=())`` makes a function one node
 of the graph: it runs inside a task, on pargraph's threads or on a cluster worker, side by side
 with other independent work. Inside the task the function receives numpy arrays for its tensor
-arguments (other arguments as they were passed) and returns one numpy array. Calling the op
+arguments (:class:`OpArray`, which also answers ``x.cpu().numpy()``, ``x.device`` and
+``x.to(...)`` as PyTorch's tensors do; other arguments as they were passed) and returns one
+array or tensor. Calling the op
 records the node without running it, so the output's shape and dtype come from the function
 given to ``register_fake`` (it receives the lazy tensors and returns a tensor of the output's
 shape and dtype, e.g. ``pargraph.empty_like(x)``); without one, a call runs the function right
@@ -35,6 +37,7 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import has_symbols
+from pargraph.devices import device
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import Primitive, defaults
 from pargraph.remote.recovery import fetch
@@ -141,7 +144,7 @@ class CustomOp:
             arrays = [fetch(_realized(v._node)) if isinstance(v, Tensor) else v
                       for v in values]
             with np.errstate(all="ignore"):
-                value = self._fn(*arrays)
+                value = self._fn(*_op_arguments(arrays))
             if isinstance(value, tuple):
                 raise TypeError(f"{self.name}: returned a tuple; a custom op returns one array "
                                 "(ops with several outputs are not supported yet)")
@@ -219,10 +222,55 @@ class CustomOp:
         return f"<custom op {self.name}>"
 
 
+class OpArray(np.ndarray):
+    """The numpy array a custom op's function receives for a tensor argument, which also
+    answers what PyTorch's custom ops call on theirs (``x.cpu().numpy()``,
+    ``x.numpy(force=True)``, ``x.detach()``, ``x.device``, ``x.to(...)``), so a function
+    written for PyTorch runs unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pargraph.library import OpArray
+    >>> x = np.arange(3.0).view(OpArray)
+    >>> type(x.cpu().numpy(force=True)).__name__, str(x.device)
+    ('ndarray', 'cpu')
+    """
+
+    def numpy(self, force: bool = False) -> np.ndarray:
+        return self.view(np.ndarray)
+
+    def cpu(self) -> OpArray:
+        return self
+
+    def detach(self) -> OpArray:
+        return self
+
+    def contiguous(self) -> OpArray:
+        return self
+
+    @property
+    def device(self) -> device:
+        return device("cpu")
+
+    def to(self, *args: Any, **kwargs: Any) -> OpArray:
+        """The array itself, or a copy of another dtype (``x.to(x.device, np.float64)``)."""
+        dtype = kwargs.get("dtype")
+        for arg in args:
+            if isinstance(arg, np.dtype) or (isinstance(arg, type) and
+                                             issubclass(arg, np.generic)):
+                dtype = arg
+        return self if dtype is None or np.dtype(dtype) == self.dtype else self.astype(dtype)
+
+
+def _op_arguments(args: Any) -> list:
+    return [a.view(OpArray) if type(a) is np.ndarray else a for a in args]
+
+
 def _run(fn: Callable, name: str, *args: Any, _shape: tuple, _dtype: np.dtype) -> np.ndarray:
     """A custom op's forward inside its task: the user's function, checked against the shape
     and dtype its fake declared (a module-level function: it pickles to workers)."""
-    value = fn(*args)
+    value = fn(*_op_arguments(args))
     if isinstance(value, tuple):
         raise TypeError("a custom op returns one array (ops with several outputs are not "
                         "supported yet)")

@@ -298,3 +298,46 @@ def test_a_backward_through_an_op_without_a_formula_raises_as_pytorch_does():
                                            "autograd formula was registered"):
         out.sum().backward()
     assert out.tolist() == [2.0, 2.0, 2.0]  # its value is still there
+
+
+@pargraph.library.custom_op("test::numpy_sin", mutates_args=())
+def _numpy_sin(x: pargraph.Tensor) -> pargraph.Tensor:
+    # Written as PyTorch's custom-op tutorial writes it: the argument is a tensor there.
+    x_np = x.cpu().numpy()
+    y_np = np.sin(x_np)
+    return pargraph.from_numpy(y_np).to(device=x.device)
+
+
+@_numpy_sin.register_fake
+def _(x):
+    return pargraph.empty_like(x)
+
+
+def _sin_setup(ctx, inputs, output):
+    (x,) = inputs
+    ctx.save_for_backward(x)
+
+
+_numpy_sin.register_autograd(lambda ctx, grad: grad * ctx.saved_tensors[0].cos(),
+                             setup_context=_sin_setup)
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_a_function_written_for_pytorchs_tensors_runs_unchanged(scheduler):
+    @pargraph.library.custom_op("test::numpy_mul", mutates_args=())
+    def numpy_mul(x, y: float):
+        assert x.detach() is x and x.contiguous() is x
+        return pargraph.from_numpy(x.numpy(force=True) * y).to(x.device, x.dtype)
+
+    numpy_mul.register_fake(lambda x, y: pargraph.empty_like(x))
+    numpy_mul.register_autograd(lambda ctx, grad: (grad * ctx.y, None),
+                                setup_context=lambda ctx, inputs, output:
+                                setattr(ctx, "y", inputs[1]))
+    values = np.linspace(-1.0, 1.0, 5)
+    with dask.config.set(scheduler=scheduler):
+        x = pargraph.tensor(values, requires_grad=True)
+        y = numpy_mul(_numpy_sin(x), 2.0)
+        y.sum().backward()
+        assert np.allclose(y.detach().numpy(), 2 * np.sin(values))
+        assert np.allclose(x.grad.numpy(), 2 * np.cos(values))
+        assert numpy_mul(pargraph.ones(2), 3.0).to(pargraph.float64).tolist() == [3.0, 3.0]
