@@ -17,6 +17,7 @@ from pargraph import (
     nn,
     onnx,
     optim,
+    testing,
     utils,
 )
 from pargraph._tensor import (
@@ -148,8 +149,8 @@ __all__ = [
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "Size", "float16", "bfloat16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "accelerator", "linalg", "is_tensor", "allclose", "Generator",
-    "einsum", "randperm", "compile", "GraphBreak", "library", "empty", "empty_like", "clip",
-    "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",
+    "einsum", "randperm", "compile", "GraphBreak", "library", "testing", "empty", "empty_like",
+    "clip", "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",
     "tensordot",
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
     "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",

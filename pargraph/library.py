@@ -2,14 +2,14 @@
 
 ``@pargraph.library.custom_op("mylib::name", mutates_args=())`` makes a function one node
 of the graph: it runs inside a task, on pargraph's threads or on a cluster worker, side by side
-with other independent work. Inside the task the function receives numpy arrays for its tensor
-arguments (:class:`OpArray`, which also answers ``x.cpu().numpy()``, ``x.device`` and
-``x.to(...)`` as PyTorch's tensors do; other arguments as they were passed) and returns one
-array or tensor. Calling the op
-records the node without running it, so the output's shape and dtype come from the function
-given to ``register_fake`` (it receives the lazy tensors and returns a tensor of the output's
-shape and dtype, e.g. ``pargraph.empty_like(x)``); without one, a call runs the function right
-away on its computed inputs, as eager PyTorch would. ``register_autograd(backward,
+with other independent work. Inside the task the function receives read-only numpy arrays for
+its tensor arguments (:class:`OpArray`, which also answers ``x.cpu().numpy()``, ``x.device``,
+``x.to(...)`` and ``x.clone()`` as PyTorch's tensors do; other arguments as they were passed)
+and returns one array or tensor. Calling the op records the node without running it, so the
+output's shape and dtype come from the function given to ``register_fake`` (it receives the
+lazy tensors and returns a tensor of the output's shape and dtype, e.g.
+``pargraph.empty_like(x)``); without one, a call runs the function right away on its computed
+inputs, as eager PyTorch would. ``register_autograd(backward,
 setup_context=)`` gives it a gradient, written with tensor ops or other custom ops (without
 it, a backward through the op raises, as PyTorch's does); the function must return numbers
 (``None`` or strings are an error naming the op, not a NaN). ``cost=``
@@ -27,7 +27,7 @@ import functools
 import inspect
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -249,6 +249,9 @@ class OpArray(np.ndarray):
     def contiguous(self) -> OpArray:
         return self
 
+    def clone(self) -> OpArray:
+        return self.copy()
+
     @property
     def device(self) -> device:
         return device("cpu")
@@ -264,7 +267,16 @@ class OpArray(np.ndarray):
 
 
 def _op_arguments(args: Any) -> list:
-    return [a.view(OpArray) if type(a) is np.ndarray else a for a in args]
+    """The arguments a custom op's function receives: each array a read-only
+    :class:`OpArray` view, since the values are the graph's (a parameter's, another node's)
+    and the op declares that it changes none (``mutates_args=()``); writing into one raises."""
+    viewed = []
+    for a in args:
+        if type(a) is np.ndarray:
+            a = a.view(OpArray)
+            a.flags.writeable = False
+        viewed.append(a)
+    return viewed
 
 
 def _run(fn: Callable, name: str, *args: Any, _shape: tuple, _dtype: np.dtype) -> np.ndarray:
@@ -323,6 +335,132 @@ def register_autograd(op: CustomOp | str, backward: Callable, /, *,
                       setup_context: Callable | None = None) -> None:
     """``torch.library.register_autograd``: ``op.register_autograd`` by the op or its name."""
     _find(op).register_autograd(backward, setup_context=setup_context)
+
+
+#: What :func:`opcheck` tests, in PyTorch's names.
+OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor",
+                 "test_aot_dispatch_dynamic")
+
+
+class OpCheckError(Exception):
+    """A test of :func:`opcheck` failed."""
+
+
+def opcheck(op: CustomOp | str, args: tuple, kwargs: dict | None = None, *,
+            test_utils: str | Sequence[str] = OPCHECK_TESTS, raise_exception: bool = True,
+            atol: float | None = None, rtol: float | None = None) -> dict[str, Any]:
+    """``torch.library.opcheck``: test that a custom op keeps what its registration says, on
+    sample arguments. ``test_schema``: the function changes no argument and returns a new
+    array (not an argument, nor a view of one); ``test_autograd_registration``: gradients go
+    through the op's own path (``register_autograd``); ``test_faketensor``: the
+    fake gives the shape and dtype the function returns; ``test_aot_dispatch_dynamic``: the
+    op inside :func:`pargraph.compile` gives the results (and gradients) of an eager call.
+    Returns ``{test: "SUCCESS"}``, or the error in place of ``"SUCCESS"`` with
+    ``raise_exception=False``; else the first failure raises :class:`OpCheckError`.
+
+    Examples
+    --------
+    >>> import numpy as np, pargraph
+    >>> @pargraph.library.custom_op("demo::twice", mutates_args=())
+    ... def twice(x):
+    ...     return x * 2
+    >>> twice.register_fake(lambda x: pargraph.empty_like(x))
+    <function <lambda> at ...>
+    >>> pargraph.library.opcheck(twice, (pargraph.ones(3),))["test_faketensor"]
+    'SUCCESS'
+    """
+    if (rtol is None) != (atol is None):
+        raise ValueError("opcheck(op, ...): if you specify one of rtol/atol, you must specify "
+                         "both")
+    found = _find(op)
+    tests = (test_utils,) if isinstance(test_utils, str) else tuple(test_utils)
+    if not set(tests) <= set(OPCHECK_TESTS):
+        raise ValueError(f"opcheck(op, ..., test_utils={test_utils!r}), expected test_utils to "
+                         f"be a subset of {OPCHECK_TESTS} but it was not")
+    bound = found._signature.bind(*args, **(kwargs or {}))
+    bound.apply_defaults()
+    values = tuple(bound.arguments.values())
+    results: dict[str, Any] = {}
+    for test in tests:
+        try:
+            _OPCHECKS[test](found, values, atol, rtol)
+            results[test] = "SUCCESS"
+        except Exception as error:
+            if raise_exception:
+                raise OpCheckError(f"opcheck(op, ...): {test} failed with {error}") from error
+            results[test] = error
+    return results
+
+
+def _called_directly(op: CustomOp, values: tuple) -> tuple[list, np.ndarray]:
+    """The op's function on copies of the arguments' values: (those copies, its result)."""
+    arrays = [np.array(v.detach().numpy()) if isinstance(v, Tensor) else v for v in values]
+    with np.errstate(all="ignore"):  # writable copies: a change is seen, not refused
+        returned = op._fn(*[a.view(OpArray) if type(a) is np.ndarray else a for a in arrays])
+    return arrays, _numbers(returned, "an array of numbers")
+
+
+def _check_schema(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None:
+    arrays, result = _called_directly(op, values)
+    for k, (array, value) in enumerate(zip(arrays, values)):
+        if isinstance(value, Tensor) and not np.array_equal(array, value.detach().numpy(),
+                                                            equal_nan=array.dtype.kind in "fc"):
+            raise RuntimeError(f"{op.name}: argument {k} was changed in place, but "
+                               "mutates_args=() says that no argument is")
+        if isinstance(array, np.ndarray) and np.may_share_memory(result, array):
+            raise RuntimeError(f"{op.name}: the result is argument {k} or a view of it; a custom "
+                               "op returns a new array")
+
+
+def _check_autograd_registration(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None:
+    # As for PyTorch's custom_op ops, the gradient goes through the op's own autograd path,
+    # which raises PyTorch's error until register_autograd gives it a formula (a backward
+    # without one fails test_aot_dispatch_dynamic, as in PyTorch).
+    if op._primitive.vjp(0) is None:
+        raise RuntimeError(f"{op.name}: its autograd path was replaced")
+
+
+def _check_faketensor(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None:
+    if op._fake is None:
+        raise RuntimeError(f"{op.name} has no fake: use register_fake")
+    with no_grad():
+        shaped = op._fake(*values)
+    _, result = _called_directly(op, values)
+    faked = (tuple(shaped.shape), np.dtype(shaped.dtype))
+    if faked != (result.shape, result.dtype):
+        raise RuntimeError(f"{op.name}: the fake gives shape {list(faked[0])} and dtype "
+                           f"{faked[1]}, the function returns shape {list(result.shape)} and "
+                           f"dtype {result.dtype}")
+
+
+def _check_aot_dispatch_dynamic(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None:
+    from pargraph.autograd.functional import grad
+    from pargraph.compiling import compile as compiled
+    from pargraph.testing import assert_close
+
+    positions = [k for k, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad
+                 and grad_mode.enabled]
+
+    def call(*tensors: Any) -> tuple:
+        arguments = list(values)
+        for k, tensor in zip(positions, tensors):
+            arguments[k] = tensor
+        out = op(*arguments)
+        if not positions or not out.requires_grad:
+            return (out,)
+        return (out, *grad(out.sum(), [arguments[k] for k in positions], allow_unused=True))
+
+    leaves = [values[k].detach().requires_grad_() for k in positions]
+    eager = call(*leaves)
+    again = compiled(call, fullgraph=True)(*leaves)
+    assert_close([t.detach() if t is not None else t for t in again],
+                 [t.detach() if t is not None else t for t in eager], atol=atol, rtol=rtol)
+
+
+_OPCHECKS = {"test_schema": _check_schema,
+             "test_autograd_registration": _check_autograd_registration,
+             "test_faketensor": _check_faketensor,
+             "test_aot_dispatch_dynamic": _check_aot_dispatch_dynamic}
 
 
 _ops: weakref.WeakValueDictionary = weakref.WeakValueDictionary()

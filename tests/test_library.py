@@ -341,3 +341,61 @@ def test_a_function_written_for_pytorchs_tensors_runs_unchanged(scheduler):
         assert np.allclose(y.detach().numpy(), 2 * np.sin(values))
         assert np.allclose(x.grad.numpy(), 2 * np.cos(values))
         assert numpy_mul(pargraph.ones(2), 3.0).to(pargraph.float64).tolist() == [3.0, 3.0]
+
+
+def test_the_function_cannot_change_the_graphs_values():
+    @pargraph.library.custom_op("test::scribbles", mutates_args=())
+    def scribbles(x):
+        x += 1  # the array is a parameter's value: changing it would corrupt the graph
+        return x.copy()
+
+    scribbles.register_fake(lambda x: pargraph.empty_like(x))
+    weight = pargraph.nn.Parameter(pargraph.zeros(3))
+    with pytest.raises(ValueError, match=r"(?s)test::scribbles: output array is read-only.*"
+                                         r"test_library"):
+        scribbles(weight).detach().numpy()
+    assert weight.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_opcheck_reports_what_pytorchs_reports():
+    @pargraph.library.custom_op("test::scaled_by", mutates_args=())
+    def scaled_by(x, y: float):
+        return pargraph.from_numpy(x.numpy(force=True) * y).to(x.device)
+
+    scaled_by.register_fake(lambda x, y: pargraph.empty_like(x))
+    scaled_by.register_autograd(lambda ctx, grad: (grad * ctx.y, None),
+                                setup_context=lambda ctx, inputs, output:
+                                setattr(ctx, "y", inputs[1]))
+    passed = dict.fromkeys(pargraph.library.OPCHECK_TESTS, "SUCCESS")
+    for args in [(pargraph.randn(3), 3.14), (pargraph.randn(1, 10, requires_grad=True), 1.234)]:
+        assert pargraph.library.opcheck(scaled_by, args) == passed
+
+    @pargraph.library.custom_op("test::same", mutates_args=())
+    def same(x):
+        return x
+
+    @pargraph.library.custom_op("test::changes", mutates_args=())
+    def changes(x):
+        x += 1
+        return x.clone()
+
+    @pargraph.library.custom_op("test::summed", mutates_args=())
+    def summed(x):
+        return x.sum(0)
+
+    for op in (same, changes, summed):
+        op.register_fake(lambda x: pargraph.empty_like(x))
+    x = pargraph.randn(3, 2)
+    found = {op.name: pargraph.library.opcheck(op, (x.requires_grad_(op is summed),),
+                                               raise_exception=False)
+             for op in (same, changes, summed)}
+    assert "argument 0 or a view of it" in str(found["test::same"]["test_schema"])
+    assert "argument 0 was changed in place" in str(found["test::changes"]["test_schema"])
+    assert "read-only" in str(found["test::changes"]["test_aot_dispatch_dynamic"])
+    assert "the fake gives shape [3, 2]" in str(found["test::summed"]["test_faketensor"])
+    assert "no autograd formula" in str(found["test::summed"]["test_aot_dispatch_dynamic"])
+    assert found["test::summed"]["test_schema"] == "SUCCESS"
+    with pytest.raises(pargraph.library.OpCheckError, match="test_schema failed"):
+        pargraph.library.opcheck(same, (x,))
+    with pytest.raises(ValueError, match="subset"):
+        pargraph.library.opcheck(same, (x,), test_utils=("test_nothing",))
