@@ -31,9 +31,9 @@ import numpy as np
 from pargraph.capturing import recording
 from pargraph.graph import FREED, Node
 from pargraph.interrupts import interrupts
-from pargraph.lowering import lower, plan, realized_meanwhile
+from pargraph.lowering import local_value, lower, plan, realized_meanwhile
 from pargraph.partition import Granularity
-from pargraph.remote.recovery import check_held_values, cluster_lost, fetch
+from pargraph.remote.recovery import check_held_values, cluster_lost
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
@@ -100,6 +100,12 @@ class LocalState:
         self.modes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         #: The interpreter's GIL switch interval while threaded runs are in progress.
         self.switching = GilSwitching()
+        #: Held while a run plans and lowers, and while one commits: a commit stores values,
+        #: cuts inputs and frees saved values, and a plan made meanwhile in another thread
+        #: read some nodes before and others after (its structure's key could then name a
+        #: node a source that its task list computes, from inputs already cut). Runs
+        #: themselves go on side by side.
+        self.structure = threading.RLock()
 
 
 local = LocalState()
@@ -494,7 +500,8 @@ def run_in_order(lowered: Lowered, keys: list) -> list:
 
 def run_inline(lowered: Lowered) -> Sequence[Any]:
     """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
-    return lowered.single.run(tuple([fetch(node) for node in lowered.single_inputs]))
+    return lowered.single.run(tuple([local_value(node, value) for node, value in
+                                     zip(lowered.single_inputs, lowered.single_values)]))
 
 
 class _DeferredWork(threading.local):
@@ -594,7 +601,7 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
             if _deferred.entries is not taken[0]:  # taken, not only read
                 _deferred.entries[:0], _deferred.state[:0], _deferred.replaced[:0] = taken
         raise
-    with interrupts.deferred():
+    with interrupts.deferred(), local.structure:
         commit()
 
 
@@ -613,24 +620,26 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
     keep: list[Node] = []
     values: Sequence[Any] = ()
     lowered = None
-    while pending:  # once, unless another thread realizes a node of this run meanwhile
-        order, computed = plan(pending)
-        check_held_values(order)
-        keep = _kept(computed, target_ids, {id(n) for n in release})
-        get = choose_scheduler()
-        client = client_of(get)
-        if client is not None and client.status != "running":  # every value it held is gone
-            raise cluster_lost(client, f"the client's connection is {client.status}")
-        held = held_on_cluster(order, client) if client is not None else None
-        try:
-            lowered = lower(order, computed, keep, _granularity_or_lost(get, client),
-                            held=held, copied=replicate if client is not None and
-                            replicas(client) else ())
-        except Exception:
+    while pending:  # once, unless another thread realized a node of this run before
+        # Planned and lowered while no other thread commits (see LocalState.structure).
+        with local.structure:
+            order, computed = plan(pending)
+            check_held_values(order)
+            keep = _kept(computed, target_ids, {id(n) for n in release})
+            get = choose_scheduler()
+            client = client_of(get)
+            if client is not None and client.status != "running":  # every value it held is gone
+                raise cluster_lost(client, f"the client's connection is {client.status}")
+            held = held_on_cluster(order, client) if client is not None else None
+            try:
+                lowered = lower(order, computed, keep, _granularity_or_lost(get, client),
+                                held=held, copied=replicate if client is not None and
+                                replicas(client) else ())
+            except Exception:
+                if not _realized_meanwhile(computed, pending):
+                    raise
             if not _realized_meanwhile(computed, pending):
-                raise
-        if not _realized_meanwhile(computed, pending):
-            break
+                break
         pending = [node for node in pending if node.value is None]
         keep, lowered = [], None
     if lowered is not None:
@@ -649,7 +658,8 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
         except Exception as error:
             raise _blame_backward(error, deferred) from None
         if timing is not None:
-            timing.learn(events)
+            with local.structure:  # re-planning reads the nodes' inputs
+                timing.learn(events)
 
     def commit() -> None:
         for node, value in zip(keep, values):

@@ -86,8 +86,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         else (None, None)
     single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
     if single is not None and not remote:  # inline, unless a graph is asked for
-        lowered = _single_task(graph, *single, outputs, {},
-                               data=lambda: _realized_values(order, held, remote))
+        lowered = _single_task(graph, *single, outputs, {}, local=True)
         if plan_.costs.wants_timing() and _measuring():
             lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
         return lowered
@@ -527,20 +526,23 @@ def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) 
 
 
 def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: list[Node],
-                 held: dict[str, Any], parts: bool = False,
-                 data: Callable[[], dict] | None = None,
+                 held: dict[str, Any], parts: bool = False, local: bool = False,
                  copied: frozenset = frozenset(), hosts: tuple = ()) -> Lowered:
-    """One task for the run; ``data``: the values to add as data keys when the graph is
-    built, which it is only if the run does not go inline. On a cluster with ``hosts``, the
+    """One task for the run. ``local``: its inputs' values are read now, while the run is
+    planned (another thread's commit may free a saved value before this run starts), and
+    become data keys if a graph is built, which it is only if the run does not go inline.
+    On a cluster with ``hosts``, the
     run goes to the first of them (loosely), step after step: its state stays there, and the
     task that picks what is copied runs beside it (left to the scheduler, it may run on the
     other worker, which then fetches the whole result, gradients and all)."""
     _, serial, session = outputs[0].key.rsplit("-", 2)
     tag = f"r{next(clusters.runs)}" if parts else ""  # on a cluster: this run's own key
 
+    values = [i.value for i in external] if local else []
+
     def build(whole: str) -> dict:
-        if data is not None:
-            graph.update((key, DataNode(key, value)) for key, value in data().items())
+        graph.update((i.key, DataNode(i.key, local_value(i, v)))
+                     for i, v in zip(external, values))
         graph[whole] = Task(whole, task, *(_ref(i, held) for i in external))
         if not parts:
             for k, node in enumerate(outputs):
@@ -556,7 +558,13 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
                             outputs, 1, copied=copied,
                             workers={whole: hosts[0][0]} if hosts else None)
     return Lowered(lambda: build(key()), [node.key for node in outputs], single=task,
-                   single_inputs=external, tasks=1 + len(outputs))
+                   single_inputs=external, single_values=values, tasks=1 + len(outputs))
+
+
+def local_value(node: Node, value: Any) -> Any:
+    """``value``, read from ``node`` when its run was planned, as a local array (a value a
+    cluster holds is gathered)."""
+    return fetch(node) if is_future(value) else value
 
 
 def group_label(members: list[Node]) -> str:

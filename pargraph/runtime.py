@@ -72,6 +72,7 @@ class Lowered:
     unpack: Any = None  # results of ``keys`` -> one value per output; None: as they are
     single: FusedTask | None = None
     single_inputs: list = field(default_factory=list)
+    single_values: list = field(default_factory=list)  # theirs, read when it was planned
     tasks: int = 0
     plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
     sequential: list | None = None  # (group key, keys to free after it) in dependency order

@@ -223,3 +223,48 @@ def test_reading_a_tensor_another_thread_rebinds_meanwhile_reads_one_value(monke
     monkeypatch.setattr(execution, "realize", realize_then_step)
     assert detached.numpy().tolist() == [1.0, 2.0]
     assert detached.numpy().tolist() == [2.0, 3.0]
+
+
+def test_a_planned_run_reads_its_inputs_values_when_it_is_planned():
+    # Another thread's commit may free a saved value between this run's plan and its start
+    # (a running statistic read while the backward frees the batch mean): the run computes
+    # from the values it planned with, inline or as a graph.
+    import dask
+
+    from pargraph import execution, lowering
+
+    a = pargraph.ones(3) * 2
+    a.numpy()
+    b = a + 1
+    order, computed = lowering.plan([b._node])
+    lowered = lowering.lower(order, computed, [b._node])
+    a._node.value = None  # freed meanwhile
+    assert execution.run_inline(lowered)[0].tolist() == [3.0, 3.0, 3.0]
+    assert dask.get(lowered.graph, lowered.keys)[0].tolist() == [3.0, 3.0, 3.0]
+
+
+def test_threads_plan_and_commit_their_runs_one_at_a_time(monkeypatch):
+    from pargraph import execution
+
+    planning, go = threading.Event(), threading.Event()
+    original = execution.plan
+
+    def slow_plan(targets):
+        if threading.current_thread().name == "planner":
+            planning.set()
+            go.wait(10)
+        return original(targets)
+
+    monkeypatch.setattr(execution, "plan", slow_plan)
+    first, second = pargraph.ones(3) + 1, pargraph.ones(3) + 2
+    planner = threading.Thread(target=first.numpy, name="planner")
+    other = threading.Thread(target=second.numpy)
+    planner.start()
+    assert planning.wait(10)
+    other.start()
+    other.join(0.3)
+    assert other.is_alive()  # its plan and commit wait for the planner's plan
+    go.set()
+    planner.join(10)
+    other.join(10)
+    assert first.tolist() == [2.0, 2.0, 2.0] and second.tolist() == [3.0, 3.0, 3.0]
