@@ -51,11 +51,11 @@ def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
 EVERYWHERE = pathlib.Path(__file__).with_name("interrupted_everywhere.py")
 
 
-@pytest.mark.parametrize("mode, scheduler, stride", [("eager", "sync", 11),
-                                                     ("capture", "sync", 29),
+@pytest.mark.parametrize("mode, scheduler, stride", [("eager", "sync", 31),
+                                                     ("capture", "sync", 71),
                                                      ("replay", "threads", 3),
-                                                     ("eager", "threads-split", 23),
-                                                     ("replay", "threads-split", 5)])
+                                                     ("eager", "threads-split", 83),
+                                                     ("replay", "threads-split", 7)])
 def test_a_ctrl_c_at_every_kth_point_of_a_step_tears_nothing(mode, scheduler, stride):
     # Every point where Python could raise one, one run per point (a stride of 1) is the
     # same script run by hand: python tests/interrupted_everywhere.py eager sync
