@@ -40,10 +40,14 @@ def register_kl(type_p: type, type_q: type) -> Callable[[Callable], Callable]:
 
     Examples
     --------
-    >>> from pargraph.distributions import Normal, register_kl
-    >>> @register_kl(Normal, Normal)
-    ... def _mine(p, q):
+    >>> from pargraph.distributions import Normal, kl_divergence, register_kl
+    >>> class Shifted(Normal):  # a pair of your own types: Normal's stays as it was
+    ...     pass
+    >>> @register_kl(Shifted, Shifted)
+    ... def _kl_shifted(p, q):
     ...     return (p.loc - q.loc).abs()
+    >>> kl_divergence(Shifted(0.0, 1.0), Shifted(2.0, 1.0)).item()
+    2.0
     """
     def decorate(fn: Callable) -> Callable:
         registry.functions[(type_p, type_q)] = fn
