@@ -149,7 +149,7 @@ class CustomOp:
                 raise TypeError(f"{self.name}: returned a tuple; a custom op returns one array "
                                 "(ops with several outputs are not supported yet)")
             try:
-                value = _numbers(value, "an array of numbers")
+                value = _numbers(value)
             except TypeError as error:
                 raise TypeError(f"{self.name}: {error}") from None
             node = self._primitive(*inputs, _shape=value.shape, _dtype=value.dtype)
@@ -286,19 +286,21 @@ def _run(fn: Callable, name: str, *args: Any, _shape: tuple, _dtype: np.dtype) -
     if isinstance(value, tuple):
         raise TypeError("a custom op returns one array (ops with several outputs are not "
                         "supported yet)")
-    value = _numbers(value, f"an array of numbers ({_dtype})")
+    value = _numbers(value, _dtype)
     if value.shape != _shape:
         raise RuntimeError(f"returned shape {list(value.shape)}, but its fake declared "
                            f"{list(_shape)}")
     return value if value.dtype == _dtype else value.astype(_dtype)
 
 
-def _numbers(value: Any, expected: str) -> np.ndarray:
+def _numbers(value: Any, dtype: np.dtype | None = None) -> np.ndarray:
     """What a custom op's function returned, as an array; an error for what holds no numbers
-    (``None``, strings, objects), which a cast would turn into NaN or garbage."""
+    (``None``, strings, objects), which a cast would turn into NaN or garbage. ``dtype``: the
+    one its fake declared, for the message."""
     array = np.asarray(value)
     if array.dtype.kind in "OSU":
-        raise TypeError(f"returned {type(value).__name__} ({array.dtype}), expected {expected}")
+        raise TypeError(f"returned {type(value).__name__} ({array.dtype}), expected an array "
+                        f"of numbers{f' ({dtype})' if dtype is not None else ''}")
     return array
 
 
@@ -397,7 +399,7 @@ def _called_directly(op: CustomOp, values: tuple) -> tuple[list, np.ndarray]:
     arrays = [np.array(v.detach().numpy()) if isinstance(v, Tensor) else v for v in values]
     with np.errstate(all="ignore"):  # writable copies: a change is seen, not refused
         returned = op._fn(*[a.view(OpArray) if type(a) is np.ndarray else a for a in arrays])
-    return arrays, _numbers(returned, "an array of numbers")
+    return arrays, _numbers(returned)
 
 
 def _check_schema(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None:
