@@ -531,10 +531,10 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
     """One task for the run. ``local``: its inputs' values are read now, while the run is
     planned (another thread's commit may free a saved value before this run starts), and
     become data keys if a graph is built, which it is only if the run does not go inline.
-    On a cluster with ``hosts``, the
-    run goes to the first of them (loosely), step after step: its state stays there, and the
-    task that picks what is copied runs beside it (left to the scheduler, it may run on the
-    other worker, which then fetches the whole result, gradients and all)."""
+    On a cluster with ``hosts``, the run goes to the first of them (loosely), step after
+    step: its state stays there, and the task that picks what is copied runs beside it (left
+    to the scheduler, it may run on the other worker, which then fetches the whole result,
+    gradients and all)."""
     _, serial, session = outputs[0].key.rsplit("-", 2)
     tag = f"r{next(clusters.runs)}" if parts else ""  # on a cluster: this run's own key
 
