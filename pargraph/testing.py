@@ -24,7 +24,9 @@ def assert_close(actual: Any, expected: Any, *, allow_subclasses: bool = True,
     or sequences and mappings of them) are close: ``|actual - expected| <= atol + rtol *
     |expected|`` elementwise, with the same shapes and (``check_dtype``) dtypes. Without
     ``rtol`` and ``atol``, both come from the dtype as in PyTorch (float32: 1.3e-6, 1e-5);
-    integers and booleans must be equal.
+    integers and booleans must be equal. ``check_device``, ``check_layout``, ``check_stride``
+    and ``allow_subclasses`` are accepted for PyTorch's signature: every tensor here is a
+    dense CPU one.
 
     Examples
     --------
