@@ -23,10 +23,11 @@ class DaskCollection:
     __slots__ = ()
 
     def __dask_graph__(self) -> dict:
-        order, computed = plan([self._node])
-        outputs = [self._node] if computed else []
-        return lower(order, computed, outputs, execution.granularity(execution.DEFAULT_GET),
-                     named_outputs=True).graph
+        with execution.local.structure:  # as a run's plan: no other thread commits meanwhile
+            order, computed = plan([self._node])
+            outputs = [self._node] if computed else []
+            return lower(order, computed, outputs,
+                         execution.granularity(execution.DEFAULT_GET), named_outputs=True).graph
 
     def __dask_keys__(self) -> list:
         return [self._node.key]

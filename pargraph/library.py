@@ -127,15 +127,19 @@ class CustomOp:
         self._backward, self._setup_context = backward, setup_context
         self._primitive.defvjp_at(self._vjp_at)
 
+    def _arguments(self, args: tuple, kwargs: dict) -> tuple:
+        """The call's arguments in the function's order, defaults filled in."""
+        if not kwargs and len(args) == self._plain:
+            return args
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.name}: {error}") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
-        if kwargs or len(args) != self._plain:
-            try:
-                bound = self._signature.bind(*args, **kwargs)
-            except TypeError as error:
-                raise TypeError(f"{self.name}: {error}") from None
-            bound.apply_defaults()
-            args = tuple(bound.arguments.values())
-        values = args
+        values = self._arguments(args, kwargs)
         inputs = tuple(v._node if isinstance(v, Tensor) else v for v in values)
         if self._fake is not None:
             shape, dtype = self._faked_shape(values, inputs)
@@ -266,15 +270,16 @@ class OpArray(np.ndarray):
         return self if dtype is None or np.dtype(dtype) == self.dtype else self.astype(dtype)
 
 
-def _op_arguments(args: Any) -> list:
+def _op_arguments(args: Any, read_only: bool = True) -> list:
     """The arguments a custom op's function receives: each array a read-only
     :class:`OpArray` view, since the values are the graph's (a parameter's, another node's)
-    and the op declares that it changes none (``mutates_args=()``); writing into one raises."""
+    and the op declares that it changes none (``mutates_args=()``); writing into one raises.
+    ``read_only=False``: writable views (:func:`opcheck` sees a change, on copies)."""
     viewed = []
     for a in args:
         if type(a) is np.ndarray:
             a = a.view(OpArray)
-            a.flags.writeable = False
+            a.flags.writeable = not read_only
         viewed.append(a)
     return viewed
 
@@ -379,9 +384,7 @@ def opcheck(op: CustomOp | str, args: tuple, kwargs: dict | None = None, *,
     if not set(tests) <= set(OPCHECK_TESTS):
         raise ValueError(f"opcheck(op, ..., test_utils={test_utils!r}), expected test_utils to "
                          f"be a subset of {OPCHECK_TESTS} but it was not")
-    bound = found._signature.bind(*args, **(kwargs or {}))
-    bound.apply_defaults()
-    values = tuple(bound.arguments.values())
+    values = found._arguments(tuple(args), kwargs or {})
     results: dict[str, Any] = {}
     for test in tests:
         try:
@@ -398,7 +401,7 @@ def _called_directly(op: CustomOp, values: tuple) -> tuple[list, np.ndarray]:
     """The op's function on copies of the arguments' values: (those copies, its result)."""
     arrays = [np.array(v.detach().numpy()) if isinstance(v, Tensor) else v for v in values]
     with np.errstate(all="ignore"):  # writable copies: a change is seen, not refused
-        returned = op._fn(*[a.view(OpArray) if type(a) is np.ndarray else a for a in arrays])
+        returned = op._fn(*_op_arguments(arrays, read_only=False))
     return arrays, _numbers(returned)
 
 
