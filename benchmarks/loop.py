@@ -28,10 +28,9 @@ WORKLOADS = {
 }
 #: Steps run before the timed ones, in every framework, and seconds at least. A steady state
 #: takes a while: CPython specializes a function's bytecode only after it ran several times,
-#: and most of pargraph's functions run once or a few times per step (the small step took
-#: 0.53 ms over steps 3-9 and 0.43 ms over steps 21-30; PyTorch's 0.30 and 0.28 ms), and
-#: pargraph's runner tries each way of running a structure over its first runs, each for a
-#: while (docs/performance.md).
+#: and most of pargraph's functions run once or a few times per step, and pargraph's runner
+#: tries each way of running a structure over its first runs, each for a while (the figures:
+#: docs/performance.md).
 WARMUP, WARMUP_SECONDS = 20, 1.0
 PARGRAPH = ["pargraph threads", "pargraph sync", "pargraph sync, 1 BLAS thread"]
 #: ``pargraph.compile`` of the whole step (captured once, replayed), on threads and on one
