@@ -56,6 +56,7 @@ from pargraph.remote.state import clusters
 from pargraph.remote.submit import run_on_cluster
 from pargraph.remote.workers import replicas, threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, TaskTimes, straight_line
+from pargraph.threads import run_on_threads
 
 #: How many programs a compiled function keeps (``torch._dynamo.config.cache_size_limit``).
 CACHE_SIZE = 8
@@ -860,7 +861,7 @@ class Program:
         start = time.perf_counter()
         if mode == "threads":
             with execution.blas_limited(get):
-                wanted = execution.run_on_threads(self.graph, self.wanted,
+                wanted = run_on_threads(self.graph, self.wanted,
                                                   execution.worker_threads())
             results = [wanted[k][e] for k, e in self.picks]
         else:
@@ -1068,7 +1069,7 @@ class Program:
 
 class WholeProgram:
     """A compiled step's group tasks as one cluster task, run on the worker's threads as
-    :func:`execution.run_on_threads` runs them locally: where one worker process would run
+    :func:`threads.run_on_threads` runs them locally: where one worker process would run
     every group anyway, this saves a scheduler round trip between dependent groups. Takes
     the program's slots; returns the values of its outputs (``unpack``), in order.
     ``recipes[g]``: group ``g``'s arguments, each ``(True, group)`` (its tuple) or
@@ -1083,7 +1084,7 @@ class WholeProgram:
     def __call__(self, *slots: Any) -> tuple:
         graph = {g: _WholeGroup(self, g, slots) for g in range(len(self.tasks))}
         wanted = sorted({g for g, _ in self.unpack})
-        done = dict(zip(wanted, execution.run_on_threads(graph, wanted, self.threads)))
+        done = dict(zip(wanted, run_on_threads(graph, wanted, self.threads)))
         return tuple(done[g][e] for g, e in self.unpack)
 
     def __repr__(self) -> str:
@@ -1091,7 +1092,7 @@ class WholeProgram:
 
 
 class _WholeGroup:
-    """One group of a :class:`WholeProgram`, as :func:`execution.run_on_threads` runs it."""
+    """One group of a :class:`WholeProgram`, as :func:`threads.run_on_threads` runs it."""
 
     __slots__ = ("program", "group", "slots", "dependencies")
 
@@ -1107,7 +1108,7 @@ class _WholeGroup:
 
 
 class _GroupTask:
-    """A group task of a program, as :func:`execution.run_on_threads` runs it: its arguments
+    """A group task of a program, as :func:`threads.run_on_threads` runs it: its arguments
     are other groups' results and the program's bound slots."""
 
     __slots__ = ("program", "group", "dependencies")

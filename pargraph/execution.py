@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from statistics import median_high
 from typing import Any
 
@@ -38,48 +38,9 @@ from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
 from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate
+from pargraph.threads import run_on_threads
 
 DEFAULT_GET = dask.threaded.get
-
-
-#: Seconds a thread holds the GIL before one waiting for it may take it, while a threaded run
-#: is in progress (``pargraph.switch-interval``; Python's own is 5 ms).
-SWITCH_INTERVAL = 0.0002
-
-
-class GilSwitching:
-    """Lowers the interpreter's GIL switch interval while runs on threads
-    (:func:`run_on_threads`) are in progress, and restores it when the last one ends. A thread
-    that comes back from BLAS or a sleep needs the GIL for the few Python lines that start its
-    next op; while another thread runs Python, it would wait up to a whole interval (5 ms by
-    default) for it, and a step of many small ops would run one thread at a time.
-    ``dask.config.set({"pargraph.switch-interval": None})`` leaves the interval alone; a
-    shorter one the program set is kept. Entered inside :func:`run_on_threads`' deferred
-    block, so a Ctrl-C cannot cut its bookkeeping short."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._runs = 0
-        self._saved: float | None = None
-
-    @contextlib.contextmanager
-    def lowered(self) -> Iterator[None]:
-        wanted = dask.config.get("pargraph.switch-interval", SWITCH_INTERVAL)
-        if not wanted:
-            yield
-            return
-        with self._lock:
-            self._runs += 1
-            if self._runs == 1:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(float(wanted), self._saved))
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._runs -= 1
-                if self._runs == 0:
-                    sys.setswitchinterval(self._saved)
 
 
 class LocalState:
@@ -92,14 +53,10 @@ class LocalState:
         #: threadpoolctl's controller, and how many modules were loaded when it scanned.
         self.blas: Any = None
         self.modules_at_scan = 0
-        #: Thread pools for :func:`run_on_threads`, by size (made once).
-        self.pools: dict[int, Any] = {}
         #: The nodes the last backward freed that still hold a value (``_forget_structure``).
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
         #: How each structure's threaded runs went in each mode, by plan.
         self.modes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        #: The interpreter's GIL switch interval while threaded runs are in progress.
-        self.switching = GilSwitching()
         #: Held while a run plans and lowers, and while one commits: a commit stores values,
         #: cuts inputs and frees saved values, and a plan made meanwhile in another thread
         #: read some nodes before and others after (its structure's key could then name a
@@ -385,105 +342,6 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
     if choice is not None:
         choice.record(mode, time.perf_counter() - start)
     return results
-
-
-def run_on_threads(graph: dict, keys: list, threads: int) -> list:
-    """Run a graph of group tasks on ``threads`` threads (this one and ``threads - 1`` of a
-    pool), each task as soon as the tasks it reads have finished, releasing each result after
-    its last reader: what dask's threaded scheduler does, without a round trip through its
-    scheduling thread per task. The first error stops the run and is raised as itself.
-    Ctrl-C is held while this thread works and waits, and taken between tasks (raised inside
-    ``Condition.wait``, it could leave the condition's lock held)."""
-    inputs = {key: [k for k in task.dependencies if k in graph] for key, task in graph.items()}
-    readers: dict[Any, list] = {key: [] for key in graph}
-    for key, read in inputs.items():
-        for k in read:
-            readers[k].append(key)
-    waiting = {key: len(read) for key, read in inputs.items()}
-    unread = {key: len(readers[key]) for key in graph}
-    kept = set(keys)
-    ready = [key for key, n in waiting.items() if n == 0]
-    values: dict = {}
-    state = {"left": len(graph), "error": None}
-    changed = threading.Condition()
-
-    def work() -> None:
-        # Only the main thread takes Ctrl-C, waking now and then to look for one; the pool's
-        # threads stop on the error it sets. (A run another thread started goes on, as Python
-        # raises KeyboardInterrupt in the main thread only.)
-        main = threading.current_thread() is threading.main_thread()
-        poll = INTERRUPT_POLL if main else None
-        while True:
-            with changed:
-                while not ready and state["left"] and state["error"] is None and \
-                        not (main and interrupts.stopping()):
-                    changed.wait(poll)
-                if main and interrupts.stopping():  # between tasks: stop every thread of the run
-                    state["error"] = state["error"] or KeyboardInterrupt()
-                    changed.notify_all()
-                    return
-                if not ready or state["error"] is not None:
-                    return
-                key = ready.pop()
-            try:
-                value = graph[key](values)
-            except BaseException as error:
-                with changed:
-                    state["error"] = state["error"] or error
-                    changed.notify_all()
-                return
-            with changed:
-                values[key] = value
-                state["left"] -= 1
-                before = len(ready)
-                for reader in readers[key]:
-                    waiting[reader] -= 1
-                    if not waiting[reader]:
-                        ready.append(reader)
-                for k in inputs[key]:
-                    unread[k] -= 1
-                    if not unread[k] and k not in kept:
-                        del values[k]
-                # Wake as many threads as tasks became ready (this one takes one more); all
-                # of them at the end, so that they return. Woken after every task, all the
-                # threads would contend for the GIL only to find nothing to do.
-                if state["left"]:
-                    changed.notify(len(ready) - before)
-                else:
-                    changed.notify_all()
-
-    # A Ctrl-C held in this block is raised as it ends.
-    with interrupts.deferred(), local.switching.lowered():
-        helpers = [_thread_pool(threads - 1).submit(work) for _ in range(threads - 1)]
-        work()
-        for helper in helpers:
-            # A helper still queued (the pool busy with another run, or with the run that
-            # called this one from a task) is not waited for: this thread did the work. Nor,
-            # after every task has ended, is one that is only returning (each join waits for a
-            # thread's wake-up); after an error, one may still run a task.
-            if not helper.cancel() and state["left"]:
-                helper.result()
-    if state["error"] is not None:
-        raise state["error"]
-    return [values[key] for key in keys]
-
-
-#: Seconds between the calling thread's looks for a held Ctrl-C while it waits for tasks.
-INTERRUPT_POLL = 0.05
-
-
-
-
-def _thread_pool(size: int) -> Any:
-    """This process's pool of ``size`` threads for :func:`run_on_threads` (made once)."""
-    if size not in local.pools:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # As in PyTorch, floating point errors give inf/nan silently, in these threads too
-        # (numpy's error state is per thread; code generated for compiled steps sets none).
-        local.pools[size] = ThreadPoolExecutor(size, thread_name_prefix="pargraph",
-                                         initializer=np.seterr, initargs=("ignore",))
-    return local.pools[size]
 
 
 def run_in_order(lowered: Lowered, keys: list) -> list:

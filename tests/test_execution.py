@@ -15,7 +15,7 @@ from dask.callbacks import Callback
 from dask.utils import key_split
 
 import pargraph
-from pargraph import execution, ops
+from pargraph import execution, ops, threads
 from tests.op_table import CASES, tensors_of
 
 
@@ -199,7 +199,7 @@ def test_the_gil_switch_interval_is_lowered_during_threaded_runs_and_restored(mo
         sys.setswitchinterval(0.004)
         with threaded():
             two_branches()
-        assert seen[-2:] == pytest.approx([execution.SWITCH_INTERVAL] * 2)
+        assert seen[-2:] == pytest.approx([threads.SWITCH_INTERVAL] * 2)
         assert sys.getswitchinterval() == pytest.approx(0.004)
         with threaded(switch_interval=0.001):
             two_branches()
@@ -217,7 +217,7 @@ def test_the_gil_switch_interval_is_lowered_during_threaded_runs_and_restored(mo
             for future in [pool.submit(two_branches) for _ in range(6)]:
                 future.result()
         assert sys.getswitchinterval() == pytest.approx(0.004)
-        assert seen[-12:] == pytest.approx([execution.SWITCH_INTERVAL] * 12)
+        assert seen[-12:] == pytest.approx([threads.SWITCH_INTERVAL] * 12)
     finally:
         sys.setswitchinterval(before)
 

@@ -29,9 +29,10 @@ ALLOWED = {
     "remote": {"pargraph.graph", "pargraph.interrupts", "pargraph.runtime", "pargraph.remote"},
     "lowering.py": {"pargraph.graph", "pargraph.costs", "pargraph.partition", "pargraph.runtime",
                     "pargraph.remote"},
+    "threads.py": {"pargraph.interrupts"},
     "execution.py": {"pargraph.graph", "pargraph.capturing", "pargraph.interrupts",
                      "pargraph.lowering", "pargraph.partition", "pargraph.runtime",
-                     "pargraph.remote"},
+                     "pargraph.remote", "pargraph.threads"},
     "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution", "pargraph.interrupts",
                  "pargraph.capturing", "pargraph.remote"},
 }

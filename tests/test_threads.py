@@ -268,3 +268,95 @@ def test_threads_plan_and_commit_their_runs_one_at_a_time(monkeypatch):
     planner.join(10)
     other.join(10)
     assert first.tolist() == [2.0, 2.0, 2.0] and second.tolist() == [3.0, 3.0, 3.0]
+
+
+# --- pargraph's helper threads ------------------------------------------------------------------
+
+
+def _named_tasks(count: int, chained: bool, seconds: float = 0.0):
+    """``count`` tasks, each recording the thread it ran in; each reads the one before if
+    ``chained``."""
+    import time
+
+    from dask.task_spec import Task, TaskRef
+
+    ran_in = []
+
+    def task(k, *_):
+        ran_in.append(threading.current_thread().name)
+        time.sleep(seconds)
+        return k
+
+    graph = {f"t{k}": Task(f"t{k}", task, k, *([TaskRef(f"t{k - 1}")] if chained and k else []))
+             for k in range(count)}
+    return graph, ran_in
+
+
+def test_a_chain_runs_in_the_calling_thread_and_wakes_no_helper():
+    from pargraph.threads import run_on_threads
+
+    graph, ran_in = _named_tasks(30, chained=True)
+    assert run_on_threads(graph, ["t29"], threads=8) == [29]
+    # Each task readies one: the thread that ran the last goes on with it, no helper waits.
+    assert set(ran_in) == {threading.current_thread().name}
+
+
+def test_runs_from_two_threads_share_the_helpers_and_each_gets_its_own_values():
+    from pargraph.threads import run_on_threads
+
+    results = {}
+
+    def run(name):
+        graph, _ = _named_tasks(12, chained=False, seconds=0.01)
+        results[name] = run_on_threads(graph, list(graph), threads=4)
+
+    callers = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(10)
+    assert results[0] == results[1] == list(range(12))
+
+
+def test_a_forked_child_runs_on_helper_threads_of_its_own():
+    import multiprocessing
+
+    from pargraph.threads import run_on_threads
+
+    graph, ran_in = _named_tasks(4, chained=False, seconds=0.05)
+    run_on_threads(graph, list(graph), threads=2)  # the parent's helpers exist
+    assert len(set(ran_in)) == 2
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        threads = pool.apply_async(_threads_a_run_takes, (4,)).get(timeout=30)
+    assert threads == 2  # the child's own helper took tasks, the parent's do not exist there
+
+
+def _threads_a_run_takes(tasks: int) -> int:
+    from pargraph.threads import run_on_threads
+
+    graph, ran_in = _named_tasks(tasks, chained=False, seconds=0.05)
+    run_on_threads(graph, list(graph), threads=2)
+    return len(set(ran_in))
+
+
+def test_no_helper_keeps_a_finished_runs_values():
+    import weakref
+
+    from dask.task_spec import Task, TaskRef
+
+    from pargraph.threads import run_on_threads
+
+    made = []
+
+    def make(*_):
+        value = np.ones(1000)
+        made.append(weakref.ref(value))
+        return value
+
+    graph = {f"a{k}": Task(f"a{k}", make) for k in range(8)}
+    graph.update({f"b{k}": Task(f"b{k}", make, TaskRef(f"a{k}")) for k in range(8)})
+    results = run_on_threads(graph, [f"b{k}" for k in range(8)], threads=4)
+    assert len(made) == 16
+    del results
+    # The helpers wait for the next run holding nothing of this one (its values, its tasks).
+    assert [ref for ref in made if ref() is not None] == []

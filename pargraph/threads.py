@@ -1,0 +1,270 @@
+"""pargraph's threads: run a graph of group tasks on threads that wait between runs.
+
+:func:`run_on_threads` runs each task as soon as the tasks it reads have finished, on the
+calling thread and the helpers of a :class:`Helpers` pool, releasing each result after its last
+reader: what dask's threaded scheduler does, without a round trip through its scheduling
+thread per task. The helpers stay waiting for work between runs, so a run wakes only as many
+of them as it has tasks ready, and its end wakes only its caller: every thread woken needs
+the GIL for a few lines, and all of them woken at once would delay the caller's return.
+:class:`GilSwitching` shortens the interpreter's switch interval while runs are in progress.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import dask
+import numpy as np
+
+from pargraph.interrupts import interrupts
+
+#: Seconds a thread holds the GIL before one waiting for it may take it, while a threaded run
+#: is in progress (``pargraph.switch-interval``; Python's own is 5 ms).
+SWITCH_INTERVAL = 0.0002
+#: Seconds between the calling thread's looks for a held Ctrl-C while it waits for tasks.
+INTERRUPT_POLL = 0.05
+
+
+class GilSwitching:
+    """Lowers the interpreter's GIL switch interval while runs on threads
+    (:func:`run_on_threads`) are in progress, and restores it when the last one ends. A thread
+    that comes back from BLAS or a sleep needs the GIL for the few Python lines that start its
+    next op; while another thread runs Python, it would wait up to a whole interval (5 ms by
+    default) for it, and a step of many small ops would run one thread at a time.
+    ``dask.config.set({"pargraph.switch-interval": None})`` leaves the interval alone; a
+    shorter one the program set is kept. Entered inside :func:`run_on_threads`' deferred
+    block, so a Ctrl-C cannot cut its bookkeeping short."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs = 0
+        self._saved: float | None = None
+
+    @contextlib.contextmanager
+    def lowered(self) -> Iterator[None]:
+        wanted = dask.config.get("pargraph.switch-interval", SWITCH_INTERVAL)
+        if not wanted:
+            yield
+            return
+        with self._lock:
+            self._runs += 1
+            if self._runs == 1:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(float(wanted), self._saved))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs -= 1
+                if self._runs == 0:
+                    sys.setswitchinterval(self._saved)
+
+
+class _Run:
+    """One run's bookkeeping, read and changed under its pool's lock."""
+
+    def __init__(self, graph: dict, keys: list, lock: threading.Lock) -> None:
+        self.graph = graph
+        self.inputs = {key: [k for k in task.dependencies if k in graph]
+                       for key, task in graph.items()}
+        self.readers: dict[Any, list] = {key: [] for key in graph}
+        for key, read in self.inputs.items():
+            for k in read:
+                self.readers[k].append(key)
+        self.waiting = {key: len(read) for key, read in self.inputs.items()}
+        self.unread = {key: len(self.readers[key]) for key in graph}
+        self.kept = set(keys)
+        self.ready = [key for key, n in self.waiting.items() if n == 0]
+        self.values: dict = {}
+        self.left = len(graph)
+        self.running = 0
+        self.error: BaseException | None = None
+        #: Wakes the run's caller only: when a task is ready for it, the run ended, or failed.
+        self.changed = threading.Condition(lock)
+        self.caller_waits = False
+
+
+class Helpers:
+    """``size`` daemon threads that take ready tasks of any run in progress, in the order the
+    runs asked, and wait for more between runs. Made once per size (:func:`helpers`)."""
+
+    def __init__(self, size: int) -> None:
+        self.lock = threading.Lock()
+        self.work = threading.Condition(self.lock)
+        #: Runs with tasks ready and no thread on them yet.
+        self.queue: collections.deque[_Run] = collections.deque()
+        for k in range(size):
+            threading.Thread(target=self._serve, name=f"pargraph-{k}", daemon=True).start()
+
+    def _serve(self) -> None:
+        # As in PyTorch, floating point errors give inf/nan silently, in these threads too
+        # (numpy's error state is per thread; code generated for compiled steps sets none).
+        np.seterr(all="ignore")
+        self.lock.acquire()
+        run = None
+        while True:
+            if run is None:
+                while not self.queue:
+                    self.work.wait()
+                run = self.queue[0]
+            key = self._take(run)
+            self.lock.release()
+            value, error = _call(run, key)
+            self.lock.acquire()
+            self._finish(run, key, value, error)
+            # Nothing of a run stays referenced while this thread waits: its values and
+            # tasks go when their run ends. It goes on with the run it worked on, if it can.
+            value = error = None
+            if not run.ready:
+                run = None
+
+    def _take(self, run: _Run) -> Any:
+        """A ready task of ``run`` (the lock held), and ``run`` out of the queue if it was its
+        last ready one."""
+        key = run.ready.pop()
+        if not run.ready:
+            self.queue.remove(run)
+        run.running += 1
+        return key
+
+    def _finish(self, run: _Run, key: Any, value: Any, error: BaseException | None) -> None:
+        """Record a task's end (the lock held): store its value, ready its readers, release
+        what no later task reads, and wake as many threads as there are tasks newly ready but
+        one (this thread takes it); the caller when the run is over."""
+        run.running -= 1
+        if error is not None or run.error is not None:
+            self._fail(run, error)
+            return
+        run.values[key] = value
+        run.left -= 1
+        newly = 0
+        for reader in run.readers[key]:
+            run.waiting[reader] -= 1
+            if not run.waiting[reader]:
+                if not run.ready:
+                    self.queue.append(run)
+                run.ready.append(reader)
+                newly += 1
+        values, unread, kept = run.values, run.unread, run.kept
+        for k in run.inputs[key]:
+            unread[k] -= 1
+            if not unread[k] and k not in kept:
+                del values[k]
+        if not run.left:
+            run.changed.notify()
+            return
+        wake = newly - 1  # this thread goes on with one of them
+        if wake > 0 and run.caller_waits:
+            run.changed.notify()
+            wake -= 1
+        if wake > 0:
+            self.work.notify(wake)
+
+    def _fail(self, run: _Run, error: BaseException | None) -> None:
+        """Stop ``run`` at its first error (the lock held): no task of it starts again, and
+        its caller wakes once no task of it is running."""
+        if run.error is None:
+            run.error = error if error is not None else KeyboardInterrupt()
+        if run.ready:
+            run.ready.clear()
+            self.queue.remove(run)
+        if not run.running:
+            run.changed.notify()
+
+
+def _call(run: _Run, key: Any) -> tuple[Any, BaseException | None]:
+    try:
+        return run.graph[key](run.values), None
+    except BaseException as error:
+        return None, error
+
+
+class ThreadsState:
+    """This process's helper pools, by size, and its GIL switching."""
+
+    def __init__(self) -> None:
+        self.pools: dict[int, Helpers] = {}
+        self.switching = GilSwitching()
+        self.lock = threading.Lock()
+
+    def after_fork(self) -> None:
+        """A forked child has only the thread that forked: none of the pools' helpers, and
+        none of the runs that another thread had in progress (their locks may be held)."""
+        if self.switching._runs:
+            sys.setswitchinterval(self.switching._saved)
+        self.__init__()
+
+
+state = ThreadsState()
+os.register_at_fork(after_in_child=state.after_fork)
+
+
+def helpers(size: int) -> Helpers:
+    """This process's pool of ``size`` helper threads (made once)."""
+    pool = state.pools.get(size)
+    if pool is None:
+        with state.lock:
+            pool = state.pools.get(size)
+            if pool is None:
+                pool = state.pools[size] = Helpers(size)
+    return pool
+
+
+def run_on_threads(graph: dict, keys: list, threads: int) -> list:
+    """Run a graph of group tasks on ``threads`` threads (this one and ``threads - 1``
+    helpers), each task as soon as the tasks it reads have finished, releasing each result
+    after its last reader; returns the values of ``keys``. The first error stops the run and is
+    raised as itself, once no task of the run is running. Ctrl-C is held while this thread
+    works and waits, and taken between tasks (raised inside ``Condition.wait``, it could leave
+    the lock held).
+
+    Examples
+    --------
+    >>> from dask.task_spec import Task, TaskRef
+    >>> graph = {"a": Task("a", lambda: 2), "b": Task("b", lambda a: a * 3, TaskRef("a"))}
+    >>> run_on_threads(graph, ["b"], threads=2)
+    [6]
+    """
+    # A Ctrl-C held in this block is raised as it ends.
+    with interrupts.deferred(), state.switching.lowered():
+        pool = helpers(max(threads - 1, 1))
+        lock = pool.lock
+        run = _Run(graph, keys, lock)
+        main = threading.current_thread() is threading.main_thread()
+        poll = INTERRUPT_POLL if main else None
+        with lock:
+            if run.ready:
+                pool.queue.append(run)
+                if threads > 1:
+                    pool.work.notify(len(run.ready) - 1)  # this thread takes one
+        lock.acquire()
+        try:
+            while True:
+                # Only the main thread takes Ctrl-C, waking now and then to look for one.
+                while not run.ready and run.left and run.error is None and \
+                        not (main and interrupts.stopping()):
+                    run.caller_waits = True
+                    run.changed.wait(poll)
+                    run.caller_waits = False
+                if main and interrupts.stopping() and run.error is None:
+                    pool._fail(run, None)  # between tasks: no task of the run starts again
+                if run.error is not None or not run.left:
+                    break
+                key = pool._take(run)
+                lock.release()
+                value, error = _call(run, key)
+                lock.acquire()
+                pool._finish(run, key, value, error)
+            while run.running:  # after an error: the tasks still running end first
+                run.changed.wait()
+        finally:
+            lock.release()
+    if run.error is not None:
+        raise run.error
+    return [run.values[key] for key in keys]
