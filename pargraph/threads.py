@@ -233,7 +233,7 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
     """
     # A Ctrl-C held in this block is raised as it ends.
     with interrupts.deferred(), state.switching.lowered():
-        pool = helpers(max(threads - 1, 1))
+        pool = helpers(max(threads - 1, 0))
         lock = pool.lock
         run = _Run(graph, keys, lock)
         main = threading.current_thread() is threading.main_thread()

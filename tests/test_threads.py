@@ -301,6 +301,22 @@ def test_a_chain_runs_in_the_calling_thread_and_wakes_no_helper():
     assert set(ran_in) == {threading.current_thread().name}
 
 
+def test_one_thread_is_the_calling_thread_alone():
+    from pargraph.threads import run_on_threads
+
+    from dask.task_spec import Task, TaskRef
+
+    graph, ran_in = _named_tasks(4, chained=False, seconds=0.01)
+    run_on_threads(graph, list(graph), threads=2)  # a helper exists
+    # A task whose end readies four: none of them goes to a helper.
+    graph = {"root": Task("root", lambda: 0),
+             **{key: Task(key, task.func, *task.args, TaskRef("root"))
+                for key, task in graph.items()}}
+    ran_in.clear()
+    assert run_on_threads(graph, ["t0", "t1", "t2", "t3"], threads=1) == [0, 1, 2, 3]
+    assert set(ran_in) == {threading.current_thread().name}
+
+
 def test_runs_from_two_threads_share_the_helpers_and_each_gets_its_own_values():
     from pargraph.threads import run_on_threads
 
