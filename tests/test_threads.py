@@ -302,9 +302,9 @@ def test_a_chain_runs_in_the_calling_thread_and_wakes_no_helper():
 
 
 def test_one_thread_is_the_calling_thread_alone():
-    from pargraph.threads import run_on_threads
-
     from dask.task_spec import Task, TaskRef
+
+    from pargraph.threads import run_on_threads
 
     graph, ran_in = _named_tasks(4, chained=False, seconds=0.01)
     run_on_threads(graph, list(graph), threads=2)  # a helper exists
