@@ -238,13 +238,11 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
         run = _Run(graph, keys, lock)
         main = threading.current_thread() is threading.main_thread()
         poll = INTERRUPT_POLL if main else None
-        with lock:
-            if run.ready:
-                pool.queue.append(run)
-                if threads > 1:
-                    pool.work.notify(len(run.ready) - 1)  # this thread takes one
         lock.acquire()
         try:
+            if run.ready:
+                pool.queue.append(run)
+                pool.work.notify(len(run.ready) - 1)  # this thread takes one
             while True:
                 # Only the main thread takes Ctrl-C, waking now and then to look for one.
                 while not run.ready and run.left and run.error is None and \
