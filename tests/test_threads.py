@@ -1,9 +1,12 @@
 """Several threads training their own models at once get exactly the sequential results, and
 a thread reading a model while another trains it reads values the model really had."""
 
+import functools
+import operator
 import threading
 
 import numpy as np
+import pytest
 
 import pargraph
 from pargraph import nn, optim
@@ -376,3 +379,64 @@ def test_no_helper_keeps_a_finished_runs_values():
     del results
     # The helpers wait for the next run holding nothing of this one (its values, its tasks).
     assert [ref for ref in made if ref() is not None] == []
+
+
+def test_random_graphs_from_three_threads_at_once_give_the_sync_schedulers_values():
+    """Random graphs (some tasks sleep, some fail, some run a graph of their own on the same
+    helpers) run by three threads at once, on 1 to 16 threads each: every value is what
+    dask's sync scheduler gives, and a failure is raised as itself."""
+    import random
+    import time
+
+    import dask
+    from dask.task_spec import Task, TaskRef
+
+    from pargraph.threads import run_on_threads
+
+    class Boom(Exception):
+        pass
+
+    def task(*args, k, fail, sleep, nested):
+        if sleep:
+            time.sleep(0.0005)
+        if nested:
+            inner = {"a": Task("a", int, 1), "b": Task("b", operator.neg, TaskRef("a"))}
+            assert run_on_threads(inner, ["b", "a"], nested) == [-1, 1]
+        if fail:
+            raise Boom(k)
+        return k + sum(args)
+
+    def check(seed):
+        rng = random.Random(seed)
+        n = rng.randint(1, 40)
+        fail = rng.randrange(n) if rng.random() < 0.2 else None
+        graph = {}
+        for k in range(n):
+            reads = rng.sample(range(k), min(k, rng.randint(0, 3)))
+            graph[f"t{k}"] = Task(f"t{k}", functools.partial(
+                task, k=k, fail=k == fail, sleep=rng.random() < 0.2,
+                nested=rng.choice([1, 2, 16]) if rng.random() < 0.1 else 0),
+                *[TaskRef(f"t{j}") for j in reads])
+        keys = rng.sample(list(graph), rng.randint(1, n))
+        threads = rng.choice([1, 2, 3, 8, 16])
+        if fail is not None:
+            with pytest.raises(Boom):
+                run_on_threads(graph, keys, threads)
+        else:
+            assert run_on_threads(graph, keys, threads) == list(dask.get(graph, keys))
+
+    failures = []
+
+    def caller(first):
+        try:
+            for seed in range(first, first + 70):
+                check(seed)
+        except BaseException as error:  # noqa: BLE001 (reported below, in the test's thread)
+            failures.append(error)
+
+    callers = [threading.Thread(target=caller, args=(k * 1000,)) for k in range(3)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in callers) and failures == []
