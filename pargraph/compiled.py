@@ -861,8 +861,7 @@ class Program:
         start = time.perf_counter()
         if mode == "threads":
             with execution.blas_limited(get):
-                wanted = run_on_threads(self.graph, self.wanted,
-                                                  execution.worker_threads())
+                wanted = run_on_threads(self.graph, self.wanted, execution.worker_threads())
             results = [wanted[k][e] for k, e in self.picks]
         else:
             blas = execution.blas_limited(get) if mode.endswith("one BLAS thread") else \
