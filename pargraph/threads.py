@@ -100,7 +100,8 @@ class Helpers:
         #: Runs with tasks ready and no thread on them yet.
         self.queue: collections.deque[_Run] = collections.deque()
         for k in range(size):
-            threading.Thread(target=self._serve, name=f"pargraph-{k}", daemon=True).start()
+            threading.Thread(target=self._serve, name=f"pargraph-{k + 1}-of-{size}",
+                             daemon=True).start()
 
     def _serve(self) -> None:
         # As in PyTorch, floating point errors give inf/nan silently, in these threads too
