@@ -111,6 +111,12 @@ from pargraph.remote.connect import connect
 from pargraph.remote.dashboard import dashboard
 from pargraph.remote.recovery import ClusterLostError
 from pargraph.serialization import CheckpointError, load, save
+from pargraph.threads import (
+    get_num_interop_threads,
+    get_num_threads,
+    set_num_interop_threads,
+    set_num_threads,
+)
 from pargraph.trace import Trace, trace
 from pargraph.viz import progress, visualize
 
@@ -157,6 +163,7 @@ __all__ = [
     "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
     "broadcast_shapes", "broadcast_tensors", "expand_copy", "amp", "autocast", "backends",
-    "onnx", *FUNCTIONAL_AT_TOP,
+    "onnx", "get_num_threads", "set_num_threads", "get_num_interop_threads",
+    "set_num_interop_threads", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]

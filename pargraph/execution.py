@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -38,7 +37,7 @@ from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
 from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate
-from pargraph.threads import run_on_threads
+from pargraph.threads import get_num_threads, run_on_threads
 
 DEFAULT_GET = dask.threaded.get
 
@@ -183,13 +182,10 @@ def _workers(get: Callable, client: Any) -> int:
     return _threads(client) if client is not None or is_threaded(get) else 1
 
 
-_cpu_count = os.cpu_count() or 1
-
-
 def _threads(client: Any) -> int:
     if client is not None:
         return max(sum(threads_by_worker(client).values()), 1)
-    return int(dask.config.get("num_workers", None) or _cpu_count)
+    return get_num_threads()
 
 
 def worker_threads() -> int:

@@ -1,4 +1,11 @@
-"""pargraph's threads: run a graph of group tasks on threads that wait between runs.
+"""pargraph's threads: how many, and running a graph of group tasks on threads that wait
+between runs.
+
+:func:`get_num_threads` and :func:`set_num_threads` are PyTorch's: pargraph runs a step's
+independent ops side by side on the threaded scheduler's ``num_workers`` threads (its inter-op
+parallelism, ``set_num_interop_threads``), and a matrix product that runs alone on BLAS's
+threads (intra-op); ``set_num_threads`` sets both, so ``set_num_threads(1)`` keeps a process
+on one core as it does in PyTorch.
 
 :func:`run_on_threads` runs each task as soon as the tasks it reads have finished, on the
 calling thread and the helpers of a :class:`Helpers` pool, releasing each result after its last
@@ -215,6 +222,83 @@ def helpers(size: int) -> Helpers:
             if pool is None:
                 pool = state.pools[size] = Helpers(size)
     return pool
+
+
+_cpu_count = os.cpu_count() or 1
+
+
+def get_num_threads() -> int:
+    """The threads a local run uses (dask's ``num_workers``; by default every core), as
+    ``torch.get_num_threads``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.get_num_threads() >= 1
+    True
+    """
+    return int(dask.config.get("num_workers", None) or _cpu_count)
+
+
+def set_num_threads(threads: int) -> None:
+    """Run on ``threads`` threads, as ``torch.set_num_threads``: independent ops side by side
+    (dask's ``num_workers``, global as ``dask.config.set`` outside a ``with``) and BLAS's
+    threads within a matrix product that runs alone (threadpoolctl, limited to one while ops
+    run side by side).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> before = pargraph.get_num_threads()
+    >>> pargraph.set_num_threads(1)
+    >>> pargraph.get_num_threads()
+    1
+    >>> pargraph.set_num_threads(before)
+    """
+    dask.config.set(num_workers=_positive("set_num_threads", threads))
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=int(threads), user_api="blas")
+
+
+def get_num_interop_threads() -> int:
+    """The threads that run independent ops side by side, as ``torch.get_num_interop_threads``:
+    dask's ``num_workers`` (BLAS's threads are the intra-op ones).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.get_num_interop_threads() == pargraph.get_num_threads()
+    True
+    """
+    return get_num_threads()
+
+
+def set_num_interop_threads(threads: int) -> None:
+    """Run independent ops on ``threads`` threads (dask's ``num_workers``), leaving BLAS's
+    threads as they are, as ``torch.set_num_interop_threads``. PyTorch allows one call,
+    before any parallel work; pargraph takes it at any time.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> before = pargraph.get_num_interop_threads()
+    >>> pargraph.set_num_interop_threads(2)
+    >>> pargraph.get_num_interop_threads()
+    2
+    >>> pargraph.set_num_interop_threads(before)
+    """
+    dask.config.set(num_workers=_positive("set_num_interop_threads", threads))
+
+
+def _positive(name: str, threads: Any) -> int:
+    """``threads`` as an int, or PyTorch's error for what it refuses (a bool, a float, a
+    string, zero or less)."""
+    if isinstance(threads, bool) or not hasattr(threads, "__index__"):
+        raise RuntimeError(f"{name} expects an int, but got {type(threads).__name__}")
+    if threads.__index__() <= 0:
+        raise RuntimeError(f"{name} expects a positive integer")
+    return threads.__index__()
 
 
 def run_on_threads(graph: dict, keys: list, threads: int) -> list:

@@ -440,3 +440,69 @@ def test_random_graphs_from_three_threads_at_once_give_the_sync_schedulers_value
     for thread in callers:
         thread.join(60)
     assert not any(thread.is_alive() for thread in callers) and failures == []
+
+
+# --- PyTorch's thread counts ------------------------------------------------------------------
+
+
+def _blas_threads() -> set:
+    import threadpoolctl
+
+    return {info["num_threads"] for info in threadpoolctl.threadpool_info()
+            if info["user_api"] == "blas"}
+
+
+def test_set_num_threads_sets_how_many_ops_run_at_once_and_blas_threads():
+    import time
+
+    import dask
+    import threadpoolctl
+
+    @pargraph.library.custom_op("threads_test::nap", mutates_args=(), cost=0.02)
+    def nap(x):
+        time.sleep(0.02)
+        return x + 1
+
+    nap.register_fake(lambda x: pargraph.empty_like(x))
+
+    def lanes_of_four_naps():
+        with pargraph.trace() as traced:
+            pargraph.stack([nap(pargraph.ones(3) * k) for k in range(4)]).sum().item()
+        return {record.lane for record in traced.records.values() if record.lane}
+
+    model = Towers()
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, y = _data()
+    with dask.config.set({"num_workers": None, "scheduler": "threads",
+                          "pargraph.adaptive": "threads"}), \
+            threadpoolctl.threadpool_limits(limits=None, user_api="blas"):
+        pargraph.set_num_threads(1)  # a PyTorch program's first line
+        assert pargraph.get_num_threads() == 1 == dask.config.get("num_workers")
+        assert _blas_threads() == {1}
+        assert len(lanes_of_four_naps()) == 1
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        assert np.isfinite(model.towers[0][0].weight.detach().numpy()).all()
+        pargraph.set_num_threads(2)
+        assert _blas_threads() == {2} and len(lanes_of_four_naps()) == 2
+        pargraph.set_num_interop_threads(4)  # ops side by side; BLAS left as it is
+        assert pargraph.get_num_interop_threads() == pargraph.get_num_threads() == 4
+        assert _blas_threads() == {2} and len(lanes_of_four_naps()) == 4
+
+
+def test_thread_counts_refuse_what_pytorch_refuses_with_its_messages():
+    import dask
+    import threadpoolctl
+
+    torch = pytest.importorskip("torch")
+    with dask.config.set(num_workers=None), \
+            threadpoolctl.threadpool_limits(limits=None, user_api="blas"):
+        for name in ("set_num_threads", "set_num_interop_threads"):
+            for value in (0, -2, 2.5, "2", True, None):
+                with pytest.raises(RuntimeError) as theirs:
+                    getattr(torch, name)(value)
+                with pytest.raises(RuntimeError) as ours:
+                    getattr(pargraph, name)(value)
+                assert str(ours.value) == str(theirs.value), (name, value)
+        pargraph.set_num_threads(np.int64(2))  # an integer of any kind, as torch takes
+        assert pargraph.get_num_threads() == 2
