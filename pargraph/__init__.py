@@ -39,6 +39,13 @@ from pargraph.autograd import (
     no_grad,
     set_grad_enabled,
 )
+from pargraph.backends import (
+    are_deterministic_algorithms_enabled,
+    get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
 from pargraph.compiled import GraphBreak
 from pargraph.compiling import compile  # noqa: A004  (PyTorch's name)
 from pargraph.devices import device, set_default_device
@@ -164,6 +171,8 @@ __all__ = [
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
     "broadcast_shapes", "broadcast_tensors", "expand_copy", "amp", "autocast", "backends",
     "onnx", "get_num_threads", "set_num_threads", "get_num_interop_threads",
-    "set_num_interop_threads", *FUNCTIONAL_AT_TOP,
+    "set_num_interop_threads", "set_float32_matmul_precision", "get_float32_matmul_precision",
+    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]

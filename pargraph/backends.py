@@ -4,6 +4,8 @@ their values so that programs that read them back see what they set."""
 
 from __future__ import annotations
 
+import warnings
+
 
 class CudnnFlags:
     """``torch.backends.cudnn``: ``enabled``, ``benchmark``, ``deterministic``,
@@ -61,3 +63,96 @@ cuda = CudaFlags()
 mps = Unavailable()
 mkldnn = Unavailable()
 openmp = Unavailable()
+
+
+class GlobalFlags:
+    """PyTorch's process-wide numeric settings (``torch.set_float32_matmul_precision``,
+    ``torch.use_deterministic_algorithms``): kept and read back. pargraph's float32 matrix
+    products are always at full precision, which every setting allows, and every op it has
+    is deterministic on the CPU, as PyTorch's are."""
+
+    def __init__(self) -> None:
+        self.matmul_precision = "highest"
+        self.deterministic = False
+        self.warn_only = False
+
+
+flags = GlobalFlags()
+PRECISIONS = ("highest", "high", "medium")
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Keep ``precision`` (``"highest"``, ``"high"`` or ``"medium"``), as PyTorch does; an
+    unknown one warns and changes nothing. pargraph computes at full precision whatever it is.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.set_float32_matmul_precision("high")
+    >>> pargraph.get_float32_matmul_precision()
+    'high'
+    >>> pargraph.set_float32_matmul_precision("highest")
+    """
+    if precision not in PRECISIONS:
+        # PyTorch's words, its missing space included.
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current"
+                      "setFloat32MatmulPrecision call has no effect.", UserWarning, stacklevel=2)
+        return
+    flags.matmul_precision = precision
+
+
+def get_float32_matmul_precision() -> str:
+    """The precision :func:`set_float32_matmul_precision` kept (``"highest"`` by default).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.get_float32_matmul_precision() in ("highest", "high", "medium")
+    True
+    """
+    return flags.matmul_precision
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Keep the flag, as PyTorch does. On the CPU, every op pargraph has gives the same bits
+    on every run, whatever the number of threads (a fan-in sums in a fixed order), so no op
+    refuses to run.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.use_deterministic_algorithms(True)
+    >>> pargraph.are_deterministic_algorithms_enabled()
+    True
+    >>> pargraph.use_deterministic_algorithms(False)
+    """
+    for name, value, position in (("mode", mode, "position 1"), ("warn_only", warn_only, "")):
+        if type(value) is not bool:
+            where = f" ({position})" if position else ""
+            raise TypeError(f"use_deterministic_algorithms(): argument '{name}'{where} must be "
+                            f"bool, not {type(value).__name__}")
+    flags.deterministic, flags.warn_only = mode, warn_only
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """Whether :func:`use_deterministic_algorithms` was last called with ``True``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.are_deterministic_algorithms_enabled() in (True, False)
+    True
+    """
+    return flags.deterministic
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether it was, with ``warn_only=True``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.is_deterministic_algorithms_warn_only_enabled() in (True, False)
+    True
+    """
+    return flags.warn_only

@@ -74,6 +74,45 @@ def test_backend_flags_keep_what_programs_set():
     pargraph.backends.cudnn.benchmark = pargraph.backends.cudnn.deterministic = False
 
 
+def test_global_numeric_flags_keep_and_refuse_what_pytorchs_do():
+    before = (torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        for precision in ("high", "low", "medium", "HIGH", "highest"):
+            with warnings.catch_warnings(record=True) as theirs:
+                warnings.simplefilter("always")
+                torch.set_float32_matmul_precision(precision)
+            with warnings.catch_warnings(record=True) as ours:
+                warnings.simplefilter("always")
+                pargraph.set_float32_matmul_precision(precision)
+            # Theirs adds where in PyTorch's C++ it was raised.
+            assert [str(w.message) for w in ours] == \
+                [str(w.message).split(" (Triggered internally")[0] for w in theirs]
+            assert pargraph.get_float32_matmul_precision() == \
+                torch.get_float32_matmul_precision()
+        for mode, warn_only in ((True, False), (True, True), (False, True), (False, False)):
+            torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+            pargraph.use_deterministic_algorithms(mode, warn_only=warn_only)
+            assert (pargraph.are_deterministic_algorithms_enabled(),
+                    pargraph.is_deterministic_algorithms_warn_only_enabled()) == \
+                (torch.are_deterministic_algorithms_enabled(),
+                 torch.is_deterministic_algorithms_warn_only_enabled())
+        for args, keywords in (((1,), {}), (("yes",), {}), ((None,), {}),
+                               ((True,), {"warn_only": 1})):
+            with pytest.raises(TypeError) as theirs:
+                torch.use_deterministic_algorithms(*args, **keywords)
+            with pytest.raises(TypeError) as ours:
+                pargraph.use_deterministic_algorithms(*args, **keywords)
+            assert str(ours.value).split("(): ")[1] == str(theirs.value).split("(): ")[1]
+        # A seeding helper's lines: PyTorch ignores them without CUDA, and so does pargraph.
+        assert pargraph.cuda.manual_seed(0) is None and pargraph.cuda.manual_seed_all(0) is None
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.use_deterministic_algorithms(before[1], warn_only=before[2])
+        pargraph.set_float32_matmul_precision("highest")
+        pargraph.use_deterministic_algorithms(False)
+
+
 def test_onnx_export_says_what_to_do_instead():
     with pytest.raises(NotImplementedError, match=r"pargraph.save\(model.state_dict\(\)"):
         pargraph.onnx.export(pargraph.nn.Linear(2, 2), pargraph.ones(1, 2), "model.onnx")

@@ -26,3 +26,23 @@ def device_count() -> int:
     0
     """
     return 0
+
+
+def manual_seed(seed: int) -> None:
+    """Nothing: there is no GPU, and PyTorch ignores the call silently then too.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cuda.manual_seed(0)
+    """
+
+
+def manual_seed_all(seed: int) -> None:
+    """Nothing, as :func:`manual_seed` (a seeding helper's usual line).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cuda.manual_seed_all(0)
+    """
