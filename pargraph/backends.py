@@ -69,7 +69,7 @@ class GlobalFlags:
     """PyTorch's process-wide numeric settings (``torch.set_float32_matmul_precision``,
     ``torch.use_deterministic_algorithms``): kept and read back. pargraph's float32 matrix
     products are always at full precision, which every setting allows, and every op it has
-    is deterministic on the CPU, as PyTorch's are."""
+    gives the same bits on every run."""
 
     def __init__(self) -> None:
         self.matmul_precision = "highest"
@@ -147,7 +147,8 @@ def are_deterministic_algorithms_enabled() -> bool:
 
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
-    """Whether it was, with ``warn_only=True``.
+    """Whether :func:`use_deterministic_algorithms` was last called with ``warn_only=True``
+    (kept whatever ``mode`` was, as PyTorch keeps it).
 
     Examples
     --------
