@@ -1,6 +1,6 @@
 """Factories: new tensors from data (``tensor``, ``as_tensor``, ``from_numpy``), filled or
 ranged (``zeros``, ``arange``, ...) and random (``rand``, ``randn``, ``randint``), with
-pargraph's random number generator (``manual_seed``).
+pargraph's random number generator (``manual_seed``, ``initial_seed``, ``get_rng_state``).
 
 Python floats become float32 and Python ints int64, as in PyTorch; numpy arrays keep their
 dtype. Every factory takes ``device=`` (the CPU, or a clear error).
@@ -31,7 +31,84 @@ def manual_seed(seed: int) -> np.random.Generator:
     True
     """
     defaults.generator = np.random.default_rng(seed)
+    defaults.seed = int(seed)
     return defaults.generator
+
+
+def initial_seed() -> int:
+    """The seed pargraph's generator started from: the last ``manual_seed``'s (in a
+    ``DataLoader`` worker, the worker's), else one drawn when the process started.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> _ = pargraph.manual_seed(7); pargraph.initial_seed()
+    7
+    """
+    return defaults.seed
+
+
+def seed() -> int:
+    """Seed pargraph's generator with a random number, and return it.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.seed() == pargraph.initial_seed()
+    True
+    """
+    manual_seed(int(np.random.SeedSequence().entropy % 2**63))
+    return defaults.seed
+
+
+#: A generator state as bytes: PCG64's 128-bit state and increment, and its buffered half word.
+_STATE_BYTES = 16 + 16 + 1 + 4
+
+
+def get_rng_state() -> Tensor:
+    """The generator's state, as a ``uint8`` tensor (``torch.get_rng_state``) that
+    :func:`set_rng_state` puts back and ``pargraph.save`` keeps.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> state = pargraph.get_rng_state(); a = pargraph.rand(2)
+    >>> pargraph.set_rng_state(state); bool((pargraph.rand(2) == a).all())
+    True
+    """
+    state = defaults.generator.bit_generator.state
+    packed = (state["state"]["state"].to_bytes(16, "little")
+              + state["state"]["inc"].to_bytes(16, "little")
+              + bytes([state["has_uint32"]]) + state["uinteger"].to_bytes(4, "little"))
+    return tensor(np.frombuffer(packed, dtype=np.uint8).copy())
+
+
+def set_rng_state(new_state: Tensor) -> None:
+    """Put back a state :func:`get_rng_state` gave (``torch.set_rng_state``); the draws
+    that followed it follow again.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> state = pargraph.get_rng_state()
+    >>> pargraph.set_rng_state(state)
+    """
+    if not isinstance(new_state, Tensor):
+        raise TypeError(f"expected a torch.ByteTensor, but got {type(new_state).__name__}")
+    if new_state.dtype != np.uint8:
+        raise TypeError("RNG state must be a torch.ByteTensor")
+    packed = np.ascontiguousarray(new_state.detach().numpy()).reshape(-1).tobytes()
+    if len(packed) != _STATE_BYTES:
+        raise RuntimeError(f"Expected a CPUGeneratorImplState of size {_STATE_BYTES} but found "
+                           f"the input RNG state size to be {len(packed)}")
+    if packed[32] > 1:
+        raise RuntimeError("set_rng_state: not a state get_rng_state gave (its buffered-word "
+                           f"flag is {packed[32]}, not 0 or 1)")
+    defaults.generator.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": int.from_bytes(packed[:16], "little"),
+                  "inc": int.from_bytes(packed[16:32], "little")},
+        "has_uint32": packed[32], "uinteger": int.from_bytes(packed[33:], "little")}
 
 
 def default_generator() -> np.random.Generator:

@@ -24,7 +24,10 @@ class Defaults:
 
     def __init__(self) -> None:
         self.float = np.dtype(np.float32)
-        self.generator = np.random.default_rng()
+        #: The seed ``generator`` started from (``pargraph.initial_seed``): random per process
+        #: until ``manual_seed`` sets one.
+        self.seed = int(np.random.SeedSequence().entropy % 2**63)
+        self.generator = np.random.default_rng(self.seed)
 
 
 defaults = Defaults()
