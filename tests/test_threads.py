@@ -1,5 +1,7 @@
 """Several threads training their own models at once get exactly the sequential results, and
-a thread reading a model while another trains it reads values the model really had."""
+a thread reading a model while another trains it reads values the model really had; pargraph's
+helper threads (``pargraph.threads``) run each task after its inputs, wake no more threads than
+tasks are ready, keep nothing of a finished run, and follow PyTorch's thread counts."""
 
 import functools
 import operator
