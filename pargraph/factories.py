@@ -18,6 +18,7 @@ from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
 from pargraph.capturing import recording
 from pargraph.devices import check_device
 from pargraph.ops import defaults
+from pargraph.ops.core import fresh_seed
 
 
 def manual_seed(seed: int) -> np.random.Generator:
@@ -30,9 +31,7 @@ def manual_seed(seed: int) -> np.random.Generator:
     >>> _ = pargraph.manual_seed(0); bool((a == pargraph.rand(2)).all())
     True
     """
-    defaults.generator = np.random.default_rng(seed)
-    defaults.seed = int(seed)
-    return defaults.generator
+    return defaults.reseed(seed)
 
 
 def initial_seed() -> int:
@@ -57,7 +56,7 @@ def seed() -> int:
     >>> pargraph.seed() == pargraph.initial_seed()
     True
     """
-    manual_seed(int(np.random.SeedSequence().entropy % 2**63))
+    manual_seed(fresh_seed())
     return defaults.seed
 
 
@@ -520,7 +519,7 @@ class Generator:
 
     def __init__(self, device: Any = "cpu") -> None:
         check_device(device, "Generator")
-        self._seed = int(np.random.SeedSequence().entropy % 2**63)
+        self._seed = fresh_seed()
         self.numpy_generator = np.random.default_rng(self._seed)
 
     def manual_seed(self, seed: int) -> Generator:
@@ -532,7 +531,7 @@ class Generator:
         return self._seed
 
     def seed(self) -> int:
-        return self.manual_seed(int(np.random.SeedSequence().entropy % 2**63))._seed
+        return self.manual_seed(fresh_seed())._seed
 
     def permutation(self, n: int) -> np.ndarray:
         return self.numpy_generator.permutation(n)

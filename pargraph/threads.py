@@ -121,16 +121,20 @@ class Helpers:
                 while not self.queue:
                     self.work.wait()
                 run = self.queue[0]
-            key = self._take(run)
-            self.lock.release()
-            value, error = _call(run, key)
-            self.lock.acquire()
-            self._finish(run, key, value, error)
-            # Nothing of a run stays referenced while this thread waits: its values and
-            # tasks go when their run ends. It goes on with the run it worked on, if it can.
-            value = error = None
+            self._work(run)
+            # It goes on with the run it worked on, if it can; else it waits holding nothing
+            # of it (its values and tasks go when the run ends).
             if not run.ready:
                 run = None
+
+    def _work(self, run: _Run) -> None:
+        """Run one ready task of ``run``: taken and finished holding the lock (held when this
+        is called and when it returns), run without it."""
+        key = self._take(run)
+        self.lock.release()
+        value, error = _call(run, key)
+        self.lock.acquire()
+        self._finish(run, key, value, error)
 
     def _take(self, run: _Run) -> Any:
         """A ready task of ``run`` (the lock held), and ``run`` out of the queue if it was its
@@ -255,10 +259,11 @@ def set_num_threads(threads: int) -> None:
     1
     >>> pargraph.set_num_threads(before)
     """
-    dask.config.set(num_workers=_positive("set_num_threads", threads))
+    count = _positive("set_num_threads", threads)
+    dask.config.set(num_workers=count)
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(limits=int(threads), user_api="blas")
+    threadpool_limits(limits=count, user_api="blas")
 
 
 def get_num_interop_threads() -> int:
@@ -339,11 +344,7 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
                     pool._fail(run, None)  # between tasks: no task of the run starts again
                 if run.error is not None or not run.left:
                     break
-                key = pool._take(run)
-                lock.release()
-                value, error = _call(run, key)
-                lock.acquire()
-                pool._finish(run, key, value, error)
+                pool._work(run)
             while run.running:  # after an error: the tasks still running end first
                 run.changed.wait()
         finally:

@@ -17,6 +17,11 @@ REGISTRY: dict[str, Primitive] = {}
 
 
 
+def fresh_seed() -> int:
+    """A seed drawn from the operating system's entropy (a process's first, ``seed()``'s)."""
+    return int(np.random.SeedSequence().entropy % 2**63)
+
+
 class Defaults:
     """The process's defaults: the floating point dtype (``pargraph.set_default_dtype``: what
     ``tensor(1.5)``, ``zeros(2)`` and a Python float's promotion give) and the random
@@ -24,10 +29,14 @@ class Defaults:
 
     def __init__(self) -> None:
         self.float = np.dtype(np.float32)
-        #: The seed ``generator`` started from (``pargraph.initial_seed``): random per process
-        #: until ``manual_seed`` sets one.
-        self.seed = int(np.random.SeedSequence().entropy % 2**63)
-        self.generator = np.random.default_rng(self.seed)
+        self.reseed(fresh_seed())
+
+    def reseed(self, seed: int) -> np.random.Generator:
+        """Start ``generator`` from ``seed``, and keep the seed (``pargraph.initial_seed``):
+        drawn per process until ``manual_seed`` sets one."""
+        self.generator = np.random.default_rng(seed)
+        self.seed = int(seed)
+        return self.generator
 
 
 defaults = Defaults()
