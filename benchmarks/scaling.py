@@ -29,6 +29,8 @@ import pargraph
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 THREADS = (1, 2, 4, 8, 16)
+#: Seconds of steps, at least, before timing a setting and timed in it.
+WARM_SECONDS, TIMED_SECONDS = 1.0, 0.5
 WORKERS = (1, 2, 4)
 _ops: dict = {}
 
@@ -162,11 +164,17 @@ def step_of(model: Callable, compiled: bool = False) -> Callable:
     return step
 
 
-def median_step(step: Callable, steps: int, warmup: int) -> float:
-    for _ in range(warmup):
+def median_step(step: Callable, steps: int, warmup: int, warm_seconds: float = 0.0,
+                timed_seconds: float = 0.0) -> float:
+    """The median of ``steps`` timed steps (more, until ``timed_seconds`` have passed), after
+    ``warmup`` steps (more, until ``warm_seconds`` have passed)."""
+    begin = time.perf_counter()
+    done = 0
+    while done < warmup or time.perf_counter() - begin < warm_seconds:
         step()
-    times = []
-    for _ in range(steps):
+        done += 1
+    times: list[float] = []
+    while len(times) < steps or sum(times) < timed_seconds:
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
@@ -190,7 +198,10 @@ def threads_table(steps: int, warmup: int) -> list[dict]:
             times = {}
             for n in THREADS:
                 with dask.config.set(scheduler="threads", num_workers=n):
-                    times[n] = median_step(step, steps, warmup)
+                    # Warm for a second at least: the runner times each way of running a
+                    # structure only after its first 0.15 s of runs (execution.ModeChoice),
+                    # so a fast step is still trying the slower ways after 20 steps.
+                    times[n] = median_step(step, steps, warmup, WARM_SECONDS, TIMED_SECONDS)
             available, nodes = available_parallelism(step_of(model))
             rows.append({"graph": name + (", compiled" if compiled else ""),
                          "available": available, "nodes": nodes, "times": times})
