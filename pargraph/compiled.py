@@ -630,7 +630,7 @@ class Program:
         if isinstance(made, SinglePlan):
             task = FusedTask(computed, lowering._with_literals(made.sources, made.literal,
                                                                computed),
-                             made.outputs, made.release)
+                             made.outputs, made.release, made.turns)
             self.tasks = [task]
             self.recipes = [[(False, slot[k]) for k in made.external]]
             self.kinds = [[(Arg.INPUT, k) for k in made.external]]
@@ -642,7 +642,7 @@ class Program:
                 nodes = [computed[p] for p in members]
                 task = FusedTask(nodes, lowering._with_literals(made.sources[g],
                                                                 made.literal[g], nodes),
-                                 made.returned[g], made.release[g])
+                                 made.returned[g], made.release[g], made.turns[g])
                 self.tasks.append(task)
                 self.recipes.append([(kind != Arg.INPUT, v if kind != Arg.INPUT else slot[v])
                                      for kind, v in made.external[g]])
@@ -843,9 +843,10 @@ class Program:
                         return self._run_on_cluster(values, client)
                     if len(self.tasks) == 1:
                         external = tuple([values[v] for _, v in self.recipes[0]])
-                        if TaskTimes.sink is not None or self.straight is None:
-                            return list(self.tasks[0].run(external))
-                        return list(self.straight[0](external))
+                        with execution.blas_limited(get, self.plan.wide):
+                            if TaskTimes.sink is not None or self.straight is None:
+                                return list(self.tasks[0].run(external))
+                            return list(self.straight[0](external))
                     self.values = values
                     try:
                         return self._run_groups(get)
@@ -857,16 +858,14 @@ class Program:
     def _run_groups(self, get: Any) -> list:
         plan = self.plan
         threaded = execution.is_threaded(get)
-        mode, choice = execution.choose_mode(plan) if threaded else ("inline", None)
+        mode, choice = execution.choose_mode(plan) if threaded else ("in order", None)
         start = time.perf_counter()
         if mode == "threads":
-            with execution.blas_limited(get):
+            with execution.blas_limited(get, self.plan.wide):
                 wanted = run_on_threads(self.graph, self.wanted, execution.worker_threads())
             results = [wanted[k][e] for k, e in self.picks]
         else:
-            blas = execution.blas_limited(get) if mode.endswith("one BLAS thread") else \
-                contextlib.nullcontext()
-            with blas:
+            with execution.blas_limited(get, self.plan.wide):
                 if self.in_order is not None and TaskTimes.sink is None:
                     results = self.in_order(self.values)
                 else:

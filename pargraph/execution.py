@@ -36,7 +36,7 @@ from pargraph.remote.recovery import check_held_values, cluster_lost
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
-from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate
+from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate, blas_threads
 from pargraph.threads import get_num_threads, run_on_threads
 
 DEFAULT_GET = dask.threaded.get
@@ -97,9 +97,12 @@ def is_threaded(get: Callable) -> bool:
     return target is dask.threaded.get or target is dask.local.get_async
 
 
-def blas_limited(get: Callable):
-    """A context limiting BLAS to one thread around a threaded run, or a no-op."""
-    if not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True):
+def blas_limited(get: Callable, wide: bool = False):
+    """A context limiting BLAS to one thread around a threaded run, or a no-op: for a run
+    that keeps all of BLAS's threads (``wide``, see ``runtime.BlasThreads``), or when
+    ``pargraph.adaptive`` asks for BLAS free."""
+    if wide or not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True) or \
+            dask.config.get("pargraph.adaptive", True) == BLAS_FREE:
         return contextlib.nullcontext()
     # Scanning for BLAS libraries costs more than a task; a new one can only be loaded by an
     # import, so scan again only when modules were imported since the last scan.
@@ -108,7 +111,7 @@ def blas_limited(get: Callable):
 
         local.blas = ThreadpoolController()
         local.modules_at_scan = len(sys.modules)
-    return local.blas.limit(limits=1, user_api="blas")
+    return blas_threads.limited(local.blas)
 
 
 def is_live(node: Node) -> bool:
@@ -117,9 +120,9 @@ def is_live(node: Node) -> bool:
     return owner is not None and owner._node is node
 
 
-def run_graph(graph: dict, keys: list, get: Callable) -> Sequence[Any]:
-    """Run a dask graph on a local scheduler."""
-    with blas_limited(get):
+def run_graph(graph: dict, keys: list, get: Callable, wide: bool = False) -> Sequence[Any]:
+    """Run a dask graph on a local scheduler (``wide``: see :func:`blas_limited`)."""
+    with blas_limited(get, wide):
         return get(graph, keys)
 
 
@@ -134,7 +137,8 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             progress = _progress.minimum is not None
             inline = lowered.single is not None and is_local(get)
             if inline and not progress:
-                return run_inline(lowered)
+                with blas_limited(get, lowered.wide):
+                    return run_inline(lowered)
             client = client_of(get)
             if client is not None:
                 return run_on_cluster(client, lowered.graph, keys, lowered.workers,
@@ -145,7 +149,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
                     return run_adaptively(lowered, keys, get)
                 if getattr(get, "func", get) is dask.local.get_sync:
                     return run_in_order(lowered, keys)
-            return run_graph(lowered.graph, keys, get)
+            return run_graph(lowered.graph, keys, get, lowered.wide)
     except Exception as error:
         raise error.with_traceback(None) from None
 
@@ -206,23 +210,20 @@ def is_local(get: Callable) -> bool:
     return is_threaded(get) or getattr(get, "func", get) is dask.local.get_sync
 
 
-#: The ways a threaded run of group tasks can go, in the order they are explored: on dask's
-#: threads (BLAS limited to one thread each), or group after group in the calling thread, with
-#: BLAS limited to one thread (small matrix products run faster without BLAS's threads) or
-#: free to use every core. The way with BLAS's threads free comes last: the runs after it pay
-#: for the switch (see :data:`SETTLE`), and then they are the fastest way's.
-MODES = ("threads", "inline, one BLAS thread", "inline")
+#: The ways a threaded run of group tasks can go, in the order they are explored: on
+#: pargraph's threads, or group after group in the calling thread. Both give BLAS one thread
+#: per op, but all of its threads to an op alone in its run (``runtime.BlasThreads``): an
+#: op's float32 results depend on BLAS's threads, so they are the same whichever way wins.
+MODES = ("threads", "inline, one BLAS thread")
+#: A way that only ``pargraph.adaptive`` chooses, never timing: in the calling thread, BLAS
+#: free for every op (its float32 products can differ in the last bits from the other ways').
+BLAS_FREE = "inline"
 #: How much slower than the fastest way a way may be and still be tried again.
 RETRY_WITHIN = 1.5
-#: Seconds of runs in a way, after a switch to it from the way with BLAS's threads free or
-#: after a structure's first run, before its runs are timed: BLAS's threads spin for about
-#: 0.1 s after their last call, taking a core from the next way's threads, and a process's
-#: first threaded runs are slow (the pool's threads start, their allocator arenas grow).
+#: Seconds of a structure's first runs before its runs are timed: a process's first threaded
+#: runs are slow (the pool's threads start, their allocator arenas grow, BLAS's threads spin
+#: for about 0.1 s after their last call).
 SETTLE = 0.15
-#: How much faster than the others the way with BLAS's threads free must have run to be
-#: chosen: its first timings are its best (its later runs share the cores with BLAS's threads
-#: spinning on), and every switch from it slows the next way's runs for a while.
-BLAS_FREE_MARGIN = 1.1
 #: Runs, and seconds of runs, between two retries of the ways close to the fastest.
 RETRY_EVERY, RETRY_PERIOD = 50, 6.0
 
@@ -249,11 +250,9 @@ class ModeChoice:
         :data:`RETRY_WITHIN` of it is tried again until it is timed once more, since the
         machine's load changes. A way whose first timing is :data:`RETRY_WITHIN` slower
         than another's median is not tried further (branches of ops that wait, a solver's,
-        run many times slower one after another); the way with BLAS's threads free wins only
-        by :data:`BLAS_FREE_MARGIN`. A chain of groups, or many small ones
+        run many times slower one after another). A chain of groups, or many small ones
         whose numpy calls contend for the GIL, runs faster in one thread; independent big
-        matmuls run faster side by side; big matmuls in a chain run faster with BLAS's
-        threads, small ones without them."""
+        matmuls run faster side by side."""
         self.runs += 1
         timings = self.timings
         known = [median_high(t) for t in timings.values() if len(t) >= 3]
@@ -269,8 +268,7 @@ class ModeChoice:
                 return mode
             del self.retrying[0]
         ranked = sorted((mode for mode in MODES if timings[mode]),
-                        key=lambda mode: median_high(timings[mode]) *
-                        (BLAS_FREE_MARGIN if mode == "inline" else 1.0))
+                        key=lambda mode: median_high(timings[mode]))
         runs, clock = self.retried_at
         if self.runs - runs >= RETRY_EVERY and self.clock - clock >= RETRY_PERIOD:
             self.retried_at = (self.runs, self.clock)
@@ -283,15 +281,14 @@ class ModeChoice:
 
     def record(self, mode: str, seconds: float) -> None:
         """Time a run, unless it is the first after a switch of way, or came less than
-        :data:`SETTLE` seconds of runs after a switch from the way with BLAS's threads free or
-        after the structure's first run: such runs pay for the switch or for the process's
-        start (BLAS's threads spinning, a pool's threads starting, memory their allocator
-        arenas had not mapped), and timed, they made the way tried second look the faster one.
-        A first run slower than any switch explains is timed all the same."""
+        :data:`SETTLE` seconds of runs after the structure's first run: such runs pay for the
+        switch or for the process's start (BLAS's threads spinning, a pool's threads
+        starting, memory their allocator arenas had not mapped), and timed, they made the way
+        tried second look the faster one. A first run slower than any switch explains is
+        timed all the same."""
         self.clock += seconds
         if mode != self.last_mode:
-            self.settling = (SETTLE if self.last_mode == "inline" or not self.last_mode
-                             else 0.0) - seconds
+            self.settling = (SETTLE if not self.last_mode else 0.0) - seconds
             self.last_mode = mode
             known = [median_high(t) for t in self.timings.values() if len(t) >= 3]
             if known and seconds - SETTLE > RETRY_WITHIN * min(known):
@@ -311,9 +308,10 @@ class ModeChoice:
 
 def choose_mode(plan: Any) -> tuple[str, ModeChoice | None]:
     """The mode of a threaded run of ``plan`` and the record to time it in: the mode
-    ``pargraph.adaptive`` names (one of :data:`MODES`; not timed), else the fastest so far."""
+    ``pargraph.adaptive`` names (one of :data:`MODES` or :data:`BLAS_FREE`; not timed), else
+    the fastest so far."""
     forced = dask.config.get("pargraph.adaptive", True)
-    if forced in MODES:
+    if forced in MODES or forced == BLAS_FREE:
         return forced, None
     choice = local.modes.get(plan)
     if choice is None:
@@ -328,12 +326,10 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
     :class:`ModeChoice`)."""
     mode, choice = choose_mode(lowered.plan)
     start = time.perf_counter()
-    if mode == "threads":
-        with blas_limited(get):
+    with blas_limited(get, lowered.wide):
+        if mode == "threads":
             results = run_on_threads(lowered.graph, keys, _threads(None))
-    else:
-        with blas_limited(get) if mode.endswith("one BLAS thread") else \
-                contextlib.nullcontext():
+        else:
             results = run_in_order(lowered, keys)
     if choice is not None:
         choice.record(mode, time.perf_counter() - start)
@@ -353,7 +349,7 @@ def run_in_order(lowered: Lowered, keys: list) -> list:
 
 
 def run_inline(lowered: Lowered) -> Sequence[Any]:
-    """Run a single-task graph in the calling thread: no scheduler costs, BLAS left free."""
+    """Run a single-task graph in the calling thread: no scheduler costs."""
     return lowered.single.run(tuple([local_value(node, value) for node, value in
                                      zip(lowered.single_inputs, lowered.single_values)]))
 

@@ -272,6 +272,22 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
     return all_sources, literal, list(refs)
 
 
+#: A run with a BLAS op that one thread would take this long on, by its shapes, keeps all
+#: of BLAS's threads (see ``runtime.BlasThreads``).
+WIDE_SECONDS = 0.5e-3
+
+
+def blas_turns(computed: list[Node]) -> frozenset[int]:
+    """The positions in ``computed`` of the BLAS ops that take turns with all of BLAS's
+    threads: every BLAS op of a run that has a big one (by its shapes), else none (the run
+    limits BLAS to one thread). An op's float32 results depend on BLAS's threads, so they
+    come from the run's graph alone, whichever way the run goes."""
+    blas = [k for k, node in enumerate(computed) if node.op.blas]
+    if any(estimated_seconds(computed[k]) >= WIDE_SECONDS for k in blas):
+        return frozenset(blas)
+    return frozenset()
+
+
 class GroupPlan:
     """One task per group, returning the tuple of its members used outside it, as templates
     in positions (members in ``computed``, realized inputs in ``order``) that
@@ -282,6 +298,12 @@ class GroupPlan:
         check_computable(computed)
         in_computed = {id(node): k for k, node in enumerate(computed)}
         self.members = [[in_computed[id(n)] for n in members] for members in groups]
+        turns = blas_turns(computed)
+        #: Whether the run keeps all of BLAS's threads, and per group the members that take
+        #: turns then (see :func:`blas_turns`).
+        self.wide = bool(turns)
+        self.turns = [frozenset(j for j, k in enumerate(members) if k in turns)
+                      for members in self.members]
         export_of = self._exports(groups, outputs)
         in_order = {id(node): k for k, node in enumerate(order)}
 
@@ -405,7 +427,8 @@ class GroupPlan:
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
-            fused.append(FusedTask(nodes, sources, self.returned[g], self.release[g]))
+            fused.append(FusedTask(nodes, sources, self.returned[g], self.release[g],
+                                   self.turns[g]))
             graph[keys[g]] = Task(keys[g], fused[-1], *args)
         if not remote:
             self.straight.attach(fused)
@@ -416,7 +439,7 @@ class GroupPlan:
             for node, (g, e) in zip(outputs, self.outputs):
                 graph[node.key] = Task(node.key, operator.getitem, TaskRef(keys[g]), e)
             return Lowered(graph, [node.key for node in outputs], tasks=tasks + len(outputs),
-                           plan=self)
+                           plan=self, wide=self.wide)
         wanted = sorted({g for g, _ in self.outputs})
         position = {g: k for k, g in enumerate(wanted)}
         picks = [(position[g], e) for g, e in self.outputs]
@@ -434,7 +457,7 @@ class GroupPlan:
                                  frozenset(sent) | {keys[wanted[k]] for k in scalar}, plan=self)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
-                       plan=self, sequential=sequential)
+                       plan=self, sequential=sequential, wide=self.wide)
 
 
 def is_small(computed: list[Node], below: float, work: Sequence[float] | None = None) -> bool:
@@ -459,10 +482,13 @@ def _ref(node: Node, held: dict[str, Any]) -> Any:
 def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
                        held: dict[str, Any]) -> Lowered:
     check_computable(computed)
-    for node in computed:
+    turns = blas_turns(computed)
+    for k, node in enumerate(computed):
         args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
-        graph[node.key] = Task(node.key, NodeTask.of(node), *args)
-    return Lowered(graph, [node.key for node in outputs], tasks=len(computed),
+        task = NodeTask.of(node)
+        task.turns = k in turns
+        graph[node.key] = Task(node.key, task, *args)
+    return Lowered(graph, [node.key for node in outputs], tasks=len(computed), wide=bool(turns),
                    holders=list(range(len(outputs))))
 
 
@@ -480,12 +506,16 @@ class SinglePlan:
         index = {id(node): j for j, node in enumerate(computed)}
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule(self.sources, self.outputs)
+        #: The BLAS members that take turns with all of BLAS's threads (see
+        #: :func:`blas_turns`), and whether there are any.
+        self.turns = blas_turns(computed)
+        self.wide = bool(self.turns)
         self.straight = StraightCode()
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
         """This run's task and the outside nodes it takes as arguments."""
         task = FusedTask(computed, _with_literals(self.sources, self.literal, computed),
-                         self.outputs, self.release)
+                         self.outputs, self.release, self.turns)
         self.straight.attach([task])
         return task, [order[k] for k in self.external]
 
@@ -558,7 +588,8 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
                             outputs, 1, copied=copied,
                             workers={whole: hosts[0][0]} if hosts else None)
     return Lowered(lambda: build(key()), [node.key for node in outputs], single=task,
-                   single_inputs=external, single_values=values, tasks=1 + len(outputs))
+                   single_inputs=external, single_values=values, tasks=1 + len(outputs),
+                   wide=bool(task.turns))
 
 
 def local_value(node: Node, value: Any) -> Any:

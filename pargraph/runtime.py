@@ -26,11 +26,12 @@ This module imports no dask at import time: it is what a worker needs to run a t
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -87,6 +88,8 @@ class Lowered:
     state: frozenset = frozenset()
     #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
     timing: Any = None
+    #: The run keeps all of BLAS's threads, and its BLAS ops take turns (see BlasThreads).
+    wide: bool = False
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -199,19 +202,25 @@ class NodeTask:
     user's line that recorded it, and its shape. A task of its own (``pargraph.fuse:
     False``), and what a :class:`FusedTask` holds in place of its nodes once it travelled."""
 
-    __slots__ = ("op", "attrs", "dtype", "key", "site", "shape")
+    __slots__ = ("op", "attrs", "dtype", "key", "site", "shape", "turns")
 
     def __init__(self, op: Primitive, attrs: dict, dtype: np.dtype, key: str, site: Any,
                  shape: tuple | None = None):
         self.op, self.attrs, self.dtype, self.key, self.site = op, attrs, dtype, key, site
         self.shape = shape
+        #: Whether it takes turns with the other BLAS ops of its run (a task of its own, as
+        #: a :class:`FusedTask`'s members do; see :class:`BlasThreads`).
+        self.turns = False
 
     @classmethod
     def of(cls, node: Any) -> NodeTask:
         return cls(node.op, node.attrs, node.dtype, node.key, node.site, node.shape)
 
     def __call__(self, *args: Any) -> np.ndarray:
-        return run_node(self, args)
+        if not self.turns:
+            return run_node(self, args)
+        with blas_threads.turns:
+            return run_node(self, args)
 
     def __reduce__(self):
         # Code objects do not pickle: ship the formatted site, look the op up by name (an op
@@ -279,6 +288,50 @@ def annotate(error: Exception, op_name: str, site: Any, key: str | None = None,
     return annotated
 
 
+class BlasThreads:
+    """BLAS's threads during runs on threads. The float32 results of a matrix product depend
+    on how many threads BLAS splits it across, so a run's thread count comes from its graph
+    (``lowering.blas_turns``), never from the way the run goes (on threads or in one, chosen
+    by timing): a run with a big product keeps all of BLAS's threads and its BLAS ops take
+    turns (:meth:`turn`); any other run limits BLAS to one thread, and its products run side
+    by side. (BLAS's count is per process, and OpenBLAS takes it from the thread that set it
+    first only, so it is set once per run, by the run's caller.)"""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs = 0  # runs in progress that limit BLAS
+        self._limit: Any = None
+        #: Held by a BLAS op of a run that keeps all of BLAS's threads, while it runs.
+        self.turns = threading.Lock()
+
+    @contextlib.contextmanager
+    def limited(self, controller: Any) -> Iterator[None]:
+        """BLAS limited to one thread while this (and any other such) run is in progress."""
+        with self._lock:
+            self._runs += 1
+            if self._runs == 1:
+                self._limit = controller.limit(limits=1, user_api="blas")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs -= 1
+                if not self._runs:
+                    limit, self._limit = self._limit, None
+                    limit.restore_original_limits()
+
+    def taking_turns(self, forward: Callable) -> Callable:
+        """``forward``, run holding :attr:`turns` (for generated code: one call per op)."""
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with self.turns:
+                return forward(*args, **kwargs)
+        return run
+
+
+#: The process's BLAS threads during runs (BLAS's thread count is per process).
+blas_threads = BlasThreads()
+
+
 class FusedTask:
     """Several nodes run one after another inside one task.
 
@@ -292,13 +345,17 @@ class FusedTask:
     passed through), or its last member's value when ``outputs`` is ``None``.
     """
 
-    __slots__ = ("nodes", "sources", "outputs", "release", "straight")
+    __slots__ = ("nodes", "sources", "outputs", "release", "straight", "turns")
 
     def __init__(self, nodes: Sequence[Any], sources: list[list],
                  outputs: list[int] | None = None,
-                 release: list[tuple[int, ...]] | None = None) -> None:
+                 release: list[tuple[int, ...]] | None = None,
+                 turns: frozenset[int] = frozenset()) -> None:
         self.nodes, self.sources, self.outputs = nodes, sources, outputs
         self.release = release if release is not None else release_schedule(sources, outputs)
+        #: The BLAS members of a run that keeps all of BLAS's threads: they take turns
+        #: (see :class:`BlasThreads`).
+        self.turns = turns
         #: The structure's straight-line code (``straight_line(per_run=True)``, given by its
         #: plan), or None; it does not travel to workers.
         self.straight: Any = None
@@ -328,7 +385,12 @@ class FusedTask:
             for j in done:
                 if j < step:
                     results[j] = None
-            results.append(run_node(node, args, dying_input(node, args) if done else None))
+            out = dying_input(node, args) if done else None
+            if step in self.turns:
+                with blas_threads.turns:
+                    results.append(run_node(node, args, out))
+            else:
+                results.append(run_node(node, args, out))
             if done and done[-1] == step:
                 results[step] = None
         if self.outputs is None:
@@ -441,7 +503,8 @@ def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
             else:
                 names[f"c{k}_{len(args)}"] = v
                 args.append(f"c{k}_{len(args)}")
-        names[f"f{k}"] = node.op.forward
+        names[f"f{k}"] = node.op.forward if k not in task.turns else \
+            blas_threads.taking_turns(node.op.forward)
         dtype = f"_nodes[{k}].dtype" if per_run else f"d{k}"
         if not per_run:
             names[dtype] = node.dtype

@@ -122,13 +122,15 @@ def _record_matmul_intervals(monkeypatch):
     return intervals
 
 
-def _two_branches():
+def _two_branches(size: int = 160, products: int = 64):
+    """Two chains of products: of 160 x 160 matrices (a run of them limits BLAS to one thread,
+    runtime.BlasThreads), 64 of them a branch (~10 ms), so that a thread that starts a few ms
+    late on a busy machine still overlaps the other."""
     rng = np.random.default_rng(0)
-    # ~5 ms a product: a thread that starts a few ms late on a busy machine still overlaps
-    a = pargraph.tensor(rng.standard_normal((500, 500)))
-    b = pargraph.tensor(rng.standard_normal((500, 500)))
+    a = pargraph.tensor(rng.standard_normal((size, size)))
+    b = pargraph.tensor(rng.standard_normal((size, size)))
     left, right = a, b
-    for _ in range(4):  # matmul releases the GIL: these branches can truly run at once
+    for _ in range(products):  # matmul releases the GIL: these branches can run at once
         left = (left @ a).tanh()
         right = (right @ b).tanh()
     return left, right
@@ -145,13 +147,42 @@ def test_independent_branches_overlap_on_threads_not_on_sync(monkeypatch):
     intervals = _record_matmul_intervals(monkeypatch)
     with dask.config.set(scheduler="sync"):
         pargraph.compute(*_two_branches())
-    assert len(intervals) == 8 and _overlaps(intervals) == 0
+    assert len(intervals) == 128 and _overlaps(intervals) == 0
     intervals.clear()
     with dask.config.set(scheduler="threads", num_workers=2):
         pargraph.compute(*_two_branches())
-    assert len(intervals) == 8
+    assert len(intervals) == 128
     assert len({thread for *_, thread in intervals}) == 2
     assert _overlaps(intervals) >= 1
+
+
+def test_big_products_take_turns_with_all_of_blas_threads(monkeypatch):
+    """A float32 product's bits depend on BLAS's threads: a run with a big one keeps them
+    all, and its products run one at a time (on either thread), so each gets every thread
+    whichever way the run goes; the values are then those of a run in one thread."""
+    from threadpoolctl import threadpool_info
+
+    threads_seen = []
+    forward = ops.matmul.forward
+
+    def recording(x, y):
+        threads_seen.append([i["num_threads"] for i in threadpool_info()
+                             if i["user_api"] == "blas"])
+        return forward(x, y)
+
+    intervals = _record_matmul_intervals(monkeypatch)
+    outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with dask.config.set(scheduler="threads", num_workers=2,
+                         **{"pargraph.single-task-below": 0}):
+        left, right = pargraph.compute(*_two_branches(size=300, products=3))
+        assert len(intervals) == 6 and _overlaps(intervals) == 0
+        monkeypatch.setattr(ops.matmul, "forward", recording)
+        pargraph.compute(*_two_branches(size=300, products=3))
+    assert threads_seen == [outside] * 6
+    with dask.config.set({"scheduler": "threads", "pargraph.adaptive": "inline"}):
+        in_one = pargraph.compute(*_two_branches(size=300, products=3))
+    for a, b in zip((left, right), in_one):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
@@ -164,8 +195,8 @@ def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
         or forward(x, out=out))
 
     def two_branches():  # two groups that can run side by side: a run on dask's threads
-        big = pargraph.ones(400, 400)
-        return ((big @ big).exp().sum() + (big @ big.T).exp().sum()).numpy()
+        square = pargraph.ones(150, 150)  # products too small to keep BLAS's threads
+        return ((square @ square).exp().sum() + (square @ square.T).exp().sum()).numpy()
 
     with dask.config.set(scheduler="threads"):
         two_branches()
@@ -175,8 +206,9 @@ def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
         two_branches()
     assert seen[-1] == outside
     with dask.config.set(scheduler="threads"):
-        pargraph.ones(2).exp().numpy()  # one task: it runs in this thread, BLAS left free
-    assert seen[-1] == outside
+        pargraph.ones(2).exp().numpy()  # one task, in this thread: limited all the same
+    assert seen[-1] and all(n == 1 for n in seen[-1])
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == outside
 
 
 def test_the_gil_switch_interval_is_lowered_during_threaded_runs_and_restored(monkeypatch):

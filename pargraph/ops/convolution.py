@@ -114,7 +114,7 @@ def _conv_cost(node: Node) -> float:
     return 5e-6 + 2 * math.prod(out) * math.prod(weight[1:]) / 15e9
 
 
-@primitive("conv", _conv_shape, grad_name="ConvolutionBackward0", cost=_conv_cost)
+@primitive("conv", _conv_shape, grad_name="ConvolutionBackward0", blas=True, cost=_conv_cost)
 def conv(x, w, b=None, *, stride, padding, dilation, groups):
     """N-d cross-correlation (PyTorch's convolution): im2col and one matmul per group."""
     out = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
@@ -128,8 +128,8 @@ def conv(x, w, b=None, *, stride, padding, dilation, groups):
     return np.ascontiguousarray(np.moveaxis(rows.reshape((x.shape[0],) + out + (-1,)), -1, 1))
 
 
-@primitive("conv_input_grad", lambda g, w, *, input_shape, **geometry: (input_shape, g.dtype),
-           cost=_conv_cost)
+@primitive("conv_input_grad", blas=True, cost=_conv_cost,
+           shape=lambda g, w, *, input_shape, **geometry: (input_shape, g.dtype))
 def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dx: the output gradient's rows times the kernel, each kernel
     position's block added back where it was read (col2im)."""
@@ -147,8 +147,8 @@ def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
     return np.ascontiguousarray(np.moveaxis(grad[(slice(None),) + crop], -1, 1))
 
 
-@primitive("conv_weight_grad", lambda x, g, *, weight_shape, **geometry: (weight_shape, g.dtype),
-           cost=_conv_cost)
+@primitive("conv_weight_grad", blas=True, cost=_conv_cost,
+           shape=lambda x, g, *, weight_shape, **geometry: (weight_shape, g.dtype))
 def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dw: the output gradient's rows times the input's columns."""
     out, kernel = g.shape[2:], tuple(weight_shape[2:])

@@ -54,7 +54,7 @@ class Primitive:
 
     def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
                  view: bool = False, cost: Callable | None = None, method: bool = False,
-                 out: bool = False):
+                 out: bool = False, blas: bool = False):
         self.name = name
         #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
         self.method = method
@@ -68,6 +68,10 @@ class Primitive:
         #: ``forward`` takes ``out=``, an array of the result's shape and dtype to write into
         #: (an elementwise ufunc): the runtime hands it an input that nothing reads afterwards.
         self.out = out
+        #: ``forward`` calls BLAS or LAPACK (a matrix product, a factorization): its float32
+        #: results depend on BLAS's thread count, which a run therefore sets from its graph
+        #: (``lowering.blas_turns``, ``runtime.BlasThreads``).
+        self.blas = blas
         self.vjps: tuple[Callable | None, ...] | None = None
         #: ``vjp_of_many(g, out, positions, *inputs, **attrs)``: the contributions to the
         #: inputs at ``positions`` in one call, for ops of any number of inputs (a vjp per
@@ -137,13 +141,15 @@ class ShapeError(Exception):
 
 
 def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
-              cost: Callable | None = None, method: bool = False, out: bool = False):
+              cost: Callable | None = None, method: bool = False, out: bool = False,
+              blas: bool = False):
     """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
     ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
-    ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``)."""
+    ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``; ``blas``:
+    ``forward`` calls BLAS or LAPACK)."""
 
     def register(forward: Callable | None) -> Primitive:
-        prim = Primitive(name, forward, shape, grad_name, view, cost, method, out)
+        prim = Primitive(name, forward, shape, grad_name, view, cost, method, out, blas)
         REGISTRY[name] = prim
         return prim
 

@@ -40,7 +40,8 @@ def _matmul_shape(x, y):
     return tuple(n for n in out if n is not None), result_dtype(x, y)
 
 
-@primitive("matmul", _matmul_shape, grad_name="MmBackward0", cost=lambda node: _gemm_cost(node))
+@primitive("matmul", _matmul_shape, grad_name="MmBackward0", blas=True,
+           cost=lambda node: _gemm_cost(node))
 def matmul(x, y):
     return np.matmul(x, y)
 
@@ -79,7 +80,8 @@ def _linear_shape(x, w, b=None):
     return shape, x.dtype if b is None or bias_node else result_dtype(x, w, b)
 
 
-@primitive("linear", _linear_shape, grad_name="AddmmBackward0", cost=lambda node: _gemm_cost(node))
+@primitive("linear", _linear_shape, grad_name="AddmmBackward0", blas=True,
+           cost=lambda node: _gemm_cost(node))
 def linear(x, w, b=None):
     """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
     out = np.matmul(x, w.T)
@@ -104,7 +106,7 @@ def _weight_grad_cost(node: Node) -> float:
     return 3e-6 + 2 * math.prod(node.shape) * math.prod(g.shape[:-1]) / 20e9
 
 
-@primitive("linear_weight_grad", _weight_grad_shape, grad_name="MmBackward0",
+@primitive("linear_weight_grad", _weight_grad_shape, grad_name="MmBackward0", blas=True,
            cost=_weight_grad_cost)
 def linear_weight_grad(g, x):
     """Linear's weight gradient, ``rows(g).T @ rows(x)``, as one node (a transpose node and a
@@ -175,7 +177,7 @@ def _einsum_cost(node: Node) -> float:
     return 3e-6 + 2 * math.prod(sizes.values()) / 20e9
 
 
-@primitive("einsum", _einsum_shape, cost=_einsum_cost)
+@primitive("einsum", _einsum_shape, cost=_einsum_cost, blas=True)
 def einsum(*xs, equation):
     """Einstein summation (``equation`` explicit, see :func:`parse_einsum`)."""
     return np.einsum(equation, *xs, optimize=len(xs) > 2)
@@ -227,7 +229,7 @@ def _cholesky_shape(a, upper=False):
     return a.shape, a.dtype
 
 
-@primitive("cholesky", _cholesky_shape, grad_name="LinalgCholeskyExBackward0",
+@primitive("cholesky", _cholesky_shape, blas=True, grad_name="LinalgCholeskyExBackward0",
            cost=lambda node: 3e-6 + math.prod(node.shape) * node.shape[-1] / 20e9)
 def cholesky(a, upper=False):
     try:
@@ -291,7 +293,8 @@ def _solve_triangular_shape(a, b, upper, unitriangular=False):
     return batch + b.shape[-2:], a.dtype
 
 
-@primitive("solve_triangular", _solve_triangular_shape, grad_name="LinalgSolveTriangularBackward0",
+@primitive("solve_triangular", _solve_triangular_shape, blas=True,
+           grad_name="LinalgSolveTriangularBackward0",
            cost=lambda node: 3e-6 + math.prod(node.shape) * node.shape[-2] / 20e9)
 def solve_triangular(a, b, upper, unitriangular=False):
     from scipy.linalg import solve_triangular as solve

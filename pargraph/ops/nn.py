@@ -189,7 +189,7 @@ def _lstm_cell_shape(gates_x, h, c, w_hh, b_hh=None):
     return (2,) + c.shape, result_dtype(gates_x, h, c)
 
 
-@primitive("lstm_cell", _lstm_cell_shape, grad_name="LstmCellBackward0")
+@primitive("lstm_cell", _lstm_cell_shape, grad_name="LstmCellBackward0", blas=True)
 def lstm_cell(gates_x, h, c, w_hh, b_hh=None):
     """One LSTM step as one node: ``[h', c']`` stacked, from the input's part of the gates
     (``x W_ih^T + b_ih``), the last states and the hidden weights, with PyTorch's gate order
@@ -198,7 +198,7 @@ def lstm_cell(gates_x, h, c, w_hh, b_hh=None):
     return np.stack([o * np.tanh(c_new), c_new])
 
 
-@primitive("lstm_cell_grads", lambda grad, gates_x, h, c, w_hh, b_hh=None:
+@primitive("lstm_cell_grads", blas=True, shape=lambda grad, gates_x, h, c, w_hh, b_hh=None:
            (c.shape[:-1] + (5 * c.shape[-1],), c.dtype))
 def lstm_cell_grads(grad, gates_x, h, c, w_hh, b_hh=None):
     """The gradient of :func:`lstm_cell` with respect to its gates (its first ``4H`` columns)
