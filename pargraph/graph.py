@@ -187,7 +187,7 @@ class Node:
     __slots__ = (
         "op", "inputs", "attrs", "shape", "dtype", "key", "phase", "site", "value",
         "requires_grad", "history", "freed", "owner", "retains_grad", "scope", "overwritten",
-        "uid", "grad_name", "hooks", "__weakref__",
+        "uid", "grad_name", "hooks", "context", "__weakref__",
     )
 
     def __init__(self, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -205,6 +205,9 @@ class Node:
         self.uid = uid = next(_uids)  # increasing: what a block of code created is a range
         self.grad_name = None  # PyTorch's name for a composite's result (MeanBackward0)
         self.hooks: list | None = None  # Tensor.register_hook: applied to this node's gradient
+        # A custom op's autograd context (what its backward reads): held by its node, it
+        # goes with it (a weak dictionary by node kept it while it held the node's tensor).
+        self.context: Any = None
         self.key = f"{prefix}-{uid}-{_SESSION}"
         self.site = site
         self.value = value

@@ -45,10 +45,6 @@ from pargraph.remote.recovery import fetch
 #: Argument signatures whose fake results an op keeps (then it forgets them all).
 FAKED_SHAPES = 256
 
-#: Each custom op node's autograd context, by node (as ``autograd.Function``'s).
-_contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: Any = (),
               device_types: Any = None, schema: Any = None,
               cost: float | Callable[..., float] | None = None) -> Any:
@@ -162,11 +158,11 @@ class CustomOp:
         if node.history:
             ctx = FunctionCtx(tuple(isinstance(v, Tensor) and v.requires_grad
                                     and grad_mode.enabled for v in values))
-            ctx._args, ctx._output = values, output
+            ctx._args = values
             if self._setup_context is not None:
                 with no_grad():
                     self._setup_context(ctx, values, output)
-            _contexts[node] = ctx
+            node.context = ctx
         return output
 
     def _faked_shape(self, values: tuple, inputs: tuple) -> tuple:
@@ -199,7 +195,7 @@ class CustomOp:
 
     def _vjp_at(self, position: int) -> Callable:
         def vjp(g: Node, out: Node, *inputs: Any, **attrs: Any) -> Node:
-            return self._input_grads(_contexts[out], g)[position]
+            return self._input_grads(out.context, g)[position]
         return vjp
 
     def _input_grads(self, ctx: FunctionCtx, g: Node) -> tuple:

@@ -84,6 +84,36 @@ def test_a_custom_op_runs_in_the_graph_and_its_gradient_matches_finite_differenc
         np.testing.assert_allclose(x.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("saves", ["inputs", "output"])
+def test_a_custom_op_keeps_nothing_of_a_step_once_its_tensors_are_gone(saves):
+    """The autograd context of a call goes with its node: kept by a weak dictionary keyed by
+    the node, it held the node's tensor, so every call's node, context and saved tensors
+    stayed for the life of the process (a training loop grew by all its calls)."""
+    import gc
+    import weakref
+
+    @pargraph.library.custom_op(f"test::scaled_{saves}", mutates_args=())
+    def scaled(x):
+        return x * 2.0
+
+    scaled.register_fake(lambda x: pargraph.empty_like(x))
+
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0] if saves == "inputs" else output)
+
+    scaled.register_autograd(lambda ctx, grad: grad * 2.0, setup_context=setup)
+    x = pargraph.ones(3, requires_grad=True)
+    y = scaled(x * 1.0)
+    node, context = weakref.ref(y._node), weakref.ref(y._node.context)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+    del y
+    if saves == "inputs":  # nothing refers back to the node: gone at once, no collection
+        assert node() is None and context() is None
+    gc.collect()  # a context that holds the output is a cycle with its node, collectable
+    assert node() is None and context() is None
+
+
 def test_a_backward_of_tensor_ops_is_differentiable_again():
     x = pargraph.tensor([1.5, -2.0], dtype=pargraph.float64, requires_grad=True)
     (first,) = pargraph.autograd.grad(cube(x).sum(), x, create_graph=True)
