@@ -249,11 +249,12 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
     ``(LIT, input position)``, ``(ENV, member)``, or a task argument: ``outside(node)`` gives
     ``(argument, element)`` for an input that is not a member (``element`` None: the argument
     itself, ``(EXT, k)``; else that element of its tuple, ``(PART, (k, element))``). Returns
-    the sources, the members that read literals, and the distinct arguments in order."""
+    the sources, the members that read literals with the positions of those literals, and the
+    distinct arguments in order."""
     index: dict[int, int] = {}
     refs: dict[Any, int] = {}
     all_sources: list[list] = []
-    literal: list[int] = []
+    literal: list[tuple[int, tuple[int, ...]]] = []
     for j, node in enumerate(members):
         sources: list = []
         for position, i in enumerate(node.inputs):
@@ -266,8 +267,9 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
                 k = refs.setdefault(ref, len(refs))
                 sources.append((EXT, k) if element is None else (PART, (k, element)))
         all_sources.append(sources)
-        if any(kind == LIT for kind, _ in sources):
-            literal.append(j)
+        positions = tuple(p for p, (kind, _) in enumerate(sources) if kind == LIT)
+        if positions:
+            literal.append((j, positions))
         index[id(node)] = j
     return all_sources, literal, list(refs)
 
@@ -314,10 +316,10 @@ class GroupPlan:
             return (Arg.GROUP, producer[0]), producer[1]
 
         #: Per group, each member's sources (``(LIT, input position)`` for a literal, which
-        #: each run reads from its nodes), the members that read literals, and the task's
-        #: arguments: ``(INPUT, order position)`` or ``(GROUP, g)``.
+        #: each run reads from its nodes), the members that read literals with their
+        #: positions, and the task's arguments: ``(INPUT, order position)`` or ``(GROUP, g)``.
         self.sources: list[list[list]] = []
-        self.literal: list[list[int]] = []
+        self.literal: list[list[tuple[int, tuple[int, ...]]]] = []
         self.external: list[list[tuple[Arg, int]]] = []
         for members in groups:
             sources, literal, external = member_sources(members, outside)
@@ -541,17 +543,21 @@ class StraightCode:
                 task.straight = function
 
 
-def _with_literals(template: list[list], literal: list[int], nodes: list[Node]) -> list[list]:
+def _with_literals(template: list[list], literal: list[tuple[int, tuple[int, ...]]],
+                   nodes: list[Node]) -> list[list]:
     """The template's sources with this run's literal arguments (a learning rate), read
     from the nodes now: a node's inputs go once it is realized, maybe by another thread's
-    run while this one's tasks still run."""
+    run while this one's tasks still run. ``literal``: the members that read literals, each
+    with the positions of its literals."""
     if not literal:
         return template
     sources = list(template)
-    for j in literal:
-        node = nodes[j]
-        sources[j] = [(LIT, node.inputs[v]) if kind == LIT else (kind, v)
-                      for kind, v in template[j]]
+    for j, positions in literal:
+        row = list(template[j])
+        inputs = nodes[j].inputs
+        for p in positions:
+            row[p] = (LIT, inputs[p])
+        sources[j] = row
     return sources
 
 

@@ -55,7 +55,7 @@ def test_member_sources_name_where_each_argument_comes_from():
     b = ops.mul(a, x)
     sources, literal, external = member_sources([a, b], lambda node: (("in", id(node)), None))
     assert sources == [[(EXT, 0), (LIT, 1)], [(ENV, 0), (EXT, 0)]]
-    assert literal == [0] and external == [("in", id(x))]
+    assert literal == [(0, (1,))] and external == [("in", id(x))]
     parts, _, _ = member_sources([b], lambda node: (("group", 7), 3) if node is a else
                                  (("in", 0), None))
     assert parts == [[(PART, (0, 3)), (EXT, 1)]]
