@@ -211,9 +211,10 @@ def is_local(get: Callable) -> bool:
 
 
 #: The ways a threaded run of group tasks can go, in the order they are explored: on
-#: pargraph's threads, or group after group in the calling thread. Both give BLAS one thread
-#: per op, but all of its threads to an op alone in its run (``runtime.BlasThreads``): an
-#: op's float32 results depend on BLAS's threads, so they are the same whichever way wins.
+#: pargraph's threads, or group after group in the calling thread. Both give BLAS the same
+#: threads, one (hence the second's name) or, for a run with a big product, all of them
+#: (``runtime.BlasThreads``): an op's float32 results depend on BLAS's threads, so they are
+#: the same whichever way wins.
 MODES = ("threads", "inline, one BLAS thread")
 #: A way that only ``pargraph.adaptive`` chooses, never timing: in the calling thread, BLAS
 #: free for every op (its float32 products can differ in the last bits from the other ways').

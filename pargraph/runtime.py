@@ -293,9 +293,10 @@ class BlasThreads:
     on how many threads BLAS splits it across, so a run's thread count comes from its graph
     (``lowering.blas_turns``), never from the way the run goes (on threads or in one, chosen
     by timing): a run with a big product keeps all of BLAS's threads and its BLAS ops take
-    turns (:meth:`turn`); any other run limits BLAS to one thread, and its products run side
-    by side. (BLAS's count is per process, and OpenBLAS takes it from the thread that set it
-    first only, so it is set once per run, by the run's caller.)"""
+    turns (:attr:`turns`); any other run limits BLAS to one thread, and its products run side
+    by side. The count is set once per run, by the run's caller: OpenBLAS ignored a count set
+    from one of the run's helper threads. It is per process, so while one thread's run limits
+    BLAS, another thread's run that would keep all of them gets one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
