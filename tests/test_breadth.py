@@ -137,6 +137,31 @@ def test_clip_grad_norm_scales_like_pytorch_and_is_recorded_not_run():
         torch.nn.utils.clip_grad_norm_([v], 1.0, error_if_nonfinite=True)
 
 
+def test_parameters_to_vector_and_back():
+    """PyTorch's flat view of a model's parameters (second-order and evolutionary methods):
+    the vector is recorded, so a gradient flows back through it; putting a vector back gives
+    each parameter its slice, with no history."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    params = list(model.parameters())
+    flat = torch.nn.utils.parameters_to_vector(model.parameters())
+    expected = np.concatenate([p.detach().numpy().ravel() for p in params])
+    assert flat.shape == (26,) and flat.requires_grad
+    np.testing.assert_array_equal(flat.detach().numpy(), expected)
+    (flat * torch.arange(26.0)).sum().backward()
+    np.testing.assert_array_equal(
+        np.concatenate([p.grad.numpy().ravel() for p in params]), np.arange(26.0))
+    torch.nn.utils.vector_to_parameters(flat.detach() * 2, model.parameters())
+    for p, before in zip(params, np.split(expected, np.cumsum([p.numel() for p in params]))):
+        np.testing.assert_array_equal(p.detach().numpy().ravel(), before * 2)
+        assert p.requires_grad and p.grad_fn is None
+    assert model(torch.ones(1, 3)).shape == (1, 2)
+    with pytest.raises(TypeError, match="expected torch.Tensor, but got: numpy.ndarray"):
+        torch.nn.utils.vector_to_parameters(np.zeros(26), model.parameters())
+    with pytest.raises(TypeError, match="expected torch.Tensor, but got: list"):
+        torch.nn.utils.vector_to_parameters([0.0] * 26, model.parameters())
+
+
 def test_clip_grad_value_and_the_new_activation_modules():
     w = torch.ones(3, requires_grad=True)
     (w * torch.tensor([-5.0, 0.2, 7.0])).sum().backward()

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import tensor
-from pargraph.functions import stack
+from pargraph.functions import cat, stack
 
 
 def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -69,6 +69,45 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
     with no_grad():
         for g in _grads(parameters):
             g.clamp_(-clip_value, clip_value)
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """The parameters flattened and concatenated into one vector, as PyTorch's (recorded:
+    gradients flow back through it).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> layer = pargraph.nn.Linear(3, 2)
+    >>> pargraph.nn.utils.parameters_to_vector(layer.parameters()).shape
+    pargraph.Size([8])
+    """
+    return cat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Give each parameter, in turn, the next slice of ``vec`` as its data, as PyTorch's (the
+    parameters keep no history of ``vec``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> layer = pargraph.nn.Linear(3, 2)
+    >>> pargraph.nn.utils.vector_to_parameters(pargraph.zeros(8), layer.parameters())
+    >>> layer.bias
+    Parameter containing:
+    tensor([0., 0.], requires_grad=True)
+    """
+    if not isinstance(vec, Tensor):
+        kind = type(vec)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else \
+            f"{kind.__module__}.{kind.__qualname__}"
+        raise TypeError(f"expected torch.Tensor, but got: {name}")
+    start = 0
+    for param in parameters:
+        count = param.numel()
+        param.data = vec[start:start + count].view_as(param).data
+        start += count
 
 
 from pargraph.nn.utils import rnn as rnn  # noqa: E402  (PyTorch's nn.utils.rnn)
