@@ -630,7 +630,7 @@ class Program:
         if isinstance(made, SinglePlan):
             task = FusedTask(computed, lowering._with_literals(made.sources, made.literal,
                                                                computed),
-                             made.outputs, made.release, made.turns)
+                             made.outputs, made.release)
             self.tasks = [task]
             self.recipes = [[(False, slot[k]) for k in made.external]]
             self.kinds = [[(Arg.INPUT, k) for k in made.external]]
@@ -642,7 +642,7 @@ class Program:
                 nodes = [computed[p] for p in members]
                 task = FusedTask(nodes, lowering._with_literals(made.sources[g],
                                                                 made.literal[g], nodes),
-                                 made.returned[g], made.release[g], made.turns[g])
+                                 made.returned[g], made.release[g])
                 self.tasks.append(task)
                 self.recipes.append([(kind != Arg.INPUT, v if kind != Arg.INPUT else slot[v])
                                      for kind, v in made.external[g]])

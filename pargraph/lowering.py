@@ -87,6 +87,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
     if single is not None and not remote:  # inline, unless a graph is asked for
         lowered = _single_task(graph, *single, outputs, {}, local=True)
+        lowered.wide = plan_.wide
         if plan_.costs.wants_timing() and _measuring():
             lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
         return lowered
@@ -279,15 +280,12 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
 WIDE_SECONDS = 0.5e-3
 
 
-def blas_turns(computed: list[Node]) -> frozenset[int]:
-    """The positions in ``computed`` of the BLAS ops that take turns with all of BLAS's
-    threads: every BLAS op of a run that has a big one (by its shapes), else none (the run
-    limits BLAS to one thread). An op's float32 results depend on BLAS's threads, so they
-    come from the run's graph alone, whichever way the run goes."""
-    blas = [k for k, node in enumerate(computed) if node.op.blas]
-    if any(estimated_seconds(computed[k]) >= WIDE_SECONDS for k in blas):
-        return frozenset(blas)
-    return frozenset()
+def keeps_blas_threads(computed: list[Node]) -> bool:
+    """Whether a run of ``computed`` keeps all of BLAS's threads: it has a BLAS op that one
+    thread would take :data:`WIDE_SECONDS` on, by its shapes (else it limits BLAS to one
+    thread). An op's float32 results depend on BLAS's threads, so they come from the run's
+    graph alone, whichever way the run goes."""
+    return any(node.op.blas and estimated_seconds(node) >= WIDE_SECONDS for node in computed)
 
 
 class GroupPlan:
@@ -300,12 +298,8 @@ class GroupPlan:
         check_computable(computed)
         in_computed = {id(node): k for k, node in enumerate(computed)}
         self.members = [[in_computed[id(n)] for n in members] for members in groups]
-        turns = blas_turns(computed)
-        #: Whether the run keeps all of BLAS's threads, and per group the members that take
-        #: turns then (see :func:`blas_turns`).
-        self.wide = bool(turns)
-        self.turns = [frozenset(j for j, k in enumerate(members) if k in turns)
-                      for members in self.members]
+        #: Whether the run keeps all of BLAS's threads (see :func:`keeps_blas_threads`).
+        self.wide = keeps_blas_threads(computed)
         export_of = self._exports(groups, outputs)
         in_order = {id(node): k for k, node in enumerate(order)}
 
@@ -429,8 +423,7 @@ class GroupPlan:
                 else:
                     key = order[v].key
                     args.append(local_values[key] if key in local_values else TaskRef(key))
-            fused.append(FusedTask(nodes, sources, self.returned[g], self.release[g],
-                                   self.turns[g]))
+            fused.append(FusedTask(nodes, sources, self.returned[g], self.release[g]))
             graph[keys[g]] = Task(keys[g], fused[-1], *args)
         if not remote:
             self.straight.attach(fused)
@@ -484,13 +477,11 @@ def _ref(node: Node, held: dict[str, Any]) -> Any:
 def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
                        held: dict[str, Any]) -> Lowered:
     check_computable(computed)
-    turns = blas_turns(computed)
-    for k, node in enumerate(computed):
+    for node in computed:
         args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
-        task = NodeTask.of(node)
-        task.turns = k in turns
-        graph[node.key] = Task(node.key, task, *args)
-    return Lowered(graph, [node.key for node in outputs], tasks=len(computed), wide=bool(turns),
+        graph[node.key] = Task(node.key, NodeTask.of(node), *args)
+    return Lowered(graph, [node.key for node in outputs], tasks=len(computed),
+                   wide=keeps_blas_threads(computed),
                    holders=list(range(len(outputs))))
 
 
@@ -508,16 +499,14 @@ class SinglePlan:
         index = {id(node): j for j, node in enumerate(computed)}
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule(self.sources, self.outputs)
-        #: The BLAS members that take turns with all of BLAS's threads (see
-        #: :func:`blas_turns`), and whether there are any.
-        self.turns = blas_turns(computed)
-        self.wide = bool(self.turns)
+        #: Whether the run keeps all of BLAS's threads (see :func:`keeps_blas_threads`).
+        self.wide = keeps_blas_threads(computed)
         self.straight = StraightCode()
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:
         """This run's task and the outside nodes it takes as arguments."""
         task = FusedTask(computed, _with_literals(self.sources, self.literal, computed),
-                         self.outputs, self.release, self.turns)
+                         self.outputs, self.release)
         self.straight.attach([task])
         return task, [order[k] for k in self.external]
 
@@ -594,8 +583,7 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
                             outputs, 1, copied=copied,
                             workers={whole: hosts[0][0]} if hosts else None)
     return Lowered(lambda: build(key()), [node.key for node in outputs], single=task,
-                   single_inputs=external, single_values=values, tasks=1 + len(outputs),
-                   wide=bool(task.turns))
+                   single_inputs=external, single_values=values, tasks=1 + len(outputs))
 
 
 def local_value(node: Node, value: Any) -> Any:

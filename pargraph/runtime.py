@@ -31,7 +31,7 @@ import ctypes
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -88,7 +88,7 @@ class Lowered:
     state: frozenset = frozenset()
     #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
     timing: Any = None
-    #: The run keeps all of BLAS's threads, and its BLAS ops take turns (see BlasThreads).
+    #: The run keeps all of BLAS's threads (see BlasThreads).
     wide: bool = False
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
@@ -202,25 +202,19 @@ class NodeTask:
     user's line that recorded it, and its shape. A task of its own (``pargraph.fuse:
     False``), and what a :class:`FusedTask` holds in place of its nodes once it travelled."""
 
-    __slots__ = ("op", "attrs", "dtype", "key", "site", "shape", "turns")
+    __slots__ = ("op", "attrs", "dtype", "key", "site", "shape")
 
     def __init__(self, op: Primitive, attrs: dict, dtype: np.dtype, key: str, site: Any,
                  shape: tuple | None = None):
         self.op, self.attrs, self.dtype, self.key, self.site = op, attrs, dtype, key, site
         self.shape = shape
-        #: Whether it takes turns with the other BLAS ops of its run (a task of its own, as
-        #: a :class:`FusedTask`'s members do; see :class:`BlasThreads`).
-        self.turns = False
 
     @classmethod
     def of(cls, node: Any) -> NodeTask:
         return cls(node.op, node.attrs, node.dtype, node.key, node.site, node.shape)
 
     def __call__(self, *args: Any) -> np.ndarray:
-        if not self.turns:
-            return run_node(self, args)
-        with blas_threads.turns:
-            return run_node(self, args)
+        return run_node(self, args)
 
     def __reduce__(self):
         # Code objects do not pickle: ship the formatted site, look the op up by name (an op
@@ -289,21 +283,19 @@ def annotate(error: Exception, op_name: str, site: Any, key: str | None = None,
 
 
 class BlasThreads:
-    """BLAS's threads during runs on threads. The float32 results of a matrix product depend
-    on how many threads BLAS splits it across, so a run's thread count comes from its graph
-    (``lowering.blas_turns``), never from the way the run goes (on threads or in one, chosen
-    by timing): a run with a big product keeps all of BLAS's threads and its BLAS ops take
-    turns (:attr:`turns`); any other run limits BLAS to one thread, and its products run side
-    by side. The count is set once per run, by the run's caller: OpenBLAS ignored a count set
-    from one of the run's helper threads. It is per process, so while one thread's run limits
-    BLAS, another thread's run that would keep all of them gets one."""
+    """BLAS limited to one thread while threaded runs are in progress. The float32 results of
+    a matrix product depend on how many threads BLAS splits it across (not on what runs
+    beside it), so a run's thread count comes from its graph (``lowering.keeps_blas_threads``),
+    never from the way the run goes (on threads or in one, chosen by timing): a run with a big
+    product keeps all of BLAS's threads, any other run limits BLAS to one thread. The count
+    is set once per run, by the run's caller: OpenBLAS ignored a count set from one of the
+    run's helper threads. It is per process, so while one thread's run limits BLAS, another
+    thread's run that would keep all of them gets one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs = 0  # runs in progress that limit BLAS
         self._limit: Any = None
-        #: Held by a BLAS op of a run that keeps all of BLAS's threads, while it runs.
-        self.turns = threading.Lock()
 
     @contextlib.contextmanager
     def limited(self, controller: Any) -> Iterator[None]:
@@ -320,13 +312,6 @@ class BlasThreads:
                 if not self._runs:
                     limit, self._limit = self._limit, None
                     limit.restore_original_limits()
-
-    def taking_turns(self, forward: Callable) -> Callable:
-        """``forward``, run holding :attr:`turns` (for generated code: one call per op)."""
-        def run(*args: Any, **kwargs: Any) -> Any:
-            with self.turns:
-                return forward(*args, **kwargs)
-        return run
 
 
 #: The process's BLAS threads during runs (BLAS's thread count is per process).
@@ -346,17 +331,13 @@ class FusedTask:
     passed through), or its last member's value when ``outputs`` is ``None``.
     """
 
-    __slots__ = ("nodes", "sources", "outputs", "release", "straight", "turns")
+    __slots__ = ("nodes", "sources", "outputs", "release", "straight")
 
     def __init__(self, nodes: Sequence[Any], sources: list[list],
                  outputs: list[int] | None = None,
-                 release: list[tuple[int, ...]] | None = None,
-                 turns: frozenset[int] = frozenset()) -> None:
+                 release: list[tuple[int, ...]] | None = None) -> None:
         self.nodes, self.sources, self.outputs = nodes, sources, outputs
         self.release = release if release is not None else release_schedule(sources, outputs)
-        #: The BLAS members of a run that keeps all of BLAS's threads: they take turns
-        #: (see :class:`BlasThreads`).
-        self.turns = turns
         #: The structure's straight-line code (``straight_line(per_run=True)``, given by its
         #: plan), or None; it does not travel to workers.
         self.straight: Any = None
@@ -386,12 +367,7 @@ class FusedTask:
             for j in done:
                 if j < step:
                     results[j] = None
-            out = dying_input(node, args) if done else None
-            if step in self.turns:
-                with blas_threads.turns:
-                    results.append(run_node(node, args, out))
-            else:
-                results.append(run_node(node, args, out))
+            results.append(run_node(node, args, dying_input(node, args) if done else None))
             if done and done[-1] == step:
                 results[step] = None
         if self.outputs is None:
@@ -504,8 +480,7 @@ def straight_line(task: FusedTask, read_literals: frozenset = frozenset(),
             else:
                 names[f"c{k}_{len(args)}"] = v
                 args.append(f"c{k}_{len(args)}")
-        names[f"f{k}"] = node.op.forward if k not in task.turns else \
-            blas_threads.taking_turns(node.op.forward)
+        names[f"f{k}"] = node.op.forward
         dtype = f"_nodes[{k}].dtype" if per_run else f"d{k}"
         if not per_run:
             names[dtype] = node.dtype
