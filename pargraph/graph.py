@@ -205,8 +205,8 @@ class Node:
         self.uid = uid = next(_uids)  # increasing: what a block of code created is a range
         self.grad_name = None  # PyTorch's name for a composite's result (MeanBackward0)
         self.hooks: list | None = None  # Tensor.register_hook: applied to this node's gradient
-        # A custom op's autograd context (what its backward reads): held by its node, it
-        # goes with it (a weak dictionary by node kept it while it held the node's tensor).
+        # A custom op's or autograd.Function's context (what its backward reads): held by
+        # its node, so it goes with the node.
         self.context: Any = None
         self.key = f"{prefix}-{uid}-{_SESSION}"
         self.site = site

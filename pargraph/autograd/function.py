@@ -14,7 +14,6 @@ from a template: ``backward`` is arbitrary Python and may look at anything in ``
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -59,11 +58,6 @@ class FunctionCtx:
     def mark_dirty(self, *tensors: Any) -> None:
         raise NotImplementedError("autograd.Function: mark_dirty (a forward that changes its "
                                   "inputs in place) is not supported; return new tensors")
-
-
-#: Each function node's context, by node: not an attribute, so that a node sent to a cluster
-#: worker never carries the tensors the context holds, and plans stay cacheable.
-_contexts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _passthrough(out: Any, *inputs: Any, **attrs: Any) -> Any:
@@ -148,7 +142,7 @@ class Function(metaclass=_FunctionMeta):
                 wrapped.append(o)
                 continue
             node = cls._primitive(o._node, *inputs, output=k)
-            _contexts[node] = ctx
+            node.context = ctx  # never sent: a task carries its nodes' ops and attributes
             wrapped.append(o._wrap(node))
         return wrapped[0] if single else tuple(wrapped)
 
@@ -158,7 +152,7 @@ class Function(metaclass=_FunctionMeta):
             return None  # the forward's own output: computed without history
 
         def vjp(g, out, *inputs, output):
-            return cls._input_grads(_contexts[out], output, g)[position - 1]
+            return cls._input_grads(out.context, output, g)[position - 1]
         return vjp
 
     @classmethod
