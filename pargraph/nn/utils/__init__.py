@@ -1,6 +1,6 @@
 """``pargraph.nn.utils``: gradient clipping, recorded into the step's graph (nothing is
 computed early: the clipped gradients run with the optimizer's step, in the same dask run);
-``rnn``: padded and packed batches of sequences."""
+parameters as one vector and back; ``rnn``: padded and packed batches of sequences."""
 
 from __future__ import annotations
 
