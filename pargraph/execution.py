@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from statistics import median_high
 from typing import Any
 
@@ -36,7 +36,7 @@ from pargraph.remote.recovery import check_held_values, cluster_lost
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
-from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate, blas_threads
+from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate
 from pargraph.threads import get_num_threads, run_on_threads
 
 DEFAULT_GET = dask.threaded.get
@@ -97,9 +97,45 @@ def is_threaded(get: Callable) -> bool:
     return target is dask.threaded.get or target is dask.local.get_async
 
 
+class BlasThreads:
+    """BLAS limited to one thread while threaded runs are in progress. The float32 results of
+    a matrix product depend on how many threads BLAS splits it across (not on what runs
+    beside it), so a run's thread count comes from its graph (``lowering.keeps_blas_threads``),
+    never from the way the run goes (on threads or in one, chosen by timing): a run with a big
+    product keeps all of BLAS's threads, any other run limits BLAS to one thread. The count
+    is set once per run, by the run's caller: OpenBLAS ignored a count set from one of the
+    run's helper threads. It is per process, so while one thread's run limits BLAS, another
+    thread's run that would keep all of them gets one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs = 0  # runs in progress that limit BLAS
+        self._limit: Any = None
+
+    @contextlib.contextmanager
+    def limited(self, controller: Any) -> Iterator[None]:
+        """BLAS limited to one thread while this (and any other such) run is in progress."""
+        with self._lock:
+            self._runs += 1
+            if self._runs == 1:
+                self._limit = controller.limit(limits=1, user_api="blas")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs -= 1
+                if not self._runs:
+                    limit, self._limit = self._limit, None
+                    limit.restore_original_limits()
+
+
+#: The process's BLAS threads during runs (BLAS's thread count is per process).
+blas_threads = BlasThreads()
+
+
 def blas_limited(get: Callable, wide: bool = False):
     """A context limiting BLAS to one thread around a threaded run, or a no-op: for a run
-    that keeps all of BLAS's threads (``wide``, see ``runtime.BlasThreads``), or when
+    that keeps all of BLAS's threads (``wide``, see ``BlasThreads``), or when
     ``pargraph.adaptive`` asks for BLAS free."""
     if wide or not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True) or \
             dask.config.get("pargraph.adaptive", True) == BLAS_FREE:
@@ -213,7 +249,7 @@ def is_local(get: Callable) -> bool:
 #: The ways a threaded run of group tasks can go, in the order they are explored: on
 #: pargraph's threads, or group after group in the calling thread. Both give BLAS the same
 #: threads, one (hence the second's name) or, for a run with a big product, all of them
-#: (``runtime.BlasThreads``): an op's float32 results depend on BLAS's threads, so they are
+#: (``BlasThreads``): an op's float32 results depend on BLAS's threads, so they are
 #: the same whichever way wins.
 MODES = ("threads", "inline, one BLAS thread")
 #: A way that only ``pargraph.adaptive`` chooses, never timing: in the calling thread, BLAS

@@ -276,7 +276,7 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
 
 
 #: A run with a BLAS op that one thread would take this long on, by its shapes, keeps all
-#: of BLAS's threads (see ``runtime.BlasThreads``).
+#: of BLAS's threads (see ``execution.BlasThreads``).
 WIDE_SECONDS = 0.5e-3
 
 

@@ -26,12 +26,11 @@ This module imports no dask at import time: it is what a worker needs to run a t
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -88,7 +87,7 @@ class Lowered:
     state: frozenset = frozenset()
     #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
     timing: Any = None
-    #: The run keeps all of BLAS's threads (see BlasThreads).
+    #: The run keeps all of BLAS's threads (see ``execution.BlasThreads``).
     wide: bool = False
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
@@ -280,42 +279,6 @@ def annotate(error: Exception, op_name: str, site: Any, key: str | None = None,
     setattr(annotated, _ANNOTATED, True)
     setattr(annotated, FAILED_KEY, key if key is not None else getattr(error, FAILED_KEY, None))
     return annotated
-
-
-class BlasThreads:
-    """BLAS limited to one thread while threaded runs are in progress. The float32 results of
-    a matrix product depend on how many threads BLAS splits it across (not on what runs
-    beside it), so a run's thread count comes from its graph (``lowering.keeps_blas_threads``),
-    never from the way the run goes (on threads or in one, chosen by timing): a run with a big
-    product keeps all of BLAS's threads, any other run limits BLAS to one thread. The count
-    is set once per run, by the run's caller: OpenBLAS ignored a count set from one of the
-    run's helper threads. It is per process, so while one thread's run limits BLAS, another
-    thread's run that would keep all of them gets one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._runs = 0  # runs in progress that limit BLAS
-        self._limit: Any = None
-
-    @contextlib.contextmanager
-    def limited(self, controller: Any) -> Iterator[None]:
-        """BLAS limited to one thread while this (and any other such) run is in progress."""
-        with self._lock:
-            self._runs += 1
-            if self._runs == 1:
-                self._limit = controller.limit(limits=1, user_api="blas")
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._runs -= 1
-                if not self._runs:
-                    limit, self._limit = self._limit, None
-                    limit.restore_original_limits()
-
-
-#: The process's BLAS threads during runs (BLAS's thread count is per process).
-blas_threads = BlasThreads()
 
 
 class FusedTask:

@@ -117,7 +117,7 @@ def _ways_chosen(seconds: dict, runs: int = 700) -> list[str]:
 
 def test_the_runner_never_chooses_blas_free_by_timing():
     """A float32 product's bits depend on BLAS's threads: a run's threads come from its
-    graph (runtime.BlasThreads), so the way with BLAS free for every op, however fast, is
+    graph (execution.BlasThreads), so the way with BLAS free for every op, however fast, is
     never explored; only ``pargraph.adaptive`` picks it."""
     chosen = _ways_chosen({"threads": 0.0090, "inline": 0.0010,
                            "inline, one BLAS thread": 0.013}, runs=300)

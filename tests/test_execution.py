@@ -124,7 +124,7 @@ def _record_matmul_intervals(monkeypatch):
 
 def _two_branches(size: int = 160, products: int = 64):
     """Two chains of products: of 160 x 160 matrices (a run of them limits BLAS to one thread,
-    runtime.BlasThreads), 64 of them a branch (~10 ms), so that a thread that starts a few ms
+    execution.BlasThreads), 64 of them a branch (~10 ms), so that a thread that starts a few ms
     late on a busy machine still overlaps the other."""
     rng = np.random.default_rng(0)
     a = pargraph.tensor(rng.standard_normal((size, size)))

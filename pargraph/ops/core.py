@@ -70,7 +70,7 @@ class Primitive:
         self.out = out
         #: ``forward`` calls BLAS or LAPACK (a matrix product, a factorization): its float32
         #: results depend on BLAS's thread count, which a run therefore sets from its graph
-        #: (``lowering.keeps_blas_threads``, ``runtime.BlasThreads``).
+        #: (``lowering.keeps_blas_threads``, ``execution.BlasThreads``).
         self.blas = blas
         self.vjps: tuple[Callable | None, ...] | None = None
         #: ``vjp_of_many(g, out, positions, *inputs, **attrs)``: the contributions to the
