@@ -31,4 +31,6 @@ def test_the_report_gives_speed_ups_against_the_ideal_and_every_target():
 
 def test_the_pool_floor_runs_the_sleeps_side_by_side():
     speedup = scaling.pool_floor(4, 0.005, threads=4, repeats=3)
-    assert 2.0 < speedup <= 4.5  # eight 5 ms sleeps: two rounds of four, not eight in turn
+    # Eight 5 ms sleeps: two rounds of four, not eight in turn. Above 4x only by the
+    # one-after-another run's overshoots, which a loaded machine makes longer (4.94 in CI).
+    assert 2.0 < speedup <= 6.0
