@@ -342,6 +342,22 @@ def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
     return _leaf(np.linspace(start, end, steps).astype(dtype or defaults.float), requires_grad)
 
 
+def logspace(start, end, steps: int, base: float = 10.0, dtype=None,
+             requires_grad: bool = False, device: Any = None) -> Tensor:
+    """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in their
+    exponents, as ``torch.logspace``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    check_device(device, "logspace")
+    return _leaf(np.logspace(start, end, steps, base=base).astype(dtype or defaults.float),
+                 requires_grad)
+
+
 def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
         device: Any = None) -> Tensor:
     """The identity matrix.

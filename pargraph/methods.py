@@ -107,6 +107,17 @@ class EverydayMethods:
         """
         return self.dim()
 
+    def is_complex(self) -> bool:
+        """Whether the dtype is a complex one (pargraph's tensors are real: False).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).is_complex()
+        False
+        """
+        return np.dtype(self.dtype).kind == "c"
+
     def is_floating_point(self) -> bool:
         """Whether the dtype is a floating point one.
 
@@ -369,6 +380,26 @@ class EverydayMethods:
             raise RuntimeError(f"1D tensors expected, but got {self.dim()}D and "
                                f"{other.dim()}D tensors")
         return self @ other
+
+    def inner(self, other: Any) -> Any:
+        """The products of the last dimension's entries summed, for every pair of the two
+        tensors' other indices (shape ``self.shape[:-1] + other.shape[:-1]``), as
+        ``torch.inner``; a 0-d tensor multiplies.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.inner(pargraph.tensor([1.0, 2.0]), pargraph.tensor([[3.0, 4.0]])).tolist()
+        [11.0]
+        """
+        if self.dim() == 0 or other.dim() == 0:
+            return self * other
+        if self.shape[-1] != other.shape[-1]:
+            raise RuntimeError(f"inner() the last dimension must match on both input tensors "
+                               f"but got shapes {list(self.shape)} and {list(other.shape)}")
+        size = self.shape[-1]
+        product = self.reshape((-1, size)) @ other.reshape((-1, size)).T
+        return product.reshape(tuple(self.shape[:-1]) + tuple(other.shape[:-1]))
 
     def outer(self, vec2: Any) -> Any:
         """The outer product of two 1-D tensors.
@@ -1011,6 +1042,22 @@ class EverydayMethods:
     def absolute(self) -> Any:
         """``abs``."""
         return self.abs()
+
+    def clamp_min(self, min: Any) -> Any:
+        """``clamp(min=min)``."""
+        return self.clamp(min=min)
+
+    def clamp_max(self, max: Any) -> Any:
+        """``clamp(max=max)``."""
+        return self.clamp(max=max)
+
+    def clamp_min_(self, min: Any) -> Any:
+        """``clamp_(min=min)``."""
+        return self.clamp_(min=min)
+
+    def clamp_max_(self, max: Any) -> Any:
+        """``clamp_(max=max)``."""
+        return self.clamp_(max=max)
 
     def arcsin(self) -> Any:
         """``asin``."""

@@ -25,6 +25,8 @@ CASES = [
     ("log10", [P], {}, True), ("atan2", [A, B], {}, True), ("remainder", [A, B], {}, True),
     ("floor_divide", [A, B], {}, True), ("lerp", [A, B], {"weight": 0.3}, True),
     ("dot", [V, W], {}, True), ("outer", [V, W], {}, True), ("cross", [V, W], {"dim": 0}, True),
+    ("inner", [A, B], {}, True), ("inner", [A, V[:1].reshape(())], {}, True),
+    ("clamp_min", [A], {"min": 0.3}, True), ("clamp_max", [A], {"max": 0.3}, True),
     ("kron", [V, W], {}, True), ("diag", [V], {"diagonal": 1}, True),
     ("diagonal", [A], {"offset": 1}, True), ("narrow", [A], {"dim": 1, "start": 1,
                                                              "length": 2}, True),
@@ -150,9 +152,24 @@ def test_in_place_forms_equal_pytorch():
     theirs.index_fill_(1, torch.tensor([3]), -1.0)
     ours.masked_fill_(ours > 1, 9.0)
     theirs.masked_fill_(theirs > 1, 9.0)
-    ours.exp_().relu_().t_().unsqueeze_(0).squeeze_()
-    theirs.exp_().relu_().t_().unsqueeze_(0).squeeze_()
+    ours.exp_().relu_().t_().unsqueeze_(0).squeeze_().clamp_min_(0.5).clamp_max_(3.0)
+    theirs.exp_().relu_().t_().unsqueeze_(0).squeeze_().clamp_min_(0.5).clamp_max_(3.0)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+
+
+def test_logspace_is_complex_and_inners_error_equal_pytorch():
+    for args, kwargs in (((0, 2, 3), {}), ((-1, 1, 5), {"base": 2}),
+                         ((1, 3, 4), {"dtype": pargraph.float64})):
+        theirs_kwargs = {**kwargs, "dtype": torch.float64} if "dtype" in kwargs else kwargs
+        ours, theirs = pargraph.logspace(*args, **kwargs), torch.logspace(*args, **theirs_kwargs)
+        assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    assert pargraph.is_complex(pargraph.ones(2)) is torch.is_complex(torch.ones(2)) is False
+    assert pargraph.ones(2).is_complex() is False
+    with pytest.raises(RuntimeError) as theirs:
+        torch.inner(torch.ones(2, 3), torch.ones(4, 5))
+    with pytest.raises(RuntimeError, match=re.escape(str(theirs.value))):
+        pargraph.inner(pargraph.ones(2, 3), pargraph.ones(4, 5))
 
 
 def test_the_default_dtype_is_settable_as_in_pytorch():
