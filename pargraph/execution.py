@@ -110,23 +110,34 @@ class BlasThreads:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs = 0  # runs in progress that limit BLAS
-        self._limit: Any = None
+        self._controller: Any = None
+        self._libraries: list = []  # the controller's BLAS libraries, selected once
+        self._outside: list[int] = []  # their threads before the runs limited them
 
     @contextlib.contextmanager
     def limited(self, controller: Any) -> Iterator[None]:
-        """BLAS limited to one thread while this (and any other such) run is in progress."""
+        """BLAS limited to one thread while this (and any other such) run is in progress.
+        Each library's count is set through threadpoolctl's controller of it, selected once:
+        a run of one small task pays for this every time."""
         with self._lock:
             self._runs += 1
             if self._runs == 1:
-                self._limit = controller.limit(limits=1, user_api="blas")
+                if controller is not self._controller:
+                    self._controller = controller
+                    self._libraries = controller.select(user_api="blas").lib_controllers
+                self._outside = [library.num_threads for library in self._libraries]
+                for library, threads in zip(self._libraries, self._outside):
+                    if threads != 1:
+                        library.set_num_threads(1)
         try:
             yield
         finally:
             with self._lock:
                 self._runs -= 1
                 if not self._runs:
-                    limit, self._limit = self._limit, None
-                    limit.restore_original_limits()
+                    for library, threads in zip(self._libraries, self._outside):
+                        if threads != 1:
+                            library.set_num_threads(threads)
 
 
 #: The process's BLAS threads during runs (BLAS's thread count is per process).
