@@ -69,7 +69,7 @@ class GlobalFlags:
     """PyTorch's process-wide numeric settings (``torch.set_float32_matmul_precision``,
     ``torch.use_deterministic_algorithms``): kept and read back. pargraph's float32 matrix
     products are always at full precision, which every setting allows, and every op it has
-    gives the same bits on every run."""
+    gives the same bits on every run with the same thread counts."""
 
     def __init__(self) -> None:
         self.matmul_precision = "highest"
@@ -115,8 +115,8 @@ def get_float32_matmul_precision() -> str:
 
 def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
     """Keep the flag, as PyTorch does. On the CPU, every op pargraph has gives the same bits
-    on every run, whatever the number of threads (a fan-in sums in a fixed order), so no op
-    refuses to run.
+    on every run with the same thread counts (a fan-in sums in a fixed order, and a run's BLAS
+    threads come from its shapes, see ``execution.BlasThreads``), so no op refuses to run.
 
     Examples
     --------

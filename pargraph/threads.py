@@ -3,9 +3,9 @@ between runs.
 
 :func:`get_num_threads` and :func:`set_num_threads` are PyTorch's: pargraph runs a step's
 independent ops side by side on the threaded scheduler's ``num_workers`` threads (its inter-op
-parallelism, ``set_num_interop_threads``), and a matrix product that runs alone on BLAS's
-threads (intra-op); ``set_num_threads`` sets both, so ``set_num_threads(1)`` keeps a process
-on one core as it does in PyTorch.
+parallelism, ``set_num_interop_threads``), and the matrix products of a run with a big one on
+BLAS's threads (intra-op); ``set_num_threads`` sets both, so ``set_num_threads(1)`` keeps a
+process on one core as it does in PyTorch.
 
 :func:`run_on_threads` runs each task as soon as the tasks it reads have finished, on the
 calling thread and the helpers of a :class:`Helpers` pool, releasing each result after its last
@@ -247,8 +247,8 @@ def get_num_threads() -> int:
 def set_num_threads(threads: int) -> None:
     """Run on ``threads`` threads, as ``torch.set_num_threads``: independent ops side by side
     (dask's ``num_workers``, global as ``dask.config.set`` outside a ``with``) and BLAS's
-    threads within a matrix product that runs alone (threadpoolctl, limited to one while ops
-    run side by side).
+    threads within the matrix products of a run with a big one (threadpoolctl; other
+    threaded runs limit BLAS to one thread, see ``execution.BlasThreads``).
 
     Examples
     --------
