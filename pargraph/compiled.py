@@ -843,7 +843,7 @@ class Program:
                         return self._run_on_cluster(values, client)
                     if len(self.tasks) == 1:
                         external = tuple([values[v] for _, v in self.recipes[0]])
-                        with execution.blas_limited(get, self.plan.wide):
+                        with execution.blas_limited(get, self.plan.blas):
                             if TaskTimes.sink is not None or self.straight is None:
                                 return list(self.tasks[0].run(external))
                             return list(self.straight[0](external))
@@ -861,11 +861,11 @@ class Program:
         mode, choice = execution.choose_mode(plan) if threaded else ("in order", None)
         start = time.perf_counter()
         if mode == "threads":
-            with execution.blas_limited(get, self.plan.wide):
+            with execution.blas_limited(get, self.plan.blas):
                 wanted = run_on_threads(self.graph, self.wanted, execution.worker_threads())
             results = [wanted[k][e] for k, e in self.picks]
         else:
-            with execution.blas_limited(get, self.plan.wide):
+            with execution.blas_limited(get, self.plan.blas):
                 if self.in_order is not None and TaskTimes.sink is None:
                     results = self.in_order(self.values)
                 else:

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from statistics import median_high
 from typing import Any
 
@@ -36,7 +36,15 @@ from pargraph.remote.recovery import check_held_values, cluster_lost
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
-from pargraph.runtime import FAILED_KEY, Lowered, TaskTimes, annotate
+from pargraph.runtime import (
+    ALL_BLAS,
+    ANY_BLAS,
+    FAILED_KEY,
+    ONE_BLAS,
+    Lowered,
+    TaskTimes,
+    annotate,
+)
 from pargraph.threads import get_num_threads, run_on_threads
 
 DEFAULT_GET = dask.threaded.get
@@ -52,6 +60,8 @@ class LocalState:
         #: threadpoolctl's controller, and how many modules were loaded when it scanned.
         self.blas: Any = None
         self.modules_at_scan = 0
+        #: Whether every BLAS library it found is OpenBLAS (see ``blas_limited``).
+        self.openblas = False
         #: The nodes the last backward freed that still hold a value (``_forget_structure``).
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
         #: How each structure's threaded runs went in each mode, by plan.
@@ -100,9 +110,10 @@ def is_threaded(get: Callable) -> bool:
 class BlasThreads:
     """BLAS limited to one thread while threaded runs are in progress. The float32 results of
     a matrix product depend on how many threads BLAS splits it across (not on what runs
-    beside it), so a run's thread count comes from its graph (``lowering.keeps_blas_threads``),
+    beside it), so a run's thread count comes from its graph (``lowering.blas_threads_of``),
     never from the way the run goes (on threads or in one, chosen by timing): a run with a big
-    product keeps all of BLAS's threads, any other run limits BLAS to one thread. The count
+    product keeps all of BLAS's threads, a run whose products OpenBLAS keeps on one thread
+    anyway leaves the count alone, any other run limits BLAS to one thread. The count
     is set once per run, by the run's caller: OpenBLAS ignored a count set from one of the
     run's helper threads. It is per process, so while one thread's run limits BLAS, another
     thread's run that would keep all of them gets one."""
@@ -110,47 +121,50 @@ class BlasThreads:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs = 0  # runs in progress that limit BLAS
-        self._controller: Any = None
-        self._libraries: list = []  # the controller's BLAS libraries, selected once
+        #: threadpoolctl's controller to limit BLAS through (``blas_limited`` sets it).
+        self.controller: Any = None
+        self._selected: Any = None  # the controller whose BLAS libraries are selected
+        self._libraries: list = []
         self._outside: list[int] = []  # their threads before the runs limited them
 
-    @contextlib.contextmanager
-    def limited(self, controller: Any) -> Iterator[None]:
-        """BLAS limited to one thread while this (and any other such) run is in progress.
-        Each library's count is set through threadpoolctl's controller of it, selected once:
-        a run of one small task pays for this every time."""
+    def __enter__(self) -> None:
+        """A run that limits BLAS begins. Each library's count is set through threadpoolctl's
+        controller of it, selected once: a run of one small task pays for this every time."""
         with self._lock:
             self._runs += 1
             if self._runs == 1:
-                if controller is not self._controller:
-                    self._controller = controller
-                    self._libraries = controller.select(user_api="blas").lib_controllers
-                self._outside = [library.num_threads for library in self._libraries]
-                for library, threads in zip(self._libraries, self._outside):
+                if self.controller is not self._selected:
+                    self._selected = self.controller
+                    self._libraries = self.controller.select(user_api="blas").lib_controllers
+                self._outside = outside = [library.num_threads for library in self._libraries]
+                for library, threads in zip(self._libraries, outside):
                     if threads != 1:
                         library.set_num_threads(1)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._runs -= 1
-                if not self._runs:
-                    for library, threads in zip(self._libraries, self._outside):
-                        if threads != 1:
-                            library.set_num_threads(threads)
+
+    def __exit__(self, *exc: Any) -> None:
+        """A run that limits BLAS ended: the last one gives BLAS its threads back."""
+        with self._lock:
+            self._runs -= 1
+            if not self._runs:
+                for library, threads in zip(self._libraries, self._outside):
+                    if threads != 1:
+                        library.set_num_threads(threads)
 
 
+#: What a run that leaves BLAS's threads alone enters.
+_UNLIMITED = contextlib.nullcontext()
 #: The process's BLAS threads during runs (BLAS's thread count is per process).
 blas_threads = BlasThreads()
 
 
-def blas_limited(get: Callable, wide: bool = False):
+def blas_limited(get: Callable, blas: str = ONE_BLAS):
     """A context limiting BLAS to one thread around a threaded run, or a no-op: for a run
-    that keeps all of BLAS's threads (``wide``, see ``BlasThreads``), or when
-    ``pargraph.adaptive`` asks for BLAS free."""
-    if wide or not is_threaded(get) or not dask.config.get("pargraph.limit-blas", True) or \
-            dask.config.get("pargraph.adaptive", True) == BLAS_FREE:
-        return contextlib.nullcontext()
+    that keeps all of BLAS's threads, or whose products OpenBLAS runs on one thread anyway
+    (``blas``, see ``lowering.blas_threads_of``), or when ``pargraph.adaptive`` asks for BLAS
+    free."""
+    if blas is ALL_BLAS or not is_threaded(get) or not dask.config.get(
+            "pargraph.limit-blas", True) or dask.config.get("pargraph.adaptive", True) == BLAS_FREE:
+        return _UNLIMITED
     # Scanning for BLAS libraries costs more than a task; a new one can only be loaded by an
     # import, so scan again only when modules were imported since the last scan.
     if local.blas is None or len(sys.modules) != local.modules_at_scan:
@@ -158,7 +172,12 @@ def blas_limited(get: Callable, wide: bool = False):
 
         local.blas = ThreadpoolController()
         local.modules_at_scan = len(sys.modules)
-    return blas_threads.limited(local.blas)
+        local.openblas = all(library.internal_api == "openblas"
+                             for library in local.blas.select(user_api="blas").lib_controllers)
+    if blas is ANY_BLAS and local.openblas:
+        return _UNLIMITED
+    blas_threads.controller = local.blas
+    return blas_threads
 
 
 def is_live(node: Node) -> bool:
@@ -167,9 +186,9 @@ def is_live(node: Node) -> bool:
     return owner is not None and owner._node is node
 
 
-def run_graph(graph: dict, keys: list, get: Callable, wide: bool = False) -> Sequence[Any]:
-    """Run a dask graph on a local scheduler (``wide``: see :func:`blas_limited`)."""
-    with blas_limited(get, wide):
+def run_graph(graph: dict, keys: list, get: Callable, blas: str = ONE_BLAS) -> Sequence[Any]:
+    """Run a dask graph on a local scheduler (``blas``: see :func:`blas_limited`)."""
+    with blas_limited(get, blas):
         return get(graph, keys)
 
 
@@ -184,7 +203,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
             progress = _progress.minimum is not None
             inline = lowered.single is not None and is_local(get)
             if inline and not progress:
-                with blas_limited(get, lowered.wide):
+                with blas_limited(get, lowered.blas):
                     return run_inline(lowered)
             client = client_of(get)
             if client is not None:
@@ -196,7 +215,7 @@ def execute(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]:
                     return run_adaptively(lowered, keys, get)
                 if getattr(get, "func", get) is dask.local.get_sync:
                     return run_in_order(lowered, keys)
-            return run_graph(lowered.graph, keys, get, lowered.wide)
+            return run_graph(lowered.graph, keys, get, lowered.blas)
     except Exception as error:
         raise error.with_traceback(None) from None
 
@@ -374,7 +393,7 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
     :class:`ModeChoice`)."""
     mode, choice = choose_mode(lowered.plan)
     start = time.perf_counter()
-    with blas_limited(get, lowered.wide):
+    with blas_limited(get, lowered.blas):
         if mode == "threads":
             results = run_on_threads(lowered.graph, keys, _threads(None))
         else:

@@ -36,9 +36,12 @@ from pargraph.remote.layout import (
 from pargraph.remote.recovery import fetch
 from pargraph.remote.state import clusters
 from pargraph.runtime import (
+    ALL_BLAS,
+    ANY_BLAS,
     ENV,
     EXT,
     LIT,
+    ONE_BLAS,
     PART,
     Arg,
     FusedTask,
@@ -87,7 +90,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     single = plan_.instantiate(order, computed) if isinstance(plan_, SinglePlan) else None
     if single is not None and not remote:  # inline, unless a graph is asked for
         lowered = _single_task(graph, *single, outputs, {}, local=True)
-        lowered.wide = plan_.wide
+        lowered.blas = plan_.blas
         if plan_.costs.wants_timing() and _measuring():
             lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
         return lowered
@@ -278,14 +281,31 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
 #: A run with a BLAS op that one thread would take this long on, by its shapes, keeps all
 #: of BLAS's threads (see ``execution.BlasThreads``).
 WIDE_SECONDS = 0.5e-3
+#: OpenBLAS runs a matrix product on one thread, whatever its count, up to this m·n·k
+#: (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4), and a product with a
+#: single row or column (a matrix-vector product or a dot) up to this many elements.
+OPENBLAS_ONE_THREAD, OPENBLAS_ONE_THREAD_VECTOR = 262_144, 8_192
 
 
-def keeps_blas_threads(computed: list[Node]) -> bool:
-    """Whether a run of ``computed`` keeps all of BLAS's threads: it has a BLAS op that one
-    thread would take :data:`WIDE_SECONDS` on, by its shapes (else it limits BLAS to one
-    thread). An op's float32 results depend on BLAS's threads, so they come from the run's
-    graph alone, whichever way the run goes."""
-    return any(node.op.blas and estimated_seconds(node) >= WIDE_SECONDS for node in computed)
+def blas_threads_of(computed: list[Node]) -> str:
+    """How many of BLAS's threads a run of ``computed`` takes, from its shapes alone (an op's
+    float32 results depend on BLAS's thread count, so that count never depends on the way the
+    run goes): :data:`ALL_BLAS` with a BLAS op that one thread would take
+    :data:`WIDE_SECONDS` on; :data:`ANY_BLAS` when its BLAS ops are all matrix products
+    small enough that OpenBLAS runs them on one thread anyway; else :data:`ONE_BLAS`."""
+    threads = ANY_BLAS
+    for node in computed:
+        op = node.op
+        if not op.blas:
+            continue
+        if estimated_seconds(node) >= WIDE_SECONDS:
+            return ALL_BLAS
+        if threads is ANY_BLAS and (op.products is None or not all(
+                m * n * k <= (OPENBLAS_ONE_THREAD_VECTOR if min(m, n) == 1
+                              else OPENBLAS_ONE_THREAD)
+                for m, n, k in op.products(node))):
+            threads = ONE_BLAS
+    return threads
 
 
 class GroupPlan:
@@ -298,8 +318,8 @@ class GroupPlan:
         check_computable(computed)
         in_computed = {id(node): k for k, node in enumerate(computed)}
         self.members = [[in_computed[id(n)] for n in members] for members in groups]
-        #: Whether the run keeps all of BLAS's threads (see :func:`keeps_blas_threads`).
-        self.wide = keeps_blas_threads(computed)
+        #: How many of BLAS's threads the run takes (see :func:`blas_threads_of`).
+        self.blas = blas_threads_of(computed)
         export_of = self._exports(groups, outputs)
         in_order = {id(node): k for k, node in enumerate(order)}
 
@@ -434,7 +454,7 @@ class GroupPlan:
             for node, (g, e) in zip(outputs, self.outputs):
                 graph[node.key] = Task(node.key, operator.getitem, TaskRef(keys[g]), e)
             return Lowered(graph, [node.key for node in outputs], tasks=tasks + len(outputs),
-                           plan=self, wide=self.wide)
+                           plan=self, blas=self.blas)
         wanted = sorted({g for g, _ in self.outputs})
         position = {g: k for k, g in enumerate(wanted)}
         picks = [(position[g], e) for g, e in self.outputs]
@@ -452,7 +472,7 @@ class GroupPlan:
                                  frozenset(sent) | {keys[wanted[k]] for k in scalar}, plan=self)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
-                       plan=self, sequential=sequential, wide=self.wide)
+                       plan=self, sequential=sequential, blas=self.blas)
 
 
 def is_small(computed: list[Node], below: float, work: Sequence[float] | None = None) -> bool:
@@ -481,7 +501,7 @@ def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
         args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
         graph[node.key] = Task(node.key, NodeTask.of(node), *args)
     return Lowered(graph, [node.key for node in outputs], tasks=len(computed),
-                   wide=keeps_blas_threads(computed),
+                   blas=blas_threads_of(computed),
                    holders=list(range(len(outputs))))
 
 
@@ -499,8 +519,8 @@ class SinglePlan:
         index = {id(node): j for j, node in enumerate(computed)}
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule(self.sources, self.outputs)
-        #: Whether the run keeps all of BLAS's threads (see :func:`keeps_blas_threads`).
-        self.wide = keeps_blas_threads(computed)
+        #: How many of BLAS's threads the run takes (see :func:`blas_threads_of`).
+        self.blas = blas_threads_of(computed)
         self.straight = StraightCode()
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:

@@ -61,6 +61,11 @@ class Arg(IntEnum):
     SELECTION = 2  # a cluster task's pick of parts of several groups' tuples
 
 
+#: How many of BLAS's threads a run takes (``lowering.blas_threads_of``): all of them, one,
+#: or whatever BLAS has (no BLAS op of the run would be split across threads).
+ALL_BLAS, ONE_BLAS, ANY_BLAS = "all", "one", "any"
+
+
 @dataclass
 class Lowered:
     """A dask graph, the keys to ask it for, and how to turn their results into the values of
@@ -87,8 +92,8 @@ class Lowered:
     state: frozenset = frozenset()
     #: A run whose nodes are timed, for its structure's measured costs (see pargraph.costs).
     timing: Any = None
-    #: The run keeps all of BLAS's threads (see ``execution.BlasThreads``).
-    wide: bool = False
+    #: How many of BLAS's threads the run takes (``lowering.blas_threads_of``).
+    blas: str = ONE_BLAS
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)

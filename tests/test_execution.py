@@ -15,7 +15,7 @@ from dask.callbacks import Callback
 from dask.utils import key_split
 
 import pargraph
-from pargraph import execution, ops, threads
+from pargraph import execution, ops, runtime, threads
 from tests.op_table import CASES, tensors_of
 
 
@@ -203,9 +203,37 @@ def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):
         two_branches()
     assert seen[-1] == outside
     with dask.config.set(scheduler="threads"):
-        pargraph.ones(2).exp().numpy()  # one task, in this thread: limited all the same
+        square = pargraph.ones(100, 100)
+        (square @ square).exp().numpy()  # one task, in this thread: limited all the same
     assert seen[-1] and all(n == 1 for n in seen[-1])
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == outside
+
+
+def test_a_run_whose_products_openblas_keeps_on_one_thread_leaves_blas_alone(monkeypatch):
+    """OpenBLAS runs a product of m·n·k up to 262,144 (a matrix-vector one up to 8,192
+    elements) on one thread whatever its count, so no count changes such a run's results: it
+    leaves BLAS's threads as they are (setting them costs a small step ~5 us)."""
+    from threadpoolctl import threadpool_info
+
+    if not all(i["internal_api"] == "openblas" for i in threadpool_info()
+               if i["user_api"] == "blas"):
+        pytest.skip("the rule is OpenBLAS's; other BLAS libraries are always limited")
+    seen = []
+    forward = ops.exp.forward
+    monkeypatch.setattr(ops.exp, "forward", lambda x, out=None: seen.append(
+        [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+        or forward(x, out=out))
+    outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with dask.config.set(scheduler="threads"):
+        pargraph.ones(2).exp().numpy()  # no product at all
+        assert seen[-1] == outside
+        a, b = pargraph.ones(32, 64), pargraph.ones(64, 128)  # m·n·k 262,144
+        (a @ b).exp().numpy()
+        assert seen[-1] == outside
+        (pargraph.ones(64, 64) @ b).exp().numpy()  # 524,288: OpenBLAS would split it
+        assert seen[-1] and all(n == 1 for n in seen[-1])
+        (pargraph.ones(1, 9000) @ pargraph.ones(9000, 1)).exp().numpy()  # a long dot
+        assert seen[-1] and all(n == 1 for n in seen[-1])
 
 
 def test_the_gil_switch_interval_is_lowered_during_threaded_runs_and_restored(monkeypatch):
@@ -473,3 +501,39 @@ def test_a_trace_times_every_node_of_a_structure_run_many_times():
     with pargraph.trace() as trace:
         ((x * 2).exp() + 1).sum().item()
     assert sorted(record.op for record in trace.nodes()) == ["add", "exp", "mul", "sum"]
+
+
+def test_products_that_leave_blas_alone_give_the_same_bits_on_any_blas_threads():
+    """The rule ``blas_threads_of`` relies on, checked on this machine's BLAS: every product
+    it lets run at any thread count gives the same float32 bits on one and two threads, and
+    some products it limits do not (so the check can tell)."""
+    import itertools
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from pargraph import lowering
+
+    if not all(i["internal_api"] == "openblas" for i in threadpool_info()
+               if i["user_api"] == "blas") or (os.cpu_count() or 1) < 2:
+        pytest.skip("the rule is OpenBLAS's on two threads or more; other BLAS libraries are "
+                    "always limited")
+    rng = np.random.default_rng(0)
+    sizes = [1, 3, 16, 31, 64, 100, 128, 256, 1024, 8192]
+    any_count = differing = 0
+    for m, n, k in itertools.product(sizes, sizes, sizes):
+        if m * n * k > 2_000_000:
+            continue
+        x = pargraph.tensor(rng.standard_normal((m, k)).astype(np.float32))
+        y = pargraph.tensor(rng.standard_normal((k, n)).astype(np.float32))
+        product = (x @ y)._node
+        results = []
+        for count in (1, 2):
+            with threadpool_limits(count, "blas"):
+                results.append(np.matmul(x.numpy(), y.numpy()))
+        same = np.array_equal(*results)
+        if lowering.blas_threads_of([product]) == runtime.ANY_BLAS:
+            any_count += 1
+            assert same, (m, n, k)
+        else:
+            differing += not same
+    assert any_count > 200 and differing > 20

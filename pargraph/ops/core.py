@@ -54,7 +54,7 @@ class Primitive:
 
     def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
                  view: bool = False, cost: Callable | None = None, method: bool = False,
-                 out: bool = False, blas: bool = False):
+                 out: bool = False, blas: bool = False, products: Callable | None = None):
         self.name = name
         #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
         self.method = method
@@ -70,8 +70,12 @@ class Primitive:
         self.out = out
         #: ``forward`` calls BLAS or LAPACK (a matrix product, a factorization): its float32
         #: results depend on BLAS's thread count, which a run therefore sets from its graph
-        #: (``lowering.keeps_blas_threads``, ``execution.BlasThreads``).
+        #: (``lowering.blas_threads_of``, ``execution.BlasThreads``).
         self.blas = blas
+        #: ``products(node)``: the (m, n, k) of each matrix product ``forward`` hands BLAS, by
+        #: the node's shapes; a run whose products are all small leaves BLAS's count alone
+        #: (``lowering.blas_threads_of``).
+        self.products = products
         self.vjps: tuple[Callable | None, ...] | None = None
         #: ``vjp_of_many(g, out, positions, *inputs, **attrs)``: the contributions to the
         #: inputs at ``positions`` in one call, for ops of any number of inputs (a vjp per
@@ -142,14 +146,15 @@ class ShapeError(Exception):
 
 def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
               cost: Callable | None = None, method: bool = False, out: bool = False,
-              blas: bool = False):
+              blas: bool = False, products: Callable | None = None):
     """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
     ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
     ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``; ``blas``:
-    ``forward`` calls BLAS or LAPACK)."""
+    ``forward`` calls BLAS or LAPACK; ``products``: the (m, n, k) of its matrix products)."""
 
     def register(forward: Callable | None) -> Primitive:
-        prim = Primitive(name, forward, shape, grad_name, view, cost, method, out, blas)
+        prim = Primitive(name, forward, shape, grad_name, view, cost, method, out, blas,
+                         products)
         REGISTRY[name] = prim
         return prim
 

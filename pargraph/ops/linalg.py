@@ -25,6 +25,18 @@ def _gemm_cost(node: Node) -> float:
     return 3e-6 + 2 * math.prod(node.shape) * inner / 20e9
 
 
+def _products(x: Node, n: int, k: int) -> tuple:
+    """The (m, n, k) numpy hands BLAS for ``x`` (..., k) times a (k, n) matrix: a product per
+    matrix of ``x``, or one of all its rows at once (a 2-D right operand may be merged)."""
+    m = x.shape[-2] if len(x.shape) > 1 else 1
+    return (m, n, k), (math.prod(x.shape[:-1]), n, k)
+
+
+def _matmul_products(node: Node) -> tuple:
+    x, y = node.inputs
+    return _products(x, y.shape[-1] if len(y.shape) > 1 else 1, x.shape[-1])
+
+
 def _matmul_shape(x, y):
     if not x.shape or not y.shape:
         raise ShapeError(f"both arguments must be at least 1-D, got shapes {x.shape} and {y.shape}")
@@ -41,7 +53,7 @@ def _matmul_shape(x, y):
 
 
 @primitive("matmul", _matmul_shape, grad_name="MmBackward0", blas=True,
-           cost=lambda node: _gemm_cost(node))
+           cost=lambda node: _gemm_cost(node), products=_matmul_products)
 def matmul(x, y):
     return np.matmul(x, y)
 
@@ -81,7 +93,8 @@ def _linear_shape(x, w, b=None):
 
 
 @primitive("linear", _linear_shape, grad_name="AddmmBackward0", blas=True,
-           cost=lambda node: _gemm_cost(node))
+           cost=lambda node: _gemm_cost(node),
+           products=lambda node: _products(node.inputs[0], *node.inputs[1].shape))
 def linear(x, w, b=None):
     """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
     out = np.matmul(x, w.T)
@@ -107,7 +120,8 @@ def _weight_grad_cost(node: Node) -> float:
 
 
 @primitive("linear_weight_grad", _weight_grad_shape, grad_name="MmBackward0", blas=True,
-           cost=_weight_grad_cost)
+           cost=_weight_grad_cost,
+           products=lambda node: ((*node.shape, math.prod(node.inputs[0].shape[:-1])),))
 def linear_weight_grad(g, x):
     """Linear's weight gradient, ``rows(g).T @ rows(x)``, as one node (a transpose node and a
     matrix product before; the same BLAS call)."""
