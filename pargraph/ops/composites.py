@@ -36,7 +36,7 @@ from pargraph.ops.elementwise import (
     where,
 )
 from pargraph.ops.reductions import amax, sum_
-from pargraph.ops.shapes import _check_indices, index, reshape, shown_as
+from pargraph.ops.shapes import _check_indices, any_outside, index, reshape, shown_as
 
 
 def _count(x: Node, dims: tuple) -> int:
@@ -113,6 +113,9 @@ def _class_weights(target, weight: tuple, ignore_index: int, dtype, classes: int
     """Per target: its class (0 where ignored) and its weight (0 where ignored); ``None`` for
     weights when all are one (no ``weight``, nothing ignored): the common case stays cheap.
     A target outside ``[0, classes)`` that is not ignored raises, as in PyTorch."""
+    if not 0 <= ignore_index < classes and not any_outside(target, classes):
+        # Every target is a class, so none is ignore_index (-100 by default): one pass.
+        return target, (weight[0][target].astype(dtype, copy=False) if weight else None)
     ignored = target == ignore_index
     some_ignored = ignored.any()
     _check_indices(target[~ignored] if some_ignored else target, classes, "IndexError",

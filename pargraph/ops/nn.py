@@ -30,8 +30,14 @@ def log_softmax_of(x, *, dim):
     if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does
         return log_softmax_of.forward(x.astype(np.float32), dim=dim).astype(x.dtype)
     shift = x.max(axis=dim, keepdims=True)
-    total = np.log(np.exp(x - shift).sum(axis=dim, keepdims=True))
-    return x - (total + shift)
+    if not x.ndim:  # 0-d: numpy's arithmetic gives scalars, which take no out=
+        return x - (np.log(np.exp(x - shift).sum(axis=dim, keepdims=True)) + shift)
+    # The same operations in the same order, into two temporaries instead of five arrays.
+    shifted = np.subtract(x, shift)
+    total = np.exp(shifted, out=shifted).sum(axis=dim, keepdims=True)
+    np.log(total, out=total)
+    np.add(total, shift, out=total)
+    return np.subtract(x, total, out=shifted)
 
 
 # Cross-entropy's backward fuses with nll_loss's (a rewrite: ops.rewrites).
@@ -44,7 +50,11 @@ def log_softmax_backward(g, result, *, dim):
     if g.dtype in HALVES:
         return log_softmax_backward.forward(g.astype(np.float32), result.astype(np.float32),
                                             dim=dim).astype(g.dtype)
-    return g - np.exp(result) * g.sum(axis=dim, keepdims=True)
+    if not result.ndim or g.dtype != result.dtype:
+        return g - np.exp(result) * g.sum(axis=dim, keepdims=True)
+    scaled = np.exp(result)  # the same operations, in one temporary
+    np.multiply(scaled, g.sum(axis=dim, keepdims=True), out=scaled)
+    return np.subtract(g, scaled, out=scaled)
 
 
 log_softmax_backward.defvjp(
@@ -90,10 +100,11 @@ def nll_loss(x, target, *weight, reduction, ignore_index):
     targets' total weight (their count without ``weight``), as PyTorch does."""
     classes, weights = _class_weights(target, weight, ignore_index, x.dtype, x.shape[-1])
     picked = x[classes] if x.ndim == 1 else x[np.arange(classes.shape[0]), classes]
-    losses = -picked if weights is None else -(picked * weights)
+    if weights is not None:
+        picked = picked * weights
     if reduction == "none":
-        return losses
-    total = losses.sum()
+        return -picked
+    total = -picked.sum()  # the sum of the negated values, exactly: negation rounds nothing
     if reduction == "sum":
         return total
     return total / (classes.size if weights is None else weights.sum())

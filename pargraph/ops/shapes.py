@@ -106,16 +106,23 @@ def scatter(x, index, src, dim):
 _INDEX_ERRORS = {"IndexError": IndexError, "RuntimeError": RuntimeError}
 
 
+#: Each signed integer dtype's unsigned twin, for :func:`any_outside`.
+_UNSIGNED = {np.dtype(t): np.dtype(t).str.replace("i", "u")
+             for t in (np.int8, np.int16, np.int32, np.int64)}
+
+
+def any_outside(index: np.ndarray, size: int) -> bool:
+    """Whether a value of ``index`` is outside ``[0, size)``, in one pass: seen unsigned, a
+    negative value is beyond any size."""
+    unsigned = _UNSIGNED.get(index.dtype)
+    return bool(((index if unsigned is None else index.view(unsigned)) >= size).any())
+
+
 def _check_indices(index: np.ndarray, size: int, error: str, message: str | tuple) -> None:
     """PyTorch's bounds check of an index argument: every value in ``[0, size)``, negative
     ones included (they would wrap in numpy). ``message``: one text, or one for a value
     below 0 and one for a value too large; ``{index}`` stands for the first bad value."""
-    if not index.size:
-        return
-    # One pass in the common case: seen unsigned, a negative value is beyond any size.
-    unsigned = index.view(index.dtype.str.replace("i", "u")) if index.dtype.kind == "i" \
-        else index
-    if not (unsigned >= size).any():
+    if not index.size or not any_outside(index, size):
         return
     low, high = index.min(), index.max()
     if isinstance(message, tuple):
