@@ -29,7 +29,7 @@ import threading
 import zipfile
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -95,8 +95,10 @@ def _store(array: np.ndarray, arrays: dict) -> dict:
     return {"member": name, "shape": list(array.shape), "dtype": array.dtype.str}
 
 
-def save(obj: Any, path: str | os.PathLike) -> None:
-    """Write ``obj`` (a state dict, or nested dicts/lists of tensors and numbers) atomically.
+def save(obj: Any, path: str | os.PathLike | IO[bytes]) -> None:
+    """Write ``obj`` (a state dict, or nested dicts/lists of tensors and numbers) atomically
+    to ``path``, or into a binary file object (``io.BytesIO``, an open file) where it stands,
+    as ``torch.save`` does (the object is the caller's: no temporary file, no rename).
 
     Examples
     --------
@@ -110,6 +112,9 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "version": 1, "root": _encode(obj, arrays)})
     arrays[_STRUCTURE] = np.frombuffer(structure.encode(), dtype=np.uint8)
+    if hasattr(path, "write"):
+        np.savez(path, **arrays)
+        return
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     _remove_stale_temporaries(path)
@@ -185,9 +190,10 @@ def _sync_folder(folder: str) -> None:
 
 # --- loading -----------------------------------------------------------------------------------
 
-def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool | None = None,
-         max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
-    """Read a checkpoint written by :func:`save`; tensors come back as tensors.
+def load(path: str | os.PathLike | IO[bytes], map_location: Any = None,
+         weights_only: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+    """Read a checkpoint written by :func:`save` (from a path, or a binary file object with
+    ``read`` and ``seek``, from where it stands); tensors come back as tensors.
 
     Raises :class:`CheckpointError` (a ``ValueError``) for any file that is not a valid
     checkpoint, and ``FileNotFoundError`` for a missing one. Before anything is inflated,
@@ -209,10 +215,18 @@ def load(path: str | os.PathLike, map_location: Any = None, weights_only: bool |
     """
     if not callable(map_location) and not isinstance(map_location, dict):
         check_device(map_location, "load")  # a function or a mapping has only the CPU to map
-    path = os.fspath(path)
+    if hasattr(path, "read"):
+        source, path = path, str(getattr(path, "name", None) or type(path).__name__)
+        start = source.tell()
+        size = source.seek(0, os.SEEK_END) - start
+        source.seek(start)
+    else:
+        source = path = os.fspath(path)
+        size = None
     try:
-        with zipfile.ZipFile(path) as archive:
-            _check_members(path, archive, os.path.getsize(path), max_bytes)
+        with zipfile.ZipFile(source) as archive:
+            _check_members(path, archive, os.path.getsize(path) if size is None else size,
+                           max_bytes)
             reader = _MemberReader(path, archive, max_bytes)
             root = _read_structure(reader)
             return _decode(root, reader)

@@ -114,6 +114,30 @@ def test_every_kind_of_damaged_file_raises_one_clear_error(tmp_path):
         pargraph.load(tmp_path / "nowhere.npz")
 
 
+def test_save_and_load_take_file_objects_as_torch_does(tmp_path):
+    """``torch.save(state, buffer)`` / ``torch.load(buffer)`` with an ``io.BytesIO`` or an
+    open file, written and read where the object stands; a damaged one raises the one error,
+    naming the object."""
+    import io
+
+    model = nn.Linear(3, 2)
+    buffer = io.BytesIO(b"prefix")
+    buffer.seek(0, io.SEEK_END)
+    pargraph.save({"model": model.state_dict(), "step": 7}, buffer)
+    buffer.seek(len(b"prefix"))
+    state = pargraph.load(buffer)
+    assert state["step"] == 7
+    np.testing.assert_array_equal(state["model"]["weight"].numpy(), model.weight.detach().numpy())
+    with open(tmp_path / "open.pt", "wb") as file:
+        pargraph.save([pargraph.arange(4)], file)
+    with open(tmp_path / "open.pt", "rb") as file:
+        assert pargraph.load(file)[0].tolist() == [0, 1, 2, 3]
+    for what, content in _damaged_files(tmp_path).items():
+        with pytest.raises(pargraph.CheckpointError) as error:
+            pargraph.load(io.BytesIO(content))
+        assert "BytesIO" in str(error.value), what
+
+
 def test_load_reads_only_the_members_the_structure_names_and_checks_their_size(tmp_path):
     path = tmp_path / "bomb.npz"
     structure = b'{"format": "pargraph-checkpoint", "version": 1, "root": {"tensor": ' \
