@@ -29,7 +29,7 @@ from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
 from pargraph.devices import check_device, device
-from pargraph.graph import Node, grad_mode
+from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode
 from pargraph.methods import EverydayMethods
 from pargraph.ops import defaults
 from pargraph.printing import format_tensor
@@ -853,8 +853,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     # --- in place -----------------------------------------------------------------------
 
-    def _rebind(self, node: Node) -> Tensor:
-        """Point this tensor at ``node``: how in-place ops work on an immutable graph."""
+    def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
+        """Point this tensor at ``node``: how in-place ops work on an immutable graph.
+        ``begun``: the uid from which nodes are the in-place op's own, whose use of the old
+        value PyTorch allows (it keeps the original for the op). By default ``node`` alone,
+        unless the old value is also one of its other operands (``h.mul_(h)``), which PyTorch
+        saves as it is, and finds changed."""
         old = self._node
         if node.shape != old.shape:
             raise RuntimeError(f"output with shape {old.shape} doesn't match the broadcast "
@@ -869,7 +873,10 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         recorder = recording.recorder
         if recorder is not None:
             recorder.rebound(self, old)
-        old.overwritten = old is not node
+        if begun is None:
+            begun = REPLACED_OUTRIGHT if any(i is old for i in node.inputs[1:]) \
+                else node.uid
+        old.overwritten = begun if old is not node else False
         self._node = node
         node.owner = weakref.ref(self)
         return self
@@ -882,7 +889,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         recorder = recording.recorder
         if recorder is not None:
             recorder.rebound(self, old)
-        old.overwritten = True
+        old.overwritten = REPLACED_OUTRIGHT
         self._node = node
         node.owner = weakref.ref(self)
 
@@ -1021,13 +1028,13 @@ class SharedData(Tensor):
         self._leaf_requires_grad = bool(requires_grad)
         return self
 
-    def _rebind(self, node: Node) -> Tensor:
+    def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
         if self._leaf_requires_grad or node.history:
             # It has a history of its own now: it stops sharing, as a PyTorch tensor whose
             # in-place op recorded autograd history would need its own storage for that.
             raise RuntimeError("an in-place operation on detached data must not record "
                                "autograd history; run it under pargraph.no_grad()")
-        self._base._rebind(node)
+        self._base._rebind(node, begun)
         return self
 
     def _replace(self, node: Node) -> None:

@@ -39,6 +39,7 @@ from pargraph._tensor import SharedData, Tensor
 from pargraph.capturing import Symbol, SymbolTable, recording
 from pargraph.graph import (
     FORWARD,
+    REPLACED_OUTRIGHT,
     Node,
     format_site,
     grad_mode,
@@ -1129,7 +1130,7 @@ def _land(tensor: Tensor, node: Node) -> None:
     """Point ``tensor`` at ``node`` (a new leaf): what an optimizer's commit does, without its
     checks (the shapes and dtypes are the program's own)."""
     old = tensor._node
-    old.overwritten = True
+    old.overwritten = REPLACED_OUTRIGHT
     tensor._node = node
     node.owner = weakref.ref(tensor)
 

@@ -217,8 +217,10 @@ class Node:
         self.owner = None
         self.retains_grad = False
         # An in-place op replaced this value in its tensor (PyTorch bumps the version
-        # counter): a backward that needs the old value raises, as in PyTorch.
-        self.overwritten = False
+        # counter): False, or the uid from which nodes are that op's own (their use of the
+        # old value is the op's, which PyTorch keeps for it). A backward through an earlier
+        # node that needs the old value raises, as in PyTorch.
+        self.overwritten: int | bool = False
 
     @classmethod
     def replayed(cls, op, inputs: tuple, attrs: dict, shape: tuple, dtype: np.dtype,
@@ -319,6 +321,11 @@ class StructureCache:
     def clear(self) -> None:
         with self._lock:
             self.entries.clear()
+
+
+#: ``Node.overwritten`` of a value replaced by no op of the graph (``.data =``, a compiled
+#: step's landing): no use of the old value is the replacement's own.
+REPLACED_OUTRIGHT = sys.maxsize
 
 
 def uid_mark() -> int:

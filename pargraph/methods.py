@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
+from pargraph.graph import toposort
 
 
 class EverydayMethods:
@@ -686,8 +687,14 @@ class EverydayMethods:
     # --- in place ------------------------------------------------------------------------
 
     def _in_place(self, result: Any) -> Any:
+        """This tensor made ``result``, which the in-place op computed from it: the nodes
+        that computation recorded after this tensor's value (a composite's several) are the
+        op's own, whose use of the old value PyTorch allows."""
         self._check_in_place()
-        return self._rebind(result._node)
+        old, new = self._node, result._node
+        own = [n.uid for n in toposort([new], stop=lambda n: n.uid <= old.uid)
+               if n.uid > old.uid]
+        return self._rebind(new, min(own, default=new.uid))
 
     def exp_(self) -> Any:
         """``exp`` in place.

@@ -287,6 +287,40 @@ def test_a_saved_value_changed_in_place_fails_backward_like_pytorch():
         out.sum().backward()
 
 
+@pytest.mark.parametrize("change, fails", [
+    (lambda t, h, v: h.mul_(v), False), (lambda t, h, v: h.clamp_(-1.0, 3.0), False),
+    (lambda t, h, v: h.pow_(2), False), (lambda t, h, v: h.add_(h), False),
+    (lambda t, h, v: h.sub_(v, alpha=2), False),
+    (lambda t, h, v: t.nn.functional.silu(h, inplace=True), False),
+    (lambda t, h, v: t.nn.functional.hardswish(h, inplace=True), False),
+    (lambda t, h, v: h.mul_(h), True), (lambda t, h, v: h.div_(h), True),
+    (lambda t, h, v: h.add_(h * v), True),
+])
+def test_an_in_place_op_may_use_the_value_it_replaces_as_pytorchs_do(change, fails):
+    """PyTorch keeps the original for an in-place op's own backward (``a.mul_(v)``, a
+    composite such as silu's), but not an operand that is the changed tensor itself
+    (``h.mul_(h)``) or was computed from it before (``h.add_(h * v)``)."""
+    torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+    grads = []
+    for module in (pargraph, torch):
+        x = module.tensor([0.5, -2.0], requires_grad=True)
+        v = module.tensor([3.0, 4.0], requires_grad=True)
+        h = x * 2
+        change(module, h, v)
+        if fails:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                h.sum().backward()
+            continue
+        h.sum().backward()
+        grads.append((x.grad.numpy(), v.grad.numpy() if v.grad is not None else None))
+    if not fails:
+        (ours_x, ours_v), (theirs_x, theirs_v) = grads
+        np.testing.assert_allclose(ours_x, theirs_x, rtol=1e-6)
+        assert (ours_v is None) == (theirs_v is None)
+        if ours_v is not None:
+            np.testing.assert_allclose(ours_v, theirs_v, rtol=1e-6)
+
+
 def test_changing_a_weight_between_forward_and_backward_fails_like_pytorch():
     model = pargraph.nn.Linear(3, 2)
     loss = model(pargraph.ones(4, 3)).sum()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import pargraph
+from pargraph import nn
 from pargraph.nn import functional as F
 
 torch = pytest.importorskip("torch")  # the test extra installs the CPU build
@@ -653,3 +654,46 @@ def test_k_dimensional_class_losses_equal_pytorchs(shape, reduction):
         np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-9)
     with pytest.raises(ValueError, match="expected target of shape"):
         F.nll_loss(pargraph.tensor(x), pargraph.tensor(labels[:, :1]))
+
+
+@pytest.mark.parametrize("name, arguments", [
+    ("ReLU", {}), ("SiLU", {}), ("LeakyReLU", {"negative_slope": 0.1}), ("ELU", {}),
+    ("CELU", {"alpha": 0.5}), ("SELU", {}), ("Hardtanh", {}), ("ReLU6", {}), ("Hardswish", {}),
+    ("Hardsigmoid", {}), ("Mish", {}), ("Threshold", {"threshold": 0.5, "value": -2.0}),
+    ("RReLU", {}), ("Dropout", {"p": 0.0}), ("Dropout1d", {"p": 0.0}),
+])
+def test_inplace_activations_change_their_input_as_pytorchs_do(name, arguments):
+    """``nn.ReLU(inplace=True)`` (torchvision's models use it) and every activation with
+    ``inplace``: the input tensor takes the result and is what comes back, gradients flow
+    through it as PyTorch's, the repr matches, and a leaf that requires grad is refused."""
+    values = np.array([[-1.5, 2.0, -3.0, 0.25, 0.0, 1.0, -1.0, 3.0, 6.0, 7.0]])  # float64
+    ours_module = getattr(nn, name)(**arguments, inplace=True)
+    theirs_module = getattr(torch.nn, name)(**arguments, inplace=True)
+    ours_module.eval(), theirs_module.eval()  # RReLU: its mean slope
+    assert repr(ours_module) == repr(theirs_module)
+    ours_leaf = pargraph.tensor(values, requires_grad=True)
+    theirs_leaf = torch.tensor(values, requires_grad=True)
+    ours, theirs = ours_leaf * 1.0, theirs_leaf * 1.0
+    assert ours_module(ours) is ours and theirs_module(theirs) is theirs
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+    weights = np.arange(1.0, 11.0)  # the bounds of the kinks are among the values
+    (ours * pargraph.tensor(weights)).sum().backward()
+    (theirs * torch.tensor(weights)).sum().backward()
+    # (PyTorch's hardsigmoid backward multiplies by 1/6 rounded to float32, in float64 too.)
+    np.testing.assert_allclose(ours_leaf.grad.numpy(), theirs_leaf.grad.numpy(), rtol=1e-7)
+    if name not in ("Dropout", "Dropout1d"):  # p=0 dropout returns its input: no change
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            ours_module(pargraph.ones(1, 10, dtype=pargraph.float64, requires_grad=True))
+
+
+@pytest.mark.parametrize("name", ["relu_", "elu_", "leaky_relu_", "hardtanh_", "selu_",
+                                  "celu_", "rrelu_"])
+def test_functional_in_place_activations(name):
+    values = np.array([-1.5, 2.0, -3.0, 0.25], np.float32)
+    ours, theirs = pargraph.tensor(values), torch.tensor(values)
+    assert getattr(F, name)(ours) is ours and getattr(torch.nn.functional, name)(theirs) is theirs
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    ours, theirs = pargraph.tensor(values), torch.tensor(values)
+    plain = name.rstrip("_")
+    getattr(F, plain)(ours, inplace=True), getattr(torch.nn.functional, plain)(theirs, inplace=True)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)

@@ -303,8 +303,8 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
                checked: bool) -> None:
     # Found once per node, not once per contribution: a node of n inputs (a stack) would look
     # through all n inputs n times.
-    suspects = {id(n) for n in (node, *node.input_nodes()) if n.overwritten} if checked \
-        else None
+    suspects = {id(n) for n in (node, *node.input_nodes())
+                if n.overwritten and node.uid < n.overwritten} if checked else None
     with naming(BACKWARD, node.op.name, node.scope):
         wanted = [k for k, x in enumerate(node.inputs)
                   if isinstance(x, Node) and needs.get(id(x), False)]

@@ -17,6 +17,16 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def in_place(input: Tensor, result: Tensor, inplace: bool) -> Tensor:
+    """``result``; with ``inplace`` (PyTorch's ``inplace=True``), ``input`` takes ``result``'s
+    value in place (PyTorch's rules for in-place ops hold) and is what comes back."""
+    if not inplace or result is input:
+        return result
+    if not isinstance(input, Tensor):
+        raise TypeError(f"inplace=True needs a tensor, not a {type(input).__name__}")
+    return input._in_place(result)
+
+
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where positive, else ``alpha * (exp(x) - 1)``.
 
@@ -27,7 +37,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     [-0.6321206092834473, 2.0]
     """
     x = as_tensor(input)
-    return where(x > 0, x, (x.clamp(max=0.0).exp() - 1) * alpha)
+    return in_place(input, where(x > 0, x, (x.clamp(max=0.0).exp() - 1) * alpha), inplace)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -39,7 +49,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> round(F.selu(pargraph.tensor([1.0])).item(), 4)
     1.0507
     """
-    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+    return in_place(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -52,7 +62,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     [0.0, 3.0]
     """
     x = as_tensor(input)
-    return where(x > 0, x, ((x.clamp(max=0.0) / alpha).exp() - 1) * alpha)
+    return in_place(input, where(x > 0, x, ((x.clamp(max=0.0) / alpha).exp() - 1) * alpha),
+                    inplace)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -96,7 +107,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """
     x = as_tensor(input)
     softplus = where(x > 20.0, x, x.clamp(max=20.0).exp().log1p())  # PyTorch's threshold
-    return x * softplus.tanh()
+    return in_place(input, x * softplus.tanh(), inplace)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
@@ -111,7 +122,13 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
     """
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return as_tensor(input).clamp(min_val, max_val)
+    return in_place(input, _clamped(as_tensor(input), min_val, max_val), inplace)
+
+
+def _clamped(x: Tensor, low: float, high: float) -> Tensor:
+    """``x.clamp(low, high)``, whose gradient is zero at the bounds too, as in PyTorch's
+    hardtanh, hardsigmoid and hardswish (``clamp``'s own passes it there)."""
+    return where((x > low) & (x < high), x, x.clamp(low, high).detach())
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
@@ -123,7 +140,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     >>> F.relu6(pargraph.tensor([-1.0, 8.0])).tolist()
     [0.0, 6.0]
     """
-    return hardtanh(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
@@ -135,7 +152,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     >>> F.hardsigmoid(pargraph.tensor([0.0])).tolist()
     [0.5]
     """
-    return (as_tensor(input) + 3.0).clamp(0.0, 6.0) / 6.0
+    return in_place(input, _clamped(as_tensor(input) + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
@@ -148,7 +165,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     [0.6666666865348816]
     """
     x = as_tensor(input)
-    return x * (x + 3.0).clamp(0.0, 6.0) / 6.0
+    return in_place(input, x * _clamped(x + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -228,7 +245,10 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     [-1.0, 2.0]
     """
     x = as_tensor(input)
-    return where(x > threshold, x, x * 0.0 + value)
+    return in_place(input, where(x > threshold, x, x * 0.0 + value), inplace)
+
+
+_threshold = threshold  # for threshold_, whose argument of that name hides the function
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
@@ -263,10 +283,10 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     """
     x = as_tensor(input)
     if not training:
-        return where(x > 0, x, x * ((lower + upper) / 2))
+        return in_place(input, where(x > 0, x, x * ((lower + upper) / 2)), inplace)
     shape, dtype = tuple(x.shape), x.dtype
     slope = drawn(lambda: default_generator().uniform(lower, upper, shape).astype(dtype))
-    return where(x > 0, x, x * slope)
+    return in_place(input, where(x > 0, x, x * slope), inplace)
 
 
 def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
@@ -293,6 +313,46 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
     return one_hot - soft.detach() + soft
 
 
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """:func:`elu` in place."""
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """:func:`selu` in place."""
+    return selu(input, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """:func:`celu` in place."""
+    return celu(input, alpha, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """:func:`hardtanh` in place.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.tensor([-3.0, 3.0])
+    >>> _ = F.hardtanh_(x)
+    >>> x.tolist()
+    [-1.0, 1.0]
+    """
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """:func:`threshold` in place."""
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    """:func:`rrelu` in place."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
 # --- modules ----------------------------------------------------------------------------------
 
 
@@ -301,12 +361,18 @@ class _Elementwise(Module):
 
     function = staticmethod(elu)
     arguments: tuple[str, ...] = ()
+    #: PyTorch's ``inplace``, for the functions that take it (None: the function has none).
+    inplace: bool | None = None
 
     def forward(self, input: Tensor) -> Tensor:
-        return type(self).function(input, *(getattr(self, a) for a in self.arguments))
+        arguments = (getattr(self, a) for a in self.arguments)
+        if self.inplace is None:
+            return type(self).function(input, *arguments)
+        return type(self).function(input, *arguments, inplace=self.inplace)
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{a}={getattr(self, a)}" for a in self.arguments)
+        return ", ".join([f"{a}={getattr(self, a)}" for a in self.arguments]
+                         + (["inplace=True"] if self.inplace else []))
 
 
 class ELU(_Elementwise):
@@ -323,6 +389,7 @@ class ELU(_Elementwise):
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
         self.alpha = alpha
 
 
@@ -340,6 +407,7 @@ class CELU(_Elementwise):
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
         self.alpha = alpha
 
 
@@ -357,6 +425,7 @@ class SELU(_Elementwise):
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
 
 
 class GLU(_Elementwise):
@@ -388,9 +457,6 @@ class LogSigmoid(_Elementwise):
 
     function = staticmethod(logsigmoid)
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-
 
 class Mish(_Elementwise):
     """:func:`mish` as a module.
@@ -406,6 +472,7 @@ class Mish(_Elementwise):
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
 
 
 class Hardsigmoid(_Elementwise):
@@ -422,6 +489,10 @@ class Hardsigmoid(_Elementwise):
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return ""  # PyTorch's shows no inplace for this one
 
 
 class Hardswish(_Elementwise):
@@ -438,6 +509,10 @@ class Hardswish(_Elementwise):
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return ""  # PyTorch's shows no inplace for this one
 
 
 class ReLU6(_Elementwise):
@@ -454,6 +529,7 @@ class ReLU6(_Elementwise):
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
 
 
 class Softsign(_Elementwise):
@@ -468,9 +544,6 @@ class Softsign(_Elementwise):
 
     function = staticmethod(softsign)
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-
 
 class Tanhshrink(_Elementwise):
     """:func:`tanhshrink` as a module.
@@ -483,9 +556,6 @@ class Tanhshrink(_Elementwise):
     """
 
     function = staticmethod(tanhshrink)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
 
 
 class Hardtanh(_Elementwise):
@@ -503,6 +573,7 @@ class Hardtanh(_Elementwise):
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
                  inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
         if min_val > max_val:
             raise ValueError("min_val cannot be greater than max_val")
         self.min_val, self.max_val = min_val, max_val
@@ -573,6 +644,7 @@ class Threshold(_Elementwise):
 
     def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
         self.threshold, self.value = threshold, value
 
 
@@ -589,13 +661,15 @@ class RReLU(Module):
     def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
                  inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
         self.lower, self.upper = lower, upper
 
     def forward(self, input: Tensor) -> Tensor:
-        return rrelu(input, self.lower, self.upper, self.training)
+        return rrelu(input, self.lower, self.upper, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"lower={self.lower}, upper={self.upper}"
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
+                                                             else "")
 
 
 class PReLU(Module):

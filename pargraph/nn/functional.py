@@ -15,24 +15,31 @@ from pargraph.functions import einsum
 from pargraph.functions import where as pargraph_where
 from pargraph.nn.activation import (  # noqa: F401  (PyTorch's F holds them)
     celu,
+    celu_,
     elu,
+    elu_,
     glu,
     gumbel_softmax,
     hardshrink,
     hardsigmoid,
     hardswish,
     hardtanh,
+    hardtanh_,
+    in_place,
     logsigmoid,
     mish,
     prelu,
     relu6,
     rrelu,
+    rrelu_,
     selu,
+    selu_,
     softmin,
     softshrink,
     softsign,
     tanhshrink,
     threshold,
+    threshold_,
 )
 from pargraph.nn.distance import (  # noqa: F401
     cosine_similarity,
@@ -95,8 +102,8 @@ from pargraph.nn.spatial import (  # noqa: F401  (PyTorch's F holds them)
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def relu(input: Tensor) -> Tensor:
-    """max(x, 0).
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0); ``inplace``: ``input`` takes the result, as in PyTorch.
 
     Examples
     --------
@@ -104,7 +111,21 @@ def relu(input: Tensor) -> Tensor:
     >>> F.relu(pargraph.tensor([-1.0, 2.0]))
     tensor([0., 2.])
     """
-    return input.relu()
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input: Tensor) -> Tensor:
+    """:func:`relu` in place.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.tensor([-1.0, 2.0])
+    >>> _ = F.relu_(x)
+    >>> x.tolist()
+    [0.0, 2.0]
+    """
+    return input.relu_()
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -164,7 +185,12 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     >>> F.leaky_relu(pargraph.tensor([-2.0, 3.0]), 0.1)
     tensor([-0.2000,  3.0000])
     """
-    return pargraph_where(input > 0, input, input * negative_slope)
+    return in_place(input, pargraph_where(input > 0, input, input * negative_slope), inplace)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """:func:`leaky_relu` in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -176,7 +202,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> F.silu(pargraph.zeros(1))
     tensor([0.])
     """
-    return input * input.sigmoid()
+    return in_place(input, input * input.sigmoid(), inplace)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: F811
@@ -216,8 +242,10 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     return (checked.unsqueeze(-1) == arange(num_classes)).long()
 
 
-def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
-    """Zero elements with probability ``p`` and scale the rest by 1/(1-p) (in training only).
+def dropout(input: Tensor, p: float = 0.5, training: bool = True,
+            inplace: bool = False) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by 1/(1-p) (in training only;
+    ``inplace``: ``input`` takes the result, as in PyTorch).
 
     The mask comes from the generator seeded by ``pargraph.manual_seed``.
 
@@ -231,10 +259,10 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     if not training or p == 0:
         return input
     if p == 1:
-        return input * 0.0
+        return in_place(input, input * 0.0, inplace)
     shape, dtype = input.shape, input.dtype
-    return input * drawn(lambda: ((default_generator().random(shape) >= p) / (1 - p)).astype(
-        dtype))
+    return in_place(input, input * drawn(lambda: ((default_generator().random(shape) >= p)
+                                                  / (1 - p)).astype(dtype)), inplace)
 
 
 def _check_probability(p: float) -> None:
@@ -279,7 +307,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
     >>> F.dropout1d(pargraph.ones(1, 2, 3), training=False).sum().item()
     6.0
     """
-    return _channel_dropout(input, p, training, 1, "dropout1d")
+    return in_place(input, _channel_dropout(input, p, training, 1, "dropout1d"), inplace)
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
@@ -292,7 +320,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
     >>> F.dropout2d(pargraph.ones(1, 2, 2, 2), p=0.0).sum().item()
     8.0
     """
-    return _channel_dropout(input, p, training, 2, "dropout2d")
+    return in_place(input, _channel_dropout(input, p, training, 2, "dropout2d"), inplace)
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
@@ -305,7 +333,7 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
     >>> F.dropout3d(pargraph.ones(1, 1, 1, 1, 1), p=0.0).item()
     1.0
     """
-    return _channel_dropout(input, p, training, 3, "dropout3d")
+    return in_place(input, _channel_dropout(input, p, training, 3, "dropout3d"), inplace)
 
 
 #: SELU's -scale * alpha: the value alpha dropout sets dropped elements to.
@@ -336,7 +364,8 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     >>> F.alpha_dropout(pargraph.ones(3)).tolist()  # training=False, as PyTorch's default
     [1.0, 1.0, 1.0]
     """
-    return _alpha_dropout(input, p, training, lambda x: _kept(tuple(x.shape), p, x.dtype))
+    return in_place(input, _alpha_dropout(input, p, training,
+                                          lambda x: _kept(tuple(x.shape), p, x.dtype)), inplace)
 
 
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
@@ -353,7 +382,7 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
         if x.ndim < 2:
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         return _kept(tuple(x.shape[:2]) + (1,) * (x.ndim - 2), p, x.dtype)
-    return _alpha_dropout(input, p, training, mask)
+    return in_place(input, _alpha_dropout(input, p, training, mask), inplace)
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
