@@ -321,6 +321,33 @@ def test_an_in_place_op_may_use_the_value_it_replaces_as_pytorchs_do(change, fai
             np.testing.assert_allclose(ours_v, theirs_v, rtol=1e-6)
 
 
+def test_steps_with_in_place_activations_replay_their_backward_and_keep_the_check():
+    """A model with ``nn.ReLU(inplace=True)`` changes values in place every step: its backward
+    graph is still made once and replayed (the check decides the same on the same
+    structure), and a structure whose check fails raises at every step."""
+    model = pargraph.nn.Sequential(pargraph.nn.Linear(8, 8), pargraph.nn.ReLU(inplace=True),
+                                   pargraph.nn.Linear(8, 2), pargraph.nn.ReLU(inplace=True))
+    x = pargraph.randn(4, 8)
+    losses, grads = [], []
+    with pargraph.trace() as tr:
+        for _ in range(4):
+            model.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            losses.append(loss.item())
+            grads.append(model[0].weight.grad.numpy().copy())
+    assert tr.summary(print_it=False).backward_hits >= 3
+    plain = pargraph.nn.Sequential(model[0], pargraph.nn.ReLU(), model[2], pargraph.nn.ReLU())
+    model.zero_grad()
+    plain(x).sum().backward()
+    np.testing.assert_array_equal(model[0].weight.grad.numpy(), grads[-1])
+    for _ in range(3):
+        h = pargraph.tensor([1.0, 2.0], requires_grad=True) * 2
+        h.mul_(h)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            h.sum().backward()
+
+
 def test_changing_a_weight_between_forward_and_backward_fails_like_pytorch():
     model = pargraph.nn.Linear(3, 2)
     loss = model(pargraph.ones(4, 3)).sum()

@@ -134,13 +134,17 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
                    wrt: set[int]) -> tuple | None:
     """What the generated backward graph depends on: each node's op, attributes, shape, dtype
     and autograd flags, and, for nodes with history, their inputs (positions, or the scalars
-    themselves). ``None`` when it cannot be a cache key (an unhashable attribute, a value
-    changed in place, whose check must run)."""
+    themselves); for values changed in place, which of their consumers may not use them
+    (what PyTorch's check decides: a template is recorded only where it passed). ``None``
+    when it cannot be a cache key (an unhashable attribute, user code that must run)."""
     position = {node: k for k, node in enumerate(order)}  # nodes hash by identity
     parts: list[Any] = []
+    changed = []
     for node in order:
-        if node.overwritten or node.hooks or not node.op.replayable:
-            return None  # a check that must run; user code that must run
+        if node.hooks or not node.op.replayable:
+            return None  # user code that must run
+        if node.overwritten:
+            changed.append(node)
         flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
         if node.history:
             inputs = tuple([position[i] if type(i) is Node else (type(i), i)
@@ -151,6 +155,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
         attrs = tuple([(name, _hashable(v)) for name, v in node.attrs.items()]) \
             if node.attrs and node.inputs else ()
         parts.append((node.op, node.shape, node.dtype, flags, inputs, attrs))
+    if changed:
+        parts.append(_changed_uses(order, changed, position))
     seeds = tuple((position[r], g.shape, g.dtype) for r, g in zip(roots, grad_roots))
     key = (seeds, tuple(parts))
     try:
@@ -158,6 +164,18 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     except TypeError:  # an index array or a slice among the attributes
         return None
     return key
+
+
+def _changed_uses(order: list[Node], changed: list[Node], position: dict) -> tuple:
+    """Per value changed in place, the positions of the nodes whose use of it the in-place
+    check looks at (itself, and consumers made before the op that changed it)."""
+    suspect: dict[Node, list[int]] = {node: [] for node in changed}
+    for k, node in enumerate(order):
+        for i in node.inputs:
+            if type(i) is Node and i.overwritten and node.uid < i.overwritten and i in suspect:
+                suspect[i].append(k)
+    return tuple((position[node], node.uid < node.overwritten, tuple(uses))
+                 for node, uses in suspect.items())
 
 
 #: Marks a slice in a structure key: slices are unhashable before Python 3.12, and an index
