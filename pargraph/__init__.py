@@ -12,6 +12,7 @@ from pargraph import (
     autograd,
     backends,
     cuda,
+    distributions,
     library,
     linalg,
     nn,

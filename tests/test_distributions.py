@@ -176,3 +176,17 @@ def test_reinforce_step_gradients_are_pytorchs():
         loss.backward()
         grads.append(w.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-10)
+
+
+def test_distributions_is_an_attribute_after_import_pargraph_as_torchs_is():
+    """``torch.distributions.Categorical(...)`` after a plain ``import torch`` (RL programs):
+    in a fresh process, where no test imported the subpackage first."""
+    import subprocess
+    import sys
+
+    code = ("import pargraph as torch\n"
+            "d = torch.distributions.Categorical(logits=torch.zeros(3))\n"
+            "print(d.log_prob(torch.tensor(1)).item(), torch.utils.data.DataLoader.__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == [repr(float(-np.log(np.float32(3)))), "DataLoader"]
