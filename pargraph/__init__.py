@@ -36,6 +36,8 @@ from pargraph.amp import autocast
 from pargraph.autograd import (
     enable_grad,
     inference_mode,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
     is_grad_enabled,
     no_grad,
     set_grad_enabled,
@@ -166,7 +168,8 @@ __all__ = [
     "arange", "linspace", "logspace", "eye", "rand", "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-    "is_grad_enabled", "Size", "float16", "bfloat16", "int32", "half", "int", "device",
+    "is_grad_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+    "Size", "float16", "bfloat16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "distributions", "accelerator", "linalg", "is_tensor",
     "allclose", "Generator",
     "einsum", "randperm", "compile", "GraphBreak", "library", "testing", "empty", "empty_like",

@@ -56,7 +56,7 @@ from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.state import clusters
 from pargraph.remote.submit import run_on_cluster
 from pargraph.remote.workers import replicas, threads_by_worker
-from pargraph.runtime import LIT, Arg, FusedTask, TaskTimes, straight_line
+from pargraph.runtime import LIT, Arg, FusedTask, node_by_node, straight_line
 from pargraph.threads import run_on_threads
 
 #: How many programs a compiled function keeps (``torch._dynamo.config.cache_size_limit``).
@@ -845,7 +845,7 @@ class Program:
                     if len(self.tasks) == 1:
                         external = tuple([values[v] for _, v in self.recipes[0]])
                         with execution.blas_limited(get, self.plan.blas):
-                            if TaskTimes.sink is not None or self.straight is None:
+                            if node_by_node() or self.straight is None:
                                 return list(self.tasks[0].run(external))
                             return list(self.straight[0](external))
                     self.values = values
@@ -867,7 +867,7 @@ class Program:
             results = [wanted[k][e] for k, e in self.picks]
         else:
             with execution.blas_limited(get, self.plan.blas):
-                if self.in_order is not None and TaskTimes.sink is None:
+                if self.in_order is not None and not node_by_node():
                     results = self.in_order(self.values)
                 else:
                     done: dict = {}
@@ -1121,7 +1121,7 @@ class _GroupTask:
         values = program.values
         external = tuple([done[v] if is_group else values[v]
                           for is_group, v in program.recipes[self.group]])
-        if TaskTimes.sink is not None or program.straight is None:  # a trace listens, or
+        if node_by_node() or program.straight is None:  # a trace listens, or
             return program.tasks[self.group].run(external)  # the capturing call runs
         return program.straight[self.group](external)
 

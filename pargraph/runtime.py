@@ -115,6 +115,20 @@ class TaskTimes:
     sink: list | None = None
 
 
+class Checks:
+    """A check running tasks make on each node's result in this process, or None: a function
+    ``(node, value)`` that raises (``autograd.detect_anomaly``'s NaN check). While one is set,
+    every node runs through :func:`run_node`, not through generated code."""
+
+    result: Any = None
+
+
+def node_by_node() -> bool:
+    """Whether tasks run their members one by one through :func:`run_node`: a trace times
+    each node, or a check looks at each result."""
+    return TaskTimes.sink is not None or Checks.result is not None
+
+
 def start_task_times() -> None:
     """Start recording in this process (run on cluster workers by ``client.run``)."""
     if TaskTimes.sink is None:
@@ -180,6 +194,12 @@ def run_node(node: Any, args: Any, out: np.ndarray | None = None) -> np.ndarray:
         raise annotate(error, op.name, node.site, node.key) from None
     dtype = node.dtype
     out = out if out.dtype == dtype else out.astype(dtype)
+    check = Checks.result
+    if check is not None:
+        try:
+            check(node, out)
+        except Exception as error:
+            raise annotate(error, op.name, node.site, node.key) from None
     if sink is not None:
         sink.append((node.key, start, time.time(), threading.get_ident()))
     return out
@@ -321,7 +341,7 @@ class FusedTask:
     def run(self, external: tuple) -> Any:
         """The members' values from the task's arguments, under the caller's numpy error
         state (:func:`pargraph.execution.execute` sets it for a run in the calling thread)."""
-        if self.straight is not None and TaskTimes.sink is None:  # a trace times each node
+        if self.straight is not None and not node_by_node():  # a trace times each node
             return self.straight(external, self.nodes, self.sources)
         results: list = []
         for step, (node, sources, done) in enumerate(zip(self.nodes, self.sources,

@@ -520,3 +520,75 @@ def test_autograd_backward_takes_several_outputs_and_their_seeds():
     assert x.grad.tolist() == [3.0 + 2.0, 1.5 + 4.0]
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar"):
         pargraph.autograd.backward([x * 2])
+
+
+@pytest.mark.parametrize("forward, function", [
+    (lambda x: (x.sqrt() * 0).sum(), "SqrtBackward0"),
+    (lambda x: (x.log() * 0).sum(), "LogBackward0"),
+    (lambda x: (x / x).sum(), "DivBackward0"),
+])
+def test_detect_anomaly_raises_at_backward_naming_the_function_as_pytorch(forward, function):
+    """A backward that computes NaN raises from ``backward()`` under ``detect_anomaly``, with
+    PyTorch's message and the user's line; without it, the NaN lands in ``.grad``."""
+    import warnings
+
+    torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+    values = np.array([0.0, 1.0], np.float32)
+    theirs = torch.tensor(values, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autograd.detect_anomaly(), pytest.raises(RuntimeError) as expected:
+            forward(theirs).backward()
+        ours = pargraph.tensor(values, requires_grad=True)
+        with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"), \
+                pargraph.autograd.detect_anomaly():
+            loss = forward(ours)
+            with pytest.raises(RuntimeError) as error:
+                loss.backward()
+    assert function in str(expected.value)
+    assert f"Function '{function}' returned nan values in its 0th output." in str(error.value)
+    assert "test_autograd.py" in str(error.value)  # the line that recorded the forward op
+    assert not pargraph.is_anomaly_enabled()
+    ours = pargraph.tensor(values, requires_grad=True)
+    forward(ours).backward()
+    assert np.isnan(ours.grad.numpy()).any()  # off: no check, as in PyTorch
+
+
+def test_set_detect_anomaly_as_a_call_and_as_a_block():
+    assert not pargraph.is_anomaly_enabled() and pargraph.is_anomaly_check_nan_enabled()
+    pargraph.autograd.set_detect_anomaly(True)
+    try:
+        assert pargraph.is_anomaly_enabled()
+        with pargraph.autograd.set_detect_anomaly(True, check_nan=False):
+            assert not pargraph.is_anomaly_check_nan_enabled()
+            x = pargraph.tensor([0.0], requires_grad=True)
+            (x.sqrt() * 0).sum().backward()  # NaN not checked
+            assert np.isnan(x.grad.numpy()).all()
+        assert pargraph.is_anomaly_check_nan_enabled()
+    finally:
+        pargraph.autograd.set_detect_anomaly(False)
+    assert not pargraph.is_anomaly_enabled()
+
+
+def test_detect_anomaly_checks_a_compiled_step_too():
+    import warnings
+
+    model = pargraph.nn.Linear(2, 1)
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.1)
+
+    @pargraph.compile
+    def step(x):
+        opt.zero_grad()
+        loss = model(x).sqrt().sum() * 0
+        loss.backward()
+        opt.step()
+        return loss
+
+    with pargraph.no_grad():
+        model.weight.fill_(0.0), model.bias.fill_(0.0)
+    step(pargraph.ones(1, 2))  # captured, then replayed below
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pargraph.autograd.detect_anomaly(), pytest.raises(RuntimeError,
+                                                               match="SqrtBackward0"):
+            step(pargraph.ones(1, 2))

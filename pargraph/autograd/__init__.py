@@ -11,6 +11,12 @@
 - :mod:`~pargraph.autograd.function` — ``Function``: a user's op with its own backward.
 """
 
+from pargraph.autograd.anomaly import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
 from pargraph.autograd.function import Function, FunctionCtx, once_differentiable
 from pargraph.autograd.functional import GradcheckError, backward, grad, gradcheck
 from pargraph.autograd.mode import (
@@ -23,4 +29,5 @@ from pargraph.autograd.mode import (
 
 __all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode", "is_grad_enabled", "Function", "FunctionCtx",
-           "once_differentiable"]
+           "once_differentiable", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+           "is_anomaly_check_nan_enabled"]

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pargraph import execution, ops
+from pargraph.autograd.anomaly import anomaly_mode
 from pargraph.autograd.backward_graph import gradients
 from pargraph.capturing import recording
 from pargraph.graph import Node, user_site
@@ -93,6 +94,8 @@ def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph
     roots = [out._node for out in outputs]
     execution.defer(updated + roots, release=() if retain_graph else region,
                     site=user_site())
+    if anomaly_mode.enabled:  # the check's error comes from this call, as in PyTorch
+        execution.realize([])
 
 
 def zero_grads(tensors: Iterable[Any], set_to_none: bool = True) -> None:
