@@ -181,6 +181,9 @@ CASES = [
     unary("clamp", lambda x: x.clamp(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), distinct),
     unary("clamp_min", lambda x: x.clamp(min=0.1), lambda x: np.clip(x, 0.1, None), distinct),
     unary("clone", lambda x: x.clone(), np.copy),
+    # x once t is computed (an order for recomputation): x's gradient passes, t gets none
+    Case("after", lambda x, t: node_op(ops.after, x, t) + t, lambda x, t: x + t,
+         [normal(3, 4), normal(3, 4)]),
     Case("add", lambda x, y: x + y, np.add, [normal(3, 4), normal(4)]),
     Case("add_3d", lambda x, y: x + y, np.add, [normal(2, 1, 3), normal(4, 1)]),
     Case("sub", lambda x, y: x - y, np.subtract, [normal(3, 1), normal(1, 4)]),

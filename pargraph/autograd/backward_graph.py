@@ -20,6 +20,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from pargraph.autograd.recompute import Twins, recomputed
 from pargraph.capturing import recording
 from pargraph.graph import (
     ACCUMULATE,
@@ -105,6 +106,7 @@ def gradients(
     for root, grad_root in zip(roots, grad_roots):
         pending.setdefault(id(root), []).append(grad_root)
     grads: list[tuple[Node, Node]] = []
+    twins = Twins() if recomputed else None
     saved_mode = grad_mode.enabled
     try:  # switched inside the try: an interrupt right after it still restores the mode
         grad_mode.enabled = create_graph
@@ -119,7 +121,7 @@ def gradients(
             if id(node) in wrt:
                 grads.append((node, g))
             if node.history:
-                _propagate(node, g, needs, pending, checked)
+                _propagate(node, g, needs, pending, checked, twins)
     finally:
         grad_mode.enabled = saved_mode
     if key is not None:
@@ -141,8 +143,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     parts: list[Any] = []
     changed = []
     for node in order:
-        if node.hooks or not node.op.replayable:
-            return None  # user code that must run
+        if node.hooks or not node.op.replayable or (recomputed and node in recomputed):
+            return None  # user code that must run; a checkpointed function's nodes
         if node.overwritten:
             changed.append(node)
         flags = (node.requires_grad, node.retains_grad, id(node) in wrt)
@@ -292,13 +294,15 @@ def _hooked(node: Node, g: Node) -> Node:
 
 
 def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
-               checked: bool = True) -> None:
+               checked: bool = True, twins: Twins | None = None) -> None:
     """Apply the vjps of ``node``'s op: one gradient contribution per input that needs one.
+    ``twins``: this backward's recomputed nodes (the vjps of a checkpointed node read its
+    twins, see :mod:`pargraph.autograd.recompute`).
 
     The nodes they emit carry ``node``'s source line: an error in them points at the user's
     line that recorded the forward op."""
     with recorded_at(node.site):
-        _emit_vjps(node, g, needs, pending, checked)
+        _emit_vjps(node, g, needs, pending, checked, twins)
 
 
 def _check_not_overwritten(node: Node, g: Node, contribution: Node, suspects: set[int]) -> None:
@@ -318,7 +322,7 @@ def _check_not_overwritten(node: Node, g: Node, contribution: Node, suspects: se
 
 
 def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
-               checked: bool) -> None:
+               checked: bool, twins: Twins | None = None) -> None:
     # Found once per node, not once per contribution: a node of n inputs (a stack) would look
     # through all n inputs n times.
     suspects = {id(n) for n in (node, *node.input_nodes())
@@ -326,14 +330,16 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
     with naming(BACKWARD, node.op.name, node.scope):
         wanted = [k for k, x in enumerate(node.inputs)
                   if isinstance(x, Node) and needs.get(id(x), False)]
+        out, inputs = node, node.inputs
+        if twins is not None and node in recomputed:  # its values are computed again
+            out, inputs = twins.of(node, g), tuple(twins.of(i, g) for i in node.inputs)
         if node.op.vjp_of_many is not None and len(wanted) > 1:
-            made = node.op.vjp_of_many(g, node, wanted, *node.inputs, **node.attrs)
+            made = node.op.vjp_of_many(g, out, wanted, *inputs, **node.attrs)
         else:
             made = []
             for position in wanted:
                 vjp = node.op.vjp(position)
-                made.append(None if vjp is None else
-                            vjp(g, node, *node.inputs, **node.attrs))
+                made.append(None if vjp is None else vjp(g, out, *inputs, **node.attrs))
         for position, contribution in zip(wanted, made):
             if contribution is None:
                 continue

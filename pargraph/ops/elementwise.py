@@ -49,6 +49,16 @@ def stop_gradient(x):
     return x
 
 
+@primitive("after", lambda x, trigger: (x.shape, x.dtype), view=True)
+def after(x, trigger):
+    """``x``, once ``trigger`` is computed: an order the graph keeps (a checkpointed
+    function's recomputation waits for its output's gradient, see autograd.recompute)."""
+    return x
+
+
+after.defvjp(lambda g, out, x, trigger: g, None)
+
+
 @primitive("cast", lambda x, dtype: (x.shape, dtype), grad_name="ToCopyBackward0")
 def cast(x, dtype):
     return x.astype(dtype)

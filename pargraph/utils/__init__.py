@@ -1,5 +1,5 @@
-"""``pargraph.utils``: data loading."""
+"""``pargraph.utils``: data loading, activation checkpointing."""
 
-from pargraph.utils import data
+from pargraph.utils import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

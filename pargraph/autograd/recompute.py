@@ -1,0 +1,82 @@
+"""Activation checkpointing's side of the backward: the nodes a ``checkpoint`` call computed
+are *recomputed* for its backward, so the forward's values inside it need not be kept for
+the backward (they go after their last forward reader), as in PyTorch.
+
+``utils.checkpoint`` marks the nodes; the backward graph gives each vjp of a marked node a
+twin of it (and of the marked nodes it reads): the same op on the same inputs, computed again
+in the backward part of the run. Leaves made inside (constants, random draws) are not
+recomputed: their values are kept, so dropout draws the same mask twice, as PyTorch's
+``preserve_rng_state`` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+from pargraph.graph import BACKWARD, Node, grad_mode, naming
+from pargraph.ops import after
+
+
+class Recomputed:
+    """The nodes checkpointed functions computed, by call (while their graphs are alive)."""
+
+    def __init__(self) -> None:
+        self.call: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
+        self._calls = itertools.count()
+
+    def mark(self, nodes: list[Node]) -> None:
+        """``nodes`` are what one checkpointed call computed."""
+        call = next(self._calls)
+        for node in nodes:
+            self.call[node] = call
+
+    def __bool__(self) -> bool:
+        return bool(self.call)
+
+    def __contains__(self, node: Node) -> bool:
+        return node in self.call
+
+
+#: The process's checkpointed nodes.
+recomputed = Recomputed()
+
+
+class Twins:
+    """One backward's twins of checkpointed nodes, each made once. A call's twins read the
+    values from outside it through ``after(value, g)``, ``g`` the first gradient the backward
+    brought to the call (its output's): so they are computed when the backward reaches the
+    call, not as soon as their inputs exist (which would keep both copies at once)."""
+
+    def __init__(self) -> None:
+        self.made: dict[Node, Node] = {}
+        self.triggers: dict[int, Node] = {}
+        self.waiting: dict[tuple[int, int], Node] = {}
+
+    def of(self, node: Node, g: Node) -> Node:
+        """``node``'s twin if a checkpointed call computed it, else ``node`` itself; ``g``:
+        the gradient the vjp asking for it received."""
+        if type(node) is not Node or node not in recomputed:
+            return node
+        twin = self.made.get(node)
+        if twin is None:
+            call = recomputed.call[node]
+            trigger = self.triggers.setdefault(call, g)
+            with naming(BACKWARD, f"{node.op.name}_recomputed", node.scope):
+                inputs = tuple(self._input(i, call, trigger) for i in node.inputs)
+                twin = Node(node.op, inputs, node.attrs, node.shape, node.dtype,
+                            site=node.site)
+            twin.history = node.history and grad_mode.enabled  # create_graph=True
+            self.made[node] = twin
+        return twin
+
+    def _input(self, value: Any, call: int, trigger: Node) -> Any:
+        if type(value) is not Node:
+            return value
+        if recomputed.call.get(value) == call:
+            return self.of(value, trigger)
+        waiting = self.waiting.get((id(value), call))
+        if waiting is None:
+            waiting = self.waiting[(id(value), call)] = after(value, trigger)
+        return waiting
