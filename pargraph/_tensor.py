@@ -675,7 +675,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                                   keepdim=keepdim))
         if p == 1:
             return magnitude.sum(dim, keepdim)
-        return (magnitude ** p).sum(dim, keepdim) ** (1.0 / p)
+        total = (magnitude ** p).sum(dim, keepdim)
+        # The root's gradient is infinite at 0: the norm of zeros gets none, as PyTorch's.
+        nonzero = total > 0
+        root = total.where(nonzero, 1.0) ** (1.0 / p)
+        return root.where(nonzero, 0.0)
 
     def cumsum(self, dim: int) -> Tensor:
         """Running sums along ``dim``.

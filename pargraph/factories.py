@@ -372,6 +372,36 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
     return _leaf(np.eye(n, m, dtype=dtype or defaults.float), requires_grad)
 
 
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None,
+                 device: Any = None) -> Tensor:
+    """The (row, column) indices of the lower triangle of a ``row`` x ``col`` matrix (below
+    and on diagonal ``offset``), one pair per column, as ``torch.tril_indices``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.tril_indices(2, 2).tolist()
+    [[0, 1, 1], [0, 0, 1]]
+    """
+    check_device(device, "tril_indices")
+    return _leaf(np.stack(np.tril_indices(row, offset, col)).astype(dtype or np.int64), False)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None,
+                 device: Any = None) -> Tensor:
+    """The (row, column) indices of the upper triangle of a ``row`` x ``col`` matrix (above
+    and on diagonal ``offset``), as ``torch.triu_indices``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.triu_indices(2, 3, 1).tolist()
+    [[0, 0, 1], [1, 2, 2]]
+    """
+    check_device(device, "triu_indices")
+    return _leaf(np.stack(np.triu_indices(row, offset, col)).astype(dtype or np.int64), False)
+
+
 def _source(generator: Generator | None) -> np.random.Generator:
     """The numpy generator behind ``generator=`` (default: the one ``manual_seed`` seeds)."""
     if generator is None:

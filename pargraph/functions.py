@@ -369,3 +369,130 @@ def expand_copy(input: Tensor, size: Sequence[int], *, implicit: bool = False) -
     [[1, 2], [1, 2]]
     """
     return as_tensor(input).expand(*size).clone()
+
+
+def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors (``indexing="ij"``: the first varies along dimension 0;
+    ``"xy"``: the first two swapped), as ``torch.meshgrid``, with its warning when
+    ``indexing`` is not given.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> rows, cols = pargraph.meshgrid(pargraph.arange(2), pargraph.arange(3), indexing="ij")
+    >>> rows.tolist()
+    [[0, 0, 0], [1, 1, 1]]
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        import warnings
+
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
+                      "indexing argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                           f"received: {indexing}")
+    tensors = tuple(as_tensor(t) for t in tensors)
+    for t in tensors:
+        if t.dim() > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "
+                               f"got: {t.dim()}D")
+    flat = [t.reshape(-1) for t in tensors]
+    swap = indexing == "xy" and len(flat) >= 2
+    if swap:
+        flat[0], flat[1] = flat[1], flat[0]
+    shape = [t.shape[0] for t in flat]
+    grids = [t.reshape([1] * k + [-1] + [1] * (len(flat) - k - 1)).expand(shape)
+             for k, t in enumerate(flat)]
+    if swap:  # the grids of (second, first, ...) in "ij", given back in the inputs' order
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """Every combination of the 1-D tensors' entries, one per row, as
+    ``torch.cartesian_prod`` (one tensor: itself).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cartesian_prod(pargraph.tensor([1, 2]), pargraph.tensor([3, 4])).tolist()
+    [[1, 3], [1, 4], [2, 3], [2, 4]]
+    """
+    if len(tensors) == 1:
+        return as_tensor(tensors[0])
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([g.reshape(-1) for g in grids], dim=1)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
+    """The ``p``-norm distance between every row of ``x1`` (``..., P, M``) and of ``x2``
+    (``..., R, M``): shape ``..., P, R``, as ``torch.cdist`` (computed directly, each pair's
+    difference: PyTorch's matrix-product shortcut for p=2 on many rows rounds differently).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cdist(pargraph.tensor([[0.0, 0.0]]), pargraph.tensor([[3.0, 4.0]])).tolist()
+    [[5.0]]
+    """
+    x1, x2 = as_tensor(x1), as_tensor(x2)
+    if x1.dim() < 2 or x2.dim() < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    from pargraph import linalg
+
+    difference = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return linalg.vector_norm(difference, ord=p, dim=-1)
+
+
+def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False,
+                 right: bool = False, side: str | None = None, sorter: Tensor | None = None
+                 ) -> Tensor:
+    """Where each value of ``input`` would go in ``sorted_sequence`` to keep it sorted (along
+    its last dimension, row by row), as ``torch.searchsorted``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.searchsorted(pargraph.tensor([1, 3, 5, 7]), pargraph.tensor([3, 6])).tolist()
+    [1, 3]
+    """
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"side can only be 'left' or 'right' but got {side}")
+        if right and side == "left":
+            raise RuntimeError("side and right can't be set to opposites, got side of left "
+                               "while right was True")
+        right = side == "right"
+    sequence = as_tensor(sorted_sequence)
+    if sorter is not None:
+        sequence = sequence.gather(-1, as_tensor(sorter))
+    values = input._node if isinstance(input, Tensor) else np.asarray(input)
+    dtype = np.dtype(np.int32 if out_int32 else np.int64)
+    return sequence._wrap(ops.searchsorted(sequence.detach()._node, values, right=bool(right),
+                                           dtype=dtype))
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False,
+              right: bool = False) -> Tensor:
+    """The bucket of each value of ``input`` between the 1-D sorted ``boundaries`` (``right``:
+    a value equal to a boundary goes to the bucket after it), as ``torch.bucketize``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.bucketize(pargraph.tensor([3, 6, 9]), pargraph.tensor([1, 3, 5, 7])).tolist()
+    [1, 3, 4]
+    """
+    boundaries = as_tensor(boundaries)
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
+                           f"{boundaries.dim()})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)

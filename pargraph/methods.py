@@ -402,6 +402,80 @@ class EverydayMethods:
         product = self.reshape((-1, size)) @ other.reshape((-1, size)).T
         return product.reshape(tuple(self.shape[:-1]) + tuple(other.shape[:-1]))
 
+    def vdot(self, other: Any) -> Any:
+        """``dot`` of two 1-D tensors (the first conjugated: the same for real tensors).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 2.0]).vdot(pargraph.tensor([3.0, 4.0])).item()
+        11.0
+        """
+        return self.dot(other)
+
+    def ger(self, vec2: Any) -> Any:
+        """``outer`` (PyTorch's older name)."""
+        return self.outer(vec2)
+
+    def take_along_dim(self, indices: Any, dim: int | None = None) -> Any:
+        """The values at ``indices`` along ``dim`` (indices broadcast against the tensor;
+        without ``dim``, into the flattened tensor), as ``torch.take_along_dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.tensor([[10.0, 30.0, 20.0]])
+        >>> x.take_along_dim(x.argsort(dim=1), dim=1).tolist()
+        [[10.0, 20.0, 30.0]]
+        """
+        if dim is None:
+            return self.reshape(-1).take_along_dim(indices.reshape(-1), 0)
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        shape = list(np.broadcast_shapes(tuple(self.shape[:d]) + (1,) + tuple(self.shape[d + 1:]),
+                                         tuple(indices.shape[:d]) + (1,)
+                                         + tuple(indices.shape[d + 1:])))
+        source = self.expand(shape[:d] + [self.shape[d]] + shape[d + 1:])
+        return source.gather(d, indices.expand(shape[:d] + [indices.shape[d]] + shape[d + 1:]))
+
+    def mode(self, dim: int = -1, keepdim: bool = False) -> Any:
+        """The most frequent value along ``dim`` (the smallest of several) and its index (its
+        last occurrence), as ``torch.mode``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1.0, 2.0, 2.0, 3.0], [4.0, 4.0, 1.0, 1.0]]).mode(1).values.tolist()
+        [2.0, 1.0]
+        """
+        from pargraph.selection import ModeResult
+
+        if not self.dim():
+            return ModeResult(self.clone(), self._constant(np.zeros((), np.int64)))
+        d = ops.normalize_dim(dim, self.dim())
+        index = self._wrap(ops.mode_index(self._node, dim=d))
+        values = self.gather(d, index)
+        if not keepdim:
+            values, index = values.squeeze(d), index.squeeze(d)
+        return ModeResult(values, index)
+
+    def histc(self, bins: int = 100, min: float = 0, max: float = 0) -> Any:
+        """Counts in ``bins`` equal bins over ``[min, max]`` (the data's range when both are
+        equal), as ``torch.histc``; not differentiable.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 2.0, 1.0, 2.5, 4.0]).histc(bins=4, min=0, max=3).tolist()
+        [0.0, 2.0, 1.0, 1.0]
+        """
+        if bins <= 0:
+            raise RuntimeError(f"torch.histogramc: bins must be > 0, but got {bins} for bins")
+        if min > max:
+            raise RuntimeError(f"torch.histogramc: min must be <= max, but got min {min} max "
+                               f"{max}")
+        return self._wrap(ops.histc(self.detach()._node, bins=int(bins), low=float(min),
+                                    high=float(max)))
+
     def outer(self, vec2: Any) -> Any:
         """The outer product of two 1-D tensors.
 

@@ -15,6 +15,7 @@ from pargraph.graph import Node
 #: What ``sort`` and ``topk`` return, as ``torch.return_types``: a tuple with names.
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
+ModeResult = namedtuple("mode", ["values", "indices"])
 
 
 class SelectionMethods:

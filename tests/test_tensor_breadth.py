@@ -309,3 +309,77 @@ def test_movedim_and_moveaxis_are_pytorchs(source, destination):
     grad = pargraph.tensor(x, requires_grad=True)
     (grad.movedim(source, destination) * pargraph.tensor(expected)).sum().backward()
     np.testing.assert_array_equal(grad.grad.numpy(), x)
+
+
+def test_mode_as_pytorchs_cpu_kernel():
+    """The smallest of the most frequent values, at its last occurrence; values carry the
+    gradient to that element."""
+    values = np.array([[1.0, 2.0, 2.0, 3.0], [4.0, 4.0, 1.0, 1.0], [5.0, 6.0, 7.0, 8.0]])
+    for dim, keepdim in ((1, False), (0, True), (-1, True)):
+        ours_in = pargraph.tensor(values, requires_grad=True)
+        theirs_in = torch.tensor(values, requires_grad=True)
+        ours, theirs = ours_in.mode(dim, keepdim), torch.mode(theirs_in, dim, keepdim)
+        np.testing.assert_array_equal(ours.values.detach().numpy(), theirs.values.detach())
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices)
+        ours.values.sum().backward(), theirs.values.sum().backward()
+        np.testing.assert_array_equal(ours_in.grad.numpy(), theirs_in.grad)
+    scalar = pargraph.mode(pargraph.tensor(3.0))
+    assert scalar.values.item() == 3.0 and scalar.indices.item() == 0
+
+
+def test_histc_searchsorted_bucketize_as_pytorchs():
+    data = np.array([1.0, 2.0, 1.0, 2.5, 4.0, -1.0, 3.0])
+    for bins, low, high in ((4, 0, 3), (3, 0, 0), (5, 2, 2)):
+        np.testing.assert_array_equal(
+            pargraph.histc(pargraph.tensor(data), bins, low, high).numpy(),
+            torch.histc(torch.tensor(data), bins, low, high).numpy())
+    sequence = np.array([[1, 3, 5, 7], [2, 4, 6, 8]])
+    values = np.array([[3, 6, 9], [1, 4, 8]])
+    for right in (False, True):
+        ours = pargraph.searchsorted(pargraph.tensor(sequence), pargraph.tensor(values),
+                                     right=right)
+        theirs = torch.searchsorted(torch.tensor(sequence), torch.tensor(values), right=right)
+        assert ours.tolist() == theirs.tolist() and ours.dtype == pargraph.int64
+        ours = pargraph.bucketize(pargraph.tensor(values), pargraph.tensor(sequence[0]),
+                                  right=right, out_int32=True)
+        theirs = torch.bucketize(torch.tensor(values), torch.tensor(sequence[0]), right=right,
+                                 out_int32=True)
+        assert ours.tolist() == theirs.tolist() and ours.dtype == pargraph.int32
+    assert pargraph.searchsorted(pargraph.tensor([1, 3]), 2).tolist() == 1
+    with pytest.raises(RuntimeError, match="boundaries tensor should be 1 dimension"):
+        pargraph.searchsorted(pargraph.tensor(sequence), pargraph.tensor([[1], [2], [3]]))
+
+
+def test_cdist_meshgrid_cartesian_prod_and_indices_as_pytorchs():
+    x1, x2 = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 5, 4))
+    x2[0, 1] = x1[0, 0]  # a zero distance: a zero gradient there, as PyTorch's
+    for p in (2.0, 1.0, 3.0, float("inf")):
+        ours_in = [pargraph.tensor(a, requires_grad=True) for a in (x1, x2)]
+        theirs_in = [torch.tensor(a, requires_grad=True) for a in (x1, x2)]
+        ours, theirs = pargraph.cdist(*ours_in, p=p), torch.cdist(*theirs_in, p=p)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach(), rtol=1e-12)
+        ours.sum().backward(), theirs.sum().backward()
+        for a, b in zip(ours_in, theirs_in):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad, rtol=1e-10, atol=1e-12)
+    for indexing in ("ij", "xy"):
+        ours = pargraph.meshgrid(pargraph.arange(2), pargraph.arange(3), pargraph.arange(4),
+                                 indexing=indexing)
+        theirs = torch.meshgrid(torch.arange(2), torch.arange(3), torch.arange(4),
+                                indexing=indexing)
+        assert [o.tolist() for o in ours] == [t.tolist() for t in theirs]
+    with pytest.warns(UserWarning, match="indexing argument"):
+        pargraph.meshgrid(pargraph.arange(2), pargraph.arange(2))
+    assert pargraph.cartesian_prod(pargraph.tensor([1, 2]), pargraph.tensor([3, 4, 5])).tolist() \
+        == torch.cartesian_prod(torch.tensor([1, 2]), torch.tensor([3, 4, 5])).tolist()
+    for offset in (-1, 0, 2):
+        assert pargraph.tril_indices(3, 4, offset).tolist() == \
+            torch.tril_indices(3, 4, offset).tolist()
+        assert pargraph.triu_indices(4, 3, offset).tolist() == \
+            torch.triu_indices(4, 3, offset).tolist()
+    a, b = pargraph.tensor(V, requires_grad=True), pargraph.tensor(W)
+    assert pargraph.vdot(a, b).item() == pytest.approx(torch.vdot(torch.tensor(V),
+                                                                  torch.tensor(W)).item())
+    assert pargraph.ger(a, b).tolist() == torch.ger(torch.tensor(V), torch.tensor(W)).tolist()
+    order = np.array([[2, 0, 1], [1, 1, 0], [0, 2, 2]])
+    assert pargraph.take_along_dim(pargraph.tensor(A[:, :3]), pargraph.tensor(order), 1).tolist() \
+        == torch.take_along_dim(torch.tensor(A[:, :3]), torch.tensor(order), 1).tolist()

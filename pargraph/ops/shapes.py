@@ -206,6 +206,57 @@ def argsort(x, dim, descending, stable):
     return x.shape[dim] - 1 - np.flip(flipped, dim)  # ties keep their order, as ascending
 
 
+@primitive("mode_index", lambda x, dim: (x.shape[:dim] + (1,) + x.shape[dim + 1:], _INT64))
+def mode_index(x, dim):
+    """Per slice along ``dim``, the index of its mode, as PyTorch's CPU kernel picks it: the
+    smallest of the most frequent values, at its last occurrence."""
+    moved = np.moveaxis(x, dim, -1)
+    rows = moved.reshape(-1, moved.shape[-1])
+    found = np.empty(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        _, inverse, counts = np.unique(row, return_inverse=True, return_counts=True)
+        found[r] = np.flatnonzero(inverse == np.argmax(counts))[-1]  # unique sorts: smallest
+    return np.moveaxis(found.reshape(moved.shape[:-1] + (1,)), -1, dim)
+
+
+def _histc_shape(x, bins, low, high):
+    return (bins,), x.dtype
+
+
+@primitive("histc", _histc_shape)
+def histc(x, bins, low, high):
+    """Counts of ``x`` in ``bins`` equal bins over ``[low, high]`` (the data's own range when
+    both are equal; one wider each side if that is a point), values outside ignored, as
+    ``torch.histc``."""
+    if low == high:
+        low, high = (float(x.min()), float(x.max())) if x.size else (0.0, 0.0)
+    if low == high:
+        low, high = low - 1, high + 1
+    return np.histogram(x, bins, (low, high))[0].astype(x.dtype)
+
+
+def _searchsorted_shape(sequence, values, right, dtype):
+    if len(sequence.shape) > 1 and sequence.shape[:-1] != shape_of(values)[:-1]:
+        raise ShapeError(f"boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                         f"of boundaries tensor and input value tensor must match, but we got "
+                         f"boundaries tensor {list(sequence.shape)} and input value tensor "
+                         f"{list(shape_of(values))}")
+    return shape_of(values), dtype
+
+
+@primitive("searchsorted", _searchsorted_shape)
+def searchsorted(sequence, values, right, dtype):
+    """Where each of ``values`` would go in ``sequence`` (sorted along its last dimension; a
+    row per row of ``values``), leftmost or ``right``most, as ``torch.searchsorted``."""
+    side = "right" if right else "left"
+    if sequence.ndim <= 1:
+        return np.searchsorted(sequence, values, side).astype(dtype)
+    rows, values_rows = sequence.reshape(-1, sequence.shape[-1]), np.reshape(
+        values, (-1, np.shape(values)[-1]))
+    found = [np.searchsorted(row, v, side) for row, v in zip(rows, values_rows)]
+    return np.asarray(found, dtype).reshape(np.shape(values))
+
+
 def _reshape_shape(x, shape):
     size = math.prod(x.shape)
     if shape.count(-1) > 1:
