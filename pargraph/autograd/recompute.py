@@ -5,8 +5,8 @@ the backward (they go after their last forward reader), as in PyTorch.
 ``utils.checkpoint`` marks the nodes; the backward graph gives each vjp of a marked node a
 twin of it (and of the marked nodes it reads): the same op on the same inputs, computed again
 in the backward part of the run. Leaves made inside (constants, random draws) are not
-recomputed: their values are kept, so dropout draws the same mask twice, as PyTorch's
-``preserve_rng_state`` does.
+recomputed: their values are kept, so the recomputation uses dropout's mask again, as
+PyTorch's ``preserve_rng_state`` does.
 """
 
 from __future__ import annotations
