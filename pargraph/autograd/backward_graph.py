@@ -325,11 +325,14 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
                checked: bool, twins: Twins | None = None) -> None:
     # Found once per node, not once per contribution: a node of n inputs (a stack) would look
     # through all n inputs n times.
-    suspects = {id(n) for n in (node, *node.input_nodes())
-                if n.overwritten and node.uid < n.overwritten} if checked else None
+    suspects = None
+    if checked:
+        uid = node.uid
+        suspects = {id(n) for n in (node, *node.inputs)
+                    if type(n) is Node and n.overwritten and uid < n.overwritten}
     with naming(BACKWARD, node.op.name, node.scope):
         wanted = [k for k, x in enumerate(node.inputs)
-                  if isinstance(x, Node) and needs.get(id(x), False)]
+                  if type(x) is Node and needs.get(id(x), False)]
         out, inputs = node, node.inputs
         if twins is not None and node in recomputed:  # its values are computed again
             out, inputs = twins.of(node, g), tuple(twins.of(i, g) for i in node.inputs)

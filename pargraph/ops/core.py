@@ -320,6 +320,16 @@ def _reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
 
 
 def _elementwise(*inputs: Any) -> tuple[tuple, np.dtype]:
+    if len(inputs) == 2:  # the common cases, without the general rules: the same for them
+        a, b = inputs
+        if type(b) is Node and type(a) is not Node:
+            a, b = b, a
+        if type(a) is Node:
+            if type(b) is Node:
+                if a.shape == b.shape and a.dtype == b.dtype:
+                    return a.shape, a.dtype
+            elif type(b) in (float, int) and a.dtype.kind in "fc":  # a weak scalar
+                return a.shape, a.dtype
     return broadcast_shapes(*(shape_of(i) for i in inputs)), result_dtype(*inputs)
 
 
