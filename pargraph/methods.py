@@ -469,10 +469,10 @@ class EverydayMethods:
         [0.0, 2.0, 1.0, 1.0]
         """
         if bins <= 0:
-            raise RuntimeError(f"torch.histogramc: bins must be > 0, but got {bins} for bins")
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for "
+                               "dimension 0")
         if min > max:
-            raise RuntimeError(f"torch.histogramc: min must be <= max, but got min {min} max "
-                               f"{max}")
+            raise RuntimeError("torch.histc: max must be larger than min")
         return self._wrap(ops.histc(self.detach()._node, bins=int(bins), low=float(min),
                                     high=float(max)))
 

@@ -333,6 +333,11 @@ def test_histc_searchsorted_bucketize_as_pytorchs():
         np.testing.assert_array_equal(
             pargraph.histc(pargraph.tensor(data), bins, low, high).numpy(),
             torch.histc(torch.tensor(data), bins, low, high).numpy())
+    for keywords in ({"bins": 0}, {"bins": 3, "min": 2, "max": 1}):
+        with pytest.raises(RuntimeError) as theirs:
+            torch.histc(torch.tensor(data), **keywords)
+        with pytest.raises(RuntimeError, match=re.escape(str(theirs.value))):
+            pargraph.histc(pargraph.tensor(data), **keywords)
     sequence = np.array([[1, 3, 5, 7], [2, 4, 6, 8]])
     values = np.array([[3, 6, 9], [1, 4, 8]])
     for right in (False, True):
