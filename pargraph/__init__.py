@@ -18,6 +18,7 @@ from pargraph import (
     nn,
     onnx,
     optim,
+    profiler,
     testing,
     utils,
 )
@@ -181,7 +182,8 @@ __all__ = [
     "Size", "float16", "bfloat16", "int32", "half", "int", "device",
     "set_default_device", "cuda", "distributions", "accelerator", "linalg", "is_tensor",
     "allclose", "Generator",
-    "einsum", "randperm", "compile", "GraphBreak", "library", "testing", "empty", "empty_like",
+    "einsum", "randperm", "compile", "GraphBreak", "library", "profiler", "testing", "empty",
+    "empty_like",
     "clip", "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",
     "tensordot",
     "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
