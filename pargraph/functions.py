@@ -124,6 +124,18 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
                             equal_nan=equal_nan))
 
 
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The ``n``-th derivative of ``digamma`` at ``input``, as ``torch.polygamma(n, input)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> round(pargraph.polygamma(1, pargraph.tensor([1.0])).item(), 4)
+    1.6449
+    """
+    return as_tensor(input).polygamma(n)
+
+
 def _method_function(name: str):
     def function(input: Tensor, *args, **kwargs):
         return getattr(as_tensor(input), name)(*args, **kwargs)
@@ -496,3 +508,4 @@ def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False,
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
                            f"{boundaries.dim()})")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+

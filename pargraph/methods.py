@@ -402,6 +402,19 @@ class EverydayMethods:
         product = self.reshape((-1, size)) @ other.reshape((-1, size)).T
         return product.reshape(tuple(self.shape[:-1]) + tuple(other.shape[:-1]))
 
+    def polygamma(self, n: int) -> Any:
+        """The ``n``-th derivative of ``digamma`` (``torch.polygamma(n, x)``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([1.0]).polygamma(1).item(), 4)
+        1.6449
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise RuntimeError(f"polygamma(n, x) does not support negative n. (n = {n})")
+        return self._wrap(ops.polygamma(self._node, n=n))
+
     def vdot(self, other: Any) -> Any:
         """``dot`` of two 1-D tensors (the first conjugated: the same for real tensors).
 

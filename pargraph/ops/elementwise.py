@@ -636,6 +636,61 @@ def erfinv(x):
 erfinv.defvjp(lambda g, out, x: mul(g, mul(exp(mul(out, out)), math.sqrt(math.pi) / 2)))
 
 
+@primitive("lgamma", _same_float, method=True)
+def lgamma(x):
+    """``log |Γ(x)|`` (``inf`` at the poles), as ``torch.lgamma``."""
+    from scipy import special
+
+    return special.gammaln(x)
+
+
+@primitive("digamma", _same_float, method=True)
+def digamma(x):
+    """``Γ'(x) / Γ(x)``, as ``torch.digamma`` (``-inf`` at 0, NaN at the negative poles)."""
+    from scipy import special
+
+    return special.psi(x)
+
+
+@primitive("polygamma", lambda x, n: _same_float(x))
+def polygamma(x, n):
+    """The ``n``-th derivative of digamma, as ``torch.polygamma(n, x)``."""
+    from scipy import special
+
+    if n == 0:
+        return digamma.forward(x)
+    return special.polygamma(n, x)
+
+
+lgamma.defvjp(lambda g, out, x: mul(g, digamma(x)))
+digamma.defvjp(lambda g, out, x: mul(g, polygamma(x, n=1)))
+polygamma.defvjp(lambda g, out, x, n: mul(g, polygamma(x, n=n + 1)))
+
+
+@primitive("ndtri", _same_float)
+def ndtri(x):
+    """The inverse of the standard normal distribution function."""
+    from scipy import special
+
+    return special.ndtri(x)
+
+
+ndtri.defvjp(lambda g, out, x: mul(g, mul(exp(mul(mul(out, out), 0.5)),
+                                          math.sqrt(2 * math.pi))))
+
+
+@primitive("log_ndtr", _same_float)
+def log_ndtr(x):
+    """``log`` of the standard normal distribution function, accurate far in its tail."""
+    from scipy import special
+
+    return special.log_ndtr(x)
+
+
+log_ndtr.defvjp(lambda g, out, x: mul(g, div(exp(sub(mul(mul(x, x), -0.5), out)),
+                                             math.sqrt(2 * math.pi))))
+
+
 @primitive("reciprocal", _same_float, method=True)
 def reciprocal(x):
     with np.errstate(divide="ignore"):
