@@ -1,11 +1,13 @@
 """``pargraph.nn.utils``: gradient clipping, recorded into the step's graph (nothing is
 computed early: the clipped gradients run with the optimizer's step, in the same dask run);
-parameters as one vector and back; ``rnn``: padded and packed batches of sequences."""
+parameters as one vector and back; weight normalization; ``rnn``: padded and packed batches of
+sequences."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
@@ -111,3 +113,95 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
 
 
 from pargraph.nn.utils import rnn as rnn  # noqa: E402  (PyTorch's nn.utils.rnn)
+
+
+def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
+    """The 2-norm of ``v`` over every dimension but ``dim`` (all of them for -1), shaped to
+    broadcast against ``v``, as PyTorch's ``norm_except_dim``."""
+    if dim == -1:
+        return v.norm()
+    moved = v.movedim(dim, 0) if dim else v
+    norms = moved.reshape(moved.shape[0], -1).norm(2, 1)
+    shape = [1] * v.dim()
+    shape[dim] = v.shape[dim]
+    return norms.reshape(shape)
+
+
+class _WeightNorm:
+    """The forward pre-hook :func:`weight_norm` registers: the weight made again from its
+    direction ``v`` and magnitude ``g`` before each forward."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name, self.dim = name, dim
+
+    def compute_weight(self, module: Any) -> Tensor:
+        g, v = getattr(module, f"{self.name}_g"), getattr(module, f"{self.name}_v")
+        return v * (g / _norm_except_dim(v, self.dim))
+
+    def __call__(self, module: Any, inputs: Any) -> None:
+        setattr(module, self.name, self.compute_weight(module))
+
+
+def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
+    """Split ``module``'s parameter ``name`` into a magnitude ``name_g`` and a direction
+    ``name_v`` (``weight = g * v / |v|``, the norm over every dimension but ``dim``; ``None``:
+    over all), made again before each forward, as ``torch.nn.utils.weight_norm`` (with its
+    deprecation warning). Returns ``module``.
+
+    Examples
+    --------
+    >>> import warnings, pargraph
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     layer = pargraph.nn.utils.weight_norm(pargraph.nn.Linear(3, 2))
+    >>> sorted(name for name, _ in layer.named_parameters())
+    ['bias', 'weight_g', 'weight_v']
+    """
+    import warnings
+
+    from pargraph.nn.module import Parameter
+
+    warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
+                  "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)
+    for hook in module._forward_pre_hooks:
+        if isinstance(hook, _WeightNorm) and hook.name == name:
+            raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter "
+                               f"{name}")
+    weight = getattr(module, name)
+    dim = -1 if dim is None else dim % weight.dim() if dim != -1 else -1
+    hook = _WeightNorm(name, dim)
+    with no_grad():
+        magnitude = _norm_except_dim(weight.detach(), dim)
+    del module._parameters[name]
+    module.register_parameter(f"{name}_g", Parameter(magnitude.detach().clone()))
+    module.register_parameter(f"{name}_v", Parameter(weight.detach().clone()))
+    setattr(module, name, hook.compute_weight(module))
+    module.register_forward_pre_hook(hook)
+    return module
+
+
+def remove_weight_norm(module: Any, name: str = "weight") -> Any:
+    """Undo :func:`weight_norm`: ``name`` a parameter again, holding the current weight.
+
+    Examples
+    --------
+    >>> import warnings, pargraph
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     layer = pargraph.nn.utils.weight_norm(pargraph.nn.Linear(3, 2))
+    >>> sorted(n for n, _ in pargraph.nn.utils.remove_weight_norm(layer).named_parameters())
+    ['bias', 'weight']
+    """
+    from pargraph.nn.module import Parameter
+
+    for hook in list(module._forward_pre_hooks):
+        if isinstance(hook, _WeightNorm) and hook.name == name:
+            with no_grad():
+                weight = hook.compute_weight(module).detach().clone()
+            module._forward_pre_hooks.remove(hook)
+            delattr(module, f"{name}_g")
+            delattr(module, f"{name}_v")
+            module.__dict__.pop(name, None)
+            module.register_parameter(name, Parameter(weight))
+            return module
+    raise ValueError(f"weight_norm of '{name}' not found in {module}")
