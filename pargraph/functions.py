@@ -486,7 +486,13 @@ def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False
     sequence = as_tensor(sorted_sequence)
     if sorter is not None:
         sequence = sequence.gather(-1, as_tensor(sorter))
-    values = input._node if isinstance(input, Tensor) else np.asarray(input)
+    if isinstance(input, Tensor):
+        values = input._node
+    elif isinstance(input, (int, float)) and not isinstance(input, bool):
+        values = np.asarray(input)
+    else:  # PyTorch takes a tensor or a number (a list's shape would be lost here)
+        raise TypeError(f"searchsorted() expects a tensor or a number of values, but got "
+                        f"{type(input).__name__}")
     dtype = np.dtype(np.int32 if out_int32 else np.int64)
     return sequence._wrap(ops.searchsorted(sequence.detach()._node, values, right=bool(right),
                                            dtype=dtype))

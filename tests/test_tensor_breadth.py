@@ -351,6 +351,10 @@ def test_histc_searchsorted_bucketize_as_pytorchs():
                                  out_int32=True)
         assert ours.tolist() == theirs.tolist() and ours.dtype == pargraph.int32
     assert pargraph.searchsorted(pargraph.tensor([1, 3]), 2).tolist() == 1
+    with pytest.raises(TypeError):
+        torch.searchsorted(torch.tensor([1, 3]), [2, 4])
+    with pytest.raises(TypeError, match="a tensor or a number"):
+        pargraph.searchsorted(pargraph.tensor([1, 3]), [2, 4])
     with pytest.raises(RuntimeError, match="boundaries tensor should be 1 dimension"):
         pargraph.searchsorted(pargraph.tensor(sequence), pargraph.tensor([[1], [2], [3]]))
 
