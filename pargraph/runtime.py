@@ -341,7 +341,7 @@ class FusedTask:
     def run(self, external: tuple) -> Any:
         """The members' values from the task's arguments, under the caller's numpy error
         state (:func:`pargraph.execution.execute` sets it for a run in the calling thread)."""
-        if self.straight is not None and not node_by_node():  # a trace times each node
+        if self.straight is not None and not node_by_node():  # a trace or check: per node
             return self.straight(external, self.nodes, self.sources)
         results: list = []
         for step, (node, sources, done) in enumerate(zip(self.nodes, self.sources,

@@ -163,18 +163,17 @@ def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
 
     warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
                   "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)
-    for hook in module._forward_pre_hooks:
-        if isinstance(hook, _WeightNorm) and hook.name == name:
-            raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter "
-                               f"{name}")
+    if _weight_norm_hook(module, name) is not None:
+        raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter "
+                           f"{name}")
     weight = getattr(module, name)
-    dim = -1 if dim is None else dim % weight.dim() if dim != -1 else -1
+    dim = -1 if dim is None or dim == -1 else dim % weight.dim()  # -1: over every dimension
     hook = _WeightNorm(name, dim)
     with no_grad():
-        magnitude = _norm_except_dim(weight.detach(), dim)
-    del module._parameters[name]
-    module.register_parameter(f"{name}_g", Parameter(magnitude.detach().clone()))
-    module.register_parameter(f"{name}_v", Parameter(weight.detach().clone()))
+        magnitude, direction = _norm_except_dim(weight, dim).clone(), weight.clone()
+    delattr(module, name)
+    module.register_parameter(f"{name}_g", Parameter(magnitude))
+    module.register_parameter(f"{name}_v", Parameter(direction))
     setattr(module, name, hook.compute_weight(module))
     module.register_forward_pre_hook(hook)
     return module
@@ -194,14 +193,22 @@ def remove_weight_norm(module: Any, name: str = "weight") -> Any:
     """
     from pargraph.nn.module import Parameter
 
-    for hook in list(module._forward_pre_hooks):
+    hook = _weight_norm_hook(module, name)
+    if hook is None:
+        raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    with no_grad():
+        weight = hook.compute_weight(module).clone()
+    module._forward_pre_hooks.remove(hook)
+    delattr(module, f"{name}_g")
+    delattr(module, f"{name}_v")
+    delattr(module, name)  # the weight the hook set, a plain attribute
+    module.register_parameter(name, Parameter(weight))
+    return module
+
+
+def _weight_norm_hook(module: Any, name: str) -> _WeightNorm | None:
+    """The hook :func:`weight_norm` registered on ``module`` for ``name``, or None."""
+    for hook in module._forward_pre_hooks:
         if isinstance(hook, _WeightNorm) and hook.name == name:
-            with no_grad():
-                weight = hook.compute_weight(module).detach().clone()
-            module._forward_pre_hooks.remove(hook)
-            delattr(module, f"{name}_g")
-            delattr(module, f"{name}_v")
-            module.__dict__.pop(name, None)
-            module.register_parameter(name, Parameter(weight))
-            return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+            return hook
+    return None
