@@ -109,7 +109,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
                             if type(node.value) is HeldPart)
         local_values.update(held)
     if not granularity.fuse:
-        return _one_task_per_node(graph, computed, outputs, local_values)
+        return _one_task_per_node(graph, computed, outputs, local_values, granularity.workers)
     copied_ids = {id(node) for node in copied}
     copied_outputs = frozenset(i for i, node in enumerate(outputs) if id(node) in copied_ids)
     if single is not None:  # on a cluster
@@ -229,7 +229,7 @@ def make_plan(order: list[Node], computed: list[Node], outputs: list[Node],
     if not is_small(computed, granularity.single_task_below, work):
         groups, workers = placed_partition(computed, granularity, outputs, work)
         if len(groups) > 1:
-            made = GroupPlan(order, computed, groups, outputs)
+            made = GroupPlan(order, computed, groups, outputs, granularity.workers)
             if len(granularity.hosts) > 1:
                 made.hosts = [granularity.hosts[w][0] for w in workers]
             if granularity.remote:
@@ -237,7 +237,7 @@ def make_plan(order: list[Node], computed: list[Node], outputs: list[Node],
                 if made.hosts:
                     send_only_what_other_workers_read(made, computed)
             return made
-    return SinglePlan(order, computed, outputs)
+    return SinglePlan(order, computed, outputs, granularity.workers)
 
 
 def realized_meanwhile(computed: Sequence[Node]) -> bool:
@@ -279,27 +279,34 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
 
 
 #: A run with a BLAS op that one thread would take this long on, by its shapes, keeps all
-#: of BLAS's threads (see ``execution.BlasThreads``).
+#: of BLAS's threads (see ``execution.BlasThreads``), unless its graph is wide.
 WIDE_SECONDS = 0.5e-3
+#: A graph this many times wider than the run's threads (estimated work over the longest
+#: chain of estimated work) runs its branches side by side, one BLAS thread each: towers of
+#: big products keep every thread busy that way, and between products too.
+WIDE_GRAPH = 2.0
 #: OpenBLAS runs a matrix product on one thread, whatever its count, up to this m·n·k
 #: (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4), and a product with a
 #: single row or column (a matrix-vector product or a dot) up to this many elements.
 OPENBLAS_ONE_THREAD, OPENBLAS_ONE_THREAD_VECTOR = 262_144, 8_192
 
 
-def blas_threads_of(computed: list[Node]) -> str:
-    """How many of BLAS's threads a run of ``computed`` takes, from its shapes alone (an op's
-    float32 results depend on BLAS's thread count, so that count never depends on the way the
-    run goes): :data:`ALL_BLAS` with a BLAS op that one thread would take
-    :data:`WIDE_SECONDS` on; :data:`ANY_BLAS` when its BLAS ops are all matrix products
-    small enough that OpenBLAS runs them on one thread anyway; else :data:`ONE_BLAS`."""
+def blas_threads_of(computed: list[Node], workers: int = 1) -> str:
+    """How many of BLAS's threads a run of ``computed`` on ``workers`` threads takes, from
+    its shapes alone (an op's float32 results depend on BLAS's thread count, so that count
+    never depends on the way the run goes, nor on measured times): :data:`ALL_BLAS` with a
+    BLAS op that one thread would take :data:`WIDE_SECONDS` on, unless the graph is
+    :data:`WIDE_GRAPH` times wider than ``workers`` (:func:`width`); :data:`ANY_BLAS` when
+    its BLAS ops are all matrix products small enough that OpenBLAS runs them on one thread
+    anyway; else :data:`ONE_BLAS`."""
     threads = ANY_BLAS
     for node in computed:
         op = node.op
         if not op.blas:
             continue
         if estimated_seconds(node) >= WIDE_SECONDS:
-            return ALL_BLAS
+            wide = workers > 1 and width(computed) >= WIDE_GRAPH * workers
+            return ONE_BLAS if wide else ALL_BLAS
         if threads is ANY_BLAS and (op.products is None or not all(
                 m * n * k <= (OPENBLAS_ONE_THREAD_VECTOR if min(m, n) == 1
                               else OPENBLAS_ONE_THREAD)
@@ -308,18 +315,34 @@ def blas_threads_of(computed: list[Node]) -> str:
     return threads
 
 
+def width(computed: list[Node]) -> float:
+    """The estimated work of ``computed`` (a topological order) over its longest chain of
+    estimated work: how many threads its branches could keep busy (the trace's available
+    parallelism, from estimates)."""
+    finish: dict[int, float] = {}
+    work = longest = 0.0
+    for node in computed:
+        seconds = estimated_seconds(node)
+        work += seconds
+        end = seconds + max([finish.get(id(i), 0.0) for i in node.inputs if type(i) is Node],
+                            default=0.0)
+        finish[id(node)] = end
+        longest = max(longest, end)
+    return work / longest if longest else 1.0
+
+
 class GroupPlan:
     """One task per group, returning the tuple of its members used outside it, as templates
     in positions (members in ``computed``, realized inputs in ``order``) that
     :meth:`instantiate` fills with each run's nodes, keys and values."""
 
     def __init__(self, order: list[Node], computed: list[Node], groups: list[list[Node]],
-                 outputs: list[Node]) -> None:
+                 outputs: list[Node], workers: int = 1) -> None:
         check_computable(computed)
         in_computed = {id(node): k for k, node in enumerate(computed)}
         self.members = [[in_computed[id(n)] for n in members] for members in groups]
         #: How many of BLAS's threads the run takes (see :func:`blas_threads_of`).
-        self.blas = blas_threads_of(computed)
+        self.blas = blas_threads_of(computed, workers)
         export_of = self._exports(groups, outputs)
         in_order = {id(node): k for k, node in enumerate(order)}
 
@@ -495,13 +518,13 @@ def _ref(node: Node, held: dict[str, Any]) -> Any:
 
 
 def _one_task_per_node(graph: dict, computed: list[Node], outputs: list[Node],
-                       held: dict[str, Any]) -> Lowered:
+                       held: dict[str, Any], workers: int = 1) -> Lowered:
     check_computable(computed)
     for node in computed:
         args = [_ref(i, held) if isinstance(i, Node) else i for i in node.inputs]
         graph[node.key] = Task(node.key, NodeTask.of(node), *args)
     return Lowered(graph, [node.key for node in outputs], tasks=len(computed),
-                   blas=blas_threads_of(computed),
+                   blas=blas_threads_of(computed, workers),
                    holders=list(range(len(outputs))))
 
 
@@ -510,7 +533,8 @@ class SinglePlan:
     are read from each run's nodes), the outside nodes it reads (positions in ``order``), and
     when its members' values can go."""
 
-    def __init__(self, order: list[Node], computed: list[Node], outputs: list[Node]) -> None:
+    def __init__(self, order: list[Node], computed: list[Node], outputs: list[Node],
+                 workers: int = 1) -> None:
         check_computable(computed)
         in_order = {id(node): k for k, node in enumerate(order)}
         #: As GroupPlan's for one group; the arguments are positions in ``order``.
@@ -520,7 +544,7 @@ class SinglePlan:
         self.outputs = [index[id(n)] for n in outputs]
         self.release = release_schedule(self.sources, self.outputs)
         #: How many of BLAS's threads the run takes (see :func:`blas_threads_of`).
-        self.blas = blas_threads_of(computed)
+        self.blas = blas_threads_of(computed, workers)
         self.straight = StraightCode()
 
     def instantiate(self, order: list[Node], computed: list[Node]) -> tuple[FusedTask, list]:

@@ -15,7 +15,7 @@ from dask.callbacks import Callback
 from dask.utils import key_split
 
 import pargraph
-from pargraph import execution, ops, runtime, threads
+from pargraph import execution, lowering, ops, runtime, threads
 from tests.op_table import CASES, tensors_of
 
 
@@ -180,6 +180,46 @@ def test_a_run_with_big_products_keeps_all_of_blas_threads(monkeypatch):
         in_one = pargraph.compute(*_two_branches(size=300, products=3))
     for a, b in zip((left, right), in_one):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_wide_run_of_big_products_runs_its_branches_on_one_blas_thread_each(monkeypatch):
+    """Towers of big products, several times more than the run has threads, keep every
+    thread busy side by side: such a run limits BLAS to one thread (by its shapes, whichever
+    way it goes), and its values are those of the same run on one BLAS thread. A chain of
+    the same products, or two branches on two threads, keeps all of BLAS's threads."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def towers(n):
+        rng = np.random.default_rng(1)
+        a = pargraph.tensor(rng.standard_normal((300, 300)))
+        return [(a * (k + 1) @ a).tanh() @ a for k in range(n)]
+
+    threads_seen = []
+    forward = ops.matmul.forward
+
+    def recording(x, y):
+        threads_seen.append([i["num_threads"] for i in threadpool_info()
+                             if i["user_api"] == "blas"])
+        return forward(x, y)
+
+    monkeypatch.setattr(ops.matmul, "forward", recording)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        wide = pargraph.compute(*towers(8))
+    assert len(threads_seen) == 16 and all(n == [1] * len(n) for n in threads_seen)
+    with dask.config.set(scheduler="sync"), threadpool_limits(1, "blas"):
+        alone = pargraph.compute(*towers(8))
+    for a, b in zip(wide, alone):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with dask.config.set(scheduler="threads", num_workers=2):
+        order, computed = lowering.plan([t._node for t in towers(8)])
+        assert lowering.blas_threads_of(computed, 2) == runtime.ONE_BLAS
+        assert lowering.blas_threads_of(computed, 8) == runtime.ALL_BLAS  # not wide enough
+        order, computed = lowering.plan([t._node for t in towers(2)])
+        assert lowering.blas_threads_of(computed, 2) == runtime.ALL_BLAS
+        chain = towers(1)[0]
+        for _ in range(7):
+            chain = (chain @ chain).tanh()
+        assert lowering.blas_threads_of(lowering.plan([chain._node])[1], 2) == runtime.ALL_BLAS
 
 
 def test_blas_is_limited_to_one_thread_during_threaded_runs(monkeypatch):

@@ -192,12 +192,12 @@ def test_a_node_another_thread_realizes_while_this_one_plans_is_planned_again(mo
     original = lowering.SinglePlan.__init__
     hits = []
 
-    def planning(self, order, computed, outputs):
+    def planning(self, order, computed, outputs, workers=1):
         if not hits:
             hits.append(1)
             for node in computed:
                 node.realize(np.zeros(node.shape, node.dtype), keep_inputs=False)
-        original(self, order, computed, outputs)
+        original(self, order, computed, outputs, workers)
 
     monkeypatch.setattr(lowering.SinglePlan, "__init__", planning)
     lowering.PlanCache.clear()
