@@ -210,6 +210,28 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _wrap(ops.mT(self._node))
 
     @property
+    def H(self) -> Tensor:
+        """The conjugate transpose of a matrix (its transpose: tensors are real)."""
+        if self.ndim != 2:
+            raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                               f"{self.ndim}-D tensor."
+                               + (" For batches of matrices, consider using tensor.mH"
+                                  if self.ndim > 2 else ""))
+        return self.mT
+
+    @property
+    def mH(self) -> Tensor:
+        """The conjugate transpose of a matrix or of each of a batch of them."""
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mH is only supported on matrices or batches of "
+                               f"matrices. Got {self.ndim}-D tensor.")
+        return self.mT
+
+    def adjoint(self) -> Tensor:
+        """``mH`` as a method (``torch.adjoint``)."""
+        return self.mH
+
+    @property
     def data(self) -> Tensor:
         """This tensor's data without its history, shared: ``p.data.add_(x)`` changes ``p``."""
         return self.detach()

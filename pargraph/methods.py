@@ -382,6 +382,23 @@ class EverydayMethods:
                                f"{other.dim()}D tensors")
         return self @ other
 
+    def mv(self, vec: Any) -> Any:
+        """The product of this matrix and the vector ``vec`` (``torch.mv``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).mv(pargraph.tensor([1.0, 2.0, 3.0])).tolist()
+        [6.0, 6.0]
+        """
+        if self.dim() != 2 or vec.dim() != 1:
+            raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.dim()}, "
+                               f"{vec.dim()}")
+        if self.shape[1] != vec.shape[0]:
+            raise RuntimeError(f"size mismatch, got input ({self.shape[0]}), mat "
+                               f"({self.shape[0]}x{self.shape[1]}), vec ({vec.shape[0]})")
+        return self @ vec
+
     def inner(self, other: Any) -> Any:
         """The products of the last dimension's entries summed, for every pair of the two
         tensors' other indices (shape ``self.shape[:-1] + other.shape[:-1]``), as

@@ -427,6 +427,16 @@ class ModuleDict(Module):
     def __contains__(self, name: str) -> bool:
         return name in self._modules
 
+    def __delitem__(self, name: str) -> None:
+        del self._modules[name]
+        self._registry_changed()
+
+    def pop(self, name: str) -> Module:
+        """Remove the module ``name`` and return it."""
+        module = self._modules[name]
+        del self[name]
+        return module
+
     def keys(self):
         return self._modules.keys()
 

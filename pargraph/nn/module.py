@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -113,6 +114,7 @@ class Module:
         object.__setattr__(self, "_name_in_parent", None)
         object.__setattr__(self, "_forward_hooks", [])
         object.__setattr__(self, "_forward_pre_hooks", [])
+        object.__setattr__(self, "_load_state_dict_pre_hooks", [])
         object.__setattr__(self, "_pargraph_scope", (-1, ""))  # (tree version, scope of its ops)
 
     # --- registration -------------------------------------------------------------------
@@ -405,10 +407,10 @@ class Module:
         With ``strict``, missing and unexpected keys raise; a shape mismatch always raises,
         naming the key. Returns ``IncompatibleKeys(missing_keys, unexpected_keys)``.
         """
+        state_dict, hooks_missing, hooks_unexpected, errors = _pre_hooks(self, state_dict, strict)
         own = dict(self._state_items())
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
+        missing = [k for k in own if k not in state_dict] + hooks_missing
+        unexpected = [k for k in state_dict if k not in own] + hooks_unexpected
         if strict and missing:
             errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
         if strict and unexpected:
@@ -493,6 +495,31 @@ class Module:
         self._forward_hooks.append(hook)
         return RemovableHandle(self._forward_hooks, hook)
 
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before ``load_state_dict`` reads this module's keys
+        (``prefix`` + name); it may rename keys in ``state_dict``, a copy of the caller's.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Linear(2, 1)
+        >>> def renamed(module, state, prefix, *_):
+        ...     state[prefix + "weight"] = state.pop(prefix + "kernel")
+        >>> _ = layer.register_load_state_dict_pre_hook(renamed)
+        >>> layer.load_state_dict({"kernel": [[1.0, 2.0]], "bias": [0.0]})
+        <All keys matched successfully>
+        """
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable,
+                                           with_module: bool = False) -> RemovableHandle:
+        """PyTorch's older form: ``hook`` without the module unless ``with_module``."""
+        hooks = self.__dict__.setdefault("_load_state_dict_pre_hooks", [])
+        entry = functools.partial(hook, self) if with_module else hook
+        hooks.append(entry)
+        return RemovableHandle(hooks, entry)
+
     def register_forward_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(module, args)`` before each forward; a value it returns replaces the
         positional arguments (a tuple, or a single argument).
@@ -529,21 +556,36 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = []
-        for name, module in self._modules.items():
-            child = repr(module).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {child}")
+        # PyTorch's layout: a one-line extra_repr alone stays on the class's line; with
+        # children (or several lines of it) every line gets its own, indented.
         extra = self.extra_repr()
+        children = [f"({name}): " + repr(module).replace("\n", "\n  ")
+                    for name, module in self._modules.items()]
+        lines = (extra.split("\n") if extra else []) + children
+        if len(lines) == 1 and not children:
+            return f"{type(self).__name__}({lines[0]})"
         if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}({extra}" if extra else f"{type(self).__name__}("
-        return head + "\n" + "\n".join(lines) + "\n)"
+            return f"{type(self).__name__}()"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
     def describe(self) -> str:
         """``Linear(in_features=4, ...)`` and its path in the model, for error messages."""
         path = self.path()
         text = f"{type(self).__name__}({self.extra_repr()})"
         return f"{text} at '{path}'" if path else text
+
+
+def _pre_hooks(model: Module, state_dict: Any, strict: bool) -> tuple[dict, list, list, list]:
+    """``state_dict`` (a copy) after every module's load-state-dict pre-hooks, and the keys
+    they call missing or unexpected and the errors they report."""
+    state_dict = OrderedDict(state_dict)
+    missing: list[str] = []
+    unexpected: list[str] = []
+    errors: list[str] = []
+    for name, module in model.named_modules():
+        for hook in list(module.__dict__.get("_load_state_dict_pre_hooks", ())):
+            hook(state_dict, f"{name}." if name else "", {}, strict, missing, unexpected, errors)
+    return state_dict, missing, unexpected, errors
 
 
 class _Versions:

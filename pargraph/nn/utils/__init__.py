@@ -212,3 +212,8 @@ def _weight_norm_hook(module: Any, name: str) -> _WeightNorm | None:
         if isinstance(hook, _WeightNorm) and hook.name == name:
             return hook
     return None
+
+
+# PyTorch's nn.utils.parametrize and nn.utils.parametrizations (they use _norm_except_dim).
+from pargraph.nn.utils import parametrizations as parametrizations  # noqa: E402
+from pargraph.nn.utils import parametrize as parametrize  # noqa: E402

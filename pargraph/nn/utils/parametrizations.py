@@ -1,0 +1,144 @@
+"""``pargraph.nn.utils.parametrizations``: weight normalization and spectral normalization
+as parametrizations (:mod:`pargraph.nn.utils.parametrize`), PyTorch's current form of both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pargraph import execution
+from pargraph._tensor import Tensor
+from pargraph.autograd.mode import no_grad
+from pargraph.nn.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from pargraph.nn.distance import normalize
+from pargraph.nn.module import Module
+from pargraph.nn.utils import _norm_except_dim, parametrize
+
+
+class _WeightNorm(Module):
+    """``weight = g * v / |v|`` from ``original0`` (the magnitude ``g``) and ``original1``
+    (the direction ``v``), the norm over every dimension but ``dim`` (-1: over all)."""
+
+    def __init__(self, dim: int | None = 0) -> None:
+        super().__init__()
+        self.dim = -1 if dim is None else dim
+
+    def forward(self, weight_g: Tensor, weight_v: Tensor) -> Tensor:
+        return weight_v * (weight_g / _norm_except_dim(weight_v, self._dim(weight_v)))
+
+    def right_inverse(self, weight: Tensor) -> tuple[Tensor, Tensor]:
+        return _norm_except_dim(weight, self._dim(weight)), weight
+
+    def _dim(self, weight: Tensor) -> int:
+        return -1 if self.dim == -1 else self.dim % weight.dim()
+
+
+def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
+    """Split ``module``'s ``name`` into a magnitude and a direction (``weight = g * v /
+    |v|``, the norm over every dimension but ``dim``; ``None``: over all), as
+    ``torch.nn.utils.parametrizations.weight_norm``: ``parametrizations.<name>.original0``
+    is ``g``, ``original1`` is ``v``. A ``state_dict`` saved with the older
+    ``nn.utils.weight_norm`` (``<name>_g``, ``<name>_v``) loads into it. Returns ``module``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.nn.utils.parametrizations import weight_norm
+    >>> layer = weight_norm(pargraph.nn.Linear(3, 2))
+    >>> [tuple(p.shape) for p in layer.parametrizations.weight.parameters()]
+    [(2, 1), (2, 3)]
+    """
+    parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def older_keys(state_dict: dict, prefix: str, *_: Any) -> None:
+        g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g in state_dict and v in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
+
+    module._register_load_state_dict_pre_hook(older_keys)
+    return module
+
+
+class _SpectralNorm(Module):
+    """The weight over its largest singular value, estimated by power iteration: ``_u`` and
+    ``_v`` (buffers) move one or more steps at each forward in training mode."""
+
+    def __init__(self, weight: Tensor, n_power_iterations: int = 1, dim: int = 0,
+                 eps: float = 1e-12) -> None:
+        super().__init__()
+        ndim = weight.ndim
+        if dim >= ndim or dim < -ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [-{ndim}, "
+                             f"{ndim - 1}] but got {dim})")
+        if n_power_iterations <= 0:
+            raise ValueError("Expected n_power_iterations to be positive, but got "
+                             f"n_power_iterations={n_power_iterations}")
+        self.dim = dim % ndim
+        self.eps = eps
+        if ndim > 1:
+            self.n_power_iterations = n_power_iterations
+            matrix = self._matrix(weight)
+            rows, columns = matrix.shape
+            with no_grad():
+                self.register_buffer("_u", normalize(matrix.new_empty(rows).normal_(0, 1),
+                                                     dim=0, eps=eps))
+                self.register_buffer("_v", normalize(matrix.new_empty(columns).normal_(0, 1),
+                                                     dim=0, eps=eps))
+            self._power_method(matrix, 15)
+
+    def _matrix(self, weight: Tensor) -> Tensor:
+        """``weight`` with ``dim`` first, flattened to a matrix."""
+        if self.dim:
+            weight = weight.permute(self.dim, *(d for d in range(weight.dim()) if d != self.dim))
+        return weight.flatten(1)
+
+    def _power_method(self, matrix: Tensor, iterations: int) -> None:
+        """Move ``_u`` and ``_v`` ``iterations`` steps towards the top singular vectors; the
+        buffers change as batch norm's statistics do (training state, kept all old or all
+        new)."""
+        with no_grad():
+            u, v = self._u, self._v
+            for _ in range(iterations):
+                u = normalize(matrix.mv(v), dim=0, eps=self.eps)
+                v = normalize(matrix.T.mv(u), dim=0, eps=self.eps)
+            for buffer, new in ((self._u, u), (self._v, v)):
+                replaced = buffer._node
+                buffer._rebind(new._node)
+                execution.defer([buffer._node], state=True, replaces=[replaced])
+
+    def forward(self, weight: Tensor) -> Tensor:
+        if weight.ndim == 1:
+            return normalize(weight, dim=0, eps=self.eps)
+        matrix = self._matrix(weight)
+        if self.training:
+            self._power_method(matrix, self.n_power_iterations)
+        sigma = self._u.clone().vdot(matrix.mv(self._v.clone()))
+        return weight / sigma
+
+    def right_inverse(self, value: Tensor) -> Tensor:
+        return value
+
+
+def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int = 1,
+                  eps: float = 1e-12, dim: int | None = None) -> Module:
+    """Divide ``module``'s ``name`` by its spectral norm (largest singular value), estimated
+    by ``n_power_iterations`` power-iteration steps per forward in training mode, as
+    ``torch.nn.utils.parametrizations.spectral_norm`` (``dim``: the output dimension, by
+    default 1 for transposed convolutions, else 0). Returns ``module``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.nn.utils.parametrizations import spectral_norm
+    >>> layer = spectral_norm(pargraph.nn.Linear(4, 3))
+    >>> sorted(layer.state_dict())[:2]
+    ['bias', 'parametrizations.weight.0._u']
+    """
+    weight = getattr(module, name, None)
+    if not isinstance(weight, Tensor):
+        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    if dim is None:
+        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+    parametrize.register_parametrization(
+        module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+    return module
