@@ -346,3 +346,83 @@ def test_load_state_dict_pre_hooks_see_the_module_and_its_prefix():
     model.load_state_dict(state)
     assert seen == [("Linear", "0.")]
     assert list(state) == ["0.weight", "0.bias"]  # the caller's dict is left as it was
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda lib: lib.nn.Linear(5, 4), (6, 5)),
+    (lambda lib: lib.nn.Conv2d(2, 3, 3), (2, 2, 6, 6)),
+    (lambda lib: lib.nn.ConvTranspose2d(3, 2, 3), (2, 3, 4, 4)),
+])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_older_spectral_norm_trains_as_pytorchs(make, shape, compiled):
+    """``nn.utils.spectral_norm`` (a forward pre-hook; ``weight_orig``, ``weight_u``,
+    ``weight_v``), still what most GAN programs call: from PyTorch's vectors, the same
+    losses, parameters and vectors; removed, the same weight."""
+    pargraph.manual_seed(0)
+    theirs, ours = make(torch), make(pargraph)
+    torch.nn.utils.spectral_norm(theirs)
+    nn.utils.spectral_norm(ours)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    _copy_into(ours, theirs)
+    _train_alike(ours, theirs, shape, compiled)
+    nn.utils.remove_spectral_norm(ours)
+    torch.nn.utils.remove_spectral_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_the_older_spectral_norm_errors_are_pytorchs():
+    def twice(lib):
+        layer = lib.nn.utils.spectral_norm(lib.nn.Linear(2, 2))
+        lib.nn.utils.spectral_norm(layer)
+
+    for call in (twice,
+                 lambda lib: lib.nn.utils.spectral_norm(lib.nn.Linear(2, 2), n_power_iterations=0),
+                 lambda lib: lib.nn.utils.spectral_norm(lib.nn.Linear(2, 2, bias=False), "bias"),
+                 lambda lib: lib.nn.utils.remove_spectral_norm(lib.nn.Linear(2, 2))):
+        ours, theirs = _raised(lambda: call(pargraph)), _raised(lambda: call(torch))
+        assert theirs is not None and ours[0] == theirs[0]
+        assert ours[1].split("Linear(")[0] == theirs[1].split("Linear(")[0]
+
+
+@pytest.mark.parametrize("older", [False, True])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_spectrally_normalized_module_called_twice_in_a_step_as_pytorchs(older, compiled):
+    """A GAN's discriminator reads the real and the fake batch in one step: each call moves
+    the vectors, and the first call's backward reads the values it used."""
+    def make(lib):
+        lib.manual_seed(0)
+        norm = lib.nn.utils.spectral_norm if older else \
+            lib.nn.utils.parametrizations.spectral_norm
+        return lib.nn.Sequential(norm(lib.nn.Linear(3, 4)), lib.nn.LeakyReLU(0.2),
+                                 norm(lib.nn.Linear(4, 1)))
+
+    theirs, ours = make(torch), make(pargraph)
+    _copy_into(ours, theirs)
+    rng = np.random.default_rng(0)
+    real, fake = (rng.standard_normal((5, 3)).astype(np.float32) for _ in range(2))
+    ours_opt = pargraph.optim.SGD(ours.parameters(), lr=0.1)
+    theirs_opt = torch.optim.SGD(theirs.parameters(), lr=0.1)
+
+    def loss_of(lib, model, a, b):
+        return lib.relu(1 - model(a)).mean() + lib.relu(1 + model(b)).mean()
+
+    def step(a, b):
+        ours_opt.zero_grad()
+        loss = loss_of(pargraph, ours, a, b)
+        loss.backward()
+        ours_opt.step()
+        return loss
+
+    run = pargraph.compile(step) if compiled else step
+    for _ in range(3):
+        loss = run(pargraph.tensor(real), pargraph.tensor(fake))
+        theirs_opt.zero_grad()
+        expected = loss_of(torch, theirs, torch.tensor(real), torch.tensor(fake))
+        expected.backward()
+        theirs_opt.step()
+        np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
+    for key, value in theirs.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[key].numpy(), value.numpy(), rtol=1e-4,
+                                   atol=1e-6)

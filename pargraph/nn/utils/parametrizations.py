@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
-from pargraph.nn.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from pargraph.nn.distance import normalize
 from pargraph.nn.module import Module
-from pargraph.nn.utils import _norm_except_dim, parametrize
+from pargraph.nn.utils import (
+    _keep,
+    _norm_except_dim,
+    _output_dim,
+    _positive_iterations,
+    _spectral_matrix,
+    parametrize,
+)
 
 
 class _WeightNorm(Module):
@@ -70,14 +75,12 @@ class _SpectralNorm(Module):
         if dim >= ndim or dim < -ndim:
             raise IndexError(f"Dimension out of range (expected to be in range of [-{ndim}, "
                              f"{ndim - 1}] but got {dim})")
-        if n_power_iterations <= 0:
-            raise ValueError("Expected n_power_iterations to be positive, but got "
-                             f"n_power_iterations={n_power_iterations}")
+        n_power_iterations = _positive_iterations(n_power_iterations)
         self.dim = dim % ndim
         self.eps = eps
         if ndim > 1:
             self.n_power_iterations = n_power_iterations
-            matrix = self._matrix(weight)
+            matrix = _spectral_matrix(weight, self.dim)
             rows, columns = matrix.shape
             with no_grad():
                 self.register_buffer("_u", normalize(matrix.new_empty(rows).normal_(0, 1),
@@ -85,12 +88,6 @@ class _SpectralNorm(Module):
                 self.register_buffer("_v", normalize(matrix.new_empty(columns).normal_(0, 1),
                                                      dim=0, eps=eps))
             self._power_method(matrix, 15)
-
-    def _matrix(self, weight: Tensor) -> Tensor:
-        """``weight`` with ``dim`` first, flattened to a matrix."""
-        if self.dim:
-            weight = weight.permute(self.dim, *(d for d in range(weight.dim()) if d != self.dim))
-        return weight.flatten(1)
 
     def _power_method(self, matrix: Tensor, iterations: int) -> None:
         """Move ``_u`` and ``_v`` ``iterations`` steps towards the top singular vectors; the
@@ -101,19 +98,18 @@ class _SpectralNorm(Module):
             for _ in range(iterations):
                 u = normalize(matrix.mv(v), dim=0, eps=self.eps)
                 v = normalize(matrix.T.mv(u), dim=0, eps=self.eps)
-            for buffer, new in ((self._u, u), (self._v, v)):
-                replaced = buffer._node
-                buffer._rebind(new._node)
-                execution.defer([buffer._node], state=True, replaces=[replaced])
+            _keep(self._u, u)
+            _keep(self._v, v)
 
     def forward(self, weight: Tensor) -> Tensor:
         if weight.ndim == 1:
             return normalize(weight, dim=0, eps=self.eps)
-        matrix = self._matrix(weight)
+        matrix = _spectral_matrix(weight, self.dim)
         if self.training:
             self._power_method(matrix, self.n_power_iterations)
-        sigma = self._u.clone().vdot(matrix.mv(self._v.clone()))
-        return weight / sigma
+        # Copies, as PyTorch's: a second call in training mode replaces the buffers' values,
+        # which this call's backward still reads.
+        return weight / self._u.clone().vdot(matrix.mv(self._v.clone()))
 
     def right_inverse(self, value: Tensor) -> Tensor:
         return value
@@ -137,8 +133,7 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
-    if dim is None:
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
+    dim = _output_dim(module) if dim is None else dim
     parametrize.register_parametrization(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
     return module
