@@ -552,6 +552,298 @@ class EverydayMethods:
         """
         return self + (end - self) * weight
 
+    def addcmul(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
+        """``self + value * tensor1 * tensor2``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).addcmul(pargraph.ones(2), pargraph.ones(2) * 3, value=0.5).tolist()
+        [2.5, 2.5]
+        """
+        return self + (tensor1 if value == 1 else tensor1 * value) * tensor2
+
+    def addcdiv(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
+        """``self + value * tensor1 / tensor2``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).addcdiv(pargraph.ones(2), pargraph.ones(2) * 4).tolist()
+        [1.25, 1.25]
+        """
+        return self + (tensor1 if value == 1 else tensor1 * value) / tensor2
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Any:
+        """The ``n``-th forward difference along ``dim`` (``x[i + 1] - x[i]``; for booleans,
+        whether they differ), after ``prepend`` and ``append`` join the ends.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 4.0, 9.0]).diff().tolist()
+        [3.0, 5.0]
+        """
+        if self.ndim == 0:
+            raise RuntimeError("diff expects input to be at least one-dimensional")
+        if n < 0:
+            raise RuntimeError(f"order must be non-negative but got {n}")
+        dim = ops.normalize_dim(dim, self.ndim)
+        parts = [t if t.ndim else t.expand(*self.shape[:dim], 1, *self.shape[dim + 1:])
+                 for t in (prepend, self, append) if t is not None]
+        x = self._wrap(ops.cat(*[t._node for t in parts], dim=dim)) if len(parts) > 1 else self
+        for _ in range(min(n, x.shape[dim])):
+            later, earlier = x.narrow(dim, 1, x.shape[dim] - 1), \
+                x.narrow(dim, 0, x.shape[dim] - 1)
+            x = later != earlier if x.dtype == np.bool_ else later - earlier
+        return x
+
+    def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+        """``sum`` with NaN counted as zero.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, float("nan"), 2.0]).nansum().item()
+        3.0
+        """
+        x = self.masked_fill(self.isnan(), 0) if self.dtype.kind == "f" else self
+        return x.sum(dim, keepdim, dtype=dtype) if dim is not None else x.sum(dtype=dtype)
+
+    def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
+        """``mean`` of the values that are not NaN.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, float("nan"), 2.0]).nanmean().item()
+        1.5
+        """
+        if self.dtype.kind != "f" and not ops.is_floating(self.dtype):
+            name = self.type().removeprefix("torch.").removesuffix("Tensor")  # Long, Int
+            raise RuntimeError("nanmean(): expected input to have floating point or complex "
+                               f"dtype but got {name}")
+        kept = (~self.isnan()).sum(dim, keepdim) if dim is not None else (~self.isnan()).sum()
+        return self.nansum(dim, keepdim, dtype=dtype) / kept
+
+    def count_nonzero(self, dim: Any = None) -> Any:
+        """How many values are not zero (over ``dim``, an int or a tuple, or all).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 2.0, 3.0]).count_nonzero().item()
+        2
+        """
+        return (self != 0).sum(dim) if dim is not None else (self != 0).sum()
+
+    def std_mean(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False,
+                 *, correction: Any = None) -> tuple:
+        """``(std, mean)`` over ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.item() for t in pargraph.tensor([1.0, 3.0]).std_mean()]
+        [1.4142135381698608, 2.0]
+        """
+        return (self.std(dim, unbiased, keepdim, correction=correction),
+                self.mean(dim, keepdim) if dim is not None else self.mean())
+
+    def var_mean(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False,
+                 *, correction: Any = None) -> tuple:
+        """``(var, mean)`` over ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.item() for t in pargraph.tensor([1.0, 3.0]).var_mean()]
+        [2.0, 2.0]
+        """
+        return (self.var(dim, unbiased, keepdim, correction=correction),
+                self.mean(dim, keepdim) if dim is not None else self.mean())
+
+    def rot90(self, k: int = 1, dims: Any = (0, 1)) -> Any:
+        """Rotated by 90 degrees ``k`` times, from the first of ``dims`` towards the second.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2], [3, 4]]).rot90().tolist()
+        [[2, 4], [1, 3]]
+        """
+        dims = list(dims)
+        if len(dims) != 2:
+            raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+        if self.ndim < 2:
+            raise RuntimeError(f"expected total dims >= 2, but got total dims = {self.ndim}")
+        first, second = (ops.normalize_dim(d, self.ndim) for d in dims)
+        if first == second:
+            raise RuntimeError(f"expected rotation dims to be different, but got dim0 = "
+                               f"{first} and dim1 = {second}")
+        k %= 4
+        if k == 1:
+            return self.flip(second).transpose(first, second)
+        if k == 2:
+            return self.flip(first, second)
+        if k == 3:
+            return self.flip(first).transpose(first, second)
+        return self
+
+    def fliplr(self) -> Any:
+        """The columns in reverse order (dimension 1).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2]]).fliplr().tolist()
+        [[2, 1]]
+        """
+        if self.ndim < 2:
+            raise RuntimeError("Input must be >= 2-d.")
+        return self.flip(1)
+
+    def flipud(self) -> Any:
+        """The rows in reverse order (dimension 0).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1], [2]]).flipud().tolist()
+        [[2], [1]]
+        """
+        if self.ndim < 1:
+            raise RuntimeError("Input must be >= 1-d.")
+        return self.flip(0)
+
+    def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Any:
+        """Matrices whose diagonal (``offset`` above it, below if negative) holds the last
+        dimension's values, in the new dimensions ``dim1`` and ``dim2``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).diag_embed().tolist()
+        [[1, 0], [0, 2]]
+        """
+        n = self.shape[-1] if self.ndim else 1
+        size = n + abs(offset)
+        column = self.reshape(*self.shape[:-1], n) if self.ndim else self.reshape(1)
+        if offset:  # the values' rows: zeros after them above the diagonal, before below
+            zeros = self._constant(np.zeros((*column.shape[:-1], abs(offset)), self.dtype))
+            ends = (column, zeros) if offset > 0 else (zeros, column)
+            column = self._wrap(ops.cat(*[t._node for t in ends], dim=column.ndim - 1))
+        on_diagonal = self._constant(np.eye(size, k=offset, dtype=bool))
+        matrices = column.unsqueeze(-1).where(on_diagonal, 0)
+        ndim = max(self.ndim, 1) + 1
+        first, second = (ops.normalize_dim(d, ndim) for d in (dim1, dim2))
+        if first == second:
+            raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        return matrices.movedim((-2, -1), (first, second))
+
+    def dist(self, other: Any, p: float = 2) -> Any:
+        """The ``p``-norm of ``self - other``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 0.0]).dist(pargraph.tensor([3.0, 4.0])).item()
+        5.0
+        """
+        return (self - other).norm(p)
+
+    def renorm(self, p: float, dim: int, maxnorm: float) -> Any:
+        """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to it.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[3.0, 4.0], [0.3, 0.4]]).renorm(2, 0, 1.0).tolist()[1]
+        [0.30000001192092896, 0.4000000059604645]
+        """
+        dim = ops.normalize_dim(dim, self.ndim)
+        others = tuple(d for d in range(self.ndim) if d != dim)
+        norms = self.norm(p, others, keepdim=True) if others else self.abs()
+        scale = (maxnorm / (norms + 1e-7)).masked_fill(norms <= maxnorm, 1.0)
+        return self * scale.detach() if not self.requires_grad else self * scale
+
+    def unflatten(self, dim: int, sizes: Any) -> Any:
+        """Dimension ``dim`` split into ``sizes`` (one of them may be -1).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 6).unflatten(1, (2, 3)).shape
+        pargraph.Size([2, 2, 3])
+        """
+        dim = ops.normalize_dim(dim, self.ndim)
+        sizes = [int(n) for n in sizes]
+        known = math.prod(n for n in sizes if n != -1)
+        length = self.shape[dim]
+        if (-1 not in sizes and known != length) or (
+                -1 in sizes and (known == 0 or length % known)):
+            raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size "
+                               f"of dim {dim} ({length}) in the input tensor")
+        return self.reshape(*self.shape[:dim], *sizes, *self.shape[dim + 1:])
+
+    def cov(self, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Any:
+        """The covariance matrix of the variables in the rows (observations in the columns),
+        with frequency and observation weights, as ``torch.cov``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1.0, 5.0], [4.0, 2.0]]).cov().tolist()
+        [[8.0, -4.0], [-4.0, 2.0]]
+        """
+        if self.ndim > 2:
+            raise RuntimeError("cov(): expected input to have two or fewer dimensions but got "
+                               f"an input with {self.ndim} dimensions")
+        x = self.reshape(1, -1) if self.ndim < 2 else self
+        if x.dtype.kind != "f":
+            x = x.to(np.float32)
+        weights = None
+        for name, w in (("fweights", fweights), ("aweights", aweights)):
+            if w is not None:
+                if w.ndim > 1 or w.shape[0] != x.shape[1]:
+                    raise RuntimeError(f"cov(): expected {name} to have one dimension and the "
+                                       "same number of elements as the number of observations")
+                weights = w if weights is None else weights * w
+        total = weights.sum() if weights is not None else x.shape[1]
+        mean = (x * weights).sum(1) / total if weights is not None else x.mean(1)
+        if weights is None:
+            factor = x.shape[1] - correction
+        elif correction == 0:
+            factor = total
+        elif aweights is None:
+            factor = total - correction
+        else:
+            factor = total - correction * (weights * aweights).sum() / total
+        centered = x - mean.unsqueeze(1)
+        weighted = centered * weights if weights is not None else centered
+        product = weighted @ centered.transpose(0, 1)
+        if isinstance(factor, (int, float)):
+            return (product / max(factor, 0)).squeeze()
+        return (product / factor.clamp(min=0)).squeeze()
+
+    def corrcoef(self) -> Any:
+        """The correlation coefficients of the variables in the rows (``cov`` over the
+        products of the standard deviations, clipped to [-1, 1]).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1.0, 5.0], [4.0, 2.0]]).corrcoef().tolist()
+        [[1.0, -1.0], [-1.0, 1.0]]
+        """
+        c = self.cov()
+        if c.ndim == 0:
+            return c / c
+        d = c.diagonal()
+        stddev = d.sqrt()
+        c = c / stddev.unsqueeze(1) / stddev.unsqueeze(0)
+        return c.clamp(-1, 1)
+
     def cross(self, other: Any, dim: int | None = None) -> Any:
         """The cross product of 3-vectors along ``dim`` (the first of size 3 if None).
 
@@ -799,6 +1091,28 @@ class EverydayMethods:
         own = [n.uid for n in toposort([new], stop=lambda n: n.uid <= old.uid)
                if n.uid > old.uid]
         return self._rebind(new, min(own, default=new.uid))
+
+    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
+        """``addcmul`` in place (what optimizers write).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).addcmul_(pargraph.ones(1), pargraph.ones(1), value=2).tolist()
+        [3.0]
+        """
+        return self._in_place(self.addcmul(tensor1, tensor2, value=value))
+
+    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
+        """``addcdiv`` in place (what optimizers write).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).addcdiv_(pargraph.ones(1), pargraph.ones(1) * 2).tolist()
+        [1.5]
+        """
+        return self._in_place(self.addcdiv(tensor1, tensor2, value=value))
 
     def exp_(self) -> Any:
         """``exp`` in place.

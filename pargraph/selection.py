@@ -16,6 +16,10 @@ from pargraph.graph import Node
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
 ModeResult = namedtuple("mode", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+AminmaxResult = namedtuple("aminmax", ["min", "max"])
+#: ``quantile``'s ways between two neighbouring values.
+INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 class SelectionMethods:
@@ -167,6 +171,132 @@ class SelectionMethods:
         first = ops.index(order, spec=(slice(None),) * dim + (slice(0, k),))
         values = ops.shown_as(ops.take_along_dim(self._node, first, dim=dim), "TopkBackward0")
         return TopkResult(self._wrap(values), self._wrap(first))
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> KthvalueResult:
+        """The ``k``-th smallest value along ``dim`` and its index.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([3.0, 1.0, 2.0]).kthvalue(2)
+        kthvalue(values=tensor(2.), indices=tensor(2))
+        """
+        dim = ops.normalize_dim(dim, max(self.ndim, 1))
+        length = self.shape[dim] if self.ndim else 1
+        if not 1 <= k <= length:
+            raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
+        ordered = self.sort(dim)
+        values, indices = (t.narrow(dim, k - 1, 1) for t in ordered)
+        if not keepdim and self.ndim:
+            values, indices = values.squeeze(dim), indices.squeeze(dim)
+        return KthvalueResult(values, indices)
+
+    def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
+        """The smallest and the largest values (over ``dim``, or all).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([3.0, 1.0, 2.0]).aminmax()
+        aminmax(min=tensor(1.), max=tensor(3.))
+        """
+        if (self.shape[dim] if dim is not None and self.ndim else self.numel()) == 0:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as "
+                               "the operation has no identity.")
+        if dim is None:
+            low, high = self.amin(), self.amax()
+            if keepdim:
+                low, high = (t.reshape((1,) * self.ndim) for t in (low, high))
+            return AminmaxResult(low, high)
+        return AminmaxResult(self.amin(dim, keepdim), self.amax(dim, keepdim))
+
+    def masked_select(self, mask: Any) -> Any:
+        """The values where ``mask`` (broadcast against this tensor) is True, in a 1-D tensor.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.tensor([1.0, 5.0, 3.0])
+        >>> x.masked_select(x > 2).tolist()
+        [5.0, 3.0]
+        """
+        if getattr(mask, "dtype", None) != np.bool_:
+            raise RuntimeError("masked_select: expected BoolTensor for mask")
+        shape = np.broadcast_shapes(tuple(self.shape), tuple(mask.shape))
+        return self.expand(*shape)[mask.expand(*shape)]
+
+    def quantile(self, q: Any, dim: int | None = None, keepdim: bool = False, *,
+                  interpolation: str = "linear") -> Any:
+        """The ``q``-th quantiles (a number, or a 1-D tensor of them: a first dimension)
+        along ``dim`` (of all values if None), between neighbouring values as
+        ``interpolation`` says; NaN where a NaN is among the values.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 2.0, 3.0, 4.0]).quantile(0.5).item()
+        2.5
+        """
+        return self._quantile("quantile", q, dim, keepdim, interpolation, ignore_nan=False)
+
+    def nanquantile(self, q: Any, dim: int | None = None, keepdim: bool = False, *,
+                    interpolation: str = "linear") -> Any:
+        """``quantile`` of the values that are not NaN.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, float("nan"), 3.0]).nanquantile(0.5).item()
+        2.0
+        """
+        return self._quantile("nanquantile", q, dim, keepdim, interpolation, ignore_nan=True)
+
+    def _quantile(self, name: str, q: Any, dim: int | None, keepdim: bool, interpolation: str,
+                  ignore_nan: bool) -> Any:
+        """PyTorch's way: the values sorted along the last dimension, each quantile's rank in
+        them, the values at the ranks either side, and a lerp between them."""
+        if self.dtype not in (np.float32, np.float64):
+            raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+        if interpolation not in INTERPOLATIONS:
+            raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, "
+                               f"midpoint or nearest, but got {interpolation}")
+        one = not hasattr(q, "_node")
+        if not one and q.ndim > 1:
+            raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+        if not one and q.dtype != self.dtype:
+            raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
+        qs = np.atleast_1d(np.asarray(q if one else q.detach().numpy(), dtype=self.dtype))
+        if ((qs < 0) | (qs > 1)).any():
+            raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {q}" if one
+                               else f"{name}() q values must be in the range [0, 1]")
+        if self.numel() == 0:
+            raise RuntimeError(f"{name}() input tensor must be non-empty")
+        x = self.reshape(-1) if dim is None else self.movedim(dim, -1)
+        values = x.sort(-1).values
+        nans = values.isnan()
+        if ignore_nan:
+            kept = (~nans).sum(-1, keepdim=True).to(self.dtype)
+            ranks = (self._constant(qs) * (kept - 1)).clamp(min=0)
+        else:
+            last = values.shape[-1] - 1
+            ranks = self._constant(qs * last).expand(*values.shape[:-1], len(qs)).masked_fill(
+                nans.sum(-1, keepdim=True) > 0, last)
+        if interpolation in ("lower", "higher", "nearest"):
+            ranks = {"lower": ranks.floor, "higher": ranks.ceil, "nearest": ranks.round}[
+                interpolation]()
+        below = ranks.long()
+        result = values.gather(-1, below)
+        if interpolation in ("linear", "midpoint"):
+            above = values.gather(-1, ranks.ceil().long())
+            weight = ranks - below.to(self.dtype) if interpolation == "linear" else 0.5
+            result = result.lerp(above, weight)
+        result = result.movedim(-1, 0)  # the quantiles first, as PyTorch puts them
+        if keepdim:
+            kept_shape = [1] * self.ndim if dim is None else list(self.shape)
+            if dim is not None:
+                kept_shape[ops.normalize_dim(dim, self.ndim)] = 1
+            result = result.reshape(len(qs), *kept_shape)
+        return result[0] if one else result
 
     def _along(self, dim: int, index: Any, op: str) -> tuple[int, Node]:
         """``dim`` normalized and ``index`` checked as PyTorch's gather/scatter check it."""

@@ -62,6 +62,23 @@ CASES = [
     ("div", [A * 5, B], {"rounding_mode": "trunc"}, True),
     ("div", [A * 5, B], {"rounding_mode": "floor"}, True),
     ("sub", [A, B], {"alpha": 2.0}, True), ("add", [A, B], {"alpha": -0.5}, True),
+    ("addcmul", [A, B, P], {"value": 0.5}, True), ("addcdiv", [A, B, P], {"value": -2.0}, True),
+    ("diff", [A], {}, True), ("diff", [A], {"n": 2, "dim": 0}, True),
+    ("diff", [A], {"n": 5, "dim": 1}, True), ("rot90", [A], {}, True),
+    ("rot90", [A], {"k": 3, "dims": (1, 0)}, True), ("rot90", [A], {"k": -2}, True),
+    ("fliplr", [A], {}, True), ("flipud", [A], {}, True), ("diag_embed", [A], {}, True),
+    ("diag_embed", [A], {"offset": -1, "dim1": 0, "dim2": 2}, True),
+    ("diag_embed", [V], {"offset": 2}, True), ("dist", [A, B], {}, True),
+    ("dist", [A, B], {"p": 3}, True), ("dist", [A, B], {"p": float("inf")}, True),
+    ("renorm", [A], {"p": 2, "dim": 0, "maxnorm": 1.5}, True),
+    ("renorm", [A], {"p": 1, "dim": 1, "maxnorm": 2.0}, True),
+    ("cov", [A], {}, True), ("cov", [A], {"correction": 0}, True), ("corrcoef", [A], {}, True),
+    ("count_nonzero", [A * (A > 0)], {"dim": 1}, True), ("unflatten", [A], {"dim": 1,
+                                                                          "sizes": (2, -1)}, True),
+    ("quantile", [A], {"q": 0.3, "dim": 1}, True),
+    ("quantile", [A], {"q": 0.75, "interpolation": "midpoint"}, True),
+    ("nanquantile", [A], {"q": 0.5, "dim": 0, "keepdim": True}, True),
+    ("nansum", [A], {"dim": 1}, True), ("nanmean", [A], {}, True),
 ]
 
 
@@ -392,3 +409,80 @@ def test_cdist_meshgrid_cartesian_prod_and_indices_as_pytorchs():
     order = np.array([[2, 0, 1], [1, 1, 0], [0, 2, 2]])
     assert pargraph.take_along_dim(pargraph.tensor(A[:, :3]), pargraph.tensor(order), 1).tolist() \
         == torch.take_along_dim(torch.tensor(A[:, :3]), torch.tensor(order), 1).tolist()
+
+
+NANS = np.where(RNG.standard_normal((3, 4)) > 0.8, np.nan, A)
+
+
+def test_nan_reductions_pairs_selections_and_weighted_cov_as_pytorchs():
+    def both(call, *arrays, grad=True):
+        ours_in = [pargraph.tensor(a, requires_grad=grad) for a in arrays]
+        theirs_in = [torch.tensor(a, requires_grad=grad) for a in arrays]
+        ours, theirs = call(pargraph, *ours_in), call(torch, *theirs_in)
+        ours, theirs = (ours, theirs) if isinstance(theirs, tuple) else ((ours,), (theirs,))
+        for a, b in zip(ours, theirs):
+            assert tuple(a.shape) == tuple(b.shape) and str(a.dtype) == str(b.dtype)[6:]
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12,
+                                       equal_nan=True)
+        if grad:
+            sum(pargraph.nansum(a * a) for a in ours).backward()
+            sum(torch.nansum(b * b) for b in theirs).backward()
+            for a, b in zip(ours_in, theirs_in):
+                assert (a.grad is None) == (b.grad is None)
+                if b.grad is not None:
+                    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10,
+                                               atol=1e-12)
+
+    for dim in (0, 1, (0, 1)):
+        both(lambda lib, x: lib.nansum(x, dim, keepdim=True), NANS)
+        both(lambda lib, x: lib.nanmean(x, dim), NANS)
+        both(lambda lib, x: lib.count_nonzero(x, dim), NANS > 0, grad=False)
+    both(lambda lib, x: (lib.nansum(x), lib.nanmean(x)), NANS)
+    both(lambda lib, x: lib.std_mean(x, 1), A)
+    both(lambda lib, x: lib.var_mean(x, 0, keepdim=True, correction=0), A)
+    both(lambda lib, x: lib.kthvalue(x, 2, 1), A)
+    both(lambda lib, x: x.kthvalue(3, 0, keepdim=True), A)
+    both(lambda lib, x: lib.aminmax(x), A)
+    both(lambda lib, x: x.aminmax(dim=1, keepdim=True), A)
+    both(lambda lib, x: lib.masked_select(x, x > 0), A)
+    both(lambda lib, x, y: lib.masked_select(x, y[0] > 0), A, B)
+    both(lambda lib, x, y: lib.diff(x, dim=1, prepend=y[:, :2], append=y), A, B)
+    both(lambda lib, x: lib.diff(x > 0, dim=0), A, grad=False)
+    both(lambda lib, x, y: x.clone().addcdiv_(y, y * 2, value=0.3), A, B)
+    both(lambda lib, x, y: x.clone().addcmul_(y, y), A, B)
+    for q in (0.0, 0.3, [0.25, 0.5, 1.0]):
+        for dim in (None, 1):
+            for interpolation in ("linear", "lower", "higher", "midpoint", "nearest"):
+                for name in ("quantile", "nanquantile"):
+                    both(lambda lib, x: getattr(lib, name)(
+                        x, q if isinstance(q, float) else lib.tensor(q, dtype=lib.float64),
+                        dim, keepdim=dim is None, interpolation=interpolation), NANS)
+    weights = RNG.uniform(0.5, 1.5, 4)
+    both(lambda lib, x, w: lib.cov(x, fweights=lib.tensor([1, 2, 1, 3]), aweights=w), A,
+         weights)
+    both(lambda lib, x: lib.cov(x, fweights=lib.tensor([1, 2, 1, 3]), correction=2), A)
+    both(lambda lib, x, w: lib.cov(x[0], aweights=w), A, weights)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.diff(lib.tensor(1.0)), lambda lib: lib.diff(lib.ones(3), n=-1),
+    lambda lib: lib.nanmean(lib.tensor([1, 2])), lambda lib: lib.rot90(lib.ones(2, 2), 1, [0]),
+    lambda lib: lib.rot90(lib.ones(2, 2), 1, [1, 1]), lambda lib: lib.rot90(lib.ones(3)),
+    lambda lib: lib.fliplr(lib.ones(3)), lambda lib: lib.flipud(lib.tensor(1.0)),
+    lambda lib: lib.cov(lib.ones(2, 2, 2)), lambda lib: lib.ones(2, 3).unflatten(1, (2, -1)),
+    lambda lib: lib.kthvalue(lib.ones(2, 3), 4, 1), lambda lib: lib.aminmax(lib.ones(0)),
+    lambda lib: lib.quantile(lib.ones(3), 1.5), lambda lib: lib.quantile(lib.ones(3).long(), 0.5),
+    lambda lib: lib.quantile(lib.ones(3), 0.5, interpolation="cubic"),
+    lambda lib: lib.quantile(lib.ones(3), lib.tensor([0.5, 2.0])),
+    lambda lib: lib.masked_select(lib.ones(3), lib.ones(3)),
+])
+def test_errors_of_the_new_methods_are_pytorchs(call):
+    def raised(library):
+        with pytest.raises(Exception) as caught:
+            call(library)
+        return type(caught.value).__name__, str(caught.value).split("\n")[0]
+
+    ours, theirs = raised(pargraph), raised(torch)
+    assert ours[0] == theirs[0]
+    assert re.sub(r"torch\.|pargraph\.|Float|float32", "", ours[1]) == \
+        re.sub(r"torch\.|pargraph\.|Float|float32", "", theirs[1])
