@@ -674,7 +674,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all elements by default): 2, 1, ``inf``, ``-inf`` or
-        any other positive number; ``"fro"`` is the 2-norm of all the elements.
+        any other positive number; ``"fro"`` is the 2-norm of all the elements, ``"nuc"`` the
+        nuclear norm of matrices.
 
         Examples
         --------
@@ -684,9 +685,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         """
         if p == "fro":
             p = 2
+        if p == "nuc":  # the sum of the singular values, over the last two dims or ``dim``
+            from pargraph.linalg import matrix_norm
+
+            return matrix_norm(self, "nuc", (-2, -1) if dim is None else dim, keepdim)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or p <= 0 and p != -np.inf:
             raise NotImplementedError(f"norm: p={p!r} is not supported (expected a positive "
-                                      "number, inf, -inf or 'fro')")
+                                      "number, inf, -inf, 'fro' or 'nuc')")
         magnitude = self.abs()
         if p == np.inf:
             return magnitude.amax(dim, keepdim)

@@ -1,16 +1,28 @@
-"""``pargraph.linalg``: the norms that training code uses (vector norms, Frobenius), the
-Cholesky factorization and triangular solves (what a multivariate normal needs)."""
+"""``pargraph.linalg``: norms (vector and matrix), inverses, determinants and solves,
+Cholesky, singular values and symmetric eigendecompositions, each differentiable; the
+functions PyTorch's ``torch.linalg`` gives training code."""
 
 from __future__ import annotations
 
+import math
+from collections import namedtuple
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from pargraph import ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor
 from pargraph.ops.linalg import LinAlgError
 
-__all__ = ["LinAlgError", "cholesky", "norm", "solve_triangular", "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
+           "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet", "solve",
+           "solve_triangular", "svdvals", "vecdot", "vector_norm"]
+
+#: What ``eigh`` returns, as ``torch.return_types``: a tuple with names.
+EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 
 
 def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -27,8 +39,8 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False)
 
 def norm(x: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False) -> Tensor:
     """``ord=None``: the 2-norm of a vector, the Frobenius norm of a matrix (of all elements
-    when ``dim`` is ``None``); a number: a vector norm (1-D input or one ``dim``). Matrix norms
-    other than Frobenius raise ``NotImplementedError``.
+    when ``dim`` is ``None``); a vector norm over one ``dim`` (or of a 1-D input), a matrix
+    norm (:func:`matrix_norm`) over two.
 
     Examples
     --------
@@ -37,12 +49,50 @@ def norm(x: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False) -> 
     tensor(5.)
     """
     x = as_tensor(x)
-    if ord is None or ord == "fro":
+    if ord is None:
         return x.norm(2, dim, keepdim)
-    if x.ndim == 1 or isinstance(dim, int):
+    if isinstance(dim, int) or (dim is None and x.ndim == 1) or (
+            dim is not None and len(dim) == 1):
         return x.norm(ord, dim, keepdim)
-    raise NotImplementedError(f"linalg.norm: ord={ord!r} over a matrix (a matrix norm) is not "
-                              "supported; pass dim= for a vector norm")
+    if dim is None and x.ndim != 2:
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be "
+                           f"1D or 2D. Got {x.ndim}D.")
+    return matrix_norm(x, ord, (-2, -1) if dim is None else dim, keepdim)
+
+
+def matrix_norm(A: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2, -1),
+                keepdim: bool = False) -> Tensor:
+    """The ``ord`` norm of each matrix over the dimensions ``dim``: ``"fro"``, ``"nuc"``
+    (the sum of the singular values), 1 / -1 (the largest / smallest column sum of absolute
+    values), ``inf`` / ``-inf`` (rows), 2 / -2 (the largest / smallest singular value).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.matrix_norm(pargraph.tensor([[1.0, -2.0], [3.0, 4.0]]), 1).item()
+    6.0
+    """
+    A = as_tensor(A)
+    if A.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    rows, columns = (ops.normalize_dim(d, A.ndim) for d in dim)
+    if ord == "fro":
+        return A.norm(2, (rows, columns), keepdim)
+    if ord in ("nuc", 2, -2):
+        values = svdvals(A.movedim((rows, columns), (-2, -1)))
+        out = values.sum(-1) if ord == "nuc" else values.amax(-1) if ord == 2 else \
+            values.amin(-1)
+    elif ord in (1, -1, math.inf, -math.inf):
+        summed, reduced = (rows, columns) if ord in (1, -1) else (columns, rows)
+        sums = A.abs().sum(summed, keepdim=True)
+        out = sums.amax(reduced, keepdim=True) if ord > 0 else sums.amin(reduced, keepdim=True)
+        return out if keepdim else out.squeeze(max(rows, columns)).squeeze(min(rows, columns))
+    else:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if keepdim:
+        out = out.unsqueeze(min(rows, columns)).unsqueeze(max(rows, columns))
+    return out
 
 
 def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
@@ -77,3 +127,179 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
         return apply(ops.solve_triangular, A.mT, B.mT, upper=not upper,
                      unitriangular=unitriangular).mT
     return apply(ops.solve_triangular, A, B, upper=upper, unitriangular=unitriangular)
+
+
+def inv(A: Tensor) -> Tensor:
+    """The inverse of each square matrix; a singular one raises :class:`LinAlgError`.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.inv(pargraph.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    return as_tensor(A).inverse()
+
+
+def det(A: Tensor) -> Tensor:
+    """The determinant of each square matrix.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.det(pargraph.tensor([[2.0, 1.0], [1.0, 3.0]]))
+    tensor(5.)
+    """
+    return as_tensor(A).det()
+
+
+def slogdet(A: Tensor) -> SlogdetResult:
+    """``(sign, logabsdet)`` of each determinant (``logabsdet`` is differentiable).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.slogdet(pargraph.tensor([[0.0, 2.0], [1.0, 0.0]])).sign
+    tensor(-1.)
+    """
+    return SlogdetResult(*as_tensor(A).slogdet())
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
+    """``X`` with ``A X = B`` (``left=False``: ``X A = B``), batched and broadcast; ``B`` a
+    vector (or a batch of them) where PyTorch takes it for one. A singular ``A`` raises
+    :class:`LinAlgError`.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.solve(pargraph.tensor([[2.0, 0.0], [0.0, 4.0]]),
+    ...                       pargraph.tensor([2.0, 2.0]))
+    tensor([1.0000, 0.5000])
+    """
+    A, B = as_tensor(A), as_tensor(B)
+    vector = B.ndim == 1 or (left and B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return apply(ops.solve, A.mT, B.mT).mT
+    if vector:
+        return apply(ops.solve, A, B.unsqueeze(-1)).squeeze(-1)
+    return apply(ops.solve, A, B)
+
+
+def matrix_power(A: Tensor, n: int) -> Tensor:
+    """Each square matrix to the integer power ``n``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.matrix_power(pargraph.tensor([[1.0, 1.0], [0.0, 1.0]]), 2)
+    tensor([[1., 2.],
+            [0., 1.]])
+    """
+    return as_tensor(A).matrix_power(n)
+
+
+def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
+    """The product of a chain of matrices (the first may be a row vector, the last a column
+    one), as ``torch.linalg.multi_dot``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.multi_dot([pargraph.ones(2), pargraph.ones(2, 3), pargraph.ones(3)])
+    tensor(6.)
+    """
+    tensors = [as_tensor(t) for t in tensors]
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    for k, t in enumerate(tensors):
+        allowed = (1, 2) if k in (0, len(tensors) - 1) else (2,)
+        if t.ndim not in allowed:
+            where = "first" if k == 0 else "last" if k == len(tensors) - 1 else None
+            raise RuntimeError(
+                f"multi_dot(): the {where} tensor must be 1D or 2D but got {t.ndim}D" if where
+                else f"multi_dot(): tensor {k} must be 2D but got {t.ndim}D")
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = out @ t
+    return out
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """The dot product of the vectors along ``dim`` (broadcast).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.vecdot(pargraph.tensor([1.0, 2.0]), pargraph.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
+    return (as_tensor(x) * as_tensor(y)).sum(dim)
+
+
+def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (broadcast).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.cross(pargraph.tensor([1.0, 0.0, 0.0]), pargraph.tensor([0.0, 1.0, 0.0]))
+    tensor([0., 0., 1.])
+    """
+    input, other = as_tensor(input), as_tensor(other)
+    shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(other.shape)))
+    return input.expand(*shape).cross(other.expand(*shape), dim=dim)
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The diagonals of the matrices (``offset`` above the main one, below if negative).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.diagonal(pargraph.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([1., 4.])
+    """
+    return as_tensor(A).diagonal(offset, dim1, dim2)
+
+
+def svdvals(A: Tensor) -> Tensor:
+    """The singular values of each matrix, in descending order; differentiable (once).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.svdvals(pargraph.tensor([[3.0, 0.0], [0.0, -4.0]]))
+    tensor([4., 3.])
+    """
+    return apply(ops.svdvals, as_tensor(A))
+
+
+def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
+    """The eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices, read
+    from their lower triangle (``UPLO="U"``: the upper one); differentiable, as PyTorch's
+    (repeated eigenvalues make the eigenvectors' gradient infinite).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.eigh(pargraph.tensor([[2.0, 0.0], [0.0, 1.0]])).eigenvalues
+    tensor([1., 2.])
+    """
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    packed = apply(ops.eigh, as_tensor(A), upper=UPLO == "U")
+    return EighResult(packed[..., 0, :], packed[..., 1:, :])
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
+    """The eigenvalues (ascending) of symmetric matrices; differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.eigvalsh(pargraph.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor([1., 2.])
+    """
+    return eigh(A, UPLO).eigenvalues

@@ -7,12 +7,16 @@ written with the class's own methods; every one is a ``pargraph.<name>`` functio
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
 
 from pargraph import ops
 from pargraph.graph import toposort
+
+#: What ``slogdet`` returns, as ``torch.return_types``: a tuple with names.
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 
 
 class EverydayMethods:
@@ -843,6 +847,81 @@ class EverydayMethods:
         stddev = d.sqrt()
         c = c / stddev.unsqueeze(1) / stddev.unsqueeze(0)
         return c.clamp(-1, 1)
+
+    def inverse(self) -> Any:
+        """The inverse of each square matrix (the last two dimensions), as
+        ``torch.linalg.inv``; a singular one raises ``linalg.LinAlgError`` naming it.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[2.0, 0.0], [0.0, 4.0]]).inverse().tolist()
+        [[0.5, 0.0], [0.0, 0.25]]
+        """
+        return self._wrap(ops.inv(self._node))
+
+    def det(self) -> Any:
+        """The determinant of each square matrix.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[2.0, 1.0], [1.0, 3.0]]).det().item()
+        5.0
+        """
+        return self._wrap(ops.det(self._node))
+
+    def slogdet(self) -> Any:
+        """``(sign, logabsdet)`` of each square matrix's determinant.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [round(t.item(), 4) for t in pargraph.tensor([[1.0, 2.0], [3.0, 4.0]]).slogdet()]
+        [-1.0, 0.6931]
+        """
+        return SlogdetResult(self._wrap(ops.slogdet_sign(self._node)),
+                             self._wrap(ops.logabsdet(self._node)))
+
+    def logdet(self) -> Any:
+        """The logarithm of each square matrix's determinant: NaN where it is negative.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([[2.0, 1.0], [1.0, 3.0]]).logdet().item(), 4)
+        1.6094
+        """
+        sign, logabsdet = self.slogdet()
+        return logabsdet.masked_fill(sign < 0, float("nan"))
+
+    def matrix_power(self, n: int) -> Any:
+        """Each square matrix to the integer power ``n`` (the inverse's for negative ``n``;
+        identity matrices for 0), by repeated squaring.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1.0, 1.0], [0.0, 1.0]]).matrix_power(3).tolist()
+        [[1.0, 3.0], [0.0, 1.0]]
+        """
+        if self.ndim < 2 or self.shape[-1] != self.shape[-2]:
+            raise RuntimeError(
+                "linalg.matrix_power: A must be batches of square matrices, but they are "
+                + (f"{self.shape[-2]} by {self.shape[-1]} matrices" if self.ndim >= 2 else
+                   "not matrices"))
+        if n == 0:
+            eye = np.broadcast_to(np.eye(self.shape[-1], dtype=self.dtype), self.shape)
+            return self._constant(eye)
+        base, result = (self.inverse() if n < 0 else self), None
+        n = abs(n)
+        while n:
+            if n & 1:
+                result = base if result is None else result @ base
+            n >>= 1
+            if n:
+                base = base @ base
+        return result
 
     def cross(self, other: Any, dim: int | None = None) -> Any:
         """The cross product of 3-vectors along ``dim`` (the first of size 3 if None).

@@ -291,7 +291,9 @@ def annotate(error: Exception, op_name: str, site: Any, key: str | None = None,
 
     An exception that is annotated already only gets one more line: ``note`` and the site."""
     where = format_site(site) if isinstance(site, tuple) else site
-    if getattr(error, _ANNOTATED, False):
+    # A message that names the op already ("linalg.inv: ...", as PyTorch's) keeps its start.
+    named = str(error).split(":", 1)[0].rsplit(".", 1)[-1] == op_name
+    if getattr(error, _ANNOTATED, False) or named:
         message = f"{error}\n  {note}: {where}"
     else:
         message = f"{op_name}: {error}\n  {note}: {where}"

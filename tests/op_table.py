@@ -80,6 +80,16 @@ def _spd_ref(a):
     return a @ np.swapaxes(a, -1, -2) + 3 * np.eye(a.shape[-1])
 
 
+def _eigh_parts(result):
+    w, v = result
+    return pargraph.cat([w, (v * v).flatten(-2)], -1)
+
+
+def _eigh_parts_ref(result):
+    w, v = result
+    return np.concatenate([w, (v * v).reshape(*v.shape[:-2], -1)], -1)
+
+
 def _well_conditioned(a):
     return a + 4 * pargraph.eye(a.shape[-1], dtype=a.dtype)
 
@@ -449,6 +459,22 @@ CASES = [
         a, b, upper=True, left=False, unitriangular=True),
          lambda a, b: b @ np.linalg.inv(np.triu(a, 1) + np.eye(3)),
          [normal(3, 3), normal(4, 3)]),
+    Case("inv", lambda a: pargraph.linalg.inv(_well_conditioned(a)),
+         lambda a: np.linalg.inv(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
+    Case("det", lambda a: pargraph.linalg.det(_well_conditioned(a)),
+         lambda a: np.linalg.det(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
+    Case("slogdet_logabsdet", lambda a: pargraph.linalg.slogdet(a).logabsdet,
+         lambda a: np.linalg.slogdet(a)[1], [normal(2, 3, 3)]),
+    Case("slogdet_sign", lambda a: pargraph.linalg.slogdet(a).sign,
+         lambda a: np.linalg.slogdet(a)[0], [normal(2, 3, 3)], differentiable=False),
+    Case("solve_broadcast", lambda a, b: pargraph.linalg.solve(_well_conditioned(a), b),
+         lambda a, b: np.linalg.solve(_well_conditioned_ref(a), b),
+         [normal(3, 3), normal(2, 3, 2)]),
+    Case("svdvals", lambda a: pargraph.linalg.svdvals(a),
+         lambda a: np.linalg.svd(a, compute_uv=False), [distinct(2, 3, 4)]),
+    # The eigenvectors' signs are LAPACK's choice: the case reads sign-free functions of them.
+    Case("eigh", lambda a: _eigh_parts(pargraph.linalg.eigh(_spd(a))),
+         lambda a: _eigh_parts_ref(np.linalg.eigh(_spd_ref(a))), [normal(2, 3, 3)]),
     Case("einsum_attention", lambda q, k: pargraph.einsum("bhqd,bhkd->bhqk", q, k),
          lambda q, k: np.einsum("bhqd,bhkd->bhqk", q, k), [normal(2, 2, 3, 4), normal(2, 2, 5, 4)]),
     Case("einsum_bilinear", lambda x, a, y: pargraph.einsum("bn,anm,bm->ba", x, a, y),

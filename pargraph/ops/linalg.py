@@ -338,13 +338,228 @@ def _solve_b_vjp(g, out, a, b, upper, unitriangular=False):
 solve_triangular.defvjp(_solve_a_vjp, _solve_b_vjp)
 
 
+#: PyTorch's names of the dtypes its linear algebra refuses.
+_TORCH_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                "uint8": "Byte", "bool": "Bool"}
+
+
+def _square_float(name: str, a: Node) -> None:
+    """PyTorch's checks of a batch of square floating point matrices, with its messages
+    (raised as they are: the messages name the function already)."""
+    if len(a.shape) < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 "
+                           "dimensions.")
+    if a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they "
+                           f"are {a.shape[-2]} by {a.shape[-1]} matrices")
+    if not is_floating(a.dtype):
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as "
+                           f"input. Got {_TORCH_NAMES.get(str(a.dtype), str(a.dtype))}")
+
+
+def _square_matrices(name: str) -> Callable:
+    def shape(a, *_, **__):
+        _square_float(name, a)
+        return a.shape, a.dtype
+    return shape
+
+
+def _batch_of(name: str) -> Callable:
+    """The shape rule of a function of square matrices that gives one number per matrix."""
+    def shape(a):
+        _square_float(name, a)
+        return a.shape[:-2], a.dtype
+    return shape
+
+
+def _cubic(node: Node) -> float:
+    """Seconds of an O(n^3) factorization of each matrix of the node's input."""
+    a = node.inputs[0]
+    return 3e-6 + math.prod(a.shape) * a.shape[-1] / 10e9
+
+
+def _singular(name: str, a: np.ndarray) -> str:
+    """PyTorch's message for a singular matrix: the first zero pivot of its LU factorization
+    (LAPACK's getrf tells it), and the batch element."""
+    from scipy.linalg import lapack
+
+    flat = a.reshape(-1, *a.shape[-2:])
+    for k, matrix in enumerate(flat):
+        info = lapack.dgetrf(matrix.astype(np.float64))[2]
+        if info > 0:
+            where = f"(Batch element {k}): " if len(flat) > 1 else ""
+            return (f"linalg.{name}: {where}The diagonal element {info} is zero, the inversion "
+                    "could not be completed because the input matrix is singular.")
+    return f"linalg.{name}: The input matrix is singular."
+
+
+@primitive("inv", _square_matrices("inv"), blas=True, grad_name="LinalgInvExBackward0",
+           cost=_cubic)
+def inv(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(_singular("inv", a)) from None
+
+
+# d(A^-1) = -A^-1 dA A^-1: dA = -A^-T G A^-T, differentiable again (it is made of ops).
+inv.defvjp(lambda g, out, a: neg(matmul(swap_last(out), matmul(g, swap_last(out)))))
+
+
+@primitive("det", _batch_of("det"), blas=True, grad_name="LinalgDetBackward0", cost=_cubic)
+def det(a):
+    return np.asarray(np.linalg.det(a), dtype=a.dtype)
+
+
+def _det_vjp(g, out, a):
+    """``dA = g det(A) A^-T``."""
+    scale = reshape(mul(g, out), shape=out.shape + (1, 1))
+    return mul(scale, swap_last(inv(a)))
+
+
+det.defvjp(_det_vjp)
+
+
+@primitive("slogdet_sign", _batch_of("slogdet"), blas=True, cost=_cubic)
+def slogdet_sign(a):
+    return np.asarray(np.linalg.slogdet(a)[0], dtype=a.dtype)
+
+
+@primitive("logabsdet", _batch_of("slogdet"), blas=True, grad_name="LinalgSlogdetBackward0",
+           cost=_cubic)
+def logabsdet(a):
+    with np.errstate(divide="ignore"):  # a singular matrix: -inf, as in PyTorch
+        return np.asarray(np.linalg.slogdet(a)[1], dtype=a.dtype)
+
+
+# d log|det A| = tr(A^-1 dA): dA = g A^-T.
+logabsdet.defvjp(lambda g, out, a: mul(reshape(g, shape=g.shape + (1, 1)), swap_last(inv(a))))
+
+
+def _solve_shape(a, b):
+    _square_float("solve", a)
+    if len(b.shape) < 2 or b.shape[-2] != a.shape[-1]:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = "
+                           f"B ({a.shape[-2]}x{a.shape[-1]} and "
+                           f"{'x'.join(map(str, b.shape[-2:]))})")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
+                           f"A of type {a.dtype} and B of type {b.dtype} instead")
+    return broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], a.dtype
+
+
+@primitive("solve", _solve_shape, blas=True, grad_name="LinalgSolveExBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.inputs[0].shape) * node.inputs[0].shape[-1]
+           / 10e9 + math.prod(node.shape) * node.shape[-2] / 20e9)
+def solve(a, b):
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    try:
+        return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]),
+                               np.broadcast_to(b, batch + b.shape[-2:]))
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg.solve: The solver failed because the input matrix is "
+                          "singular.") from None
+
+
+def _solve_b(g, out, a, b):
+    """``dB = A^-T G``."""
+    return unbroadcast(solve(swap_last(a), g), b.shape)
+
+
+def _solve_a(g, out, a, b):
+    """``dA = -dB X^T``."""
+    return unbroadcast(neg(matmul(solve(swap_last(a), g), swap_last(out))), a.shape)
+
+
+solve.defvjp(_solve_a, _solve_b)
+
+
+def _svdvals_shape(a):
+    if len(a.shape) < 2:
+        raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    if not is_floating(a.dtype):
+        raise RuntimeError(f"linalg.svd: Expected a floating point or complex tensor as input. "
+                           f"Got {_TORCH_NAMES.get(str(a.dtype), str(a.dtype))}")
+    return a.shape[:-2] + (min(a.shape[-2:]),), a.dtype
+
+
+@primitive("svdvals", _svdvals_shape, blas=True, grad_name="LinalgSvdBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.inputs[0].shape) * min(
+               node.inputs[0].shape[-2:]) / 2e9)
+def svdvals(a):
+    return np.linalg.svd(a, compute_uv=False).astype(a.dtype, copy=False)
+
+
+def _svdvals_backward_shape(g, a):
+    return a.shape, a.dtype
+
+
+@primitive("svdvals_backward", _svdvals_backward_shape, blas=True,
+           cost=lambda node: 3e-6 + math.prod(node.shape) * min(node.shape[-2:]) / 2e9)
+def svdvals_backward(g, a):
+    """``U diag(g) V^T``: each singular value's gradient is its singular vectors' product."""
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return ((u * g[..., None, :]) @ vh).astype(a.dtype, copy=False)
+
+
+svdvals.defvjp(lambda g, out, a: svdvals_backward(g, a))
+
+
+def _no_second_derivative(name: str) -> Callable:
+    def vjp(*_, **__):
+        raise NotImplementedError(f"the second derivative of linalg.{name} is not supported")
+    return vjp
+
+
+svdvals_backward.defvjp(_no_second_derivative("svdvals"), _no_second_derivative("svdvals"))
+
+
+def _eigh_shape(a, upper=False):
+    _square_float("eigh", a)
+    n = a.shape[-1]
+    return a.shape[:-2] + (n + 1, n), a.dtype
+
+
+@primitive("eigh", _eigh_shape, blas=True, grad_name="LinalgEighBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.inputs[0].shape) * node.shape[-1] / 2e9)
+def eigh(a, upper=False):
+    """The eigenvalues (first row, ascending) and the eigenvectors (the columns of the rest)
+    of symmetric matrices, read from their lower triangle (``upper``: the upper one), packed
+    in one array: the two results of one factorization."""
+    w, v = np.linalg.eigh(a, UPLO="U" if upper else "L")
+    return np.concatenate([w[..., None, :], v], axis=-2).astype(a.dtype, copy=False)
+
+
+def _eigh_vjp(g, out, a, upper=False):
+    """PyTorch's ``linalg_eig_backward`` for symmetric matrices: with ``A = V diag(w) V^T``,
+    ``dA = V (skew(V^T dV) / E + diag(dw)) V^T``, ``E_ij = w_j - w_i``."""
+    n = a.shape[-1]
+    rows = (slice(None),) * (len(a.shape) - 2)
+    gw, gv = index(g, spec=rows + (0,)), index(g, spec=rows + (slice(1, None),))
+    w, v = index(out, spec=rows + (0,)), index(out, spec=rows + (slice(1, None),))
+    vt = swap_last(v)
+    inner = matmul(vt, gv)
+    skew = mul(sub(inner, swap_last(inner)), constant(np.asarray(0.5, a.dtype)))
+    eye = np.eye(n, dtype=a.dtype)
+    row, column = (reshape(w, shape=w.shape[:-1] + (1, n)), reshape(w, shape=w.shape + (1,)))
+    gaps = sub(row, column)
+    gaps = add(mul(gaps, constant(1 - eye)), constant(eye))  # 1 on the diagonal
+    middle = add(mul(div(skew, gaps), constant(1 - eye)),
+                 mul(reshape(gw, shape=gw.shape + (1,)), constant(eye)))
+    return matmul(v, matmul(middle, vt))
+
+
+eigh.defvjp(_eigh_vjp)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
-from pargraph.ops.elementwise import add, constant, mul, neg  # noqa: E402
+from pargraph.ops.elementwise import add, constant, div, mul, neg, sub  # noqa: E402
 from pargraph.ops.reductions import sum_  # noqa: E402
 from pargraph.ops.shapes import (  # noqa: E402
     _einsum_sizes,
     expand,
+    index,
     reshape,
     reshaped,
     swap_last,
