@@ -227,19 +227,27 @@ class LinAlgError(RuntimeError):
     """A linear algebra routine failed on the values it got (``torch.linalg.LinAlgError``)."""
 
 
-def _square(name: str, a: Node) -> None:
+#: PyTorch's names of the dtypes its linear algebra refuses.
+_TORCH_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                "uint8": "Byte", "bool": "Bool"}
+
+
+def _square_float(name: str, a: Node) -> None:
+    """PyTorch's checks of a batch of square floating point matrices, with its messages
+    (raised as they are: the messages name the function already)."""
     if len(a.shape) < 2:
-        raise ShapeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 "
+                           "dimensions.")
     if a.shape[-1] != a.shape[-2]:
-        raise ShapeError(f"linalg.{name}: A must be batches of square matrices, but they are "
-                         f"{a.shape[-2]} by {a.shape[-1]} matrices")
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they "
+                           f"are {a.shape[-2]} by {a.shape[-1]} matrices")
     if not is_floating(a.dtype):
-        raise ShapeError(f"linalg.{name}: Expected a floating point tensor as input. Got "
-                         f"{a.dtype}")
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as "
+                           f"input. Got {_TORCH_NAMES.get(str(a.dtype), str(a.dtype))}")
 
 
 def _cholesky_shape(a, upper=False):
-    _square("cholesky", a)
+    _square_float("cholesky", a)
     return a.shape, a.dtype
 
 
@@ -294,20 +302,22 @@ def _cholesky_vjp(g, out, a, upper=False):
 cholesky.defvjp(_cholesky_vjp)
 
 
-def _solve_triangular_shape(a, b, upper, unitriangular=False):
-    _square("solve_triangular", a)
-    if len(b.shape) < 2 or b.shape[-2] != a.shape[-1]:
-        raise ShapeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the "
-                         f"equation AX = B ({a.shape[-2]}x{a.shape[-1]} and "
-                         f"{'x'.join(map(str, b.shape[-2:]))})")
-    if a.dtype != b.dtype:
-        raise ShapeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, "
-                         f"but found A of type {a.dtype} and B of type {b.dtype} instead")
-    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    return batch + b.shape[-2:], a.dtype
+def _system_shape(name: str) -> Callable:
+    """The shape rule of ``linalg.<name>``: ``X`` with ``A X = B``, batches broadcast."""
+    def shape(a, b, *_, **__):
+        _square_float(name, a)
+        if len(b.shape) < 2 or b.shape[-2] != a.shape[-1]:
+            raise RuntimeError(f"linalg.{name}: Incompatible shapes of A and B for the equation "
+                               f"AX = B ({a.shape[-2]}x{a.shape[-1]} and "
+                               f"{'x'.join(map(str, b.shape[-2:]))})")
+        if a.dtype != b.dtype:
+            raise RuntimeError(f"linalg.{name}: Expected A and B to have the same dtype, but "
+                               f"found A of type {a.dtype} and B of type {b.dtype} instead")
+        return broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], a.dtype
+    return shape
 
 
-@primitive("solve_triangular", _solve_triangular_shape, blas=True,
+@primitive("solve_triangular", _system_shape("solve_triangular"), blas=True,
            grad_name="LinalgSolveTriangularBackward0",
            cost=lambda node: 3e-6 + math.prod(node.shape) * node.shape[-2] / 20e9)
 def solve_triangular(a, b, upper, unitriangular=False):
@@ -336,25 +346,6 @@ def _solve_b_vjp(g, out, a, b, upper, unitriangular=False):
 
 
 solve_triangular.defvjp(_solve_a_vjp, _solve_b_vjp)
-
-
-#: PyTorch's names of the dtypes its linear algebra refuses.
-_TORCH_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                "uint8": "Byte", "bool": "Bool"}
-
-
-def _square_float(name: str, a: Node) -> None:
-    """PyTorch's checks of a batch of square floating point matrices, with its messages
-    (raised as they are: the messages name the function already)."""
-    if len(a.shape) < 2:
-        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 "
-                           "dimensions.")
-    if a.shape[-1] != a.shape[-2]:
-        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they "
-                           f"are {a.shape[-2]} by {a.shape[-1]} matrices")
-    if not is_floating(a.dtype):
-        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as "
-                           f"input. Got {_TORCH_NAMES.get(str(a.dtype), str(a.dtype))}")
 
 
 def _square_matrices(name: str) -> Callable:
@@ -436,19 +427,7 @@ def logabsdet(a):
 logabsdet.defvjp(lambda g, out, a: mul(reshape(g, shape=g.shape + (1, 1)), swap_last(inv(a))))
 
 
-def _solve_shape(a, b):
-    _square_float("solve", a)
-    if len(b.shape) < 2 or b.shape[-2] != a.shape[-1]:
-        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = "
-                           f"B ({a.shape[-2]}x{a.shape[-1]} and "
-                           f"{'x'.join(map(str, b.shape[-2:]))})")
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
-                           f"A of type {a.dtype} and B of type {b.dtype} instead")
-    return broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], a.dtype
-
-
-@primitive("solve", _solve_shape, blas=True, grad_name="LinalgSolveExBackward0",
+@primitive("solve", _system_shape("solve"), blas=True, grad_name="LinalgSolveExBackward0",
            cost=lambda node: 3e-6 + math.prod(node.inputs[0].shape) * node.inputs[0].shape[-1]
            / 10e9 + math.prod(node.shape) * node.shape[-2] / 20e9)
 def solve(a, b):
