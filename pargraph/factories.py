@@ -372,6 +372,100 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
     return _leaf(np.eye(n, m, dtype=dtype or defaults.float), requires_grad)
 
 
+def _window(name: str, length: int, periodic: bool, dtype: Any, requires_grad: bool,
+            shape: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+    """A window of ``length`` points: ``shape`` of the positions ``2 n / (N - 1) - 1`` in
+    [-1, 1] of a symmetric window of N points (``periodic``: N = length + 1, the last point
+    dropped), as PyTorch's window functions."""
+    if not isinstance(length, int) or length < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length="
+                           f"{length}")
+    dtype = np.dtype(dtype or defaults.float)
+    if length <= 1:
+        return _leaf(np.ones(length, dtype), requires_grad)
+    points = length + 1 if periodic else length
+    position = 2 * np.arange(points, dtype=np.float64) / (points - 1) - 1
+    return _leaf(shape(position)[:length].astype(dtype), requires_grad)
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None,
+                requires_grad: bool = False, device: Any = None, **_: Any) -> Tensor:
+    """The Hann window, ``0.5 - 0.5 cos(2 pi n / (N - 1))``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.hann_window(4).tolist()
+    [0.0, 0.5, 1.0, 0.5]
+    """
+    check_device(device, "hann_window")
+    return _window("hann_window", window_length, periodic, dtype, requires_grad,
+                   lambda t: 0.5 - 0.5 * np.cos(np.pi * (t + 1)))
+
+
+def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,
+                   beta: float = 0.46, *, dtype=None, requires_grad: bool = False,
+                   device: Any = None, **_: Any) -> Tensor:
+    """The generalized Hamming window, ``alpha - beta cos(2 pi n / (N - 1))``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> [round(v, 2) for v in pargraph.hamming_window(4).tolist()]
+    [0.08, 0.54, 1.0, 0.54]
+    """
+    check_device(device, "hamming_window")
+    return _window("hamming_window", window_length, periodic, dtype, requires_grad,
+                   lambda t: alpha - beta * np.cos(np.pi * (t + 1)))
+
+
+def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None,
+                    requires_grad: bool = False, device: Any = None, **_: Any) -> Tensor:
+    """The Bartlett (triangular) window, ``1 - |2 n / (N - 1) - 1|``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.bartlett_window(4).tolist()
+    [0.0, 0.5, 1.0, 0.5]
+    """
+    check_device(device, "bartlett_window")
+    return _window("bartlett_window", window_length, periodic, dtype, requires_grad,
+                   lambda t: 1 - np.abs(t))
+
+
+def blackman_window(window_length: int, periodic: bool = True, *, dtype=None,
+                    requires_grad: bool = False, device: Any = None, **_: Any) -> Tensor:
+    """The Blackman window, ``0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1))``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> [round(v, 2) for v in pargraph.blackman_window(4).tolist()]
+    [-0.0, 0.34, 1.0, 0.34]
+    """
+    check_device(device, "blackman_window")
+    return _window("blackman_window", window_length, periodic, dtype, requires_grad,
+                   lambda t: 0.42 - 0.5 * np.cos(np.pi * (t + 1)) + 0.08 * np.cos(
+                       2 * np.pi * (t + 1)))
+
+
+def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *,
+                  dtype=None, requires_grad: bool = False, device: Any = None,
+                  **_: Any) -> Tensor:
+    """The Kaiser window, ``I0(beta sqrt(1 - (2 n / (N - 1) - 1)^2)) / I0(beta)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.kaiser_window(3, periodic=False, beta=0.0).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    check_device(device, "kaiser_window")
+    return _window("kaiser_window", window_length, periodic, dtype, requires_grad,
+                   lambda t: np.i0(beta * np.sqrt(np.clip(1 - t * t, 0, None))) / np.i0(beta))
+
+
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None,
                  device: Any = None) -> Tensor:
     """The (row, column) indices of the lower triangle of a ``row`` x ``col`` matrix (below

@@ -7,7 +7,8 @@ in :mod:`pargraph.ops`, is a function without a line written for it here.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections import namedtuple
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -244,6 +245,174 @@ def hstack(tensors: Sequence[Tensor]) -> Tensor:
     """
     tensors = [as_tensor(t) for t in tensors]
     return cat(tensors, 0 if tensors[0].dim() == 1 else 1)
+
+
+def atleast_1d(*tensors: Any) -> Any:
+    """Each tensor with at least one dimension (a 0-d one becomes 1-D); one tensor in, one
+    out, else a tuple.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.atleast_1d(pargraph.tensor(1.0)).shape
+    pargraph.Size([1])
+    """
+    return _at_least(tensors, lambda t: t.reshape(1) if t.dim() == 0 else t)
+
+
+def atleast_2d(*tensors: Any) -> Any:
+    """Each tensor with at least two dimensions (a 1-D one becomes a row).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.atleast_2d(pargraph.ones(3)).shape
+    pargraph.Size([1, 3])
+    """
+    return _at_least(tensors, lambda t: t.reshape((1,) * (2 - t.dim()) + tuple(t.shape))
+                     if t.dim() < 2 else t)
+
+
+def atleast_3d(*tensors: Any) -> Any:
+    """Each tensor with at least three dimensions, as PyTorch pads them: ``(n,)`` becomes
+    ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.atleast_3d(pargraph.ones(2, 3)).shape
+    pargraph.Size([2, 3, 1])
+    """
+    def padded(t: Tensor) -> Tensor:
+        if t.dim() == 0:
+            return t.reshape(1, 1, 1)
+        if t.dim() == 1:
+            return t.reshape(1, -1, 1)
+        return t.unsqueeze(-1) if t.dim() == 2 else t
+
+    return _at_least(tensors, padded)
+
+
+def _at_least(tensors: tuple, reshaped: Callable[[Tensor], Tensor]) -> Any:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(reshaped(as_tensor(t)) for t in tensors[0])
+    out = tuple(reshaped(as_tensor(t)) for t in tensors)
+    return out[0] if len(out) == 1 else out
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    """The tensors side by side as columns (1-D ones become columns).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.column_stack([pargraph.ones(2), pargraph.zeros(2)]).tolist()
+    [[1.0, 0.0], [1.0, 0.0]]
+    """
+    tensors = [as_tensor(t) for t in tensors]
+    return cat([t.reshape(-1, 1) if t.dim() <= 1 else t for t in tensors], 1)
+
+
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    """The tensors concatenated along a third dimension (``atleast_3d`` first).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.dstack([pargraph.ones(2), pargraph.zeros(2)]).shape
+    pargraph.Size([1, 2, 2])
+    """
+    return cat(list(atleast_3d(list(tensors))), 2)
+
+
+def block_diag(*tensors: Any) -> Tensor:
+    """A matrix with the tensors (0-d, 1-D as rows, or 2-D) as blocks along its diagonal,
+    zeros elsewhere.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.block_diag(pargraph.ones(1, 2), pargraph.tensor(3.0)).tolist()
+    [[1.0, 1.0, 0.0], [0.0, 0.0, 3.0]]
+    """
+    blocks = []
+    for k, t in enumerate(tensors):
+        t = as_tensor(t)
+        if t.dim() > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer "
+                               f"dimensions. Input {k} has {t.dim()} dimensions")
+        blocks.append(t.reshape((1,) * (2 - t.dim()) + tuple(t.shape)) if t.dim() < 2 else t)
+    if not blocks:
+        return as_tensor(np.zeros((1, 0), dtype=ops.defaults.float))
+    dtype = ops.result_dtype(*[b._node for b in blocks])
+    columns = sum(b.shape[1] for b in blocks)
+    rows, start = [], 0
+    for b in blocks:
+        parts = [as_tensor(np.zeros((b.shape[0], start), dtype)), b.to(dtype),
+                 as_tensor(np.zeros((b.shape[0], columns - start - b.shape[1]), dtype))]
+        rows.append(cat(parts, 1))
+        start += b.shape[1]
+    return cat(rows, 0)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How many times each non-negative integer occurs in the 1-D ``input`` (or the sum of
+    its ``weights``), ``max(input) + 1`` counts at least ``minlength``. The length depends on
+    the values, so they are computed now.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.bincount(pargraph.tensor([1, 1, 3])).tolist()
+    [0, 2, 0, 1]
+    """
+    input = as_tensor(input)
+    values = input.detach().numpy()
+    if values.dtype.kind == "f":
+        name = input.type().removeprefix("torch.").removesuffix("Tensor")
+        raise RuntimeError(f'"bincount_cpu" not implemented for \'{name}\'')
+    if input.dim() != 1 or values.dtype.kind not in "iub" or (values < 0).any():
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is None:
+        return as_tensor(np.bincount(values, minlength=minlength).astype(np.int64))
+    weights = as_tensor(weights)
+    if weights.dim() != 1 or weights.shape[0] != values.shape[0]:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    dtype = weights.dtype if weights.dtype in (np.float32, np.float64) else np.float64
+    counts = np.bincount(values, weights.detach().numpy().astype(np.float64),
+                         minlength=minlength)
+    return as_tensor(counts.astype(dtype))
+
+
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def histogram(input: Tensor, bins: Any = 100, *, range: Any = None, weight: Any = None,
+              density: bool = False) -> HistogramResult:
+    """Counts of ``input``'s values in ``bins`` equal bins over ``range`` (default: the
+    values' own), or between the edges of a 1-D tensor ``bins``, as ``torch.histogram``;
+    ``weight`` sums weights, ``density`` divides by the total and the bins' widths.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.histogram(pargraph.tensor([1.0, 2.0, 1.0]), bins=2).hist.tolist()
+    [2.0, 1.0]
+    """
+    input = as_tensor(input)
+    if input.dtype.kind != "f":
+        raise RuntimeError(f"torch.histogram: input tensor and bins tensors should have the "
+                           f"same dtype, but got input {input.dtype} and bins {input.dtype}")
+    values = input.detach().numpy().reshape(-1)
+    edges = as_tensor(bins).detach().numpy() if isinstance(bins, Tensor) else bins
+    hist, edges = np.histogram(values, edges, range=range,
+                               weights=None if weight is None else
+                               as_tensor(weight).detach().numpy().reshape(-1),
+                               density=density)
+    return HistogramResult(as_tensor(hist.astype(input.dtype)),
+                           as_tensor(edges.astype(input.dtype)))
 
 
 def vstack(tensors: Sequence[Tensor]) -> Tensor:

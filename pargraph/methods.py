@@ -848,6 +848,19 @@ class EverydayMethods:
         c = c / stddev.unsqueeze(1) / stddev.unsqueeze(0)
         return c.clamp(-1, 1)
 
+    def logcumsumexp(self, dim: int) -> Any:
+        """``log(cumsum(exp(x)))`` along ``dim``, without overflow or underflow.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-1000.0, 0.0]).logcumsumexp(0).tolist()
+        [-1000.0, 0.0]
+        """
+        if self.ndim == 0:
+            return self * 1
+        return self._wrap(ops.logcumsumexp(self._node, dim=ops.normalize_dim(dim, self.ndim)))
+
     def inverse(self) -> Any:
         """The inverse of each square matrix (the last two dimensions), as
         ``torch.linalg.inv``; a singular one raises ``linalg.LinAlgError`` naming it.

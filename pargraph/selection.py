@@ -18,6 +18,8 @@ TopkResult = namedtuple("topk", ["values", "indices"])
 ModeResult = namedtuple("mode", ["values", "indices"])
 KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
 AminmaxResult = namedtuple("aminmax", ["min", "max"])
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
 #: ``quantile``'s ways between two neighbouring values.
 INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -190,6 +192,41 @@ class SelectionMethods:
         if not keepdim and self.ndim:
             values, indices = values.squeeze(dim), indices.squeeze(dim)
         return KthvalueResult(values, indices)
+
+    def cummax(self, dim: int) -> CummaxResult:
+        """The running maximum along ``dim`` and where each was found (the latest of equal
+        values; NaN once one came).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 3.0, 2.0]).cummax(0).values.tolist()
+        [1.0, 3.0, 3.0]
+        """
+        values, indices = self._running_extreme(dim, largest=True)
+        return CummaxResult(values, indices)
+
+    def cummin(self, dim: int) -> CumminResult:
+        """The running minimum along ``dim`` and where each was found.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([2.0, 1.0, 3.0]).cummin(0).indices.tolist()
+        [0, 1, 1]
+        """
+        values, indices = self._running_extreme(dim, largest=False)
+        return CumminResult(values, indices)
+
+    def _running_extreme(self, dim: int, largest: bool) -> tuple:
+        """The values at the running extreme's indices: their gradient goes where each came
+        from, as PyTorch's."""
+        if self.ndim == 0:
+            return self, self._wrap(ops.constant(np.asarray(0, np.int64)))
+        dim = ops.normalize_dim(dim, self.ndim)
+        indices = ops.cumulative_argextreme(self.detach()._node, dim=dim, largest=largest)
+        values = ops.take_along_dim(self._node, indices, dim=dim)
+        return self._wrap(values), self._wrap(indices)
 
     def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> AminmaxResult:
         """The smallest and the largest values (over ``dim``, or all).

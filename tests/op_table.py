@@ -459,6 +459,15 @@ CASES = [
         a, b, upper=True, left=False, unitriangular=True),
          lambda a, b: b @ np.linalg.inv(np.triu(a, 1) + np.eye(3)),
          [normal(3, 3), normal(4, 3)]),
+    Case("cummax", lambda x: x.cummax(1).values, lambda x: np.maximum.accumulate(x, 1),
+         [distinct(3, 5)]),
+    Case("cummin_indices", lambda x: x.cummin(0).indices,
+         lambda x: np.array([[int(np.argmin(np.where(np.arange(3)[:, None] <= k, x, np.inf)
+                                             [:, j]))
+                              for j in range(4)] for k in range(3)]),
+         [distinct(3, 4)], differentiable=False),
+    Case("logcumsumexp", lambda x: x.logcumsumexp(1), lambda x: np.logaddexp.accumulate(x, 1),
+         [normal(3, 5)]),
     Case("inv", lambda a: pargraph.linalg.inv(_well_conditioned(a)),
          lambda a: np.linalg.inv(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
     Case("det", lambda a: pargraph.linalg.det(_well_conditioned(a)),

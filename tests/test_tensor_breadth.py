@@ -486,3 +486,103 @@ def test_errors_of_the_new_methods_are_pytorchs(call):
     assert ours[0] == theirs[0]
     assert re.sub(r"torch\.|pargraph\.|Float|float32", "", ours[1]) == \
         re.sub(r"torch\.|pargraph\.|Float|float32", "", theirs[1])
+
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "bartlett_window",
+                                  "blackman_window", "kaiser_window"])
+def test_windows_as_pytorchs(name):
+    for length in (0, 1, 2, 5, 8):
+        for periodic in (True, False):
+            ours = getattr(pargraph, name)(length, periodic)
+            theirs = getattr(torch, name)(length, periodic)
+            assert str(ours.dtype) == "float32"
+            np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-7)
+    assert getattr(pargraph, name)(4, dtype=pargraph.float64).dtype == pargraph.float64
+    np.testing.assert_allclose(pargraph.hamming_window(5, False, 0.6, 0.4).numpy(),
+                               torch.hamming_window(5, False, 0.6, 0.4).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(pargraph.kaiser_window(6, True, 5.0).numpy(),
+                               torch.kaiser_window(6, True, 5.0).numpy(), rtol=1e-6)
+
+
+def test_stacking_counting_and_running_extremes_as_pytorchs():
+    shapes = [(), (3,), (2, 3), (1, 2, 3, 4)]
+    for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        for shape in shapes:
+            assert tuple(getattr(pargraph, name)(pargraph.tensor(np.ones(shape))).shape) == \
+                tuple(getattr(torch, name)(torch.tensor(np.ones(shape))).shape)
+        ours = getattr(pargraph, name)([pargraph.ones(()), pargraph.ones(3)])
+        theirs = getattr(torch, name)([torch.ones(()), torch.ones(3)])
+        assert [tuple(t.shape) for t in ours] == [tuple(t.shape) for t in theirs]
+    parts = [A[:, :1], A[:, 1]]
+    for name in ("column_stack", "dstack", "hstack", "vstack"):
+        if name == "hstack":
+            continue
+        np.testing.assert_array_equal(
+            getattr(pargraph, name)([pargraph.tensor(p) for p in parts[:1] * 2]).numpy(),
+            getattr(torch, name)([torch.tensor(p) for p in parts[:1] * 2]).numpy())
+    np.testing.assert_array_equal(
+        pargraph.column_stack([pargraph.tensor(p) for p in parts]).numpy(),
+        torch.column_stack([torch.tensor(p) for p in parts]).numpy())
+    blocks = [A[:1, :2], V, np.array(3.0), B[:2, :1]]
+    ours = pargraph.block_diag(*[pargraph.tensor(b, requires_grad=True) for b in blocks])
+    np.testing.assert_array_equal(ours.detach().numpy(),
+                                  torch.block_diag(*[torch.tensor(b) for b in blocks]).numpy())
+    counts = np.array([1, 1, 3, 0, 7])
+    for minlength in (0, 10):
+        assert pargraph.bincount(pargraph.tensor(counts), minlength=minlength).tolist() == \
+            torch.bincount(torch.tensor(counts), minlength=minlength).tolist()
+    for weights in (np.linspace(0.5, 2.5, 5).astype(np.float32), np.arange(5)):
+        ours = pargraph.bincount(pargraph.tensor(counts), pargraph.tensor(weights))
+        theirs = torch.bincount(torch.tensor(counts), torch.tensor(weights))
+        assert str(ours.dtype) == str(theirs.dtype)[6:]
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    for bins, value_range in ((4, (0.0, 3.0)), (3, None)):
+        ours = pargraph.histogram(pargraph.tensor(A), bins, range=value_range)
+        theirs = torch.histogram(torch.tensor(A), bins, range=value_range)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a.numpy(), b.numpy())
+    edges = np.array([-2.0, 0.0, 0.5, 3.0])
+    ours = pargraph.histogram(pargraph.tensor(A), pargraph.tensor(edges), density=True)
+    theirs = torch.histogram(torch.tensor(A), torch.tensor(edges), density=True)
+    np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy())
+    ties = np.array([[1.0, 3.0, 3.0, np.nan, 2.0, 5.0, 5.0],
+                     [4.0, 2.0, 2.0, 1.0, 7.0, 0.0, np.nan]])
+    for name in ("cummax", "cummin"):
+        for dim in (0, 1):
+            ours = getattr(pargraph, name)(pargraph.tensor(ties), dim)
+            theirs = getattr(torch, name)(torch.tensor(ties), dim)
+            np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+            assert ours.indices.tolist() == theirs.indices.tolist()
+        x, y = pargraph.tensor(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+        (getattr(x, name)(1).values * pargraph.tensor(B)).sum().backward()
+        (getattr(y, name)(1).values * torch.tensor(B)).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), y.grad.numpy())
+    extreme = np.array([[-1000.0, 0.0, 1.0, 2.0], [3.0, -2.0, 50.0, 700.0]])
+    for dim in (0, 1):
+        x, y = pargraph.tensor(extreme, requires_grad=True), torch.tensor(extreme,
+                                                                          requires_grad=True)
+        ours, theirs = x.logcumsumexp(dim), torch.logcumsumexp(y, dim)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy())
+        (ours * pargraph.tensor(B[:2])).sum().backward()
+        (theirs * torch.tensor(B[:2])).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-10, atol=1e-12)
+    x = pargraph.tensor(extreme, requires_grad=True)
+    (first,) = pargraph.autograd.grad(x.logcumsumexp(1).sum(), [x], create_graph=True)
+    with pytest.raises(NotImplementedError, match="second derivative of logcumsumexp"):
+        first.sum().backward()
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.bincount(lib.tensor([-1, 1])), lambda lib: lib.bincount(lib.tensor([[1]])),
+    lambda lib: lib.bincount(lib.tensor([1.0])),
+    lambda lib: lib.hann_window(-1),
+    lambda lib: lib.block_diag(lib.ones(1, 1, 1)),
+])
+def test_errors_of_counting_and_windows_are_pytorchs(call):
+    for library in (pargraph, torch):
+        with pytest.raises(RuntimeError) as caught:
+            call(library)
+        if library is pargraph:
+            ours = str(caught.value)
+        else:
+            assert re.sub(r"torch\.", "", ours) == re.sub(r"torch\.", "", str(caught.value))

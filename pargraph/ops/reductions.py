@@ -182,6 +182,61 @@ def argmin(x, dim=None, keepdim=False):
     return np.argmin(x, axis=dim, keepdims=keepdim)
 
 
+@primitive("cumulative_argextreme", lambda x, dim, largest: (x.shape, _INT64))
+def cumulative_argextreme(x, dim, largest):
+    """Where the running maximum (``largest``) or minimum along ``dim`` was found: the
+    latest of equal values, and a NaN once one came (the latest NaN), as PyTorch's
+    ``cummax`` / ``cummin`` indices."""
+    moved = np.moveaxis(x, dim, -1)
+    index = np.zeros(moved.shape, dtype=np.int64)
+    if moved.shape[-1]:
+        best = moved[..., 0].copy()
+        at = np.zeros(moved.shape[:-1], dtype=np.int64)
+        with np.errstate(invalid="ignore"):
+            for k in range(moved.shape[-1]):
+                value = moved[..., k]
+                better = value >= best if largest else value <= best
+                take = np.isnan(value) | (better & ~np.isnan(best)) if is_floating(x.dtype) \
+                    else better
+                best = np.where(take, value, best)
+                at = np.where(take, k, at)
+                index[..., k] = at
+    return np.moveaxis(index, -1, dim)
+
+
+@primitive("logcumsumexp", lambda x, dim, reverse=False: (x.shape, x.dtype),
+           grad_name="LogcumsumexpBackward0")
+def logcumsumexp(x, dim, reverse=False):
+    """``log(cumsum(exp(x)))`` along ``dim`` without overflow or underflow (``reverse``: from
+    the end, what the vjp needs)."""
+    if reverse:
+        return np.flip(np.logaddexp.accumulate(np.flip(x, dim), axis=dim), dim)
+    return np.logaddexp.accumulate(x, axis=dim)
+
+
+@primitive("logcumsumexp_backward", lambda g, x, out, dim, reverse=False: (x.shape, x.dtype))
+def logcumsumexp_backward(g, x, out, dim, reverse=False):
+    """PyTorch's way: ``dx_i = sum_{j >= i} g_j exp(x_i - out_j)``, the positive and the
+    negative parts of ``g`` each summed in log space, so nothing overflows."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        parts = []
+        for part in (np.where(g > 0, g, 0), np.where(g < 0, -g, 0)):
+            shifted = np.log(part) - out
+            total = logcumsumexp.forward(shifted, dim, not reverse)
+            parts.append(np.exp(x + total))
+    return np.nan_to_num(parts[0] - parts[1], nan=0.0, posinf=np.inf, neginf=-np.inf)
+
+
+def _no_second_logcumsumexp_derivative(*args, **attrs):
+    raise NotImplementedError("the second derivative of logcumsumexp is not supported")
+
+
+logcumsumexp.defvjp(lambda g, out, x, dim, reverse=False: logcumsumexp_backward(
+    g, x, out, dim=dim, reverse=reverse))
+logcumsumexp_backward.defvjp(*[_no_second_logcumsumexp_derivative] * 3)
+
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
 from pargraph.ops.elementwise import div, eq, gt, mul, where  # noqa: E402
