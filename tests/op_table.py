@@ -80,6 +80,23 @@ def _spd_ref(a):
     return a @ np.swapaxes(a, -1, -2) + 3 * np.eye(a.shape[-1])
 
 
+def _grid_sample_ref(x, grid):
+    """Bilinear sampling by hand, pixel by pixel (zeros outside, align_corners=False)."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c) + grid.shape[1:3])
+    for b in range(n):
+        for i in range(grid.shape[1]):
+            for j in range(grid.shape[2]):
+                px = ((grid[b, i, j, 0] + 1) * w - 1) / 2
+                py = ((grid[b, i, j, 1] + 1) * h - 1) / 2
+                x0, y0 = int(np.floor(px)), int(np.floor(py))
+                for yy, xx in ((y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)):
+                    if 0 <= yy < h and 0 <= xx < w:
+                        out[b, :, i, j] += x[b, :, yy, xx] * (1 - abs(px - xx)) * (
+                            1 - abs(py - yy))
+    return out
+
+
 def _eigh_parts(result):
     w, v = result
     return pargraph.cat([w, (v * v).flatten(-2)], -1)
@@ -468,6 +485,9 @@ CASES = [
          [distinct(3, 4)], differentiable=False),
     Case("logcumsumexp", lambda x: x.logcumsumexp(1), lambda x: np.logaddexp.accumulate(x, 1),
          [normal(3, 5)]),
+    Case("grid_sample", lambda x, g: F.grid_sample(x, g, align_corners=False),
+         lambda x, g: _grid_sample_ref(x, g), [normal(2, 2, 3, 4), R.uniform(-0.9, 0.9,
+                                                                           (2, 3, 2, 2))]),
     Case("inv", lambda a: pargraph.linalg.inv(_well_conditioned(a)),
          lambda a: np.linalg.inv(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
     Case("det", lambda a: pargraph.linalg.det(_well_conditioned(a)),

@@ -966,3 +966,92 @@ def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1,
     out = apply(convolution.fold, x, output_size=_tuple(output_size, 2, "output_size", "fold"),
                 **_block_args(kernel_size, dilation, padding, stride, "fold"))
     return out if input.ndim == 3 else out.squeeze(0)
+
+
+_ALIGN_CORNERS_WARNING = (
+    "Default grid_sample and affine_grid behavior has changed to align_corners=False since "
+    "1.3.0. Please specify align_corners=True if the old behavior is desired. See the "
+    "documentation of grid_sample for details.")
+
+
+def _align_corners(align_corners: bool | None) -> bool:
+    """``None`` is False, with PyTorch's warning."""
+    if align_corners is None:
+        import warnings
+
+        warnings.warn(_ALIGN_CORNERS_WARNING, UserWarning, stacklevel=3)
+        return False
+    return bool(align_corners)
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
+                padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
+    """The values of ``input`` (N, C, H, W) at the positions ``grid`` (N, Ho, Wo, 2) gives,
+    as x and y in [-1, 1] (``align_corners``: -1 and 1 are the corner pixels' centres, else
+    their outer edges), ``bilinear`` or ``nearest``; positions outside read zeros, the border
+    or a reflection (``padding_mode``). Differentiable with respect to ``input`` and ``grid``
+    (a spatial transformer's). Volumes (5-D input) and ``bicubic`` raise
+    ``NotImplementedError``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> image = pargraph.arange(4.0).reshape(1, 1, 2, 2)
+    >>> F.grid_sample(image, pargraph.zeros(1, 1, 1, 2), align_corners=True).item()
+    1.5
+    """
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
+                         f"'nearest' or 'bicubic', but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
+                         f"'border', or 'reflection', but got: '{padding_mode}'")
+    if mode == "bicubic":
+        raise NotImplementedError("grid_sample: mode='bicubic' is not supported yet "
+                                  "(bilinear and nearest are)")
+    return apply(ops.grid_sample, as_tensor(input), as_tensor(grid), mode=mode,
+                 padding_mode=padding_mode, align_corners=_align_corners(align_corners))
+
+
+def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> Tensor:
+    """The sampling grid (N, H, W, 2), or (N, D, H, W, 3) for volumes, of the affine maps
+    ``theta`` (N, 2, 3) or (N, 3, 4) over an output of ``size``, for :func:`grid_sample`;
+    differentiable with respect to ``theta``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> identity = pargraph.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    >>> F.affine_grid(identity, (1, 1, 2, 2), align_corners=True)[0, 0].tolist()
+    [[-1.0, -1.0], [1.0, -1.0]]
+    """
+    theta = as_tensor(theta)
+    size = [int(n) for n in size]
+    align = _align_corners(align_corners)
+    if len(size) not in (4, 5):
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D "
+                                  f"affine transforms, respectively. Got size {tuple(size)}.")
+    spatial = size[2:]
+    rows = len(spatial)
+    if align and min(spatial) == 1:
+        import warnings
+
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids "
+                      "when align_corners=True. This is not an intended use case of affine_grid. "
+                      "See the documentation of affine_grid for details.", UserWarning,
+                      stacklevel=2)
+    if theta.dim() != 3 or tuple(theta.shape[1:]) != (rows, rows + 1):
+        raise ValueError(f"Expected a batch of {rows}D affine matrices of shape Nx{rows}x"
+                         f"{rows + 1} for size {tuple(size)}. Got {theta.shape}.")
+    if theta.shape[0] != size[0]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{size[0]}, {rows + 1}] but got: [{theta.shape[0]}, {rows + 1}].")
+    axes = []
+    for n in reversed(spatial):  # x (the last dimension) first
+        line = np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+        axes.append(line if align else line * (n - 1) / n)
+    mesh = np.meshgrid(*reversed(axes), indexing="ij")  # each of the spatial shape
+    base = np.stack([*reversed(mesh), np.ones(tuple(spatial))], -1)
+    base = as_tensor(base.reshape(-1, rows + 1).astype(theta.dtype))
+    grid = base @ theta.transpose(1, 2)  # (N, points, rows)
+    return grid.reshape(size[0], *spatial, rows)

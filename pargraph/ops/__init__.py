@@ -11,7 +11,8 @@ The families, each a module of this package: :mod:`~pargraph.ops.core` (the ``Pr
 type, dtype promotion, shared shape rules), :mod:`~pargraph.ops.elementwise`,
 :mod:`~pargraph.ops.reductions`, :mod:`~pargraph.ops.shapes` (shapes and indexing),
 :mod:`~pargraph.ops.linalg`, :mod:`~pargraph.ops.nn` (softmax, losses),
-:mod:`~pargraph.ops.convolution`, :mod:`~pargraph.ops.optimizers` (update kernels, no
+:mod:`~pargraph.ops.convolution`, :mod:`~pargraph.ops.sampling` (grid sampling),
+:mod:`~pargraph.ops.optimizers` (update kernels, no
 gradient) and :mod:`~pargraph.ops.composites` (compositions of primitives, no rule of their
 own). :mod:`~pargraph.ops.rewrites` holds the rules that record a fused node in place of a
 pattern. Every node costs the same serial Python whatever its work, so what a training step
@@ -225,6 +226,7 @@ from pargraph.ops.rewrites import (
     PUSH_DEPTH,
     rule,
 )
+from pargraph.ops.sampling import grid_sample, grid_sample_grid_grad, grid_sample_input_grad
 from pargraph.ops.shapes import (
     IndexSlot,
     argsort,
@@ -323,6 +325,9 @@ __all__ = [
     "constant",
     "constant_pad",
     "conv",
+    "grid_sample",
+    "grid_sample_grid_grad",
+    "grid_sample_input_grad",
     "conv_input_grad",
     "conv_weight_grad",
     "cos",
