@@ -50,6 +50,7 @@ from pargraph.graph import (
 from pargraph.interrupts import interrupts
 from pargraph.lowering import GroupPlan, SinglePlan, make_plan, plan
 from pargraph.nn.module import Module, versions
+from pargraph.pytree import flatten, unflatten
 from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_future
 from pargraph.remote.recovery import cluster_lost, fetch
 from pargraph.remote.replication import keep_until_copied
@@ -84,7 +85,7 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.eager is not None or recording.recorder is not None:
             return self.fn(*args, **kwargs)  # inside another capture: part of it
-        flat, spec = _flatten((args, kwargs))
+        flat, spec = flatten((args, kwargs))
         failed = None
         with self._lock:
             for program in self.programs:
@@ -125,39 +126,13 @@ def _name(fn: Any) -> str:
 
 # --- arguments --------------------------------------------------------------------------------
 
-_LEAF = object()
-
-
-def _flatten(value: Any) -> tuple[list, Any]:
-    """The leaves of nested tuples, lists and dicts, and how to rebuild them."""
-    flat: list = []
-
-    def walk(v: Any) -> Any:
-        if type(v) in (tuple, list):
-            return (type(v), [walk(item) for item in v])
-        if type(v) is dict:
-            return (dict, [(k, walk(item)) for k, item in v.items()])
-        flat.append(v)
-        return _LEAF
-
-    return flat, walk(value)
-
-
-def _unflatten(spec: Any, leaves: Any) -> Any:
-    if spec is _LEAF:
-        return next(leaves)
-    kind, items = spec
-    if kind is dict:
-        return {k: _unflatten(item, leaves) for k, item in items}
-    return kind(_unflatten(item, leaves) for item in items)
-
 
 def _concrete(value: Any) -> Any:
     """``value`` with plain numbers for the symbols in it."""
-    flat, spec = _flatten(value)
+    flat, spec = flatten(value)
     if not any(type(v) is Symbol for v in flat):
         return value
-    return _unflatten(spec, iter([v.value if type(v) is Symbol else v for v in flat]))
+    return unflatten(spec, iter([v.value if type(v) is Symbol else v for v in flat]))
 
 
 def _argument_guard(value: Any) -> tuple:
@@ -228,7 +203,7 @@ class Capture:
 
     def call(self, fn: Callable, spec: Any) -> Any:
         """``fn`` on the call's arguments with this capture installed."""
-        args, kwargs = _unflatten(spec, iter(self.arguments))
+        args, kwargs = unflatten(spec, iter(self.arguments))
         recording.recorder = self
         try:
             return fn(*args, **kwargs)
@@ -414,7 +389,7 @@ class Capture:
         for entry_targets, _, _ in taken.entries:
             targets += entry_targets
         state += taken.state
-        flat, spec = _flatten(result)
+        flat, spec = flatten(result)
         writes = Writes(self, flat)
         targets += writes.nodes()
         order, computed = plan(targets)
@@ -1063,7 +1038,7 @@ class Program:
         if not first:
             for record in self.optimizers:
                 record.optimizer._after_step()
-        return _unflatten(self.result_spec, iter(result))
+        return unflatten(self.result_spec, iter(result))
 
 
 class WholeProgram:

@@ -28,11 +28,10 @@ from pargraph.compiled import (
     Capture,
     Guards,
     _concrete,
-    _flatten,
-    _unflatten,
 )
 from pargraph.graph import Node, toposort
 from pargraph.nn.module import Module
+from pargraph.pytree import flatten, unflatten
 
 ARGUMENT = -1  # a slot read from the call's arguments
 
@@ -69,7 +68,7 @@ class CompiledModule(Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.eager is not None or recording.recorder is not None:
             return self._orig_mod(*args, **kwargs)
-        flat, spec = _flatten((args, kwargs))
+        flat, spec = flatten((args, kwargs))
         failed = None
         for template in self.templates:
             made = template.replay(flat)
@@ -112,7 +111,7 @@ class ForwardCapture(Capture):
 
     def template(self, result: Any) -> ForwardTemplate:
         self.live = False
-        flat, spec = _flatten(result)
+        flat, spec = flatten(result)
         outputs = [v._node for v in flat if isinstance(v, Tensor)]
         rebound = [(tensor, old, tensor._node) for tensor, old in self.rebinds.values()]
         roots = outputs + [node for *_, node in rebound]
@@ -218,7 +217,7 @@ class ForwardTemplate:
                 result.append(symbols[value.index])
             else:
                 result.append(value)
-        return _unflatten(self.spec, iter(result))
+        return unflatten(self.spec, iter(result))
 
 
 def _describe_node(node: Node) -> tuple:

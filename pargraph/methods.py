@@ -232,6 +232,25 @@ class EverydayMethods:
         """
         return self.reshape(tuple(other.shape))
 
+    def select(self, dim: int, index: int) -> Any:
+        """The slice at ``index`` of dimension ``dim``, without that dimension
+        (``x.select(1, k)`` is ``x[:, k]``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2], [3, 4]]).select(1, -1).tolist()
+        [2, 4]
+        """
+        if self.ndim == 0:
+            raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        dim = ops.normalize_dim(dim, self.ndim)
+        size = self.shape[dim]
+        if not -size <= index < size:
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self.shape)} at dimension {dim}")
+        return self[(slice(None),) * dim + (index,)]
+
     def narrow(self, dim: int, start: int, length: int) -> Any:
         """The ``length`` elements from ``start`` along ``dim``.
 

@@ -22,6 +22,7 @@ ALLOWED = {
     "costs.py": set(),
     "interrupts.py": set(),
     "printing.py": set(),
+    "pytree.py": set(),
     "ops": {"pargraph.graph", "pargraph.capturing"},
     "placement.py": {"pargraph.graph"},
     "partition.py": {"pargraph.graph", "pargraph.placement"},

@@ -10,13 +10,14 @@ numbers (PyTorch's ``preserve_rng_state``).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.autograd.recompute import recomputed
 from pargraph.graph import toposort, uid_mark
+from pargraph.pytree import flatten
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -54,21 +55,10 @@ def checkpoint(function: Callable, *args: Any, use_reentrant: bool | None = None
             return function(*args, **kwargs)
     begun = uid_mark()
     result = function(*args, **kwargs)
-    outputs = [v._node for v in _leaves(result) if isinstance(v, Tensor)]
+    outputs = [v._node for v in flatten(result)[0] if isinstance(v, Tensor)]
     recomputed.mark([node for node in toposort(outputs, stop=lambda n: n.uid < begun)
                      if node.uid > begun and node.inputs and node.history])
     return result
-
-
-def _leaves(value: Any) -> Iterable[Any]:
-    if isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _leaves(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    else:
-        yield value
 
 
 def checkpoint_sequential(functions: Any, segments: int, input: Tensor,
