@@ -80,6 +80,23 @@ def _spd_ref(a):
     return a @ np.swapaxes(a, -1, -2) + 3 * np.eye(a.shape[-1])
 
 
+def _ctc_ref(logits, targets, lengths):
+    """CTC's loss by enumerating every alignment of each element: the paths of its length
+    over the classes that collapse (repeats merged, then blanks, 0, dropped) to its target."""
+    import itertools
+
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    out = []
+    for n, (target, steps) in enumerate(zip(targets, lengths)):
+        total = 0.0
+        for path in itertools.product(range(logits.shape[2]), repeat=steps):
+            merged = [c for k, c in enumerate(path) if k == 0 or c != path[k - 1]]
+            if [c for c in merged if c != 0] == list(target):
+                total += np.exp(sum(log_probs[t, n, c] for t, c in enumerate(path)))
+        out.append(-np.log(total))
+    return np.array(out)
+
+
 def _grid_sample_ref(x, grid):
     """Bilinear sampling by hand, pixel by pixel (zeros outside, align_corners=False)."""
     n, c, h, w = x.shape
@@ -488,6 +505,9 @@ CASES = [
     Case("grid_sample", lambda x, g: F.grid_sample(x, g, align_corners=False),
          lambda x, g: _grid_sample_ref(x, g), [normal(2, 2, 3, 4), R.uniform(-0.9, 0.9,
                                                                            (2, 3, 2, 2))]),
+    Case("ctc_loss", lambda x: F.ctc_loss(x.log_softmax(2), pargraph.tensor([[1, 2], [2, 2]]),
+                                          (4, 3), (2, 2), reduction="none"),
+         lambda x: _ctc_ref(x, [[1, 2], [2, 2]], (4, 3)), [normal(4, 2, 3)]),
     Case("inv", lambda a: pargraph.linalg.inv(_well_conditioned(a)),
          lambda a: np.linalg.inv(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
     Case("det", lambda a: pargraph.linalg.det(_well_conditioned(a)),

@@ -106,6 +106,7 @@ from pargraph.nn.loss import (
     BCEWithLogitsLoss,
     CosineEmbeddingLoss,
     CrossEntropyLoss,
+    CTCLoss,
     GaussianNLLLoss,
     HingeEmbeddingLoss,
     HuberLoss,
@@ -155,7 +156,8 @@ from pargraph.nn.sparse import EmbeddingBag
 __all__ = [
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
-    "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "SmoothL1Loss", "functional", "init",
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "CTCLoss", "NLLLoss", "SmoothL1Loss", "functional",
+    "init",
     "DataParallel", "LeakyReLU", "SiLU", "Softplus", "LogSoftmax", "utils", "Conv1d", "Conv2d",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",

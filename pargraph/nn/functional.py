@@ -619,6 +619,50 @@ def _nll(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int
                  ignore_index=int(ignore_index))
 
 
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """The connectionist temporal classification loss of ``log_probs`` (T, N, C), the
+    log-softmax of a sequence model's outputs, for ``targets`` (N, S) padded or their
+    concatenation (1-D), each element's first ``input_lengths`` steps and
+    ``target_lengths`` labels, as ``torch.nn.functional.ctc_loss``: summed over every
+    alignment; ``mean`` divides each by its target length before the batch mean;
+    ``zero_infinity`` zeroes impossible alignments' losses and gradients.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> log_probs = pargraph.zeros(3, 1, 2).log_softmax(2)
+    >>> round(F.ctc_loss(log_probs, pargraph.tensor([[1]]), (3,), (1,),
+    ...                  reduction="sum").item(), 4)
+    0.2877
+    """
+    _check_reduction(reduction, "ctc_loss")
+    log_probs = as_tensor(log_probs)
+    unbatched = log_probs.dim() == 2
+    targets = as_tensor(targets)
+    input_lengths, target_lengths = (as_tensor(v).long().reshape(-1)
+                                     for v in (input_lengths, target_lengths))
+    if unbatched:
+        log_probs = log_probs.unsqueeze(1)
+        targets = targets.reshape(1, -1)
+    if log_probs.dim() != 3:
+        raise RuntimeError(f"ctc_loss: expected log_probs of 2 or 3 dimensions (T, N, C), got "
+                           f"{log_probs.dim()}")
+    batch = log_probs.shape[1]
+    for name, lengths in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        if lengths.shape[0] != batch:
+            raise RuntimeError(f"{name} must be of size batch_size")
+    if not 0 <= blank < log_probs.shape[2]:
+        raise RuntimeError("blank must be in label range")
+    losses = apply(ops.ctc_loss, log_probs, targets.long(), input_lengths, target_lengths,
+                   blank=blank, zero_infinity=bool(zero_infinity))
+    if reduction == "mean":
+        out = (losses / target_lengths.clamp(min=1).to(losses.dtype)).mean()
+    else:
+        out = losses.sum() if reduction == "sum" else losses
+    return out.squeeze(0) if unbatched and reduction == "none" else out
+
+
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average: bool | None = None, ignore_index: int = -100,
                   reduce: bool | None = None, reduction: str = "mean",

@@ -463,3 +463,27 @@ class TripletMarginWithDistanceLoss(_Loss):
         return F.triplet_margin_with_distance_loss(
             anchor, positive, negative, distance_function=self.distance_function,
             margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """The connectionist temporal classification loss (``F.ctc_loss``): a sequence model's
+    log probabilities against label sequences without an alignment.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> loss = pargraph.nn.CTCLoss(reduction="sum")
+    >>> round(loss(pargraph.zeros(3, 1, 2).log_softmax(2), pargraph.tensor([[1]]), (3,),
+    ...            (1,)).item(), 4)
+    0.2877
+    """
+
+    def __init__(self, blank: int = 0, reduction: str = "mean",
+                 zero_infinity: bool = False) -> None:
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths: Tensor,
+                target_lengths: Tensor) -> Tensor:
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)

@@ -181,6 +181,8 @@ from pargraph.ops.linalg import (
 )
 from pargraph.ops.nn import (
     binary_cross_entropy,
+    ctc_loss,
+    ctc_loss_backward,
     log_softmax,
     log_softmax_backward,
     log_softmax_of,
@@ -325,6 +327,8 @@ __all__ = [
     "constant",
     "constant_pad",
     "conv",
+    "ctc_loss",
+    "ctc_loss_backward",
     "grid_sample",
     "grid_sample_grid_grad",
     "grid_sample_input_grad",

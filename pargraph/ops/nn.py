@@ -239,6 +239,101 @@ def _lstm_cell_vjp_of_many(grad, out, positions, gates_x, h, c, w_hh, b_hh=None)
 lstm_cell.defvjp_of_many(_lstm_cell_vjp_of_many)
 
 
+def _ctc_shape(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+    return (log_probs.shape[1],), log_probs.dtype
+
+
+def _ctc_paths(log_probs, targets, input_lengths, target_lengths, blank):
+    """Per batch element: its extended labels (blanks between and around the targets), and
+    the log-space forward (alpha) and backward (beta) variables of the CTC recursion over
+    its first ``input_lengths`` steps; also the element's negative log likelihood."""
+    offsets = np.concatenate([[0], np.cumsum(target_lengths)[:-1]])
+    for n in range(log_probs.shape[1]):
+        steps, length = int(input_lengths[n]), int(target_lengths[n])
+        labels = targets[n, :length] if targets.ndim == 2 else \
+            targets[offsets[n]:offsets[n] + length]
+        extended = np.full(2 * length + 1, blank, dtype=np.int64)
+        extended[1::2] = labels
+        # Where a path may skip the blank before a label: between two different labels.
+        skip = np.zeros(len(extended), bool)
+        skip[2:] = (extended[2:] != blank) & (extended[2:] != extended[:-2])
+        lp = log_probs[:steps, n, :].astype(np.float64)[:, extended]  # (T, S)
+        alpha = np.full((steps, len(extended)), -np.inf)
+        beta = np.full((steps, len(extended)), -np.inf)
+        if steps:
+            alpha[0, :2] = lp[0, :2]
+            for t in range(1, steps):
+                previous = alpha[t - 1]
+                one = np.concatenate([[-np.inf], previous[:-1]])
+                two = np.where(skip, np.concatenate([[-np.inf, -np.inf], previous[:-2]]),
+                               -np.inf)
+                alpha[t] = np.logaddexp(np.logaddexp(previous, one), two) + lp[t]
+            beta[-1, -2:] = lp[-1, -2:]
+            later_skip = np.concatenate([skip[2:], [False, False]])
+            for t in range(steps - 2, -1, -1):
+                following = beta[t + 1]
+                one = np.concatenate([following[1:], [-np.inf]])
+                two = np.where(later_skip, np.concatenate([following[2:], [-np.inf, -np.inf]]),
+                               -np.inf)
+                beta[t] = np.logaddexp(np.logaddexp(following, one), two) + lp[t]
+            nll = -np.logaddexp(alpha[-1, -1], alpha[-1, -2] if len(extended) > 1
+                                else -np.inf)
+        else:
+            nll = 0.0 if length == 0 else np.inf
+        yield n, extended, alpha, beta, lp, nll
+
+
+@primitive("ctc_loss", _ctc_shape, grad_name="CtcLossBackward0",
+           cost=lambda node: 3e-6 + np.prod(node.inputs[0].shape) * 50e-9)
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+    """The negative log likelihood of each batch element's targets, summed over every
+    alignment (Graves et al.'s CTC), from log probabilities (T, N, C)."""
+    where = " (while checking arguments for ctc_loss_allocate_outputs)"
+    if len(input_lengths) and input_lengths.max() > log_probs.shape[0]:
+        raise RuntimeError(f"Expected input_lengths to have value at most {log_probs.shape[0]}, "
+                           f"but got value {int(input_lengths.max())}{where}")
+    if targets.ndim == 2 and len(target_lengths) and target_lengths.max() > targets.shape[1]:
+        raise RuntimeError(f"Expected tensor to have size at least {int(target_lengths.max())} "
+                           f"at dimension 1, but got size {targets.shape[1]} for argument #2 "
+                           f"'targets'{where}")
+    out = np.zeros(log_probs.shape[1])
+    for n, *_, nll in _ctc_paths(log_probs, targets, input_lengths, target_lengths, blank):
+        out[n] = 0.0 if zero_infinity and np.isinf(nll) else nll
+    return out.astype(log_probs.dtype)
+
+
+@primitive("ctc_loss_backward",
+           lambda g, log_probs, *rest, **attrs: (log_probs.shape, log_probs.dtype))
+def ctc_loss_backward(g, log_probs, targets, input_lengths, target_lengths, blank,
+                      zero_infinity):
+    """``d nll / d log_probs[t, k] = -sum_{s: label s is k} exp(alpha + beta - lp + nll)``,
+    per element, times its incoming gradient (nothing for an infinite loss with
+    ``zero_infinity``). PyTorch's adds ``exp(log_probs)`` to it, which cancels in the
+    log-softmax the log probabilities come from."""
+    grad = np.zeros(log_probs.shape, dtype=np.float64)
+    for n, extended, alpha, beta, lp, nll in _ctc_paths(log_probs, targets, input_lengths,
+                                                        target_lengths, blank):
+        if np.isinf(nll):
+            if not zero_infinity:
+                grad[:len(alpha), n, :] = np.nan
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            weights = np.exp(alpha + beta - lp + nll)  # (T, S): each label's posterior
+        steps = np.zeros((len(alpha), log_probs.shape[2]))
+        np.add.at(steps, (slice(None), extended), weights)
+        grad[:len(alpha), n, :] = -steps * g[n]
+    return grad.astype(log_probs.dtype)
+
+
+def _no_second_ctc_derivative(*args, **attrs):
+    raise NotImplementedError("the second derivative of ctc_loss is not supported")
+
+
+ctc_loss.defvjp(lambda g, out, log_probs, *rest, **attrs: ctc_loss_backward(
+    g, log_probs, *rest, **attrs))
+ctc_loss_backward.defvjp(*[_no_second_ctc_derivative] * 6)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
 from pargraph.ops.composites import _class_weights, _floating, _picked_gradient  # noqa: E402
