@@ -577,3 +577,40 @@ def test_products_that_leave_blas_alone_give_the_same_bits_on_any_blas_threads()
         else:
             differing += not same
     assert any_count > 200 and differing > 20
+
+
+def test_the_garbage_collector_is_paused_while_graphs_are_built_and_run(monkeypatch):
+    """Each full pass of Python's collector walks every node of a big graph: it is off while
+    backward() builds one and while a run plans, runs and commits one, and on again after;
+    a program that turned it off keeps it off; ``pargraph.pause-gc`` False leaves it alone."""
+    import gc
+
+    seen = []
+    forward = ops.exp.forward
+    monkeypatch.setattr(ops.exp, "forward", lambda x, out=None: seen.append(gc.isenabled())
+                        or forward(x, out=out))
+    from pargraph.autograd import engine
+
+    original_gradients = engine.gradient_nodes
+
+    def gradients(*args, **kwargs):
+        seen.append(("backward", gc.isenabled()))
+        return original_gradients(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "gradient_nodes", gradients)
+    assert gc.isenabled()
+    x = pargraph.ones(3, requires_grad=True)
+    x.exp().sum().backward()
+    x.grad.numpy()
+    assert seen == [("backward", False), False] and gc.isenabled()
+    seen.clear()
+    gc.disable()
+    try:
+        pargraph.ones(2).exp().numpy()
+        assert seen == [False] and not gc.isenabled()
+    finally:
+        gc.enable()
+    seen.clear()
+    with dask.config.set({"pargraph.pause-gc": False}):
+        pargraph.ones(2).exp().numpy()
+    assert seen == [True] and gc.isenabled()

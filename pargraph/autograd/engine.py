@@ -73,7 +73,8 @@ def backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph:
     """Accumulate the gradients of ``outputs`` (tensors) into the ``.grad`` of the leaves and
     of the tensors that retain theirs; the run is deferred to the next realization."""
     retain_graph = create_graph if retain_graph is None else retain_graph
-    with interrupts.deferred():  # every .grad accumulated, or none; grad mode restored
+    # Every .grad accumulated, or none; grad mode restored; the collector paused meanwhile.
+    with interrupts.deferred(), execution.local.collector:
         _backward(outputs, seeds, retain_graph, create_graph)
 
 
