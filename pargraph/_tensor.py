@@ -1129,11 +1129,7 @@ def _checked_product(a: Tensor, b: Any, ndim: int, op: str) -> Tensor:
 
 _CPU = device("cpu")
 #: PyTorch's names of the tensor types of each dtype (``Tensor.type()``, ``pargraph.legacy``).
-TYPE_NAMES = {float16: "torch.HalfTensor", bfloat16: "torch.BFloat16Tensor",
-              float32: "torch.FloatTensor",
-              float64: "torch.DoubleTensor", np.dtype(np.uint8): "torch.ByteTensor",
-              np.dtype(np.int8): "torch.CharTensor", np.dtype(np.int16): "torch.ShortTensor",
-              int32: "torch.IntTensor", int64: "torch.LongTensor", bool_: "torch.BoolTensor"}
+TYPE_NAMES = {dtype: f"torch.{name}Tensor" for dtype, name in ops.TORCH_NAMES.items()}
 
 
 def _legacy_leaf(data: Any, more: tuple) -> Node:

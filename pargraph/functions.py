@@ -369,8 +369,8 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     input = as_tensor(input)
     values = input.detach().numpy()
     if values.dtype.kind == "f":
-        name = input.type().removeprefix("torch.").removesuffix("Tensor")
-        raise RuntimeError(f'"bincount_cpu" not implemented for \'{name}\'')
+        raise RuntimeError(f'"bincount_cpu" not implemented for '
+                           f"'{ops.torch_name(values.dtype)}'")
     if input.dim() != 1 or values.dtype.kind not in "iub" or (values < 0).any():
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if minlength < 0:

@@ -643,9 +643,8 @@ class EverydayMethods:
         1.5
         """
         if self.dtype.kind != "f" and not ops.is_floating(self.dtype):
-            name = self.type().removeprefix("torch.").removesuffix("Tensor")  # Long, Int
             raise RuntimeError("nanmean(): expected input to have floating point or complex "
-                               f"dtype but got {name}")
+                               f"dtype but got {ops.torch_name(self.dtype)}")
         kept = (~self.isnan()).sum(dim, keepdim) if dim is not None else (~self.isnan()).sum()
         return self.nansum(dim, keepdim, dtype=dtype) / kept
 

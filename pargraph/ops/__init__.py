@@ -61,6 +61,7 @@ from pargraph.ops.core import (
     HALF,
     HALVES,
     REGISTRY,
+    TORCH_NAMES,
     Defaults,
     Primitive,
     ShapeError,
@@ -76,6 +77,7 @@ from pargraph.ops.core import (
     result_dtype,
     scalar_dtype,
     shape_of,
+    torch_name,
 )
 from pargraph.ops.elementwise import (
     abs_,
@@ -288,6 +290,7 @@ __all__ = [
     "Defaults",
     "HALF",
     "HALVES",
+    "TORCH_NAMES",
     "IndexSlot",
     "PUSH_DEPTH",
     "Primitive",
@@ -439,6 +442,7 @@ __all__ = [
     "scatter",
     "sgd_step",
     "shape_of",
+    "torch_name",
     "shown_as",
     "sigmoid",
     "sign",

@@ -165,6 +165,17 @@ def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bo
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 #: The 16-bit floats, whose reductions and softmax PyTorch computes in float32 and rounds once.
 HALVES = frozenset({HALF, BFLOAT16})
+#: PyTorch's names of the dtypes (its ScalarType names, as its messages and ``Tensor.type()``
+#: spell them).
+TORCH_NAMES = {HALF: "Half", BFLOAT16: "BFloat16", np.dtype(np.float32): "Float",
+               np.dtype(np.float64): "Double", np.dtype(np.uint8): "Byte",
+               np.dtype(np.int8): "Char", np.dtype(np.int16): "Short",
+               np.dtype(np.int32): "Int", np.dtype(np.int64): "Long", np.dtype(np.bool_): "Bool"}
+
+
+def torch_name(dtype: np.dtype) -> str:
+    """PyTorch's name of ``dtype`` (``Long`` for int64), or numpy's for one PyTorch lacks."""
+    return TORCH_NAMES.get(np.dtype(dtype), np.dtype(dtype).name)
 
 
 def is_floating(dtype: np.dtype) -> bool:

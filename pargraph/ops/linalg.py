@@ -15,6 +15,7 @@ from pargraph.ops.core import (
     primitive,
     result_dtype,
     shape_of,
+    torch_name,
 )
 
 
@@ -227,11 +228,6 @@ class LinAlgError(RuntimeError):
     """A linear algebra routine failed on the values it got (``torch.linalg.LinAlgError``)."""
 
 
-#: PyTorch's names of the dtypes its linear algebra refuses.
-_TORCH_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                "uint8": "Byte", "bool": "Bool"}
-
-
 def _square_float(name: str, a: Node) -> None:
     """PyTorch's checks of a batch of square floating point matrices, with its messages
     (raised as they are: the messages name the function already)."""
@@ -243,7 +239,7 @@ def _square_float(name: str, a: Node) -> None:
                            f"are {a.shape[-2]} by {a.shape[-1]} matrices")
     if not is_floating(a.dtype):
         raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as "
-                           f"input. Got {_TORCH_NAMES.get(str(a.dtype), str(a.dtype))}")
+                           f"input. Got {torch_name(a.dtype)}")
 
 
 def _cholesky_shape(a, upper=False):
@@ -458,7 +454,7 @@ def _svdvals_shape(a):
         raise RuntimeError("linalg.svd: The input tensor A must have at least 2 dimensions.")
     if not is_floating(a.dtype):
         raise RuntimeError(f"linalg.svd: Expected a floating point or complex tensor as input. "
-                           f"Got {_TORCH_NAMES.get(str(a.dtype), str(a.dtype))}")
+                           f"Got {torch_name(a.dtype)}")
     return a.shape[:-2] + (min(a.shape[-2:]),), a.dtype
 
 
