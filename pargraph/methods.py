@@ -787,7 +787,7 @@ class EverydayMethods:
         others = tuple(d for d in range(self.ndim) if d != dim)
         norms = self.norm(p, others, keepdim=True) if others else self.abs()
         scale = (maxnorm / (norms + 1e-7)).masked_fill(norms <= maxnorm, 1.0)
-        return self * scale.detach() if not self.requires_grad else self * scale
+        return self * scale
 
     def unflatten(self, dim: int, sizes: Any) -> Any:
         """Dimension ``dim`` split into ``sizes`` (one of them may be -1).

@@ -156,21 +156,28 @@ def test_independent_branches_overlap_on_threads_not_on_sync(monkeypatch):
     assert _overlaps(intervals) >= 1
 
 
+def _blas_threads_of_products(monkeypatch):
+    """A list that gets BLAS's thread counts each time a matrix product runs."""
+    from threadpoolctl import threadpool_info
+
+    seen = []
+    forward = ops.matmul.forward
+
+    def recording(x, y):
+        seen.append([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+        return forward(x, y)
+
+    monkeypatch.setattr(ops.matmul, "forward", recording)
+    return seen
+
+
 def test_a_run_with_big_products_keeps_all_of_blas_threads(monkeypatch):
     """A float32 product's bits depend on BLAS's threads (not on what runs beside it): a run
     with a big one keeps them all, on whichever thread runs its products, and its branches
     still run side by side; its values are those of the run in one thread."""
     from threadpoolctl import threadpool_info
 
-    threads_seen = []
-    forward = ops.matmul.forward
-
-    def recording(x, y):
-        threads_seen.append([i["num_threads"] for i in threadpool_info()
-                             if i["user_api"] == "blas"])
-        return forward(x, y)
-
-    monkeypatch.setattr(ops.matmul, "forward", recording)
+    threads_seen = _blas_threads_of_products(monkeypatch)
     outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with dask.config.set(scheduler="threads", num_workers=2,
                          **{"pargraph.single-task-below": 0}):
@@ -187,22 +194,14 @@ def test_a_wide_run_of_big_products_runs_its_branches_on_one_blas_thread_each(mo
     thread busy side by side: such a run limits BLAS to one thread (by its shapes, whichever
     way it goes), and its values are those of the same run on one BLAS thread. A chain of
     the same products, or two branches on two threads, keeps all of BLAS's threads."""
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     def towers(n):
         rng = np.random.default_rng(1)
         a = pargraph.tensor(rng.standard_normal((300, 300)))
         return [(a * (k + 1) @ a).tanh() @ a for k in range(n)]
 
-    threads_seen = []
-    forward = ops.matmul.forward
-
-    def recording(x, y):
-        threads_seen.append([i["num_threads"] for i in threadpool_info()
-                             if i["user_api"] == "blas"])
-        return forward(x, y)
-
-    monkeypatch.setattr(ops.matmul, "forward", recording)
+    threads_seen = _blas_threads_of_products(monkeypatch)
     with dask.config.set(scheduler="threads", num_workers=2):
         wide = pargraph.compute(*towers(8))
     assert len(threads_seen) == 16 and all(n == [1] * len(n) for n in threads_seen)
