@@ -55,8 +55,8 @@ DEFAULT_GET = dask.threaded.get
 class CollectorPause:
     """Python's cyclic garbage collector paused while a step's graph is built and run
     (``backward()``, :func:`realize`). A graph is many small objects that live until the step
-    ends, and each of the collector's full passes walks all of them: on graphs of tens of
-    thousands of nodes, it took a third of the time. Cycles made meanwhile are collected
+    ends, and each of the collector's full passes walks all of them, so the passes cost more
+    the bigger the graph (figures: docs/design.md). Cycles made meanwhile are collected
     once it resumes. Counted, so nested and concurrent pauses end with the last; a collector
     the program disabled stays disabled; ``dask.config.set({"pargraph.pause-gc": False})``
     leaves it alone."""
