@@ -113,6 +113,8 @@ class Compiled:
             program, result = capture.finish(result)
         # Kept only once the capture has ended: a Ctrl-C inside the block rolls the call back,
         # and a program kept meanwhile would replay onto state it never produced.
+        for record in program.optimizers:
+            record.settle()
         self.programs.insert(0, program)
         return result
 
@@ -420,6 +422,13 @@ class OptimizerRecord:
         optimizer.state, optimizer._step_count = self.before
         optimizer._state_version = self.version
 
+    def settle(self) -> None:
+        """The capture has ended and cannot be rolled back: drop the state from before it
+        and the nodes it read, which would otherwise keep a second copy of the optimizer's
+        state alive for as long as the program."""
+        self.before = None
+        self.reads = {}
+
 
 class Writes:
     """What the captured call leaves behind: tensors it rebound, ``.grad`` it set, optimizer
@@ -526,7 +535,9 @@ class Program:
         self.name = _name(capture.compiled.fn)
         self.failed: str | None = None
         self.lock = threading.Lock()
-        self.result_spec, self.result = spec, result
+        # The returned tensors land anew at each call: only the other values are kept.
+        self.result_spec = spec
+        self.result = [None if isinstance(v, Tensor) else v for v in result]
         self.guards = Guards(capture)
         self.optimizers = list(capture.optimizers.values())
         self.symbols = capture.symbols

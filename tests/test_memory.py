@@ -75,6 +75,41 @@ def test_a_step_lets_go_of_the_parameter_values_it_replaced():
     assert all(value() is None for value in replaced)
 
 
+
+def test_a_compiled_step_keeps_no_copy_of_the_state_it_replaced():
+    """A program keeps what a replay needs, not what its capture saw: the optimizer's state
+    from before the capture (kept to roll the capture back) and the tensors it returned went
+    on holding a second copy of the state for as long as the program lived."""
+    import gc
+    import weakref
+
+    model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    x = pargraph.randn(4, 16)
+
+    @pargraph.compile
+    def step(x):
+        opt.zero_grad()
+        out = model(x)
+        out.sum().backward()
+        opt.step()
+        return out
+
+    def held() -> list:
+        values = [p._node.value for p in model.parameters()]
+        values += [v._node.value for s in opt.state.values() for v in s.values()
+                   if isinstance(v, pargraph.Tensor)]
+        return [weakref.ref(v) for v in values]
+
+    outs = [weakref.ref(step(x)._node.value)]
+    replaced = held()  # the state the second call's capture starts from (Adam's state exists)
+    for _ in range(3):
+        outs.append(weakref.ref(step(x)._node.value))
+    gc.collect()
+    assert step.captures == 2 and step.replays == 2
+    assert all(value() is None for value in replaced + outs)
+
+
 def _reused_buffers(monkeypatch) -> list[str]:
     """The ops that wrote their result into a dying input's buffer, as runs go."""
     from pargraph import runtime
