@@ -100,8 +100,10 @@ class CustomOp:
         self._primitive = Primitive(name, functools.partial(_run, fn, name), _declared_shape,
                                     grad_name=f"{name.split('::')[-1].title()}Backward",
                                     cost=_cost_of(cost))
-        # The backward may differ call to call (it is the user's code): never a template.
+        # The backward is the user's code, which runs at every backward (it may differ call
+        # to call): a template around the node calls it anew.
         self._primitive.replayable = False
+        self._primitive.live_vjp = True
         # As in PyTorch, the result of a call on tensors that require grad requires grad, and
         # a backward through it raises until register_autograd gives it a formula.
         self._primitive.defvjp_at(self._vjp_at)

@@ -429,3 +429,76 @@ def test_opcheck_reports_what_pytorchs_reports():
         pargraph.library.opcheck(same, (x,))
     with pytest.raises(ValueError, match="subset"):
         pargraph.library.opcheck(same, (x,), test_utils=("test_nothing",))
+
+
+def _counted_op(name: str, backward):
+    """A custom op ``x * y`` whose backward is ``backward(ctx, grad)``, counting its calls."""
+    calls = []
+
+    @pargraph.library.custom_op(name, mutates_args=())
+    def product(x, y):
+        return x * y
+
+    product.register_fake(lambda x, y: pargraph.empty_like(x))
+
+    def setup(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def counted(ctx, grad):
+        calls.append(1)
+        return backward(ctx, grad)
+
+    product.register_autograd(counted, setup_context=setup)
+    return product, calls
+
+
+def test_a_backward_through_a_custom_op_replays_the_rest_and_calls_its_backward_each_time():
+    from pargraph.autograd.backward_graph import BackwardTemplate
+
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * y, grad * x
+
+    product, calls = _counted_op("test::template_product", backward)
+    rng = np.random.default_rng(0)
+    w = pargraph.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    for step in range(3):
+        x = pargraph.tensor(rng.standard_normal((5, 3)))
+        hidden = x @ w
+        hits = BackwardTemplate.cache.hits
+        (product(hidden.tanh(), hidden) * 2).sum().backward()
+        assert len(calls) == step + 1  # the user's backward runs at every backward
+        assert BackwardTemplate.cache.hits == hits + (step > 0)  # the rest from a template
+        h = x.numpy() @ w.detach().numpy()
+        d_hidden = 2 * (h * (1 - np.tanh(h) ** 2) + np.tanh(h))
+        np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ d_hidden, rtol=1e-10)
+        w.grad = None
+
+
+def test_a_custom_backward_that_changes_which_inputs_it_gives_gradients_is_generated_anew():
+    flag = []
+
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * y, (grad * x if flag else None)
+
+    product, calls = _counted_op("test::changing_product", backward)
+    for step in range(4):
+        if step == 2:
+            flag.append(True)
+        a = pargraph.tensor([1.0, 2.0], requires_grad=True)
+        b = pargraph.tensor([3.0, 4.0], requires_grad=True)
+        (product(a * 1.0, b * 1.0) * 3).sum().backward()
+        assert len(calls) == step + 1  # called once, also when the template no longer fits
+        assert a.grad.tolist() == [9.0, 12.0]
+        assert (b.grad.tolist() if b.grad is not None else None) == \
+            ([3.0, 6.0] if flag else None)
+
+
+def test_a_custom_backward_that_returns_its_gradient_as_it_is():
+    product, calls = _counted_op("test::straight_through", lambda ctx, grad: (grad, grad))
+    for step in range(3):
+        a = pargraph.tensor([1.0, 2.0], requires_grad=True)
+        (product(a.exp(), a) * 2).sum().backward()
+        assert len(calls) == step + 1
+        np.testing.assert_allclose(a.grad.numpy(), 2 * np.exp([1.0, 2.0]) + 2, rtol=1e-6)

@@ -85,11 +85,15 @@ def gradients(
     if checked and not create_graph and (recorder is None or recorder.keeps_templates(order)):
         key = _structure_key(order, roots, grad_roots, wrt)
     template = BackwardTemplate.cache.get(key) if key is not None else None
+    called: dict[int, list] = {}  # vjps of live nodes called already: id -> contributions
     if template is not None:  # the region is a function of the structure too
         region = [order[k] for k in template.region]
         if any(node.freed for node in region):
             raise RuntimeError(FREED_MESSAGE)
-        return template.instantiate(order, grad_roots), region
+        try:
+            return template.instantiate(order, grad_roots), region
+        except _Diverged as diverged:  # generated anew, each user backward called once
+            called = diverged.called
     needs: dict[int, bool] = {}
     for node in order:
         needs[id(node)] = id(node) in wrt or (
@@ -101,11 +105,13 @@ def gradients(
         raise RuntimeError(FREED_MESSAGE)
     mark = uid_mark()
     origins: list[tuple[int, int]] = []  # (first uid, forward position): who made which nodes
-    position = {id(node): k for k, node in enumerate(order)}
+    position_of = {id(node): k for k, node in enumerate(order)}
     pending: dict[int, list[Node]] = {}
     for root, grad_root in zip(roots, grad_roots):
         pending.setdefault(id(root), []).append(grad_root)
     grads: list[tuple[Node, Node]] = []
+    #: The live nodes' vjp calls: (forward position, gradient, contributions, first uid).
+    live: list[tuple[int, Node, list, int]] = []
     twins = Twins() if recomputed else None
     saved_mode = grad_mode.enabled
     try:  # switched inside the try: an interrupt right after it still restores the mode
@@ -114,18 +120,27 @@ def gradients(
             contributions = pending.pop(id(node), None)
             if contributions is None or not needs[id(node)]:
                 continue
-            origins.append((uid_mark(), position[id(node)]))
+            origins.append((uid_mark(), position_of[id(node)]))
             g = accumulate(contributions, node.scope)
             if node.hooks:
                 g = _hooked(node, g)
             if id(node) in wrt:
                 grads.append((node, g))
-            if node.history:
-                _propagate(node, g, needs, pending, checked, twins)
+            if not node.history:
+                continue
+            start = uid_mark()
+            made = called.get(id(node))
+            if made is None:
+                made = _propagate(node, g, needs, checked, twins)
+            for position, contribution in made:
+                if contribution is not None:
+                    pending.setdefault(id(node.inputs[position]), []).append(contribution)
+            if node.op.live_vjp:
+                live.append((position_of[id(node)], g, made, start))
     finally:
         grad_mode.enabled = saved_mode
     if key is not None:
-        template = BackwardTemplate.record(order, grad_roots, grads, mark, origins)
+        template = BackwardTemplate.record(order, grad_roots, grads, mark, origins, live)
         if template is not None:
             template.region = in_region
             BackwardTemplate.cache.put(key, template)
@@ -143,7 +158,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     parts: list[Any] = []
     changed = []
     for node in order:
-        if node.hooks or not node.op.replayable or (recomputed and node in recomputed):
+        if node.hooks or not (node.op.replayable or node.op.live_vjp) or (
+                recomputed and node in recomputed):
             return None  # user code that must run; a checkpointed function's nodes
         if node.overwritten:
             changed.append(node)
@@ -212,37 +228,105 @@ class _InputOf:
         self.k, self.j = k, j
 
 
+class _LiveCall:
+    """A template's call of a live node's vjp (a custom op's backward, user code that runs at
+    every backward): forward node ``k``, its gradient (a template reference), the input
+    positions asked for, and those that gave a contribution when the template was recorded
+    (the template's next references)."""
+
+    __slots__ = ("k", "g", "wanted", "present")
+
+    def __init__(self, k: int, g: Any, made: list[tuple[int, Node | None]]) -> None:
+        self.k, self.g = k, g
+        self.wanted = tuple(position for position, _ in made)
+        self.present = tuple(position for position, c in made if c is not None)
+
+    def call(self, order: list[Node], g: Node, called: dict[int, list]) -> list[Node]:
+        node = order[self.k]
+        needs = {id(node.inputs[position]): True for position in self.wanted}
+        saved = grad_mode.enabled
+        try:
+            grad_mode.enabled = False
+            made = _propagate(node, g, needs)
+        finally:
+            grad_mode.enabled = saved
+        called[id(node)] = made
+        if tuple(position for position, c in made if c is not None) != self.present:
+            raise _Diverged(called)
+        return [c for _, c in made if c is not None]
+
+
+class _Diverged(Exception):
+    """A live vjp gave contributions to other inputs than when the template was recorded:
+    the backward is generated anew, with the vjps called so far (``called``) not called
+    again."""
+
+    def __init__(self, called: dict[int, list]) -> None:
+        super().__init__()
+        self.called = called
+
+
 class BackwardTemplate:
     """The nodes one backward generation created, in positions: inputs refer to the forward
-    history region (``order``), then the seeds, then earlier template nodes. Bounded cache,
-    least recently used first out; hits and misses show in ``trace().summary()``."""
+    history region (``order``), then the seeds, then earlier template nodes. A live node's
+    vjp (:class:`_LiveCall`) is called again, its contributions taking the next positions.
+    Bounded cache, least recently used first out; hits and misses show in
+    ``trace().summary()``."""
 
     cache = StructureCache(32)
 
-    def __init__(self, nodes: list[tuple], grads: list[tuple[int, int]]) -> None:
+    def __init__(self, nodes: list, grads: list[tuple[int, int]]) -> None:
         self.nodes = nodes
         self.grads = grads
         self.region: list[int] = []  # positions of the history nodes the pass goes through
 
     @classmethod
     def record(cls, order: list[Node], grad_roots: Sequence[Node],
-               grads: list[tuple[Node, Node]], mark: int,
-               origins: list[tuple[int, int]]) -> BackwardTemplate | None:
+               grads: list[tuple[Node, Node]], mark: int, origins: list[tuple[int, int]],
+               live: list[tuple[int, Node, list, int]]) -> BackwardTemplate | None:
         refs: dict[int, Any] = {id(node): k for k, node in enumerate(order)}
         for k, node in enumerate(grad_roots):
             refs.setdefault(id(node), len(order) + k)
         input_of = {id(i): (k, j) for k, node in enumerate(order)
                     for j, i in enumerate(node.inputs) if isinstance(i, Node)}
-        created = toposort([g for _, g in grads], stop=lambda n: id(n) in refs or n.uid < mark)
-        starts = [uid for uid, _ in origins]
-        nodes = []
+        # What a live vjp made is made anew by its call: the template holds the call, placed
+        # after its gradient and before the contributions' consumers (by creation order).
+        made_by: dict[int, int] = {}
+        calls = []
+        for k, g, made, start in live:
+            uids = [start]
+            for _, contribution in made:
+                if contribution is not None:
+                    if contribution.uid < start or id(contribution) in made_by:
+                        return None  # a node from before the call: a backward returning g
+                    made_by[id(contribution)] = len(calls)
+                    uids.append(contribution.uid)
+            calls.append((max(uids), k, g, made))
+        created = toposort([g for _, g in grads] + [g for _, g, _, _ in live],
+                           stop=lambda n: id(n) in refs or id(n) in made_by or n.uid < mark)
+        items: list[tuple[int, Any]] = []
         for node in created:
-            if id(node) in refs:
+            if id(node) in refs or id(node) in made_by:
                 continue
             if node.uid < mark:  # neither forward, nor seed, nor new
                 if id(node) not in input_of:
                     return None
                 refs[id(node)] = _InputOf(*input_of[id(node)])
+                continue
+            items.append((node.uid, node))
+        items += [(uid, call) for uid, *call in calls]
+        items.sort(key=lambda item: item[0])
+        starts = [uid for uid, _ in origins]
+        nodes: list[Any] = []
+        made_count = len(order) + len(grad_roots)
+        for _, node in items:
+            if type(node) is not Node:  # a live call: (k, g, made)
+                k, g, made = node
+                nodes.append(_LiveCall(k, refs[id(g)], made))
+                for _, contribution in made:
+                    if contribution is not None:
+                        refs[id(contribution)] = made_count
+                        made_count += 1
                 continue
             spec = tuple(refs[id(i)] if isinstance(i, Node) else _Literal(i)
                          for i in node.inputs)
@@ -250,18 +334,30 @@ class BackwardTemplate:
             nodes.append((node.op, spec, node.attrs, node.shape, node.dtype, node.phase,
                           node.key_prefix(), origin, node.site is order[origin].site,
                           None if node.inputs else node.value))
-            refs[id(node)] = len(order) + len(grad_roots) + len(nodes) - 1
+            refs[id(node)] = made_count
+            made_count += 1
         pairs = [(refs[id(t)], refs[id(g)]) for t, g in grads]
         if not all(isinstance(g, int) for _, g in pairs):
             return None
         return cls(nodes, pairs)
 
     def instantiate(self, order: list[Node], grad_roots: Sequence[Node]) -> list[tuple[Node, Node]]:
-        """This step's backward graph: the template's nodes wired to ``order``."""
+        """This step's backward graph: the template's nodes wired to ``order``. Raises
+        :class:`_Diverged` when a live vjp's contributions differ from the recorded ones."""
         nodes: list[Any] = [*order, *grad_roots]
+
+        def resolve(s: Any) -> Any:
+            return nodes[s] if s.__class__ is int \
+                else s.value if s.__class__ is _Literal else order[s.k].inputs[s.j]
+
         call_site = None
-        for op, spec, attrs, shape, dtype, phase, prefix, origin, at_forward_site, value \
-                in self.nodes:
+        called: dict[int, list] = {}
+        for entry in self.nodes:
+            if entry.__class__ is _LiveCall:
+                nodes += entry.call(order, resolve(entry.g), called)
+                continue
+            op, spec, attrs, shape, dtype, phase, prefix, origin, at_forward_site, value \
+                = entry
             inputs = tuple([
                 nodes[s] if s.__class__ is int
                 else s.value if s.__class__ is _Literal else order[s.k].inputs[s.j]
@@ -293,16 +389,16 @@ def _hooked(node: Node, g: Node) -> Node:
     return g
 
 
-def _propagate(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
-               checked: bool = True, twins: Twins | None = None) -> None:
-    """Apply the vjps of ``node``'s op: one gradient contribution per input that needs one.
-    ``twins``: this backward's recomputed nodes (the vjps of a checkpointed node read its
-    twins, see :mod:`pargraph.autograd.recompute`).
+def _propagate(node: Node, g: Node, needs: dict[int, bool], checked: bool = True,
+               twins: Twins | None = None) -> list[tuple[int, Node | None]]:
+    """Apply the vjps of ``node``'s op: ``(position, contribution or None)`` per input that
+    needs a gradient. ``twins``: this backward's recomputed nodes (the vjps of a checkpointed
+    node read its twins, see :mod:`pargraph.autograd.recompute`).
 
     The nodes they emit carry ``node``'s source line: an error in them points at the user's
     line that recorded the forward op."""
     with recorded_at(node.site):
-        _emit_vjps(node, g, needs, pending, checked, twins)
+        return _emit_vjps(node, g, needs, checked, twins)
 
 
 def _check_not_overwritten(node: Node, g: Node, contribution: Node, suspects: set[int]) -> None:
@@ -321,8 +417,8 @@ def _check_not_overwritten(node: Node, g: Node, contribution: Node, suspects: se
                 "Hint: compute the gradient before changing it in place, or change a clone().")
 
 
-def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, list],
-               checked: bool, twins: Twins | None = None) -> None:
+def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], checked: bool,
+               twins: Twins | None = None) -> list[tuple[int, Node | None]]:
     # Found once per node, not once per contribution: a node of n inputs (a stack) would look
     # through all n inputs n times.
     suspects = None
@@ -343,13 +439,15 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], pending: dict[int, l
             for position in wanted:
                 vjp = node.op.vjp(position)
                 made.append(None if vjp is None else vjp(g, out, *inputs, **node.attrs))
+        found = []
         for position, contribution in zip(wanted, made):
-            if contribution is None:
-                continue
-            x = node.inputs[position]
-            if suspects:
-                _check_not_overwritten(node, g, contribution, suspects)
-            assert contribution.shape == x.shape, (node.op.name, contribution.shape, x.shape)
-            if contribution.dtype != x.dtype:
-                contribution = cast(contribution, dtype=x.dtype)
-            pending.setdefault(id(x), []).append(contribution)
+            if contribution is not None:
+                x = node.inputs[position]
+                if suspects:
+                    _check_not_overwritten(node, g, contribution, suspects)
+                assert contribution.shape == x.shape, (node.op.name, contribution.shape,
+                                                       x.shape)
+                if contribution.dtype != x.dtype:
+                    contribution = cast(contribution, dtype=x.dtype)
+            found.append((position, contribution))
+        return found

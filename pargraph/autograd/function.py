@@ -183,9 +183,10 @@ class Function(metaclass=_FunctionMeta):
 
 def gradient_node(arg: Any, grad: Any, index: int, backward: str) -> Any:
     """The node of what a user's ``backward`` returned for tensor ``arg`` (argument
-    ``index``): zeros for None, a constant for an array, checked against ``arg``'s shape."""
+    ``index``): None for None (no gradient reaches ``arg`` that way, as in PyTorch), a
+    constant for an array, checked against ``arg``'s shape."""
     if grad is None:
-        return _zeros_like(arg)
+        return None
     grad = grad._node if hasattr(grad, "_node") else constant(np.asarray(grad))
     if grad.shape != tuple(arg.shape):
         raise RuntimeError(f"Function {backward} returned an invalid gradient at index {index} "

@@ -84,6 +84,9 @@ class Primitive:
         #: False for user code (autograd.Function) whose backward may differ call to call:
         #: its backward graph is generated every time, never replayed from a template.
         self.replayable = True
+        #: For an op that is not replayable: a template may still hold its node, and calls
+        #: its vjp anew at each instantiation (a custom op's backward runs at every backward).
+        self.live_vjp = False
         #: A rule recording a cheaper equivalent node in place of a call (ops.rewrites).
         self.rewrite: Callable | None = None
         camel = "".join(part.capitalize() for part in name.split("_"))
