@@ -803,10 +803,29 @@ class Program:
                         values[s] = drawn[slot[1]]
                 if symbols is not None:
                     self._bind_symbols(symbols)
+            aside = {} if first else self._release_grads()
             results = self._run(values, get, client)
             with interrupts.deferred():
-                returned = self._land(results, values, symbols, first)
+                returned = self._land(results, values, symbols, first, aside)
         return returned
+
+    def _release_grads(self) -> dict[int, Tensor]:
+        """Let the ``.grad`` the call replaces go before the run, as the eager call's
+        ``zero_grad()`` does (kept, each stayed beside its successor while the step ran). A
+        ``.grad`` only its parameter holds is kept aside without its value, by parameter, for
+        the landing to give it the new one; if the run fails, ``.grad`` stays None."""
+        aside: dict[int, Tensor] = {}
+        alone, only_grad = _references()
+        count = sys.getrefcount
+        for p in self.replaced_grads:
+            if p._grad is None:
+                continue
+            if not self.remote and count(p._grad) == only_grad and \
+                    count(p._grad._node) == alone:
+                p._grad._node.value = None
+                aside[id(p)] = p._grad
+            p._grad = None
+        return aside
 
     def _bind_symbols(self, current: list) -> None:
         """Write this call's numbers into the tasks' literals and the nodes' attributes."""
@@ -971,11 +990,19 @@ class Program:
         self.land_buffers = [(module, name, source(node) if node is not None else None)
                              for module, name, node in writes.buffers]
         self.land_results = {k: source(node) for k, node in writes.results}
+        #: The ``.grad`` the call replaced without reading them (its ``zero_grad()``): a
+        #: replay lets them go before it runs, as the eager call does, or each would be kept
+        #: beside its successor while the step runs.
+        read = {id(slot[1]) for slot in self.slots if slot[0] == GRAD}
+        self.replaced_grads = [p for p, _, same in self.land_grads
+                               if not same and id(p) not in read]
 
-    def _land(self, results: list, values: list, symbols: list | None, first: bool) -> Any:
+    def _land(self, results: list, values: list, symbols: list | None, first: bool,
+              aside: dict[int, Tensor]) -> Any:
         """Point the written tensors, ``.grad`` and optimizer state at new leaves holding the
         results; returns the call's result. (The capturing call's optimizer steps counted
-        themselves.)"""
+        themselves.) ``aside``: ``.grad`` tensors :meth:`_release_grads` kept, which take
+        their new values."""
         replayed, leaf_op = Node.replayed, ops.leaf
         # Source k of a write: result k, or (k < 0) slot -1 - k, as both[k] reads it.
         both = [*results, *values[::-1]]
@@ -1005,6 +1032,10 @@ class Program:
         for p, source, same in self.land_grads:
             if source is None:
                 p.grad = None
+            elif aside and id(p) in aside:
+                p._grad = aside[id(p)]
+                renewing.append(p._grad._node)
+                renewed.append(both[source[0]])
             elif local and p._grad is not None and count(p._grad) == only_grad:
                 if count(p._grad._node) == alone:
                     renewing.append(p._grad._node)

@@ -366,8 +366,11 @@ def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
     for moment, s in zip(moments, opt.state.values()):
         np.testing.assert_array_equal(moment, s["exp_avg"].numpy())
     assert [s["step"] for s in opt.state.values()] == steps
+    # The gradients went before the run, as the eager step's zero_grad() lets them go.
+    assert all(p.grad is None for p in model.parameters())
     step(*batches[3])  # and the next call runs the whole step
     assert [s["step"] for s in opt.state.values()] == [n + 1 for n in steps]
+    assert step.replays == 3 and all(p.grad is not None for p in model.parameters())
 
 
 @pytest.mark.parametrize("where", ["the optimizer", "planning", "the first run"])
