@@ -565,7 +565,9 @@ class EverydayMethods:
         return self.addmm(batch1, batch2, beta=beta, alpha=alpha)
 
     def lerp(self, end: Any, weight: Any) -> Any:
-        """``self + weight * (end - self)``.
+        """``self + weight * (end - self)``, as PyTorch computes it: that formula where
+        ``|weight| < 0.5``, else ``end - (end - self) * (1 - weight)``, each product added
+        with one rounding (a fused multiply-add), float32 and narrower through float64.
 
         Examples
         --------
@@ -573,7 +575,25 @@ class EverydayMethods:
         >>> pargraph.zeros(2).lerp(pargraph.ones(2), 0.25).tolist()
         [0.25, 0.25]
         """
-        return self + (end - self) * weight
+        dtype = np.result_type(self.dtype, end.dtype) if hasattr(end, "_node") else self.dtype
+        # The float32 the kernel works in (half precision too), its fused additions in float64
+        # (the product of two float32 is exact there); float64 as it is.
+        work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+        start = self.to(work)
+        end = end.to(work) if hasattr(end, "_node") else self._constant(end, work)
+        difference = end - start
+        small = abs(weight) < 0.5 if isinstance(weight, (int, float)) else weight.abs() < 0.5
+        if work == np.float32:
+            start, end, difference = start.double(), end.double(), difference.double()
+        if isinstance(weight, (int, float)):
+            weight = float(np.asarray(weight, work))  # the kernel's weight is its own type
+            near = start + difference * weight if small else \
+                end - difference * float(np.asarray(1 - weight, work))
+        else:
+            weight = weight.to(work).to(difference.dtype)
+            complement = (1 - weight.to(work)).to(difference.dtype)
+            near = (start + difference * weight).where(small, end - difference * complement)
+        return near.to(work).to(dtype)
 
     def addcmul(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
         """``self + value * tensor1 * tensor2``.
@@ -1201,6 +1221,17 @@ class EverydayMethods:
         own = [n.uid for n in toposort([new], stop=lambda n: n.uid <= old.uid)
                if n.uid > old.uid]
         return self._rebind(new, min(own, default=new.uid))
+
+    def lerp_(self, end: Any, weight: Any) -> Any:
+        """``lerp`` in place (what an exponential moving average writes).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1).lerp_(pargraph.ones(1) * 4, 0.25).tolist()
+        [1.0]
+        """
+        return self._in_place(self.lerp(end, weight).to(self.dtype))
 
     def addcmul_(self, tensor1: Any, tensor2: Any, *, value: float = 1) -> Any:
         """``addcmul`` in place (what optimizers write).

@@ -1,6 +1,6 @@
 """``pargraph.optim``: optimizers whose updates run as one dask graph per step."""
 
-from pargraph.optim import lr_scheduler
+from pargraph.optim import lr_scheduler, swa_utils
 from pargraph.optim.adam import Adam, AdamW
 from pargraph.optim.adaptive import Adadelta, Adagrad, RMSprop
 from pargraph.optim.lbfgs import LBFGS
@@ -9,4 +9,4 @@ from pargraph.optim.optimizer import Optimizer
 from pargraph.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "NAdam",
-           "RAdam", "Adamax", "Rprop", "ASGD", "LBFGS", "lr_scheduler"]
+           "RAdam", "Adamax", "Rprop", "ASGD", "LBFGS", "lr_scheduler", "swa_utils"]
