@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import execution, ops
-from pargraph.autograd import engine
+from pargraph.autograd import engine, mode
 from pargraph.autograd.engine import gradient_nodes
 from pargraph.remote.recovery import fetch
 
@@ -209,3 +209,358 @@ def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: f
             columns.append(np.concatenate(diffs) if diffs else np.zeros(0))
         jacobians.append(np.stack(columns, axis=1))
     return jacobians
+
+
+# --- torch.autograd.functional: derivatives of a function at a point ------------------------
+
+
+def _as_tuple(value: Any, what: str, name: str) -> tuple[bool, tuple]:
+    """``(whether value was a tuple, value as a tuple)``; each element must be a tensor."""
+    is_tuple = isinstance(value, tuple)
+    values = value if is_tuple else (value,)
+    for k, v in enumerate(values):
+        if not _is_tensor(v):
+            where = f"value at index {k}" if is_tuple else f"given {what}"
+            raise TypeError(f"The {what} given to {name} must be either a Tensor or a tuple of "
+                            f"Tensors but the {where} has type {type(v)}.")
+    return is_tuple, values
+
+
+def _preprocessed(values: tuple, create_graph: bool, need_graph: bool) -> tuple:
+    """The function's inputs as new tensors to differentiate against: attached to the graph
+    they came from when the result must be differentiable again, else detached."""
+    return tuple(v.view_as(v) if create_graph and v.requires_grad
+                 else v.detach().requires_grad_(need_graph) for v in values)
+
+
+def _postprocessed(values: tuple, create_graph: bool) -> tuple:
+    return values if create_graph else tuple(v.detach() for v in values)
+
+
+def _unpacked(result: Any, tuples: Any) -> Any:
+    """``result`` (tuples) with the levels whose argument was not a tuple unpacked."""
+    if isinstance(tuples, tuple):
+        if not tuples[1]:
+            result = tuple(row[0] for row in result)
+        return result if tuples[0] else result[0]
+    return result if tuples else result[0]
+
+
+def _checked_requires_grad(values: tuple, kind: str, strict: bool) -> None:
+    if not strict:
+        return
+    for k, v in enumerate(values):
+        if v is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {k}. This is not allowed in strict mode.")
+        if not v.requires_grad:
+            raise RuntimeError({
+                "hessian": f"The hessian of the user-provided function with respect to input "
+                           f"{k} is independent of the input. This is not allowed in strict "
+                           "mode.",
+                "jacobian": "While computing the hessian, found that the jacobian of the "
+                            f"user-provided function with respect to input {k} is independent "
+                            "of the input. This is not allowed in strict mode.",
+                "grad_inputs": f"The gradient with respect to input {k} is independent of the "
+                               "inputs of the user-provided function. This is not allowed in "
+                               "strict mode.",
+            }.get(kind, f"Output {k} of the user-provided function does not require "
+                        "gradients. The outputs must be computed in a differentiable manner "
+                        "from the input when running in strict mode."))
+
+
+_INDEPENDENT = {
+    "back": "The output of the user-provided function is independent of input {}. This is "
+            "not allowed in strict mode.",
+    "back_trick": "The gradient with respect to the input is independent of entry {} in the "
+                  "grad_outputs when using the double backward trick to compute forward mode "
+                  "gradients. This is not allowed in strict mode.",
+    "double_back": "The jacobian of the user-provided function is independent of input {}. "
+                   "This is not allowed in strict mode.",
+    "double_back_trick": "The hessian of the user-provided function is independent of entry "
+                         "{} in the grad_jacobian. This is not allowed in strict mode as it "
+                         "prevents from using the double backward trick to replace forward "
+                         "mode AD.",
+}
+
+
+def _zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
+    zeros = t._wrap(ops.constant(np.zeros(t.shape, dtype=t.dtype)))
+    return zeros.requires_grad_(True) if requires_grad else zeros
+
+
+def _filled(grads: tuple, refs: tuple, strict: bool, stage: str) -> tuple:
+    """Zeros for the inputs no gradient reached (strict mode raises)."""
+    filled = []
+    for k, (g, ref) in enumerate(zip(grads, refs)):
+        if g is None:
+            if strict:
+                raise RuntimeError(_INDEPENDENT[stage].format(k))
+            g = _zeros_like(ref)
+        filled.append(g)
+    return tuple(filled)
+
+
+def _grads_of(outputs: tuple, inputs: tuple, seeds: tuple | None = None,
+              create_graph: bool = False) -> tuple:
+    """The gradients of the outputs that require grad with respect to ``inputs`` (None where
+    none reaches), built and not run; ``seeds``: one per output (None: ones)."""
+    seeds = seeds if seeds is not None else (None,) * len(outputs)
+    kept = [(out, seed) for out, seed in zip(outputs, seeds)
+            if out is not None and out.requires_grad]
+    if not kept:
+        return (None,) * len(inputs)
+    outs = [out for out, _ in kept]
+    pairs, _ = gradient_nodes(outs, _seed_nodes(outs, [seed for _, seed in kept]),
+                              {id(x._node) for x in inputs}, create_graph)
+    found = {id(node): g for node, g in pairs}
+    return tuple(None if found.get(id(x._node)) is None else x._wrap(found[id(x._node)])
+                 for x in inputs)
+
+
+def _validated_v(v: Any, refs: tuple, refs_tuple: bool, name: str, create_graph: bool) -> tuple:
+    _, v = _as_tuple(v, "v", name)
+    v = _preprocessed(v, create_graph, need_graph=False)
+    if len(v) != len(refs):
+        raise RuntimeError("v is a tuple of invalid length: should be "
+                           f"{len(refs)} but got {len(v)}." if refs_tuple
+                           else "The given v should contain a single Tensor.")
+    for k, (entry, ref) in enumerate(zip(v, refs)):
+        if tuple(entry.shape) != tuple(ref.shape):
+            prefix = f"Entry {k} in " if refs_tuple else ""
+            raise RuntimeError(f"{prefix}v has invalid size: should be "
+                               f"{_size(ref)} but got {_size(entry)}.")
+    return v
+
+
+def _size(t: Tensor) -> str:
+    return f"torch.Size({list(t.shape)})"
+
+
+def vjp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
+        strict: bool = False) -> tuple:
+    """``(func(inputs), v^T J)``: the vector-Jacobian product at ``inputs``, as
+    ``torch.autograd.functional.vjp`` (``v`` may be None for a one-element output).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.autograd.functional import vjp
+    >>> vjp(lambda x: x ** 2, pargraph.tensor([1.0, 2.0]), pargraph.ones(2))[1]
+    tensor([2., 4.])
+    """
+    with mode.enable_grad():
+        inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
+        inputs = _preprocessed(inputs, create_graph, need_graph=True)
+        outputs_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided "
+                                           "function", "vjp")
+        _checked_requires_grad(outputs, "outputs", strict)
+        if v is not None:
+            v = _validated_v(v, outputs, outputs_tuple, "vjp", create_graph)
+        elif len(outputs) != 1 or outputs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the user-provided function "
+                               "returns a single Tensor with a single element.")
+        with mode.set_grad_enabled(create_graph or mode.is_grad_enabled()):
+            found = _filled(_grads_of(outputs, inputs, v, create_graph), inputs, strict, "back")
+    return (_unpacked(_postprocessed(outputs, create_graph), outputs_tuple),
+            _unpacked(_postprocessed(found, create_graph), inputs_tuple))
+
+
+def jvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
+        strict: bool = False) -> tuple:
+    """``(func(inputs), J v)``: the Jacobian-vector product at ``inputs`` by the double
+    backward trick, as ``torch.autograd.functional.jvp``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.autograd.functional import jvp
+    >>> jvp(lambda x: x ** 2, pargraph.tensor([1.0, 2.0]), pargraph.ones(2))[1]
+    tensor([2., 4.])
+    """
+    with mode.enable_grad():
+        inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
+        inputs = _preprocessed(inputs, create_graph, need_graph=True)
+        if v is not None:
+            v = _validated_v(v, inputs, inputs_tuple, "jvp", create_graph)
+        elif len(inputs) != 1 or inputs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the "
+                               "user-provided function is a single Tensor with a single "
+                               "element.")
+        outputs_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided "
+                                           "function", "jvp")
+        _checked_requires_grad(outputs, "outputs", strict)
+        seeds = tuple(_zeros_like(out, requires_grad=True) for out in outputs)
+        grad_inputs = _grads_of(outputs, inputs, seeds, create_graph=True)
+        _checked_requires_grad(grad_inputs, "grad_inputs", strict)
+        with mode.set_grad_enabled(create_graph or mode.is_grad_enabled()):
+            found = _filled(_grads_of(grad_inputs, seeds, v, create_graph), outputs, strict,
+                            "back_trick")
+    return (_unpacked(_postprocessed(outputs, create_graph), outputs_tuple),
+            _unpacked(_postprocessed(found, create_graph), outputs_tuple))
+
+
+def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bool = False,
+             vectorize: bool = False, strategy: str = "reverse-mode") -> Any:
+    """The Jacobian of ``func`` at ``inputs``, as ``torch.autograd.functional.jacobian``: for
+    each output and input, a tensor of shape ``output.shape + input.shape``. Each row is a
+    backward pass of its own, and all of them run as one graph, side by side (``vectorize``
+    and the forward-mode strategy give the same values).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.autograd.functional import jacobian
+    >>> jacobian(lambda x: x ** 2, pargraph.tensor([1.0, 2.0]))
+    tensor([[2., 0.],
+            [0., 4.]])
+    """
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                             'Hint: If your function has more outputs than inputs, '
+                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                             'use "reverse-mode".')
+    if strategy == "forward-mode" and create_graph:
+        raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` and '
+                                  '`strategy="forward-mode"` are not supported together (yet). '
+                                  'Please either set `create_graph=False` or '
+                                  '`strategy="reverse-mode"`.')
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian isonly implemented for `vectorize=True`.")
+    with mode.enable_grad():
+        inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        inputs = _preprocessed(inputs, create_graph, need_graph=True)
+        outputs_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided "
+                                           "function", "jacobian")
+        _checked_requires_grad(outputs, "outputs", strict)
+        result = []
+        for i, out in enumerate(outputs):
+            rows: list[list] = [[] for _ in inputs]
+            for j in range(out.numel() if out.requires_grad else 0):
+                seed = np.zeros(out.numel(), dtype=out.dtype)
+                seed[j] = 1
+                grads = _grads_of((out,), inputs, (seed.reshape(out.shape),), create_graph)
+                for k, g in enumerate(grads):
+                    if g is None and strict:
+                        raise RuntimeError(f"Output {i} of the user-provided function is "
+                                           f"independent of input {k}. This is not allowed "
+                                           "in strict mode.")
+                    rows[k].append(g)
+            per_input = []
+            for k, x in enumerate(inputs):
+                shape = (*out.shape, *x.shape)
+                present = [g for g in rows[k] if g is not None]
+                if len(present) < out.numel():  # no gradient reaches some rows: zeros there
+                    rows[k] = [_zeros_like(x) if g is None else g for g in rows[k]]
+                if not rows[k]:
+                    per_input.append(x._wrap(ops.constant(np.zeros(shape, dtype=x.dtype))))
+                    continue
+                stacked = ops.stack([g._node for g in rows[k]], 0)
+                per_input.append(x._wrap(ops.reshape(stacked, shape=shape)))
+            result.append(_postprocessed(tuple(per_input), create_graph))
+    return _unpacked(tuple(result), (outputs_tuple, inputs_tuple))
+
+
+def hessian(func: Callable, inputs: Any, create_graph: bool = False, strict: bool = False,
+            vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode") -> Any:
+    """The Hessian of a function with one single-element output at ``inputs``, as
+    ``torch.autograd.functional.hessian``: per pair of inputs, a tensor of shape
+    ``input_i.shape + input_j.shape``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.autograd.functional import hessian
+    >>> hessian(lambda x: (x ** 3).sum(), pargraph.tensor([1.0, 2.0]))
+    tensor([[ 6.,  0.],
+            [ 0., 12.]])
+    """
+    inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+
+    def single_output(*args: Any) -> Any:
+        out = func(*args)
+        out_tuple, outs = _as_tuple(out, "outputs of the user-provided function", "hessian")
+        _checked_requires_grad(outs, "outputs", strict)
+        if out_tuple:
+            raise RuntimeError("The function given to hessian should return a single Tensor")
+        if out.numel() != 1:
+            raise RuntimeError("The Tensor returned by the function given to hessian should "
+                               "contain a single element")
+        return out.squeeze()
+
+    def jacobian_of(*args: Any) -> Any:
+        found = jacobian(single_output, args, create_graph=True)
+        _checked_requires_grad(found, "jacobian", strict)
+        return found
+
+    found = jacobian(jacobian_of, inputs, create_graph=create_graph, strict=strict,
+                     vectorize=vectorize, strategy=outer_jacobian_strategy)
+    return _unpacked(found, (inputs_tuple, inputs_tuple))
+
+
+def vhp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
+        strict: bool = False) -> tuple:
+    """``(func(inputs), v^T H)`` for a function with one single-element output, as
+    ``torch.autograd.functional.vhp``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.autograd.functional import vhp
+    >>> vhp(lambda x: (x ** 3).sum(), pargraph.tensor([1.0, 2.0]), pargraph.ones(2))[1]
+    tensor([ 6., 12.])
+    """
+    return _hessian_product(func, inputs, v, create_graph, strict, "vhp")
+
+
+def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
+        strict: bool = False) -> tuple:
+    """``(func(inputs), H v)`` for a function with one single-element output, by the double
+    backward trick, as ``torch.autograd.functional.hvp``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.autograd.functional import hvp
+    >>> hvp(lambda x: (x ** 3).sum(), pargraph.tensor([1.0, 2.0]), pargraph.ones(2))[1]
+    tensor([ 6., 12.])
+    """
+    return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
+
+
+def _hessian_product(func: Callable, inputs: Any, v: Any, create_graph: bool, strict: bool,
+                     name: str) -> tuple:
+    with mode.enable_grad():
+        inputs_tuple, inputs = _as_tuple(inputs, "inputs", name)
+        inputs = _preprocessed(inputs, create_graph, need_graph=True)
+        if v is not None:
+            v = _validated_v(v, inputs, inputs_tuple, name, create_graph)
+        elif len(inputs) != 1 or inputs[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the "
+                               "user-provided function is a single Tensor with a single "
+                               "element.")
+        outputs_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided "
+                                           "function", name)
+        _checked_requires_grad(outputs, "outputs", strict)
+        if outputs_tuple:
+            raise RuntimeError(f"The function given to {name} should return a single Tensor")
+        if outputs[0].numel() != 1:
+            raise RuntimeError(f"The Tensor returned by the function given to {name} should "
+                               "contain a single element")
+        first = _grads_of(outputs, inputs, create_graph=True)
+        _checked_requires_grad(first, "jacobian", strict)
+        grad_mode_after = create_graph or mode.is_grad_enabled()
+        if name == "vhp":
+            with mode.set_grad_enabled(grad_mode_after):
+                found = _filled(_grads_of(first, inputs, v, create_graph), inputs, strict,
+                                "double_back")
+        else:
+            seeds = tuple(_zeros_like(x, requires_grad=True) for x in inputs)
+            double = _grads_of(first, inputs, seeds, create_graph=True)
+            _checked_requires_grad(first, "hessian", strict)
+            with mode.set_grad_enabled(grad_mode_after):
+                found = _filled(_grads_of(double, seeds, v, create_graph), inputs, strict,
+                                "double_back_trick")
+    return (_unpacked(_postprocessed(outputs, create_graph), outputs_tuple),
+            _unpacked(_postprocessed(found, create_graph), inputs_tuple))
