@@ -16,13 +16,17 @@ from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor
 from pargraph.ops.linalg import LinAlgError
 
-__all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
-           "matrix_norm", "matrix_power", "multi_dot", "norm", "slogdet", "solve",
-           "solve_triangular", "svdvals", "vecdot", "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh",
+           "inv", "lstsq", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm",
+           "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals", "vecdot",
+           "vector_norm"]
 
 #: What ``eigh`` returns, as ``torch.return_types``: a tuple with names.
 EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
+SvdResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
+QrResult = namedtuple("linalg_qr", ["Q", "R"])
+LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
 def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -274,6 +278,155 @@ def svdvals(A: Tensor) -> Tensor:
     tensor([4., 3.])
     """
     return apply(ops.svdvals, as_tensor(A))
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> SvdResult:
+    """``A = U diag(S) Vh`` for each matrix, singular values descending; differentiable, as
+    PyTorch's (only through the first ``min(m, n)`` singular vectors; repeated singular values
+    make the vectors' gradient infinite). Singular vectors are defined up to their signs.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.svd(pargraph.tensor([[3.0, 0.0], [0.0, -4.0]])).S
+    tensor([4., 3.])
+    """
+    A = as_tensor(A)
+    packed = apply(ops.svd, A, full_matrices=bool(full_matrices))
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    u = packed[..., :m, :m if full_matrices else k]
+    v = packed[..., m + 1:, :n if full_matrices else k]
+    return SvdResult(u, packed[..., m, :k], v.mT)
+
+
+def qr(A: Tensor, mode: str = "reduced") -> QrResult:
+    """``A = Q R`` for each matrix, ``Q`` with orthonormal columns and ``R`` upper triangular
+    (``mode``: ``"reduced"``, ``"complete"``, or ``"r"``: ``R`` only, ``Q`` empty);
+    differentiable as PyTorch's.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> q, r = pargraph.linalg.qr(pargraph.tensor([[3.0, 1.0], [4.0, 2.0]]))
+    >>> (q @ r).round(decimals=4)
+    tensor([[3., 1.],
+            [4., 2.]])
+    """
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    A = as_tensor(A)
+    packed = apply(ops.qr, A, mode=mode)
+    m, n = A.shape[-2:]
+    q_columns = m if mode == "complete" else min(m, n)
+    r = packed[..., m:, :n]
+    if mode == "r":
+        return QrResult(A.new_zeros((0,)), r)
+    return QrResult(packed[..., :m, :q_columns], r)
+
+
+def _tolerance(S: Tensor, A: Tensor, atol: Any, rtol: Any) -> Tensor:
+    """PyTorch's cut for small singular values: ``max(atol, rtol * S_max)``, ``rtol``
+    ``eps * max(m, n)`` when neither is given, and 0 when only ``atol`` is."""
+    if rtol is None:
+        rtol = np.finfo(A.dtype).eps * max(A.shape[-2:]) if atol is None or (
+            not isinstance(atol, Tensor) and atol <= 0) else 0.0
+    atol = 0.0 if atol is None else atol
+    largest = S.amax(-1, keepdim=True) if S.shape[-1] else S.new_zeros(S.shape[:-1] + (1,))
+    return (largest * rtol).maximum(as_tensor(atol, dtype=S.dtype))
+
+
+def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+    """The Moore-Penrose pseudoinverse of each matrix, from its singular values above
+    PyTorch's tolerance (``hermitian``: from a symmetric matrix's eigenvalues);
+    differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.pinv(pargraph.tensor([[2.0, 0.0], [0.0, 0.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.0000]])
+    """
+    A = as_tensor(A)
+    if hermitian:
+        w, v = eigh(A)
+        keep = w.abs() > _tolerance(w.abs(), A, atol, rtol)
+        inverse = (1 / w.where(keep, w.new_ones(()))).where(keep, w.new_zeros(()))
+        return (v * inverse.unsqueeze(-2)) @ v.mT
+    u, s, vh = svd(A, full_matrices=False)
+    keep = s > _tolerance(s, A, atol, rtol)
+    inverse = (1 / s.where(keep, s.new_ones(()))).where(keep, s.new_zeros(()))
+    return (vh.mT * inverse.unsqueeze(-2)) @ u.mT
+
+
+def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None,
+                hermitian: bool = False) -> Tensor:
+    """The number of singular values (``hermitian``: eigenvalues' magnitudes) above PyTorch's
+    tolerance, per matrix (int64).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.matrix_rank(pargraph.ones(3, 3))
+    tensor(1)
+    """
+    A = as_tensor(A)
+    s = eigvalsh(A).abs() if hermitian else svdvals(A)
+    return (s > _tolerance(s, A, atol, rtol)).sum(-1)
+
+
+def cond(A: Tensor, p: Any = None) -> Tensor:
+    """The condition number of each matrix in the ``p``-norm: ``S_max / S_min`` for ``None``
+    and 2 (``S_min / S_max`` for -2), else ``norm(A, p) * norm(inv(A), p)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.cond(pargraph.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor(2.)
+    """
+    A = as_tensor(A)
+    if p in (None, 2, -2):
+        s = svdvals(A)
+        return s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
+          driver: str | None = None) -> LstsqResult:
+    """The least-squares solution of ``A X = B`` for each matrix (``B`` may be a vector),
+    from the pseudoinverse; ``residuals``, ``rank`` and ``singular_values`` as PyTorch's
+    ``driver`` gives them (``"gelsy"`` by default: the rank only); differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> A = pargraph.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    >>> pargraph.linalg.lstsq(A, pargraph.tensor([1.0, 2.0, 3.0])).solution
+    tensor([1., 2.])
+    """
+    driver = "gelsy" if driver is None else driver
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, "
+                           f"gelsy, gelsd, gelss), but got {driver}")
+    A, B = as_tensor(A), as_tensor(B)
+    vector = B.ndim == 1
+    B = B.unsqueeze(-1) if vector else B
+    m, n = A.shape[-2:]
+    s = svdvals(A)
+    tolerance = _tolerance(s, A, None, rcond if rcond is not None and rcond > 0 else None)
+    solution = pinv(A, rtol=rcond if rcond is not None and rcond > 0 else None) @ B
+    rank = (s > tolerance).sum(-1)
+    empty = A.new_zeros((0,))
+    residuals = empty
+    if driver != "gelsy" and m > n and bool((rank == n).all()):
+        residuals = (A @ solution - B).pow(2).sum(-2)
+        residuals = residuals.squeeze(-1) if vector else residuals
+    return LstsqResult(solution.squeeze(-1) if vector else solution, residuals,
+                       rank if driver != "gels" else rank.new_zeros((0,)),
+                       s if driver in ("gelsd", "gelss") else empty)
 
 
 def eigh(A: Tensor, UPLO: str = "L") -> EighResult:

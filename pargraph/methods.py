@@ -15,8 +15,10 @@ import numpy as np
 from pargraph import ops
 from pargraph.graph import toposort
 
-#: What ``slogdet`` returns, as ``torch.return_types``: a tuple with names.
+#: What ``slogdet``, ``svd`` and ``qr`` return, as ``torch.return_types``: tuples with names.
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+SvdResult = namedtuple("svd", ["U", "S", "V"])
+QrResult = namedtuple("qr", ["Q", "R"])
 
 
 class EverydayMethods:
@@ -910,6 +912,52 @@ class EverydayMethods:
         [[0.5, 0.0], [0.0, 0.25]]
         """
         return self._wrap(ops.inv(self._node))
+
+    def svd(self, some: bool = True, compute_uv: bool = True) -> Any:
+        """``(U, S, V)`` with ``self = U diag(S) V^T`` (``torch.svd``: ``V``, not ``V^T``;
+        ``some=False``: square ``U`` and ``V``; ``compute_uv=False``: square zeros for them).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[3.0, 0.0], [0.0, -4.0]]).svd().S
+        tensor([4., 3.])
+        """
+        from pargraph import linalg
+
+        if not compute_uv:  # zeros of the square shapes, whatever ``some`` says
+            m, n = self.shape[-2:]
+            return SvdResult(self.new_zeros(self.shape[:-2] + (m, m)), linalg.svdvals(self),
+                             self.new_zeros(self.shape[:-2] + (n, n)))
+        u, s, vh = linalg.svd(self, full_matrices=not some)
+        return SvdResult(u, s, vh.mT)
+
+    def qr(self, some: bool = True) -> Any:
+        """``(Q, R)`` with ``self = Q R`` (``some=False``: square ``Q``), as ``torch.qr``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[3.0], [4.0]]).qr().R.abs()
+        tensor([[5.]])
+        """
+        from pargraph import linalg
+
+        return QrResult(*linalg.qr(self, "reduced" if some else "complete"))
+
+    def pinverse(self, rcond: float = 1e-15) -> Any:
+        """The pseudoinverse, singular values below ``rcond`` times the largest dropped.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[2.0, 0.0], [0.0, 0.0]]).pinverse()
+        tensor([[0.5000, 0.0000],
+                [0.0000, 0.0000]])
+        """
+        from pargraph import linalg
+
+        return linalg.pinv(self, rtol=rcond)
 
     def det(self) -> Any:
         """The determinant of each square matrix.

@@ -124,6 +124,20 @@ def _eigh_parts_ref(result):
     return np.concatenate([w, (v * v).reshape(*v.shape[:-2], -1)], -1)
 
 
+def _svd_parts(result, k=None):
+    u, s, vh = result
+    k = k or s.shape[-1]
+    return pargraph.cat([s, (u[..., :k] * u[..., :k]).flatten(-2),
+                         (vh[..., :k, :] * vh[..., :k, :]).flatten(-2)], -1)
+
+
+def _svd_parts_ref(result, k=None):
+    u, s, vh = result
+    k = k or s.shape[-1]
+    return np.concatenate([s, (u[..., :k] ** 2).reshape(*u.shape[:-2], -1),
+                           (vh[..., :k, :] ** 2).reshape(*vh.shape[:-2], -1)], -1)
+
+
 def _well_conditioned(a):
     return a + 4 * pargraph.eye(a.shape[-1], dtype=a.dtype)
 
@@ -521,6 +535,17 @@ CASES = [
          [normal(3, 3), normal(2, 3, 2)]),
     Case("svdvals", lambda a: pargraph.linalg.svdvals(a),
          lambda a: np.linalg.svd(a, compute_uv=False), [distinct(2, 3, 4)]),
+    # Singular vectors' signs are LAPACK's choice too: the cases read sign-free functions.
+    Case("svd_tall", lambda a: _svd_parts(pargraph.linalg.svd(a, full_matrices=False)),
+         lambda a: _svd_parts_ref(np.linalg.svd(a, full_matrices=False)), [distinct(2, 4, 3)]),
+    Case("svd_wide_full", lambda a: _svd_parts(pargraph.linalg.svd(a), 2),
+         lambda a: _svd_parts_ref(np.linalg.svd(a), 2), [distinct(3, 4)]),
+    Case("qr_tall", lambda a: pargraph.cat([t.flatten(-2) for t in pargraph.linalg.qr(a)], -1),
+         lambda a: np.concatenate([t.reshape(*t.shape[:-2], -1) for t in np.linalg.qr(a)], -1),
+         [normal(2, 4, 3)]),
+    Case("qr_wide", lambda a: pargraph.cat([t.flatten(-2) for t in pargraph.linalg.qr(a)], -1),
+         lambda a: np.concatenate([t.reshape(*t.shape[:-2], -1) for t in np.linalg.qr(a)], -1),
+         [normal(2, 5)]),
     # The eigenvectors' signs are LAPACK's choice: the case reads sign-free functions of them.
     Case("eigh", lambda a: _eigh_parts(pargraph.linalg.eigh(_spd(a))),
          lambda a: _eigh_parts_ref(np.linalg.eigh(_spd_ref(a))), [normal(2, 3, 3)]),

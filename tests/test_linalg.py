@@ -123,3 +123,75 @@ def test_a_singular_matrix_found_in_a_task_names_the_users_line():
     with pytest.raises(pargraph.linalg.LinAlgError, match="singular") as caught:
         inverse.numpy()
     assert "test_linalg.py" in str(caught.value)
+
+
+TALL, WIDE = RNG.standard_normal((2, 5, 3)), RNG.standard_normal((3, 5))
+
+
+def _sign_free_svd(lib, a, full_matrices=False):
+    """The singular values and sign-free functions of the singular vectors."""
+    u, s, vh = lib.linalg.svd(a, full_matrices=full_matrices)
+    k = s.shape[-1]
+    return s, u[..., :k].abs(), vh[..., :k, :].abs(), u.shape[-1], vh.shape[-2]
+
+
+@pytest.mark.parametrize("array", [TALL, WIDE, A], ids=["tall", "wide", "square"])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd_as_pytorchs(array, full):
+    both(lambda lib, a: _sign_free_svd(lib, a, full)[:3], array)
+    ours = _sign_free_svd(pargraph, pargraph.tensor(array), full)
+    theirs = _sign_free_svd(torch, torch.tensor(array), full)
+    assert ours[3:] == theirs[3:]
+    u, s, vh = pargraph.linalg.svd(pargraph.tensor(array), full_matrices=full)
+    k = s.shape[-1]
+    np.testing.assert_allclose(((u[..., :k] * s.unsqueeze(-2)) @ vh[..., :k, :]).numpy(),
+                               array, atol=1e-12)
+    u_old, s_old, v_old = pargraph.svd(pargraph.tensor(array), some=not full)
+    np.testing.assert_allclose(v_old.numpy(), vh.mT.numpy())
+
+
+@pytest.mark.parametrize("array", [TALL, WIDE, A], ids=["tall", "wide", "square"])
+def test_qr_as_pytorchs(array):
+    both(lambda lib, a: tuple(lib.linalg.qr(a)), array)
+    if array.shape[-2] <= array.shape[-1]:
+        both(lambda lib, a: tuple(lib.linalg.qr(a, mode="complete")), array)
+    both(lambda lib, a: lib.linalg.qr(a, mode="r").R, array, grad=False)
+    q, r = pargraph.qr(pargraph.tensor(array), some=False)
+    assert tuple(q.shape[-2:]) == (array.shape[-2],) * 2
+    for lib in (pargraph, torch):
+        tall = lib.tensor(TALL, requires_grad=True)
+        with pytest.raises(RuntimeError, match="not differentiable when mode='complete' and "
+                                               "nrows > ncols"):
+            lib.linalg.qr(tall, mode="complete").Q.sum().backward()
+            tall.grad.numpy()
+
+
+@pytest.mark.parametrize("array", [TALL, WIDE, A], ids=["tall", "wide", "square"])
+def test_pinv_lstsq_rank_and_cond_as_pytorchs(array):
+    both(lambda lib, a: lib.linalg.pinv(a), array)
+    both(lambda lib, a: lib.pinverse(a), array)
+    both(lambda lib, a: lib.linalg.matrix_rank(a), array, grad=False)
+    both(lambda lib, a: lib.linalg.cond(a), array)
+    if array.shape[-2] == array.shape[-1]:
+        for p in ("fro", "nuc", 1, -1, float("inf"), -2):  # (torch's own gradient raises)
+            both(lambda lib, a, p=p: lib.linalg.cond(a, p), array, grad=False)
+        both(lambda lib, a: lib.linalg.pinv(a @ a.mT, hermitian=True), array)
+    if array.shape[-2] >= array.shape[-1]:
+        rhs = RNG.standard_normal(array.shape[:-1] + (2,))
+        for driver in ("gelsy", "gelsd", "gelss", "gels"):
+            both(lambda lib, a, b, d=driver: tuple(lib.linalg.lstsq(a, b, driver=d)), array,
+                 rhs, grad=False)
+        both(lambda lib, a, b: lib.linalg.lstsq(a, b).solution, array, rhs)
+
+
+def test_rank_deficient_matrices_as_pytorchs():
+    low = RNG.standard_normal((4, 2)) @ RNG.standard_normal((2, 3))
+    both(lambda lib, a: lib.linalg.matrix_rank(a), low, grad=False)
+    both(lambda lib, a: lib.linalg.pinv(a), low, grad=False)
+    both(lambda lib, a: lib.linalg.matrix_rank(a, atol=1.0, rtol=0.0), low, grad=False)
+    # The nonzero values' gradient: no 0 / 0 (the zero one's vectors are LAPACK's choice)
+    both(lambda lib, a: lib.linalg.svd(a).S[:2], low)
+    vector = RNG.standard_normal(4)
+    both(lambda lib, a, b: lib.linalg.lstsq(a, b).solution, TALL[0][:4], vector)
+    # Repeated singular values: the vectors' terms divide 0 by 0 when only S is used
+    both(lambda lib, a: lib.linalg.svd(a).S, 2 * np.eye(3))

@@ -80,7 +80,8 @@ SECOND_ORDER = ["index_put", "exp", "log", "tanh", "sigmoid", "mul", "div", "pow
                 "avg_pool2d", "max_pool2d", "pad_constant", "gelu", "gelu_tanh", "erf",
                 "layer_norm", "batch_norm", "einsum_bilinear", "scaled_dot_product_attention",
                 "scatter", "gather_smaller_index", "cholesky", "solve_triangular_lower", "inv",
-                "det", "slogdet_logabsdet", "solve_broadcast", "eigh", "cummax"]
+                "det", "slogdet_logabsdet", "solve_broadcast", "eigh", "cummax", "svd_tall",
+                "qr_tall", "qr_wide"]
 
 
 @pytest.mark.parametrize("name", SECOND_ORDER)

@@ -527,12 +527,161 @@ def _eigh_vjp(g, out, a, upper=False):
 eigh.defvjp(_eigh_vjp)
 
 
+def _svd_shape(a, full_matrices=False):
+    _svdvals_shape(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    return a.shape[:-2] + (m + 1 + n, max(m, n) if full_matrices else k), a.dtype
+
+
+@primitive("svd", _svd_shape, blas=True, grad_name="LinalgSvdBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.inputs[0].shape) * min(
+               node.inputs[0].shape[-2:]) / 1e9)
+def svd(a, full_matrices=False):
+    """``A = U diag(S) V^T`` packed in one array: the rows of ``U``, then ``S``, then the rows
+    of ``V`` (``full_matrices``: square ``U`` and ``V``, padded to the wider's columns)."""
+    m, n = a.shape[-2:]
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    width = max(m, n) if full_matrices else min(m, n)
+    out = np.zeros(a.shape[:-2] + (m + 1 + n, width), dtype=a.dtype)
+    out[..., :m, :u.shape[-1]] = u
+    out[..., m, :s.shape[-1]] = s
+    out[..., m + 1:, :vh.shape[-2]] = np.swapaxes(vh, -1, -2)
+    return out
+
+
+def _quotient(x, y):
+    """``x / y``, zero where ``x`` is: an unused part of a packed gradient is zeros, and must
+    not make 0 / 0 where singular values repeat or vanish."""
+    return where(eq(x, constant(np.zeros((), x.dtype))), constant(np.zeros((), x.dtype)),
+                 div(x, y))
+
+
+def _svd_vjp(g, out, a, full_matrices=False):
+    """PyTorch's ``svd_backward`` on the first ``k`` singular vectors: with ``A = U S V^T``,
+    ``E_jk = S_k^2 - S_j^2``, ``dA = U [(skew(U^T dU) S + S skew(V^T dV)) / E + diag(dS)] V^T``
+    plus ``(I - U U^T) dU S^-1 V^T`` for tall and ``U S^-1 dV^T (I - V V^T)`` for wide
+    matrices."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    rows = (slice(None),) * (len(a.shape) - 2)
+    columns = slice(0, k)
+    u, gu = (index(x, spec=rows + (slice(0, m), columns)) for x in (out, g))
+    s, gs = (index(x, spec=rows + (m, columns)) for x in (out, g))
+    v, gv = (index(x, spec=rows + (slice(m + 1, None), columns)) for x in (out, g))
+    vh, gvh = swap_last(v), swap_last(gv)
+    row_s = reshape(s, shape=s.shape[:-1] + (1, k))
+    column_s = reshape(s, shape=s.shape + (1,))
+    eye = np.eye(k, dtype=a.dtype)
+    uhgu, vhgv = matmul(swap_last(u), gu), matmul(vh, gv)
+    skew_u, skew_v = sub(uhgu, swap_last(uhgu)), sub(vhgv, swap_last(vhgv))
+    squares = mul(s, s)
+    gaps = sub(reshape(squares, shape=squares.shape[:-1] + (1, k)),
+               reshape(squares, shape=squares.shape + (1,)))
+    gaps = add(mul(gaps, constant(1 - eye)), constant(eye))
+    inner = _quotient(add(mul(skew_u, row_s), mul(column_s, skew_v)), gaps)
+    inner = add(inner, mul(reshape(gs, shape=gs.shape + (1,)), constant(eye)))
+    if m > n:
+        ga = matmul(u, inner)
+        gus = _quotient(gu, row_s)
+        ga = add(ga, sub(gus, matmul(u, matmul(swap_last(u), gus))))
+        return matmul(ga, vh)
+    if m < n:
+        ga = matmul(inner, vh)
+        sgvh = _quotient(gvh, column_s)
+        ga = add(ga, sub(sgvh, matmul(matmul(sgvh, v), vh)))
+        return matmul(u, ga)
+    return matmul(u, matmul(inner, vh))
+
+
+svd.defvjp(_svd_vjp)
+
+
+def _qr_shape(a, mode="reduced"):
+    if len(a.shape) < 2:
+        raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    if not is_floating(a.dtype):
+        raise RuntimeError(f"linalg.qr: Expected a floating point or complex tensor as input. "
+                           f"Got {torch_name(a.dtype)}")
+    m, n = a.shape[-2:]
+    q_columns = m if mode == "complete" else min(m, n)
+    r_rows = m if mode == "complete" else min(m, n)
+    return a.shape[:-2] + (m + r_rows, max(q_columns, n)), a.dtype
+
+
+@primitive("qr", _qr_shape, blas=True, grad_name="LinalgQrBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.inputs[0].shape) * min(
+               node.inputs[0].shape[-2:]) / 2e9)
+def qr(a, mode="reduced"):
+    """``A = Q R`` packed in one array: the rows of ``Q``, then those of ``R``, padded to the
+    wider's columns (``mode="r"``: ``Q`` is zeros)."""
+    m, n = a.shape[-2:]
+    q, r = np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")
+    if mode == "r":
+        q = np.zeros_like(q)
+    out = np.zeros(a.shape[:-2] + (m + r.shape[-2], max(q.shape[-1], n)), dtype=a.dtype)
+    out[..., :m, :q.shape[-1]] = q
+    out[..., m:, :n] = r
+    return out
+
+
+def _right_solve_transposed(upper, b):
+    """``X`` with ``X upper^T = b`` (``upper`` upper triangular): ``X = b upper^-T``."""
+    return swap_last(solve_triangular(upper, swap_last(b), upper=True))
+
+
+def _qr_vjp(g, out, a, mode="reduced"):
+    """PyTorch's ``linalg_qr_backward``: with ``M = dR R^T - Q^T dQ``, for ``m >= n``
+    ``dA = (Q (triu(M) + triu(M)^T - diag(M)) + dQ) R^-T``; for ``m < n`` the square part
+    from the skew part of ``-M``, then ``Q dR``."""
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed "
+                           "when mode='r'. Please use linalg.qr(A, mode='reduced') if you are "
+                           "going to differentiate through linalg.qr.")
+    m, n = a.shape[-2:]
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                           "and nrows > ncols.")
+    k = m if mode == "complete" else min(m, n)
+    rows = (slice(None),) * (len(a.shape) - 2)
+    q, gq = (index(x, spec=rows + (slice(0, m), slice(0, k))) for x in (out, g))
+    r, gr = (index(x, spec=rows + (slice(m, None), slice(0, n))) for x in (out, g))
+    product = sub(matmul(gr, swap_last(r)), matmul(swap_last(q), gq))
+    if m >= n:
+        upper = _triangle(product, upper=True)
+        eye = np.eye(k, dtype=a.dtype)
+        sym = add(upper, swap_last(upper))
+        sym = sub(sym, mul(mul(sym, constant(eye)), constant(np.asarray(0.5, a.dtype))))
+        ga = add(matmul(q, sym), gq)
+        return _right_solve_transposed(r, ga)
+    x = neg(product)
+    skew = _triangle(sub(x, swap_last(x)), upper=False)
+    ga = matmul(q, skew)
+    square = index(r, spec=rows + (slice(None), slice(0, m)))
+    ga = _right_solve_transposed(square, ga)
+    ga = cat(ga, constant(np.zeros(ga.shape[:-1] + (n - m,), a.dtype)), dim=len(a.shape) - 1)
+    return add(ga, matmul(q, gr))
+
+
+qr.defvjp(_qr_vjp)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
-from pargraph.ops.elementwise import add, constant, div, mul, neg, sub  # noqa: E402
+from pargraph.ops.elementwise import (  # noqa: E402
+    add,
+    constant,
+    div,
+    eq,
+    mul,
+    neg,
+    sub,
+    where,
+)
 from pargraph.ops.reductions import sum_  # noqa: E402
 from pargraph.ops.shapes import (  # noqa: E402
     _einsum_sizes,
+    cat,
     expand,
     index,
     reshape,
