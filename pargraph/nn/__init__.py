@@ -101,6 +101,23 @@ from pargraph.nn.layers import (
     Softplus,
     Tanh,
 )
+from pargraph.nn.lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+    UninitializedBuffer,
+    UninitializedParameter,
+)
 from pargraph.nn.loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -183,5 +200,8 @@ __all__ = [
     "ReflectionPad3d", "ReplicationPad3d", "ZeroPad3d", "LPPool1d", "LPPool2d", "LPPool3d",
     "LocalResponseNorm", "AlphaDropout", "FeatureAlphaDropout", "MultiMarginLoss",
     "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "Softmax2d", "ChannelShuffle",
-    "Fold", "Unfold",
+    "Fold", "Unfold", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+    "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d",
+    "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d", "UninitializedParameter", "UninitializedBuffer",
 ]

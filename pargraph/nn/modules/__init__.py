@@ -13,6 +13,7 @@ from pargraph.nn.modules import (  # noqa: F401
     flatten,
     fold,
     instancenorm,
+    lazy,
     linear,
     loss,
     module,
