@@ -7,5 +7,11 @@ from pargraph.nn import (  # noqa: F401
     ConvTranspose1d,
     ConvTranspose2d,
     ConvTranspose3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
 )
 from pargraph.nn.conv import _ConvNd  # noqa: F401

@@ -3,5 +3,6 @@
 from pargraph.nn import (  # noqa: F401
     Bilinear,
     Identity,
+    LazyLinear,
     Linear,
 )
