@@ -107,12 +107,16 @@ from pargraph.functions import (
     broadcast_shapes,
     broadcast_tensors,
     bucketize,
+    can_cast,
     cartesian_prod,
     cat,
     cdist,
+    chain_matmul,
     clip,
     column_stack,
+    combinations,
     compute,
+    cumulative_trapezoid,
     dstack,
     einsum,
     expand_copy,
@@ -122,15 +126,21 @@ from pargraph.functions import (
     hstack,
     iinfo,
     is_tensor,
+    isin,
     logical_not,
     meshgrid,
     method_functions,
+    pdist,
     polygamma,
+    promote_types,
+    result_type,
     searchsorted,
     set_default_dtype,
     stack,
     take,
     tensordot,
+    trapezoid,
+    vander,
     vstack,
     where,
 )
@@ -184,6 +194,7 @@ FUNCTIONAL_AT_TOP = (
     "pixel_unshuffle", "prelu", "rms_norm", "rrelu", "selu", "threshold",
 )
 globals().update({name: getattr(nn.functional, name) for name in FUNCTIONAL_AT_TOP})
+trapz = trapezoid  # PyTorch's older name
 
 __all__ = [
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
@@ -214,6 +225,8 @@ __all__ = [
     "is_deterministic_algorithms_warn_only_enabled", "initial_seed", "seed", "get_rng_state",
     "set_rng_state", "hann_window", "hamming_window", "bartlett_window", "blackman_window",
     "kaiser_window", "func", "pytree", "atleast_1d", "atleast_2d", "atleast_3d",
-    "column_stack", "dstack", "block_diag", "bincount", "histogram", *FUNCTIONAL_AT_TOP,
+    "column_stack", "dstack", "block_diag", "bincount", "histogram", "trapezoid", "trapz",
+    "cumulative_trapezoid", "combinations", "pdist", "vander", "chain_matmul", "promote_types",
+    "result_type", "can_cast", "isin", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]

@@ -655,13 +655,30 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             correction: int | None = None) -> Tensor:
         return _wrap(ops.std(self._node, dim, _correction(unbiased, correction), keepdim))
 
-    def all(self) -> Tensor:
-        return _wrap(ops.eq(ops.sum_(ops.logical_not(self._node),
-                                     dim=ops.normalize_dims(None, self.ndim)), 0))
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Whether every element is nonzero (over ``dim``: an int, a tuple, or all).
 
-    def any(self) -> Tensor:
-        return _wrap(ops.gt(ops.sum_(ops.ne(self._node, 0),
-                                     dim=ops.normalize_dims(None, self.ndim)), 0))
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[True, False], [True, True]]).all(1).tolist()
+        [False, True]
+        """
+        dims = ops.normalize_dims(dim, self.ndim)
+        return _wrap(ops.eq(ops.sum_(ops.logical_not(self._node), dim=dims, keepdim=keepdim),
+                            0))
+
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Whether any element is nonzero (over ``dim``: an int, a tuple, or all).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[0.0, 2.0], [0.0, 0.0]]).any(1).tolist()
+        [True, False]
+        """
+        dims = ops.normalize_dims(dim, self.ndim)
+        return _wrap(ops.gt(ops.sum_(ops.ne(self._node, 0), dim=dims, keepdim=keepdim), 0))
 
     def softmax(self, dim: int) -> Tensor:
         return _wrap(ops.softmax(self._node, dim))

@@ -633,6 +633,192 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = Non
     return linalg.vector_norm(difference, ord=p, dim=-1)
 
 
+def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,
+         invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` is one of ``test_elements`` (``invert``: is not).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.isin(pargraph.tensor([1, 2, 3]), pargraph.tensor([2, 5])).tolist()
+    [False, True, False]
+    """
+    elements, test = as_tensor(elements), as_tensor(test_elements)
+    found = (elements.unsqueeze(-1) == test.reshape(-1)).any(-1)
+    return ~found if invert else found
+
+
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
+              dim: int = -1) -> Tensor:
+    """The trapezoidal rule's integral of ``y`` along ``dim``, at the points ``x`` or
+    spaced ``dx`` (1 by default).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.trapezoid(pargraph.tensor([1.0, 2.0, 3.0]))
+    tensor(4.)
+    """
+    return _trapezoids(as_tensor(y), x, dx, dim).sum(dim)
+
+
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
+                         dim: int = -1) -> Tensor:
+    """The trapezoidal rule's running integral of ``y`` along ``dim`` (one fewer element).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.cumulative_trapezoid(pargraph.tensor([1.0, 2.0, 3.0]))
+    tensor([1.5000, 4.0000])
+    """
+    return _trapezoids(as_tensor(y), x, dx, dim).cumsum(dim)
+
+
+def _trapezoids(y: Tensor, x: Any, dx: float | None, dim: int) -> Tensor:
+    """Each interval's area along ``dim``."""
+    if x is not None and dx is not None:
+        raise RuntimeError("trapezoid: received both x and dx; expected only one")
+    d = ops.normalize_dim(dim, max(y.ndim, 1))
+    n = y.shape[d]
+    means = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) / 2 if n else y.narrow(d, 0, 0)
+    if x is None:
+        return means * (1.0 if dx is None else dx)
+    x = as_tensor(x)
+    if x.ndim == 1:
+        widths = x[1:] - x[:-1]
+        shape = [1] * y.ndim
+        shape[d] = widths.shape[0]
+        widths = widths.reshape(shape)
+    else:
+        widths = x.diff(dim=d)
+    return means * widths
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The ``r``-element combinations of a vector's elements, one per row, in
+    ``itertools.combinations`` order (``with_replacement``: ``combinations_with_replacement``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.combinations(pargraph.tensor([1, 2, 3])).tolist()
+    [[1, 2], [1, 3], [2, 3]]
+    """
+    import itertools
+
+    input = as_tensor(input)
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return input.new_zeros((0,))
+    make = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    picked = np.asarray(list(make(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    return input[as_tensor(picked)]
+
+
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The ``p``-norm distance between each pair of rows ``i < j`` of an ``(N, M)`` matrix,
+    as the upper triangle of ``cdist(input, input)`` read row by row.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.pdist(pargraph.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]]))
+    tensor([5.0000, 1.0000, 4.2426])
+    """
+    input = as_tensor(input)
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    rows, columns = np.triu_indices(input.shape[0], 1)
+    from pargraph import linalg
+
+    return linalg.vector_norm(input[as_tensor(rows)] - input[as_tensor(columns)], ord=p,
+                              dim=-1)
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
+    """The Vandermonde matrix of a vector: its powers ``N - 1`` down to 0 as columns
+    (``increasing``: 0 up).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.vander(pargraph.tensor([1, 2, 3]), 3).tolist()
+    [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
+    """
+    x = as_tensor(x)
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    powers = np.arange(n) if increasing else np.arange(n)[::-1].copy()
+    dtype = x.dtype if x.dtype.kind in "fc" else np.dtype(np.int64)
+    if n == 0:
+        return x.new_zeros((x.shape[0], 0)).to(dtype)
+    return x.to(dtype).unsqueeze(-1) ** as_tensor(powers.astype(dtype))
+
+
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """The product of the matrices, in the cheapest order (``linalg.multi_dot``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.chain_matmul(pargraph.eye(2), pargraph.ones(2, 1)).tolist()
+    [[1.0], [1.0]]
+    """
+    from pargraph import linalg
+
+    if len(matrices) == 1:
+        return as_tensor(matrices[0])
+    return linalg.multi_dot(matrices)
+
+
+def promote_types(type1: Any, type2: Any) -> Any:
+    """The dtype two dtypes promote to, by PyTorch's rules.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.promote_types(pargraph.int64, pargraph.float32)
+    dtype('float32')
+    """
+    return ops.promote_types(np.dtype(type1), np.dtype(type2))
+
+
+def result_type(tensor1: Any, tensor2: Any) -> Any:
+    """The dtype an arithmetic op of the two gives, by PyTorch's rules (a Python number or a
+    0-d tensor counts only when it is of a higher kind).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.result_type(pargraph.tensor([1, 2]), 1.0)
+    dtype('float32')
+    """
+    return ops.result_dtype(operand(tensor1), operand(tensor2))
+
+
+def can_cast(from_: Any, to: Any) -> bool:
+    """Whether PyTorch's type promotion allows casting ``from_`` to ``to`` (not to a lower
+    kind: float to int, int to bool).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.can_cast(pargraph.float32, pargraph.int32)
+    False
+    """
+    return ops.category(np.dtype(from_)) <= ops.category(np.dtype(to))
+
+
 def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False,
                  right: bool = False, side: str | None = None, sorter: Tensor | None = None
                  ) -> Tensor:

@@ -17,9 +17,9 @@ from pargraph.factories import as_tensor
 from pargraph.ops.linalg import LinAlgError
 
 __all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh",
-           "inv", "lstsq", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm",
-           "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals", "vecdot",
-           "vector_norm"]
+           "inv", "lstsq", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
+           "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd",
+           "svdvals", "vecdot", "vector_norm"]
 
 #: What ``eigh`` returns, as ``torch.return_types``: a tuple with names.
 EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
@@ -278,6 +278,19 @@ def svdvals(A: Tensor) -> Tensor:
     tensor([4., 3.])
     """
     return apply(ops.svdvals, as_tensor(A))
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """The exponential of each square matrix; differentiable (any number of times).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.matrix_exp(pargraph.zeros(2, 2))
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
+    return apply(ops.matrix_exp, as_tensor(A))
 
 
 def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> SvdResult:

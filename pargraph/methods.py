@@ -959,6 +959,17 @@ class EverydayMethods:
 
         return linalg.pinv(self, rtol=rcond)
 
+    def matrix_exp(self) -> Any:
+        """The exponential of each square matrix (``linalg.matrix_exp``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1, 1).matrix_exp().tolist()
+        [[1.0]]
+        """
+        return self._wrap(ops.matrix_exp(self._node))
+
     def det(self) -> Any:
         """The determinant of each square matrix.
 
@@ -1212,6 +1223,192 @@ class EverydayMethods:
             out.append(self._constant(counts.astype(np.int64)))
         return out[0] if len(out) == 1 else tuple(out)
 
+    def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """The lower median of the elements that are not NaN (NaN where all are), of all
+        elements or along ``dim`` with its index, as PyTorch.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([4.0, float("nan"), 1.0, 3.0]).nanmedian().item()
+        3.0
+        """
+        from pargraph.selection import SortResult
+
+        flat = dim is None
+        x = self.reshape(-1) if flat else self
+        d = 0 if flat else ops.normalize_dim(dim, max(self.dim(), 1))
+        if x.ndim == 0:
+            return x.clone() if flat else SortResult(x.clone(), self._constant(0, np.int64))
+        ordered = x.sort(d)  # NaN sorts last
+        count = (~x.isnan()).sum(d, keepdim=True)
+        # All NaN: the middle one, as PyTorch picks it
+        k = ((count - 1) // 2).where(count > 0, count.new_full((), (x.shape[d] - 1) // 2))
+        values = ordered.values.gather(d, k)
+        indices = ordered.indices.gather(d, k)
+        if flat:
+            return values.reshape(())
+        if not keepdim:
+            values, indices = values.squeeze(d), indices.squeeze(d)
+        return SortResult(values, indices)
+
+    def msort(self) -> Any:
+        """The values sorted along the first dimension.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[2, 1], [0, 3]]).msort().tolist()
+        [[0, 1], [2, 3]]
+        """
+        return self.sort(0).values
+
+    def diagflat(self, offset: int = 0) -> Any:
+        """A square matrix with the flattened elements on its ``offset`` diagonal.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2]]).diagflat().tolist()
+        [[1, 0], [0, 2]]
+        """
+        return self.reshape(-1).diag(offset)
+
+    def is_nonzero(self) -> bool:
+        """Whether the single element is not zero.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.5]).is_nonzero()
+        True
+        """
+        if self.numel() == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        if self.numel() > 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.reshape(()).item() != 0)
+
+    def sgn(self) -> Any:
+        """The sign of each element (``sign``: the tensors are real).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-2.0, 0.0, 3.0]).sgn().tolist()
+        [-1.0, 0.0, 1.0]
+        """
+        return self.sign()
+
+    def tensor_split(self, indices_or_sections: Any, dim: int = 0) -> Any:
+        """Views along ``dim``: ``n`` parts as equal as can be (the first ones one longer),
+        or the parts between the given indices.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.tolist() for t in pargraph.arange(5).tensor_split(2)]
+        [[0, 1, 2], [3, 4]]
+        """
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        size = self.shape[d]
+        if hasattr(indices_or_sections, "_node"):
+            if indices_or_sections.ndim > 1 or indices_or_sections.dtype.kind not in "iu":
+                raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
+                                   "zero-dimensional or one-dimensional tensor, but got a "
+                                   f"tensor with {indices_or_sections.ndim} dims")
+            indices_or_sections = indices_or_sections.tolist()
+        if isinstance(indices_or_sections, int):
+            sections = indices_or_sections
+            if sections <= 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {sections}")
+            lengths = [size // sections + (k < size % sections) for k in range(sections)]
+            bounds = list(np.cumsum([0] + lengths))
+        else:
+            bounds = [0, *indices_or_sections, size]
+        pieces = []
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            start, stop = min(max(start, 0), size), min(max(stop, 0), size)
+            pieces.append(self.narrow(d, start, max(stop - start, 0)))
+        return tuple(pieces)
+
+    def _split_at(self, sections: Any, dim: int, name: str, least: int) -> Any:
+        if self.dim() < least:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {least} "
+                               f"dimension{'s' if least > 1 else ''}, but got a tensor with "
+                               f"{self.dim()} dimension{'s' if self.dim() != 1 else ''}!")
+        if isinstance(sections, int) and (sections == 0 or self.shape[dim] % sections):
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but "
+                               f"the size of the dimension {self.shape[dim]} is not divisible "
+                               f"by the split_size {sections}!")
+        return self.tensor_split(sections, dim)
+
+    def hsplit(self, sections: Any) -> Any:
+        """``tensor_split`` along the columns (dimension 1, or 0 for a vector); an int must
+        divide it.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.shape[1] for t in pargraph.ones(2, 4).hsplit(2)]
+        [2, 2]
+        """
+        return self._split_at(sections, 1 if self.dim() > 1 else 0, "hsplit", 1)
+
+    def vsplit(self, sections: Any) -> Any:
+        """``tensor_split`` along the rows (dimension 0) of a tensor of 2 or more dimensions.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.shape[0] for t in pargraph.ones(4, 2).vsplit([1])]
+        [1, 3]
+        """
+        return self._split_at(sections, 0, "vsplit", 2)
+
+    def dsplit(self, sections: Any) -> Any:
+        """``tensor_split`` along the depth (dimension 2) of a tensor of 3 or more dimensions.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> [t.shape[2] for t in pargraph.ones(1, 1, 4).dsplit(4)]
+        [1, 1, 1, 1]
+        """
+        return self._split_at(sections, 2, "dsplit", 3)
+
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
+                           dim: int | None = None) -> Any:
+        """The elements with each run of equal consecutive ones made one (and where each
+        element went, and each run's length).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 1, 2, 2, 3, 1, 1]).unique_consecutive().tolist()
+        [1, 2, 3, 1]
+        """
+        values = self._value()
+        if dim is None:
+            flat = values.reshape(-1)
+            starts = np.ones(flat.shape[0], bool)
+            starts[1:] = flat[1:] != flat[:-1]
+            out = [self._constant(flat[starts])]
+            shape = tuple(self.shape)
+        else:
+            d = ops.normalize_dim(dim, max(self.dim(), 1))
+            moved = np.moveaxis(values, d, 0).reshape(values.shape[d], -1)
+            starts = np.ones(moved.shape[0], bool)
+            starts[1:] = (moved[1:] != moved[:-1]).any(1)
+            out = [self._constant(np.take(values, np.flatnonzero(starts), axis=d))]
+            shape = (self.shape[d],)
+        if return_inverse:
+            out.append(self._constant((np.cumsum(starts) - 1).reshape(shape).astype(np.int64)))
+        if return_counts:
+            edges = np.append(np.flatnonzero(starts), starts.shape[0])
+            out.append(self._constant(np.diff(edges).astype(np.int64)))
+        return out[0] if len(out) == 1 else tuple(out)
+
     def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
         """The lower median (of all elements, or along ``dim`` with its index, as PyTorch).
 
@@ -1388,6 +1585,93 @@ class EverydayMethods:
         self[(slice(None),) * d + (index,)] = value
         return self
 
+    def index_add(self, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Any:
+        """A copy with ``alpha * source``'s slices added at ``index`` along ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(3).index_add(0, pargraph.tensor([2, 2]), pargraph.ones(2)).tolist()
+        [0.0, 0.0, 2.0]
+        """
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        source = source if hasattr(source, "_node") else self._constant(source, self.dtype)
+        source = source.to(self.dtype) * alpha if alpha != 1 else source.to(self.dtype)
+        index = index if hasattr(index, "_node") else self._constant(index)
+        spec = (slice(None),) * d + (ops.IndexSlot(0),)
+        added = ops.index_add(source._node, index._node, shape=tuple(self.shape), spec=spec)
+        return self + self._wrap(added)
+
+    def index_copy(self, dim: int, index: Any, source: Any) -> Any:
+        """A copy with ``source``'s slices written at ``index`` along ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(3).index_copy(0, pargraph.tensor([2, 0]), pargraph.ones(2)).tolist()
+        [1.0, 0.0, 1.0]
+        """
+        out = self.clone()
+        return out.index_copy_(dim, index, source)
+
+    def index_copy_(self, dim: int, index: Any, source: Any) -> Any:
+        """``index_copy`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).index_copy_(0, pargraph.tensor([1]), pargraph.ones(1)).tolist()
+        [0.0, 1.0]
+        """
+        d = ops.normalize_dim(dim, max(self.dim(), 1))
+        self[(slice(None),) * d + (index,)] = source
+        return self
+
+    def index_fill(self, dim: int, index: Any, value: Any) -> Any:
+        """A copy with ``value`` at ``index`` along ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(3).index_fill(0, pargraph.tensor([1]), 2.0).tolist()
+        [0.0, 2.0, 0.0]
+        """
+        return self.clone().index_fill_(dim, index, value)
+
+    def masked_scatter(self, mask: Any, source: Any) -> Any:
+        """A copy with ``source``'s first elements, in order, where ``mask`` is True.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(4).masked_scatter(pargraph.tensor([True, False, True, False]),
+        ...                                  pargraph.tensor([5.0, 6.0, 7.0])).tolist()
+        [5.0, 0.0, 6.0, 0.0]
+        """
+        return self.clone().masked_scatter_(mask, source)
+
+    def masked_scatter_(self, mask: Any, source: Any) -> Any:
+        """``masked_scatter`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).masked_scatter_(pargraph.tensor([False, True]),
+        ...                                   pargraph.ones(1)).tolist()
+        [0.0, 1.0]
+        """
+        mask = mask if hasattr(mask, "_node") else self._constant(mask)
+        if mask.dtype != np.bool_:
+            raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                               f"dtype {ops.torch_name(mask.dtype)}")
+        mask = mask.expand_as(self)
+        count = int(mask.sum().item())
+        if count > source.numel():
+            raise RuntimeError("masked_scatter: expected source to have at least as many "
+                               f"elements as ones in mask ({count}), got {source.numel()}")
+        self[mask] = source.reshape(-1)[:count]
+        return self
+
     def index_add_(self, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Any:
         """Add ``alpha * source``'s slices at ``index`` along ``dim`` (repeats accumulate),
         in place.
@@ -1399,13 +1683,7 @@ class EverydayMethods:
         >>> x.index_add_(0, pargraph.tensor([0, 0]), pargraph.tensor([1.0, 2.0])).tolist()
         [3.0, 0.0, 0.0]
         """
-        d = ops.normalize_dim(dim, max(self.dim(), 1))
-        source = source if hasattr(source, "_node") else self._constant(source, self.dtype)
-        source = source.to(self.dtype) * alpha if alpha != 1 else source.to(self.dtype)
-        index = index if hasattr(index, "_node") else self._constant(index)
-        spec = (slice(None),) * d + (ops.IndexSlot(0),)
-        added = ops.index_add(source._node, index._node, shape=tuple(self.shape), spec=spec)
-        return self._in_place(self + self._wrap(added))
+        return self._in_place(self.index_add(dim, index, source, alpha=alpha))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Any:
         """Fill with samples of U(a, b).

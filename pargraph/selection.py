@@ -109,6 +109,60 @@ class SelectionMethods:
         added = ops.put_along_dim(source, index, shape=tuple(self.shape), dim=dim)
         return self._wrap(ops.shown_as(ops.add(self._node, added), "ScatterAddBackward0"))
 
+    def scatter_reduce(self, dim: int, index: Any, src: Any, reduce: str, *,
+                       include_self: bool = True) -> Any:
+        """A copy with ``src``'s elements reduced into it at ``index`` along ``dim``:
+        ``reduce`` is ``"sum"``, ``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"`` (as
+        PyTorch, ``"max"`` and ``"min"`` too); ``include_self=False`` leaves this tensor's
+        values out where something is scattered. Differentiable but for ``"prod"``; an
+        extreme's gradient is split between its ties.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(2)
+        >>> x.scatter_reduce(0, pargraph.tensor([0, 0, 1]), pargraph.tensor([3.0, 5.0, 1.0]),
+        ...                  "amax").tolist()
+        [5.0, 1.0]
+        """
+        reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                               f"got {reduce}")
+        dim, index = self._along(dim, index, "scatter_reduce")
+        if not hasattr(src, "_node"):
+            raise TypeError(f"scatter_reduce(): src must be a tensor, got {type(src).__name__}")
+        self._source(src, index, dim)  # the checks
+        if reduce in ("sum", "mean"):
+            base = self if include_self else self.scatter(dim, self._wrap(index), 0)
+            total = base.scatter_add(dim, self._wrap(index), src)
+            if reduce == "sum":
+                return total
+            ones = self._wrap(ops.expand(ops.constant(np.ones((), self.dtype)),
+                                         shape=tuple(self.shape)))
+            counted = ones if include_self else ones.scatter(dim, self._wrap(index), 0)
+            count = counted.scatter_add(dim, self._wrap(index), src.new_ones(src.shape))
+            if self.dtype.kind in "iub":
+                return total.div(count, rounding_mode="floor")
+            return total / count
+        return self._wrap(ops.scatter_reduce(self._node, index, src._node, dim=dim,
+                                             reduce=reduce, include_self=include_self))
+
+    def scatter_reduce_(self, dim: int, index: Any, src: Any, reduce: str, *,
+                        include_self: bool = True) -> Any:
+        """In-place :meth:`scatter_reduce`.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).scatter_reduce_(0, pargraph.tensor([1]), pargraph.tensor([4.0]),
+        ...                                  "sum").tolist()
+        [1.0, 5.0]
+        """
+        self._check_in_place()
+        return self._rebind(self.scatter_reduce(dim, index, src, reduce,
+                                                include_self=include_self)._node)
+
     def index_select(self, dim: int, index: Any) -> Any:
         """The slices at the 1-D integer ``index`` along ``dim``.
 

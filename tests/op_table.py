@@ -138,6 +138,14 @@ def _svd_parts_ref(result, k=None):
                            (vh[..., :k, :] ** 2).reshape(*vh.shape[:-2], -1)], -1)
 
 
+def _scatter_extreme_ref(x, s, pick):
+    out = x.copy()
+    for row, columns in enumerate([[0, 2, 0], [1, 1, 2]]):
+        for k, column in enumerate(columns):
+            out[row, column] = pick(out[row, column], s[row, k])
+    return out
+
+
 def _well_conditioned(a):
     return a + 4 * pargraph.eye(a.shape[-1], dtype=a.dtype)
 
@@ -535,6 +543,12 @@ CASES = [
          [normal(3, 3), normal(2, 3, 2)]),
     Case("svdvals", lambda a: pargraph.linalg.svdvals(a),
          lambda a: np.linalg.svd(a, compute_uv=False), [distinct(2, 3, 4)]),
+    Case("matrix_exp", lambda a: pargraph.linalg.matrix_exp(a),
+         lambda a: np.stack([__import__("scipy.linalg").linalg.expm(m) for m in a]),
+         [normal(2, 3, 3)]),
+    Case("scatter_reduce_amax", lambda x, s: x.scatter_reduce(
+        1, pargraph.tensor([[0, 2, 0], [1, 1, 2]]), s, "amax"),
+         lambda x, s: _scatter_extreme_ref(x, s, np.maximum), [distinct(2, 4), distinct(2, 3)]),
     # Singular vectors' signs are LAPACK's choice too: the cases read sign-free functions.
     Case("svd_tall", lambda a: _svd_parts(pargraph.linalg.svd(a, full_matrices=False)),
          lambda a: _svd_parts_ref(np.linalg.svd(a, full_matrices=False)), [distinct(2, 4, 3)]),

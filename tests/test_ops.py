@@ -81,7 +81,7 @@ SECOND_ORDER = ["index_put", "exp", "log", "tanh", "sigmoid", "mul", "div", "pow
                 "layer_norm", "batch_norm", "einsum_bilinear", "scaled_dot_product_attention",
                 "scatter", "gather_smaller_index", "cholesky", "solve_triangular_lower", "inv",
                 "det", "slogdet_logabsdet", "solve_broadcast", "eigh", "cummax", "svd_tall",
-                "qr_tall", "qr_wide"]
+                "qr_tall", "qr_wide", "matrix_exp"]
 
 
 @pytest.mark.parametrize("name", SECOND_ORDER)

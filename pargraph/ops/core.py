@@ -187,7 +187,8 @@ def is_floating(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype == BFLOAT16
 
 
-def _category(dtype: np.dtype) -> int:
+def category(dtype: np.dtype) -> int:
+    """0 for bool, 1 for integers, 2 for floating point: the kinds type promotion orders."""
     return 0 if dtype == _BOOL else 2 if dtype.kind in "fc" or dtype == BFLOAT16 else 1
 
 
@@ -220,7 +221,7 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
     higher category's dtype (``int64`` with ``float32`` is ``float32``, not numpy's float64)."""
     if a == b:
         return a
-    rank_a, rank_b = _category(a), _category(b)
+    rank_a, rank_b = category(a), category(b)
     if rank_a != rank_b:
         return a if rank_a > rank_b else b
     if {a, b} == {BFLOAT16, _FLOAT16}:  # neither holds the other: PyTorch's float32
@@ -253,7 +254,7 @@ def result_dtype(*inputs: Any) -> np.dtype:
         candidate = _promote_all(group)
         if result is None:
             result = candidate
-        elif _category(candidate) > _category(result):
+        elif category(candidate) > category(result):
             result = candidate if group is not groups[2] else _scalar_dtype_of_category(candidate)
     return result
 
@@ -269,19 +270,19 @@ def _common_dtype(inputs: tuple) -> np.dtype | None:
                 return None
     if dtype is None:
         return None
-    rank = _category(dtype)
+    rank = category(dtype)
     for i in inputs:
-        if not isinstance(i, Node) and _category(scalar_dtype(i)) > rank:
+        if not isinstance(i, Node) and category(scalar_dtype(i)) > rank:
             return None
     return dtype
 
 
 def _scalar_dtype_of_category(dtype: np.dtype) -> np.dtype:
-    return defaults.float if _category(dtype) == 2 else _INT64
+    return defaults.float if category(dtype) == 2 else _INT64
 
 
 def float_dtype(dtype: np.dtype) -> np.dtype:
-    return dtype if _category(dtype) == 2 else defaults.float
+    return dtype if category(dtype) == 2 else defaults.float
 
 
 def shape_of(x: Any) -> tuple:
@@ -365,7 +366,7 @@ def _compare(x: Any, y: Any) -> tuple[tuple, np.dtype]:
 
 
 def _reduction(x: Node, dim=None, keepdim=False) -> tuple[tuple, np.dtype]:
-    dtype = x.dtype if _category(x.dtype) == 2 else _INT64
+    dtype = x.dtype if category(x.dtype) == 2 else _INT64
     return _reduced_shape(x.shape, dim, keepdim), dtype
 
 

@@ -666,6 +666,29 @@ def _qr_vjp(g, out, a, mode="reduced"):
 qr.defvjp(_qr_vjp)
 
 
+@primitive("matrix_exp", _square_matrices("matrix_exp"), blas=True,
+           grad_name="LinalgMatrixExpBackward0", cost=_cubic)
+def matrix_exp(a):
+    from scipy.linalg import expm
+
+    return np.asarray(expm(a), dtype=a.dtype)
+
+
+def _matrix_exp_vjp(g, out, a):
+    """The upper right block of ``exp([[A^T, G], [0, A^T]])`` (the derivative of the
+    exponential, as PyTorch computes it): made of ops, so differentiable again."""
+    n = a.shape[-1]
+    at = swap_last(a)
+    zeros = constant(np.zeros(a.shape, a.dtype))
+    last = len(a.shape) - 1
+    block = cat(cat(at, g, dim=last), cat(zeros, at, dim=last), dim=last - 1)
+    rows = (slice(None),) * (len(a.shape) - 2)
+    return index(matrix_exp(block), spec=rows + (slice(0, n), slice(n, None)))
+
+
+matrix_exp.defvjp(_matrix_exp_vjp)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
 from pargraph.ops.elementwise import (  # noqa: E402

@@ -9,10 +9,10 @@ from pargraph.ops.core import (
     _INT64,
     HALVES,
     ShapeError,
-    _category,
     _reduced_shape,
     _reduction,
     _reduction_same,
+    category,
     float_dtype,
     is_floating,
     primitive,
@@ -30,7 +30,7 @@ sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keep
 
 
 def _cumsum_shape(x, dim, reverse=False):
-    return x.shape, x.dtype if _category(x.dtype) == 2 else _INT64
+    return x.shape, x.dtype if category(x.dtype) == 2 else _INT64
 
 
 @primitive("cumsum", _cumsum_shape)
@@ -237,7 +237,92 @@ logcumsumexp_backward.defvjp(*[_no_second_logcumsumexp_derivative] * 3)
 
 
 
+def _scatter_reduce_shape(x, index, src, dim, reduce, include_self):
+    return x.shape, x.dtype
+
+
+def _grid(index: np.ndarray, dim: int) -> tuple:
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    return tuple(grid)
+
+
+@primitive("scatter_reduce", _scatter_reduce_shape, grad_name="ScatterReduceBackward0")
+def scatter_reduce(x, index, src, dim, reduce, include_self):
+    """``x`` with ``src``'s elements (those ``index`` covers) reduced into it at ``index``
+    along ``dim`` by ``reduce``: ``"amax"``, ``"amin"`` or ``"prod"`` (``include_self``: ``x``'s
+    own values take part)."""
+    out = np.array(x, copy=True)
+    target = _grid(index, dim)
+    part = src[tuple(slice(0, n) for n in index.shape)]
+    if not include_self:
+        identity = {"prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
+        if out.dtype.kind in "iub" and reduce != "prod":
+            info = np.iinfo(out.dtype)
+            identity = info.min if reduce == "amax" else info.max
+        out[target] = identity
+    {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}[reduce].at(out, target, part)
+    return out
+
+
+def _scatter_extreme_parts(g, out, x, where_to, src, dim, include_self):
+    """Where ``x`` and ``src`` equal their result, and the gradient's share of each: split
+    evenly between the values equal to the result, ``x``'s counted even where it was left
+    out, as PyTorch counts them (where it was left out, it then gets none)."""
+    cut = src if src.shape == where_to.shape else index(
+        src, spec=tuple(slice(0, n) for n in where_to.shape))
+    src_hits = cast(eq(cut, gather(out, where_to, dim)), dtype=g.dtype)
+    x_hits = cast(eq(x, out), dtype=g.dtype)
+    ties = add(x_hits, put_along_dim(src_hits, where_to, shape=x.shape, dim=dim))
+    share = div(g, where(eq(ties, constant(np.zeros((), g.dtype))),
+                         constant(np.ones((), g.dtype)), ties))
+    if not include_self:  # x gets none where something was scattered
+        received = put_along_dim(expand(constant(np.ones((), g.dtype)), shape=where_to.shape),
+                                 where_to, shape=x.shape, dim=dim)
+        x_hits = mul(x_hits, cast(eq(received, constant(np.zeros((), g.dtype))), dtype=g.dtype))
+    return x_hits, src_hits, share
+
+
+def _scatter_reduce_x(g, out, x, index, src, dim, reduce, include_self):
+    if reduce == "prod":
+        raise NotImplementedError("scatter_reduce: the derivative of reduce='prod' is not "
+                                  "supported")
+    x_hits, _, share = _scatter_extreme_parts(g, out, x, index, src, dim, include_self)
+    return mul(share, x_hits)
+
+
+def _scatter_reduce_src(g, out, x, index, src, dim, reduce, include_self):
+    if reduce == "prod":
+        raise NotImplementedError("scatter_reduce: the derivative of reduce='prod' is not "
+                                  "supported")
+    _, src_hits, share = _scatter_extreme_parts(g, out, x, index, src, dim, include_self)
+    grad = mul(gather(share, index, dim), src_hits)
+    if src.shape != index.shape:  # the elements index does not cover get none
+        grad = constant_pad(grad, pads=tuple((0, m - n) for n, m in zip(grad.shape, src.shape)),
+                            value=0)
+    return grad
+
+
+scatter_reduce.defvjp(_scatter_reduce_x, None, _scatter_reduce_src)
+
+
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
-from pargraph.ops.elementwise import div, eq, gt, mul, where  # noqa: E402
-from pargraph.ops.shapes import expand, reshaped  # noqa: E402
+from pargraph.ops.convolution import constant_pad  # noqa: E402
+from pargraph.ops.elementwise import (  # noqa: E402
+    add,
+    cast,
+    constant,
+    div,
+    eq,
+    gt,
+    mul,
+    where,
+)
+from pargraph.ops.shapes import (  # noqa: E402
+    expand,
+    gather,
+    index,
+    put_along_dim,
+    reshaped,
+)

@@ -1,0 +1,170 @@
+"""Index, split, set and integration functions against PyTorch: scatter_reduce (every reduction,
+with and without self, gradients with ties), index_add/copy/fill, masked_scatter,
+tensor_split and its h/v/d forms, isin, nanmedian, unique_consecutive, trapezoid, combinations,
+pdist, vander, matrix_exp, any/all over dimensions and the dtype functions."""
+
+import numpy as np
+import pytest
+
+import pargraph
+
+torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+
+RNG = np.random.default_rng(3)
+
+
+def both(call, *arrays, grad=True, exact=False):
+    """``call(library, *tensors)`` on pargraph and torch: equal values and, for float64
+    inputs, equal gradients of a weighted sum of the (float) results."""
+    ours_in = [pargraph.tensor(a, requires_grad=grad and a.dtype == np.float64) for a in arrays]
+    theirs_in = [torch.tensor(a, requires_grad=grad and a.dtype == np.float64) for a in arrays]
+    ours, theirs = call(pargraph, *ours_in), call(torch, *theirs_in)
+    single = not isinstance(theirs, (tuple, list))
+    ours, theirs = ((ours,), (theirs,)) if single else (tuple(ours), tuple(theirs))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert tuple(a.shape) == tuple(b.shape) and str(a.dtype) == str(b.dtype).split(".")[1]
+        if exact or not b.is_floating_point():
+            np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+        else:
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12,
+                                       atol=1e-12, equal_nan=True)
+    wanted = [k for k, a in enumerate(arrays) if grad and a.dtype == np.float64]
+    floats = [k for k, b in enumerate(theirs) if b.requires_grad]
+    if wanted and floats:
+        weights = [RNG.standard_normal(tuple(theirs[k].shape)) for k in floats]
+        sum((ours[k] * pargraph.tensor(w)).sum() for k, w in zip(floats, weights)).backward()
+        sum((theirs[k] * torch.tensor(w)).sum() for k, w in zip(floats, weights)).backward()
+        for k in wanted:
+            got, want = ours_in[k].grad, theirs_in[k].grad
+            if want is None:
+                assert got is None or not got.numpy().any()
+            else:
+                np.testing.assert_allclose(got.numpy(), want.numpy(force=True), rtol=1e-10,
+                                           atol=1e-12)
+
+
+X = RNG.standard_normal((3, 5))
+TIES = np.array([[1.0, 3.0, 3.0, 0.5, 2.0], [4.0, 4.0, 1.0, 1.0, 0.0], [0.0, 2.0, 2.0, 2.0, 9.0]])
+INDEX = np.array([[0, 1, 0, 4], [2, 2, 2, 0], [3, 3, 1, 1]])
+SRC = np.array([[3.0, 3.0, 7.0, 1.0, 5.0], [4.0, 1.0, 4.0, 2.0, 8.0], [2.0, 2.0, 0.0, 2.0, 1.0]])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_as_pytorchs(reduce, include_self):
+    def call(lib, x, src):
+        return x.scatter_reduce(1, lib.tensor(INDEX), src, reduce, include_self=include_self)
+
+    both(call, TIES, SRC[:, :4], grad=reduce != "prod")
+    both(call, X, RNG.standard_normal((3, 4)), grad=reduce != "prod")
+    both(call, TIES, SRC, grad=False)  # a larger src: PyTorch's own gradient raises there
+    both(lambda lib, x: x.scatter_reduce(0, lib.tensor([0, 2, 0]), lib.tensor([5, -3, -4]),
+                                         reduce, include_self=include_self),
+         np.array([1, 2, 3]))
+    if reduce == "prod":
+        x = pargraph.tensor(X, requires_grad=True)
+        with pytest.raises(NotImplementedError, match="derivative of reduce='prod'"):
+            x.scatter_reduce(1, pargraph.tensor(INDEX), pargraph.tensor(SRC), "prod").sum() \
+                .backward()
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, "
+                                           "amax or amin, got median"):
+        pargraph.tensor(X).scatter_reduce(1, pargraph.tensor(INDEX), pargraph.tensor(SRC),
+                                          "median")
+
+
+def test_index_functions_as_pytorchs():
+    index = np.array([4, 0, 2])
+    source = RNG.standard_normal((3, 3))
+    both(lambda lib, x, s: x.index_add(1, lib.tensor(index), s, alpha=2.0), X, source)
+    both(lambda lib, x, s: lib.index_add(x, 1, lib.tensor(index), s), X, source)
+    both(lambda lib, x, s: x.index_copy(1, lib.tensor(index), s), X, source)
+    both(lambda lib, x: x.index_fill(1, lib.tensor(index), -1.5), X)
+    mask = np.array([[True, False, True, False, False]] * 3)
+    both(lambda lib, x, s: x.masked_scatter(lib.tensor(mask), s), X, source)
+    both(lambda lib, x, s: x.masked_scatter(lib.tensor(mask[0]), s), X, source)
+
+
+def test_splits_as_pytorchs():
+    both(lambda lib, x: x.tensor_split(3, dim=1), X)
+    both(lambda lib, x: lib.tensor_split(x, [1, 4], dim=1), X)
+    both(lambda lib, x: x.tensor_split(lib.tensor([2]), 0), X)
+    both(lambda lib, x: x.tensor_split([0, 9]), X)
+    both(lambda lib, x: lib.hsplit(x, [2]), X)
+    both(lambda lib, x: x.vsplit(3), X)
+    both(lambda lib, x: lib.dsplit(x.reshape(3, 1, 5), [1, 3]), X)
+    for lib in (pargraph, torch):
+        with pytest.raises(RuntimeError, match="the size of the dimension 5 is not divisible "
+                                               "by the split_size 2"):
+            lib.hsplit(lib.tensor(X), 2)
+        with pytest.raises(RuntimeError, match="torch.dsplit requires a tensor with at least 3 "
+                                               "dimension"):
+            lib.dsplit(lib.tensor(X), 2)
+
+
+def test_set_and_order_functions_as_pytorchs():
+    values = np.array([3, 1, 1, 2, 2, 2, 3, 1])
+    both(lambda lib, x: lib.isin(x, lib.tensor([1, 5])), values)
+    both(lambda lib, x: lib.isin(x, lib.tensor([1, 5]), invert=True), values)
+    both(lambda lib, x: x.unique_consecutive(return_inverse=True, return_counts=True), values)
+    rows = np.array([[1, 2], [1, 2], [3, 4], [1, 2]])
+    both(lambda lib, x: x.unique_consecutive(return_counts=True, dim=0), rows)
+    with_nan = X.copy()
+    with_nan[0, 1] = with_nan[2, :] = np.nan
+    both(lambda lib, x: x.nanmedian(), with_nan, grad=False)
+    both(lambda lib, x: tuple(x.nanmedian(1)), with_nan)
+    both(lambda lib, x: tuple(lib.nanmedian(x, 0, keepdim=True)), with_nan)
+    both(lambda lib, x: x.msort(), X)
+    both(lambda lib, x: x.diagflat(1), X[:2, :2])
+    for lib in (pargraph, torch):
+        assert lib.tensor([2.0]).is_nonzero() and not lib.tensor([[0]]).is_nonzero()
+        with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one "
+                                               "value is ambiguous"):
+            lib.ones(2).is_nonzero()
+
+
+def test_reductions_over_dimensions_and_integration_as_pytorchs():
+    flags = X > 0
+    both(lambda lib, x: (x.any(1), x.all(0, keepdim=True), lib.any(x, (0, 1))), flags)
+    both(lambda lib, x: (lib.all(x, dim=1), x.any(-1, True)), X)
+    points = np.sort(RNG.standard_normal(5))
+    both(lambda lib, y: lib.trapezoid(y), X)
+    both(lambda lib, y, x: lib.trapezoid(y, x), X, points)
+    both(lambda lib, y: lib.trapezoid(y, dx=0.5, dim=0), X)
+    both(lambda lib, y: lib.trapz(y, dim=0), X)
+    both(lambda lib, y: lib.cumulative_trapezoid(y, dx=2.0), X)
+    both(lambda lib, y, x: lib.cumulative_trapezoid(y, x), X, points)
+
+
+def test_combinatorial_and_matrix_functions_as_pytorchs():
+    vector = RNG.standard_normal(4)
+    both(lambda lib, x: lib.combinations(x), vector)
+    both(lambda lib, x: lib.combinations(x, 3, with_replacement=True), vector)
+    both(lambda lib, x: lib.combinations(x, 0), vector)
+    both(lambda lib, x: lib.pdist(x), X)
+    both(lambda lib, x: lib.pdist(x, p=1), X)
+    # (PyTorch's own gradient of vander raises: an in-place cumulative product)
+    both(lambda lib, x: lib.vander(x), vector, grad=False)
+    both(lambda lib, x: lib.vander(x, 3, increasing=True), vector, grad=False)
+    x = pargraph.tensor(vector, requires_grad=True)
+    assert pargraph.autograd.gradcheck(lambda x: pargraph.vander(x, 3), (x,))
+    both(lambda lib, x: lib.vander(x), np.array([1, 2, 3]))
+    both(lambda lib, a: lib.linalg.matrix_exp(a), RNG.standard_normal((2, 3, 3)))
+    both(lambda lib, a: a.matrix_exp(), RNG.standard_normal((4, 4)))
+    both(lambda lib, a, b, c: lib.chain_matmul(a, b, c), X, X.T, X[:, :2].copy())
+    both(lambda lib, x: x.sgn(), X)
+
+
+@pytest.mark.parametrize("pair", [("int64", "float32"), ("bool", "int8"), ("uint8", "int8"),
+                                  ("float16", "bfloat16"), ("int32", "float64")])
+def test_dtype_functions_as_pytorchs(pair):
+    a, b = pair
+    ours = pargraph.promote_types(getattr(pargraph, a), getattr(pargraph, b))
+    assert str(ours) == str(torch.promote_types(getattr(torch, a), getattr(torch, b)))[6:]
+    for x, y in ((a, b), (b, a)):
+        assert pargraph.can_cast(getattr(pargraph, x), getattr(pargraph, y)) == \
+            torch.can_cast(getattr(torch, x), getattr(torch, y))
+    for scalar in (1, 1.0, True):
+        ours = pargraph.result_type(pargraph.ones(2, dtype=getattr(pargraph, a)), scalar)
+        theirs = torch.result_type(torch.ones(2, dtype=getattr(torch, a)), scalar)
+        assert str(ours) == str(theirs)[6:]
