@@ -17,9 +17,9 @@ from pargraph.factories import as_tensor
 from pargraph.ops.linalg import LinAlgError
 
 __all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh",
-           "inv", "lstsq", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
-           "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd",
-           "svdvals", "vecdot", "vector_norm"]
+           "householder_product", "inv", "lstsq", "matrix_exp", "matrix_norm", "matrix_power",
+           "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve",
+           "solve_triangular", "svd", "svdvals", "vecdot", "vector_norm"]
 
 #: What ``eigh`` returns, as ``torch.return_types``: a tuple with names.
 EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
@@ -337,6 +337,36 @@ def qr(A: Tensor, mode: str = "reduced") -> QrResult:
     if mode == "r":
         return QrResult(A.new_zeros((0,)), r)
     return QrResult(packed[..., :m, :q_columns], r)
+
+
+def householder_product(A: Tensor, tau: Tensor) -> Tensor:
+    """The first ``n`` columns of the product of the Householder reflections
+    ``I - tau_i v_i v_i^T``, ``v_i`` column ``i`` of ``A`` below its diagonal with a 1 on it
+    (LAPACK's ``orgqr``, what :func:`pargraph.geqrf` gives); differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a, tau = pargraph.geqrf(pargraph.tensor([[3.0, 1.0], [4.0, 2.0]]))
+    >>> pargraph.linalg.householder_product(a, tau).abs().round(decimals=2)
+    tensor([[0.6000, 0.8000],
+            [0.8000, 0.6000]])
+    """
+    A, tau = as_tensor(A), as_tensor(tau)
+    m, n = A.shape[-2:]
+    if m < n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater "
+                           "than or equal to input.shape[-1]")
+    if tau.shape[-1] > n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater "
+                           "than or equal to tau.shape[-1]")
+    eye = as_tensor(np.eye(m, n, dtype=A.dtype))
+    vectors = A.tril(-1) + eye  # 1 on the diagonal
+    q = eye.expand(A.shape)
+    for i in reversed(range(tau.shape[-1])):  # H_0 (H_1 (... I)), on I's first n columns
+        v = vectors[..., :, i:i + 1]
+        q = q - (tau[..., i, None, None] * v) @ (v.mT @ q)
+    return q
 
 
 def _tolerance(S: Tensor, A: Tensor, atol: Any, rtol: Any) -> Tensor:

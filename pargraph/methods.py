@@ -19,6 +19,7 @@ from pargraph.graph import toposort
 SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 SvdResult = namedtuple("svd", ["U", "S", "V"])
 QrResult = namedtuple("qr", ["Q", "R"])
+GeqrfResult = namedtuple("geqrf", ["a", "tau"])
 
 
 class EverydayMethods:
@@ -944,6 +945,27 @@ class EverydayMethods:
         from pargraph import linalg
 
         return QrResult(*linalg.qr(self, "reduced" if some else "complete"))
+
+    def geqrf(self) -> Any:
+        """LAPACK's QR factorization in its compact form ``(a, tau)``: ``R`` in the upper
+        triangle of ``a``, the Householder vectors below it (not differentiable, as in
+        PyTorch).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> a, tau = pargraph.tensor([[3.0], [4.0]]).geqrf()
+        >>> a[0].abs().item(), tau.shape
+        (5.0, pargraph.Size([1]))
+        """
+        values = self._value()
+        if values.ndim < 2:
+            raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+        flat = values.reshape(-1, *values.shape[-2:])
+        pairs = [np.linalg.qr(m, mode="raw") for m in flat]
+        a = np.stack([h.T for h, _ in pairs]).reshape(values.shape).astype(values.dtype)
+        tau = np.stack([t for _, t in pairs]).reshape(values.shape[:-2] + (-1,))
+        return GeqrfResult(self._constant(a), self._constant(tau.astype(values.dtype)))
 
     def pinverse(self, rcond: float = 1e-15) -> Any:
         """The pseudoinverse, singular values below ``rcond`` times the largest dropped.

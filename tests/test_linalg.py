@@ -195,3 +195,14 @@ def test_rank_deficient_matrices_as_pytorchs():
     both(lambda lib, a, b: lib.linalg.lstsq(a, b).solution, TALL[0][:4], vector)
     # Repeated singular values: the vectors' terms divide 0 by 0 when only S is used
     both(lambda lib, a: lib.linalg.svd(a).S, 2 * np.eye(3))
+
+
+def test_geqrf_and_householder_product_as_pytorchs():
+    both(lambda lib, a: tuple(lib.geqrf(a)), TALL, grad=False)
+    a, tau = (t.numpy() for t in pargraph.geqrf(pargraph.tensor(TALL)))
+    both(lambda lib, a, tau: lib.linalg.householder_product(a, tau), a, tau)
+    both(lambda lib, a, tau: lib.linalg.householder_product(a, tau), a, tau[..., :2])
+    for lib in (pargraph, torch):
+        with pytest.raises(RuntimeError, match="input.shape\\[-2\\] must be greater than or "
+                                               "equal to input.shape\\[-1\\]"):
+            lib.linalg.householder_product(lib.tensor(WIDE), lib.ones(3, dtype=lib.float64))

@@ -426,3 +426,73 @@ def test_a_spectrally_normalized_module_called_twice_in_a_step_as_pytorchs(older
     for key, value in theirs.state_dict().items():
         np.testing.assert_allclose(ours.state_dict()[key].numpy(), value.numpy(), rtol=1e-4,
                                    atol=1e-6)
+
+
+def _orthogonal_run(lib, orthogonal_map, use_trivialization, shape=(4, 4), steps=5):
+    """An orthogonal Linear trained a few SGD steps from the same weights: its weight after
+    each step."""
+    rng = np.random.default_rng(5)
+    layer = lib.nn.Linear(shape[1], shape[0], bias=False).double()
+    with lib.no_grad():
+        layer.weight.copy_(lib.tensor(rng.standard_normal(shape)))
+    lib.nn.utils.parametrizations.orthogonal(layer, orthogonal_map=orthogonal_map,
+                                             use_trivialization=use_trivialization)
+    opt = lib.optim.SGD(layer.parameters(), lr=0.1)
+    x, y = lib.tensor(rng.standard_normal((8, shape[1]))), lib.tensor(
+        rng.standard_normal((8, shape[0])))
+    seen = []
+    for _ in range(steps):
+        opt.zero_grad()
+        ((layer(x) - y) ** 2).mean().backward()
+        opt.step()
+        seen.append(layer.weight.detach().numpy().copy())
+    return np.array(seen), sorted(layer.state_dict())
+
+
+@pytest.mark.parametrize("orthogonal_map,trivial,shape", [
+    ("matrix_exp", True, (4, 4)), ("cayley", True, (4, 4)), ("householder", True, (4, 4)),
+    ("householder", False, (4, 4)), ("householder", False, (5, 3)),
+    ("householder", False, (3, 5)), ("cayley", True, (2, 3, 3))])
+def test_orthogonal_trains_as_pytorchs(orthogonal_map, trivial, shape):
+    torch = pytest.importorskip("torch")
+    if len(shape) == 3:  # a batch of matrices: a parameter of a module of its own
+        for lib in (pargraph, torch):
+            holder = lib.nn.Module()
+            holder.weight = lib.nn.Parameter(lib.tensor(
+                np.random.default_rng(2).standard_normal(shape).astype(np.float32)))
+            lib.nn.utils.parametrizations.orthogonal(holder, orthogonal_map=orthogonal_map)
+            w = holder.weight.detach().numpy()
+            np.testing.assert_allclose(w @ np.swapaxes(w, -1, -2), np.broadcast_to(
+                np.eye(3), shape), atol=1e-5)
+        return
+    ours, theirs = (_orthogonal_run(lib, orthogonal_map, trivial, shape)
+                    for lib in (pargraph, torch))
+    assert ours[1] == theirs[1]
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-9, atol=1e-10)
+    w = ours[0][-1]
+    gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
+    np.testing.assert_allclose(gram, np.eye(min(shape)), atol=1e-10)
+
+
+def test_orthogonal_assignment_and_errors_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    for lib in (pargraph, torch):
+        orthogonal = lib.nn.utils.parametrizations.orthogonal
+        layer = orthogonal(lib.nn.Linear(3, 3))
+        q = lib.tensor(np.linalg.qr(np.random.default_rng(0).standard_normal((3, 3)))[0],
+                       dtype=lib.float32)
+        layer.weight = q  # sets the base: the weight is q
+        np.testing.assert_allclose(layer.weight.detach().numpy(), q.numpy(), atol=1e-6)
+        with pytest.raises(ValueError, match="Expected a matrix or batch of matrices. Got a "
+                                             "tensor of 1 dimensions."):
+            holder = lib.nn.Module()
+            holder.weight = lib.nn.Parameter(lib.ones(3))
+            orthogonal(holder)
+        with pytest.raises(ValueError, match='orthogonal_map has to be one of "matrix_exp", '
+                                             '"cayley", "householder". Got: qr'):
+            orthogonal(lib.nn.Linear(2, 2), orthogonal_map="qr")
+        free = orthogonal(lib.nn.Linear(2, 2), orthogonal_map="matrix_exp",
+                          use_trivialization=False)
+        with pytest.raises(NotImplementedError, match="not possible to assign to the matrix "
+                                                      "exponential"):
+            free.weight = lib.eye(2)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.nn.distance import normalize
@@ -136,4 +138,150 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     dim = _output_dim(module) if dim is None else dim
     parametrize.register_parametrization(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+    return module
+
+
+_ORTHOGONAL_MAPS = ("matrix_exp", "cayley", "householder")
+
+
+class _Orthogonal(Module):
+    """An orthogonal matrix (or batch) from an unconstrained one, PyTorch's way: the
+    exponential or the Cayley map of the skew-symmetric matrix its lower triangle makes, or a
+    product of Householder reflections; with ``use_trivialization`` the result multiplies a
+    fixed orthogonal ``base`` (set by assignment), so training starts at ``base``."""
+
+    def __init__(self, weight: Tensor, orthogonal_map: str, *,
+                 use_trivialization: bool = True) -> None:
+        super().__init__()
+        self.shape = tuple(weight.shape)
+        self.orthogonal_map = orthogonal_map
+        if use_trivialization:
+            self.register_buffer("base", None)
+
+    def forward(self, X: Tensor) -> Tensor:
+        from pargraph import factories, functions, linalg
+
+        n, k = X.shape[-2:]
+        transposed = n < k
+        if transposed:
+            X = X.mT
+            n, k = k, n
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
+            X = X.tril()
+            if n != k:  # embedded in a square matrix
+                X = functions.cat([X, X.new_zeros((n, n - k)).expand(*X.shape[:-2], -1, -1)],
+                                  dim=-1)
+            A = X - X.mH
+            if self.orthogonal_map == "matrix_exp":
+                Q = linalg.matrix_exp(A)
+            else:  # (I + A/2)(I - A/2)^-1
+                eye = factories.eye(n, dtype=A.dtype)
+                Q = linalg.solve(eye - A * 0.5, eye + A * 0.5)
+            if n != k:
+                Q = Q[..., :k]
+        else:
+            A = X.tril(-1)
+            tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
+            Q = linalg.householder_product(A, tau)
+            # The signs on X's diagonal, not differentiated through
+            Q = Q * X.diagonal(dim1=-2, dim2=-1).int().unsqueeze(-2)
+        if getattr(self, "base", None) is not None:
+            Q = self.base @ Q
+        return Q.mT if transposed else Q
+
+    def right_inverse(self, Q: Tensor) -> Tensor:
+        from pargraph import factories, functions
+
+        if tuple(Q.shape) != self.shape:
+            raise ValueError(f"Expected a matrix or batch of matrices of shape "
+                             f"{list(self.shape)}. Got a tensor of shape {list(Q.shape)}.")
+        with no_grad():
+            initial = Q
+            n, k = Q.shape[-2:]
+            transposed = n < k
+            if transposed:
+                Q = Q.mT
+                n, k = k, n
+            if "base" not in self._buffers:
+                if self.orthogonal_map != "householder":
+                    raise NotImplementedError("It is not possible to assign to the matrix "
+                                              "exponential or the Cayley parametrizations when "
+                                              "use_trivialization=False.")
+                # X = QR with diag(R) > 0: the diagonal keeps the signs only, flipped where
+                # LAPACK used no reflection (tau = 0)
+                a, tau = Q.geqrf()
+                signs = a.diagonal(dim1=-2, dim2=-1).sign()
+                a = _with_diagonal(a, signs.where(tau != 0.0, -signs))
+                return a.mT if transposed else a
+            if n == k:
+                Q = Q.clone() if _is_orthogonal(Q) else _make_orthogonal(Q)
+            else:  # completed into a square orthogonal matrix
+                extra = factories.randn(*Q.shape[:-2], n, n - k, dtype=Q.dtype)
+                Q = _make_orthogonal(functions.cat([Q, extra], dim=-1))
+            self.base = Q
+            # -I: the Householder map of it is I (its diagonal gives the signs)
+            zeros = factories.zeros_like(initial)
+            return _with_diagonal(zeros, -zeros.diagonal(dim1=-2, dim2=-1).new_ones(()).expand(
+                zeros.diagonal(dim1=-2, dim2=-1).shape))
+
+
+def _with_diagonal(x: Tensor, diagonal: Tensor) -> Tensor:
+    """``x`` with its main diagonal (of the last two dimensions) replaced by ``diagonal``."""
+    from pargraph import factories, functions
+
+    m, n = x.shape[-2:]
+    eye = factories.eye(m, n, dtype=x.dtype)
+    if diagonal.shape[-1] < n:
+        diagonal = functions.cat([diagonal, diagonal.new_zeros(
+            diagonal.shape[:-1] + (n - diagonal.shape[-1],))], dim=-1)
+    return x * (1 - eye) + diagonal.unsqueeze(-2) * eye
+
+
+def _is_orthogonal(Q: Tensor) -> bool:
+    n, k = Q.shape[-2:]
+    eps = 10.0 * n * float(np.finfo(Q.dtype).eps)
+    from pargraph import factories, functions
+
+    return bool(functions.allclose(Q.mH @ Q, factories.eye(k, dtype=Q.dtype), atol=eps))
+
+
+def _make_orthogonal(A: Tensor) -> Tensor:
+    """The Q of a tall matrix's QR factorization, with ``R``'s diagonal made nonnegative."""
+    from pargraph import linalg
+
+    a, tau = A.geqrf()
+    Q = linalg.householder_product(a, tau)
+    return Q * a.diagonal(dim1=-2, dim2=-1).sgn().unsqueeze(-2)
+
+
+def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None = None, *,
+               use_trivialization: bool = True) -> Module:
+    """Keep ``module``'s ``name`` an orthogonal matrix (or batch of them), as
+    ``torch.nn.utils.parametrizations.orthogonal``: ``orthogonal_map`` is ``"matrix_exp"``,
+    ``"cayley"`` or ``"householder"`` (by default the first for square matrices, else the
+    last). Returns ``module``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.nn.utils.parametrizations import orthogonal
+    >>> layer = orthogonal(pargraph.nn.Linear(3, 3))
+    >>> w = layer.weight
+    >>> bool(pargraph.allclose(w @ w.T, pargraph.eye(3), atol=1e-5))
+    True
+    """
+    weight = getattr(module, name, None)
+    if not isinstance(weight, Tensor):
+        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    if weight.ndim < 2:
+        raise ValueError(f"Expected a matrix or batch of matrices. Got a tensor of "
+                         f"{weight.ndim} dimensions.")
+    if orthogonal_map is None:
+        orthogonal_map = "matrix_exp" if weight.shape[-2] == weight.shape[-1] else "householder"
+    if orthogonal_map not in _ORTHOGONAL_MAPS:
+        raise ValueError('orthogonal_map has to be one of "matrix_exp", "cayley", '
+                         f'"householder". Got: {orthogonal_map}')
+    parametrize.register_parametrization(
+        module, name, _Orthogonal(weight, orthogonal_map,
+                                  use_trivialization=use_trivialization), unsafe=True)
     return module
