@@ -174,6 +174,9 @@ class Capture:
         self.draws: dict[int, tuple[Node, Callable]] = {}
         self.modules: dict[int, tuple[Module, bool]] = {}
         self.buffers: dict[tuple[int, str], tuple[Module, str, Tensor | None]] = {}
+        #: Tensors the call set as plain module attributes (a pruning hook's ``weight``, a
+        #: kept activation), with what was there (``_ABSENT``: nothing).
+        self.module_attributes: dict[tuple[int, str], tuple[Module, str, Any]] = {}
         self.optimizers: dict[int, OptimizerRecord] = {}
         self.grad_mode = grad_mode.enabled
         execution.flush()  # work deferred before the call is not the call's own
@@ -277,6 +280,11 @@ class Capture:
         if self.live and (id(module), name) not in self.buffers:
             self.buffers[id(module), name] = (module, name, module._buffers.get(name))
 
+    def attribute_set(self, module: Module, name: str) -> None:
+        if self.live and (id(module), name) not in self.module_attributes:
+            self.module_attributes[id(module), name] = (module, name,
+                                                        module.__dict__.get(name, _ABSENT))
+
     def symbolic_call(self, prim: ops.Primitive, inputs: tuple, attrs: dict) -> Node:
         """Record ``prim`` on plain numbers (its shape rule sees values); the node keeps the
         symbols until the program binds them."""
@@ -379,6 +387,11 @@ class Capture:
                 node.overwritten = False
         for module, name, before in self.buffers.values():
             module._buffers[name] = before
+        for module, name, before in self.module_attributes.values():
+            if before is _ABSENT:
+                module.__dict__.pop(name, None)
+            else:
+                object.__setattr__(module, name, before)
         for record in self.optimizers.values():
             record.restore()
 
@@ -455,10 +468,17 @@ class Writes:
         for module, name, _ in capture.buffers.values():
             value = module._buffers.get(name)
             self.buffers.append((module, name, value._node if value is not None else None))
+        #: (module, name, node): a plain attribute the call set to a tensor
+        self.attributes = []
+        for module, name, _ in capture.module_attributes.values():
+            value = module.__dict__.get(name)
+            if isinstance(value, Tensor):
+                self.attributes.append((module, name, value._node))
         self.results = [(k, v._node) for k, v in enumerate(result) if isinstance(v, Tensor)]
 
     def nodes(self) -> list[Node]:
         found = [node for _, node in self.tensors]
+        found += [node for *_, node in self.attributes]
         found += [node for _, node, _ in self.grads if node is not None]
         found += [node for *_, node in self.states]
         found += [node for *_, node in self.buffers if node is not None]
@@ -469,6 +489,7 @@ class Writes:
 # --- the program ------------------------------------------------------------------------------
 
 FAILED = object()
+_ABSENT = object()  # an attribute a module did not have
 
 
 class Guards:
@@ -990,6 +1011,8 @@ class Program:
         self.land_buffers = [(module, name, source(node) if node is not None else None)
                              for module, name, node in writes.buffers]
         self.land_results = {k: source(node) for k, node in writes.results}
+        self.land_attributes = [(module, name, source(node))
+                                for module, name, node in writes.attributes]
         #: The ``.grad`` the call replaced without reading them (its ``zero_grad()``): a
         #: replay lets them go before it runs, as the eager call does, or each would be kept
         #: beside its successor while the step runs.
@@ -1062,6 +1085,8 @@ class Program:
                 module._buffers[name] = None
             else:
                 _land(module._buffers[name], leaf(source))
+        for module, name, source in self.land_attributes:
+            object.__setattr__(module, name, Tensor(leaf(source)))
         if not first:
             for record in self.optimizers:
                 optimizer = record.optimizer

@@ -550,3 +550,39 @@ def test_an_argument_with_history_from_outside_runs_eagerly_and_says_why():
         loss_of(x * 2)  # its backward reaches x, outside the function: as in eager
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
     assert loss_of.eager is not None
+
+
+def test_a_tensor_kept_as_a_module_attribute_is_the_latest_calls():
+    """A forward that keeps an activation (``self.last = h``) or a pruning hook's ``weight``:
+    each replay sets the attribute again, as the eager call would; a capture that fails puts
+    back what was there."""
+    class Keeps(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Linear(3, 2)
+
+        def forward(self, x):
+            self.last = self.layer(x).tanh()
+            return self.last.sum()
+
+    runs = []
+    for compiled in (False, True):
+        pargraph.manual_seed(0)
+        model = Keeps()
+        opt = optim.SGD(model.parameters(), lr=0.5)
+
+        def step(x):
+            opt.zero_grad()
+            loss = model(x)
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = pargraph.compile(step) if compiled else step
+        kept = []
+        for k in range(4):
+            run(pargraph.ones(2, 3) * (k + 1))
+            kept.append(model.last.detach().numpy().copy())
+        runs.append(kept)
+    for eager, replayed in zip(*runs):
+        np.testing.assert_array_equal(eager, replayed)

@@ -166,6 +166,9 @@ class Module:
                                 "(torch.Tensor or None expected)")
             buffers[name] = value
         else:
+            recorder = recording.recorder
+            if recorder is not None and isinstance(value, Tensor):  # a compiled step writes
+                recorder.attribute_set(self, name)  # it: each replay sets it again
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
