@@ -128,7 +128,7 @@ def gradients(
                 grads.append((node, g))
             if not node.history:
                 continue
-            start = uid_mark()
+            start = uid_mark() if node.op.live_vjp else 0  # where its call's nodes begin
             made = called.get(id(node))
             if made is None:
                 made = _propagate(node, g, needs, checked, twins)

@@ -241,19 +241,13 @@ def _scatter_reduce_shape(x, index, src, dim, reduce, include_self):
     return x.shape, x.dtype
 
 
-def _grid(index: np.ndarray, dim: int) -> tuple:
-    grid = list(np.indices(index.shape, sparse=True))
-    grid[dim] = index
-    return tuple(grid)
-
-
 @primitive("scatter_reduce", _scatter_reduce_shape, grad_name="ScatterReduceBackward0")
 def scatter_reduce(x, index, src, dim, reduce, include_self):
     """``x`` with ``src``'s elements (those ``index`` covers) reduced into it at ``index``
     along ``dim`` by ``reduce``: ``"amax"``, ``"amin"`` or ``"prod"`` (``include_self``: ``x``'s
     own values take part)."""
     out = np.array(x, copy=True)
-    target = _grid(index, dim)
+    target = _along_grid(index, dim)
     part = src[tuple(slice(0, n) for n in index.shape)]
     if not include_self:
         identity = {"prod": 1, "amax": -np.inf, "amin": np.inf}[reduce]
@@ -320,6 +314,7 @@ from pargraph.ops.elementwise import (  # noqa: E402
     where,
 )
 from pargraph.ops.shapes import (  # noqa: E402
+    _along_grid,
     expand,
     gather,
     index,

@@ -1,8 +1,8 @@
 """``pargraph.nn.utils``: gradient clipping, recorded into the step's graph (nothing is
 computed early: the clipped gradients run with the optimizer's step, in the same dask run);
 parameters as one vector and back; weight and spectral normalization (PyTorch's older hook
-form; ``parametrizations``: the current one); ``rnn``: padded and packed batches of
-sequences."""
+form; ``parametrizations``: the current one); ``prune``: masks on parameters; ``rnn``:
+padded and packed batches of sequences."""
 
 from __future__ import annotations
 
@@ -342,3 +342,4 @@ def remove_spectral_norm(module: Any, name: str = "weight") -> Any:
 # PyTorch's nn.utils.parametrize and nn.utils.parametrizations (they use _norm_except_dim).
 from pargraph.nn.utils import parametrizations as parametrizations  # noqa: E402
 from pargraph.nn.utils import parametrize as parametrize  # noqa: E402
+from pargraph.nn.utils import prune as prune  # noqa: E402
