@@ -1731,6 +1731,200 @@ class EverydayMethods:
         generator = ops.defaults.generator if generator is None else generator.numpy_generator
         return self.copy_(generator.normal(mean, std, tuple(self.shape)))
 
+    def _fill_drawn(self, draw: Any, generator: Any) -> Any:
+        source = ops.defaults.generator if generator is None else generator.numpy_generator
+        return self.copy_(np.asarray(draw(source, tuple(self.shape))).astype(self.dtype))
+
+    def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Any:
+        """Fill with draws of Bernoulli(``p``): ones with probability ``p`` (a number or a
+        tensor of probabilities), zeros otherwise.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(3).bernoulli_(1.0).tolist()
+        [1.0, 1.0, 1.0]
+        """
+        chance = p.detach().numpy() if hasattr(p, "_node") else p
+        return self._fill_drawn(lambda g, shape: g.random(shape) < chance, generator)
+
+    def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Any:
+        """Fill with draws of the exponential distribution of rate ``lambd``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> bool((pargraph.zeros(100).exponential_(2.0) >= 0).all())
+        True
+        """
+        return self._fill_drawn(lambda g, shape: g.exponential(1.0 / lambd, shape), generator)
+
+    def geometric_(self, p: float, *, generator: Any = None) -> Any:
+        """Fill with draws of the geometric distribution: the number of Bernoulli(``p``)
+        trials up to the first success (1, 2, ...).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).geometric_(1.0).tolist()
+        [1.0, 1.0]
+        """
+        return self._fill_drawn(lambda g, shape: g.geometric(p, shape), generator)
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Any:
+        """Fill with draws whose logarithm is N(``mean``, ``std``²).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> bool((pargraph.zeros(10).log_normal_() > 0).all())
+        True
+        """
+        return self._fill_drawn(lambda g, shape: g.lognormal(mean, std, shape), generator)
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Any:
+        """Fill with draws of the Cauchy distribution.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).cauchy_(3.0, 0.0).tolist()
+        [3.0, 3.0]
+        """
+        return self._fill_drawn(
+            lambda g, shape: median + sigma * g.standard_cauchy(shape), generator)
+
+    def random_(self, from_: int = 0, to: int | None = None, *, generator: Any = None) -> Any:
+        """Fill with integers drawn uniformly from ``[from_, to - 1]`` (``random_(to)``: from
+        0; without ``to``, up to what the dtype holds exactly: 2**24 for float32).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> bool((pargraph.zeros(20).random_(3, 5) >= 3).all())
+        True
+        """
+        if to is None and from_ != 0:  # random_(to)
+            from_, to = 0, from_
+        if to is None:  # the largest integer the dtype holds exactly
+            kind = np.dtype(self.dtype)
+            if kind == ops.BFLOAT16:
+                to = 2 ** 8 + 1
+            elif ops.is_floating(kind):
+                to = {2: 2 ** 11, 4: 2 ** 24, 8: 2 ** 53}[kind.itemsize] + 1
+            else:
+                to = 2 if kind == np.bool_ else int(np.iinfo(kind).max)
+        if from_ >= to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
+                               f">= to={to}")
+        return self._fill_drawn(lambda g, shape: g.integers(from_, to, shape), generator)
+
+    def unfold(self, dimension: int, size: int, step: int) -> Any:
+        """The slices of ``size`` elements along ``dimension``, every ``step``: that
+        dimension becomes the slices' count, and a new last one holds each slice.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]
+        """
+        d = ops.normalize_dim(dimension, max(self.dim(), 1))
+        length = self.shape[d] if self.dim() else 1
+        if size > length:
+            raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size "
+                               f"is {size}")
+        if step <= 0:
+            raise RuntimeError(f"step is {step} but must be > 0")
+        count = (length - size) // step + 1
+        picked = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+        x = self if self.dim() else self.reshape(1)
+        taken = x.index_select(d, self._constant(picked))
+        shape = tuple(x.shape[:d]) + (count, size) + tuple(x.shape[d + 1:])
+        return taken.reshape(shape).movedim(d + 1, -1)
+
+    @property
+    def itemsize(self) -> int:
+        """The bytes one element takes."""
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the elements take."""
+        return self.numel() * self.itemsize
+
+    def index_put_(self, indices: Any, values: Any, accumulate: bool = False) -> Any:
+        """``self[indices] = values`` (``accumulate``: ``+=``, repeated indices adding up).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(3)
+        >>> x.index_put_((pargraph.tensor([0, 0]),), pargraph.tensor(1.0), accumulate=True)
+        tensor([2., 0., 0.])
+        """
+        key = tuple(indices)
+        if not accumulate:
+            self[key] = values
+            return self
+        from pargraph._tensor import _index_spec
+
+        values = values if hasattr(values, "_node") else self._constant(values, self.dtype)
+        target = self[key]
+        spec, index_nodes = _index_spec(key, tuple(self.shape))
+        spread = values.to(self.dtype).expand(target.shape)
+        added = ops.index_add(spread._node, *index_nodes, shape=tuple(self.shape), spec=spec)
+        return self._in_place(self + self._wrap(added))
+
+    def index_put(self, indices: Any, values: Any, accumulate: bool = False) -> Any:
+        """A copy with ``index_put_`` applied.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2).index_put((pargraph.tensor([1]),), pargraph.tensor(5.0)).tolist()
+        [0.0, 5.0]
+        """
+        return self.clone().index_put_(indices, values, accumulate)
+
+    def put_(self, index: Any, source: Any, accumulate: bool = False) -> Any:
+        """Write (``accumulate``: add) ``source`` at the flat positions ``index``, as if this
+        tensor were one-dimensional.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 2).put_(pargraph.tensor([3]), pargraph.tensor([7.0])).tolist()
+        [[0.0, 0.0], [0.0, 7.0]]
+        """
+        index = index if hasattr(index, "_node") else self._constant(index)
+        flat = self.reshape(-1).index_put((index.reshape(-1),), source.reshape(-1), accumulate)
+        return self._in_place(flat.reshape(tuple(self.shape)))
+
+    def put(self, index: Any, source: Any, accumulate: bool = False) -> Any:
+        """A copy with ``put_`` applied.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(3).put(pargraph.tensor([0]), pargraph.tensor([1.0])).tolist()
+        [1.0, 0.0, 0.0]
+        """
+        return self.clone().put_(index, source, accumulate)
+
+    def bitwise_not(self) -> Any:
+        """Each bit flipped (``logical_not`` for booleans).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0, 5]).bitwise_not().tolist()
+        [-1, -6]
+        """
+        if ops.is_floating(np.dtype(self.dtype)):
+            raise RuntimeError("\"bitwise_not_cpu\" not implemented for 'Float'")
+        return ~self
+
     def detach_(self) -> Any:
         """Detach this tensor from its graph, in place (it becomes a leaf).
 

@@ -168,3 +168,53 @@ def test_dtype_functions_as_pytorchs(pair):
         ours = pargraph.result_type(pargraph.ones(2, dtype=getattr(pargraph, a)), scalar)
         theirs = torch.result_type(torch.ones(2, dtype=getattr(torch, a)), scalar)
         assert str(ours) == str(theirs)[6:]
+
+
+def test_windows_puts_and_sizes_as_pytorchs():
+    both(lambda lib, x: x.unfold(1, 2, 2), X)
+    both(lambda lib, x: x.unfold(0, 3, 1), X)
+    both(lambda lib, x: x.unfold(-1, 5, 3), X)
+    rows, columns = np.array([0, 2, 0]), np.array([1, 4, 1])
+    values = RNG.standard_normal(3)
+    both(lambda lib, x, v: x.index_put((lib.tensor(rows), lib.tensor(columns)), v), X, values)
+    both(lambda lib, x, v: x.index_put((lib.tensor(rows), lib.tensor(columns)), v,
+                                       accumulate=True), X, values)
+    both(lambda lib, x, v: x.put(lib.tensor([14, 0, 14]), v, accumulate=True), X, values)
+    both(lambda lib, x, v: x.put(lib.tensor([[3], [7]]), v[:2].reshape(2, 1)), X, values)
+    both(lambda lib, x: x.bitwise_not(), np.array([0, 5, -3]))
+    both(lambda lib, x: x.bitwise_not(), np.array([True, False]))
+    for lib in (pargraph, torch):
+        t = lib.ones(3, 4, dtype=lib.float64)
+        assert (t.nbytes, t.itemsize) == (96, 8)
+        v = lib.autograd.Variable(t, requires_grad=True)
+        assert v.requires_grad and v.is_leaf
+        with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 1 is 4 "
+                                               "but size is 5"):
+            t.unfold(1, 5, 1)
+
+
+def test_random_fills_draw_their_distributions():
+    n = 20000
+    x = pargraph.zeros(n, dtype=pargraph.float64)
+    assert abs(float(x.bernoulli_(0.3).mean()) - 0.3) < 0.02
+    assert abs(float(x.exponential_(2.0).mean()) - 0.5) < 0.02
+    assert abs(float(x.geometric_(0.25).mean()) - 4.0) < 0.15
+    assert abs(float(x.log_normal_(0.0, 0.5).log().std()) - 0.5) < 0.02
+    assert abs(float(x.cauchy_(1.0, 2.0).median()) - 1.0) < 0.1
+    drawn = x.random_(3, 7)
+    assert set(np.unique(drawn.numpy()).tolist()) == {3.0, 4.0, 5.0, 6.0}
+    assert set(np.unique(x.random_(2).numpy()).tolist()) == {0.0, 1.0}
+    assert float(pargraph.zeros(100).random_().max()) > 2 ** 20  # up to 2**24 for float32
+
+
+def test_jit_decorators_leave_the_python_to_run():
+    @pargraph.jit.script
+    def double(x):
+        return x * 2
+
+    layer = pargraph.nn.Linear(2, 1)
+    assert pargraph.jit.trace(layer, pargraph.ones(1, 2)) is layer
+    assert double(pargraph.ones(2)).tolist() == [2.0, 2.0]
+    assert not pargraph.jit.is_scripting()
+    with pytest.raises(NotImplementedError, match="TorchScript archives are not provided"):
+        pargraph.jit.save(layer, "model.pt")

@@ -18,7 +18,7 @@ from pargraph.autograd.anomaly import (
     set_detect_anomaly,
 )
 from pargraph.autograd.function import Function, FunctionCtx, once_differentiable
-from pargraph.autograd.functional import GradcheckError, backward, grad, gradcheck
+from pargraph.autograd.functional import GradcheckError, Variable, backward, grad, gradcheck
 from pargraph.autograd.mode import (
     enable_grad,
     inference_mode,
@@ -30,4 +30,4 @@ from pargraph.autograd.mode import (
 __all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode", "is_grad_enabled", "Function", "FunctionCtx",
            "once_differentiable", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "is_anomaly_check_nan_enabled"]
+           "is_anomaly_check_nan_enabled", "Variable"]

@@ -103,6 +103,22 @@ def grad(
     return tuple(None if g is None else x._wrap(g) for x, g in zip(inputs, grads))
 
 
+def Variable(data: Tensor, requires_grad: bool = False, volatile: bool = False) -> Tensor:  # noqa: N802
+    """PyTorch's old wrapper: a tensor with ``data``'s values that requires grad or not (a
+    Variable is a tensor since PyTorch 0.4).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.autograd.Variable(pargraph.ones(2), requires_grad=True).requires_grad
+    True
+    """
+    out = data.detach()
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
 class GradcheckError(RuntimeError):
     """Analytical and numerical gradients disagree."""
 
