@@ -153,10 +153,11 @@ def _method_function(name: str):
 
 #: Tensor methods that PyTorch has as methods only (``torch.item`` does not exist), and
 #: those whose ``torch.<name>`` is something else (the ``torch.cpu`` module, the
-#: ``torch.float`` dtype).
+#: ``torch.float`` dtype; ``pargraph.trace`` is pargraph's trace of runs, the matrix trace is
+#: ``x.trace()``).
 METHOD_ONLY = frozenset(
     "backward bfloat16 bool byte char cpu cuda dim double expand expand_as float half int item "
-    "long numpy register_hook repeat retain_grad short size to tolist type type_as view "
+    "long numpy register_hook repeat retain_grad short size to tolist trace type type_as view "
     "view_as".split())
 #: Tensor methods that also exist as ``pargraph.<name>`` functions: every public method but
 #: the in-place ones (``add_``) and :data:`METHOD_ONLY`. The primitives declared with

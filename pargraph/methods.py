@@ -1731,6 +1731,282 @@ class EverydayMethods:
         generator = ops.defaults.generator if generator is None else generator.numpy_generator
         return self.copy_(generator.normal(mean, std, tuple(self.shape)))
 
+    def logical_not(self) -> Any:
+        """Whether each element is zero (booleans).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 2.0]).logical_not().tolist()
+        [True, False]
+        """
+        return self._wrap(ops.logical_not(self._node))
+
+    def short(self) -> Any:
+        """A copy as int16.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([2.7]).short().tolist()
+        [2]
+        """
+        return self.to(np.dtype(np.int16))
+
+    def char(self) -> Any:
+        """A copy as int8.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-2.7]).char().tolist()
+        [-2]
+        """
+        return self.to(np.dtype(np.int8))
+
+    def clip(self, min: Any = None, max: Any = None) -> Any:
+        """``clamp``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-2.0, 2.0]).clip(-1, 1).tolist()
+        [-1.0, 1.0]
+        """
+        return self.clamp(min, max)
+
+    def clip_(self, min: Any = None, max: Any = None) -> Any:
+        """``clamp_``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([3.0]).clip_(max=1.0).tolist()
+        [1.0]
+        """
+        return self.clamp_(min, max)
+
+    def trace(self) -> Any:
+        """The sum of a matrix's diagonal.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.eye(3).trace().item()
+        3.0
+        """
+        if self.dim() != 2:
+            raise RuntimeError(f"trace: expected a matrix, but got tensor with dim "
+                               f"{self.dim()}")
+        return self.diagonal().sum()
+
+    def take(self, index: Any) -> Any:
+        """The elements at the flat positions ``index`` (as if one-dimensional).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2], [3, 4]]).take(pargraph.tensor([3, 0])).tolist()
+        [4, 1]
+        """
+        from pargraph import functions
+
+        return functions.take(self, index)
+
+    def bincount(self, weights: Any = None, minlength: int = 0) -> Any:
+        """How many times each non-negative integer occurs (``weights``: summed instead).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 1, 3]).bincount().tolist()
+        [0, 2, 0, 1]
+        """
+        from pargraph import functions
+
+        return functions.bincount(self, weights, minlength)
+
+    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,
+                  density: bool = False) -> Any:
+        """``pargraph.histogram`` of this tensor's elements.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 1.0, 1.0]).histogram(2).hist.tolist()
+        [1.0, 2.0]
+        """
+        from pargraph import functions
+
+        return functions.histogram(self, bins, range=range, weight=weight, density=density)
+
+    def fmax(self, other: Any) -> Any:
+        """The larger of each pair of elements, a NaN giving way to a number.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([float("nan"), 1.0]).fmax(pargraph.tensor([2.0, 0.0])).tolist()
+        [2.0, 1.0]
+        """
+        other = other if hasattr(other, "_node") else self._constant(other, self.dtype)
+        return self.maximum(other).where(~(self.isnan() | other.isnan()),
+                                         self.where(other.isnan(), other))
+
+    def fmin(self, other: Any) -> Any:
+        """The smaller of each pair of elements, a NaN giving way to a number.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([float("nan"), 1.0]).fmin(pargraph.tensor([2.0, 0.0])).tolist()
+        [2.0, 0.0]
+        """
+        other = other if hasattr(other, "_node") else self._constant(other, self.dtype)
+        return self.minimum(other).where(~(self.isnan() | other.isnan()),
+                                         self.where(other.isnan(), other))
+
+    def isposinf(self) -> Any:
+        """Whether each element is +inf.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([float("inf"), float("-inf")]).isposinf().tolist()
+        [True, False]
+        """
+        return self.isinf() & (self > 0)
+
+    def isneginf(self) -> Any:
+        """Whether each element is -inf.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([float("inf"), float("-inf")]).isneginf().tolist()
+        [False, True]
+        """
+        return self.isinf() & (self < 0)
+
+    def isreal(self) -> Any:
+        """Whether each element is real: all are (tensors are real).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0]).isreal().tolist()
+        [True]
+        """
+        return self._constant(np.ones(tuple(self.shape), bool))
+
+    def is_signed(self) -> bool:
+        """Whether the dtype has a sign (not bool or uint8).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1], dtype=pargraph.uint8).is_signed()
+        False
+        """
+        return np.dtype(self.dtype) not in (np.dtype(np.bool_), np.dtype(np.uint8))
+
+    def is_same_size(self, other: Any) -> bool:
+        """Whether the two shapes are equal.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).is_same_size(pargraph.zeros(2))
+        True
+        """
+        return tuple(self.shape) == tuple(other.shape)
+
+    @property
+    def real(self) -> Any:
+        """This tensor (it is real).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.5]).real.tolist()
+        [1.5]
+        """
+        return self
+
+    @property
+    def imag(self) -> Any:
+        """Raises, as PyTorch does for a real tensor."""
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+    def conj(self) -> Any:
+        """This tensor (its conjugate: it is real).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.ones(1); x.conj() is x
+        True
+        """
+        return self
+
+    def tril_(self, diagonal: int = 0) -> Any:
+        """``tril`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 2).tril_().tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return self._in_place(self.tril(diagonal))
+
+    def triu_(self, diagonal: int = 0) -> Any:
+        """``triu`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 2).triu_().tolist()
+        [[1.0, 1.0], [0.0, 1.0]]
+        """
+        return self._in_place(self.triu(diagonal))
+
+    def cumsum_(self, dim: int) -> Any:
+        """``cumsum`` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(3).cumsum_(0).tolist()
+        [1.0, 2.0, 3.0]
+        """
+        return self._in_place(self.cumsum(dim).to(self.dtype))
+
+    def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Any:
+        """Write ``fill_value`` on the main diagonal (all dimensions of equal length, or a
+        matrix; ``wrap``: a tall matrix's diagonal starts again every ``columns + 1`` rows).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 3).fill_diagonal_(5.0).tolist()
+        [[5.0, 0.0, 0.0], [0.0, 5.0, 0.0]]
+        """
+        if self.dim() < 2:
+            raise RuntimeError("dimensions must larger than 1")
+        if self.dim() > 2 and len(set(self.shape)) != 1:
+            raise RuntimeError("all dimensions of input must be of equal length")
+        mask = np.zeros(tuple(self.shape), bool)
+        if self.dim() == 2:
+            rows, columns = self.shape
+            positions = np.arange(0, rows * columns, columns + 1)
+            if not wrap:
+                positions = positions[positions < min(rows, columns) * columns]
+            mask.reshape(-1)[positions] = True
+        else:
+            mask[(np.arange(self.shape[0]),) * self.dim()] = True
+        return self._in_place(self.masked_fill(self._constant(mask), fill_value))
+
     def _fill_drawn(self, draw: Any, generator: Any) -> Any:
         source = ops.defaults.generator if generator is None else generator.numpy_generator
         return self.copy_(np.asarray(draw(source, tuple(self.shape))).astype(self.dtype))
@@ -2295,3 +2571,39 @@ for _flag in NOT_HERE:
     setattr(EverydayMethods, _flag, property(lambda self: False,
                                              doc="Always False (see ``is_cuda``)."))
 del _flag
+
+#: Elementwise methods whose in-place forms (``sigmoid_``, ``eq_``) are generated below: the
+#: out-of-place result, cast to the tensor's dtype (a comparison's booleans become 1 and 0), put
+#: in the tensor's place.
+IN_PLACE_UNARY = (
+    "abs absolute acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh "
+    "ceil cos cosh deg2rad digamma erf erfc erfinv exp2 expm1 fix floor frac lgamma log log10 "
+    "log1p log2 logit nan_to_num neg negative rad2deg reciprocal round rsqrt sgn sigmoid sign sin "
+    "sinc sinh sqrt square tan tanh trunc").split()
+IN_PLACE_BINARY = (
+    "atan2 arctan2 copysign divide eq float_power floor_divide fmod ge greater greater_equal gt "
+    "heaviside hypot le less less_equal lt multiply ne not_equal remainder subtract true_divide "
+    "xlogy logical_and logical_or logical_xor").split()
+
+
+def _in_place_form(name: str, binary: bool) -> Any:
+    def form(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self, name)(*args, **kwargs).to(self.dtype)
+        if self.requires_grad and not result.requires_grad:  # a comparison: as PyTorch, the
+            nowhere = self._constant(np.zeros(tuple(self.shape), bool))  # tensor keeps a
+            result = self.where(nowhere, result)  # history, its gradient zero
+        return self._in_place(result)
+
+    argument = "pargraph.tensor([2.0])" if binary else ""
+    form.__name__ = form.__qualname__ = f"{name}_"
+    form.__doc__ = (f"``{name}`` in place.\n\n        Examples\n        --------\n"
+                    f"        >>> import pargraph\n        >>> x = pargraph.tensor([0.5])\n"
+                    f"        >>> x.{name}_({argument}) is x\n        True\n        ")
+    return form
+
+
+for _name in IN_PLACE_UNARY:
+    setattr(EverydayMethods, f"{_name}_", _in_place_form(_name, False))
+for _name in IN_PLACE_BINARY:
+    setattr(EverydayMethods, f"{_name}_", _in_place_form(_name, True))
+del _name
