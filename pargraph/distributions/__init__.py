@@ -1,12 +1,47 @@
 """``pargraph.distributions``: probability distributions with ``sample``, ``rsample``
-(reparameterized, differentiable), ``log_prob``, ``entropy`` and ``kl_divergence``, as
-``torch.distributions``: what policy-gradient and VAE programs use."""
+(reparameterized, differentiable), ``log_prob``, ``entropy`` and ``kl_divergence``, and the
+transforms that map them, as ``torch.distributions``: what policy-gradient, VAE and flow
+programs use."""
 
-from pargraph.distributions import constraints
-from pargraph.distributions.continuous import MultivariateNormal, Normal, Uniform
-from pargraph.distributions.discrete import Bernoulli, Categorical
+from pargraph.distributions import constraints, transforms
+from pargraph.distributions.continuous import (
+    Cauchy,
+    Exponential,
+    Gumbel,
+    HalfNormal,
+    Laplace,
+    LogNormal,
+    MultivariateNormal,
+    Normal,
+    Uniform,
+)
+from pargraph.distributions.discrete import (
+    Bernoulli,
+    Categorical,
+    Geometric,
+    OneHotCategorical,
+    Poisson,
+)
 from pargraph.distributions.distribution import Distribution, Independent
 from pargraph.distributions.kl import kl_divergence, register_kl
+from pargraph.distributions.transforms import (
+    AbsTransform,
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    PowerTransform,
+    SigmoidTransform,
+    SoftplusTransform,
+    TanhTransform,
+    Transform,
+    TransformedDistribution,
+    identity_transform,
+)
 
 __all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "MultivariateNormal",
-           "Normal", "Uniform", "constraints", "kl_divergence", "register_kl"]
+           "Normal", "Uniform", "constraints", "kl_divergence", "register_kl", "Laplace",
+           "Exponential", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Geometric", "Poisson",
+           "OneHotCategorical", "transforms", "Transform", "ExpTransform", "SigmoidTransform",
+           "TanhTransform", "AffineTransform", "SoftplusTransform", "AbsTransform",
+           "PowerTransform", "ComposeTransform", "identity_transform",
+           "TransformedDistribution"]

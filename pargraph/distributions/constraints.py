@@ -50,6 +50,17 @@ class _GreaterThan(Constraint):
 
 
 @dataclass(frozen=True, repr=False)
+class _GreaterThanEq(Constraint):
+    lower_bound: float
+
+    def check(self, value):
+        return value >= self.lower_bound
+
+    def __repr__(self) -> str:
+        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+
+
+@dataclass(frozen=True, repr=False)
 class _Interval(Constraint):
     lower_bound: float
     upper_bound: float
@@ -122,6 +133,7 @@ true = _True()
 boolean = _Boolean()
 nonnegative_integer = _NonNegativeInteger()
 positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
 unit_interval = _Interval(0.0, 1.0)
 real_vector = _RealVector()
 simplex = _Simplex()
@@ -131,6 +143,10 @@ positive_definite = _PositiveDefinite()
 
 def greater_than(lower_bound: float) -> Constraint:
     return _GreaterThan(float(lower_bound))
+
+
+def greater_than_eq(lower_bound: float) -> Constraint:
+    return _GreaterThanEq(float(lower_bound))
 
 
 def interval(lower_bound: float, upper_bound: float) -> Constraint:

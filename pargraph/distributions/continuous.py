@@ -238,3 +238,261 @@ class MultivariateNormal(Distribution):
     def entropy(self) -> Tensor:
         k = self._event_shape[0]
         return 0.5 * k * (1.0 + math.log(2 * math.pi)) + self._half_log_det()
+
+
+_EULER_GAMMA = 0.57721566490153286060
+
+
+def _uniform_open(shape: tuple, dtype: Any) -> Tensor:
+    """Uniform draws in (0, 1): the logarithms below stay finite."""
+    import numpy as np
+
+    info = np.finfo(np.dtype(dtype))
+    return rand(*shape, dtype=dtype).clamp(float(info.tiny), 1 - float(info.eps))
+
+
+class Laplace(Distribution):
+    """The Laplace distribution: density ``exp(-|x - loc| / scale) / (2 scale)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Laplace
+    >>> round(Laplace(0.0, 1.0).log_prob(pargraph.tensor(0.0)).exp().item(), 4)
+    0.5
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    mean = mode = property(lambda self: self.loc)
+    variance = property(lambda self: 2 * self.scale.pow(2))
+    stddev = property(lambda self: math.sqrt(2) * self.scale)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        import numpy as np
+
+        shape = self._extended_shape(sample_shape)
+        eps = float(np.finfo(np.dtype(self.loc.dtype)).eps)
+        u = rand(*shape, dtype=self.loc.dtype) * (2 - eps) - (1 - eps)  # in (eps - 1, 1)
+        return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return 0.5 - 0.5 * (value - self.loc).sign() * (
+            -(value - self.loc).abs() / self.scale).expm1()
+
+    def entropy(self) -> Tensor:
+        return 1 + (2 * self.scale).log()
+
+
+class Exponential(Distribution):
+    """The exponential distribution of ``rate``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Exponential
+    >>> Exponential(2.0).mean.item()
+    0.5
+    """
+
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, rate: Any, validate_args: bool | None = None) -> None:
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(tuple(self.rate.shape), (), validate_args)
+
+    mean = property(lambda self: self.rate.reciprocal())
+    mode = property(lambda self: self.rate.new_zeros(tuple(self.rate.shape)))
+    stddev = property(lambda self: self.rate.reciprocal())
+    variance = property(lambda self: self.rate.pow(-2))
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        return -(-_uniform_open(shape, self.rate.dtype)).log1p() / self.rate
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return self.rate.log() - self.rate * value
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return 1 - (-self.rate * value).exp()
+
+    def entropy(self) -> Tensor:
+        return 1.0 - self.rate.log()
+
+
+class Cauchy(Distribution):
+    """The Cauchy distribution (no mean, infinite variance, as PyTorch reports them).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Cauchy
+    >>> Cauchy(0.0, 1.0).cdf(pargraph.tensor(0.0)).item()
+    0.5
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    mean = property(lambda self: self.loc.new_full(tuple(self.loc.shape), float("nan")))
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: self.loc.new_full(tuple(self.loc.shape), float("inf")))
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        u = _uniform_open(shape, self.loc.dtype)
+        return self.loc + self.scale * (math.pi * (u - 0.5)).tan()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return -math.log(math.pi) - self.scale.log() - (
+            ((value - self.loc) / self.scale) ** 2).log1p()
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return ((value - self.loc) / self.scale).atan() / math.pi + 0.5
+
+    def entropy(self) -> Tensor:
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class Gumbel(Distribution):
+    """The Gumbel distribution: the maximum of many draws.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Gumbel
+    >>> round(Gumbel(0.0, 1.0).mean.item(), 4)
+    0.5772
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    mean = property(lambda self: self.loc + self.scale * _EULER_GAMMA)
+    mode = property(lambda self: self.loc)
+    stddev = property(lambda self: (math.pi / math.sqrt(6)) * self.scale)
+    variance = property(lambda self: self.stddev.pow(2))
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        u = _uniform_open(shape, self.loc.dtype)
+        return self.loc - self.scale * (-u.log()).log()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        y = (self.loc - value) / self.scale
+        return (y - y.exp()) - self.scale.log()
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return (-((self.loc - value) / self.scale).exp()).exp()
+
+    def entropy(self) -> Tensor:
+        return self.scale.log() + (1 + _EULER_GAMMA)
+
+
+class HalfNormal(Distribution):
+    """``|X|`` for ``X ~ Normal(0, scale)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import HalfNormal
+    >>> round(HalfNormal(1.0).mean.item(), 4)
+    0.7979
+    """
+
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale: Any, validate_args: bool | None = None) -> None:
+        (self.scale,) = broadcast_all(scale)
+        self.base_dist = Normal(0.0, self.scale)
+        super().__init__(tuple(self.scale.shape), (), validate_args)
+
+    mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
+    mode = property(lambda self: self.scale.new_zeros(tuple(self.scale.shape)))
+    variance = property(lambda self: self.scale.pow(2) * (1 - 2 / math.pi))
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        return self.base_dist.rsample(sample_shape).abs()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return log_prob.where(value >= 0, log_prob.new_full((), float("-inf")))
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def entropy(self) -> Tensor:
+        return self.base_dist.entropy() - math.log(2)
+
+
+class LogNormal(Distribution):
+    """``exp(X)`` for ``X ~ Normal(loc, scale)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import LogNormal
+    >>> round(LogNormal(0.0, 1.0).log_prob(pargraph.tensor(1.0)).item(), 4)
+    -0.9189
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        self.base_dist = Normal(loc, scale)
+        self.loc, self.scale = self.base_dist.loc, self.base_dist.scale
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    mean = property(lambda self: (self.loc + self.scale.pow(2) / 2).exp())
+    mode = property(lambda self: (self.loc - self.scale.pow(2)).exp())
+    variance = property(lambda self: self.scale.pow(2).expm1() * (
+        2 * self.loc + self.scale.pow(2)).exp())
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        return self.base_dist.rsample(sample_shape).exp()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return self.base_dist.log_prob(value.log()) - value.log()
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        return self.base_dist.cdf(value.log())
+
+    def entropy(self) -> Tensor:
+        return self.base_dist.entropy() + self.loc

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from pargraph._tensor import Tensor
+from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
 from pargraph.distributions.distribution import Distribution, broadcast_all
 from pargraph.factories import arange, as_tensor
@@ -181,3 +182,135 @@ class Categorical(Distribution):
     def enumerate_support(self, expand: bool = True) -> Tensor:
         values = arange(self._num_events).reshape(-1, *([1] * len(self._batch_shape)))
         return values.expand(-1, *self._batch_shape) if expand else values
+
+
+class Geometric(Distribution):
+    """The number of failures before the first success of Bernoulli(``probs``) trials (0,
+    1, 2, ...), given ``probs`` or ``logits``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Geometric
+    >>> Geometric(probs=0.25).mean.item()
+    3.0
+    """
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        _one_of(probs, logits)
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+        else:
+            (logits,) = broadcast_all(logits)
+            self.probs = logits.sigmoid()
+        self.logits = self.probs.log() - (-self.probs).log1p() if logits is None else logits
+        super().__init__(tuple(self.probs.shape), (), validate_args)
+
+    mean = property(lambda self: 1.0 / self.probs - 1.0)
+    mode = property(lambda self: self.probs.new_zeros(tuple(self.probs.shape)))
+    variance = property(lambda self: (1.0 / self.probs - 1.0) / self.probs)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        from pargraph.factories import rand
+
+        shape = self._extended_shape(sample_shape)
+        tiny = float(np.finfo(np.dtype(self.probs.dtype)).tiny)
+        with no_grad():
+            u = rand(*shape, dtype=self.probs.dtype).clamp(min=tiny)
+            return (u.log() / (-self.probs).log1p()).floor()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        probs = self.probs
+        # p = 1 with value 0: 0 * log(0) is 0, as PyTorch takes it
+        failures = (value * (-probs).log1p()).where((probs < 1) | (value != 0),
+                                                    value.new_zeros(()).to(probs.dtype))
+        return failures + probs.log()
+
+    def entropy(self) -> Tensor:
+        return F.binary_cross_entropy_with_logits(self.logits, self.probs,
+                                                  reduction="none") / self.probs
+
+
+class Poisson(Distribution):
+    """The Poisson distribution of ``rate`` (its samples are not differentiable).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Poisson
+    >>> round(Poisson(2.0).log_prob(pargraph.tensor(0.0)).exp().item(), 4)
+    0.1353
+    """
+
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, rate: Any, validate_args: bool | None = None) -> None:
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(tuple(self.rate.shape), (), validate_args)
+
+    mean = variance = property(lambda self: self.rate)
+    mode = property(lambda self: self.rate.floor())
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        from pargraph.ops import defaults
+
+        shape = self._extended_shape(sample_shape)
+        rates = np.broadcast_to(self.rate.detach().numpy(), shape)
+        drawn = defaults.generator.poisson(rates)
+        return as_tensor(drawn.astype(np.dtype(self.rate.dtype)))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        rate, value = broadcast_all(self.rate, value)
+        return value.xlogy(rate) - rate - (value + 1).lgamma()
+
+
+class OneHotCategorical(Distribution):
+    """``Categorical``'s draws as one-hot vectors.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import OneHotCategorical
+    >>> OneHotCategorical(probs=pargraph.tensor([0.0, 1.0])).sample().tolist()
+    [0.0, 1.0]
+    """
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+    has_enumerate_support = True
+
+    def __init__(self, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        self._categorical = Categorical(probs, logits)
+        shape = tuple(self._categorical.batch_shape)
+        super().__init__(shape, (self._categorical._num_events,), validate_args)
+
+    probs = property(lambda self: self._categorical.probs)
+    logits = property(lambda self: self._categorical.logits)
+    mean = property(lambda self: self._categorical.probs)
+    variance = property(lambda self: self.probs * (1 - self.probs))
+
+    @property
+    def support(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.boolean
+
+    @property
+    def mode(self) -> Tensor:
+        return F.one_hot(self.probs.argmax(-1), self._categorical._num_events).to(
+            self.probs.dtype)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        drawn = self._categorical.sample(sample_shape)
+        return F.one_hot(drawn, self._categorical._num_events).to(self.probs.dtype)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        return self._categorical.log_prob(as_tensor(value).argmax(-1))
+
+    def entropy(self) -> Tensor:
+        return self._categorical.entropy()

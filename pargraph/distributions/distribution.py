@@ -112,6 +112,12 @@ class Distribution:
     def log_prob(self, value: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def cdf(self, value: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def icdf(self, value: Tensor) -> Tensor:
+        raise NotImplementedError
+
     def entropy(self) -> Tensor:
         raise NotImplementedError
 
