@@ -104,6 +104,10 @@ class ForwardCapture(Capture):
         if self.live:
             self.stop(f"its forward pass assigns buffer {name!r}")
 
+    def attribute_set(self, module: Module, name: str) -> None:
+        if self.live:  # a template made again at each call would not set it again
+            self.stop(f"its forward pass sets the tensor attribute {name!r}")
+
     def optimizer_step(self, optimizer: Any, pending: list) -> None:
         if self.live:
             self.stop("its forward pass steps an optimizer")

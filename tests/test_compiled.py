@@ -586,3 +586,23 @@ def test_a_tensor_kept_as_a_module_attribute_is_the_latest_calls():
         runs.append(kept)
     for eager, replayed in zip(*runs):
         np.testing.assert_array_equal(eager, replayed)
+
+
+def test_a_compiled_module_whose_forward_keeps_a_tensor_attribute_runs_eagerly():
+    class Keeps(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.Linear(3, 2)
+
+        def forward(self, x):
+            self.last = self.layer(x)
+            return self.last
+
+    pargraph.manual_seed(0)
+    model = pargraph.compile(Keeps())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(3):
+            out = model(pargraph.ones(1, 3) * k)
+    assert any("sets the tensor attribute 'last'" in str(w.message) for w in caught)
+    np.testing.assert_array_equal(model.last.detach().numpy(), out.detach().numpy())

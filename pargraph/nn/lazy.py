@@ -213,9 +213,9 @@ class _LazyConvMixin(LazyModuleMixin):
         channels = input.shape[1 if input.ndim == self.spatial + 2 else 0]
         if not self.has_uninitialized_params():
             if self.in_channels == 0:  # loaded from a state dict
-                per_group = self.weight.shape[0 if self.transposed else 1]
-                _check_loaded("in_channels", channels,
-                              per_group if self.transposed else per_group * self.groups)
+                loaded = self.weight.shape[0] if self.transposed else \
+                    self.weight.shape[1] * self.groups
+                _check_loaded("in_channels", channels, loaded)
                 self.in_channels = channels
             return
         self.in_channels = channels
