@@ -1716,8 +1716,7 @@ class EverydayMethods:
         >>> bool((pargraph.zeros(10).uniform_(2.0, 3.0) >= 2.0).all())
         True
         """
-        generator = ops.defaults.generator if generator is None else generator.numpy_generator
-        return self.copy_(generator.uniform(a, b, tuple(self.shape)))
+        return self._fill_drawn(lambda g, shape: g.uniform(a, b, shape), generator)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Any:
         """Fill with samples of N(mean, std²).
@@ -1728,8 +1727,7 @@ class EverydayMethods:
         >>> pargraph.zeros(2).normal_(5.0, 0.0).tolist()
         [5.0, 5.0]
         """
-        generator = ops.defaults.generator if generator is None else generator.numpy_generator
-        return self.copy_(generator.normal(mean, std, tuple(self.shape)))
+        return self._fill_drawn(lambda g, shape: g.normal(mean, std, shape), generator)
 
     def logical_not(self) -> Any:
         """Whether each element is zero (booleans).
@@ -2008,8 +2006,14 @@ class EverydayMethods:
         return self._in_place(self.masked_fill(self._constant(mask), fill_value))
 
     def _fill_drawn(self, draw: Any, generator: Any) -> Any:
+        """Fill with ``draw(numpy generator, shape)``: a random leaf, which a compiled step
+        draws again at every replay (``factories.drawn``)."""
+        from pargraph import factories
+
         source = ops.defaults.generator if generator is None else generator.numpy_generator
-        return self.copy_(np.asarray(draw(source, tuple(self.shape))).astype(self.dtype))
+        shape, dtype = tuple(self.shape), self.dtype
+        return self.copy_(factories.drawn(
+            lambda: np.asarray(draw(source, shape)).astype(dtype)))
 
     def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Any:
         """Fill with draws of Bernoulli(``p``): ones with probability ``p`` (a number or a
@@ -2021,8 +2025,11 @@ class EverydayMethods:
         >>> pargraph.zeros(3).bernoulli_(1.0).tolist()
         [1.0, 1.0, 1.0]
         """
-        chance = p.detach().numpy() if hasattr(p, "_node") else p
-        return self._fill_drawn(lambda g, shape: g.random(shape) < chance, generator)
+        if hasattr(p, "_node"):  # a tensor of probabilities: compared in the graph
+            uniform = self.new_zeros(tuple(self.shape))
+            uniform._fill_drawn(lambda g, shape: g.random(shape), generator)
+            return self.copy_((uniform < p).to(self.dtype))
+        return self._fill_drawn(lambda g, shape: g.random(shape) < p, generator)
 
     def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Any:
         """Fill with draws of the exponential distribution of rate ``lambd``.

@@ -606,3 +606,26 @@ def test_a_compiled_module_whose_forward_keeps_a_tensor_attribute_runs_eagerly()
             out = model(pargraph.ones(1, 3) * k)
     assert any("sets the tensor attribute 'last'" in str(w.message) for w in caught)
     np.testing.assert_array_equal(model.last.detach().numpy(), out.detach().numpy())
+
+
+def test_in_place_random_fills_draw_again_at_each_replay():
+    """``uniform_``, ``normal_`` and ``bernoulli_`` inside a compiled step draw what the
+    eager step draws, call after call: a replay draws again."""
+    def step(x):
+        noise = x.new_zeros(tuple(x.shape))
+        noise.uniform_(-1.0, 1.0)
+        other = x.new_zeros(tuple(x.shape)).normal_(0.0, 2.0)
+        mask = x.new_zeros(tuple(x.shape)).bernoulli_(pargraph.tensor(0.5))
+        return x + noise + other * mask
+
+    runs = []
+    for compiled in (False, True):
+        pargraph.manual_seed(0)
+        run = pargraph.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no graph break: the step is captured
+            runs.append([run(pargraph.zeros(4)).numpy().copy() for _ in range(3)])
+    assert run.replays == 2
+    for eager, replayed in zip(*runs):
+        np.testing.assert_array_equal(eager, replayed)
+    assert not np.array_equal(runs[1][1], runs[1][2])
