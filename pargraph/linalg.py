@@ -396,12 +396,20 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
     if hermitian:
         w, v = eigh(A)
         keep = w.abs() > _tolerance(w.abs(), A, atol, rtol)
-        inverse = (1 / w.where(keep, w.new_ones(()))).where(keep, w.new_zeros(()))
-        return (v * inverse.unsqueeze(-2)) @ v.mT
+        return (v * _kept_reciprocal(w, keep).unsqueeze(-2)) @ v.mT
     u, s, vh = svd(A, full_matrices=False)
     keep = s > _tolerance(s, A, atol, rtol)
-    inverse = (1 / s.where(keep, s.new_ones(()))).where(keep, s.new_zeros(()))
-    return (vh.mT * inverse.unsqueeze(-2)) @ u.mT
+    return _pseudoinverse(u, s, vh, keep)
+
+
+def _kept_reciprocal(values: Tensor, keep: Tensor) -> Tensor:
+    """``1 / values`` where ``keep``, 0 elsewhere (no division by the values dropped)."""
+    return (1 / values.where(keep, values.new_ones(()))).where(keep, values.new_zeros(()))
+
+
+def _pseudoinverse(u: Tensor, s: Tensor, vh: Tensor, keep: Tensor) -> Tensor:
+    """``V diag(1 / S) U^T`` from a reduced SVD, over the singular values ``keep`` marks."""
+    return (vh.mT * _kept_reciprocal(s, keep).unsqueeze(-2)) @ u.mT
 
 
 def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None,
@@ -458,10 +466,10 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
     vector = B.ndim == 1
     B = B.unsqueeze(-1) if vector else B
     m, n = A.shape[-2:]
-    s = svdvals(A)
-    tolerance = _tolerance(s, A, None, rcond if rcond is not None and rcond > 0 else None)
-    solution = pinv(A, rtol=rcond if rcond is not None and rcond > 0 else None) @ B
-    rank = (s > tolerance).sum(-1)
+    u, s, vh = svd(A, full_matrices=False)  # one factorization: solution, rank, values
+    keep = s > _tolerance(s, A, None, rcond if rcond is not None and rcond > 0 else None)
+    solution = _pseudoinverse(u, s, vh, keep) @ B
+    rank = keep.sum(-1)
     empty = A.new_zeros((0,))
     residuals = empty
     if driver != "gelsy" and m > n and bool((rank == n).all()):

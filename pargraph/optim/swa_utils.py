@@ -70,12 +70,12 @@ def get_swa_multi_avg_fn() -> Callable:
     """
     def swa_update(averaged_params: list, current_params: list, num_averaged: Any) -> None:
         with no_grad():
-            weight = 1 / (_count(num_averaged) + 1)
+            models = _count(num_averaged) + 1
             for averaged, current in zip(averaged_params, current_params, strict=True):
                 if averaged.is_floating_point():
-                    averaged.lerp_(current, weight)
+                    averaged.lerp_(current, 1 / models)
                 else:
-                    averaged.copy_(averaged + (current - averaged) / (_count(num_averaged) + 1))
+                    averaged.copy_(averaged + (current - averaged) / models)
     return swa_update
 
 

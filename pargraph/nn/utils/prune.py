@@ -202,8 +202,8 @@ def _zeroed(default_mask: Tensor, flat_positions: np.ndarray) -> Tensor:
     return factories.tensor(mask)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes ``amount`` entries (a fraction, or a count) chosen at random."""
+class _Unstructured(BasePruningMethod):
+    """Prunes ``amount`` entries (a fraction, or a count): those :meth:`_pruned` picks."""
 
     def __init__(self, amount: Any) -> None:
         _checked_amount(amount)
@@ -213,27 +213,31 @@ class RandomUnstructured(BasePruningMethod):
         count = _count(self.amount, t.numel())
         if count == 0:
             return default_mask.clone()
+        return _zeroed(default_mask, self._pruned(t, count))
+
+    def _pruned(self, t: Tensor, count: int) -> np.ndarray:
+        """The flat positions of the ``count`` entries to prune."""
+        raise NotImplementedError
+
+
+class RandomUnstructured(_Unstructured):
+    """Prunes ``amount`` entries (a fraction, or a count) chosen at random."""
+
+    def _pruned(self, t: Tensor, count: int) -> np.ndarray:
         draws = factories.rand(t.numel()).numpy()
-        return _zeroed(default_mask, np.argsort(-draws, kind="stable")[:count])
+        return np.argsort(-draws, kind="stable")[:count]
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: Any) -> BasePruningMethod:
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prunes the ``amount`` entries of smallest magnitude."""
 
-    def __init__(self, amount: Any) -> None:
-        _checked_amount(amount)
-        self.amount = amount
-
-    def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        count = _count(self.amount, t.numel())
-        if count == 0:
-            return default_mask.clone()
+    def _pruned(self, t: Tensor, count: int) -> np.ndarray:
         magnitudes = np.abs(t.detach().numpy()).reshape(-1)
-        return _zeroed(default_mask, np.argsort(magnitudes, kind="stable")[:count])
+        return np.argsort(magnitudes, kind="stable")[:count]
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: Any,
@@ -258,38 +262,12 @@ def _channels(t: Tensor, default_mask: Tensor, dim: int, keep: np.ndarray) -> Te
     return factories.tensor(default_mask.numpy() * kept.reshape(shape))
 
 
-class RandomStructured(BasePruningMethod):
-    """Prunes ``amount`` slices along ``dim`` (channels) chosen at random."""
+class _Structured(BasePruningMethod):
+    """Prunes ``amount`` slices along ``dim`` (channels): all but those :meth:`_kept`
+    picks."""
 
     PRUNING_TYPE = "structured"
-
-    def __init__(self, amount: Any, dim: int = -1) -> None:
-        _checked_amount(amount)
-        self.amount, self.dim = amount, dim
-
-    def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        _checked_structured(t, self.dim)
-        size = t.shape[self.dim]
-        count = _count(self.amount, size)
-        if count == 0:
-            return default_mask
-        draws = factories.rand(size).numpy()
-        return _channels(t, default_mask, self.dim % t.ndim,
-                         np.argsort(draws, kind="stable")[count:])
-
-    @classmethod
-    def apply(cls, module: Module, name: str, amount: Any, dim: int = -1) -> BasePruningMethod:
-        return super().apply(module, name, amount=amount, dim=dim)
-
-
-class LnStructured(BasePruningMethod):
-    """Prunes the ``amount`` slices along ``dim`` of smallest ``n``-norm."""
-
-    PRUNING_TYPE = "structured"
-
-    def __init__(self, amount: Any, n: Any, dim: int = -1) -> None:
-        _checked_amount(amount)
-        self.amount, self.n, self.dim = amount, n, dim
+    dim: int
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
         _checked_structured(t, self.dim)
@@ -298,8 +276,39 @@ class LnStructured(BasePruningMethod):
         if count == 0:
             return default_mask
         dim = self.dim % t.ndim
+        return _channels(t, default_mask, dim, self._kept(t, dim, size, count))
+
+    def _kept(self, t: Tensor, dim: int, size: int, count: int) -> np.ndarray:
+        """The positions along ``dim`` of the slices that stay."""
+        raise NotImplementedError
+
+
+class RandomStructured(_Structured):
+    """Prunes ``amount`` slices along ``dim`` (channels) chosen at random."""
+
+    def __init__(self, amount: Any, dim: int = -1) -> None:
+        _checked_amount(amount)
+        self.amount, self.dim = amount, dim
+
+    def _kept(self, t: Tensor, dim: int, size: int, count: int) -> np.ndarray:
+        draws = factories.rand(size).numpy()
+        return np.argsort(draws, kind="stable")[count:]
+
+    @classmethod
+    def apply(cls, module: Module, name: str, amount: Any, dim: int = -1) -> BasePruningMethod:
+        return super().apply(module, name, amount=amount, dim=dim)
+
+
+class LnStructured(_Structured):
+    """Prunes the ``amount`` slices along ``dim`` of smallest ``n``-norm."""
+
+    def __init__(self, amount: Any, n: Any, dim: int = -1) -> None:
+        _checked_amount(amount)
+        self.amount, self.n, self.dim = amount, n, dim
+
+    def _kept(self, t: Tensor, dim: int, size: int, count: int) -> np.ndarray:
         norms = t.detach().norm(self.n, dim=[d for d in range(t.ndim) if d != dim]).numpy()
-        return _channels(t, default_mask, dim, np.argsort(-norms, kind="stable")[:size - count])
+        return np.argsort(-norms, kind="stable")[:size - count]
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: Any, n: Any, dim: int,
