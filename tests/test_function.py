@@ -139,3 +139,24 @@ def test_function_errors_follow_pytorch():
         WrongShape.apply(x).backward()
     with pytest.raises(TypeError, match="save_for_backward can only save variables"):
         pargraph.autograd.FunctionCtx((True,)).save_for_backward(np.ones(2))
+
+
+def test_a_backward_returning_none_for_a_tensor_gives_it_no_gradient():
+    """As PyTorch: None is no gradient, not zeros (``b.grad`` stays None), and
+    ``autograd.grad`` on it raises unless ``allow_unused``."""
+    class LeftOnly(pargraph.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    a = pargraph.tensor([1.0, 2.0], requires_grad=True)
+    b = pargraph.tensor([3.0, 4.0], requires_grad=True)
+    LeftOnly.apply(a, b).sum().backward()
+    assert a.grad.tolist() == [1.0, 1.0] and b.grad is None
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        pargraph.autograd.grad(LeftOnly.apply(a, b).sum(), [b])
+    assert pargraph.autograd.grad(LeftOnly.apply(a, b).sum(), [b], allow_unused=True) == (None,)
