@@ -47,6 +47,7 @@ from pargraph.graph import (
     uid_mark,
     user_site,
 )
+from pargraph.in_place import InPlaceUpdates
 from pargraph.interrupts import interrupts
 from pargraph.lowering import GroupPlan, SinglePlan, make_plan, plan
 from pargraph.nn.module import Module, versions
@@ -568,7 +569,7 @@ class Program:
         outputs = list(dict.fromkeys(outputs))  # each once, in order
         self.computed = computed
         self.state_ids = {id(node) for node in state}
-        self._compile(order, computed, outputs, capture)
+        self._compile(order, computed, outputs, capture, writes)
         self._prepare_landing(writes, outputs, [order[k] for k in self.leaf_positions])
 
     # building ----------------------------------------------------------------------------
@@ -627,14 +628,20 @@ class Program:
         return slots
 
     def _compile(self, order: list[Node], computed: list[Node], outputs: list[Node],
-                 capture: Capture) -> None:
+                 capture: Capture, writes: Writes) -> None:
         get = execution.choose_scheduler()
         client = execution.client_of(get)
         granularity = execution.granularity(get, client)
         self.remote, self.granularity = granularity.remote, granularity
+        slot = {k: s for s, k in enumerate(self.leaf_positions)}
+        #: The updates that run after the group tasks, into the arrays they replace.
+        self.in_place = None if self.remote else InPlaceUpdates.of(
+            computed, outputs, {id(order[k]): s for k, s in slot.items()},
+            self._replaced(writes, order))
+        if self.in_place is not None:
+            computed, outputs = self.in_place.computed, self.in_place.plan_outputs
         made = make_plan(order, computed, outputs, granularity)
         self.plan = made
-        slot = {k: s for s, k in enumerate(self.leaf_positions)}
         if isinstance(made, SinglePlan):
             task = FusedTask(computed, lowering._with_literals(made.sources, made.literal,
                                                                computed),
@@ -680,7 +687,7 @@ class Program:
                         if kind == LIT and type(v) is Symbol:
                             self.literals.append((task, j, position, v))
                             sources[position] = (LIT, v.value)
-        self.attributes = [(node, name, v) for node in computed if id(node) in capture.symbolic
+        self.attributes = [(node, name, v) for node in self.computed if id(node) in capture.symbolic
                            for name, v in node.attrs.items() if type(v) is Symbol]
         self.last_symbols: list | None = None
         if self.tasks and not isinstance(made, SinglePlan):
@@ -689,6 +696,23 @@ class Program:
         #: call runs the tasks as they are), and the whole run as one function.
         self.straight: list | None = None
         self.in_order: Callable | None = None
+
+    def _replaced(self, writes: Writes, order: list[Node]) -> list[tuple[Node, Any, Node]]:
+        """Per parameter or optimizer state the call writes: the node of its new value, what
+        holds it (the tensor, or the optimizer's ``(state, param, name)``), and the leaf of
+        its old value if the call read it."""
+        read: dict[Any, Node] = {}
+        for slot, k in zip(self.slots, self.leaf_positions):
+            if slot[0] == TENSOR:
+                read[id(slot[1])] = order[k]
+            elif slot[0] == STATE:
+                read[(id(slot[1]), id(slot[2]), slot[3])] = order[k]
+        found = [(node, tensor, read[id(tensor)]) for tensor, node in writes.tensors
+                 if id(tensor) in read]
+        found += [(node, (optimizer.state, p, name), read[(id(optimizer), id(p), name)])
+                  for optimizer, p, name, node in writes.states
+                  if (id(optimizer), id(p), name) in read]
+        return found
 
     def forget_inputs(self, order: list[Node]) -> None:
         """Once the capturing call landed: the program keeps its nodes' ops, attributes and
@@ -825,9 +849,14 @@ class Program:
                 if symbols is not None:
                     self._bind_symbols(symbols)
             aside = {} if first else self._release_grads()
-            results = self._run(values, get, client)
-            with interrupts.deferred():
-                returned = self._land(results, values, symbols, first, aside)
+            with contextlib.ExitStack() as stack:
+                for observer in list(execution.local.observers):
+                    stack.enter_context(observer.run(self.computed, get))
+                results = self._run(values, get, client)
+                with interrupts.deferred():
+                    if self.in_place is not None:
+                        results = self.in_place.run(results, values, symbols, first)
+                    returned = self._land(results, values, symbols, first, aside)
         return returned
 
     def _release_grads(self) -> dict[int, Tensor]:
@@ -862,23 +891,20 @@ class Program:
         if not self.outputs:
             return []
         try:
-            with contextlib.ExitStack() as stack:
-                for observer in list(execution.local.observers):
-                    stack.enter_context(observer.run(self.computed, get))
-                with np.errstate(all="ignore"):
-                    if client is not None:
-                        return self._run_on_cluster(values, client)
-                    if len(self.tasks) == 1:
-                        external = tuple([values[v] for _, v in self.recipes[0]])
-                        with execution.blas_limited(get, self.plan.blas):
-                            if node_by_node() or self.straight is None:
-                                return list(self.tasks[0].run(external))
-                            return list(self.straight[0](external))
-                    self.values = values
-                    try:
-                        return self._run_groups(get)
-                    finally:
-                        self.values = None
+            with np.errstate(all="ignore"):
+                if client is not None:
+                    return self._run_on_cluster(values, client)
+                if len(self.tasks) == 1:
+                    external = tuple([values[v] for _, v in self.recipes[0]])
+                    with execution.blas_limited(get, self.plan.blas):
+                        if node_by_node() or self.straight is None:
+                            return list(self.tasks[0].run(external))
+                        return list(self.straight[0](external))
+                self.values = values
+                try:
+                    return self._run_groups(get)
+                finally:
+                    self.values = None
         except Exception as error:
             raise error.with_traceback(None) from None
 

@@ -24,7 +24,10 @@ def compile(fn: Callable | Module | None = None, *, fullgraph: bool = False,  # 
     new arguments and the current parameters, with no Python of the step's own. Learning
     rates, step counts and Python numbers passed as arguments are inputs: a scheduler
     changing ``lr`` does not capture again. Dropout draws its masks anew at every call, from
-    the same generator, so compiled and eager training give the same numbers.
+    the same generator, so compiled and eager training give the same numbers. A replay
+    writes each parameter and optimizer state of 1 MiB or more into its own array, after the
+    rest of the step has succeeded, unless something else holds that array
+    (``pargraph.in-place-bytes``; see :mod:`pargraph.in_place`).
 
     Python side effects (``print``, appending to a list, reading a global) happen only while
     capturing, as with ``jax.jit``::

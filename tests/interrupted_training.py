@@ -8,7 +8,8 @@ Usage: python interrupted_training.py SCHEDULER STEPS SEED FOLDER
 
 SCHEDULER is sync, threads or distributed; with ``-compiled`` after it (``threads-compiled``)
 the interrupted run trains through ``pargraph.compile`` of its step: the interrupts then land
-in captures and replays.
+in captures and replays; with ``-in-place`` after that, every replay updates the parameters
+and Adam's state in their own arrays (``pargraph.in-place-bytes`` 0; see pargraph.in_place).
 """
 
 import json
@@ -30,8 +31,11 @@ from pargraph.utils.data import DataLoader, TensorDataset
 # Python's own handler, even when started with SIGINT ignored (a shell's background job).
 signal.signal(signal.SIGINT, signal.default_int_handler)
 SCHEDULER, STEPS, SEED, FOLDER = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+IN_PLACE = SCHEDULER.endswith("-in-place")
+SCHEDULER = SCHEDULER.removesuffix("-in-place")
 COMPILED = SCHEDULER.endswith("-compiled")
 SCHEDULER = SCHEDULER.removesuffix("-compiled")
+dask.config.set({"pargraph.in-place-bytes": 0 if IN_PLACE else None})
 TOWERS, BATCH, CHECKPOINT_EVERY = 16, 32, 5
 
 
@@ -260,6 +264,8 @@ def main() -> None:
     report["final_equal"] = same(snapshot(model, opt), reference[STEPS])
     if step is not None:
         report["replays"], report["eager"] = step.replays, step.eager
+        report["written_in_place"] = sum(program.in_place.written for program in step.programs
+                                         if program.in_place is not None)
     print(json.dumps(report))
 
 

@@ -29,12 +29,15 @@ def python_handles_sigint():
 SCRIPT = pathlib.Path(__file__).with_name("interrupted_training.py")
 
 
-@pytest.mark.parametrize("scheduler", ["sync", "threads", "threads-compiled"])
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "threads-compiled",
+                                       "threads-compiled-in-place"])
 def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
-    # "-compiled": the training step is pargraph.compile's: captures and replays.
+    # "-compiled": the training step is pargraph.compile's: captures and replays; "-in-place":
+    # every replay writes the new parameters and optimizer state into the old arrays.
     # In its own process: a KeyboardInterrupt that escaped would end pytest. A replay is short,
     # so random signals miss it more often: compiled steps get more of them.
-    steps = "100" if scheduler.endswith("-compiled") else "70"
+    steps = "130" if scheduler.endswith("-in-place") else "100" if "-compiled" in scheduler \
+        else "70"
     done = subprocess.run([sys.executable, str(SCRIPT), scheduler, steps, "3", str(tmp_path)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -44,8 +47,12 @@ def test_real_sigints_at_random_moments_tear_nothing(scheduler, tmp_path):
     assert report["grad_mode_off"] == 0 and report["context_left"] == 0, report
     assert report["bad_checkpoint"] == 0, report
     assert report["final_equal"], report
-    if scheduler.endswith("-compiled"):  # the interrupts met replays, not eager steps
+    if "-compiled" in scheduler:  # the interrupts met replays, not eager steps
         assert report["eager"] is None and report["replays"] >= 50, report
+    if scheduler.endswith("-in-place"):  # 4 parameters and 8 moments per tower and replay
+        assert report["written_in_place"] >= 50 * 16 * 12, report
+    elif "-compiled" in scheduler:
+        assert report["written_in_place"] == 0, report
 
 
 EVERYWHERE = pathlib.Path(__file__).with_name("interrupted_everywhere.py")

@@ -15,15 +15,23 @@ def _decayed(grad, param, weight_decay):
     return grad + weight_decay * param if weight_decay else grad
 
 
-@primitive("momentum_buffer", _like_first)
-def momentum_buffer(grad, param, buf=None, *, momentum, dampening, weight_decay):
+def _copied(value, out):
+    np.copyto(out, value)
+    return out
+
+
+@primitive("momentum_buffer", _like_first, out=True)
+def momentum_buffer(grad, param, buf=None, *, momentum, dampening, weight_decay, out=None):
     """SGD's new momentum buffer (the first step copies the direction)."""
     d_p = _decayed(grad, param, weight_decay)
-    return d_p.copy() if buf is None else buf * momentum + (1 - dampening) * d_p
+    if buf is None:
+        return d_p.copy() if out is None else _copied(d_p, out)
+    kept = np.multiply(buf, momentum)
+    return np.add(kept, np.multiply(d_p, 1 - dampening), out=out)
 
 
-@primitive("sgd_step", _like_first)
-def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov):
+@primitive("sgd_step", _like_first, out=True)
+def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov, out=None):
     """SGD's new parameter, from its gradient and (with momentum) its new buffer."""
     d_p = _decayed(grad, param, weight_decay)
     if buf is not None:
@@ -31,11 +39,11 @@ def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov):
     # param - lr * d_p, bit for bit, in one new array instead of two (a - b is a + -b).
     # asarray: numpy gives a scalar, not an array, for a 0-d parameter, and out= needs one.
     step = np.asarray(np.multiply(d_p, -lr))
-    return np.add(param, step, out=step)
+    return np.add(param, step, out=step if out is None else out)
 
 
-@primitive("adam_moment", _like_first)
-def adam_moment(grad, param, moment=None, *, beta, weight_decay, square):
+@primitive("adam_moment", _like_first, out=True)
+def adam_moment(grad, param, moment=None, *, beta, weight_decay, square, out=None):
     """Adam's new first (``square=False``) or second moment estimate."""
     grad = _decayed(grad, param, weight_decay)
     moment = np.zeros_like(param) if moment is None else moment
@@ -44,12 +52,13 @@ def adam_moment(grad, param, moment=None, *, beta, weight_decay, square):
     scaled = np.asarray(np.multiply(grad, 1 - beta))
     if square:
         np.multiply(scaled, grad, out=scaled)
-    kept = np.asarray(np.multiply(moment, beta))
+    kept = np.asarray(np.multiply(moment, beta, out=out))
     return np.add(kept, scaled, out=kept)
 
 
-@primitive("adam_step", _like_first)
-def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupled_decay):
+@primitive("adam_step", _like_first, out=True)
+def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupled_decay,
+              out=None):
     """Adam's new parameter (``decoupled_decay``: AdamW's factor ``lr * weight_decay``)."""
     if decoupled_decay:
         param = param * (1 - decoupled_decay)
@@ -59,7 +68,7 @@ def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupl
     np.add(denom, float(eps), out=denom)
     step = np.divide(exp_avg, denom, out=denom)
     np.multiply(step, float(lr / bias1), out=step)
-    return np.subtract(param, step, out=step)
+    return np.subtract(param, step, out=step if out is None else out)
 
 
 @primitive("root_mean_square", _like_first)
@@ -71,38 +80,41 @@ def root_mean_square(square_avg, grad_avg=None, *, eps):
     return np.sqrt(square_avg) + eps
 
 
-@primitive("rmsprop_buffer", _like_first)
-def rmsprop_buffer(grad, param, avg, buf=None, *, momentum, weight_decay):
+@primitive("rmsprop_buffer", _like_first, out=True)
+def rmsprop_buffer(grad, param, avg, buf=None, *, momentum, weight_decay, out=None):
     """RMSprop's new momentum buffer: ``buf * momentum + grad / avg``."""
     buf = np.zeros_like(param) if buf is None else buf
-    return buf * momentum + _decayed(grad, param, weight_decay) / avg
+    direction = np.divide(_decayed(grad, param, weight_decay), avg)
+    return np.add(np.multiply(buf, momentum), direction, out=out)
 
 
-@primitive("rmsprop_step", _like_first)
-def rmsprop_step(param, grad, avg, *, lr, weight_decay):
+@primitive("rmsprop_step", _like_first, out=True)
+def rmsprop_step(param, grad, avg, *, lr, weight_decay, out=None):
     """RMSprop's new parameter without momentum: ``param - lr * (grad / avg)``."""
-    return param - lr * (_decayed(grad, param, weight_decay) / avg)
+    step = np.multiply(np.divide(_decayed(grad, param, weight_decay), avg), lr)
+    return np.subtract(param, step, out=out)
 
 
-@primitive("scaled_step", _like_first)
-def scaled_step(param, direction, *, lr):
+@primitive("scaled_step", _like_first, out=True)
+def scaled_step(param, direction, *, lr, out=None):
     """``param - lr * direction``: the last formula of RMSprop with momentum and Adadelta."""
-    return param - lr * direction
+    return np.subtract(param, np.multiply(direction, lr), out=out)
 
 
-@primitive("adagrad_sum", _like_first)
-def adagrad_sum(grad, param, total=None, *, weight_decay, initial):
+@primitive("adagrad_sum", _like_first, out=True)
+def adagrad_sum(grad, param, total=None, *, weight_decay, initial, out=None):
     """Adagrad's new sum of squared gradients (starting at ``initial``)."""
     total = np.full_like(param, initial) if total is None else total
     grad = _decayed(grad, param, weight_decay)
-    return total + grad * grad
+    return np.add(total, np.multiply(grad, grad), out=out)
 
 
-@primitive("adagrad_step", _like_first)
-def adagrad_step(param, grad, total, *, lr, eps, weight_decay):
+@primitive("adagrad_step", _like_first, out=True)
+def adagrad_step(param, grad, total, *, lr, eps, weight_decay, out=None):
     """Adagrad's new parameter: ``param - lr * (grad / (sqrt(total) + eps))``, ``lr`` already
     decayed for the step."""
-    return param - lr * (_decayed(grad, param, weight_decay) / (np.sqrt(total) + eps))
+    direction = np.divide(_decayed(grad, param, weight_decay), np.add(np.sqrt(total), eps))
+    return np.subtract(param, np.multiply(direction, lr), out=out)
 
 
 @primitive("adadelta_delta", _like_first)
