@@ -57,6 +57,7 @@ from pargraph.backends import (
 from pargraph.compiled import GraphBreak
 from pargraph.compiling import compile  # noqa: A004  (PyTorch's name)
 from pargraph.devices import device, set_default_device
+from pargraph.execution import local as _local
 from pargraph.execution import worker_threads
 from pargraph.factories import (
     Generator,
@@ -231,3 +232,6 @@ __all__ = [
     "result_type", "can_cast", "isin", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]
+
+# Last: what importing made lives as long as the process (see CollectorPause).
+_local.collector.freeze_imports()

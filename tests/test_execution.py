@@ -578,6 +578,26 @@ def test_products_that_leave_blas_alone_give_the_same_bits_on_any_blas_threads()
     assert any_count > 200 and differing > 20
 
 
+@pytest.mark.parametrize("freeze", [None, "False"])
+def test_what_importing_made_is_out_of_the_collectors_passes(freeze):
+    """numpy's, dask's and pargraph's modules, classes and functions live as long as the
+    process: after ``import pargraph`` the collector's full passes no longer walk them, unless
+    ``pargraph.freeze-gc`` is False. Objects made later are collected as before."""
+    program = ("import gc, pargraph\n"
+               "frozen = gc.get_freeze_count()\n"
+               "cycle = []; cycle.append(cycle); del cycle; gone = gc.collect()\n"
+               "print(frozen, gone)")
+    env = {k: v for k, v in os.environ.items() if k != "DASK_PARGRAPH__FREEZE_GC"}
+    if freeze is not None:
+        env["DASK_PARGRAPH__FREEZE_GC"] = freeze
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    frozen, gone = map(int, done.stdout.split())
+    assert (frozen > 10_000) if freeze is None else (frozen == 0)
+    assert gone >= 1
+
+
 def test_the_garbage_collector_is_paused_while_graphs_are_built_and_run(monkeypatch):
     """Each full pass of Python's collector walks every node of a big graph: it is off while
     backward() builds one and while a run plans, runs and commits one, and on again after;
