@@ -1,22 +1,24 @@
 """A compiled step's updates of big state, written into the arrays they replace.
 
 A replay computes every new parameter and optimizer state into a new array and lands them
-(re-points the tensors) once the whole step has succeeded: that is what leaves an interrupted
-or failed step all old or all new. The price is memory: the new values exist beside the old
-ones until the landing. For each state of at least ``pargraph.in-place-bytes`` (1 MiB by
-default; ``None`` turns this off), the program takes the op that makes its new value out of the
-group tasks, if the op can write into its input (``Primitive.out``: ``adam_step``, ``sgd_step``,
-an elementwise op...), and runs it after every group task has succeeded, in the calling thread,
-into the old array, then lands as before. Ctrl-C waits meanwhile (the caller holds it across
-these updates and the landing), so an interrupted step is still all old or all new; an error
-in a group task still leaves everything old. An update op itself cannot fail on valid shapes,
-short of running out of memory for its temporaries, which could leave the states before it
-new and the ones after it old.
+(re-points the tensors) once the whole step has succeeded: that is what leaves an interrupted or
+failed step all old or all new. The price is memory: the new values exist beside the old ones
+until the landing. For each state of at least ``pargraph.in-place-bytes`` (1 MiB by default;
+``None`` turns this off), the program takes the op that makes its new value out of the group
+tasks, if the op can write into its input (``Primitive.writes_state``: ``adam_step``,
+``sgd_step``...; ``Primitive.out``: an elementwise op), and runs it after every group task has
+succeeded, in the calling thread, into the old array, then lands as before. Ctrl-C waits
+meanwhile (the caller holds it across these updates and the landing), so an interrupted step is
+still all old or all new; an error in a group task still leaves everything old. An update op
+itself cannot fail on valid shapes, short of running out of memory for its temporaries, which
+could leave the states before it new and the ones after it old.
 
 A state is written in place only when nothing could tell: its tensor's node is held by the
-tensor alone and its array by that node alone (no view of it, no ``p.detach()`` or
-``p.numpy()`` the user kept, no other task's result). Otherwise the op makes a new array, as
-in the group tasks. Eager steps do not do this: a step recorded as it goes has no point where
+tensor alone and its array by that node alone (no view of it, no array the user took with
+``p.detach().numpy()``, no tensor on the old node, no other task's result; ``p.detach()``
+follows its parameter, as PyTorch's shares its storage). Otherwise the op makes a new array, as
+in the group tasks, and so does every update under anomaly detection, whose checks may raise.
+Eager steps do not do this: a step recorded as it goes has no point where
 everything else is known to have succeeded.
 """
 
@@ -31,7 +33,7 @@ import numpy as np
 from pargraph.capturing import Symbol
 from pargraph.graph import FORWARD, Node
 from pargraph.ops import leaf
-from pargraph.runtime import run_node
+from pargraph.runtime import Checks, run_node
 
 #: The smallest state, in bytes, a replay updates in its own array.
 IN_PLACE_BYTES = 1 << 20
@@ -94,7 +96,8 @@ class InPlaceUpdates:
         targets: dict[int, tuple[Any, int]] = {}
         replaced: dict[int, int] = {}  # id(update) -> id(the leaf it overwrites)
         for node, holder, old in candidates:
-            if not (node.op.out and landed[id(node)] == 1 and id(old) in slot_of_leaf
+            if not ((node.op.out or node.op.writes_state) and landed[id(node)] == 1
+                    and id(old) in slot_of_leaf
                     and any(i is old for i in node.inputs) and old.shape == node.shape
                     and old.dtype == node.dtype and node.value is None
                     and int(np.prod(node.shape)) * node.dtype.itemsize >= least):
@@ -136,7 +139,8 @@ class InPlaceUpdates:
         with np.errstate(all="ignore"):
             for node, arguments, target in zip(self.nodes, self.arguments, self.targets):
                 out = None
-                if target is not None and not first:
+                # Under anomaly detection a result's check may raise: nothing is overwritten.
+                if target is not None and not first and Checks.result is None:
                     holder, s = target
                     state = _tensor_of(holder)._node
                     old = values[s]

@@ -188,3 +188,14 @@ def test_a_replay_needs_one_weight_of_memory_beyond_what_it_holds():
 
     compiled, weight = _peak_above_held(True)
     assert compiled <= 1.3 * weight, compiled / weight
+
+
+def test_under_anomaly_detection_nothing_is_overwritten():
+    """The anomaly checks look at each result and may raise: the updates make new arrays."""
+    model, opt, step, batch = _adam_run()
+    written = _written(step)
+    with pargraph.autograd.detect_anomaly():
+        step(*batch)
+    assert _written(step) == written
+    step(*batch)
+    assert _written(step) == written + 3

@@ -54,7 +54,8 @@ class Primitive:
 
     def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
                  view: bool = False, cost: Callable | None = None, method: bool = False,
-                 out: bool = False, blas: bool = False, products: Callable | None = None):
+                 out: bool = False, blas: bool = False, products: Callable | None = None,
+                 writes_state: bool = False):
         self.name = name
         #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
         self.method = method
@@ -68,6 +69,10 @@ class Primitive:
         #: ``forward`` takes ``out=``, an array of the result's shape and dtype to write into
         #: (an elementwise ufunc): the runtime hands it an input that nothing reads afterwards.
         self.out = out
+        #: ``forward`` takes ``out=`` too, but its inputs are a step's state and gradients,
+        #: which outlive it: runs never look for a dying input to hand it; a compiled step's
+        #: replay hands it the array of the state its result replaces (``in_place``).
+        self.writes_state = writes_state
         #: ``forward`` calls BLAS or LAPACK (a matrix product, a factorization): its float32
         #: results depend on BLAS's thread count, which a run therefore sets from its graph
         #: (``lowering.blas_threads_of``, ``execution.BlasThreads``).
@@ -149,15 +154,17 @@ class ShapeError(Exception):
 
 def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
               cost: Callable | None = None, method: bool = False, out: bool = False,
-              blas: bool = False, products: Callable | None = None):
+              blas: bool = False, products: Callable | None = None,
+              writes_state: bool = False):
     """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
     ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
     ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``; ``blas``:
-    ``forward`` calls BLAS or LAPACK; ``products``: the (m, n, k) of its matrix products)."""
+    ``forward`` calls BLAS or LAPACK; ``products``: the (m, n, k) of its matrix products;
+    ``writes_state``: an optimizer's formula, whose ``forward`` takes ``out=``)."""
 
     def register(forward: Callable | None) -> Primitive:
         prim = Primitive(name, forward, shape, grad_name, view, cost, method, out, blas,
-                         products)
+                         products, writes_state)
         REGISTRY[name] = prim
         return prim
 

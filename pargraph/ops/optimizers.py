@@ -20,7 +20,7 @@ def _copied(value, out):
     return out
 
 
-@primitive("momentum_buffer", _like_first, out=True)
+@primitive("momentum_buffer", _like_first, writes_state=True)
 def momentum_buffer(grad, param, buf=None, *, momentum, dampening, weight_decay, out=None):
     """SGD's new momentum buffer (the first step copies the direction)."""
     d_p = _decayed(grad, param, weight_decay)
@@ -30,7 +30,7 @@ def momentum_buffer(grad, param, buf=None, *, momentum, dampening, weight_decay,
     return np.add(kept, np.multiply(d_p, 1 - dampening), out=out)
 
 
-@primitive("sgd_step", _like_first, out=True)
+@primitive("sgd_step", _like_first, writes_state=True)
 def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov, out=None):
     """SGD's new parameter, from its gradient and (with momentum) its new buffer."""
     d_p = _decayed(grad, param, weight_decay)
@@ -42,7 +42,7 @@ def sgd_step(param, grad, buf=None, *, lr, momentum, weight_decay, nesterov, out
     return np.add(param, step, out=step if out is None else out)
 
 
-@primitive("adam_moment", _like_first, out=True)
+@primitive("adam_moment", _like_first, writes_state=True)
 def adam_moment(grad, param, moment=None, *, beta, weight_decay, square, out=None):
     """Adam's new first (``square=False``) or second moment estimate."""
     grad = _decayed(grad, param, weight_decay)
@@ -56,7 +56,7 @@ def adam_moment(grad, param, moment=None, *, beta, weight_decay, square, out=Non
     return np.add(kept, scaled, out=kept)
 
 
-@primitive("adam_step", _like_first, out=True)
+@primitive("adam_step", _like_first, writes_state=True)
 def adam_step(param, exp_avg, exp_avg_sq, *, lr, bias1, bias2_sqrt, eps, decoupled_decay,
               out=None):
     """Adam's new parameter (``decoupled_decay``: AdamW's factor ``lr * weight_decay``)."""
@@ -80,7 +80,7 @@ def root_mean_square(square_avg, grad_avg=None, *, eps):
     return np.sqrt(square_avg) + eps
 
 
-@primitive("rmsprop_buffer", _like_first, out=True)
+@primitive("rmsprop_buffer", _like_first, writes_state=True)
 def rmsprop_buffer(grad, param, avg, buf=None, *, momentum, weight_decay, out=None):
     """RMSprop's new momentum buffer: ``buf * momentum + grad / avg``."""
     buf = np.zeros_like(param) if buf is None else buf
@@ -88,20 +88,20 @@ def rmsprop_buffer(grad, param, avg, buf=None, *, momentum, weight_decay, out=No
     return np.add(np.multiply(buf, momentum), direction, out=out)
 
 
-@primitive("rmsprop_step", _like_first, out=True)
+@primitive("rmsprop_step", _like_first, writes_state=True)
 def rmsprop_step(param, grad, avg, *, lr, weight_decay, out=None):
     """RMSprop's new parameter without momentum: ``param - lr * (grad / avg)``."""
     step = np.multiply(np.divide(_decayed(grad, param, weight_decay), avg), lr)
     return np.subtract(param, step, out=out)
 
 
-@primitive("scaled_step", _like_first, out=True)
+@primitive("scaled_step", _like_first, writes_state=True)
 def scaled_step(param, direction, *, lr, out=None):
     """``param - lr * direction``: the last formula of RMSprop with momentum and Adadelta."""
     return np.subtract(param, np.multiply(direction, lr), out=out)
 
 
-@primitive("adagrad_sum", _like_first, out=True)
+@primitive("adagrad_sum", _like_first, writes_state=True)
 def adagrad_sum(grad, param, total=None, *, weight_decay, initial, out=None):
     """Adagrad's new sum of squared gradients (starting at ``initial``)."""
     total = np.full_like(param, initial) if total is None else total
@@ -109,7 +109,7 @@ def adagrad_sum(grad, param, total=None, *, weight_decay, initial, out=None):
     return np.add(total, np.multiply(grad, grad), out=out)
 
 
-@primitive("adagrad_step", _like_first, out=True)
+@primitive("adagrad_step", _like_first, writes_state=True)
 def adagrad_step(param, grad, total, *, lr, eps, weight_decay, out=None):
     """Adagrad's new parameter: ``param - lr * (grad / (sqrt(total) + eps))``, ``lr`` already
     decayed for the step."""
