@@ -158,6 +158,7 @@ from pargraph.legacy import (
     LongTensor,
     ShortTensor,
 )
+from pargraph.linalg import lu_unpack
 from pargraph.printing import set_printoptions
 from pargraph.remote.connect import connect
 from pargraph.remote.dashboard import dashboard
@@ -229,7 +230,7 @@ __all__ = [
     "kaiser_window", "func", "jit", "pytree", "atleast_1d", "atleast_2d", "atleast_3d",
     "column_stack", "dstack", "block_diag", "bincount", "histogram", "trapezoid", "trapz",
     "cumulative_trapezoid", "combinations", "pdist", "vander", "chain_matmul", "promote_types",
-    "result_type", "can_cast", "isin", *FUNCTIONAL_AT_TOP,
+    "result_type", "can_cast", "isin", "lu_unpack", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]
 

@@ -534,6 +534,10 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __xor__(self, other): return _binary(ops.bitwise_xor, self, other)
     def __rxor__(self, other): return _binary(ops.bitwise_xor, other, self)
     def __invert__(self): return _wrap(ops.bitwise_not(self._node))
+    def __lshift__(self, other): return _binary(ops.bitwise_left_shift, self, other)
+    def __rlshift__(self, other): return _binary(ops.bitwise_left_shift, other, self)
+    def __rshift__(self, other): return _binary(ops.bitwise_right_shift, self, other)
+    def __rrshift__(self, other): return _binary(ops.bitwise_right_shift, other, self)
 
     mul = __mul__
     pow = __pow__
@@ -975,6 +979,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __imul__(self, other): return self.mul_(other)
     def __itruediv__(self, other): return self.div_(other)
     def __ipow__(self, other): return self.pow_(other)
+    def __iand__(self, other): return self.bitwise_and_(other)
+    def __ior__(self, other): return self.bitwise_or_(other)
+    def __ixor__(self, other): return self.bitwise_xor_(other)
+    def __ilshift__(self, other): return self.bitwise_left_shift_(other)
+    def __irshift__(self, other): return self.bitwise_right_shift_(other)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``x[key] = value`` in place (ints, slices, masks, index tensors), as in PyTorch."""

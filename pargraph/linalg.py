@@ -16,9 +16,10 @@ from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor
 from pargraph.ops.linalg import LinAlgError
 
-__all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh",
-           "householder_product", "inv", "lstsq", "matrix_exp", "matrix_norm", "matrix_power",
-           "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve",
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
+           "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
+           "lu_factor_ex", "lu_solve", "matrix_exp", "matrix_norm", "matrix_power",
+           "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_ex",
            "solve_triangular", "svd", "svdvals", "vecdot", "vector_norm"]
 
 #: What ``eigh`` returns, as ``torch.return_types``: a tuple with names.
@@ -27,6 +28,12 @@ SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 SvdResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
 QrResult = namedtuple("linalg_qr", ["Q", "R"])
 LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
+InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
+SolveExResult = namedtuple("linalg_solve_ex", ["result", "info"])
+LuFactorResult = namedtuple("linalg_lu_factor", ["LU", "pivots"])
+LuFactorExResult = namedtuple("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+LuResult = namedtuple("linalg_lu", ["P", "L", "U"])
 
 
 def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -111,6 +118,169 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
             [1., 1.]])
     """
     return apply(ops.cholesky, as_tensor(A), upper=upper)
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False
+                ) -> CholeskyExResult:
+    """``(L, info)``: the Cholesky factor, and per matrix 0 or the order of the first leading
+    minor that is not positive-definite, without raising (``check_errors=True`` raises as
+    :func:`cholesky`); where it failed, ``L`` is what LAPACK left, as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.cholesky_ex(pargraph.tensor([[4.0, 2.0], [2.0, 1.0]])).info
+    tensor(2, dtype=pargraph.int32)
+    """
+    A = as_tensor(A)
+    info = apply(ops.cholesky_info, A)
+    if check_errors:
+        return CholeskyExResult(apply(ops.cholesky, A, upper=upper), info)
+    return CholeskyExResult(apply(ops.cholesky_ex, A, upper=upper), info)
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
+    """``(inverse, info)``: per matrix 0, or the position of the first zero pivot, where
+    the inverse has infinities, without raising (``check_errors=True`` raises as
+    :func:`inv`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.inv_ex(pargraph.tensor([[2.0, 0.0], [0.0, 4.0]])).inverse
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    A = as_tensor(A)
+    inverse = inv(A) if check_errors else apply(ops.inv_ex, A)
+    return InvExResult(inverse, apply(ops.lu_info, A))
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False
+             ) -> SolveExResult:
+    """``(result, info)``: :func:`solve`'s result, and per matrix 0 or the position of the
+    first zero pivot, where the result has infinities or NaN, without raising
+    (``check_errors=True`` raises as :func:`solve`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> A = pargraph.tensor([[2.0, 0.0], [0.0, 4.0]])
+    >>> pargraph.linalg.solve_ex(A, pargraph.tensor([2.0, 2.0])).result
+    tensor([1.0000, 0.5000])
+    """
+    A, B = as_tensor(A), as_tensor(B)
+    info = apply(ops.lu_info, A)
+    if check_errors:
+        return SolveExResult(solve(A, B, left=left), info)
+    vector = B.ndim == 1 or (left and B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        LU, pivots = lu_factor(A.mT)
+        return SolveExResult(lu_solve(LU, pivots, B.mT).mT, info)
+    LU, pivots = lu_factor(A)
+    if vector:
+        return SolveExResult(lu_solve(LU, pivots, B.unsqueeze(-1)).squeeze(-1), info)
+    return SolveExResult(lu_solve(LU, pivots, B), info)
+
+
+def lu_factor(A: Tensor, *, pivot: bool = True) -> LuFactorResult:
+    """``(LU, pivots)``: the LU factorization with partial pivoting, packed (``L`` below
+    the diagonal, its unit diagonal implied; ``U`` on and above), and the row swaps, 1-based
+    int32 as LAPACK gives them. Differentiable for square matrices.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> LU, pivots = pargraph.linalg.lu_factor(pargraph.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> LU.tolist(), pivots.tolist()
+    ([[3.0, 4.0], [0.3333333432674408, 0.6666666269302368]], [2, 2])
+    """
+    if not pivot:
+        raise NotImplementedError("linalg.lu_factor: LU without pivoting is not implemented "
+                                  "for CPU tensors, as in PyTorch")
+    A = as_tensor(A)
+    return LuFactorResult(apply(ops.lu_factor, A), apply(ops.lu_pivots, A))
+
+
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False
+                 ) -> LuFactorExResult:
+    """:func:`lu_factor` with ``info``: per matrix 0, or the 1-based position of the first
+    zero pivot of ``U`` (``check_errors=True`` raises there).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.lu_factor_ex(pargraph.tensor([[1.0, 2.0], [2.0, 4.0]])).info
+    tensor(2, dtype=pargraph.int32)
+    """
+    LU, pivots = lu_factor(A, pivot=pivot)
+    info = apply(ops.lu_info, as_tensor(A))
+    if check_errors and bool((info != 0).any()):
+        raise LinAlgError("torch.linalg.lu_factor_ex: U[{0},{0}] is zero and using it on "
+                          "lu_solve would result in a division by zero. If you still want to "
+                          "perform the factorization, consider calling linalg.lu(A, pivot) or "
+                          "linalg.lu_factor_ex(A, pivot)".format(int(info.max())))
+    return LuFactorExResult(LU, pivots, info)
+
+
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True,
+              unpack_pivots: bool = True) -> LuResult:
+    """``(P, L, U)`` from :func:`lu_factor`'s packed result, with ``A = P L U``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> P, L, U = pargraph.lu_unpack(*pargraph.linalg.lu_factor(pargraph.eye(2)))
+    >>> P.tolist(), U.tolist()
+    ([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]])
+    """
+    LU, pivots = as_tensor(LU_data), as_tensor(LU_pivots)
+    m, n = LU.shape[-2:]
+    k = min(m, n)
+    P = apply(ops.lu_permutation, pivots, m=m, dtype=np.dtype(LU.dtype)) if unpack_pivots \
+        else None
+    if not unpack_data:
+        return LuResult(P, None, None)
+    L = LU[..., :, :k].tril(-1) + as_tensor(np.eye(m, k, dtype=np.dtype(LU.dtype)))
+    return LuResult(P, L, LU[..., :k, :].triu())
+
+
+def lu(A: Tensor, *, pivot: bool = True) -> LuResult:
+    """``(P, L, U)`` with ``A = P L U``: ``P`` a permutation, ``L`` unit lower triangular
+    (m x k), ``U`` upper triangular (k x n), ``k = min(m, n)``. Differentiable for square
+    matrices.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> P, L, U = pargraph.linalg.lu(pargraph.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> (P @ L @ U).tolist()
+    [[1.0, 2.0], [3.0, 4.0]]
+    """
+    return lu_unpack(*lu_factor(A, pivot=pivot))
+
+
+def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
+             adjoint: bool = False) -> Tensor:
+    """``X`` with ``A X = B`` from ``A``'s :func:`lu_factor` (``left=False``: ``X A = B``;
+    ``adjoint``: ``A^T`` in place of ``A``); differentiable in ``LU`` and ``B``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> LU, pivots = pargraph.linalg.lu_factor(pargraph.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> pargraph.linalg.lu_solve(LU, pivots, pargraph.tensor([[1.0], [2.0]])).tolist()
+    [[0.0], [0.5]]
+    """
+    P, L, U = lu_unpack(LU, pivots)
+    B = as_tensor(B)
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return lu_solve(LU, pivots, B.mT, adjoint=not adjoint).mT
+    if adjoint:  # A^T = U^T L^T P^T:  X = P L^-T U^-T B
+        y = solve_triangular(U.mT, B, upper=False)
+        return P @ solve_triangular(L.mT, y, upper=True, unitriangular=True)
+    y = solve_triangular(L, P.mT @ B, upper=False, unitriangular=True)
+    return solve_triangular(U, y, upper=True)
 
 
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,

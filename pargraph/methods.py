@@ -20,6 +20,7 @@ SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
 SvdResult = namedtuple("svd", ["U", "S", "V"])
 QrResult = namedtuple("qr", ["Q", "R"])
 GeqrfResult = namedtuple("geqrf", ["a", "tau"])
+FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
 
 
 class EverydayMethods:
@@ -1179,6 +1180,136 @@ class EverydayMethods:
         [False, True]
         """
         return self._binary_op(ops.logical_xor, other)
+
+    def bitwise_and(self, other: Any) -> Any:
+        """Elementwise ``&`` (``and`` for booleans); integers and booleans only.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([12, 10]).bitwise_and(pargraph.tensor([10, 3])).tolist()
+        [8, 2]
+        """
+        return self._binary_op(ops.bitwise_and, other)
+
+    def bitwise_or(self, other: Any) -> Any:
+        """Elementwise ``|`` (``or`` for booleans); integers and booleans only.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([12, 10]).bitwise_or(pargraph.tensor([10, 3])).tolist()
+        [14, 11]
+        """
+        return self._binary_op(ops.bitwise_or, other)
+
+    def bitwise_xor(self, other: Any) -> Any:
+        """Elementwise ``^`` (``xor`` for booleans); integers and booleans only.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([12, 10]).bitwise_xor(pargraph.tensor([10, 3])).tolist()
+        [6, 9]
+        """
+        return self._binary_op(ops.bitwise_xor, other)
+
+    def bitwise_left_shift(self, other: Any) -> Any:
+        """``self << other``, elementwise on integers; a shift by a negative amount or by the
+        width or more gives 0, as in PyTorch.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, -3]).bitwise_left_shift(2).tolist()
+        [4, -12]
+        """
+        return self._binary_op(ops.bitwise_left_shift, other)
+
+    def bitwise_right_shift(self, other: Any) -> Any:
+        """``self >> other``, elementwise on integers (arithmetic: the sign is kept); a shift
+        by a negative amount or by the width or more gives 0 or -1, as in PyTorch.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([16, -16]).bitwise_right_shift(2).tolist()
+        [4, -4]
+        """
+        return self._binary_op(ops.bitwise_right_shift, other)
+
+    def gcd(self, other: Any) -> Any:
+        """The greatest common divisor, elementwise, of integers (``gcd(0, 0)`` is 0).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([12, -18]).gcd(pargraph.tensor([8, 12])).tolist()
+        [4, 6]
+        """
+        return self._binary_op(ops.gcd, other)
+
+    def lcm(self, other: Any) -> Any:
+        """The least common multiple, elementwise, of integers (non-negative, as PyTorch's).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([4, -6]).lcm(pargraph.tensor([6, 4])).tolist()
+        [12, 12]
+        """
+        return self._binary_op(ops.lcm, other)
+
+    def igamma(self, other: Any) -> Any:
+        """The regularized lower incomplete gamma function ``P(self, other)``; differentiable
+        in ``other`` (as PyTorch's, not in ``self``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([1.0]).igamma(pargraph.tensor([1.0])).item(), 4)
+        0.6321
+        """
+        return self._binary_op(ops.igamma, other)
+
+    def igammac(self, other: Any) -> Any:
+        """The regularized upper incomplete gamma function ``1 - P(self, other)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([1.0]).igammac(pargraph.tensor([1.0])).item(), 4)
+        0.3679
+        """
+        return self._binary_op(ops.igammac, other)
+
+    def frexp(self) -> Any:
+        """``(mantissa, exponent)`` with ``self == mantissa * 2 ** exponent``, the mantissa's
+        magnitude in [0.5, 1) (0, inf and nan stay), the exponent int32; the mantissa's
+        gradient is ``grad / 2 ** exponent``, as PyTorch's.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> m, e = pargraph.tensor([3.0, -0.5]).frexp()
+        >>> m.tolist(), e.tolist()
+        ([0.75, -0.5], [2, 0])
+        """
+        if not ops.is_floating(np.dtype(self.dtype)):
+            raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+        return FrexpResult(self._wrap(ops.frexp_mantissa(self._node)),
+                           self._wrap(ops.frexp_exponent(self._node)))
+
+    def ldexp(self, other: Any) -> Any:
+        """``self * 2 ** other``, computed as PyTorch does (integers give floats).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0, 3.0]).ldexp(pargraph.tensor([3, -1])).tolist()
+        [8.0, 1.5]
+        """
+        return self * (2.0 ** self._wrap(self._operand(other)))
 
     def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
                 equal_nan: bool = False) -> Any:
@@ -2590,10 +2721,13 @@ IN_PLACE_UNARY = (
 IN_PLACE_BINARY = (
     "atan2 arctan2 copysign divide eq float_power floor_divide fmod ge greater greater_equal gt "
     "heaviside hypot le less less_equal lt multiply ne not_equal remainder subtract true_divide "
-    "xlogy logical_and logical_or logical_xor").split()
+    "xlogy logical_and logical_or logical_xor ldexp igamma igammac").split()
+#: Binary in-place forms of ops PyTorch has for integers and booleans only.
+IN_PLACE_INTEGER = (
+    "bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift gcd lcm").split()
 
 
-def _in_place_form(name: str, binary: bool) -> Any:
+def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     def form(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(self, name)(*args, **kwargs).to(self.dtype)
         if self.requires_grad and not result.requires_grad:  # a comparison: as PyTorch, the
@@ -2601,10 +2735,12 @@ def _in_place_form(name: str, binary: bool) -> Any:
             result = self.where(nowhere, result)  # history, its gradient zero
         return self._in_place(result)
 
-    argument = "pargraph.tensor([2.0])" if binary else ""
+    argument = ("pargraph.tensor([2])" if integer else "pargraph.tensor([2.0])") if binary \
+        else ""
+    start = "pargraph.tensor([6])" if integer else "pargraph.tensor([0.5])"
     form.__name__ = form.__qualname__ = f"{name}_"
     form.__doc__ = (f"``{name}`` in place.\n\n        Examples\n        --------\n"
-                    f"        >>> import pargraph\n        >>> x = pargraph.tensor([0.5])\n"
+                    f"        >>> import pargraph\n        >>> x = {start}\n"
                     f"        >>> x.{name}_({argument}) is x\n        True\n        ")
     return form
 
@@ -2613,4 +2749,6 @@ for _name in IN_PLACE_UNARY:
     setattr(EverydayMethods, f"{_name}_", _in_place_form(_name, False))
 for _name in IN_PLACE_BINARY:
     setattr(EverydayMethods, f"{_name}_", _in_place_form(_name, True))
+for _name in IN_PLACE_INTEGER:
+    setattr(EverydayMethods, f"{_name}_", _in_place_form(_name, True, integer=True))
 del _name

@@ -13,7 +13,8 @@ from pargraph.functions import method_functions, polygamma, where
 
 __all__ = ["erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py", "log1p", "expm1",
            "exp2", "sinc", "logsumexp", "softmax", "log_softmax", "round", "gammaln", "digamma",
-           "psi", "polygamma", "multigammaln", "entr", "ndtr", "ndtri", "log_ndtr"]
+           "psi", "polygamma", "multigammaln", "entr", "ndtr", "ndtri", "log_ndtr", "gammainc",
+           "gammaincc"]
 
 erf, erfc, erfinv = method_functions["erf"], method_functions["erfc"], method_functions["erfinv"]
 expit, logit, xlogy = method_functions["sigmoid"], method_functions["logit"], \
@@ -24,6 +25,7 @@ sinc, logsumexp, round = method_functions["sinc"], method_functions["logsumexp"]
     method_functions["round"]  # noqa: A001  (PyTorch's name)
 gammaln = method_functions["lgamma"]
 digamma = psi = method_functions["digamma"]
+gammainc, gammaincc = method_functions["igamma"], method_functions["igammac"]
 
 
 def softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:

@@ -154,6 +154,28 @@ def _well_conditioned_ref(a):
     return a + 4 * np.eye(a.shape[-1])
 
 
+#: Standard gamma draws, at the levels _GAMMA_LEVELS of the concentrations in the table.
+_GAMMA_LEVELS = np.array([0.3, 0.6, 0.8])
+_GAMMA_X = __import__("scipy.special").special.gammaincinv(np.array([0.4, 1.5, 6.0]),
+                                                           _GAMMA_LEVELS)
+
+
+def _gamma_quantile_slope(a):
+    """d/da of the gamma quantile at ``_GAMMA_X``'s levels: the implicit gradient."""
+    from scipy import special
+
+    h = 1e-6 * a
+    return (special.gammaincinv(a + h, _GAMMA_LEVELS)
+            - special.gammaincinv(a - h, _GAMMA_LEVELS)) / (2 * h)
+
+
+def _product(*matrices):
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = out @ m
+    return out
+
+
 def _put(x, value, key):
     y = x * 1  # a non-leaf copy: item assignment is in place
     y[key] = value
@@ -196,6 +218,10 @@ CASES = [
           lambda *s: R.uniform(-0.9, 0.9, s)),
     unary("lgamma", pargraph.lgamma, lambda x: __import__("scipy.special").special.gammaln(x),
           positive),
+    Case("incomplete_gamma", lambda x: pargraph.special.gammainc(pargraph.tensor(2.5), x)
+         + pargraph.special.gammaincc(pargraph.tensor(0.7), x),
+         lambda x: __import__("scipy.special").special.gammainc(2.5, x)
+         + __import__("scipy.special").special.gammaincc(0.7, x), [positive(3, 4)]),
     unary("digamma", pargraph.digamma, lambda x: __import__("scipy.special").special.psi(x),
           positive),
     unary("polygamma", lambda x: pargraph.polygamma(2, x),
@@ -395,6 +421,14 @@ CASES = [
          [np.array([[5, -3, 12]]), np.array([6, 7, -8])], differentiable=False),
     Case("all", lambda x: (x > 0).all(), lambda x: (x > 0).all(), [normal(3, 4)],
          differentiable=False),
+    Case("shifts", lambda x, y: (x << y) + (x >> y) + (3 << y) + (x >> 70),
+         lambda x, y: (x << y) + (x >> y) + (3 << y) + (x >> 63),
+         [np.array([[5, -3, 12]]), np.array([6, 0, 2])], differentiable=False),
+    Case("gcd_lcm", lambda x, y: x.gcd(y) * 1000 + x.lcm(y),
+         lambda x, y: np.gcd(x, y) * 1000 + np.lcm(x, y),
+         [np.array([[12, -18, 0]]), np.array([8, 12, 0])], differentiable=False),
+    Case("frexp", lambda x: x.frexp()[0] + x.frexp()[1], lambda x: sum(np.frexp(x)),
+         [normal(3, 4) * 10]),
     Case("index_put", lambda x, v: _put(x, v, ([0, 2], slice(1, 3))),
          lambda x, v: _put_ref(x, v, ([0, 2], slice(1, 3))), [normal(3, 4), normal(2, 2)]),
     Case("index_put_broadcast", lambda x, v: _put(x, v, (slice(None), 1)),
@@ -532,6 +566,22 @@ CASES = [
          lambda x: _ctc_ref(x, [[1, 2], [2, 2]], (4, 3)), [normal(4, 2, 3)]),
     Case("inv", lambda a: pargraph.linalg.inv(_well_conditioned(a)),
          lambda a: np.linalg.inv(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
+    Case("cholesky_ex", lambda a: pargraph.linalg.cholesky_ex(_spd(a)).L
+         * (1 + pargraph.linalg.cholesky_ex(_spd(a)).info)[..., None, None],
+         lambda a: np.linalg.cholesky(_spd_ref(a)), [normal(2, 3, 3)]),
+    Case("inv_ex", lambda a: pargraph.linalg.inv_ex(_well_conditioned(a)).inverse
+         * (1 + pargraph.linalg.inv_ex(_well_conditioned(a)).info)[..., None, None],
+         lambda a: np.linalg.inv(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
+    Case("lu", lambda a: _product(*pargraph.linalg.lu(_well_conditioned(a))),
+         lambda a: _well_conditioned_ref(a), [normal(2, 3, 3)]),
+    Case("lu_factor", lambda a: pargraph.linalg.lu_factor(a).LU,
+         lambda a: __import__("scipy.linalg").linalg.lu_factor(a)[0], [normal(4, 4)]),
+    # Its gradient is not the finite differences' (the sample is held at its quantile): the
+    # distributions' tests check it against the quantile's derivative and by Monte Carlo.
+    Case("gamma_sample", lambda a: (node_op(ops.gamma_reparameterized, a, pargraph.tensor(
+         _GAMMA_X)) + node_op(ops.standard_gamma_grad, a, pargraph.tensor(_GAMMA_X))).detach(),
+         lambda a: _GAMMA_X + _gamma_quantile_slope(a), [np.array([0.4, 1.5, 6.0])],
+         differentiable=False, atol=1e-4),
     Case("det", lambda a: pargraph.linalg.det(_well_conditioned(a)),
          lambda a: np.linalg.det(_well_conditioned_ref(a)), [normal(2, 3, 3)]),
     Case("slogdet_logabsdet", lambda a: pargraph.linalg.slogdet(a).logabsdet,

@@ -206,3 +206,66 @@ def test_geqrf_and_householder_product_as_pytorchs():
         with pytest.raises(RuntimeError, match="input.shape\\[-2\\] must be greater than or "
                                                "equal to input.shape\\[-1\\]"):
             lib.linalg.householder_product(lib.tensor(WIDE), lib.ones(3, dtype=lib.float64))
+
+
+NOT_PD = np.array([[[4.0, 2.0], [2.0, 3.0]], [[1.0, 2.0], [2.0, 1.0]], [[4.0, 2.0], [2.0, 1.0]]])
+SINGULAR = np.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 1.0], [1.0, 3.0]]])
+
+
+def test_cholesky_ex_inv_ex_and_solve_ex_as_pytorchs():
+    both(lambda t, a: t.linalg.cholesky_ex(a), SPD)
+    both(lambda t, a: t.linalg.cholesky_ex(a, upper=True), SPD)
+    both(lambda t, a: t.linalg.inv_ex(a), A)
+    both(lambda t, a, b: t.linalg.solve_ex(a, b), A, B)
+    both(lambda t, a, b: t.linalg.solve_ex(a, b[..., 0]), A, B)
+    both(lambda t, a, b: t.linalg.solve_ex(a, b.mT, left=False), A, B)
+    # What failed: the info, and the factor LAPACK left, without raising.
+    ours = pargraph.linalg.cholesky_ex(pargraph.tensor(NOT_PD))
+    theirs = torch.linalg.cholesky_ex(torch.tensor(NOT_PD))
+    assert ours.info.tolist() == theirs.info.tolist() == [0, 2, 2]
+    assert ours.info.dtype == pargraph.int32
+    np.testing.assert_allclose(ours.L.numpy(), theirs.L.numpy())
+    inverse = pargraph.linalg.inv_ex(pargraph.tensor(SINGULAR))
+    assert inverse.info.tolist() == torch.linalg.inv_ex(torch.tensor(SINGULAR)).info.tolist()
+    np.testing.assert_array_equal(inverse.inverse.numpy()[0],
+                                  torch.linalg.inv_ex(torch.tensor(SINGULAR)).inverse[0].numpy())
+    for call, needle in (
+            (lambda t: t.linalg.cholesky_ex(t.tensor(NOT_PD), check_errors=True).L,
+             "The factorization could not be completed because the input is not "
+             "positive-definite (the leading minor of order 2 is not positive-definite)"),
+            (lambda t: t.linalg.inv_ex(t.tensor(SINGULAR), check_errors=True).inverse,
+             "The diagonal element 2 is zero, the inversion could not be completed because "
+             "the input matrix is singular")):
+        with pytest.raises(RuntimeError, match=re.escape(needle)):
+            call(torch)
+        with pytest.raises(pargraph.linalg.LinAlgError, match=re.escape(needle)):
+            call(pargraph).numpy()
+
+
+@pytest.mark.parametrize("array", [A, M, M.T, RNG.standard_normal((2, 4, 4))])
+def test_lu_factor_lu_and_lu_solve_as_pytorchs(array):
+    square = array.shape[-1] == array.shape[-2]
+    both(lambda t, a: t.linalg.lu_factor(a), array, grad=square)
+    both(lambda t, a: t.linalg.lu(a), array, grad=square)
+    both(lambda t, a: t.lu_unpack(*t.linalg.lu_factor(a)), array, grad=square)
+    both(lambda t, a: t.linalg.lu_factor_ex(a), array, grad=square)
+    if square:
+        right = RNG.standard_normal(array.shape[:-1] + (2,))
+        for left in (True, False):
+            for adjoint in (False, True):
+                rhs = right if left else right.swapaxes(-1, -2)
+                both(lambda t, a, b: t.linalg.lu_solve(*t.linalg.lu_factor(a), b, left=left,
+                                                       adjoint=adjoint), array, rhs)
+    else:
+        with pytest.raises(NotImplementedError, match="square matrices only"):
+            pargraph.linalg.lu(pargraph.tensor(array, requires_grad=True)).L.sum().backward()
+
+
+def test_lu_of_a_singular_matrix_says_where_its_zero_pivot_is():
+    ours = pargraph.linalg.lu_factor_ex(pargraph.tensor(SINGULAR))
+    theirs = torch.linalg.lu_factor_ex(torch.tensor(SINGULAR))
+    assert ours.info.tolist() == theirs.info.tolist() == [2, 0]
+    np.testing.assert_allclose(ours.LU.numpy(), theirs.LU.numpy())
+    assert ours.pivots.tolist() == theirs.pivots.tolist()
+    with pytest.raises(pargraph.linalg.LinAlgError, match=r"U\[2,2\] is zero"):
+        pargraph.linalg.lu_factor_ex(pargraph.tensor(SINGULAR), check_errors=True)

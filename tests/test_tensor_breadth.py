@@ -586,3 +586,61 @@ def test_errors_of_counting_and_windows_are_pytorchs(call):
             ours = str(caught.value)
         else:
             assert re.sub(r"torch\.", "", ours) == re.sub(r"torch\.", "", str(caught.value))
+
+
+def test_shifts_gcd_lcm_and_bitwise_functions_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    cases = [
+        lambda t: t.tensor([1, 2, -3]) << 1, lambda t: t.tensor([1, 2, -3]) >> 1,
+        lambda t: 1 << t.tensor([1, 2, -3]),
+        lambda t: t.bitwise_left_shift(t.tensor([1, 2, -3]), t.tensor([3, 2, 1])),
+        lambda t: t.tensor([1, 8]) << t.tensor([64, -1]),
+        lambda t: t.tensor([-5, 5]) >> t.tensor([70, -1]),
+        lambda t: t.tensor([1], dtype=t.uint8) << 9, lambda t: t.tensor([True]) << 1,
+        lambda t: t.tensor([3], dtype=t.int32) << t.tensor([2], dtype=t.int8),
+        lambda t: t.gcd(t.tensor([12, -18, 0]), t.tensor([8, 12, 0])),
+        lambda t: t.lcm(t.tensor([4, -6, 0]), t.tensor([6, 4, 5])),
+        lambda t: t.bitwise_and(t.tensor([12, 10]), t.tensor([10, 3])),
+        lambda t: t.tensor([12, 10]).bitwise_or(3), lambda t: t.bitwise_xor(t.tensor([5]), 1),
+        lambda t: t.tensor([12, 10]).gcd_(t.tensor([8, 4])),
+        lambda t: t.tensor([12, 10]).bitwise_right_shift_(1),
+        lambda t: t.ldexp(t.tensor([1.0, 2.0]), t.tensor([3, -1])),
+        lambda t: t.ldexp(t.tensor([1, 2]), t.tensor([1, 2])),
+    ]
+    for case in cases:
+        ours, theirs = case(pargraph), case(torch)
+        assert ours.tolist() == theirs.tolist()
+        assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+    for case in (lambda t: t.tensor([1.5]) << 1,
+                 lambda t: t.gcd(t.tensor([True]), t.tensor([False])),
+                 lambda t: t.tensor([1.5]).bitwise_and(t.tensor([1.0]))):
+        with pytest.raises(RuntimeError):
+            case(torch)
+        with pytest.raises(RuntimeError, match="not implemented for"):
+            case(pargraph)
+    x = pargraph.tensor([1, 2])
+    alias = x
+    x <<= 2
+    x &= 12
+    assert x is alias and alias.tolist() == [4, 8]
+
+
+def test_frexp_as_pytorchs_and_its_gradient_by_finite_differences():
+    torch = pytest.importorskip("torch")
+    values = [3.0, -0.5, 0.0, float("inf"), 1e-40, 5.0]
+    for dtype in ("float32", "float64"):
+        ours = pargraph.frexp(pargraph.tensor(values, dtype=getattr(pargraph, dtype)))
+        theirs = torch.frexp(torch.tensor(values, dtype=getattr(torch, dtype)))
+        np.testing.assert_array_equal(ours.mantissa.numpy(), theirs.mantissa.numpy())
+        assert ours.exponent.tolist() == theirs.exponent.tolist()
+        assert ours.exponent.dtype == pargraph.int32
+    with pytest.raises(RuntimeError, match="only supports floating-point"):
+        pargraph.tensor([3]).frexp()
+    x = np.array([3.0, -0.75, 5.0, 0.3])
+    w = np.arange(4.0)
+    t = pargraph.tensor(x, requires_grad=True)
+    (t.frexp().mantissa * pargraph.tensor(w)).sum().backward()
+    step = 1e-7  # inside each value's binade the mantissa is x / 2**e
+    numeric = [w[k] * (np.frexp(x[k] + step)[0] - np.frexp(x[k] - step)[0]) / (2 * step)
+               for k in range(4)]
+    np.testing.assert_allclose(t.grad.numpy(), numeric, rtol=1e-6)

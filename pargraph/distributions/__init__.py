@@ -23,6 +23,7 @@ from pargraph.distributions.discrete import (
     Poisson,
 )
 from pargraph.distributions.distribution import Distribution, Independent
+from pargraph.distributions.gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
 from pargraph.distributions.kl import kl_divergence, register_kl
 from pargraph.distributions.transforms import (
     AbsTransform,
@@ -44,4 +45,4 @@ __all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "Multivari
            "OneHotCategorical", "transforms", "Transform", "ExpTransform", "SigmoidTransform",
            "TanhTransform", "AffineTransform", "SoftplusTransform", "AbsTransform",
            "PowerTransform", "ComposeTransform", "identity_transform",
-           "TransformedDistribution"]
+           "TransformedDistribution", "Gamma", "Chi2", "Beta", "Dirichlet", "StudentT"]

@@ -25,6 +25,7 @@ from pargraph.ops.core import (
     primitive,
     result_dtype,
     shape_of,
+    torch_name,
 )
 
 leaf = Primitive("leaf", None, _same)  # a value given, not computed: a tensor from data
@@ -426,6 +427,62 @@ bitwise_xor = primitive("bitwise_xor", _bitwise_shape("^"))(np.bitwise_xor)
 bitwise_not = primitive("bitwise_not", _bitwise_shape("~"))(np.invert)
 
 
+def _integer_shape(kernel: str) -> Callable:
+    """The rule of an op PyTorch has for integers only (bool too, once promoted with an
+    int): its error names the kernel as PyTorch's does."""
+    def shape(*inputs):
+        dtype = result_dtype(*inputs)
+        if dtype.kind not in "iu":
+            raise ShapeError(f'"{kernel}_cpu" not implemented for \'{torch_name(dtype)}\'')
+        return broadcast_shapes(*(shape_of(i) for i in inputs)), dtype
+    return shape
+
+
+def _shifted(a, b, shift):
+    """``shift(a, b)`` with PyTorch's CPU results where C leaves it undefined: a shift by a
+    negative amount or by the width or more gives 0 to the left and the sign to the right."""
+    b = np.asarray(b)
+    within = np.asarray(shift(a, np.zeros_like(b)))  # the result's dtype, for its width
+    bits = within.dtype.itemsize * 8
+    outside = (b < 0) | (b >= bits)
+    if not outside.any():
+        return shift(a, b)
+    done = shift(a, np.where(outside, 0, b))
+    return np.where(outside, 0 if shift is np.left_shift else np.right_shift(a, bits - 1), done)
+
+
+@primitive("bitwise_left_shift", _integer_shape("lshift"))
+def bitwise_left_shift(a, b):
+    return _shifted(a, b, np.left_shift)
+
+
+@primitive("bitwise_right_shift", _integer_shape("rshift"))
+def bitwise_right_shift(a, b):
+    return _shifted(a, b, np.right_shift)
+
+
+gcd = primitive("gcd", _integer_shape("gcd"))(np.gcd)
+
+
+lcm = primitive("lcm", _integer_shape("lcm"))(np.lcm)
+
+
+@primitive("frexp_exponent", lambda x: (x.shape, np.dtype(np.int32)))
+def frexp_exponent(x):
+    """The exponent ``frexp`` gives: ``x == mantissa * 2 ** exponent``, int32 as PyTorch's."""
+    return np.frexp(x)[1].astype(np.int32)
+
+
+@primitive("frexp_mantissa", _same_float)
+def frexp_mantissa(x):
+    """The mantissa ``frexp`` gives, in [0.5, 1) in magnitude (0, inf and nan as they are)."""
+    return np.frexp(x)[0]
+
+
+frexp_mantissa.defvjp(
+    lambda g, out, x: div(g, pow_(2.0, cast(frexp_exponent(x), dtype=g.dtype))))
+
+
 @primitive("floor", _same, method=True)
 def floor(x):
     return np.floor(x) if is_floating(x.dtype) else x.copy()
@@ -665,6 +722,72 @@ def polygamma(x, n):
 lgamma.defvjp(lambda g, out, x: mul(g, digamma(x)))
 digamma.defvjp(lambda g, out, x: mul(g, polygamma(x, n=1)))
 polygamma.defvjp(lambda g, out, x, n: mul(g, polygamma(x, n=n + 1)))
+
+
+def _not_implemented_for_self(name: str) -> Callable:
+    def vjp(g, out, a, x):
+        raise NotImplementedError(f"the derivative for '{name}' with respect to 'self' (its "
+                                  "first argument) is not implemented, as in PyTorch")
+    return vjp
+
+
+@primitive("igamma", _elementwise_float)
+def igamma(a, x):
+    """The regularized lower incomplete gamma function ``P(a, x)``
+    (``torch.special.gammainc``)."""
+    from scipy import special
+
+    return special.gammainc(a, x)
+
+
+@primitive("igammac", _elementwise_float)
+def igammac(a, x):
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
+    (``torch.special.gammaincc``)."""
+    from scipy import special
+
+    return special.gammaincc(a, x)
+
+
+def _gamma_density(a, x):
+    """``x^(a - 1) e^(-x) / Gamma(a)``: the derivative of ``P(a, x)`` in ``x``."""
+    return exp(sub(sub(mul(sub(a, 1.0), log(x)), x), lgamma(a)))
+
+
+igamma.defvjp(_not_implemented_for_self("igamma"),
+              lambda g, out, a, x: unbroadcast(mul(g, _gamma_density(a, x)), shape_of(x)))
+igammac.defvjp(_not_implemented_for_self("igammac"),
+               lambda g, out, a, x: unbroadcast(neg(mul(g, _gamma_density(a, x))),
+                                                shape_of(x)))
+
+
+@primitive("standard_gamma_grad",
+           lambda alpha, x: (broadcast_shapes(alpha.shape, x.shape), x.dtype))
+def standard_gamma_grad(alpha, x):
+    """``dx / dalpha`` of a standard gamma sample ``x`` held at its quantile (implicit
+    reparameterization): ``-(dP(alpha, x) / dalpha) / p(x; alpha)``, ``P`` the regularized
+    incomplete gamma function (its derivative by central differences in float64)."""
+    from scipy import special
+
+    a, v = np.asarray(alpha, np.float64), np.asarray(x, np.float64)
+    v = np.maximum(v, np.finfo(np.asarray(x).dtype).tiny)
+    h = 1e-5 * a
+    with np.errstate(all="ignore"):
+        slope = (special.gammainc(a + h, v) - special.gammainc(a - h, v)) / (2 * h)
+        density = np.exp((a - 1) * np.log(v) - v - special.gammaln(a))
+        return -slope / density
+
+
+@primitive("gamma_reparameterized", lambda alpha, x: (x.shape, x.dtype))
+def gamma_reparameterized(alpha, x):
+    """A standard gamma sample ``x`` drawn for ``alpha``: its value, and, as its gradient
+    with respect to ``alpha``, :func:`standard_gamma_grad`'s."""
+    return np.array(x, copy=True)
+
+
+gamma_reparameterized.defvjp(
+    lambda g, out, alpha, x: unbroadcast(mul(g, standard_gamma_grad(alpha, out)), alpha.shape),
+    None)
 
 
 @primitive("ndtri", _same_float)

@@ -298,6 +298,128 @@ def _cholesky_vjp(g, out, a, upper=False):
 cholesky.defvjp(_cholesky_vjp)
 
 
+def _lapack(name: str, dtype: np.dtype) -> Callable:
+    """LAPACK's routine ``name`` (``potrf``, ``getrf``) for ``dtype`` (float32 or float64)."""
+    from scipy.linalg import lapack
+
+    return getattr(lapack, ("s" if dtype == np.float32 else "d") + name)
+
+
+def _batched(a: np.ndarray, one: Callable) -> list:
+    """``one(matrix)`` for each matrix of the batch ``a``, in order."""
+    return [one(matrix) for matrix in a.reshape(-1, *a.shape[-2:])]
+
+
+@primitive("cholesky_ex", _cholesky_shape, blas=True, grad_name="LinalgCholeskyExBackward0",
+           cost=lambda node: 3e-6 + math.prod(node.shape) * node.shape[-1] / 20e9)
+def cholesky_ex(a, upper=False):
+    """The Cholesky factor without raising: where a leading minor is not positive-definite,
+    what LAPACK's potrf left (PyTorch's ``cholesky_ex``)."""
+    potrf = _lapack("potrf", a.dtype)
+    factors = [potrf(m, lower=True, clean=True)[0] for m in a.reshape(-1, *a.shape[-2:])]
+    lower = np.stack(factors).reshape(a.shape) if factors else np.zeros_like(a)
+    return np.swapaxes(lower, -1, -2) if upper else lower
+
+
+cholesky_ex.defvjp(_cholesky_vjp)
+
+
+@primitive("cholesky_info", lambda a, upper=False: (a.shape[:-2], np.dtype(np.int32)))
+def cholesky_info(a, upper=False):
+    """Per matrix, 0, or the order of the first leading minor that is not positive-definite."""
+    potrf = _lapack("potrf", a.dtype)
+    infos = _batched(a, lambda m: potrf(m, lower=True)[1])
+    return np.asarray(infos, np.int32).reshape(a.shape[:-2])
+
+
+def _lu_shape(name: str) -> Callable:
+    def shape(a, *_, **__):
+        if len(a.shape) < 2:
+            raise RuntimeError(f"torch.linalg.{name}: Expected tensor with 2 or more "
+                               f"dimensions. Got size: {list(a.shape)} instead")
+        if not is_floating(a.dtype):
+            raise RuntimeError(f"{name}: Expected a floating point or complex tensor as "
+                               f"input. Got {torch_name(a.dtype)}")
+        return a.shape, a.dtype
+    return shape
+
+
+def _getrf(a: np.ndarray) -> list:
+    getrf = _lapack("getrf", a.dtype)
+    return _batched(a, lambda m: getrf(m))
+
+
+def _factorization_cost(node: Node) -> float:
+    """Seconds of an O(m n min(m, n)) factorization of each matrix of the node's input."""
+    shape = node.inputs[0].shape
+    return 3e-6 + math.prod(shape) * min(shape[-2:]) / 10e9
+
+
+@primitive("lu_factor", _lu_shape("lu_factor"), blas=True, grad_name="LinalgLuFactorExBackward0",
+           cost=_factorization_cost)
+def lu_factor(a):
+    """The packed LU factorization with partial pivoting (LAPACK's getrf): ``L`` below the
+    diagonal (its unit diagonal implied), ``U`` on and above."""
+    done = _getrf(a)
+    return np.stack([lu for lu, _, _ in done]).reshape(a.shape) if done else np.zeros_like(a)
+
+
+def _k(shape: tuple) -> int:
+    return min(shape[-2:])
+
+
+@primitive("lu_pivots", lambda a: (a.shape[:-2] + (_k(a.shape),), np.dtype(np.int32)))
+def lu_pivots(a):
+    """The row swaps of ``lu_factor``, 1-based as LAPACK and PyTorch give them."""
+    k = _k(a.shape)
+    done = _getrf(a)
+    pivots = [piv + 1 for _, piv, _ in done] or [np.zeros(k, np.int32)]
+    return np.asarray(pivots, np.int32).reshape(a.shape[:-2] + (k,))
+
+
+@primitive("lu_info", lambda a: (a.shape[:-2], np.dtype(np.int32)))
+def lu_info(a):
+    """Per matrix, 0, or the 1-based position of the first zero pivot of ``U``."""
+    return np.asarray([info for _, _, info in _getrf(a)], np.int32).reshape(a.shape[:-2])
+
+
+@primitive("lu_permutation", lambda pivots, m, dtype: (pivots.shape[:-1] + (m, m), dtype))
+def lu_permutation(pivots, m, dtype):
+    """``P`` of ``A = P L U`` from LAPACK's pivots: the identity's rows swapped in order."""
+    flat = pivots.reshape(-1, pivots.shape[-1])
+    out = np.zeros((len(flat), m, m), dtype)
+    for b, swaps in enumerate(flat):
+        order = np.arange(m)
+        for i, j in enumerate(swaps - 1):
+            order[i], order[j] = order[j], order[i]
+        out[b, order, np.arange(m)] = 1
+    return out.reshape(pivots.shape[:-1] + (m, m))
+
+
+def _lu_factor_vjp(g, out, a):
+    """PyTorch's LU backward for square matrices: with ``A = P L U``,
+    ``dA = P L^{-H} (tril(L^H dL, -1) + triu(dU U^H)) U^{-H}``, ``dL`` and ``dU`` the parts
+    of the packed gradient."""
+    m, n = a.shape[-2:]
+    if m != n:
+        raise NotImplementedError("the gradient of lu_factor and lu is implemented for square "
+                                  f"matrices only (got {m} x {n})")
+    eye = constant(np.eye(n, dtype=out.dtype))
+    lower = add(_triangle(out, upper=False, unit=True), eye)
+    upper = _triangle(out, upper=True)
+    g_lower, g_upper = _triangle(g, upper=False, unit=True), _triangle(g, upper=True)
+    phi = add(_triangle(matmul(swap_last(lower), g_lower), upper=False, unit=True),
+              _triangle(matmul(g_upper, swap_last(upper)), upper=True))
+    # P L^{-T} phi U^{-T}: two triangular solves, then the permutation
+    right = swap_last(solve_triangular(upper, swap_last(phi), upper=True))
+    inner = solve_triangular(swap_last(lower), right, upper=True, unitriangular=True)
+    perm = lu_permutation(lu_pivots(a), m=m, dtype=out.dtype)
+    return matmul(perm, inner)
+
+
+lu_factor.defvjp(_lu_factor_vjp)
+
+
 def _system_shape(name: str) -> Callable:
     """The shape rule of ``linalg.<name>``: ``X`` with ``A X = B``, batches broadcast."""
     def shape(a, b, *_, **__):
@@ -391,6 +513,29 @@ def inv(a):
 
 # d(A^-1) = -A^-1 dA A^-1: dA = -A^-T G A^-T, differentiable again (it is made of ops).
 inv.defvjp(lambda g, out, a: neg(matmul(swap_last(out), matmul(g, swap_last(out)))))
+
+
+@primitive("inv_ex", _square_matrices("inv_ex"), blas=True, grad_name="LinalgInvExBackward0",
+           cost=_cubic)
+def inv_ex(a):
+    """The inverse without raising: a singular matrix's has infinities and NaN, as
+    PyTorch's ``inv_ex`` gives."""
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        pass
+    getrf, getrs = _lapack("getrf", a.dtype), _lapack("getrs", a.dtype)
+    eye = np.eye(a.shape[-1], dtype=a.dtype)
+
+    def one(matrix):
+        lu, piv, _ = getrf(matrix)
+        with np.errstate(all="ignore"):
+            return getrs(lu, piv, eye)[0]
+
+    return np.stack(_batched(a, one)).reshape(a.shape)
+
+
+inv_ex.defvjp(inv.vjps[0])
 
 
 @primitive("det", _batch_of("det"), blas=True, grad_name="LinalgDetBackward0", cost=_cubic)
