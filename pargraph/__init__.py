@@ -118,6 +118,8 @@ from pargraph.functions import (
     column_stack,
     combinations,
     compute,
+    concat,
+    concatenate,
     cumulative_trapezoid,
     dstack,
     einsum,
@@ -230,7 +232,7 @@ __all__ = [
     "kaiser_window", "func", "jit", "pytree", "atleast_1d", "atleast_2d", "atleast_3d",
     "column_stack", "dstack", "block_diag", "bincount", "histogram", "trapezoid", "trapz",
     "cumulative_trapezoid", "combinations", "pdist", "vander", "chain_matmul", "promote_types",
-    "result_type", "can_cast", "isin", "lu_unpack", *FUNCTIONAL_AT_TOP,
+    "result_type", "can_cast", "isin", "lu_unpack", "concat", "concatenate", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]
 

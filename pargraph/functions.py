@@ -47,6 +47,30 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return apply(ops.cat, *tensors, dim=ops.normalize_dim(dim, tensors[0].dim()))
 
 
+def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """:func:`cat` under its other name.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.concat([pargraph.ones(1), pargraph.zeros(1)]).tolist()
+    [1.0, 0.0]
+    """
+    return cat(tensors, dim)
+
+
+def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """:func:`cat` with numpy's argument name.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.concatenate([pargraph.ones(1, 1), pargraph.zeros(1, 1)], axis=1).tolist()
+    [[1.0, 0.0]]
+    """
+    return cat(tensors, axis)
+
+
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack same-shaped tensors along a new dimension.
 

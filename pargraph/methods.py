@@ -553,8 +553,196 @@ class EverydayMethods:
         >>> pargraph.zeros(1, 1).addmm(pargraph.ones(1, 2), pargraph.ones(2, 1)).tolist()
         [[2.0]]
         """
-        product = mat1 @ mat2
-        return (self if beta == 1 else self * beta) + (product if alpha == 1 else product * alpha)
+        return self._added(mat1 @ mat2, beta, alpha)
+
+    def _added(self, product: Any, beta: float, alpha: float) -> Any:
+        """``beta * self + alpha * product``; with ``beta`` 0, ``self`` is ignored (its NaN
+        and inf do not propagate), as PyTorch documents."""
+        product = product if alpha == 1 else product * alpha
+        if beta == 0:
+            return product + self._constant(np.zeros(tuple(self.shape), np.dtype(self.dtype)))
+        return (self if beta == 1 else self * beta) + product
+
+    def addmv(self, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """``beta * self + alpha * (mat @ vec)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).addmv(pargraph.ones(2, 3), pargraph.ones(3), alpha=2).tolist()
+        [7.0, 7.0]
+        """
+        return self._added(mat @ vec, beta, alpha)
+
+    def addr(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """``beta * self + alpha * outer(vec1, vec2)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 2).addr(pargraph.ones(2), pargraph.tensor([1.0, 2.0])).tolist()
+        [[1.0, 2.0], [1.0, 2.0]]
+        """
+        return self._added(self._wrap(self._operand(vec1)).outer(vec2), beta, alpha)
+
+    def addbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """``beta * self + alpha * sum_b (batch1[b] @ batch2[b])``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(1, 1).addbmm(pargraph.ones(3, 1, 2), pargraph.ones(3, 2, 1)).tolist()
+        [[6.0]]
+        """
+        return self._added((batch1 @ batch2).sum(0), beta, alpha)
+
+    def addmm_(self, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """:meth:`addmm` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(1, 1)
+        >>> x.addmm_(pargraph.ones(1, 2), pargraph.ones(2, 1)) is x
+        True
+        """
+        return self._in_place(self.addmm(mat1, mat2, beta=beta, alpha=alpha).to(self.dtype))
+
+    def baddbmm_(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """:meth:`baddbmm` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(2, 1, 1)
+        >>> x.baddbmm_(pargraph.ones(2, 1, 3), pargraph.ones(2, 3, 1)) is x
+        True
+        """
+        return self._in_place(self.baddbmm(batch1, batch2, beta=beta, alpha=alpha)
+                              .to(self.dtype))
+
+    def addmv_(self, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """:meth:`addmv` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(2)
+        >>> x.addmv_(pargraph.ones(2, 3), pargraph.ones(3)) is x
+        True
+        """
+        return self._in_place(self.addmv(mat, vec, beta=beta, alpha=alpha).to(self.dtype))
+
+    def addr_(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """:meth:`addr` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(2, 2)
+        >>> x.addr_(pargraph.ones(2), pargraph.ones(2)) is x
+        True
+        """
+        return self._in_place(self.addr(vec1, vec2, beta=beta, alpha=alpha).to(self.dtype))
+
+    def addbmm_(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+        """:meth:`addbmm` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(1, 1)
+        >>> x.addbmm_(pargraph.ones(3, 1, 2), pargraph.ones(3, 2, 1)) is x
+        True
+        """
+        return self._in_place(self.addbmm(batch1, batch2, beta=beta, alpha=alpha)
+                              .to(self.dtype))
+
+    def bitwise_not_(self) -> Any:
+        """:meth:`bitwise_not` in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.tensor([0, 5])
+        >>> x.bitwise_not_().tolist()
+        [-1, -6]
+        """
+        return self._in_place(self.bitwise_not())
+
+    def argwhere(self) -> Any:
+        """The indices of the nonzero elements, one row each (``nonzero()``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[0, 1], [1, 0]]).argwhere().tolist()
+        [[0, 1], [1, 0]]
+        """
+        return self.nonzero()
+
+    def cholesky(self, upper: bool = False) -> Any:
+        """The Cholesky factor (``torch.cholesky``; :func:`pargraph.linalg.cholesky`).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[4.0, 2.0], [2.0, 2.0]]).cholesky().tolist()
+        [[2.0, 0.0], [1.0, 1.0]]
+        """
+        return self._wrap(ops.cholesky(self._node, upper=upper))
+
+    def cholesky_inverse(self, upper: bool = False) -> Any:
+        """The inverse of ``A`` from its Cholesky factor (this tensor, lower or ``upper``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[2.0, 0.0], [1.0, 1.0]]).cholesky_inverse().tolist()
+        [[0.5, -0.5], [-0.5, 1.0]]
+        """
+        eye = self._constant(np.eye(self.shape[-1], dtype=np.dtype(self.dtype)))
+        return eye.cholesky_solve(self, upper)
+
+    def cholesky_solve(self, input2: Any, upper: bool = False) -> Any:
+        """``X`` with ``A X = self``, ``A``'s Cholesky factor ``input2`` (lower or ``upper``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> L = pargraph.tensor([[2.0, 0.0], [1.0, 1.0]])
+        >>> pargraph.tensor([[2.0], [2.0]]).cholesky_solve(L).tolist()
+        [[0.0], [1.0]]
+        """
+        factor = self._wrap(self._operand(input2))
+        lower = factor.mT if upper else factor
+        inner = self._wrap(ops.solve_triangular(lower._node, self._node, upper=False))
+        return self._wrap(ops.solve_triangular(lower.mT._node, inner._node, upper=True))
+
+    def nextafter(self, other: Any) -> Any:
+        """The next floating point value after each element, toward ``other``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> (pargraph.tensor([1.0]).nextafter(pargraph.tensor([2.0])) - 1).item() > 0
+        True
+        """
+        return self._binary_op(ops.nextafter, other)
+
+    def mvlgamma(self, p: int) -> Any:
+        """The log of the multivariate gamma function of dimension ``p``
+        (``special.multigammaln``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> round(pargraph.tensor([2.5]).mvlgamma(2).item(), 4)
+        0.857
+        """
+        from pargraph.special import multigammaln
+
+        return multigammaln(self, p)
 
     def baddbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * (batch1 @ batch2)``, batch by batch.
@@ -2716,8 +2904,8 @@ del _flag
 IN_PLACE_UNARY = (
     "abs absolute acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh "
     "ceil cos cosh deg2rad digamma erf erfc erfinv exp2 expm1 fix floor frac lgamma log log10 "
-    "log1p log2 logit nan_to_num neg negative rad2deg reciprocal round rsqrt sgn sigmoid sign sin "
-    "sinc sinh sqrt square tan tanh trunc").split()
+    "log1p log2 logit logical_not nan_to_num neg negative rad2deg reciprocal round rsqrt sgn "
+    "sigmoid sign sin sinc sinh sqrt square tan tanh trunc").split()
 IN_PLACE_BINARY = (
     "atan2 arctan2 copysign divide eq float_power floor_divide fmod ge greater greater_equal gt "
     "heaviside hypot le less less_equal lt multiply ne not_equal remainder subtract true_divide "

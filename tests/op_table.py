@@ -424,6 +424,8 @@ CASES = [
     Case("shifts", lambda x, y: (x << y) + (x >> y) + (3 << y) + (x >> 70),
          lambda x, y: (x << y) + (x >> y) + (3 << y) + (x >> 63),
          [np.array([[5, -3, 12]]), np.array([6, 0, 2])], differentiable=False),
+    Case("nextafter", lambda x, y: x.nextafter(y), np.nextafter, [normal(3, 4), normal(4)],
+         differentiable=False),
     Case("gcd_lcm", lambda x, y: x.gcd(y) * 1000 + x.lcm(y),
          lambda x, y: np.gcd(x, y) * 1000 + np.lcm(x, y),
          [np.array([[12, -18, 0]]), np.array([8, 12, 0])], differentiable=False),

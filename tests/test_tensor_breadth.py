@@ -644,3 +644,56 @@ def test_frexp_as_pytorchs_and_its_gradient_by_finite_differences():
     numeric = [w[k] * (np.frexp(x[k] + step)[0] - np.frexp(x[k] - step)[0]) / (2 * step)
                for k in range(4)]
     np.testing.assert_allclose(t.grad.numpy(), numeric, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t, x, a, b: t.addmv(x[0, :3], a, b[:, 0], beta=0.5, alpha=2.0),
+    lambda t, x, a, b: t.addr(x, a[:, 0], b[0, :], alpha=3.0),
+    lambda t, x, a, b: t.addbmm(x, a.reshape(1, 3, 4).expand(2, 3, 4), b.expand(2, 4, 3),
+                                beta=2.0),
+    lambda t, x, a, b: x.addmm(a, b, beta=0.0),
+    lambda t, x, a, b: t.cholesky_solve(a[:, :2], t.linalg.cholesky(x @ x.mT + t.eye(3))),
+    lambda t, x, a, b: t.cholesky_solve(a[:, :2], t.linalg.cholesky(x @ x.mT + t.eye(3)).mT,
+                                        upper=True),
+    lambda t, x, a, b: t.cholesky_inverse(t.linalg.cholesky(x @ x.mT + t.eye(3))),
+    lambda t, x, a, b: t.mvlgamma(x.abs() + 2, 3),
+])
+def test_matrix_sums_and_cholesky_solves_as_pytorchs(call):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((3, 3)), rng.standard_normal((3, 4)),
+              rng.standard_normal((4, 3))]
+    results = []
+    for lib in (pargraph, torch):
+        inputs = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = call(lib, *inputs)
+        grads = lib.autograd.grad((out * out).sum(), inputs, allow_unused=True)
+        results.append((out.detach().numpy(), [None if g is None else g.numpy()
+                                                for g in grads]))
+    (ours, our_grads), (theirs, their_grads) = results
+    np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+    for a, b in zip(our_grads, their_grads):
+        assert (a is None) == (b is None) or np.allclose(a if a is not None else b, 0)
+        if a is not None and b is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_argwhere_nextafter_concat_and_in_place_products_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    cases = [
+        lambda t: t.argwhere(t.tensor([[0, 1], [1, 0]])),
+        lambda t: t.nextafter(t.tensor([1.0, 0.0, -1.0]), t.tensor([2.0, -1.0, -1.0])),
+        lambda t: t.concat([t.ones(1), t.zeros(2)]),
+        lambda t: t.concatenate([t.ones(1, 1), t.zeros(1, 1)], axis=1),
+        lambda t: t.addmv(t.tensor([float("nan")]), t.ones(1, 2), t.ones(2), beta=0),
+        lambda t: t.zeros(2).addmv_(t.ones(2, 3), t.ones(3)),
+        lambda t: t.zeros(2, 2).addr_(t.ones(2), t.arange(2.0)),
+        lambda t: t.zeros(1, 1).addbmm_(t.ones(3, 1, 2), t.ones(3, 2, 1)),
+        lambda t: t.zeros(1, 1).addmm_(t.ones(1, 2), t.ones(2, 1), alpha=2),
+        lambda t: t.zeros(2, 1, 1).baddbmm_(t.ones(2, 1, 3), t.ones(2, 3, 1)),
+        lambda t: t.tensor([0, 5]).bitwise_not_(), lambda t: t.tensor([0.5, 0.0]).logical_not_(),
+    ]
+    for case in cases:
+        ours, theirs = case(pargraph), case(torch)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+        assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]

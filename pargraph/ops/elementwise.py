@@ -461,6 +461,12 @@ def bitwise_right_shift(a, b):
     return _shifted(a, b, np.right_shift)
 
 
+@primitive("nextafter", _elementwise_float)
+def nextafter(x, y):
+    """The next floating point value after ``x`` toward ``y`` (no gradient, as PyTorch's)."""
+    return np.nextafter(x, y)
+
+
 gcd = primitive("gcd", _integer_shape("gcd"))(np.gcd)
 
 
