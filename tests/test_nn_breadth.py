@@ -697,3 +697,36 @@ def test_functional_in_place_activations(name):
     plain = name.rstrip("_")
     getattr(F, plain)(ours, inplace=True), getattr(torch.nn.functional, plain)(theirs, inplace=True)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("cutoffs, head_bias", [([4, 7], False), ([3], True)])
+def test_adaptive_log_softmax_as_pytorchs(cutoffs, head_bias):
+    torch = pytest.importorskip("torch")
+    ours = pargraph.nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=cutoffs, div_value=2.0,
+                                                  head_bias=head_bias)
+    theirs = torch.nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=cutoffs, div_value=2.0,
+                                                 head_bias=head_bias).double()
+    ours = ours.double()
+    with torch.no_grad():
+        for (n, p), (m, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+            assert n == m
+            q.copy_(torch.tensor(p.detach().numpy()))
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((6, 8)), np.array([1, 5, 9, 3, 7, 0])
+    a, b = ours(pargraph.tensor(x), pargraph.tensor(y)), theirs(torch.tensor(x), torch.tensor(y))
+    np.testing.assert_allclose(a.output.detach().numpy(), b.output.detach().numpy(), rtol=1e-12)
+    a.loss.backward()
+    b.loss.backward()
+    for p, q in zip(ours.parameters(), theirs.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(ours.log_prob(pargraph.tensor(x)).detach().numpy(),
+                               theirs.log_prob(torch.tensor(x)).detach().numpy(), rtol=1e-12)
+    assert ours.predict(pargraph.tensor(x)).tolist() == theirs.predict(torch.tensor(x)).tolist()
+    one = ours(pargraph.tensor(x[0]), pargraph.tensor(y[0]))
+    assert tuple(one.output.shape) == () and one.output.item() == pytest.approx(
+        float(theirs(torch.tensor(x[0]), torch.tensor(y[0])).output))
+    for bad in ([], [4, 4], [0, 3], [12]):
+        with pytest.raises(ValueError):
+            pargraph.nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=bad)
+    with pytest.raises(RuntimeError, match=r"Target values should be in \[0, 9\]"):
+        ours(pargraph.tensor(x[:1]), pargraph.tensor([10]))

@@ -134,8 +134,8 @@ def test_pytorchs_module_paths_import_the_same_classes():
 
     import torch.nn.modules as theirs
 
-    for name in ("activation", "batchnorm", "container", "conv", "dropout", "linear", "loss",
-                 "normalization", "pooling", "rnn", "sparse", "transformer"):
+    for name in ("activation", "adaptive", "batchnorm", "container", "conv", "dropout", "linear",
+                 "loss", "normalization", "pooling", "rnn", "sparse", "transformer"):
         ours = importlib.import_module(f"pargraph.nn.modules.{name}")
         wanted = [n for n in importlib.import_module(f"torch.nn.modules.{name}").__all__
                   if hasattr(pargraph.nn, n)]

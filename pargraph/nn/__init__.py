@@ -21,6 +21,7 @@ from pargraph.nn.activation import (
     Tanhshrink,
     Threshold,
 )
+from pargraph.nn.adaptive import AdaptiveLogSoftmaxWithLoss
 from pargraph.nn.attention import (
     MultiheadAttention,
     Transformer,
@@ -171,6 +172,7 @@ from pargraph.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
 from pargraph.nn.sparse import EmbeddingBag
 
 __all__ = [
+    "AdaptiveLogSoftmaxWithLoss",
     "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
     "BCEWithLogitsLoss", "CrossEntropyLoss", "CTCLoss", "NLLLoss", "SmoothL1Loss", "functional",

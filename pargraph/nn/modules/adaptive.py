@@ -1,0 +1,3 @@
+"""``torch.nn.modules.adaptive``: the same layer, from pargraph."""
+
+from pargraph.nn import AdaptiveLogSoftmaxWithLoss  # noqa: F401
