@@ -18,8 +18,8 @@ tensor alone and its array by that node alone (no view of it, no array the user 
 ``p.detach().numpy()``, no tensor on the old node, no other task's result; ``p.detach()``
 follows its parameter, as PyTorch's shares its storage). Otherwise the op makes a new array, as
 in the group tasks, and so does every update under anomaly detection, whose checks may raise.
-Eager steps do not do this: a step recorded as it goes has no point where
-everything else is known to have succeeded.
+Eager steps do not do this: a step recorded as it goes has no point where everything else is
+known to have succeeded.
 """
 
 from __future__ import annotations
