@@ -442,8 +442,7 @@ def _shifted(a, b, shift):
     """``shift(a, b)`` with PyTorch's CPU results where C leaves it undefined: a shift by a
     negative amount or by the width or more gives 0 to the left and the sign to the right."""
     b = np.asarray(b)
-    within = np.asarray(shift(a, np.zeros_like(b)))  # the result's dtype, for its width
-    bits = within.dtype.itemsize * 8
+    bits = np.result_type(a, b).itemsize * 8  # the width the shift computes in
     outside = (b < 0) | (b >= bits)
     if not outside.any():
         return shift(a, b)
