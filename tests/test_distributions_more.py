@@ -269,3 +269,46 @@ def test_kl_divergences_as_pytorchs(name):
     np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
     for a, b in zip(our_grads, their_grads):  # through digamma: see the test above
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
+
+
+def test_binomial_and_multinomial_as_pytorchs():
+    def f64(lib, v):
+        return lib.tensor(v, dtype=lib.float64, requires_grad=True)
+
+    cases = [
+        lambda lib, p: lib.distributions.Binomial(f64(lib, [3.0, 5.0, 10.0]), probs=p)
+        .log_prob(lib.tensor([1.0, 5.0, 3.0], dtype=lib.float64)),
+        lambda lib, p: lib.distributions.Binomial(4, logits=p).log_prob(
+            lib.tensor([0.0, 4.0, 2.0], dtype=lib.float64)),
+        lambda lib, p: lib.distributions.Binomial(4, probs=p).entropy(),
+        lambda lib, p: lib.distributions.Binomial(f64(lib, [3.0, 5.0, 10.0]), probs=p).mode,
+        lambda lib, p: lib.distributions.Binomial(6, probs=p).variance,
+        lambda lib, p: lib.distributions.Multinomial(5, probs=p / p.sum()).log_prob(
+            lib.tensor([1.0, 1.0, 3.0], dtype=lib.float64)),
+        lambda lib, p: lib.distributions.Multinomial(5, logits=p).log_prob(
+            lib.tensor([0.0, 5.0, 0.0], dtype=lib.float64)),
+        lambda lib, p: lib.distributions.Multinomial(4, probs=p / p.sum()).entropy(),
+        lambda lib, p: lib.distributions.kl_divergence(
+            lib.distributions.Binomial(5, probs=p), lib.distributions.Binomial(5, probs=p * 0.5)),
+    ]
+    for case in cases:
+        results = []
+        for lib in (pargraph, torch):
+            p = lib.tensor([0.2, 0.5, 0.9], dtype=lib.float64, requires_grad=True)
+            out = case(lib, p)
+            grad = lib.autograd.grad(out.sum(), [p], allow_unused=True)[0] \
+                if out.requires_grad else None
+            results.append((out.detach().numpy(), None if grad is None else grad.numpy()))
+        (ours, our_grad), (theirs, their_grad) = results
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10)
+        if their_grad is not None:
+            np.testing.assert_allclose(our_grad, their_grad, rtol=1e-8, atol=1e-12)
+    pargraph.manual_seed(0)
+    draws = pargraph.distributions.Binomial(pargraph.tensor([10.0]), probs=0.3).sample((20000,))
+    assert tuple(draws.shape) == (20000, 1) and abs(float(draws.mean()) - 3.0) < 0.05
+    counts = pargraph.distributions.Multinomial(6, probs=pargraph.tensor([0.2, 0.3, 0.5])) \
+        .sample((20000,))
+    assert (counts.sum(-1) == 6).all().item()
+    np.testing.assert_allclose(counts.mean(0).numpy(), [1.2, 1.8, 3.0], atol=0.05)
+    with pytest.raises(NotImplementedError, match="inhomogeneous"):
+        pargraph.distributions.Multinomial(pargraph.tensor(3), probs=pargraph.tensor([0.5, 0.5]))

@@ -17,8 +17,10 @@ from pargraph.distributions.continuous import (
 )
 from pargraph.distributions.discrete import (
     Bernoulli,
+    Binomial,
     Categorical,
     Geometric,
+    Multinomial,
     OneHotCategorical,
     Poisson,
 )
@@ -45,4 +47,5 @@ __all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "Multivari
            "OneHotCategorical", "transforms", "Transform", "ExpTransform", "SigmoidTransform",
            "TanhTransform", "AffineTransform", "SoftplusTransform", "AbsTransform",
            "PowerTransform", "ComposeTransform", "identity_transform",
-           "TransformedDistribution", "Gamma", "Chi2", "Beta", "Dirichlet", "StudentT"]
+           "TransformedDistribution", "Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "Binomial",
+           "Multinomial"]

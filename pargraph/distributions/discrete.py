@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,22 @@ def _clamped(probs: Tensor) -> Tensor:
     return probs.clamp(eps, 1 - eps)
 
 
-class Bernoulli(Distribution):
+class _BinaryParameter:
+    """``probs`` and ``logits`` of one binary event, the one not given computed from the other
+    when first asked for."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "logits" and "probs" in self.__dict__:
+            p = _clamped(self.__dict__["probs"])
+            self.__dict__["logits"] = p.log() - (-p).log1p()
+            return self.__dict__["logits"]
+        if name == "probs" and "logits" in self.__dict__:
+            self.__dict__["probs"] = self.__dict__["logits"].sigmoid()
+            return self.__dict__["probs"]
+        raise AttributeError(name)
+
+
+class Bernoulli(_BinaryParameter, Distribution):
     """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
 
     Examples
@@ -51,17 +67,6 @@ class Bernoulli(Distribution):
             (self.logits,) = broadcast_all(logits)
             shape = self.logits.shape
         super().__init__(tuple(shape), (), validate_args)
-
-    def __getattr__(self, name: str) -> Any:
-        # The parameter not given, computed from the other one when first asked for.
-        if name == "logits" and "probs" in self.__dict__:
-            p = _clamped(self.__dict__["probs"])
-            self.__dict__["logits"] = p.log() - (-p).log1p()
-            return self.__dict__["logits"]
-        if name == "probs" and "logits" in self.__dict__:
-            self.__dict__["probs"] = self.__dict__["logits"].sigmoid()
-            return self.__dict__["probs"]
-        raise AttributeError(name)
 
     @property
     def param_shape(self) -> tuple:
@@ -314,3 +319,146 @@ class OneHotCategorical(Distribution):
 
     def entropy(self) -> Tensor:
         return self._categorical.entropy()
+
+
+def _clamp_by_zero(x: Tensor) -> Tensor:
+    """``max(x, 0)`` with PyTorch's gradient at 0 (half)."""
+    return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
+
+
+class Binomial(_BinaryParameter, Distribution):
+    """The number of successes in ``total_count`` trials of probability ``probs`` (or
+    ``sigmoid(logits)``); its samples are not differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Binomial
+    >>> round(Binomial(4, probs=0.5).log_prob(pargraph.tensor(2.0)).exp().item(), 4)
+    0.375
+    """
+
+    arg_constraints = {"total_count": constraints.nonnegative_integer,
+                       "probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.nonnegative_integer
+    has_enumerate_support = True
+
+    def __init__(self, total_count: Any = 1, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        _one_of(probs, logits)
+        if probs is not None:
+            total_count, self.probs = broadcast_all(total_count, probs)
+            param = self.probs
+        else:
+            total_count, self.logits = broadcast_all(total_count, logits)
+            param = self.logits
+        self.total_count = total_count.to(param.dtype)
+        super().__init__(tuple(param.shape), (), validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.total_count * self.probs
+
+    @property
+    def mode(self) -> Tensor:
+        return ((self.total_count + 1) * self.probs).floor().minimum(self.total_count)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.total_count * self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        from pargraph.ops import defaults
+
+        shape = self._extended_shape(sample_shape)
+        counts = np.broadcast_to(self.total_count.detach().numpy(), shape).astype(np.int64)
+        probs = np.broadcast_to(self.probs.detach().numpy(), shape).astype(np.float64)
+        drawn = defaults.generator.binomial(counts, probs)
+        return as_tensor(drawn.astype(np.dtype(self.probs.dtype)))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        value = as_tensor(value).to(self.logits.dtype)
+        n, logits = self.total_count, self.logits
+        log_factorial_n = (n + 1).lgamma()
+        log_factorial_k = (value + 1).lgamma()
+        log_factorial_nmk = (n - value + 1).lgamma()
+        normalize = n * _clamp_by_zero(logits) + n * (-logits.abs()).exp().log1p() \
+            - log_factorial_n
+        return value * logits - log_factorial_k - log_factorial_nmk - normalize
+
+    def _homogeneous_count(self, what: str) -> int:
+        counts = self.total_count.detach().numpy()
+        total = int(counts.max())
+        if counts.min() != total:
+            raise NotImplementedError(f"Inhomogeneous total count not supported by `{what}`.")
+        return total
+
+    def entropy(self) -> Tensor:
+        self._homogeneous_count("entropy")
+        log_prob = self.log_prob(self.enumerate_support(False))
+        return -(log_prob.exp() * log_prob).sum(0)
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        total = self._homogeneous_count("enumerate_support")
+        values = arange(1 + total, dtype=self.probs.dtype).reshape(
+            -1, *([1] * len(self._batch_shape)))
+        return values.expand(-1, *self._batch_shape) if expand else values
+
+
+class Multinomial(Distribution):
+    """Counts of ``total_count`` draws from a categorical distribution of ``probs`` (or
+    ``logits``) over the last dimension; its samples are not differentiable.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import Multinomial
+    >>> d = Multinomial(2, probs=pargraph.tensor([0.5, 0.5]))
+    >>> round(d.log_prob(pargraph.tensor([1.0, 1.0])).exp().item(), 4)
+    0.5
+    """
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+
+    def __init__(self, total_count: int = 1, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        if not isinstance(total_count, int):
+            raise NotImplementedError("inhomogeneous total_count is not supported")
+        self.total_count = total_count
+        self._categorical = Categorical(probs=probs, logits=logits)
+        self._binomial = Binomial(total_count=total_count, probs=self.probs)
+        param = self._categorical.probs
+        super().__init__(tuple(param.shape[:-1]), tuple(param.shape[-1:]), validate_args)
+
+    logits = property(lambda self: self._categorical.logits)
+    probs = property(lambda self: self._categorical.probs)
+    mean = property(lambda self: self.probs * self.total_count)
+    variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        from pargraph.ops import defaults
+
+        shape = self._extended_shape(sample_shape)
+        probs = np.broadcast_to(self.probs.detach().numpy().astype(np.float64), shape)
+        flat = probs.reshape(-1, shape[-1])
+        drawn = defaults.generator.multinomial(self.total_count, flat / flat.sum(-1,
+                                                                                keepdims=True))
+        return as_tensor(drawn.reshape(shape).astype(np.dtype(self.probs.dtype)))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        logits, value = broadcast_tensors(self.logits, as_tensor(value).to(self.logits.dtype))
+        log_factorial_n = (value.sum(-1) + 1).lgamma()
+        log_factorial_xs = (value + 1).lgamma().sum(-1)
+        logits = logits.masked_fill((value == 0) & (logits == float("-inf")), 0.0)
+        return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
+
+    def entropy(self) -> Tensor:
+        n = float(self.total_count)
+        # PyTorch takes lgamma of an integer tensor, which it computes in float32.
+        term1 = n * self._categorical.entropy() - float(np.float32(math.lgamma(n + 1)))
+        support = self._binomial.enumerate_support(expand=False)[1:]
+        binomial_probs = self._binomial.log_prob(support).exp()
+        weights = (support + 1).lgamma()
+        return term1 + (binomial_probs * weights).sum((0, -1))

@@ -18,6 +18,7 @@ from pargraph.distributions.continuous import (
 )
 from pargraph.distributions.discrete import (
     Bernoulli,
+    Binomial,
     Categorical,
     Geometric,
     OneHotCategorical,
@@ -232,3 +233,13 @@ def _kl_onehot_onehot(p: OneHotCategorical, q: OneHotCategorical) -> Tensor:
 def _kl_cauchy_cauchy(p: Cauchy, q: Cauchy) -> Tensor:
     t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
     return t1 - (4 * p.scale * q.scale).log()
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p: Binomial, q: Binomial) -> Tensor:
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count "
+                                  "is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p()
+                          - (-q.probs).log1p())
+    return _infinite_where(kl, p.total_count > q.total_count)
