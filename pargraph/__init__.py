@@ -105,6 +105,7 @@ from pargraph.functions import (
     atleast_3d,
     bernoulli,
     bincount,
+    binomial,
     block_diag,
     broadcast_shapes,
     broadcast_tensors,
@@ -135,6 +136,7 @@ from pargraph.functions import (
     meshgrid,
     method_functions,
     pdist,
+    poisson,
     polygamma,
     promote_types,
     result_type,
@@ -232,7 +234,8 @@ __all__ = [
     "kaiser_window", "func", "jit", "pytree", "atleast_1d", "atleast_2d", "atleast_3d",
     "column_stack", "dstack", "block_diag", "bincount", "histogram", "trapezoid", "trapz",
     "cumulative_trapezoid", "combinations", "pdist", "vander", "chain_matmul", "promote_types",
-    "result_type", "can_cast", "isin", "lu_unpack", "concat", "concatenate", *FUNCTIONAL_AT_TOP,
+    "result_type", "can_cast", "isin", "lu_unpack", "concat", "concatenate", "binomial",
+    "poisson", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]
 

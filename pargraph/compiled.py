@@ -867,14 +867,15 @@ class Program:
         aside: dict[int, Tensor] = {}
         alone, only_grad = _references()
         count = sys.getrefcount
-        for p in self.replaced_grads:
-            if p._grad is None:
-                continue
-            if not self.remote and count(p._grad) == only_grad and \
-                    count(p._grad._node) == alone:
-                p._grad._node.value = None
-                aside[id(p)] = p._grad
-            p._grad = None
+        with interrupts.deferred():  # every one of them or none, as zero_grad() does
+            for p in self.replaced_grads:
+                if p._grad is None:
+                    continue
+                if not self.remote and count(p._grad) == only_grad and \
+                        count(p._grad._node) == alone:
+                    p._grad._node.value = None
+                    aside[id(p)] = p._grad
+                p._grad = None
         return aside
 
     def _bind_symbols(self, current: list) -> None:

@@ -565,6 +565,41 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Any = None) -
     return (draws < probs).to(input.dtype)
 
 
+def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
+    """Draws of the number of successes in ``count`` trials of probability ``prob``, in
+    ``count``'s dtype; not differentiable (the draws read the values).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.binomial(pargraph.tensor([5.0, 5.0]), pargraph.tensor([0.0, 1.0])).tolist()
+    [0.0, 5.0]
+    """
+    from pargraph.factories import _source
+
+    count, prob = as_tensor(count), as_tensor(prob)
+    counts, probs = np.broadcast_arrays(count.detach().numpy(), prob.detach().numpy())
+    drawn = _source(generator).binomial(counts.astype(np.int64), probs.astype(np.float64))
+    return as_tensor(drawn.astype(np.dtype(count.dtype)))
+
+
+def poisson(input: Tensor, generator: Any = None) -> Tensor:
+    """Poisson draws of rate ``input``, in its dtype; not differentiable (the draws read the
+    values).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.poisson(pargraph.zeros(2)).tolist()
+    [0.0, 0.0]
+    """
+    from pargraph.factories import _source
+
+    rates = as_tensor(input)
+    drawn = _source(generator).poisson(rates.detach().numpy().astype(np.float64))
+    return as_tensor(drawn.astype(np.dtype(rates.dtype)))
+
+
 def expand_copy(input: Tensor, size: Sequence[int], *, implicit: bool = False) -> Tensor:
     """``input.expand(size)`` as a new tensor (not a view).
 

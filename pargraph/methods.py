@@ -670,6 +670,71 @@ class EverydayMethods:
         """
         return self._in_place(self.bitwise_not())
 
+    def _scattered(self, src: Any, key: tuple, what: str) -> Any:
+        """A copy of this tensor with ``src`` written at ``key`` (its shape checked as
+        PyTorch's ``*_scatter`` ops check it)."""
+        out = self.clone()
+        src = self._wrap(self._operand(src))
+        wanted = tuple(out[key].shape)
+        if tuple(src.shape) != wanted:
+            raise RuntimeError(f"{what}: expected src to have a size equal to the slice of "
+                               f"self. src size = {list(src.shape)}, slice size = "
+                               f"{list(wanted)}")
+        out[key] = src
+        return out
+
+    def select_scatter(self, src: Any, dim: int, index: int) -> Any:
+        """A copy of this tensor with ``src`` at ``index`` along ``dim`` (``select``'s
+        place).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 2).select_scatter(pargraph.ones(2), 0, 1).tolist()
+        [[0.0, 0.0], [1.0, 1.0]]
+        """
+        d = ops.normalize_dim(dim, self.ndim)
+        return self._scattered(src, (slice(None),) * d + (index,), "select_scatter")
+
+    def slice_scatter(self, src: Any, dim: int = 0, start: int | None = None,
+                      end: int | None = None, step: int = 1) -> Any:
+        """A copy of this tensor with ``src`` in the slice ``start:end:step`` of ``dim``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(4).slice_scatter(pargraph.ones(2), 0, 0, 4, 2).tolist()
+        [1.0, 0.0, 1.0, 0.0]
+        """
+        d = ops.normalize_dim(dim, self.ndim)
+        return self._scattered(src, (slice(None),) * d + (slice(start, end, step),),
+                               "slice_scatter")
+
+    def diagonal_scatter(self, src: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+        """A copy of this tensor with ``src`` on the diagonal ``offset`` of ``dim1`` and
+        ``dim2`` (``diagonal``'s place).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.zeros(2, 2).diagonal_scatter(pargraph.ones(2)).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
+        src = self._wrap(self._operand(src))
+        wanted = tuple(self.diagonal(offset, dim1, dim2).shape)
+        if tuple(src.shape) != wanted:
+            raise RuntimeError(f"diagonal_scatter: expected src to have a size equal to the "
+                               f"slice of self. src size = {list(src.shape)}, slice size = "
+                               f"{list(wanted)}")
+        first, second = (ops.normalize_dim(d, self.ndim) for d in (dim1, dim2))
+        # The two dimensions moved last: the diagonal's positions are then two index lists
+        # side by side, and ``src``'s last dimension is theirs.
+        order = [d for d in range(self.ndim) if d not in (first, second)] + [first, second]
+        moved = self.permute(*order).clone()
+        index = np.arange(wanted[-1])
+        moved[..., index + max(-offset, 0), index + max(offset, 0)] = src
+        return moved.permute(*np.argsort(order).tolist())
+
     def argwhere(self) -> Any:
         """The indices of the nonzero elements, one row each (``nonzero()``).
 

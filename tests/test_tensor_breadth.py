@@ -697,3 +697,49 @@ def test_argwhere_nextafter_concat_and_in_place_products_as_pytorchs():
         ours, theirs = case(pargraph), case(torch)
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
         assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("call, shapes", [
+    (lambda t, x, s: t.diagonal_scatter(x, s, 1), [(3, 3), (2,)]),
+    (lambda t, x, s: t.diagonal_scatter(x, s, -1), [(3, 4), (2,)]),
+    (lambda t, x, s: t.diagonal_scatter(x, s, 0, 0, 2), [(3, 2, 4), (2, 3)]),
+    (lambda t, x, s: t.diagonal_scatter(x, s, 1, 2, 0), [(3, 2, 4), (2, 2)]),
+    (lambda t, x, s: t.select_scatter(x, s, 1, -1), [(3, 2, 4), (3, 4)]),
+    (lambda t, x, s: x.slice_scatter(s, 2, 1, None, 2), [(3, 2, 5), (3, 2, 2)]),
+    (lambda t, x, s: t.slice_scatter(x, s), [(3, 2), (3, 2)]),
+])
+def test_scatter_copies_as_pytorchs(call, shapes):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(shape) for shape in shapes]
+    results = []
+    for lib in (pargraph, torch):
+        inputs = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = call(lib, *inputs)
+        grads = lib.autograd.grad((out * out).sum(), inputs)
+        results.append((out.detach().numpy(), [g.numpy() for g in grads]))
+    (ours, our_grads), (theirs, their_grads) = results
+    np.testing.assert_array_equal(ours, theirs)
+    for a, b in zip(our_grads, their_grads):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    with pytest.raises(RuntimeError, match=r"src size = \[2, 3\], slice size = \[2, 2\]"):
+        pargraph.diagonal_scatter(pargraph.zeros(3, 2, 4), pargraph.ones(2, 3), 1, 2, 0)
+
+
+def test_binomial_and_poisson_draws():
+    pargraph.manual_seed(0)
+    counts = pargraph.full((20000,), 10.0, dtype=pargraph.float64)
+    draws = pargraph.binomial(counts, pargraph.full((20000,), 0.3, dtype=pargraph.float64))
+    assert draws.dtype == pargraph.float64 and not draws.requires_grad
+    assert abs(float(draws.mean()) - 3.0) < 0.05 and float(draws.max()) <= 10
+    assert pargraph.binomial(pargraph.tensor([5.0, 5.0]), pargraph.tensor([0.0, 1.0])).tolist() \
+        == [0.0, 5.0]
+    rates = pargraph.full((20000,), 3.0, requires_grad=True)
+    draws = pargraph.poisson(rates)
+    assert draws.dtype == pargraph.float32 and not draws.requires_grad
+    assert abs(float(draws.mean()) - 3.0) < 0.05 and float(draws.var()) == pytest.approx(3.0,
+                                                                                       rel=0.05)
+    pargraph.manual_seed(1)
+    first = pargraph.poisson(pargraph.full((5,), 4.0)).tolist()
+    pargraph.manual_seed(1)
+    assert pargraph.poisson(pargraph.full((5,), 4.0)).tolist() == first
