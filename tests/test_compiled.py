@@ -629,3 +629,42 @@ def test_in_place_random_fills_draw_again_at_each_replay():
     for eager, replayed in zip(*runs):
         np.testing.assert_array_equal(eager, replayed)
     assert not np.array_equal(runs[1][1], runs[1][2])
+
+
+def test_a_ctrl_c_while_a_replay_lets_go_of_the_gradients_leaves_none_of_them():
+    """A real SIGINT between two of the ``.grad`` a replay lets go of before it runs: all of
+    them go (as after ``zero_grad()``), parameters and state stay old."""
+    import os
+    import signal
+
+    model = Branches()
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    step = _compiled_step(model, opt)
+    x, y = _batches(1)[0]
+    for _ in range(3):
+        step(x, y)
+    program = step.programs[0]
+    assert len(program.replaced_grads) > 2
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+    class Interrupting(list):
+        def __iter__(self):
+            for k, p in enumerate(list.__iter__(self)):
+                if k == 1:
+                    os.kill(os.getpid(), signal.SIGINT)
+                yield p
+
+    plain = program.replaced_grads
+    program.replaced_grads = Interrupting(plain)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            step(x, y)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert all(p.grad is None for p in model.parameters())
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), before[key])
+    program.replaced_grads = plain
+    step(x, y)
+    assert all(p.grad is not None for p in model.parameters())
