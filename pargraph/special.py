@@ -7,14 +7,14 @@ import math
 from typing import Any
 
 from pargraph import ops
-from pargraph._tensor import Tensor
+from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor
 from pargraph.functions import method_functions, polygamma, where
 
 __all__ = ["erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py", "log1p", "expm1",
            "exp2", "sinc", "logsumexp", "softmax", "log_softmax", "round", "gammaln", "digamma",
            "psi", "polygamma", "multigammaln", "entr", "ndtr", "ndtri", "log_ndtr", "gammainc",
-           "gammaincc"]
+           "gammaincc", "i0", "i0e", "i1", "i1e"]
 
 erf, erfc, erfinv = method_functions["erf"], method_functions["erfc"], method_functions["erfinv"]
 expit, logit, xlogy = method_functions["sigmoid"], method_functions["logit"], \
@@ -26,6 +26,43 @@ sinc, logsumexp, round = method_functions["sinc"], method_functions["logsumexp"]
 gammaln = method_functions["lgamma"]
 digamma = psi = method_functions["digamma"]
 gammainc, gammaincc = method_functions["igamma"], method_functions["igammac"]
+i0 = method_functions["i0"]
+
+
+def i0e(input: Tensor) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 0: ``exp(-|x|) i0(x)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> f"{pargraph.special.i0e(pargraph.tensor([0.5])).item():.4f}"
+    '0.6450'
+    """
+    return apply(ops.i0e, as_tensor(input))
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 1.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> f"{pargraph.special.i1(pargraph.tensor([0.5])).item():.4f}"
+    '0.2579'
+    """
+    return apply(ops.i1, as_tensor(input))
+
+
+def i1e(input: Tensor) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 1: ``exp(-|x|) i1(x)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> f"{pargraph.special.i1e(pargraph.tensor([0.5])).item():.4f}"
+    '0.1564'
+    """
+    return apply(ops.i1e, as_tensor(input))
 
 
 def softmax(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:

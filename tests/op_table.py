@@ -218,6 +218,11 @@ CASES = [
           lambda *s: R.uniform(-0.9, 0.9, s)),
     unary("lgamma", pargraph.lgamma, lambda x: __import__("scipy.special").special.gammaln(x),
           positive),
+    Case("bessel", lambda x: pargraph.special.i0(x) + pargraph.special.i0e(x) * 2
+         + pargraph.special.i1(x) * 3 + pargraph.special.i1e(x) * 4,
+         lambda x: sum(k * getattr(__import__("scipy.special").special, f)(x)
+                       for k, f in ((1, "i0"), (2, "i0e"), (3, "i1"), (4, "i1e"))),
+         [normal(3, 4) * 2]),
     Case("incomplete_gamma", lambda x: pargraph.special.gammainc(pargraph.tensor(2.5), x)
          + pargraph.special.gammaincc(pargraph.tensor(0.7), x),
          lambda x: __import__("scipy.special").special.gammainc(2.5, x)

@@ -743,3 +743,21 @@ def test_binomial_and_poisson_draws():
     first = pargraph.poisson(pargraph.full((5,), 4.0)).tolist()
     pargraph.manual_seed(1)
     assert pargraph.poisson(pargraph.full((5,), 4.0)).tolist() == first
+
+
+@pytest.mark.parametrize("name", ["i0", "i0e", "i1", "i1e"])
+def test_bessel_functions_and_two_derivatives_as_pytorchs(name):
+    torch = pytest.importorskip("torch")
+    x = np.array([0.0, 0.5, -1.5, 3.0, -7.0])
+    results = []
+    for lib in (pargraph, torch):
+        t = lib.tensor(x, requires_grad=True)
+        y = getattr(lib.special, name)(t)
+        (g,) = lib.autograd.grad(y.sum(), [t], create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), [t])
+        results.append([y.detach().numpy(), g.detach().numpy(), gg.numpy()])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-14)
+    if name == "i0":
+        assert pargraph.tensor([1.0]).i0().item() == pytest.approx(torch.tensor([1.0]).i0().item())
+        assert pargraph.i0(pargraph.tensor([1.0])).item() == pytest.approx(1.2660658)

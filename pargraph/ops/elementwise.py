@@ -729,6 +729,38 @@ digamma.defvjp(lambda g, out, x: mul(g, polygamma(x, n=1)))
 polygamma.defvjp(lambda g, out, x, n: mul(g, polygamma(x, n=n + 1)))
 
 
+def _bessel(name: str, method: bool = False) -> Primitive:
+    """scipy's modified Bessel function ``name`` of the first kind as a primitive."""
+    def forward(x):
+        from scipy import special
+
+        return getattr(special, name)(x)
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = f"The modified Bessel function ``{name}`` (``torch.special.{name}``)."
+    return primitive(name, _same_float, method=method)(forward)
+
+
+i0 = _bessel("i0", method=True)
+i0e = _bessel("i0e")
+i1 = _bessel("i1")
+i1e = _bessel("i1e")
+
+
+def _at_zero(x, value, formula):
+    """``formula(x)`` where ``x`` is not 0, ``value`` where it is, ``formula`` fed 1 at 0
+    (its 0 / 0 there would reach the second derivative as NaN)."""
+    zero = eq(x, 0.0)
+    return where(zero, constant(np.asarray(value, x.dtype)), formula(where(zero, 1.0, x)))
+
+
+i0.defvjp(lambda g, out, x: mul(g, i1(x)))
+i0e.defvjp(lambda g, out, x: mul(g, sub(i1e(x), mul(sign(x), out))))
+i1.defvjp(lambda g, out, x: mul(g, _at_zero(x, 0.5, lambda s: sub(i0(s), div(i1(s), s)))))
+i1e.defvjp(lambda g, out, x: mul(g, _at_zero(
+    x, 0.5, lambda s: sub(i0e(s), mul(i1e(s), add(sign(s), div(1.0, s)))))))
+
+
 def _not_implemented_for_self(name: str) -> Callable:
     def vjp(g, out, a, x):
         raise NotImplementedError(f"the derivative for '{name}' with respect to 'self' (its "
