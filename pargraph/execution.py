@@ -91,7 +91,7 @@ class CollectorPause:
         """Move the objects that exist now out of the collector's passes (``gc.freeze``):
         called once pargraph is imported, when they are the modules, classes and functions
         numpy, dask and pargraph made, which live as long as the process. Each full pass
-        walked all of them (tens of thousands: 18 ms) in the middle of a training step.
+        walked all of them (tens of thousands) in the middle of a training step.
         ``pargraph.freeze-gc`` False (``DASK_PARGRAPH__FREEZE_GC=False``) leaves them."""
         if dask.config.get("pargraph.freeze-gc", True):
             gc.freeze()
