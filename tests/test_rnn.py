@@ -156,8 +156,14 @@ def _graph_size(layers, bidirectional):
             longest[key] = 1 + max((depth(i) for i in inputs), default=0)
         return longest[key]
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    return len(records), max(depth(key) for key in records)
+    # The depth recursion goes as deep as the longest chain; the limit goes back after it
+    # (left raised, it made a later test's chain of 10 x the limit twenty times longer).
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return len(records), max(depth(key) for key in records)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def test_directions_and_layers_are_parallel_branches():
