@@ -156,8 +156,8 @@ def _graph_size(layers, bidirectional):
             longest[key] = 1 + max((depth(i) for i in inputs), default=0)
         return longest[key]
 
-    # The depth recursion goes as deep as the longest chain; the limit goes back after it
-    # (left raised, it made a later test's chain of 10 x the limit twenty times longer).
+    # The depth recursion goes as deep as the longest chain; the limit goes back after it,
+    # since other tests size their graphs by it.
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20_000))
     try:

@@ -13,7 +13,7 @@ from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
 from pargraph.distributions.distribution import Distribution, broadcast_all
 from pargraph.factories import arange, as_tensor
-from pargraph.functions import bernoulli, broadcast_tensors
+from pargraph.functions import bernoulli, binomial, broadcast_tensors, poisson
 from pargraph.nn import functional as F
 
 
@@ -263,12 +263,7 @@ class Poisson(Distribution):
     mode = property(lambda self: self.rate.floor())
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
-        from pargraph.ops import defaults
-
-        shape = self._extended_shape(sample_shape)
-        rates = np.broadcast_to(self.rate.detach().numpy(), shape)
-        drawn = defaults.generator.poisson(rates)
-        return as_tensor(drawn.astype(np.dtype(self.rate.dtype)))
+        return poisson(self.rate.expand(*self._extended_shape(sample_shape)))
 
     def log_prob(self, value: Tensor) -> Tensor:
         value = self._validate_sample(value)
@@ -368,13 +363,8 @@ class Binomial(_BinaryParameter, Distribution):
         return self.total_count * self.probs * (1 - self.probs)
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
-        from pargraph.ops import defaults
-
         shape = self._extended_shape(sample_shape)
-        counts = np.broadcast_to(self.total_count.detach().numpy(), shape).astype(np.int64)
-        probs = np.broadcast_to(self.probs.detach().numpy(), shape).astype(np.float64)
-        drawn = defaults.generator.binomial(counts, probs)
-        return as_tensor(drawn.astype(np.dtype(self.probs.dtype)))
+        return binomial(self.total_count.expand(*shape), self.probs.expand(*shape))
 
     def log_prob(self, value: Tensor) -> Tensor:
         value = self._validate_sample(value)
