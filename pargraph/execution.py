@@ -21,7 +21,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from statistics import median_high
 from typing import Any
 
 import dask
@@ -362,17 +361,19 @@ class ModeChoice:
     def choose(self) -> str:
         """The way that ran this structure fastest (see :data:`MODES`).
 
-        Each way is timed three times, then the fastest median wins; every
+        Each way is timed three times, then the way with the fastest of its last five timings
+        wins (the machine's noise only ever slows a run, and comes in bursts: a median of five
+        follows three slow runs in a row); every
         :data:`RETRY_EVERY` runs and :data:`RETRY_PERIOD` seconds, each other way within
         :data:`RETRY_WITHIN` of it is tried again until it is timed once more, since the
         machine's load changes. A way whose first timing is :data:`RETRY_WITHIN` slower
-        than another's median is not tried further (branches of ops that wait, a solver's,
+        than another's fastest is not tried further (branches of ops that wait, a solver's,
         run many times slower one after another). A chain of groups, or many small ones
         whose numpy calls contend for the GIL, runs faster in one thread; independent big
         matmuls run faster side by side."""
         self.runs += 1
         timings = self.timings
-        known = [median_high(t) for t in timings.values() if len(t) >= 3]
+        known = [min(t) for t in timings.values() if len(t) >= 3]
         best = min(known) if known else None
         for mode in MODES:
             if len(timings[mode]) < 3 and not (
@@ -385,13 +386,13 @@ class ModeChoice:
                 return mode
             del self.retrying[0]
         ranked = sorted((mode for mode in MODES if timings[mode]),
-                        key=lambda mode: median_high(timings[mode]))
+                        key=lambda mode: min(timings[mode]))
         runs, clock = self.retried_at
         if self.runs - runs >= RETRY_EVERY and self.clock - clock >= RETRY_PERIOD:
             self.retried_at = (self.runs, self.clock)
-            fastest = median_high(timings[ranked[0]])
+            fastest = min(timings[ranked[0]])
             self.retrying = [(mode, self.timed[mode]) for mode in ranked[1:]
-                             if median_high(timings[mode]) <= RETRY_WITHIN * fastest]
+                             if min(timings[mode]) <= RETRY_WITHIN * fastest]
             if self.retrying:
                 return self.retrying[0][0]
         return ranked[0]
@@ -407,7 +408,7 @@ class ModeChoice:
         if mode != self.last_mode:
             self.settling = (SETTLE if not self.last_mode else 0.0) - seconds
             self.last_mode = mode
-            known = [median_high(t) for t in self.timings.values() if len(t) >= 3]
+            known = [min(t) for t in self.timings.values() if len(t) >= 3]
             if known and seconds - SETTLE > RETRY_WITHIN * min(known):
                 # Slower than a switch could make it (branches that wait, run one after
                 # another): timed, so that the way is not run again to be timed.

@@ -4,6 +4,7 @@ algorithm predicts, the plan cache, and the choice between threads and one threa
 import itertools
 import pickle
 from collections import Counter
+from collections.abc import Callable
 
 import dask
 import numpy as np
@@ -505,6 +506,29 @@ def test_the_faster_way_wins_though_switching_ways_costs_a_run():
     assert ways[3] == ("inline, one BLAS thread", 2)
     first = sum(n for _, n in explored) + ways[2][1]
     assert sum(recorded[:first]) >= execution.RETRY_PERIOD > sum(recorded[:first - 1])
+
+
+def _ways(slowdown: Callable[[int], float], runs: int) -> list[str]:
+    """The ways a new ModeChoice picks when threads take 5 ms and one thread 9 ms, threaded
+    run ``k`` taking ``slowdown(k)`` times longer (the machine's noise)."""
+    chosen, modes = ModeChoice(), []
+    for k in range(runs):
+        mode = chosen.choose()
+        chosen.record(mode, 0.005 * slowdown(k) if mode == "threads" else 0.009)
+        modes.append(mode)
+    return modes
+
+
+def test_a_burst_of_slow_runs_does_not_switch_ways_but_a_lasting_slowdown_does():
+    """Noise only slows runs, and comes in bursts (another process on a core): three slow
+    threaded runs in a row made the median of five pick one thread, which the branchy step
+    then kept (9 ms instead of 5.5) until three retries, eighteen seconds later. A slowdown
+    that lasts still switches ways, and a retry switches back once it is over."""
+    burst = _ways(lambda k: 2.5 if 600 <= k < 603 else 1.0, 1500)
+    assert burst[500:] == ["threads"] * 1000
+    lasting = _ways(lambda k: 2.5 if 600 <= k < 2000 else 1.0, 4000)
+    assert lasting[700:2000].count("threads") < 20  # the retries alone
+    assert lasting[-100:] == ["threads"] * 100
 
 
 def test_the_first_way_is_timed_once_the_process_has_warmed_up():
