@@ -256,6 +256,29 @@ def _numpy_step(cfg: dict, threads: int, towers: list | None = None):
     return step
 
 
+#: glibc's ``mallopt`` parameters and the values the numpy variants run with: freed memory
+#: stays in the heap (``M_TRIM_THRESHOLD``) and arrays under 32 MiB come from it
+#: (``M_MMAP_THRESHOLD``), so that no step pays for the kernel to map pages again.
+KEPT_HEAP = {-1: 256 << 20, -3: 32 << 20}
+
+
+def keep_heap() -> bool:
+    """Keep freed memory in glibc's heap for the rest of the process (``KEPT_HEAP``); False
+    where the C library is not glibc. With glibc's adaptive thresholds, some processes of the
+    hand-written numpy step gave pages back to the kernel and faulted them in again at every
+    step, others did not: the floor pargraph is measured against moved from process to
+    process (docs/performance.md has the figures)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return all(mallopt(parameter, value) == 1 for parameter, value in KEPT_HEAP.items())
+
+
 def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     """Time ``steps`` consecutive steps after ``warmup`` ones (and :data:`WARMUP_SECONDS`),
     in this process."""
@@ -293,6 +316,7 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     elif variant.startswith("numpy"):
         if cfg.get("layers"):
             raise SystemExit(f"no hand-written numpy version of the {workload} workload")
+        keep_heap()
         step = _numpy_step(cfg, 2 if "2 threads" in variant else 1)
         blas = 1
     else:

@@ -25,6 +25,36 @@ def test_the_numpy_baseline_trains_like_pargraph(threads):
     np.testing.assert_allclose(numpy_losses, pargraph_losses, rtol=1e-5)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_numpy_baseline_keeps_its_heap():
+    """Three 1 MiB arrays made and freed per step: with glibc's adaptive thresholds the heap's
+    top is given back to the kernel at each step, and its pages fault in again at the next;
+    kept, a step faults in no page."""
+    import subprocess
+
+    probe = (
+        "import resource, sys\n"
+        "import numpy as np\n"
+        "from benchmarks.loop import keep_heap\n"
+        "kept = sys.argv[1] == 'kept' and keep_heap()\n"
+        "def step():\n"
+        "    arrays = [np.ones(1 << 17) for _ in range(3)]\n"
+        "for _ in range(5): step()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "for _ in range(100): step()\n"
+        "print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    faults = {}
+    for mode in ("kept", "adaptive"):
+        out = subprocess.run([sys.executable, "-c", probe, mode], capture_output=True,
+                             text=True, check=True, cwd=root,
+                             env={**os.environ, "PYTHONPATH": root}).stdout.split()
+        faults[mode] = int(out[1])
+        assert out[0] == ("True" if mode == "kept" else "False")
+    assert faults["adaptive"] >= 100 * 256  # a MiB of pages a step at least
+    assert faults["kept"] < 100
+
+
 def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
     from benchmarks import modes
     from pargraph import execution
