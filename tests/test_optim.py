@@ -2,6 +2,7 @@
 
 import math
 
+import dask
 import numpy as np
 import pytest
 
@@ -310,3 +311,41 @@ def test_reduce_lr_on_plateau_waits_patience_then_cools_down():
     maximize.step(1.0)
     maximize.step(2.0)
     assert opt.param_groups[0]["lr"] == 0.2
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("SGD", dict(lr=0.1, momentum=0.9)), ("Adam", dict(lr=0.1, amsgrad=True)),
+    ("AdamW", dict(lr=0.1)), ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True)),
+    ("Adagrad", dict(lr=0.1)), ("Adadelta", dict(lr=1.0)), ("Adamax", dict(lr=0.1)),
+    ("NAdam", dict(lr=0.1)), ("RAdam", dict(lr=0.1)), ("ASGD", dict(lr=0.1)),
+    ("Rprop", dict(lr=0.1)),
+])
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_a_step_updates_the_state_tensors_a_program_holds(name, kwargs, scheduler):
+    """As in PyTorch, a step changes the optimizer's state tensors in place: a program that
+    took ``opt.state[p]["exp_avg"]`` (a monitor, a custom schedule) reads the new moments
+    through it, and ``opt.state[p]`` stays the same dict."""
+    torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+    ours = pargraph.tensor(START.copy(), requires_grad=True)
+    theirs = torch.tensor(START.copy(), requires_grad=True)
+    opts = [getattr(optim, name)([ours], **kwargs), getattr(torch.optim, name)([theirs], **kwargs)]
+    held = []
+    with dask.config.set(scheduler=scheduler):
+        for k, g in enumerate(GRADS):
+            for opt, p, lib in zip(opts, (ours, theirs), (pargraph, torch)):
+                opt.zero_grad()
+                (p * lib.tensor(g)).sum().backward()
+                opt.step()
+            if k == 0:
+                held = [(opt.state[p], dict(opt.state[p])) for opt, p in zip(opts, (ours, theirs))]
+        (state, tensors), (torch_state, torch_tensors) = held
+        assert opts[0].state[ours] is state and opts[1].state[theirs] is torch_state
+        names = sorted(n for n, v in torch_tensors.items() if isinstance(v, torch.Tensor)
+                       and v.numel() > 1)
+        assert names and names == sorted(n for n, v in tensors.items()
+                                         if isinstance(v, pargraph.Tensor) and v.numel() > 1)
+        assert len({id(tensors[n]) for n in names}) == len(names)  # a tensor per name
+        for n in names:
+            assert state[n] is tensors[n]
+            np.testing.assert_allclose(tensors[n].numpy(), torch_tensors[n].numpy(), rtol=1e-6,
+                                       atol=1e-12, err_msg=n)

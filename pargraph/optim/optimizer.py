@@ -11,6 +11,7 @@ the cluster every N steps, so that losing the scheduler costs at most N steps.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,7 +21,7 @@ from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
 from pargraph.capturing import recording
 from pargraph.factories import as_tensor
-from pargraph.graph import UPDATE, naming, recorded_at, user_site
+from pargraph.graph import REPLACED_OUTRIGHT, UPDATE, naming, recorded_at, user_site
 from pargraph.interrupts import interrupts
 from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
@@ -141,15 +142,45 @@ class Optimizer:
         with interrupts.deferred(), no_grad():
             for p, new_param, new_state in pending:
                 p._rebind(new_param._node)
-                old = self.state.get(p)
-                if (old.keys() if old is not None else set()) != new_state.keys():
-                    self._state_version += 1
-                self.state[p] = new_state
+                self._commit_state(p, new_state, recorder is None)
             self._step_count += 1
         keep_until_copied(replaced)
         if recorder is None:
             self._after_step()
         return loss
+
+    def _commit_state(self, p: Tensor, new_state: dict, in_place: bool) -> None:
+        """``p``'s state becomes ``new_state``. ``in_place``: as PyTorch's steps do, into the
+        dict and the tensors it had, so that a program holding ``state[p]["exp_avg"]`` reads
+        the new moments through it (a capture replaces them instead: rolled back, it puts
+        the old dicts back as they were)."""
+        old = self.state.get(p)
+        if old is None or not in_place:
+            if (old.keys() if old is not None else set()) != new_state.keys():
+                self._state_version += 1
+            self.state[p] = _distinct(new_state) if in_place else new_state
+            return
+        if old.keys() != new_state.keys():
+            self._state_version += 1
+            for name in [name for name in old if name not in new_state]:
+                del old[name]
+        rebound: set[int] = set()
+        for name, value in new_state.items():
+            held = old.get(name)
+            # The held tensor takes the new node, as Tensor._replace does without what a
+            # capture or autograd would need (state is recorded under no_grad). A tensor held
+            # under two names (a capture's first Adam step) goes on under the first only.
+            if held.__class__ is Tensor and value.__class__ is Tensor and held is not value \
+                    and id(held) not in rebound:
+                node, was = value._node, held._node
+                if node.shape == was.shape and node.dtype == was.dtype:
+                    was.overwritten = REPLACED_OUTRIGHT
+                    held._node = node
+                    node.owner = weakref.ref(held)
+                    rebound.add(id(held))
+                    continue
+            old[name] = value
+        _distinct(old)
 
     def _after_step(self) -> None:
         """What follows every step, replayed ones too: the mirror's copy, when it is due."""
@@ -207,6 +238,19 @@ class Optimizer:
             lines += [f"    {key}: {value}" for key, value in sorted(group.items())
                       if key != "params"]
         return "\n".join(lines + [")"])
+
+
+def _distinct(state: dict) -> dict:
+    """``state`` with each tensor under one name only: a formula may keep one tensor under
+    two names (Adam's first ``max_exp_avg_sq`` is its ``exp_avg_sq``), where PyTorch's
+    state holds two tensors, which later steps change one at a time."""
+    seen: set[int] = set()
+    for name, value in state.items():
+        if isinstance(value, Tensor):
+            if id(value) in seen:
+                state[name] = Tensor(value._node)
+            seen.add(id(value))
+    return state
 
 
 def _restore(value: Any, param: Tensor, where: str) -> Any:
