@@ -697,6 +697,14 @@ def test_argwhere_nextafter_concat_and_in_place_products_as_pytorchs():
         ours, theirs = case(pargraph), case(torch)
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
         assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+    grads = []
+    for t in (pargraph, torch):  # nextafter's gradients: 1 to its input, 0 to the other
+        x = t.tensor([[1.0, -2.0]], requires_grad=True)
+        y = t.tensor([[3.0], [0.0]], requires_grad=True)
+        (t.nextafter(x, y) * t.tensor([2.0, 5.0])).sum().backward()
+        grads.append((x.grad.numpy(), y.grad.numpy()))
+    for ours, theirs in zip(*grads):
+        np.testing.assert_array_equal(ours, theirs)
 
 
 @pytest.mark.parametrize("call, shapes", [

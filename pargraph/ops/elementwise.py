@@ -462,8 +462,13 @@ def bitwise_right_shift(a, b):
 
 @primitive("nextafter", _elementwise_float)
 def nextafter(x, y):
-    """The next floating point value after ``x`` toward ``y`` (no gradient, as PyTorch's)."""
+    """The next floating point value after ``x`` toward ``y``; as PyTorch's, gradient 1 to
+    ``x`` and 0 to ``y``."""
     return np.nextafter(x, y)
+
+
+nextafter.defvjp(lambda g, out, x, y: unbroadcast(g, shape_of(x)),
+                 lambda g, out, x, y: unbroadcast(mul(g, 0.0), shape_of(y)))
 
 
 gcd = primitive("gcd", _integer_shape("gcd"))(np.gcd)
