@@ -839,6 +839,10 @@ class EverydayMethods:
         start = self.to(work)
         end = end.to(work) if hasattr(end, "_node") else self._constant(end, work)
         difference = end - start
+        if not isinstance(weight, (int, float)) and not hasattr(weight, "_node"):
+            # A number a compiled step binds at each call (an Adafactor weight that follows
+            # the step count): a 0-d tensor in the work dtype, as the kernel rounds it.
+            weight = self._constant(0.0, work) + weight
         small = abs(weight) < 0.5 if isinstance(weight, (int, float)) else weight.abs() < 0.5
         if work == np.float32:
             start, end, difference = start.double(), end.double(), difference.double()

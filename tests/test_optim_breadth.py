@@ -1,5 +1,5 @@
-"""NAdam, RAdam, Adamax, Rprop and ASGD against PyTorch: the same parameters after every step
-of a small training loop, eager and compiled."""
+"""NAdam, RAdam, Adamax, Rprop, ASGD and Adafactor against PyTorch: the same parameters after
+every step of a small training loop, eager and compiled."""
 
 import numpy as np
 import pytest
@@ -14,6 +14,9 @@ CASES = [
     ("RAdam", {"lr": 0.05}), ("RAdam", {"lr": 0.05, "betas": (0.9, 0.5), "weight_decay": 0.1}),
     ("Adamax", {"lr": 0.05, "weight_decay": 0.01}),
     ("Rprop", {"lr": 0.02}), ("ASGD", {"lr": 0.05, "t0": 3, "weight_decay": 0.01}),
+    ("Adafactor", {"lr": 0.05}),
+    ("Adafactor", {"lr": 0.5, "weight_decay": 0.1, "d": 2.0, "beta2_decay": -0.5,
+                   "eps": (1e-20, 1e-3), "maximize": True}),
 ]
 
 
@@ -47,7 +50,7 @@ def test_optimizers_follow_pytorch_step_by_step(name, options):
     np.testing.assert_allclose(_train(pargraph, name, options), theirs, rtol=rtol, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["NAdam", "RAdam", "Adamax", "Rprop", "ASGD"])
+@pytest.mark.parametrize("name", ["NAdam", "RAdam", "Adamax", "Rprop", "ASGD", "Adafactor"])
 def test_compiled_steps_equal_eager_ones(name):
     options = dict(CASES[[c[0] for c in CASES].index(name)][1])
     np.testing.assert_array_equal(_train(pargraph, name, options, compiled=True),
@@ -60,6 +63,13 @@ def test_bad_hyperparameters_raise():
         pargraph.optim.NAdam(w, betas=(0.9, 1.0))
     with pytest.raises(ValueError, match="Invalid eta values"):
         pargraph.optim.Rprop(w, etas=(1.5, 1.2))
+    for options in (dict(d=0.5), dict(beta2_decay=0.1), dict(eps=(None, -1.0)), dict(lr=-1.0)):
+        messages = []
+        for library in (pargraph, torch):
+            with pytest.raises(ValueError) as raised:
+                library.optim.Adafactor([library.zeros(1, requires_grad=True)], **options)
+            messages.append(str(raised.value))
+        assert messages[0] == messages[1]
 
 
 # --- LBFGS ----------------------------------------------------------------------------------
@@ -127,3 +137,27 @@ def test_a_failed_lbfgs_step_leaves_everything_as_it_was():
         opt.step()
     with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
         pargraph.optim.LBFGS([w], line_search_fn="armijo")
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3, 4), ()])
+def test_adafactor_keeps_one_estimate_per_element_of_a_vector_and_factors_the_last_two_dims(
+        shape):
+    """A vector (and a 0-d parameter) keeps a variance per element; a 3-d parameter a row
+    and a column estimate per matrix of its last two dimensions, as PyTorch's."""
+    rng = np.random.default_rng(3)
+    start, grads = rng.standard_normal(shape), [rng.standard_normal(shape) for _ in range(4)]
+    seen = []
+    for library in (pargraph, torch):
+        w = library.tensor(start.copy(), requires_grad=True)
+        opt = library.optim.Adafactor([w], lr=0.1, weight_decay=0.01)
+        for g in grads:
+            opt.zero_grad()
+            (w * library.tensor(g)).sum().backward()
+            opt.step()
+        seen.append((w.detach().numpy().copy(), {k: np.asarray(v) for k, v in
+                                                  opt.state[w].items() if k != "step"}))
+    (ours, our_state), (theirs, their_state) = seen
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+    assert sorted(our_state) == sorted(their_state)
+    for name, value in their_state.items():
+        np.testing.assert_allclose(our_state[name], value, rtol=1e-9, atol=1e-15, err_msg=name)
