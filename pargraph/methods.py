@@ -553,15 +553,28 @@ class EverydayMethods:
         >>> pargraph.zeros(1, 1).addmm(pargraph.ones(1, 2), pargraph.ones(2, 1)).tolist()
         [[2.0]]
         """
-        return self._added(mat1 @ mat2, beta, alpha)
+        return self._added(lambda wide: wide(mat1) @ wide(mat2), beta, alpha)
 
-    def _added(self, product: Any, beta: float, alpha: float) -> Any:
-        """``beta * self + alpha * product``; with ``beta`` 0, ``self`` is ignored (its NaN
-        and inf do not propagate), as PyTorch documents."""
-        product = product if alpha == 1 else product * alpha
+    def _added(self, product: Any, beta: float, alpha: float, once: bool = True) -> Any:
+        """``beta * self + alpha * product(wide)``; with ``beta`` 0, ``self`` is ignored (its
+        NaN and inf do not propagate), as PyTorch documents. ``product`` makes the product of
+        its operands passed through ``wide``: for float16 and bfloat16 (``once``), as
+        PyTorch's matrix kernels, the whole sum is computed in float32 and rounded once."""
+        half = once and np.dtype(self.dtype) in ops.HALVES
+
+        def wide(t: Any) -> Any:
+            if not hasattr(t, "_node"):  # a number or an array
+                t = self._wrap(self._operand(t))
+            return t.float() if half else t
+
+        start = self.float() if half else self
+        made = product(wide)
+        made = made if alpha == 1 else made * alpha
         if beta == 0:
-            return product + self._constant(np.zeros(tuple(self.shape), np.dtype(self.dtype)))
-        return (self if beta == 1 else self * beta) + product
+            made = made + self._constant(np.zeros(tuple(start.shape), np.dtype(start.dtype)))
+        else:
+            made = (start if beta == 1 else start * beta) + made
+        return made.to(self.dtype) if half else made
 
     def addmv(self, mat: Any, vec: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * (mat @ vec)``.
@@ -572,7 +585,7 @@ class EverydayMethods:
         >>> pargraph.ones(2).addmv(pargraph.ones(2, 3), pargraph.ones(3), alpha=2).tolist()
         [7.0, 7.0]
         """
-        return self._added(mat @ vec, beta, alpha)
+        return self._added(lambda wide: wide(mat) @ wide(vec), beta, alpha)
 
     def addr(self, vec1: Any, vec2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * outer(vec1, vec2)``.
@@ -583,7 +596,7 @@ class EverydayMethods:
         >>> pargraph.zeros(2, 2).addr(pargraph.ones(2), pargraph.tensor([1.0, 2.0])).tolist()
         [[1.0, 2.0], [1.0, 2.0]]
         """
-        return self._added(self._wrap(self._operand(vec1)).outer(vec2), beta, alpha)
+        return self._added(lambda wide: wide(vec1).outer(wide(vec2)), beta, alpha, once=False)
 
     def addbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * sum_b (batch1[b] @ batch2[b])``.
@@ -594,7 +607,7 @@ class EverydayMethods:
         >>> pargraph.zeros(1, 1).addbmm(pargraph.ones(3, 1, 2), pargraph.ones(3, 2, 1)).tolist()
         [[6.0]]
         """
-        return self._added((batch1 @ batch2).sum(0), beta, alpha)
+        return self._added(lambda wide: (wide(batch1) @ wide(batch2)).sum(0), beta, alpha)
 
     def addmm_(self, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """:meth:`addmm` in place.

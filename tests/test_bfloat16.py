@@ -77,3 +77,24 @@ def test_bfloat16_tensors_survive_a_checkpoint(tmp_path):
     assert loaded["values"].dtype == pargraph.bfloat16
     np.testing.assert_array_equal(loaded["values"].float().numpy(), values.float().numpy())
     assert loaded["array"].dtype == values.numpy().dtype
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_addmm_sums_in_float32_and_rounds_once_as_pytorchs(dtype):
+    """``beta * c + alpha * (a @ b)`` in float16 or bfloat16: PyTorch's kernel sums in float32
+    and rounds once; rounding the product, the scaled terms and the sum apart gave other
+    numbers in half the elements (Muon's Newton-Schulz iterations are such sums)."""
+    rng = np.random.default_rng(1)
+    c, a, b = (rng.standard_normal(shape).astype(np.float32)
+               for shape in ((6, 5), (6, 7), (7, 5)))
+    batched = rng.standard_normal((3, 6, 5)).astype(np.float32)
+    results = []
+    for library in (pargraph, torch):
+        half = getattr(library, dtype)
+        ct, at, bt, bat = (library.tensor(x).to(half) for x in (c, a, b, batched))
+        results.append([library.addmm(ct, at, bt, beta=-4.775, alpha=2.0315),
+                        ct.addmm(at, bt, beta=3.4445), ct.addmm(at, bt, beta=0.0),
+                        library.baddbmm(bat, at.expand(3, 6, 7), bt.expand(3, 7, 5), beta=0.5,
+                                        alpha=1.5)])
+    for ours, theirs in zip(*results):
+        _same(ours, theirs)
