@@ -161,3 +161,45 @@ def test_adafactor_keeps_one_estimate_per_element_of_a_vector_and_factors_the_la
     assert sorted(our_state) == sorted(their_state)
     for name, value in their_state.items():
         np.testing.assert_allclose(our_state[name], value, rtol=1e-9, atol=1e-15, err_msg=name)
+
+
+@pytest.mark.parametrize("shape, options", [
+    ((4, 3), {}), ((3, 5), {"nesterov": False, "weight_decay": 0.0}),
+    ((4, 3), {"adjust_lr_fn": "match_rms_adamw", "momentum": 0.5}),
+    ((5, 2), {"adjust_lr_fn": "original", "ns_steps": 3, "eps": 1e-3}),
+])
+def test_muon_follows_pytorch_step_by_step(shape, options):
+    """Muon's Newton-Schulz iterations run in bfloat16, as PyTorch's (each ``addmm`` summed
+    in float32 and rounded once): small matrices give PyTorch's parameters exactly."""
+    rng = np.random.default_rng(4)
+    start, grads = rng.standard_normal(shape).astype(np.float32), \
+        [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+    seen = []
+    for library in (pargraph, torch):
+        w = library.tensor(start.copy(), requires_grad=True)
+        opt = library.optim.Muon([w], lr=0.02, **options)
+        steps = []
+        for g in grads:
+            opt.zero_grad()
+            (w * library.tensor(g)).sum().backward()
+            opt.step()
+            steps.append(w.detach().numpy().copy())
+        seen.append((np.array(steps), opt.state[w]["momentum_buffer"].numpy()))
+    np.testing.assert_array_equal(seen[0][1], seen[1][1])
+    np.testing.assert_allclose(seen[0][0], seen[1][0], rtol=0, atol=1e-7)
+
+
+def test_muon_compiled_equals_eager_and_refuses_what_pytorch_refuses():
+    options = {"lr": 0.05, "nesterov": True}
+    np.testing.assert_array_equal(_train(pargraph, "Muon", options, compiled=True),
+                                  _train(pargraph, "Muon", options))
+    assert np.abs(_train(pargraph, "Muon", options) - _train(torch, "Muon", options)).max() < 1e-6
+    for params, opts in (([(3,)], {}), ([(2, 2)], {"adjust_lr_fn": "other"}),
+                         ([(2, 2)], {"momentum": -1.0})):
+        messages = []
+        for library in (pargraph, torch):
+            with pytest.raises(ValueError) as raised:
+                library.optim.Muon([library.zeros(*s, requires_grad=True) for s in params],
+                                   **opts)
+            messages.append(str(raised.value).replace("pargraph.Size", "torch.Size"))
+        assert messages[0] == messages[1]
