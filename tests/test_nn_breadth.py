@@ -730,3 +730,43 @@ def test_adaptive_log_softmax_as_pytorchs(cutoffs, head_bias):
             pargraph.nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=bad)
     with pytest.raises(RuntimeError, match=r"Target values should be in \[0, 9\]"):
         ours(pargraph.tensor(x[:1]), pargraph.tensor([10]))
+
+
+def test_sync_batchnorm_converts_and_trains_as_pytorchs_without_a_process_group():
+    """A DDP program converts its batch norms with ``convert_sync_batchnorm``; with no process
+    group PyTorch's SyncBatchNorm normalizes over the batch it gets, as pargraph's does: the
+    same layers, parameters, running statistics and outputs, train and eval, 2-D to 5-D."""
+    torch = pytest.importorskip("torch")
+    outs = []
+    for library in (pargraph, torch):
+        model = library.nn.Sequential(library.nn.Conv2d(3, 4, 3), library.nn.BatchNorm2d(4),
+                                      library.nn.Flatten(), library.nn.Linear(4 * 36, 5),
+                                      library.nn.BatchNorm1d(5, momentum=None))
+        for k, m in enumerate(model.parameters()):
+            values = np.random.default_rng(10 + k).standard_normal(tuple(m.shape)) * 0.1
+            m.data = library.tensor(values, dtype=library.float32)
+        model = library.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        names = [type(m).__name__ for m in model]
+        opt = library.optim.SGD(model.parameters(), lr=0.1)
+        x = library.tensor(np.random.default_rng(3).standard_normal((6, 3, 8, 8)),
+                           dtype=library.float32)
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+        model.eval()
+        outs.append((names, model(x).detach().numpy(),
+                     {k: v.numpy() for k, v in model.state_dict().items()}))
+        layer = library.nn.SyncBatchNorm(2)
+        outs[-1] += (layer(library.ones(4, 2, 2, 2, 2)).detach().numpy(),)
+    (names, y, state, five), (their_names, their_y, their_state, their_five) = outs
+    assert names == their_names and names.count("SyncBatchNorm") == 2
+    np.testing.assert_allclose(y, their_y, rtol=1e-4, atol=1e-5)
+    assert state.keys() == their_state.keys()
+    for key in state:
+        np.testing.assert_allclose(state[key], their_state[key], rtol=1e-4, atol=1e-6,
+                                   err_msg=key)
+    np.testing.assert_allclose(five, their_five)
+    for library in (pargraph, torch):
+        with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
+            library.nn.SyncBatchNorm(2)(library.ones(2))

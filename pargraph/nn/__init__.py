@@ -157,6 +157,7 @@ from pargraph.nn.normalization import (
     LayerNorm,
     LocalResponseNorm,
     RMSNorm,
+    SyncBatchNorm,
 )
 from pargraph.nn.resampling import (
     ChannelShuffle,
@@ -198,7 +199,8 @@ __all__ = [
     "MaxPool3d",
     "MaxUnpool1d", "NLLLoss2d",
     "MaxUnpool2d",
-    "MaxUnpool3d", "BatchNorm3d", "InstanceNorm3d", "CircularPad3d", "ConstantPad3d",
+    "MaxUnpool3d", "BatchNorm3d", "SyncBatchNorm", "InstanceNorm3d", "CircularPad3d",
+    "ConstantPad3d",
     "ReflectionPad3d", "ReplicationPad3d", "ZeroPad3d", "LPPool1d", "LPPool2d", "LPPool3d",
     "LocalResponseNorm", "AlphaDropout", "FeatureAlphaDropout", "MultiMarginLoss",
     "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss", "Softmax2d", "ChannelShuffle",

@@ -442,6 +442,59 @@ class BatchNorm3d(_BatchNorm):
     dims = (5,)
 
 
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization of ``(N, C, ...)`` input, per channel, as PyTorch's
+    ``SyncBatchNorm`` runs in a process with no process group: over the batch it is given
+    (pargraph has no process groups; the statistics of a PyTorch DistributedDataParallel
+    program's SyncBatchNorm would be the whole batch's). Programs written for DDP convert
+    their layers with :meth:`convert_sync_batchnorm` and run unchanged.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.BatchNorm1d(4))
+    >>> type(pargraph.nn.SyncBatchNorm.convert_sync_batchnorm(model)[1]).__name__
+    'SyncBatchNorm'
+    """
+
+    dims = tuple(range(2, 33))
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True,
+                 process_group: Any = None, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+        self.process_group = process_group
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group: Any = None) -> Module:
+        """``module`` with each batch normalization layer in it replaced by a
+        :class:`SyncBatchNorm` holding the same parameters and running statistics (a new
+        layer if ``module`` itself is one), as PyTorch's."""
+        converted = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            converted = cls(module.num_features, module.eps, module.momentum, module.affine,
+                            module.track_running_stats, process_group,
+                            bias=module.bias is not None)
+            if module.affine:
+                converted.weight = module.weight
+                converted.bias = module.bias
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                setattr(converted, name, getattr(module, name))
+            converted.training = module.training
+        for name, child in module.named_children():
+            converted.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return converted
+
+
 class GroupNorm(Module):
     """Group normalization of ``(N, C, ...)`` input: ``num_groups`` groups of channels, with a
     learned scale (ones) and shift (zeros) per channel.

@@ -7,5 +7,6 @@ from pargraph.nn import (  # noqa: F401
     LazyBatchNorm1d,
     LazyBatchNorm2d,
     LazyBatchNorm3d,
+    SyncBatchNorm,
 )
 from pargraph.nn.normalization import _BatchNorm  # noqa: F401
