@@ -109,12 +109,19 @@ def compose_cluster():
 
 
 def test_healthchecks_pass_against_the_compose_commands(compose_cluster):
+    """Each service's check passes, as Docker runs it: up to ``retries`` times (a check's own
+    3 s timeout ran out once while the parallel suite loaded the machine)."""
     for name in ("scheduler", "worker"):
-        check = SERVICES[name]["healthcheck"]["test"][1:]
+        health = SERVICES[name]["healthcheck"]
+        check = health["test"][1:]
         assert check[0] == "python"
         for worker in range(len(compose_cluster.workers) if name == "worker" else 1):
-            done = subprocess.run([sys.executable, *_local(check, compose_cluster, worker)[1:]],
-                                  capture_output=True, text=True, timeout=30)
+            for _ in range(health["retries"]):
+                done = subprocess.run([sys.executable,
+                                       *_local(check, compose_cluster, worker)[1:]],
+                                      capture_output=True, text=True, timeout=30)
+                if done.returncode == 0:
+                    break
             assert done.returncode == 0, (name, done.stderr)
 
 
