@@ -72,6 +72,28 @@ class Case:
     extra: dict = field(default_factory=dict)
 
 
+_SAMPLES = np.random.default_rng(9).random((2, 3, 2))
+
+
+def _fractional_ref(x, kernel, out):
+    """Fractional max pooling by its definition: along each dimension, window ``i`` starts at
+    ``floor((i + u) * a) - floor(u * a)`` with ``a = (size - kernel) / (out - 1)``, the last at
+    ``size - kernel``; the sample ``u`` for the width comes first."""
+    def starts(u, size, k, n):
+        a = (size - k) / (n - 1)
+        return [math.floor((i + u) * a) - math.floor(u * a) for i in range(n - 1)] + [size - k]
+
+    result = np.empty(x.shape[:2] + out)
+    for b in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            rows = starts(_SAMPLES[b, c, 1], x.shape[2], kernel[0], out[0])
+            cols = starts(_SAMPLES[b, c, 0], x.shape[3], kernel[1], out[1])
+            for i, r in enumerate(rows):
+                for j, q in enumerate(cols):
+                    result[b, c, i, j] = x[b, c, r:r + kernel[0], q:q + kernel[1]].max()
+    return result
+
+
 def _spd(a):
     return a @ a.mT + 3 * pargraph.eye(a.shape[-1], dtype=a.dtype)
 
@@ -513,6 +535,9 @@ CASES = [
                                          j * 4 // 3:-(-(j + 1) * 4 // 3)].max((-2, -1))
                                        for j in range(3)], -1) for i in range(2)], -2),
          [distinct(2, 3, 5, 4)]),
+    Case("fractional_max_pool2d",
+         lambda x: F.fractional_max_pool2d(x, (2, 3), (3, 2), _random_samples=_SAMPLES),
+         lambda x: _fractional_ref(x, (2, 3), (3, 2)), [distinct(2, 3, 5, 6)]),
     Case("unfold", lambda x: F.unfold(x, 2, padding=1, stride=(1, 2)),
          lambda x: np.stack([np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))[
              :, :, i:i + 4, j:j + 5:2].reshape(2, 3, -1) for i in range(2) for j in range(2)],

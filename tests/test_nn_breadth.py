@@ -770,3 +770,62 @@ def test_sync_batchnorm_converts_and_trains_as_pytorchs_without_a_process_group(
     for library in (pargraph, torch):
         with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
             library.nn.SyncBatchNorm(2)(library.ones(2))
+
+
+@pytest.mark.parametrize("spatial, shape, kernel, size", [
+    (2, (2, 3, 9, 8), (2, 3), (4, 5)), (2, (3, 7, 6), 2, 3), (2, (2, 1, 5, 5), 1, (5, 5)),
+    (3, (2, 2, 7, 6, 5), (2, 3, 2), (4, 3, 2)), (3, (1, 8, 9, 7), 2, 4),
+])
+def test_fractional_max_pool_places_windows_and_backpropagates_as_pytorchs(spatial, shape,
+                                                                           kernel, size):
+    """With the same samples, PyTorch's windows, maxima, indices (ties to the first, NaN
+    to the last) and gradients, float32 and float64, batched or not."""
+    rng = np.random.default_rng(spatial)
+    batch = shape[0] if len(shape) == spatial + 2 else 1
+    for dtype in ("float32", "float64"):
+        x = rng.standard_normal(shape).astype(dtype)
+        flat = x.reshape(-1)
+        flat[0:-1:7] = flat[1::7]  # ties
+        x.reshape(-1)[5] = np.nan
+        samples = rng.random((batch, shape[-spatial - 1], spatial)).astype(dtype)
+        results = []
+        for library in (pargraph, torch):
+            xt = library.tensor(x, requires_grad=True)
+            pool = getattr(library.nn.functional, f"fractional_max_pool{spatial}d")
+            y, i = pool(xt, kernel, output_size=size, return_indices=True,
+                        _random_samples=library.tensor(samples))
+            weights = np.random.default_rng(0).standard_normal(tuple(y.shape)).astype(dtype)
+            (y * library.tensor(weights)).nansum().backward()
+            results.append((y.detach().numpy(), i.numpy(), xt.grad.numpy()))
+        for ours, theirs in zip(*results):
+            np.testing.assert_array_equal(ours, theirs)
+
+
+def test_fractional_max_pool_modules_ratios_draws_and_errors_as_pytorchs():
+    x = pargraph.randn(2, 3, 10, 9)
+    y = nn.FractionalMaxPool2d(3, output_ratio=(0.5, 0.4))(x)
+    assert tuple(y.shape) == (2, 3, 5, 3) == tuple(torch.nn.FractionalMaxPool2d(
+        3, output_ratio=(0.5, 0.4))(torch.randn(2, 3, 10, 9)).shape)
+    pool = nn.FractionalMaxPool3d(2, output_size=3, return_indices=True)
+    values, indices = pool(pargraph.randn(2, 6, 6, 6))
+    assert tuple(values.shape) == tuple(indices.shape) == (2, 3, 3, 3)
+    assert str(pool) == str(torch.nn.FractionalMaxPool3d(2, output_size=3)) == \
+        "FractionalMaxPool3d()"
+    first, second = (nn.FractionalMaxPool2d(2, output_size=4)(x) for _ in range(2))
+    assert not np.array_equal(first.numpy(), second.numpy())  # a new draw each call
+    calls = [
+        lambda t: t.nn.FractionalMaxPool2d(3), lambda t: t.nn.FractionalMaxPool2d(3, 2, 0.5),
+        lambda t: t.nn.FractionalMaxPool2d(3, output_ratio=1.5),
+        lambda t: t.nn.functional.fractional_max_pool2d(t.ones(1, 1, 7, 6), 3, 6),
+        lambda t: t.nn.functional.fractional_max_pool2d(t.ones(1, 1, 7, 6), 3),
+        lambda t: t.nn.functional.fractional_max_pool3d(t.ones(1, 1, 7, 6, 5), 1, (6, 6, 5)),
+        lambda t: t.nn.functional.fractional_max_pool3d(t.ones(1, 1, 7, 6, 5), (2, 1, 1),
+                                                        (6, 5, 4)),
+    ]
+    for call in calls:
+        messages = []
+        for library in (pargraph, torch):
+            with pytest.raises((ValueError, RuntimeError)) as raised:
+                call(library)
+            messages.append((raised.type, str(raised.value)))
+        assert messages[0] == messages[1]

@@ -363,6 +363,63 @@ class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
     spatial = 2
 
 
+class _FractionalMaxPoolNd(Module):
+    spatial = 0
+
+    def __init__(self, kernel_size: Any, output_size: Any = None, output_ratio: Any = None,
+                 return_indices: bool = False, _random_samples: Tensor | None = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling "
+                             "ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        self.kernel_size, self.return_indices = kernel_size, return_indices
+        self.output_size = None if output_size is None else \
+            _tuple(output_size, self.spatial, "output_size", name)
+        self.output_ratio = None
+        if output_ratio is not None:
+            ratios = (output_ratio,) * self.spatial if isinstance(output_ratio, (int, float)) \
+                else tuple(output_ratio)
+            if not all(0 < r < 1 for r in ratios):
+                raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+            self.output_ratio = ratios
+        self.register_buffer("_random_samples", _random_samples)
+
+    def forward(self, input: Tensor) -> Any:
+        pool = getattr(F, f"fractional_max_pool{self.spatial}d")
+        return pool(input, self.kernel_size, self.output_size, self.output_ratio,
+                    self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling (windows at pseudo-random places, a new draw each call unless
+    ``_random_samples`` fixes them) of ``(N, C, H, W)`` input, as PyTorch's.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.FractionalMaxPool2d(3, output_ratio=0.5)(pargraph.ones(2, 3, 8, 8)).shape
+    pargraph.Size([2, 3, 4, 4])
+    """
+
+    spatial = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling of ``(N, C, D, H, W)`` input (see :class:`FractionalMaxPool2d`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.FractionalMaxPool3d(2, output_size=3)(pargraph.ones(1, 2, 6, 6, 6)).shape
+    pargraph.Size([1, 2, 3, 3, 3])
+    """
+
+    spatial = 3
+
+
 class Conv3d(_ConvNd):
     """3-d convolution over ``(N, C, D, H, W)`` input (volumes, video), with PyTorch's
     arguments and initialization.

@@ -11,7 +11,7 @@ import numpy as np
 
 from pargraph import ops
 from pargraph._tensor import Tensor, apply
-from pargraph.factories import as_tensor
+from pargraph.factories import as_tensor, rand
 from pargraph.ops import convolution
 
 _NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -528,6 +528,119 @@ def _adaptive_max_pool(input: Tensor, output_size: Any, return_indices: bool, sp
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
     return (values, indices) if return_indices else values
+
+
+_FRACTIONAL_DIMS = {2: ("height", "width"), 3: ("time", "height", "width")}
+
+
+def _fractional_max_pool(input: Tensor, kernel_size: Any, output_size: Any, output_ratio: Any,
+                         return_indices: bool, samples: Any, spatial: int) -> Any:
+    """Max pooling over windows of ``kernel_size`` at pseudo-random places (Graham's
+    fractional max pooling), ``samples`` (N, C, ``spatial``) in [0, 1) placing them, as
+    PyTorch's (drawn with ``pargraph.rand`` when None)."""
+    op = f"fractional_max_pool{spatial}d"
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+    input = as_tensor(input)
+    x, unbatched = _batched(input, spatial, op)
+    kernel = _tuple(kernel_size, spatial, "kernel_size", op)
+    planes = tuple(x.shape[2:])
+    if output_size is None:
+        ratios = (output_ratio,) * spatial if isinstance(output_ratio, (int, float)) \
+            else tuple(output_ratio)
+        if len(ratios) != spatial:
+            raise ValueError(f"{op} requires output_ratio to either be a single Int or tuple "
+                             "of Ints.")
+        sizes = tuple(int(n * r) for n, r in zip(planes, ratios))
+    else:
+        sizes = _tuple(output_size, spatial, "output_size", op)
+    names = _FRACTIONAL_DIMS[spatial]
+    checked = range(spatial) if spatial == 2 else (0, 2, 1)  # PyTorch's kernels' order
+    for d in checked:
+        fits = sizes[d] + kernel[d] - 1 <= planes[d] if spatial == 2 else \
+            sizes[d] + kernel[d] - 1 < planes[d]
+        if not fits:
+            where = f"{op}()" if spatial == 2 else f"{op}_out()"
+            raise RuntimeError(f"{where}: pool {names[d]} {kernel[d]} too large relative to "
+                               f"input {names[d]} {planes[d]}")
+    if samples is None:
+        samples = rand(x.shape[0], x.shape[1], spatial, dtype=x.dtype)
+    samples = as_tensor(samples)  # no detach: a drawn sample stays a draw in a compiled step
+    indices = apply(ops.fractional_pool_argmax, x, samples, kernel=kernel, sizes=sizes)
+    flat = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
+    values = x.reshape(flat).gather(2, indices.reshape(flat)).reshape(indices.shape)
+    values = apply(ops.shown_as, values, f"FractionalMaxPool{spatial}DBackward0")
+    if unbatched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size: Any, output_size: Any = None,
+                          output_ratio: Any = None, return_indices: bool = False,
+                          _random_samples: Any = None) -> Any:
+    """Fractional max pooling of ``(N, C, H, W)`` input to ``output_size`` (or
+    ``output_ratio`` of the input's size), windows of ``kernel_size`` placed pseudo-randomly
+    (``_random_samples``, (N, C, 2) in [0, 1): PyTorch's placement exactly).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.arange(16.0).reshape(1, 1, 4, 4)
+    >>> F.fractional_max_pool2d(x, 2, output_size=2, _random_samples=pargraph.zeros(1, 1, 2))
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]])
+    """
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices,
+                                _random_samples, 2)
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size: Any, output_size: Any = None,
+                          output_ratio: Any = None, return_indices: bool = False,
+                          _random_samples: Any = None) -> Any:
+    """Fractional max pooling of ``(N, C, D, H, W)`` input (see
+    :func:`fractional_max_pool2d`; ``_random_samples`` (N, C, 3)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.arange(27.0).reshape(1, 1, 3, 3, 3)
+    >>> F.fractional_max_pool3d(x, 2, output_size=1).item()
+    26.0
+    """
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices,
+                                _random_samples, 3)
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size: Any, output_size: Any = None,
+                                       output_ratio: Any = None, return_indices: bool = True,
+                                       _random_samples: Any = None) -> Any:
+    """:func:`fractional_max_pool2d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.arange(16.0).reshape(1, 1, 4, 4)
+    >>> F.fractional_max_pool2d_with_indices(x, 2, output_size=1)[1].item()
+    15
+    """
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio,
+                                 return_indices, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size: Any, output_size: Any = None,
+                                       output_ratio: Any = None, return_indices: bool = True,
+                                       _random_samples: Any = None) -> Any:
+    """:func:`fractional_max_pool3d` with its indices.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.arange(27.0).reshape(1, 1, 3, 3, 3)
+    >>> F.fractional_max_pool3d_with_indices(x, 2, output_size=1)[1].item()
+    26
+    """
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio,
+                                 return_indices, _random_samples)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:

@@ -269,6 +269,55 @@ def adaptive_pool_argmax(x, *, sizes):
     return out
 
 
+def _fractional_argmax_shape(x, samples, *, kernel, sizes):
+    if samples.shape != x.shape[:2] + (len(kernel),):
+        raise ShapeError(f"expected _random_samples of shape {x.shape[:2] + (len(kernel),)}, "
+                         f"got {samples.shape}")
+    return x.shape[:2] + tuple(sizes), np.dtype(np.int64)
+
+
+def fractional_starts(sample: np.ndarray, size: int, out: int, pool: int) -> np.ndarray:
+    """Where each of ``out`` windows of ``pool`` starts along a dimension of ``size``, from a
+    sample in [0, 1) per plane (``sample``'s dtype, as PyTorch's kernel computes them):
+    shape ``sample.shape + (out,)``."""
+    starts = np.full(sample.shape + (out,), size - pool, np.int64)
+    if out > 1:
+        alpha = sample.dtype.type(size - pool) / sample.dtype.type(out - 1)
+        steps = np.arange(out - 1).astype(sample.dtype)
+        starts[..., :-1] = ((steps + sample[..., None]) * alpha).astype(np.int64) - \
+            (sample * alpha).astype(np.int64)[..., None]
+    return starts
+
+
+@primitive("fractional_pool_argmax", _fractional_argmax_shape)
+def fractional_pool_argmax(x, samples, *, kernel, sizes):
+    """Each pseudo-random window's maximum as a flat index into its input plane (PyTorch's
+    fractional max pooling ``indices``): windows of ``kernel`` placed by ``samples`` (N, C,
+    one per dimension: in 2-D width's then height's, in 3-D depth's, height's, width's, as
+    PyTorch's kernels read them), the first of equal values, the last NaN."""
+    x, samples = np.asarray(x), np.asarray(samples).astype(x.dtype, copy=False)
+    planes = x.shape[2:]
+    spatial = len(planes)
+    order = (1, 0) if spatial == 2 else tuple(range(spatial))
+    starts = [fractional_starts(samples[:, :, order[d]], planes[d], sizes[d], kernel[d])
+              for d in range(spatial)]
+    # Every window's elements as positions into the flattened plane: (N, C, *sizes, *kernel).
+    index = np.zeros(x.shape[:2] + tuple(sizes) + tuple(kernel), np.int64)
+    for d in range(spatial):
+        step = math.prod(planes[d + 1:])
+        at = starts[d].reshape(x.shape[:2] + tuple(sizes[d] if e == d else 1
+                                                    for e in range(spatial)) + (1,) * spatial)
+        offset = np.arange(kernel[d]).reshape(tuple(kernel[d] if e == d else 1
+                                                    for e in range(spatial)))
+        index = index + (at + offset) * step
+    flat = index.reshape(x.shape[:2] + (-1,))
+    windows = np.take_along_axis(x.reshape(x.shape[:2] + (-1,)), flat, axis=2)
+    windows = windows.reshape(x.shape[:2] + (math.prod(sizes), math.prod(kernel)))
+    local = _pytorchs_argmax(windows, 3)
+    chosen = np.take_along_axis(flat.reshape(windows.shape), local[..., None], axis=3)
+    return chosen.reshape(x.shape[:2] + tuple(sizes))
+
+
 # --- sliding blocks (im2col and its adjoint) --------------------------------------------------
 
 def _unfold_shape(x, *, kernel, dilation, padding, stride):
