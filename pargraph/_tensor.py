@@ -1062,19 +1062,23 @@ class SharedData(Tensor):
         while isinstance(base, SharedData):
             base = base._base
         self._base = base
-        self._seen: tuple[Node, Node] | None = None
+        self._seen: tuple[Node, Node, int | None] | None = None
         self._leaf_requires_grad = False
         self._grad = None
 
     @property
     def _node(self) -> Node:
         base_node = self._base._node
-        if self._seen is None or self._seen[0] is not base_node:
+        seen = self._seen
+        # A capture makes its own node (one made before holds a value that the compiled
+        # step's replays would not follow), the same one all through the capture.
+        capture = id(recording.recorder) if recording.recorder is not None else None
+        if seen is None or seen[0] is not base_node or seen[2] != capture:
             node = _detached_node(base_node)
             node.requires_grad = self._leaf_requires_grad
             node.owner = weakref.ref(self)
-            self._seen = (base_node, node)
-        return self._seen[1]
+            self._seen = seen = (base_node, node, capture)
+        return seen[1]
 
     @_node.setter
     def _node(self, node: Node) -> None:
@@ -1100,8 +1104,9 @@ class SharedData(Tensor):
 
 def _detached_node(node: Node) -> Node:
     """A node with ``node``'s value and no history: its value if realized, else a
-    ``stop_gradient`` node."""
-    if node.value is not None:
+    ``stop_gradient`` node; always one while a compiled step captures, whose replays give
+    ``node`` new values (a parameter, a random draw) that a constant would not follow."""
+    if node.value is not None and recording.recorder is None:
         return ops.constant(node.value, shape=node.shape, dtype=node.dtype)
     with no_grad():
         return ops.stop_gradient(node)

@@ -668,3 +668,36 @@ def test_a_ctrl_c_while_a_replay_lets_go_of_the_gradients_leaves_none_of_them():
     program.replaced_grads = plain
     step(x, y)
     assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_detached_values_in_a_compiled_step_follow_each_call(scheduler):
+    """``.detach()`` and ``.data`` of a parameter or of a random draw inside the step (a
+    target network's output, noise, fractional pooling's samples): a capture made them
+    constants holding the capturing call's values, so every replay used those (a parameter
+    as it was, the same noise), where eager steps use the current ones."""
+    def train(compiled):
+        pargraph.manual_seed(0)
+        w = pargraph.tensor([1.0, 2.0, -1.0], requires_grad=True)
+        opt = pargraph.optim.SGD([w], lr=0.1)
+        before = w.detach()  # a view made outside the step, read inside it
+
+        def step():
+            opt.zero_grad()
+            noise = pargraph.rand(3).detach() + pargraph.rand(3).data
+            target = w.detach() * 0.5 + w.data.sum()
+            pooled = pargraph.nn.functional.fractional_max_pool2d(
+                w.reshape(1, 1, 1, 3).expand(1, 1, 4, 3) * noise, (2, 2), output_size=(2, 2))
+            loss = ((w - target) ** 2).sum() + (before * noise).sum() + pooled.sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = pargraph.compile(step) if compiled else step
+        losses = [run().item() for _ in range(5)]
+        return losses, w.detach().numpy().copy()
+
+    with dask.config.set(scheduler=scheduler):
+        (eager, w_eager), (compiled, w_compiled) = train(False), train(True)
+    assert eager == compiled
+    np.testing.assert_array_equal(w_eager, w_compiled)
