@@ -1101,6 +1101,19 @@ class SharedData(Tensor):
     def _replace(self, node: Node) -> None:
         self._base._replace(node)
 
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A tensor of its own holding a copy of the values, as PyTorch's deepcopy of detached
+        data (``copy.deepcopy(model.state_dict())``, a best model's snapshot)."""
+        copied = Tensor(leaf_of(np.array(self._base.detach().numpy())))
+        if self._leaf_requires_grad:
+            copied.requires_grad_()
+        memo[id(self)] = copied
+        return copied
+
+    def __copy__(self) -> SharedData:
+        """Another tensor on the same data, as PyTorch's ``copy.copy`` of a tensor."""
+        return SharedData(self._base)
+
 
 def _detached_node(node: Node) -> Node:
     """A node with ``node``'s value and no history: its value if realized, else a

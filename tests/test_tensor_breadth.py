@@ -769,3 +769,34 @@ def test_bessel_functions_and_two_derivatives_as_pytorchs(name):
     if name == "i0":
         assert pargraph.tensor([1.0]).i0().item() == pytest.approx(torch.tensor([1.0]).i0().item())
         assert pargraph.i0(pargraph.tensor([1.0])).item() == pytest.approx(1.2660658)
+
+
+def test_deepcopy_of_detached_data_snapshots_a_model_as_pytorchs():
+    """``best = copy.deepcopy(model.state_dict())`` (early stopping's snapshot) raised: the
+    state dict's tensors are detached data. Now the copies keep their values while training
+    goes on, and loading them puts the model back, as in PyTorch; ``copy.copy`` shares."""
+    import copy
+
+    torch = pytest.importorskip("torch")
+    seen = []
+    for library in (pargraph, torch):
+        model = library.nn.Linear(3, 2)
+        with library.no_grad():
+            model.weight.copy_(library.tensor([[1.0, -2.0, 0.5], [0.0, 1.0, 2.0]]))
+            model.bias.copy_(library.tensor([0.25, -1.0]))
+        opt = library.optim.SGD(model.parameters(), lr=0.1)
+        best = copy.deepcopy(model.state_dict())
+        for _ in range(2):
+            opt.zero_grad()
+            model(library.ones(4, 3)).pow(2).sum().backward()
+            opt.step()
+        trained = model.weight.detach().numpy().copy()
+        model.load_state_dict(best)
+        shared = copy.copy(model.weight.detach())
+        with library.no_grad():
+            shared.add_(1.0)
+        seen.append((best["weight"].numpy(), trained, model.weight.detach().numpy(),
+                     copy.deepcopy(model.weight.detach().requires_grad_()).requires_grad,
+                     copy.deepcopy(model.weight.detach()).requires_grad))
+    for ours, theirs in zip(*seen):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
