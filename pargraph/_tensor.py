@@ -750,16 +750,20 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     # --- shapes -------------------------------------------------------------------------
 
-    def reshape(self, *shape) -> Tensor:
+    def reshape(self, *shape, **given) -> Tensor:
+        if given:
+            shape = ops.keyword_sizes(given, "shape", shape, "reshape")
         return _wrap(ops.reshape(self._node, shape=shape_arg(shape)))
 
-    def view(self, *shape) -> Tensor:
+    def view(self, *shape, **given) -> Tensor:
+        if given:
+            shape = ops.keyword_sizes(given, "size", shape, "view")
         return self.reshape(*shape)
 
     def view_as(self, other: Tensor) -> Tensor:
         return self.reshape(other.shape)
 
-    def flip(self, *dims) -> Tensor:
+    def flip(self, *dims, **given) -> Tensor:
         """The elements in reverse order along ``dims``.
 
         Examples
@@ -768,10 +772,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([[1, 2], [3, 4]]).flip(1).tolist()
         [[2, 1], [4, 3]]
         """
+        if given:
+            dims = ops.keyword_sizes(given, "dims", dims, "flip")
         dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
         return _wrap(ops.flip(self._node, dims=dims))
 
-    def repeat(self, *sizes) -> Tensor:
+    def repeat(self, *sizes, **given) -> Tensor:
         """Tile the tensor ``sizes[i]`` times along each dimension (new leading ones too).
 
         Examples
@@ -780,6 +786,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([1, 2]).repeat(2, 2).tolist()
         [[1, 2, 1, 2], [1, 2, 1, 2]]
         """
+        if given:
+            sizes = ops.keyword_sizes(given, "repeats", sizes, "repeat")
         sizes = shape_arg(sizes)
         if len(sizes) < self.ndim:
             raise RuntimeError("Number of dimensions of repeat dims can not be smaller than "
@@ -876,7 +884,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         out = self.T
         return _wrap(ops.shown_as(out._node, "TBackward0", self._node))
 
-    def permute(self, *dims) -> Tensor:
+    def permute(self, *dims, **given) -> Tensor:
+        if given:
+            dims = ops.keyword_sizes(given, "dims", dims, "permute")
         dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
         return _wrap(ops.permute(self._node, dims=dims))
 
@@ -886,7 +896,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def unsqueeze(self, dim: int) -> Tensor:
         return _wrap(ops.unsqueeze(self._node, dim))
 
-    def expand(self, *sizes) -> Tensor:
+    def expand(self, *sizes, **given) -> Tensor:
+        if given:
+            sizes = ops.keyword_sizes(given, "size", sizes, "expand")
         sizes = shape_arg(sizes)
         lead = len(sizes) - self.ndim
         shape = tuple(

@@ -193,7 +193,7 @@ def _filled(shape: tuple, fill: Any, dtype, requires_grad: bool) -> Tensor:
 
 
 def zeros(*size, dtype=None, requires_grad: bool = False,
-          device: Any = None) -> Tensor:
+          device: Any = None, **given: Any) -> Tensor:
     """A tensor of zeros (float32 by default).
 
     Examples
@@ -202,11 +202,14 @@ def zeros(*size, dtype=None, requires_grad: bool = False,
     >>> pargraph.zeros(2, 3).shape
     pargraph.Size([2, 3])
     """
+    if given:
+        size = ops.keyword_sizes(given, "size", size, "zeros")
     check_device(device, "zeros")
     return _filled(size, 0, dtype, requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad: bool = False, device: Any = None) -> Tensor:
+def empty(*size, dtype=None, requires_grad: bool = False, device: Any = None,
+          **given: Any) -> Tensor:
     """A tensor whose values are not to be read before they are written (zeros here), as
     PyTorch's ``empty``: what a custom op's ``register_fake`` returns for its output.
 
@@ -216,6 +219,8 @@ def empty(*size, dtype=None, requires_grad: bool = False, device: Any = None) ->
     >>> pargraph.empty(2, 3).shape
     pargraph.Size([2, 3])
     """
+    if given:
+        size = ops.keyword_sizes(given, "size", size, "empty")
     check_device(device, "empty")
     return _filled(size, 0, dtype, requires_grad)
 
@@ -235,7 +240,7 @@ def empty_like(t: Tensor, dtype=None, requires_grad: bool = False,
 
 
 def ones(*size, dtype=None, requires_grad: bool = False,
-         device: Any = None) -> Tensor:
+         device: Any = None, **given: Any) -> Tensor:
     """A tensor of ones (float32 by default).
 
     Examples
@@ -244,6 +249,8 @@ def ones(*size, dtype=None, requires_grad: bool = False,
     >>> pargraph.ones(2)
     tensor([1., 1.])
     """
+    if given:
+        size = ops.keyword_sizes(given, "size", size, "ones")
     check_device(device, "ones")
     return _filled(size, 1, dtype, requires_grad)
 
@@ -507,7 +514,7 @@ def _source(generator: Generator | None) -> np.random.Generator:
 
 
 def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,
-         device: Any = None) -> Tensor:
+         device: Any = None, **given: Any) -> Tensor:
     """Uniform random numbers in [0, 1), from ``generator`` or the one ``manual_seed`` seeds.
 
     Examples
@@ -516,6 +523,8 @@ def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: b
     >>> bool(((pargraph.rand(100) >= 0) & (pargraph.rand(100) < 1)).all())
     True
     """
+    if given:
+        size = ops.keyword_sizes(given, "size", size, "rand")
     check_device(device, "rand")
     dtype = np.dtype(dtype or defaults.float)
     shape = shape_arg(size)
@@ -523,7 +532,7 @@ def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: b
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,
-          device: Any = None) -> Tensor:
+          device: Any = None, **given: Any) -> Tensor:
     """Standard normal random numbers, from ``generator`` or the one ``manual_seed`` seeds.
 
     Examples
@@ -533,6 +542,8 @@ def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: 
     >>> pargraph.randn(2, 3, generator=g).shape
     pargraph.Size([2, 3])
     """
+    if given:
+        size = ops.keyword_sizes(given, "size", size, "randn")
     check_device(device, "randn")
     dtype = np.dtype(dtype or defaults.float)
     shape = shape_arg(size)

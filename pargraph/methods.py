@@ -163,7 +163,7 @@ class EverydayMethods:
     # --- new tensors like this one ---------------------------------------------------------
 
     def new_zeros(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
-                  device: Any = None) -> Any:
+                  device: Any = None, **given: Any) -> Any:
         """Zeros of ``size`` with this tensor's dtype (unless ``dtype`` is given).
 
         Examples
@@ -172,10 +172,12 @@ class EverydayMethods:
         >>> pargraph.ones(1, dtype=pargraph.float64).new_zeros(2).dtype == pargraph.float64
         True
         """
+        if given:
+            size = ops.keyword_sizes(given, "size", size, "new_zeros")
         return self._new(size, 0, dtype, requires_grad)
 
     def new_ones(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
-                 device: Any = None) -> Any:
+                 device: Any = None, **given: Any) -> Any:
         """Ones of ``size`` with this tensor's dtype.
 
         Examples
@@ -184,6 +186,8 @@ class EverydayMethods:
         >>> pargraph.zeros(1).new_ones(2).tolist()
         [1.0, 1.0]
         """
+        if given:
+            size = ops.keyword_sizes(given, "size", size, "new_ones")
         return self._new(size, 1, dtype, requires_grad)
 
     def new_full(self, size: Any, fill_value: Any, dtype: Any = None,
@@ -199,7 +203,7 @@ class EverydayMethods:
         return self._new((size,), fill_value, dtype, requires_grad)
 
     def new_empty(self, *size: Any, dtype: Any = None, requires_grad: bool = False,
-                  device: Any = None) -> Any:
+                  device: Any = None, **given: Any) -> Any:
         """An uninitialized tensor of ``size`` (zeros here), with this tensor's dtype.
 
         Examples
@@ -208,6 +212,8 @@ class EverydayMethods:
         >>> tuple(pargraph.zeros(1).new_empty(2, 3).shape)
         (2, 3)
         """
+        if given:
+            size = ops.keyword_sizes(given, "size", size, "new_empty")
         return self.new_zeros(*size, dtype=dtype, requires_grad=requires_grad)
 
     def new_tensor(self, data: Any, dtype: Any = None, requires_grad: bool = False,

@@ -800,3 +800,30 @@ def test_deepcopy_of_detached_data_snapshots_a_model_as_pytorchs():
                      copy.deepcopy(model.weight.detach()).requires_grad))
     for ours, theirs in zip(*seen):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_shapes_and_dims_by_pytorchs_keywords():
+    """Shapes and dims usually given as varargs (``x.view(2, 3)``) also by PyTorch's keyword
+    (``x.view(size=(2, 3))``, ``torch.flip(x, dims=[1])``, ``torch.zeros(size=(2,))``): each
+    raised TypeError. Given both ways, Python's error."""
+    torch = pytest.importorskip("torch")
+    calls = [
+        lambda t, x: x.flip(dims=[0]), lambda t, x: t.flip(x, dims=[1]),
+        lambda t, x: x.permute(dims=(1, 0)), lambda t, x: t.permute(x, dims=(1, 0)),
+        lambda t, x: x.reshape(shape=(3, 2)), lambda t, x: t.reshape(x, shape=(6,)),
+        lambda t, x: x.view(size=(3, 2)), lambda t, x: x[:1].expand(size=(2, 3)),
+        lambda t, x: x.repeat(repeats=(2, 1)), lambda t, x: x.new_zeros(size=(2,)),
+        lambda t, x: x.new_ones(size=(2, 1)), lambda t, x: x.new_empty(size=(2,)) * 0,
+        lambda t, x: t.zeros(size=(2,)), lambda t, x: t.ones(size=(2, 2)),
+        lambda t, x: t.empty(size=(2,)) * 0, lambda t, x: t.rand(size=(2,)) * 0,
+        lambda t, x: t.randn(size=(3,)) * 0,
+    ]
+    for call in calls:
+        ours = call(pargraph, pargraph.arange(6.0).reshape(2, 3))
+        theirs = call(torch, torch.arange(6.0).reshape(2, 3))
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for library in (pargraph, torch):
+        with pytest.raises(TypeError):
+            library.zeros(2, size=(2,))
+        with pytest.raises(TypeError):
+            library.arange(6.0).view(2, 3, shape=(6,))

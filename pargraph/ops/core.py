@@ -318,6 +318,17 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
     return tuple(out)
 
 
+def keyword_sizes(given: dict, name: str, args: tuple, op: str) -> tuple:
+    """A shape or dims given by PyTorch's keyword (``x.view(size=(2, 3))``) where they are
+    usually varargs (``x.view(2, 3)``): as the varargs, with Python's errors otherwise."""
+    unexpected = [key for key in given if key != name]
+    if unexpected:
+        raise TypeError(f"{op}() got an unexpected keyword argument '{unexpected[0]}'")
+    if args:
+        raise TypeError(f"{op}() got multiple values for argument '{name}'")
+    return (given[name],)
+
+
 def normalize_dim(dim: int, ndim: int) -> int:
     low, high = (-ndim, ndim - 1) if ndim else (-1, 0)
     if not low <= dim <= high:
