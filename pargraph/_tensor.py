@@ -548,10 +548,16 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __getitem__(self, key: Any) -> Tensor:
         spec, index_nodes = _index_spec(key, self.shape)
         out = ops.index(self._node, *index_nodes, spec=spec)
-        if not index_nodes:  # PyTorch's names: an int selects, a slice slices
-            ints = any(isinstance(item, (int, np.integer)) for item in spec)
-            out = ops.shown_as(out, "SelectBackward0" if ints else "SliceBackward0")
-        return _wrap(out)
+        if index_nodes:
+            return _wrap(out)
+        ints = any(isinstance(item, (int, np.integer)) for item in spec)
+        out = ops.shown_as(out, "SelectBackward0" if ints else "SliceBackward0")
+        # Ints, slices, ``...`` and None give a view; index arrays and masks a copy, as in
+        # PyTorch (an in-place change of the copy leaves this tensor as it is).
+        basic = all(item is None or item is Ellipsis or type(item) is slice
+                    or isinstance(item, (int, np.integer)) and not isinstance(item, bool)
+                    for item in (key if type(key) is tuple else (key,)))
+        return IndexedView(out, self, key) if basic else _wrap(out)
 
     def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self + alpha * other``.
@@ -1058,6 +1064,27 @@ Tensor.__doc__ = (Tensor.__doc__ or "") + "\n" + textwrap.fill(
     "Methods made from the op registry (primitives declared with ``method=True`` in "
     ":mod:`pargraph.ops`): " + ", ".join(f"``{name}``" for name in Tensor.REGISTRY_METHODS)
     + ".", 92, initial_indent="    ", subsequent_indent="    ") + "\n"
+
+
+class IndexedView(Tensor):
+    """What basic indexing (ints, slices, ``...``, ``None``) returns: a tensor whose in-place
+    changes reach the tensor it was taken from, as a PyTorch view's do (``w[0].zero_()``,
+    ``init.normal_(w[:, :k])``): each is written back with ``base[key] = view``, which
+    records the write as any ``x[key] = v`` does (autograd goes through it). Changes of the
+    base made later do not show in the view."""
+
+    __slots__ = ("_view_of", "_view_key")
+
+    def __init__(self, node: Node, base: Tensor, key: Any) -> None:
+        super().__init__(node)
+        self._view_of, self._view_key = base, key
+
+    def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
+        base = self._view_of
+        base._check_in_place()  # refused on a leaf that requires grad before either changes
+        super()._rebind(node, begun)
+        base[self._view_key] = self
+        return self
 
 
 class SharedData(Tensor):

@@ -827,3 +827,46 @@ def test_shapes_and_dims_by_pytorchs_keywords():
             library.zeros(2, size=(2,))
         with pytest.raises(TypeError):
             library.arange(6.0).view(2, 3, shape=(6,))
+
+
+VIEW_CHANGES = [
+    lambda t, x: x[0].zero_(), lambda t, x: x[:, 1:].fill_(7), lambda t, x: x[..., 0].zero_(),
+    lambda t, x: x.narrow(1, 0, 1).sub_(1), lambda t, x: x.select(0, 1).copy_(t.ones(3) * 9),
+    lambda t, x: x.unbind(0)[1].mul_(0), lambda t, x: x[1][2].fill_(50),
+    lambda t, x: x[None, 1, ::2].add_(5), lambda t, x: x[[0]].zero_(),  # a copy: x stays
+    lambda t, x: x[x > 2].fill_(0),  # a copy too
+]
+
+
+@pytest.mark.parametrize("change", VIEW_CHANGES)
+def test_in_place_changes_of_an_indexed_view_reach_its_tensor_as_in_pytorch(change):
+    """``w[0].zero_()`` (an embedding's padding row), ``x[:, 1:].fill_(7)``, ``narrow``,
+    ``select``, ``unbind``: basic indexing gives a view whose in-place changes reach the
+    tensor, as PyTorch's; they were silently lost. Index tensors and masks give copies."""
+    torch = pytest.importorskip("torch")
+    results = []
+    for library in (pargraph, torch):
+        x = library.arange(6.0).reshape(2, 3)
+        with library.no_grad():
+            change(library, x)
+        results.append(x.numpy())
+    np.testing.assert_array_equal(*results)
+
+
+def test_a_view_changed_in_place_backpropagates_and_a_leafs_is_refused_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for library in (pargraph, torch):
+        leaf = library.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        a = leaf * 2
+        a[0].mul_(library.tensor([3.0, 5.0]))  # a view of a non-leaf changed in place
+        (a * library.tensor([[1.0, 10.0], [100.0, 1000.0]])).sum().backward()
+        grads.append(leaf.grad.numpy())
+        weight = library.nn.Embedding(4, 2, padding_idx=0).weight
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            weight[0].zero_()
+        with library.no_grad():
+            weight.data[0].fill_(1.0)
+            library.nn.init.zeros_(weight[1])
+        assert weight[0].tolist() == [1.0, 1.0] and weight[1].tolist() == [0.0, 0.0]
+    np.testing.assert_array_equal(*grads)
