@@ -916,10 +916,21 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return self.expand(*other.shape)
 
     def split(self, split_size, dim: int = 0) -> tuple[Tensor, ...]:
-        return tuple(_wrap(n) for n in ops.split(self._node, split_size, dim))
+        return self._parts(ops.split(self._node, split_size, dim), dim)
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-        return tuple(_wrap(n) for n in ops.chunk(self._node, chunks, dim))
+        return self._parts(ops.chunk(self._node, chunks, dim), dim)
+
+    def _parts(self, nodes: list[Node], dim: int) -> tuple[Tensor, ...]:
+        """Consecutive parts along ``dim`` as views: each one's in-place changes reach this
+        tensor, as PyTorch's (``b.data.chunk(4)[1].fill_(1.0)``, an LSTM's forget gates)."""
+        dim = ops.normalize_dim(dim, self.ndim)
+        parts, start = [], 0
+        for node in nodes:
+            stop = start + node.shape[dim]
+            parts.append(IndexedView(node, self, (slice(None),) * dim + (slice(start, stop),)))
+            start = stop
+        return tuple(parts)
 
     # --- in place -----------------------------------------------------------------------
 

@@ -833,7 +833,9 @@ VIEW_CHANGES = [
     lambda t, x: x[0].zero_(), lambda t, x: x[:, 1:].fill_(7), lambda t, x: x[..., 0].zero_(),
     lambda t, x: x.narrow(1, 0, 1).sub_(1), lambda t, x: x.select(0, 1).copy_(t.ones(3) * 9),
     lambda t, x: x.unbind(0)[1].mul_(0), lambda t, x: x[1][2].fill_(50),
-    lambda t, x: x[None, 1, ::2].add_(5), lambda t, x: x[[0]].zero_(),  # a copy: x stays
+    lambda t, x: x[None, 1, ::2].add_(5), lambda t, x: x.chunk(3, 1)[2].zero_(),
+    lambda t, x: x.split([1, 2], dim=-1)[1].mul_(-1), lambda t, x: x.split(1)[1].add_(10),
+    lambda t, x: x[[0]].zero_(),  # a copy: x stays
     lambda t, x: x[x > 2].fill_(0),  # a copy too
 ]
 
