@@ -207,7 +207,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     @property
     def mT(self) -> Tensor:
-        return _wrap(ops.mT(self._node))
+        dims = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2) if self.ndim >= 2 else None
+        return ShapedView(ops.mT(self._node), self, dims)
 
     @property
     def H(self) -> Tensor:
@@ -759,7 +760,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def reshape(self, *shape, **given) -> Tensor:
         if given:
             shape = ops.keyword_sizes(given, "shape", shape, "reshape")
-        return _wrap(ops.reshape(self._node, shape=shape_arg(shape)))
+        return ShapedView(ops.reshape(self._node, shape=shape_arg(shape)), self, None)
 
     def view(self, *shape, **given) -> Tensor:
         if given:
@@ -878,29 +879,34 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _checked_product(self, mat2, 3, "bmm")
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        return _wrap(ops.flatten(self._node, start_dim, end_dim))
+        return ShapedView(ops.flatten(self._node, start_dim, end_dim), self, None)
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
-        return _wrap(ops.transpose(self._node, dim0, dim1))
+        dims = list(range(self.ndim))
+        if self.ndim:
+            a, b = ops.normalize_dim(dim0, self.ndim), ops.normalize_dim(dim1, self.ndim)
+            dims[a], dims[b] = dims[b], dims[a]
+        return ShapedView(ops.transpose(self._node, dim0, dim1), self, tuple(dims))
 
     def t(self) -> Tensor:
         if self.ndim > 2:
             raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                                f"{self.ndim}D")
         out = self.T
-        return _wrap(ops.shown_as(out._node, "TBackward0", self._node))
+        return ShapedView(ops.shown_as(out._node, "TBackward0", self._node), self,
+                          tuple(reversed(range(self.ndim))))
 
     def permute(self, *dims, **given) -> Tensor:
         if given:
             dims = ops.keyword_sizes(given, "dims", dims, "permute")
         dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
-        return _wrap(ops.permute(self._node, dims=dims))
+        return ShapedView(ops.permute(self._node, dims=dims), self, dims)
 
     def squeeze(self, dim=None) -> Tensor:
-        return _wrap(ops.squeeze(self._node, dim))
+        return ShapedView(ops.squeeze(self._node, dim), self, None)
 
     def unsqueeze(self, dim: int) -> Tensor:
-        return _wrap(ops.unsqueeze(self._node, dim))
+        return ShapedView(ops.unsqueeze(self._node, dim), self, None)
 
     def expand(self, *sizes, **given) -> Tensor:
         if given:
@@ -1095,6 +1101,30 @@ class IndexedView(Tensor):
         base._check_in_place()  # refused on a leaf that requires grad before either changes
         super()._rebind(node, begun)
         base[self._view_key] = self
+        return self
+
+
+class ShapedView(Tensor):
+    """What ``reshape``, ``view``, ``permute``, ``squeeze`` and ``unsqueeze`` (and the methods
+    made of them: ``flatten``, ``T``, ``transpose``...) return: a tensor whose in-place changes
+    reach the tensor it was taken from, as a PyTorch view's do (``x.view(-1).add_(1)``). It
+    holds every element of its base, rearranged: a change is written back by rearranging the
+    view's new value (``dims``: the permutation it was taken with; None: a reshape)."""
+
+    __slots__ = ("_view_of", "_view_dims")
+
+    def __init__(self, node: Node, base: Tensor, dims: tuple[int, ...] | None) -> None:
+        super().__init__(node)
+        self._view_of, self._view_dims = base, dims
+
+    def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
+        base = self._view_of
+        base._check_in_place()  # refused on a leaf that requires grad before either changes
+        super()._rebind(node, begun)
+        dims = self._view_dims
+        back = ops.reshape(self._node, shape=tuple(base.shape)) if dims is None else \
+            ops.permute(self._node, dims=tuple(int(d) for d in np.argsort(dims)))
+        base._rebind(back)
         return self
 
 

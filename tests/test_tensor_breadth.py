@@ -835,6 +835,11 @@ VIEW_CHANGES = [
     lambda t, x: x.unbind(0)[1].mul_(0), lambda t, x: x[1][2].fill_(50),
     lambda t, x: x[None, 1, ::2].add_(5), lambda t, x: x.chunk(3, 1)[2].zero_(),
     lambda t, x: x.split([1, 2], dim=-1)[1].mul_(-1), lambda t, x: x.split(1)[1].add_(10),
+    lambda t, x: x.view(-1).add_(1), lambda t, x: x.T.mul_(2), lambda t, x: x.t()[2].mul_(10),
+    lambda t, x: x.reshape(3, 2)[0].fill_(-1), lambda t, x: x.unsqueeze(0).sub_(1),
+    lambda t, x: x.flatten()[::2].zero_(), lambda t, x: x.transpose(0, 1)[1].fill_(4),
+    lambda t, x: x.permute(1, 0).mul_(t.tensor([[1.0, 2.0]])), lambda t, x: x.mT[0].add_(9),
+    lambda t, x: x[None].squeeze(0)[1].zero_(),
     lambda t, x: x[[0]].zero_(),  # a copy: x stays
     lambda t, x: x[x > 2].fill_(0),  # a copy too
 ]
@@ -843,8 +848,9 @@ VIEW_CHANGES = [
 @pytest.mark.parametrize("change", VIEW_CHANGES)
 def test_in_place_changes_of_an_indexed_view_reach_its_tensor_as_in_pytorch(change):
     """``w[0].zero_()`` (an embedding's padding row), ``x[:, 1:].fill_(7)``, ``narrow``,
-    ``select``, ``unbind``: basic indexing gives a view whose in-place changes reach the
-    tensor, as PyTorch's; they were silently lost. Index tensors and masks give copies."""
+    ``select``, ``unbind``, ``split``, ``view``, ``T``, ``permute``...: views whose in-place
+    changes reach the tensor, as PyTorch's; they were silently lost. Index tensors and masks
+    give copies."""
     torch = pytest.importorskip("torch")
     results = []
     for library in (pargraph, torch):
@@ -862,6 +868,7 @@ def test_a_view_changed_in_place_backpropagates_and_a_leafs_is_refused_as_in_pyt
         leaf = library.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
         a = leaf * 2
         a[0].mul_(library.tensor([3.0, 5.0]))  # a view of a non-leaf changed in place
+        a.view(-1).add_(library.tensor([1.0, 2.0, 3.0, 4.0]) * a.T.reshape(-1))
         (a * library.tensor([[1.0, 10.0], [100.0, 1000.0]])).sum().backward()
         grads.append(leaf.grad.numpy())
         weight = library.nn.Embedding(4, 2, padding_idx=0).weight
