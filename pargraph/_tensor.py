@@ -546,6 +546,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     neg = __neg__
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
 
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Pickled as its values and ``requires_grad``, as PyTorch's tensors are (its graph
+        stays behind; a view comes back as a tensor of its own)."""
+        return _unpickled, (np.array(self.detach().numpy()), self.requires_grad)
+
     def __getitem__(self, key: Any) -> Tensor:
         spec, index_nodes = _index_spec(key, self.shape)
         out = ops.index(self._node, *index_nodes, spec=spec)
@@ -1081,6 +1086,14 @@ Tensor.__doc__ = (Tensor.__doc__ or "") + "\n" + textwrap.fill(
     "Methods made from the op registry (primitives declared with ``method=True`` in "
     ":mod:`pargraph.ops`): " + ", ".join(f"``{name}``" for name in Tensor.REGISTRY_METHODS)
     + ".", 92, initial_indent="    ", subsequent_indent="    ") + "\n"
+
+
+def _unpickled(array: np.ndarray, requires_grad: bool) -> Tensor:
+    """A tensor that was pickled: a leaf holding ``array``."""
+    made = Tensor(leaf_of(array))
+    if requires_grad:
+        made.requires_grad_()
+    return made
 
 
 class IndexedView(Tensor):

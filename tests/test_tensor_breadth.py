@@ -879,3 +879,28 @@ def test_a_view_changed_in_place_backpropagates_and_a_leafs_is_refused_as_in_pyt
             library.nn.init.zeros_(weight[1])
         assert weight[0].tolist() == [1.0, 1.0] and weight[1].tolist() == [0.0, 0.0]
     np.testing.assert_array_equal(*grads)
+
+
+def test_tensors_pickle_as_pytorchs():
+    """A tensor pickles as its values and ``requires_grad`` (it raised "cannot pickle code
+    objects"): a non-leaf comes back a leaf, a view a tensor of its own, a Parameter a
+    Parameter; a module's deepcopy copies its buffers' values."""
+    import copy
+    import pickle
+
+    torch = pytest.importorskip("torch")
+    seen = []
+    for library in (pargraph, torch):
+        x = library.tensor([1.0, -2.0], requires_grad=True)
+        tensors = [x, x * 3, library.arange(6).reshape(2, 3)[1],
+                   library.nn.Parameter(library.ones(2)), library.ones(2, dtype=library.bfloat16)]
+        back = [pickle.loads(pickle.dumps(t)) for t in tensors]
+        seen.append([(type(t).__name__, t.requires_grad, t.grad_fn is None,
+                      str(t.dtype).split(".")[-1],
+                      t.detach().float().tolist()) for t in back])
+        norm = library.nn.BatchNorm1d(2)
+        norm(library.tensor([[1.0, 2.0], [3.0, 5.0]]))
+        copied = copy.deepcopy(norm)
+        norm.running_mean.add_(1.0)
+        seen[-1].append(copied.running_mean.tolist())
+    assert seen[0] == seen[1]
