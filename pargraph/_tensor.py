@@ -1096,49 +1096,52 @@ def _unpickled(array: np.ndarray, requires_grad: bool) -> Tensor:
     return made
 
 
-class IndexedView(Tensor):
-    """What basic indexing (ints, slices, ``...``, ``None``) returns: a tensor whose in-place
-    changes reach the tensor it was taken from, as a PyTorch view's do (``w[0].zero_()``,
-    ``init.normal_(w[:, :k])``): each is written back with ``base[key] = view``, which
-    records the write as any ``x[key] = v`` does (autograd goes through it). Changes of the
-    base made later do not show in the view."""
+class _View(Tensor):
+    """A tensor taken from ``base`` whose in-place changes reach ``base``, as a PyTorch view's
+    do: each change is written back (:meth:`_write_back`), recorded as any in-place op is
+    (autograd goes through it). Changes of the base made later do not show in the view."""
 
-    __slots__ = ("_view_of", "_view_key")
+    __slots__ = ("_view_of", "_view_how")
 
-    def __init__(self, node: Node, base: Tensor, key: Any) -> None:
+    def __init__(self, node: Node, base: Tensor, how: Any) -> None:
         super().__init__(node)
-        self._view_of, self._view_key = base, key
+        self._view_of, self._view_how = base, how
 
     def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
         base = self._view_of
         base._check_in_place()  # refused on a leaf that requires grad before either changes
         super()._rebind(node, begun)
-        base[self._view_key] = self
+        self._write_back(base)
         return self
 
+    def _write_back(self, base: Tensor) -> None:
+        raise NotImplementedError  # pragma: no cover
 
-class ShapedView(Tensor):
+
+class IndexedView(_View):
+    """What basic indexing (ints, slices, ``...``, ``None``), ``split`` and ``chunk`` return
+    (``w[0].zero_()``, ``init.normal_(w[:, :k])``): a change is written back with
+    ``base[key] = view`` (``how``: the key)."""
+
+    __slots__ = ()
+
+    def _write_back(self, base: Tensor) -> None:
+        base[self._view_how] = self
+
+
+class ShapedView(_View):
     """What ``reshape``, ``view``, ``permute``, ``squeeze`` and ``unsqueeze`` (and the methods
-    made of them: ``flatten``, ``T``, ``transpose``...) return: a tensor whose in-place changes
-    reach the tensor it was taken from, as a PyTorch view's do (``x.view(-1).add_(1)``). It
-    holds every element of its base, rearranged: a change is written back by rearranging the
-    view's new value (``dims``: the permutation it was taken with; None: a reshape)."""
+    made of them: ``flatten``, ``T``, ``transpose``...) return (``x.view(-1).add_(1)``): every
+    element of the base, rearranged, so a change is written back by rearranging the view's
+    new value (``how``: the permutation it was taken with; None: a reshape)."""
 
-    __slots__ = ("_view_of", "_view_dims")
+    __slots__ = ()
 
-    def __init__(self, node: Node, base: Tensor, dims: tuple[int, ...] | None) -> None:
-        super().__init__(node)
-        self._view_of, self._view_dims = base, dims
-
-    def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
-        base = self._view_of
-        base._check_in_place()  # refused on a leaf that requires grad before either changes
-        super()._rebind(node, begun)
-        dims = self._view_dims
+    def _write_back(self, base: Tensor) -> None:
+        dims = self._view_how
         back = ops.reshape(self._node, shape=tuple(base.shape)) if dims is None else \
             ops.permute(self._node, dims=tuple(int(d) for d in np.argsort(dims)))
         base._rebind(back)
-        return self
 
 
 class SharedData(Tensor):
