@@ -82,8 +82,8 @@ def test_bfloat16_tensors_survive_a_checkpoint(tmp_path):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_addmm_sums_in_float32_and_rounds_once_as_pytorchs(dtype):
     """``beta * c + alpha * (a @ b)`` in float16 or bfloat16: PyTorch's kernel sums in float32
-    and rounds once; rounding the product, the scaled terms and the sum apart gave other
-    numbers in half the elements (Muon's Newton-Schulz iterations are such sums)."""
+    and rounds once, not the product, the scaled terms and the sum apart (Muon's
+    Newton-Schulz iterations are such sums)."""
     rng = np.random.default_rng(1)
     c, a, b = (rng.standard_normal(shape).astype(np.float32)
                for shape in ((6, 5), (6, 7), (7, 5)))

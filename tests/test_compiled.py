@@ -673,9 +673,8 @@ def test_a_ctrl_c_while_a_replay_lets_go_of_the_gradients_leaves_none_of_them():
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
 def test_detached_values_in_a_compiled_step_follow_each_call(scheduler):
     """``.detach()`` and ``.data`` of a parameter or of a random draw inside the step (a
-    target network's output, noise, fractional pooling's samples): a capture made them
-    constants holding the capturing call's values, so every replay used those (a parameter
-    as it was, the same noise), where eager steps use the current ones."""
+    target network's output, noise, fractional pooling's samples) take each call's values
+    in a replay, as in an eager step, not the capturing call's."""
     def train(compiled):
         pargraph.manual_seed(0)
         w = pargraph.tensor([1.0, 2.0, -1.0], requires_grad=True)

@@ -109,8 +109,8 @@ def compose_cluster():
 
 
 def test_healthchecks_pass_against_the_compose_commands(compose_cluster):
-    """Each service's check passes, as Docker runs it: up to ``retries`` times (a check's own
-    3 s timeout ran out once while the parallel suite loaded the machine)."""
+    """Each service's check passes, as Docker runs it: up to ``retries`` times (a loaded
+    machine can let one check's own timeout run out)."""
     for name in ("scheduler", "worker"):
         health = SERVICES[name]["healthcheck"]
         check = health["test"][1:]

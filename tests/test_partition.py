@@ -521,9 +521,8 @@ def _ways(slowdown: Callable[[int], float], runs: int) -> list[str]:
 
 def test_a_burst_of_slow_runs_does_not_switch_ways_but_a_lasting_slowdown_does():
     """Noise only slows runs, and comes in bursts (another process on a core): three slow
-    threaded runs in a row made the median of five pick one thread, which the branchy step
-    then kept (9 ms instead of 5.5) until three retries, eighteen seconds later. A slowdown
-    that lasts still switches ways, and a retry switches back once it is over."""
+    threaded runs in a row do not switch ways. A slowdown that lasts still does, and a retry
+    switches back once it is over."""
     burst = _ways(lambda k: 2.5 if 600 <= k < 603 else 1.0, 1500)
     assert burst[500:] == ["threads"] * 1000
     lasting = _ways(lambda k: 2.5 if 600 <= k < 2000 else 1.0, 4000)

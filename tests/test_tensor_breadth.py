@@ -772,9 +772,9 @@ def test_bessel_functions_and_two_derivatives_as_pytorchs(name):
 
 
 def test_deepcopy_of_detached_data_snapshots_a_model_as_pytorchs():
-    """``best = copy.deepcopy(model.state_dict())`` (early stopping's snapshot) raised: the
-    state dict's tensors are detached data. Now the copies keep their values while training
-    goes on, and loading them puts the model back, as in PyTorch; ``copy.copy`` shares."""
+    """``best = copy.deepcopy(model.state_dict())`` (early stopping's snapshot) of the state
+    dict's detached data: the copies keep their values while training goes on, and loading
+    them puts the model back, as in PyTorch; ``copy.copy`` shares."""
     import copy
 
     torch = pytest.importorskip("torch")
@@ -804,8 +804,8 @@ def test_deepcopy_of_detached_data_snapshots_a_model_as_pytorchs():
 
 def test_shapes_and_dims_by_pytorchs_keywords():
     """Shapes and dims usually given as varargs (``x.view(2, 3)``) also by PyTorch's keyword
-    (``x.view(size=(2, 3))``, ``torch.flip(x, dims=[1])``, ``torch.zeros(size=(2,))``): each
-    raised TypeError. Given both ways, Python's error."""
+    (``x.view(size=(2, 3))``, ``torch.flip(x, dims=[1])``, ``torch.zeros(size=(2,))``), as in
+    PyTorch. Given both ways, Python's error."""
     torch = pytest.importorskip("torch")
     calls = [
         lambda t, x: x.flip(dims=[0]), lambda t, x: t.flip(x, dims=[1]),
@@ -849,8 +849,7 @@ VIEW_CHANGES = [
 def test_in_place_changes_of_an_indexed_view_reach_its_tensor_as_in_pytorch(change):
     """``w[0].zero_()`` (an embedding's padding row), ``x[:, 1:].fill_(7)``, ``narrow``,
     ``select``, ``unbind``, ``split``, ``view``, ``T``, ``permute``...: views whose in-place
-    changes reach the tensor, as PyTorch's; they were silently lost. Index tensors and masks
-    give copies."""
+    changes reach the tensor, as PyTorch's. Index tensors and masks give copies."""
     torch = pytest.importorskip("torch")
     results = []
     for library in (pargraph, torch):
@@ -882,9 +881,9 @@ def test_a_view_changed_in_place_backpropagates_and_a_leafs_is_refused_as_in_pyt
 
 
 def test_tensors_pickle_as_pytorchs():
-    """A tensor pickles as its values and ``requires_grad`` (it raised "cannot pickle code
-    objects"): a non-leaf comes back a leaf, a view a tensor of its own, a Parameter a
-    Parameter; a module's deepcopy copies its buffers' values."""
+    """A tensor pickles as its values and ``requires_grad``: a non-leaf comes back a leaf, a
+    view a tensor of its own, a Parameter a Parameter; a module's deepcopy copies its
+    buffers' values."""
     import copy
     import pickle
 
