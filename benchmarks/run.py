@@ -27,6 +27,12 @@ from benchmarks import loop, models
 from benchmarks.harness import in_rounds, interleaved, measure, per_round, torch_or_none
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: Variables some machines set so that old OpenBLAS builds run (they name kernels for an older
+#: CPU); the OpenBLAS of a current numpy picks faster ones itself. A run unsets them, so it
+#: measures what a stock numpy runs here, unless ``--machine-blas``.
+MACHINE_BLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: Where the re-run process learns what the machine had set (for the report).
+UNSET = "PARGRAPH_BENCHMARK_UNSET"
 
 
 def _on(scheduler, fn, workers=None):
@@ -549,11 +555,50 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {platform.system()}; {versions}"
 
 
+def blas() -> str:
+    """Which BLAS numpy runs, with which kernels, and what the run changed to get them."""
+    from threadpoolctl import threadpool_info
+
+    found = [f"{lib['internal_api']} {lib['version']} running its {lib['architecture']} "
+             "kernels" if lib.get("architecture") else f"{lib['internal_api']} {lib['version']}"
+             for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    text = "numpy's BLAS: " + (", ".join(found) or "none found")
+    if os.environ.get(UNSET):
+        text += (f" (the machine sets {os.environ[UNSET]} for older OpenBLAS builds; this run "
+                 "unset them in every process, as a stock numpy runs; `--machine-blas` keeps "
+                 "them)")
+    kept = [f"{name}={os.environ[name]}" for name in MACHINE_BLAS if name in os.environ]
+    if kept:
+        text += f" (kept: {', '.join(kept)})"
+    return text
+
+
+def stock_environment(environ: dict) -> dict | None:
+    """``environ`` without the machine's OpenBLAS variables, saying which it had in
+    ``UNSET``; None when it has none."""
+    unset = [f"{name}={environ[name]}" for name in MACHINE_BLAS if name in environ]
+    if not unset:
+        return None
+    env = {k: v for k, v in environ.items() if k not in MACHINE_BLAS}
+    env[UNSET] = ", ".join(unset)
+    return env
+
+
+def _without_machine_blas(argv: list[str]) -> None:
+    """Run ``python -m benchmarks`` again with the machine's OpenBLAS variables unset (they
+    take effect when numpy loads, so only a new process sees their absence)."""
+    env = stock_environment(dict(os.environ))
+    if env is not None:
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "benchmarks", *argv], env)
+
+
 def report(results: dict, repeats: int, elapsed: float) -> str:
     lines = [
         "# Benchmark results", "",
         f"- date: {datetime.date.today().isoformat()}",
         f"- machine: {machine()}",
+        f"- {blas()}",
         f"- command: `python -m benchmarks{' --quick' if repeats < 7 else ''}` "
         f"({repeats} timed repeats per variant, interleaved; {elapsed:.0f} s)",
         "- times: median (min-max) per step or per node; every ratio is taken within this run",
@@ -617,7 +662,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 9")
     parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), default=None)
     parser.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
+    parser.add_argument("--machine-blas", action="store_true",
+                        help=f"keep the machine's {' and '.join(MACHINE_BLAS)}")
     args = parser.parse_args(argv)
+    if not args.machine_blas:
+        _without_machine_blas(sys.argv[1:] if argv is None else argv)
     repeats = 3 if args.quick else 9
     start = time.perf_counter()
     results = {}

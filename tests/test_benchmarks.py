@@ -55,6 +55,32 @@ def test_the_numpy_baseline_keeps_its_heap():
     assert faults["kept"] < 100
 
 
+def test_a_run_measures_the_blas_kernels_a_stock_numpy_picks():
+    """The machine's OpenBLAS variables are unset for a run (and said so in its report), or
+    kept and reported; set, OPENBLAS_CORETYPE names the kernels numpy runs."""
+    import subprocess
+
+    from benchmarks import run
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    machine = {**os.environ, "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512",
+               "PYTHONPATH": root}
+    machine.pop(run.UNSET, None)
+    stock = run.stock_environment(machine)
+    assert "OPENBLAS_CORETYPE" not in stock and "OPENBLAS_L2_SIZE" not in stock
+    assert stock[run.UNSET] == "OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE=512"
+    assert run.stock_environment(stock) is None  # the re-run process runs on
+    told = {name: subprocess.run([sys.executable, "-c",
+                                  "from benchmarks import run; print(run.blas())"],
+                                 capture_output=True, text=True, check=True, cwd=root,
+                                 env=env).stdout
+            for name, env in (("machine", machine), ("stock", stock))}
+    assert "kept: OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE=512" in told["machine"]
+    assert "this run unset them" in told["stock"] and "kept" not in told["stock"]
+    if "openblas" in told["machine"]:
+        assert "running its Haswell kernels" in told["machine"]
+
+
 def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
     from benchmarks import modes
     from pargraph import execution

@@ -545,7 +545,8 @@ def test_a_trace_times_every_node_of_a_structure_run_many_times():
 def test_products_that_leave_blas_alone_give_the_same_bits_on_any_blas_threads():
     """The rule ``blas_threads_of`` relies on, checked on this machine's BLAS: every product
     it lets run at any thread count gives the same float32 bits on one and two threads, and
-    some products it limits do not (so the check can tell)."""
+    some product it limits does not (so the check can tell; how many depends on the kernels
+    OpenBLAS runs)."""
     import itertools
 
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -575,7 +576,7 @@ def test_products_that_leave_blas_alone_give_the_same_bits_on_any_blas_threads()
             assert same, (m, n, k)
         else:
             differing += not same
-    assert any_count > 200 and differing > 20
+    assert any_count > 200 and differing > 0
 
 
 @pytest.mark.parametrize("freeze", [None, "False"])
