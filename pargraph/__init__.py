@@ -37,7 +37,18 @@ from pargraph._tensor import (
     int64,
 )
 from pargraph._tensor import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
-from pargraph.amp import autocast
+from pargraph.amp import (
+    autocast,
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from pargraph.autograd import (
     enable_grad,
     inference_mode,
@@ -226,6 +237,9 @@ __all__ = [
     "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",
     "broadcast_shapes", "broadcast_tensors", "expand_copy", "amp", "autocast", "backends",
+    "is_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype", "is_autocast_cpu_enabled",
+    "get_autocast_cpu_dtype", "set_autocast_enabled", "is_autocast_cache_enabled",
+    "set_autocast_cache_enabled", "clear_autocast_cache",
     "onnx", "get_num_threads", "set_num_threads", "get_num_interop_threads",
     "set_num_interop_threads", "set_float32_matmul_precision", "get_float32_matmul_precision",
     "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import autograd, execution, ops
+from pargraph import amp, autograd, execution, ops
 from pargraph.autograd.backward_graph import accumulate
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
@@ -517,8 +517,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __rtruediv__(self, other): return _binary(ops.div, other, self)
     def __pow__(self, other): return _binary(ops.pow_, self, other)
     def __rpow__(self, other): return _binary(ops.pow_, other, self)
+
+    @amp.autocasts("lower")
     def __matmul__(self, other): return _binary(ops.matmul, self, other)
+
+    @amp.autocasts("lower")
     def __rmatmul__(self, other): return _binary(ops.matmul, other, self)
+
     def __neg__(self): return _wrap(ops.neg(self._node))
     def __pos__(self): return self
     def __abs__(self): return self.abs()
@@ -861,6 +866,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         keep = which(np.ones(self.shape[-2:], dtype=bool), diagonal)
         return _wrap(ops.where(ops.constant(keep), self._node, 0))
 
+    @amp.autocasts("lower")
     def mm(self, mat2: Tensor) -> Tensor:
         """Matrix product of two 2-D tensors (no broadcasting, unlike ``@``).
 
@@ -872,6 +878,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         """
         return _checked_product(self, mat2, 2, "mm")
 
+    @amp.autocasts("lower")
     def bmm(self, mat2: Tensor) -> Tensor:
         """Batched matrix product of two 3-D tensors with the same batch size.
 

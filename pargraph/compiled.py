@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, lowering, ops
+from pargraph import amp, execution, lowering, ops
 from pargraph._tensor import SharedData, Tensor
 from pargraph.capturing import Symbol, SymbolTable, recording
 from pargraph.graph import (
@@ -180,6 +180,7 @@ class Capture:
         self.module_attributes: dict[tuple[int, str], tuple[Module, str, Any]] = {}
         self.optimizers: dict[int, OptimizerRecord] = {}
         self.grad_mode = grad_mode.enabled
+        self.autocast = amp.state.cpu
         execution.flush()  # work deferred before the call is not the call's own
         self.arguments = []
         for i, value in enumerate(flat):
@@ -494,13 +495,14 @@ _ABSENT = object()  # an attribute a module did not have
 
 
 class Guards:
-    """What a capture depends on besides its slots: the arguments' kinds, grad mode, the
-    modules' parameters and ``training``, and the outcomes of what Python decided with its
+    """What a capture depends on besides its slots: the arguments' kinds, grad mode, autocast,
+    the modules' parameters and ``training``, and the outcomes of what Python decided with its
     numbers (see :mod:`pargraph.capturing`)."""
 
     def __init__(self, capture: Capture) -> None:
         self.arguments = capture.argument_guards
         self.grad_mode = capture.grad_mode
+        self.autocast = capture.autocast
         self.registry_version = versions.registry
         self.modes_version = -1  # checked at the first call
         self.modules = [(weakref.ref(m), flag) for m, flag in capture.modules.values()]
@@ -518,6 +520,8 @@ class Guards:
                 return self._fail(f"argument {i} ({_describe(guards[i])})")
         if grad_mode.enabled != self.grad_mode:
             return self._fail("grad mode")
+        if amp.state.cpu != self.autocast:
+            return self._fail("autocast")
         if versions.registry != self.registry_version:
             return self._fail("the modules' parameters and buffers")
         if versions.modes != self.modes_version:  # some module's training was set

@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from pargraph import execution, ops
+from pargraph import amp, execution, ops
 from pargraph._tensor import Tensor, apply, operand
 from pargraph.factories import as_tensor, full_like, rand
 
@@ -32,6 +32,7 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:
     return apply(ops.where, operand(condition), operand(input), operand(other))
 
 
+@amp.autocasts("promote")
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate tensors along an existing dimension.
 
@@ -71,6 +72,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return cat(tensors, axis)
 
 
+@amp.autocasts("promote")
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack same-shaped tensors along a new dimension.
 
@@ -668,6 +670,7 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
     return stack([g.reshape(-1) for g in grids], dim=1)
 
 
+@amp.autocasts("fp32")
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
     """The ``p``-norm distance between every row of ``x1`` (``..., P, M``) and of ``x2``
     (``..., R, M``): shape ``..., P, R``, as ``torch.cdist`` (computed directly, each pair's

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import ops
+from pargraph import amp, ops
 from pargraph.graph import toposort
 
 #: What ``slogdet``, ``svd`` and ``qr`` return, as ``torch.return_types``: tuples with names.
@@ -550,6 +550,7 @@ class EverydayMethods:
         """
         return self.reshape((-1, 1)) * vec2.reshape((1, -1))
 
+    @amp.autocasts("lower")
     def addmm(self, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * (mat1 @ mat2)``.
 
@@ -604,6 +605,7 @@ class EverydayMethods:
         """
         return self._added(lambda wide: wide(vec1).outer(wide(vec2)), beta, alpha, once=False)
 
+    @amp.autocasts("lower")
     def addbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * sum_b (batch1[b] @ batch2[b])``.
 
@@ -828,6 +830,7 @@ class EverydayMethods:
 
         return multigammaln(self, p)
 
+    @amp.autocasts("lower")
     def baddbmm(self, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
         """``beta * self + alpha * (batch1 @ batch2)``, batch by batch.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pargraph import amp
 from pargraph._tensor import Tensor
 from pargraph.factories import as_tensor, default_generator, drawn, zeros
 from pargraph.functions import where
@@ -251,6 +252,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 _threshold = threshold  # for threshold_, whose argument of that name hides the function
 
 
+@amp.autocasts("lower")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` where positive, else ``weight * x`` (``weight`` per channel, dimension 1).
 

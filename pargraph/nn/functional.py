@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import ops
+from pargraph import amp, ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import arange, as_tensor, default_generator, drawn
 from pargraph.factories import tensor as pargraph_tensor
@@ -391,6 +391,7 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     return in_place(input, _alpha_dropout(input, p, training, mask), inplace)
 
 
+@amp.autocasts("lower")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias.
 
@@ -451,6 +452,7 @@ def _same_shape(input: Tensor, target: Tensor, op: str) -> None:
                          f"{input.shape}")
 
 
+@amp.autocasts("fp32")
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean squared error.
 
@@ -466,6 +468,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce(diff * diff, reduction, "mse_loss")
 
 
+@amp.autocasts("fp32")
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean absolute error.
 
@@ -480,6 +483,7 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
+@amp.autocasts("fp32")
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """Huber-like loss: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``.
@@ -502,6 +506,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
+@amp.autocasts("fp32")
 def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of probabilities; logs are clamped at -100, as in PyTorch.
 
@@ -517,6 +522,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
                    "binary_cross_entropy")
 
 
+@amp.autocasts("fp32")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of logits, computed stably: (1 - y) x - log_sigmoid(x).
@@ -577,6 +583,7 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None,
                              f"ignore_index {ignore_index})")
 
 
+@amp.autocasts("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              size_average: bool | None = None, ignore_index: int = -100,
              reduce: bool | None = None, reduction: str = "mean") -> Tensor:
@@ -623,6 +630,7 @@ def _nll(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int
                  ignore_index=int(ignore_index))
 
 
+@amp.autocasts("fp32")
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """The connectionist temporal classification loss of ``log_probs`` (T, N, C), the
@@ -667,6 +675,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
     return out.squeeze(0) if unbatched and reduction == "none" else out
 
 
+@amp.autocasts("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average: bool | None = None, ignore_index: int = -100,
                   reduce: bool | None = None, reduction: str = "mean",
@@ -744,6 +753,7 @@ def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> T
     return scores + mask
 
 
+@amp.autocasts("lower")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
@@ -780,6 +790,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     return dropout(weights, dropout_p, training=dropout_p > 0) @ value
 
 
+@amp.autocasts("fp32")
 def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
            reduce: bool | None = None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
@@ -806,6 +817,7 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
     return _reduce(loss, reduction, "kl_div")
 
 
+@amp.autocasts("fp32")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                delta: float = 1.0, weight: Tensor | None = None) -> Tensor:
     """``0.5 d²`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``.
@@ -825,6 +837,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
     return _reduce(loss, reduction, "huber_loss")
 
 
+@amp.autocasts("fp32")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                         reduction: str = "mean") -> Tensor:
     """``max(0, -y (x1 - x2) + margin)``.
@@ -840,6 +853,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce(loss, reduction, "margin_ranking_loss")
 
 
+@amp.autocasts("fp32")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
                          reduction: str = "mean") -> Tensor:
     """``x`` where ``y == 1``, ``max(0, margin - x)`` where ``y == -1``.
@@ -858,6 +872,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     return _reduce(loss, reduction, "hinge_embedding_loss")
 
 
+@amp.autocasts("fp32")
 def soft_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-y x))``.
 
@@ -892,6 +907,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     return _reduce(loss, reduction, "multilabel_soft_margin_loss")
 
 
+@amp.autocasts("fp32")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor,
                           margin: float = 0.0, reduction: str = "mean") -> Tensor:
     """``1 - cos(x1, x2)`` where ``y == 1``, ``max(0, cos(x1, x2) - margin)`` where
@@ -915,6 +931,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor,
     return _reduce(loss, reduction, "cosine_embedding_loss")
 
 
+@amp.autocasts("fp32")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
                         margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, reduction: str = "mean") -> Tensor:
@@ -963,6 +980,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     return _reduce(loss, reduction, "triplet_margin_with_distance_loss")
 
 
+@amp.autocasts("fp32")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average: bool | None = None,
                       reduce: bool | None = None, reduction: str = "mean") -> Tensor:
@@ -1000,6 +1018,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return _reduce(loss, reduction, "multi_margin_loss")
 
 
+@amp.autocasts("fp32")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
                            reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Multi-label hinge loss: each sample's targets are the class indices of ``target`` up to
@@ -1038,6 +1057,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
     return _reduce(loss, reduction, "multilabel_margin_loss")
 
 
+@amp.autocasts("fp32")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,
                      full: bool = False, size_average: bool | None = None,
                      eps: float = 1e-8, reduce: bool | None = None,

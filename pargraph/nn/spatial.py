@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import ops
+from pargraph import amp, ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor, rand
 from pargraph.ops import convolution
@@ -73,6 +73,7 @@ def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, paddi
     return out.squeeze(0) if unbatched else out
 
 
+@amp.autocasts("lower")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """1-d convolution (cross-correlation) over ``(N, C, L)`` or ``(C, L)`` input.
@@ -86,6 +87,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
+@amp.autocasts("lower")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d convolution (cross-correlation) over ``(N, C, H, W)`` or ``(C, H, W)`` input.
@@ -99,6 +101,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+@amp.autocasts("lower")
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """3-d convolution over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input.
@@ -804,6 +807,7 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: 
     return out.squeeze(0) if unbatched else out
 
 
+@amp.autocasts("lower")
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
                      groups: int = 1, dilation: Any = 1) -> Tensor:
@@ -819,6 +823,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                            dilation, 1, "conv_transpose1d")
 
 
+@amp.autocasts("lower")
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
                      groups: int = 1, dilation: Any = 1) -> Tensor:
@@ -836,6 +841,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                            dilation, 2, "conv_transpose2d")
 
 
+@amp.autocasts("lower")
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
                      groups: int = 1, dilation: Any = 1) -> Tensor:
