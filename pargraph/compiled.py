@@ -57,6 +57,7 @@ from pargraph.remote.recovery import cluster_lost, fetch
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.state import clusters
 from pargraph.remote.submit import run_on_cluster
+from pargraph.remote.waiting import asked
 from pargraph.remote.workers import replicas, threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, node_by_node, straight_line
 from pargraph.threads import run_on_threads
@@ -673,13 +674,8 @@ class Program:
         #: as one task that runs them on that worker's threads (no scheduler round trip
         #: between groups), or None.
         self.whole: WholeProgram | None = None
-        # (Groups pick parts of each other's tuples, selections, only across workers.)
-        if self.remote and len(self.tasks) > 1 and len(threads_by_worker(client)) == 1 \
-                and not made.selections:
-            self.whole = WholeProgram(self.tasks, self.recipes, self.unpack,
-                                      granularity.workers)
-            short = re.sub(r"\W", "_", self.name.split(".")[-1])  # train_step, Net_step
-            self.whole_label = short if "step" in short else f"{short}_step"
+        #: The cluster's copy of ``whole`` (a Future of the data it was scattered as).
+        self.held: Any = None
         # Symbols bound into the tasks: (task, member, input position, symbol) and
         # (node, attribute name, symbol); the first run has their values.
         self.literals = []
@@ -693,6 +689,12 @@ class Program:
                             sources[position] = (LIT, v.value)
         self.attributes = [(node, name, v) for node in self.computed if id(node) in capture.symbolic
                            for name, v in node.attrs.items() if type(v) is Symbol]
+        # (Groups pick parts of each other's tuples, selections, only across workers.)
+        if self.remote and len(self.tasks) > 1 and len(threads_by_worker(client)) == 1 \
+                and not made.selections:
+            self.whole = self._whole_program(granularity.workers)
+            short = re.sub(r"\W", "_", self.name.split(".")[-1])  # train_step, Net_step
+            self.whole_label = short if "step" in short else f"{short}_step"
         self.last_symbols: list | None = None
         if self.tasks and not isinstance(made, SinglePlan):
             self._threads_graph(made)
@@ -700,6 +702,18 @@ class Program:
         #: call runs the tasks as they are), and the whole run as one function.
         self.straight: list | None = None
         self.in_order: Callable | None = None
+
+    def _whole_program(self, threads: int) -> WholeProgram:
+        """The groups as one :class:`WholeProgram`, its symbols placed by position."""
+        group_of = {id(task): g for g, task in enumerate(self.tasks)}
+        member_of = {id(node): (g, j) for g, task in enumerate(self.tasks)
+                     for j, node in enumerate(task.nodes)}
+        literals = [(group_of[id(task)], j, position, symbol.index)
+                    for task, j, position, symbol in self.literals]
+        attributes = [(*member_of[id(node)], name, symbol.index)
+                      for node, name, symbol in self.attributes if id(node) in member_of]
+        return WholeProgram(self.tasks, self.recipes, self.unpack, threads, literals,
+                            attributes)
 
     def _replaced(self, writes: Writes, order: list[Node]) -> list[tuple[Node, Any, Node]]:
         """Per parameter or optimizer state the call writes: the node of its new value, what
@@ -996,12 +1010,17 @@ class Program:
                             frozenset(sent) | {keys[wanted[k]] for k in scalar}, client)
 
     def _run_whole(self, graph: dict, arguments: list, run: str, client: Any) -> list:
-        """Submit the program as one task (:class:`WholeProgram`) on the arguments."""
-        from dask.task_spec import Task
+        """Submit the program as one task (:class:`WholeProgram`) on the arguments: the
+        program itself goes to the cluster once and stays there (again if its worker was
+        lost); each step sends its numbers and slots."""
+        from dask.task_spec import Task, TaskRef
 
+        held = self.held
+        if held is None or held.client is not client or held.status != "finished":
+            held = self.held = asked(lambda: client.scatter(self.whole, hash=False))
         _, serial, session = self.tasks[-1].nodes[-1].key.rsplit("-", 2)
         key = f"{self.whole_label}-{serial}t{run}-{session}"  # "t": never a node's key
-        graph[key] = Task(key, self.whole, *arguments)
+        graph[key] = Task(key, _run_held, TaskRef(held.key), self.last_symbols, *arguments)
         scalar = [0] if all(not node.shape for node in self.outputs) else []
         return self._submit(graph, [key], [(0, e) for e in range(len(self.outputs))], scalar,
                             None, frozenset({key}) if scalar else frozenset(), client)
@@ -1145,13 +1164,29 @@ class WholeProgram:
     every group anyway, this saves a scheduler round trip between dependent groups. Takes
     the program's slots; returns the values of its outputs (``unpack``), in order.
     ``recipes[g]``: group ``g``'s arguments, each ``(True, group)`` (its tuple) or
-    ``(False, slot)``, as :attr:`Program.recipes`."""
+    ``(False, slot)``, as :attr:`Program.recipes`.
 
-    __slots__ = ("tasks", "recipes", "unpack", "threads")
+    It travels to the cluster once and stays in a worker's memory (:func:`_run_held`): each
+    step sends the call's numbers, which ``literals`` ``(group, member, position, symbol)``
+    and ``attributes`` ``(group, member, name, symbol)`` say where to write, and the worker
+    runs its groups as straight-line code made at its first call there."""
+
+    __slots__ = ("tasks", "recipes", "unpack", "threads", "literals", "attributes", "seen",
+                 "generated")
 
     def __init__(self, tasks: list[FusedTask], recipes: list, unpack: list,
-                 threads: int) -> None:
+                 threads: int, literals: list = (), attributes: list = ()) -> None:
         self.tasks, self.recipes, self.unpack, self.threads = tasks, recipes, unpack, threads
+        self.literals, self.attributes = list(literals), list(attributes)
+        self.seen: list | None = None
+        self.generated = False
+
+    def __getstate__(self) -> tuple:
+        return (self.tasks, self.recipes, self.unpack, self.threads, self.literals,
+                self.attributes)
+
+    def __setstate__(self, state: tuple) -> None:
+        self.__init__(*state)
 
     def __call__(self, *slots: Any) -> tuple:
         graph = {g: _WholeGroup(self, g, slots) for g in range(len(self.tasks))}
@@ -1159,8 +1194,35 @@ class WholeProgram:
         done = dict(zip(wanted, run_on_threads(graph, wanted, self.threads)))
         return tuple(done[g][e] for g, e in self.unpack)
 
+    def bind(self, symbols: list | None) -> None:
+        """Write this call's numbers into the members' literals and attributes."""
+        if symbols is None or symbols == self.seen:
+            return
+        for g, j, position, symbol in self.literals:
+            self.tasks[g].sources[j][position] = (LIT, symbols[symbol])
+        for g, j, name, symbol in self.attributes:
+            member = self.tasks[g].nodes[j]
+            member.attrs = {**member.attrs, name: symbols[symbol]}
+        self.seen = symbols
+
+    def generate(self) -> None:
+        """Each group's straight-line code, reading literals and attributes at each run."""
+        if not self.generated:
+            for task in self.tasks:
+                if task.straight is None:
+                    task.straight = straight_line(task, per_run=True)
+            self.generated = True
+
     def __repr__(self) -> str:
         return f"WholeProgram({len(self.tasks)} groups)"
+
+
+def _run_held(program: WholeProgram, symbols: list | None, *slots: Any) -> tuple:
+    """A step of a :class:`WholeProgram` held in this worker's memory: its numbers bound,
+    its groups run on the step's slots."""
+    program.bind(symbols)
+    program.generate()
+    return program(*slots)
 
 
 class _WholeGroup:

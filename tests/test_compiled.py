@@ -484,6 +484,34 @@ def test_a_compiled_step_on_one_worker_is_one_task_and_trains_as_eager():
         np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)
 
 
+def test_a_compiled_step_on_a_worker_process_is_sent_once_and_follows_its_lr_schedule():
+    """On a cluster of one worker process the program goes to the cluster once and stays in
+    the worker's memory; each step sends its numbers (a learning rate changing every step)
+    and trains as eager."""
+    from distributed import Client, LocalCluster
+
+    batches = _batches(6, size=16)
+    settings = {"pargraph.single-task-below": 0, "pargraph.task-grain": 0}
+
+    def schedule(opt):
+        return optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0 / (1 + epoch))
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster), \
+            dask.config.set(settings):
+        eager = _train(False, OPTIMIZERS["adam"], batches, scheduler=schedule)
+        compiled = _train(True, OPTIMIZERS["adam"], batches, scheduler=schedule)
+        run = compiled[3]
+        program = run.programs[-1]  # the first step makes Adam's state, the second captures
+        assert run.captures == 2 and run.replays == 4 and program.whole is not None
+        held = program.held.key
+        run(*batches[0])  # one more step: the same copy of the program
+        assert program.held.key == held and program.held.status == "finished"
+    np.testing.assert_allclose(eager[0], compiled[0], rtol=1e-6)
+    for key in eager[1]:
+        np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)
+
+
 def test_a_compiled_module_replays_its_forward_and_trains_as_eager():
     def run(compiled):
         pargraph.manual_seed(0)
