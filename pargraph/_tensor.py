@@ -637,7 +637,22 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         out = ops.sum_(x._node, dim=ops.normalize_dims(dim, self.ndim), keepdim=keepdim)
         return _wrap(out if dim is None else ops.shown_as(out, "SumBackward1"))
 
-    def mean(self, dim=None, keepdim: bool = False) -> Tensor:
+    def mean(self, dim=None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        """The mean over ``dim`` (all by default), in ``dtype`` if given; integer tensors
+        need one, as in PyTorch.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).mean(dtype=pargraph.float32).item()
+        1.5
+        """
+        if dtype is not None:
+            return self.to(dtype).mean(dim, keepdim)
+        if not ops.is_floating(self.dtype) and self.dtype.kind != "c":
+            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be "
+                               "either a floating point or complex dtype. Got: "
+                               f"{ops.torch_name(self.dtype)}")
         return _wrap(ops.mean(self._node, dim, keepdim=keepdim))
 
     def prod(self, dim=None, keepdim: bool = False) -> Tensor:
@@ -773,9 +788,35 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return ShapedView(ops.reshape(self._node, shape=shape_arg(shape)), self, None)
 
     def view(self, *shape, **given) -> Tensor:
+        """The same elements in another shape, or (``view(dtype)``) the same bytes read as
+        another dtype; in-place changes of either reach this tensor.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0]).view(pargraph.int32).tolist()
+        [1065353216]
+        """
         if given:
+            if "dtype" in given and not shape:
+                return self._bits_as(given["dtype"])
             shape = ops.keyword_sizes(given, "size", shape, "view")
+        if len(shape) == 1 and _is_dtype(shape[0]):
+            return self._bits_as(shape[0])
         return self.reshape(*shape)
+
+    def _bits_as(self, dtype: Any) -> Tensor:
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype:
+            return self._viewed_by(_wrap(ops.view_dtype(self._node, dtype=dtype)),
+                                   lambda base, value: value)
+        return self._viewed_by(_wrap(ops.view_dtype(self._node, dtype=dtype)),
+                               lambda base, value: value._bits_as(base.dtype))
+
+    def _viewed_by(self, result: Tensor, writer: Any) -> Tensor:
+        """``result`` as a view of this tensor whose in-place changes ``writer(self, result)``
+        writes back (see :class:`ScatteredView`)."""
+        return ScatteredView(result._node, self, writer)
 
     def view_as(self, other: Tensor) -> Tensor:
         return self.reshape(other.shape)
@@ -1103,6 +1144,12 @@ def _unpickled(array: np.ndarray, requires_grad: bool) -> Tensor:
     return made
 
 
+def _is_dtype(value: Any) -> bool:
+    """Whether ``value`` names a dtype (``pargraph.int32``, ``np.float16``)."""
+    return isinstance(value, np.dtype) or (isinstance(value, type) and
+                                           issubclass(value, np.generic))
+
+
 class _View(Tensor):
     """A tensor taken from ``base`` whose in-place changes reach ``base``, as a PyTorch view's
     do: each change is written back (:meth:`_write_back`), recorded as any in-place op is
@@ -1149,6 +1196,17 @@ class ShapedView(_View):
         back = ops.reshape(self._node, shape=tuple(base.shape)) if dims is None else \
             ops.permute(self._node, dims=tuple(int(d) for d in np.argsort(dims)))
         base._rebind(back)
+
+
+class ScatteredView(_View):
+    """What ``diagonal`` and ``view(dtype)`` return (``x.diagonal().zero_()``): a change is
+    written back by a function of the base and the view's new value that gives the base's
+    (``how``: that function, ``diagonal_scatter`` for a diagonal)."""
+
+    __slots__ = ()
+
+    def _write_back(self, base: Tensor) -> None:
+        base._rebind(self._view_how(base, Tensor(self._node))._node)
 
 
 class SharedData(Tensor):
@@ -1399,6 +1457,11 @@ def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
     if isinstance(dim, Tensor):
         return _binary(other_op, x, dim)
     if dim is None:
+        if 0 in x.shape:
+            name = "max" if reduce_op is ops.amax else "min"
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
         return _wrap(reduce_op(x._node, dim=ops.normalize_dims(None, x.ndim)))
     d = ops.normalize_dim(dim, x.ndim)
     with no_grad():

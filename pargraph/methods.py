@@ -366,7 +366,37 @@ class EverydayMethods:
         lead = (slice(None),) * len(rest)
         row_index = np.arange(start_row, start_row + length)
         col_index = np.arange(start_col, start_col + length)
-        return moved[lead + (row_index, col_index)]
+        # A view: an in-place change of the diagonal reaches this tensor, as in PyTorch.
+        return self._viewed_by(moved[lead + (row_index, col_index)],
+                               lambda base, value: base.diagonal_scatter(value, offset, dim1,
+                                                                         dim2))
+
+    def as_strided(self, size: Any, stride: Any, storage_offset: int = 0) -> Any:
+        """The elements at ``storage_offset + sum(i_k * stride[k])`` of this tensor's elements
+        in row-major order (a contiguous PyTorch tensor's storage), in the shape ``size``: a
+        copy (differentiable), not a view.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.arange(6.0).as_strided((2, 2), (1, 2)).tolist()
+        [[0.0, 2.0], [1.0, 3.0]]
+        """
+        size, stride = tuple(int(n) for n in size), tuple(int(n) for n in stride)
+        if len(size) != len(stride):
+            raise RuntimeError(f"mismatch in length of strides and shape ({len(stride)} "
+                               f"against {len(size)})")
+        index = np.full(size, int(storage_offset), dtype=np.int64)
+        for k, (n, step) in enumerate(zip(size, stride)):
+            index += (np.arange(n) * step).reshape((n,) + (1,) * (len(size) - k - 1))
+        count = self.numel()
+        if index.size and (index.min() < 0 or index.max() >= count):
+            item = self.dtype.itemsize
+            raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                               f"offset {storage_offset}, and itemsize {item} requiring a "
+                               f"storage size of {(int(index.max()) + 1) * item} are out of "
+                               f"bounds for storage of size {count * item}")
+        return self.reshape(-1)[index]
 
     def diag(self, diagonal: int = 0) -> Any:
         """A 1-D tensor's square matrix with it on a diagonal; a matrix's diagonal.

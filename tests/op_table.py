@@ -441,6 +441,8 @@ CASES = [
          [normal(3, 4)], eps=1e-2, atol=1e-4),
     Case("cast_int", lambda x: x.long(), lambda x: x.astype(np.int64), [normal(3, 4) * 5],
          differentiable=False),
+    Case("view_dtype", lambda x: x.float().view(pargraph.int32),
+         lambda x: x.astype(np.float32).view(np.int32), [normal(3, 4)], differentiable=False),
     Case("compare", lambda x, y: (x < y) | (x >= 1) & ~(x == y) | (x != 0) & (x <= y) & (x > -9),
          lambda x, y: (x < y) | (x >= 1) & ~(x == y) | (x != 0) & (x <= y) & (x > -9),
          [normal(3, 4), normal(4)], differentiable=False),

@@ -840,6 +840,9 @@ VIEW_CHANGES = [
     lambda t, x: x.flatten()[::2].zero_(), lambda t, x: x.transpose(0, 1)[1].fill_(4),
     lambda t, x: x.permute(1, 0).mul_(t.tensor([[1.0, 2.0]])), lambda t, x: x.mT[0].add_(9),
     lambda t, x: x[None].squeeze(0)[1].zero_(),
+    lambda t, x: x.diagonal().fill_(-5), lambda t, x: x.diagonal(1).mul_(10),
+    lambda t, x: x.diagonal(-1, 1, 0).add_(100), lambda t, x: t.diagonal(x, offset=2).zero_(),
+    lambda t, x: x.view(t.int32)[0].fill_(0), lambda t, x: x.view(t.float16)[1, 1:3].zero_(),
     lambda t, x: x[[0]].zero_(),  # a copy: x stays
     lambda t, x: x[x > 2].fill_(0),  # a copy too
 ]
@@ -878,6 +881,64 @@ def test_a_view_changed_in_place_backpropagates_and_a_leafs_is_refused_as_in_pyt
             library.nn.init.zeros_(weight[1])
         assert weight[0].tolist() == [1.0, 1.0] and weight[1].tolist() == [0.0, 0.0]
     np.testing.assert_array_equal(*grads)
+
+
+def test_a_diagonal_changed_in_place_backpropagates_as_in_pytorch():
+    grads = []
+    for library in (pargraph, torch):
+        leaf = library.arange(1.0, 10.0).reshape(3, 3).requires_grad_()
+        a = leaf * 2
+        a.diagonal().mul_(a.diagonal(1).sum())
+        (a * library.arange(9.0).reshape(3, 3)).sum().backward()
+        grads.append(leaf.grad.numpy())
+    np.testing.assert_array_equal(*grads)
+
+
+def test_view_as_another_dtype_reads_the_same_bytes_as_in_pytorch():
+    seen = []
+    for library in (pargraph, torch):
+        x = library.tensor([[1.0, -2.0, 3.5, 0.25]])
+        results = [x.view(library.int32), x.view(library.float16), x.view(library.float64),
+                   x.view(dtype=library.uint8), library.tensor([1, 2], dtype=library.int16)
+                   .view(library.int32), x.view(library.float32)]
+        seen.append([(str(r.dtype).split(".")[-1], tuple(r.shape), r.tolist())
+                     for r in results])
+        messages = []
+        for bad in (lambda: library.tensor([1.0, 2.0, 3.0]).view(library.float64),
+                    lambda: library.tensor(1.0).view(library.float16)):
+            with pytest.raises(RuntimeError) as caught:
+                bad()
+            messages.append(str(caught.value))
+        seen[-1].append(messages)
+    ours, theirs = seen[0].pop(), seen[1].pop()
+    assert seen[0] == seen[1]
+    assert all(o == f"view_dtype: {t}" for o, t in zip(ours, theirs))  # ours names the op
+
+
+def test_as_strided_mean_of_integers_and_max_of_nothing_as_in_pytorch():
+    seen = []
+    for library in (pargraph, torch):
+        x = library.arange(12.0)
+        strided = [x.as_strided((3, 3), (1, 3)), x.as_strided((2, 2), (4, 1), 2),
+                   library.as_strided(x, (4,), (3,))]
+        with pytest.raises(RuntimeError) as out_of_bounds:
+            x.as_strided((2, 4), (6, 2), 1)
+        with pytest.raises(RuntimeError) as integers:
+            library.tensor([1, 2]).mean()
+        with pytest.raises(RuntimeError) as nothing:
+            library.empty(0).max()
+        seen.append([[r.tolist() for r in strided], str(out_of_bounds.value),
+                     library.tensor([1, 2]).mean(dtype=library.float64).item(),
+                     str(integers.value), str(nothing.value)])
+    assert seen[0] == seen[1]
+
+
+def test_as_strided_is_differentiable():
+    x = pargraph.arange(6.0, dtype=pargraph.float64).requires_grad_()
+    (x.as_strided((2, 3), (1, 2)) ** 2).sum().backward()
+    # element k is read (k <= 4: k // 2 + k % 2 times at most) as often as the windows cover it
+    counts = np.bincount((np.arange(2)[:, None] + np.arange(3)[None] * 2).ravel(), minlength=6)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(6.0) * counts)
 
 
 def test_tensors_pickle_as_pytorchs():

@@ -179,6 +179,7 @@ from pargraph.ops.elementwise import (
     tanh,
     threshold_backward,
     trunc,
+    view_dtype,
     where,
     xlogy,
 )
@@ -368,6 +369,7 @@ __all__ = [
     "bitwise_xor",
     "broadcast_shapes",
     "cast",
+    "view_dtype",
     "cat",
     "ceil",
     "check_fits",

@@ -68,6 +68,26 @@ def cast(x, dtype):
 cast.defvjp(lambda g, out, x, dtype: cast(g, dtype=x.dtype))
 
 
+def _viewed_dtype_shape(x, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.itemsize == x.dtype.itemsize:
+        return x.shape, dtype
+    names = f"{torch_name(x.dtype)} as {torch_name(dtype)}"
+    if not x.shape:
+        raise ShapeError(f"self.dim() cannot be 0 to view {names} (different element sizes)")
+    old, new = x.dtype.itemsize, dtype.itemsize
+    if new > old and x.shape[-1] % (new // old):
+        raise ShapeError(f"self.size(-1) must be divisible by {new // old} to view {names} "
+                         f"(different element sizes), but got {x.shape[-1]}")
+    return x.shape[:-1] + (x.shape[-1] * old // new,), dtype
+
+
+@primitive("view_dtype", _viewed_dtype_shape)
+def view_dtype(x, dtype):
+    """The same bytes read as ``dtype`` (``x.view(torch.int32)``); not differentiable."""
+    return np.ascontiguousarray(x).view(dtype)
+
+
 @primitive("clone", _same)
 def clone(x):
     return np.array(x, copy=True)
