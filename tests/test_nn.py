@@ -96,9 +96,9 @@ def test_losses_match_formulas(reduction, reduce):
     cases = [
         (nn.MSELoss(reduction), (t(x), t(y)), (x - y) ** 2),
         (nn.L1Loss(reduction), (t(x), t(y)), np.abs(x - y)),
-        (nn.BCELoss(reduction), (t(p), t(target01)),
+        (nn.BCELoss(reduction=reduction), (t(p), t(target01)),
          -(target01 * np.log(p) + (1 - target01) * np.log(1 - p))),
-        (nn.BCEWithLogitsLoss(reduction), (t(x), t(target01)),
+        (nn.BCEWithLogitsLoss(reduction=reduction), (t(x), t(target01)),
          -(target01 * np.log(sig) + (1 - target01) * np.log(1 - sig))),
         (nn.CrossEntropyLoss(reduction=reduction), (t(x), pargraph.tensor(labels)),
          -_log_softmax(x)[np.arange(6), labels]),

@@ -62,6 +62,23 @@ CASES = [
     ("lp_pool2d", [np.abs(IMAGES) + 0.1], [2, (2, 3)], {}),
     ("upsample_bilinear", [IMAGES], [], {"scale_factor": 2}),
     ("upsample_nearest", [IMAGES], [(7, 9)], {}),
+    ("binary_cross_entropy_with_logits", [X],
+     [(SIGNS6 > 0).astype(np.float64), POSITIVE[0], None, None, "mean", POSITIVE[1]], {}),
+    ("binary_cross_entropy_with_logits", [X], [PROBS, None, None, None, "none", POSITIVE[2]],
+     {}),
+    ("binary_cross_entropy", [PROBS], [(SIGNS6 > 0).astype(np.float64), POSITIVE],
+     {"reduction": "sum"}),
+    ("avg_pool1d", [SIGNAL], [3], {"stride": 2, "padding": 1, "ceil_mode": True}),
+    ("avg_pool2d", [IMAGES], [3], {"stride": 2, "padding": 1, "ceil_mode": True}),
+    ("avg_pool2d", [IMAGES], [(2, 3)], {"stride": (2, 2), "ceil_mode": True,
+                                       "count_include_pad": False, "padding": (1, 0)}),
+    ("avg_pool3d", [VOLUMES], [2], {"stride": 3, "ceil_mode": True}),
+    ("interpolate", [IMAGES], [], {"size": (7, 4), "mode": "bicubic"}),
+    ("interpolate", [IMAGES], [], {"scale_factor": 1.5, "mode": "bicubic",
+                                   "align_corners": True}),
+    ("interpolate", [IMAGES], [], {"size": (3, 4), "mode": "area"}),
+    ("interpolate", [SIGNAL], [], {"scale_factor": 0.5, "mode": "area"}),
+    ("interpolate", [VOLUMES], [], {"size": (3, 3, 4), "mode": "area"}),
 ]
 
 
@@ -829,3 +846,59 @@ def test_fractional_max_pool_modules_ratios_draws_and_errors_as_pytorchs():
                 call(library)
             messages.append((raised.type, str(raised.value)))
         assert messages[0] == messages[1]
+
+
+def test_binary_cross_entropy_modules_take_pytorchs_weights():
+    target = (SIGNS6 > 0).astype(np.float64)
+    results = []
+    for library in (pargraph, torch):
+        weight, pos_weight = library.tensor(POSITIVE[0]), library.tensor(POSITIVE[1])
+        logits = library.nn.BCEWithLogitsLoss(weight, pos_weight=pos_weight)
+        probabilities = library.nn.BCELoss(weight, reduction="sum")
+        results.append([logits(library.tensor(X), library.tensor(target)).item(),
+                        probabilities(library.tensor(PROBS), library.tensor(target)).item(),
+                        sorted(logits.state_dict())])
+    np.testing.assert_allclose(results[0][:2], results[1][:2], rtol=1e-12)
+    assert results[0][2] == results[1][2] == ["pos_weight", "weight"]
+
+
+def test_embedding_max_norm_renormalizes_the_rows_it_looks_up_as_pytorchs():
+    rows = RNG.standard_normal((10, 4)) * 2
+    indices = np.array([[1, 2, 3], [3, 3, 9]])
+    seen = []
+    for library in (pargraph, torch):
+        embedding = library.nn.Embedding(10, 4, padding_idx=1, max_norm=1.5, norm_type=3.0)
+        embedding.double()
+        with library.no_grad():
+            embedding.weight.copy_(library.tensor(rows))
+        out = embedding(library.tensor(indices))
+        (out * library.tensor(RNG.standard_normal((2, 3, 4)))).sum().backward() \
+            if library is torch else None
+        seen.append((out.detach().numpy(), embedding.weight.detach().numpy()))
+    np.testing.assert_allclose(seen[0][0], seen[1][0], rtol=1e-12)
+    np.testing.assert_allclose(seen[0][1], seen[1][1], rtol=1e-12)
+    untouched = [0, 4, 5, 6, 7, 8]
+    np.testing.assert_array_equal(seen[0][1][untouched], rows[untouched])
+
+
+@pytest.mark.parametrize("mode", ["circular", "reflect", "replicate"])
+@pytest.mark.parametrize("kernel,dilation", [(4, 1), (3, 2), ((2, 3), (1, 2))])
+def test_convolutions_with_same_padding_in_every_padding_mode_as_pytorchs(mode, kernel,
+                                                                         dilation):
+    results = []
+    for library in (pargraph, torch):
+        library.manual_seed(0)
+        conv = library.nn.Conv2d(4, 3, kernel, padding="same", dilation=dilation,
+                                 padding_mode=mode).double()
+        with library.no_grad():
+            for k, p in enumerate(conv.parameters()):
+                p.copy_(library.tensor(np.random.default_rng(k).standard_normal(
+                    tuple(p.shape))))
+        x = library.tensor(IMAGES, requires_grad=True)
+        out = conv(x)
+        (out * library.tensor(np.cos(np.arange(out.numel())).reshape(tuple(out.shape)))
+         ).sum().backward()
+        results.append((out.detach().numpy(), x.grad.numpy()))
+    assert results[0][0].shape == IMAGES.shape[:1] + (3,) + IMAGES.shape[2:]
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10, atol=1e-12)

@@ -46,26 +46,52 @@ class MultiheadAttention(Module):
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         check_device(device, "MultiheadAttention")
-        for name, given in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn),
-                            ("kdim", kdim not in (None, embed_dim)),
-                            ("vdim", vdim not in (None, embed_dim))):
-            if given:
-                raise NotImplementedError(f"MultiheadAttention: {name} is not supported")
         if embed_dim % num_heads:
             raise AssertionError("embed_dim must be divisible by num_heads")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.head_dim, self.batch_first = embed_dim // num_heads, batch_first
-        self.in_proj_weight = Parameter(empty_for_init(3 * embed_dim, embed_dim))
+        # PyTorch's parameters, in its order: one packed projection, or one per input when
+        # the keys or values have their own sizes.
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty_for_init(3 * embed_dim, embed_dim))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(empty_for_init(embed_dim, embed_dim))
+            self.k_proj_weight = Parameter(empty_for_init(embed_dim, self.kdim))
+            self.v_proj_weight = Parameter(empty_for_init(embed_dim, self.vdim))
+            self.register_parameter("in_proj_weight", None)
         if bias:
             self.in_proj_bias = Parameter(zeros(3 * embed_dim))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
-        init.xavier_uniform_(self.in_proj_weight)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty_for_init(1, 1, embed_dim))
+            self.bias_v = Parameter(empty_for_init(1, 1, embed_dim))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        for weight in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight,
+                       self.v_proj_weight):
+            if weight is not None:
+                init.xavier_uniform_(weight)
         if bias:
             init.zeros_(self.out_proj.bias)
+        if add_bias_kv:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
         if dtype is not None:
             self.to(dtype)
+
+    def _projection_weights(self) -> list[Tensor]:
+        if self.in_proj_weight is None:
+            return [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+        e = self.embed_dim
+        return [self.in_proj_weight[i * e:(i + 1) * e] for i in range(3)]
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
@@ -80,10 +106,23 @@ class MultiheadAttention(Module):
             raise AssertionError(f"{self.describe()}: was expecting embedding dimension of "
                                  f"{self.embed_dim}, but got {q.shape[-1]}")
         e, bias = self.embed_dim, self.in_proj_bias
-        projected = [F.linear(t, self.in_proj_weight[i * e:(i + 1) * e],
-                              None if bias is None else bias[i * e:(i + 1) * e])
-                     for i, t in enumerate((q, k, v))]
-        mask = self._joint_mask(attn_mask, key_padding_mask, q.shape[0], q.shape[1], k.shape[1])
+        projected = [F.linear(t, weight, None if bias is None else bias[i * e:(i + 1) * e])
+                     for i, (t, weight) in enumerate(zip((q, k, v),
+                                                         self._projection_weights()))]
+        # Extra keys and values after the sequence, attended by every query: the learned
+        # ``bias_k``/``bias_v``, then zeros (``add_zero_attn``); the masks let them through.
+        extra = [(self.bias_k, self.bias_v)] if self.bias_k is not None else []
+        if self.add_zero_attn:
+            nothing = zeros(1, 1, e, dtype=projected[1].dtype)
+            extra.append((nothing, nothing))
+        for added_k, added_v in extra:
+            batch = projected[1].shape[0]
+            projected[1] = cat([projected[1], added_k.expand(batch, 1, e)], dim=1)
+            projected[2] = cat([projected[2], added_v.expand(batch, 1, e)], dim=1)
+            attn_mask, key_padding_mask = (None if m is None else _one_more_key(as_tensor(m))
+                                           for m in (attn_mask, key_padding_mask))
+        mask = self._joint_mask(attn_mask, key_padding_mask, q.shape[0], q.shape[1],
+                                projected[1].shape[1])
         heads, weights = [], []
         for h in range(self.num_heads):
             part = slice(h * self.head_dim, (h + 1) * self.head_dim)
@@ -124,6 +163,11 @@ class MultiheadAttention(Module):
         as_float = [m.float().masked_fill(m, float("-inf")) if m.dtype == bool else m
                     for m in masks]
         return as_float[0] + (as_float[1].unsqueeze(1) if as_float[0].ndim == 4 else as_float[1])
+
+
+def _one_more_key(mask: Tensor) -> Tensor:
+    """``mask`` with a last column that lets every query attend one more key."""
+    return cat([mask, zeros(*mask.shape[:-1], 1, dtype=mask.dtype)], dim=-1)
 
 
 class TransformerEncoderLayer(Module):

@@ -58,10 +58,13 @@ class _ConvNd(Module):
         if self.padding_mode == "zeros":
             return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
-        if isinstance(self.padding, str):
-            raise NotImplementedError(f"{type(self).__name__}: padding={self.padding!r} with "
-                                      f"padding_mode={self.padding_mode!r} is not supported")
-        pads = tuple(p for size in reversed(self.padding) for p in (size, size))
+        if self.padding == "same":  # PyTorch's split: the odd element on the right
+            spans = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pads = tuple(p for span in reversed(spans) for p in (span // 2, span - span // 2))
+        elif self.padding == "valid":
+            pads = (0,) * (2 * self.spatial)
+        else:
+            pads = tuple(p for size in reversed(self.padding) for p in (size, size))
         padded = F.pad(input, pads, mode=self.padding_mode)
         return conv(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 

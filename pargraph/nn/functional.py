@@ -507,8 +507,11 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 
 
 @amp.autocasts("fp32")
-def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Binary cross-entropy of probabilities; logs are clamped at -100, as in PyTorch.
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of probabilities, each element's loss times ``weight`` (broadcast)
+    if given; logs are clamped at -100, as in PyTorch.
 
     Examples
     --------
@@ -516,16 +519,24 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
     >>> round(F.binary_cross_entropy(pargraph.tensor([0.5]), pargraph.tensor([1.0])).item(), 4)
     0.6931
     """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     target = as_tensor(target, dtype=input.dtype)
     _same_shape(input, target, "binary_cross_entropy")
-    return _reduce(apply(ops.binary_cross_entropy, input, target), reduction,
-                   "binary_cross_entropy")
+    loss = apply(ops.binary_cross_entropy, input, target)
+    if weight is not None:
+        loss = loss * as_tensor(weight, dtype=input.dtype)
+    return _reduce(loss, reduction, "binary_cross_entropy")
 
 
 @amp.autocasts("fp32")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
-                                     reduction: str = "mean") -> Tensor:
-    """Binary cross-entropy of logits, computed stably: (1 - y) x - log_sigmoid(x).
+                                     weight: Tensor | None = None,
+                                     size_average: bool | None = None,
+                                     reduce: bool | None = None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """Binary cross-entropy of logits, computed stably: (1 - y) x - log_sigmoid(x); with
+    ``pos_weight`` (per class, broadcast over the last dimension) the positive term is
+    weighted, and each element's loss is multiplied by ``weight`` if given, as in PyTorch.
 
     Examples
     --------
@@ -534,11 +545,19 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     >>> round(F.binary_cross_entropy_with_logits(x, pargraph.tensor([1.0])).item(), 4)
     0.6931
     """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     target = as_tensor(target, dtype=input.dtype)
     _same_shape(input, target, "binary_cross_entropy_with_logits")
-    # PyTorch's formula, (1 - y) x - log_sigmoid(x), in its order: each term rounds alike.
-    log_sigmoid = input.clamp(max=0) - (-input.abs()).exp().log1p()
-    loss = (1 - target) * input - log_sigmoid
+    # PyTorch's formulas, in its order: each term rounds alike.
+    if pos_weight is None:
+        log_sigmoid = input.clamp(max=0) - (-input.abs()).exp().log1p()
+        loss = (1 - target) * input - log_sigmoid
+    else:
+        log_weight = (as_tensor(pos_weight, dtype=input.dtype) - 1) * target + 1
+        loss = (1 - target) * input + log_weight * (
+            (-input.abs()).exp().log1p() + (-input).clamp(min=0))
+    if weight is not None:
+        loss = loss * as_tensor(weight, dtype=input.dtype)
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 

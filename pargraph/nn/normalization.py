@@ -269,10 +269,23 @@ def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mea
                 execution.defer([running._node], state=True, replaces=[replaced])
 
 
+def _renormalized(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` at ``indices`` whose norm exceeds ``max_norm`` by
+    ``max_norm / (norm + 1e-7)`` (in float64, as PyTorch's), in place and untracked."""
+    with no_grad():
+        used = zeros(weight.shape[0], dtype=bool)
+        used[indices.reshape(-1)] = True
+        norms = weight.norm(p=norm_type, dim=1).double()
+        scale = where(used & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
+        weight.mul_(scale.to(weight.dtype).unsqueeze(1))
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """The rows of ``weight`` at the integer ``input``; rows at ``padding_idx`` get no gradient.
+    With ``max_norm``, the rows looked up whose ``norm_type``-norm exceeds it are first scaled
+    down to it in ``weight`` itself, as PyTorch's ``embedding_renorm_``.
 
     Examples
     --------
@@ -280,8 +293,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     >>> F.embedding(pargraph.tensor([2, 0]), pargraph.eye(3)).tolist()
     [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
-    for name, value in (("max_norm", max_norm), ("scale_grad_by_freq", scale_grad_by_freq),
-                        ("sparse", sparse)):
+    for name, value in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
         if value:
             raise NotImplementedError(f"embedding: {name}={value!r} is not supported")
     input, weight = as_tensor(input), as_tensor(weight)
@@ -292,6 +304,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
     checked = ops.checked_index(input._node, weight.shape[0], "IndexError",
                                 "index out of range in self", "embedding")
+    if max_norm is not None:
+        _renormalized(weight, Tensor(checked), float(max_norm), float(norm_type))
     out = weight[Tensor(checked)]
     if padding_idx is not None:
         padding_idx = ops.normalize_dim(padding_idx, weight.shape[0])
@@ -668,7 +682,7 @@ class Embedding(Module):
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx, self.max_norm, self.sparse = padding_idx, max_norm, sparse
-        self.scale_grad_by_freq = scale_grad_by_freq
+        self.norm_type, self.scale_grad_by_freq = norm_type, scale_grad_by_freq
         if _weight is None:
             self.weight = Parameter(empty_for_init(num_embeddings, embedding_dim))
             self.reset_parameters()
@@ -704,7 +718,7 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input: Tensor) -> Tensor:
-        return embedding(input, self.weight, self.padding_idx, self.max_norm,
+        return embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                          scale_grad_by_freq=self.scale_grad_by_freq, sparse=self.sparse)
 
     def extra_repr(self) -> str:

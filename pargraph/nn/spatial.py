@@ -314,8 +314,6 @@ def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any =
 def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
               count_include_pad: bool, divisor_override: int | None, spatial: int,
               op: str) -> Tensor:
-    if ceil_mode:
-        raise NotImplementedError(f"{op}: ceil_mode=True is not supported")
     input = as_tensor(input)
     x, unbatched = _batched(input, spatial, op)
     kernel = _tuple(kernel_size, spatial, "kernel_size", op)
@@ -325,31 +323,58 @@ def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_m
         raise RuntimeError(f"{op}: pad should be at most half of kernel size, but got "
                            f"pad={padding} and kernel_size={kernel}")
     n, c = x.shape[:2]
+    plane = tuple(x.shape[2:])
     size = int(np.prod(kernel))
     ones = ops.constant(np.full((1, 1) + kernel, 1.0 / size, dtype=x.dtype))
-    pads = tuple((p, p) for p in padding)
+    # With ceil_mode the last window may reach past the padding: zeros on the right fill it,
+    # and the divisor counts what PyTorch counts.
+    extra = tuple(max(0, (count - 1) * st + k - (length + 2 * p)) for count, st, k, length, p
+                  in zip(_pooled_sizes(plane, kernel, stride, padding, ceil_mode), stride,
+                         kernel, plane, padding))
+    pads = tuple((p, p + e) for p, e in zip(padding, extra))
     geometry = dict(stride=stride, padding=pads, dilation=(1,) * spatial, groups=1)
-    planes = x.reshape((n * c, 1) + tuple(x.shape[2:]))
+    planes = x.reshape((n * c, 1) + plane)
     out = apply(convolution.conv, planes, ones, **geometry)
     out = out.reshape((n, c) + tuple(out.shape[2:]))
     if divisor_override:
         out = out * (size / divisor_override)
-    elif not count_include_pad and any(padding):
-        out = out * _padding_correction(tuple(x.shape[2:]), kernel, stride, pads, x.dtype)
+    elif any(extra) or (not count_include_pad and any(padding)):
+        out = out * _divisor_correction(plane, kernel, stride, padding, tuple(out.shape[2:]),
+                                        count_include_pad, x.dtype)
     out = apply(ops.shown_as, out, f"AvgPool{spatial}DBackward0")
     return out.squeeze(0) if unbatched else out
 
 
+def _pooled_sizes(plane: tuple, kernel: tuple, stride: tuple, padding: tuple,
+                  ceil_mode: bool) -> tuple:
+    """The output sizes of a pooling, as PyTorch computes them (with ``ceil_mode`` a last
+    window must start inside the input or its left padding)."""
+    sizes = []
+    for length, k, st, p in zip(plane, kernel, stride, padding):
+        span = length + 2 * p - k
+        count = (-(-span // st) if ceil_mode else span // st) + 1
+        if ceil_mode and (count - 1) * st >= length + p:
+            count -= 1
+        sizes.append(count)
+    return tuple(sizes)
+
+
 @functools.lru_cache(maxsize=64)
-def _padding_correction(plane: tuple, kernel: tuple, stride: tuple, pads: tuple,
-                        dtype: np.dtype) -> np.ndarray:
-    """Per output position, kernel size / input elements in the window (the padding not
-    counted): computed once per geometry, not at every forward pass of a training loop."""
-    ones = np.ones((1, 1) + plane, dtype=dtype)
-    counts = convolution.conv.forward(ones, np.ones((1, 1) + kernel, dtype=dtype),
-                                      stride=stride, padding=pads,
-                                      dilation=(1,) * len(kernel), groups=1)
-    return (math.prod(kernel) / counts).astype(dtype)[0]
+def _divisor_correction(plane: tuple, kernel: tuple, stride: tuple, padding: tuple,
+                        out: tuple, count_include_pad: bool, dtype: np.dtype) -> np.ndarray:
+    """Per output position, kernel size / PyTorch's divisor: the window clipped to the padded
+    input (``count_include_pad``) or to the input. Computed once per geometry, not at every
+    forward pass of a training loop."""
+    counts = np.ones(out)
+    for d, (length, k, st, p, count) in enumerate(zip(plane, kernel, stride, padding, out)):
+        start = np.arange(count) * st - p
+        end = np.minimum(start + k, length + p)
+        if not count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, length)
+        shape = [1] * len(out)
+        shape[d] = count
+        counts = counts * (end - start).reshape(shape)
+    return (math.prod(kernel) / counts).astype(dtype)
 
 
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -917,7 +942,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
 
 
 _INTERPOLATE_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 1, "bilinear": 2,
-                      "trilinear": 3}
+                      "trilinear": 3, "bicubic": 2, "area": 0}
 
 
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
@@ -925,7 +950,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
     """Resample the spatial dimensions of ``(N, C, ...)`` input to ``size`` or by
     ``scale_factor``: ``nearest``, ``nearest-exact``, ``linear`` (1-d), ``bilinear`` (2-d),
-    ``trilinear`` (3-d), with PyTorch's source coordinates (``align_corners``).
+    ``bicubic`` (2-d, PyTorch's cubic convolution, A = -0.75), ``trilinear`` (3-d), with
+    PyTorch's source coordinates (``align_corners``), and ``area`` (adaptive average pooling).
 
     Examples
     --------
@@ -937,12 +963,11 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     """
     input = as_tensor(input)
     spatial = input.ndim - 2
-    if mode not in _INTERPOLATE_MODES and mode not in ("bicubic", "area"):
+    if mode not in _INTERPOLATE_MODES:
         raise ValueError(f"interpolate: unsupported mode {mode!r}")
-    if mode in ("bicubic", "area") or antialias:
-        raise NotImplementedError(f"interpolate: mode={mode!r}{' with antialias' * antialias} "
-                                  "is not supported; nearest, nearest-exact, linear, bilinear "
-                                  "and trilinear are")
+    if antialias:
+        raise NotImplementedError(f"interpolate: mode={mode!r} with antialias is not "
+                                  "supported")
     linear = _INTERPOLATE_MODES[mode]
     if linear and spatial != linear:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
@@ -968,10 +993,21 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                              f"{list(sizes)} and scale_factor of shape {list(factors)}.")
         out = tuple(int(math.floor(n * f)) for n, f in zip(sizes, factors))
         scales = [None if recompute_scale_factor else 1.0 / f for f in factors]
+    if mode == "area":
+        pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
+        return pool(input, out)
     x = input
     for axis, (n, m, scale) in enumerate(zip(sizes, out, scales)):
         dim = axis + 2
-        if linear:
+        if mode == "bicubic":
+            sources, weights = _cubic_sources(n, m, scale, bool(align_corners))
+            shape = [1] * x.ndim
+            shape[dim] = m
+            parts = [x.index_select(dim, as_tensor(sources[:, k])) *
+                     as_tensor(weights[:, k].astype(input.dtype)).reshape(*shape)
+                     for k in range(4)]
+            x = parts[0] + parts[1] + parts[2] + parts[3]
+        elif linear:
             low, high, weight = _linear_sources(n, m, scale, bool(align_corners))
             a = x.index_select(dim, as_tensor(low))
             b = x.index_select(dim, as_tensor(high))
@@ -988,6 +1024,30 @@ def _nearest_sources(n: int, m: int, scale: float | None, mode: str) -> np.ndarr
     ratio = scale if scale is not None else n / m
     offset = 0.5 if mode == "nearest-exact" else 0.0
     return np.minimum(np.floor((np.arange(m) + offset) * ratio).astype(np.int64), n - 1)
+
+
+def _cubic_sources(n: int, m: int, scale: float | None,
+                   align_corners: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each output position's four source positions (clamped to the input) and their
+    weights: PyTorch's cubic convolution (A = -0.75), its source coordinates unclamped."""
+    positions = np.arange(m, dtype=np.float64)
+    if align_corners:
+        source = positions * ((n - 1) / (m - 1) if m > 1 else 0.0)
+    else:
+        source = (positions + 0.5) * (scale if scale is not None else n / m) - 0.5
+    floor = np.floor(source)
+    t = source - floor
+    a = -0.75
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
+    sources = np.clip(floor.astype(np.int64)[:, None] + np.arange(-1, 3), 0, n - 1)
+    return sources, weights
 
 
 def _linear_sources(n: int, m: int, scale: float | None,
