@@ -438,3 +438,79 @@ def test_a_wrong_rng_state_is_refused_as_pytorch_refuses_it():
     with pytest.raises(RuntimeError, match="not a state get_rng_state gave"):
         torch.set_rng_state(torch.from_numpy(broken))
     torch.set_rng_state(ours)  # the generator is as it was
+
+
+def test_full_backward_hooks_see_and_replace_gradients_as_pytorchs():
+    """``register_full_backward_hook`` gets (grad_input, grad_output) and may replace
+    grad_input; ``register_full_backward_pre_hook`` may replace grad_output; with no input
+    that requires grad the hook fires with ``(None,)`` and PyTorch's warning; handles remove."""
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    weights = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    seen = []
+    for library in (pargraph, torch):
+        net = library.nn.Sequential(library.nn.Linear(3, 2), library.nn.Tanh(),
+                                    library.nn.Linear(2, 1))
+        with library.no_grad():
+            for k, p in enumerate(net.parameters()):
+                p.copy_(library.tensor(np.cos(np.arange(p.numel()) + k).reshape(
+                    tuple(p.shape)).astype(np.float32)))
+        calls = []
+
+        def record(module, grad_input, grad_output, calls=calls):
+            calls.append((type(module).__name__,
+                          [None if g is None else g.detach().numpy().copy() for g in grad_input],
+                          [g.detach().numpy().copy() for g in grad_output]))
+
+        handles = [net[1].register_full_backward_hook(record),
+                   net[1].register_full_backward_hook(lambda m, gi, go: (gi[0] * 10,)),
+                   net[2].register_full_backward_pre_hook(lambda m, go: (go[0] * -1,)),
+                   net[0].register_full_backward_hook(record)]
+        x = library.tensor(weights, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            net(x).sum().backward()
+        first = [p.grad.numpy().copy() for p in net.parameters()] + [x.grad.numpy().copy()]
+        for handle in handles:
+            handle.remove()
+        x.grad = None
+        net.zero_grad()
+        net(x).sum().backward()
+        again = [p.grad.numpy().copy() for p in net.parameters()]
+        seen.append((calls, first, again, [str(w.message)[:40] for w in caught]))
+    for ours, theirs in zip(seen[0][:3], seen[1][:3]):
+        for a, b in zip(ours, theirs):
+            if isinstance(a, tuple):
+                assert a[0] == b[0]
+                for u, v in zip(a[1] + a[2], b[1] + b[2]):
+                    np.testing.assert_allclose(u, v, rtol=1e-6)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert seen[0][3] == seen[1][3] == []
+    # No input requires grad: the hook fires with (None,), after a warning.
+    for library in (pargraph, torch):
+        layer, fired = library.nn.Linear(3, 1), []
+        layer.register_full_backward_hook(lambda m, gi, go: fired.append(gi))
+        with pytest.warns(UserWarning, match="no inputs require gradients"):
+            layer(library.ones(2, 3)).sum().backward()
+        assert fired == [(None,)]
+
+
+def test_module_paths_half_and_the_missing_keys_message_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    found = []
+    for library in (pargraph, torch):
+        net = library.nn.Sequential(library.nn.Linear(2, 2), library.nn.BatchNorm1d(2))
+        with pytest.raises(AttributeError) as missing:
+            net.get_submodule("2")
+        with pytest.raises(RuntimeError) as loading:
+            library.nn.Linear(2, 2).load_state_dict({"weight": library.ones(2, 2),
+                                                      "extra": library.ones(1)})
+        found.append([type(net.get_submodule("1")).__name__, net.get_submodule("") is net,
+                      tuple(net.get_parameter("0.weight").shape),
+                      net.get_buffer("1.running_mean").tolist(), str(missing.value),
+                      str(library.nn.Linear(2, 2).half().weight.dtype).split(".")[-1],
+                      str(library.nn.Linear(2, 2).bfloat16().bias.dtype).split(".")[-1],
+                      str(loading.value)])
+    assert found[0] == found[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -82,6 +83,94 @@ def assign(t: Tensor, value: Any) -> None:
                            f"{t.shape}")
     with no_grad():
         t._rebind(ops.constant(array))
+
+
+class BackwardHooks:
+    """One call of a module with backward hooks: its tensor inputs and outputs pass through
+    identity nodes whose gradient hooks (``Tensor.register_hook``) collect ``grad_output``
+    and call the module's hooks with ``grad_input``, as PyTorch's ``BackwardHook`` does."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.count = 0  # positional tensor inputs
+        self.wanted = False  # whether one requires grad
+        self.grad_output: list = []
+        self.expected = 0
+        #: The identity tensors: a gradient hook runs only while its tensor lives.
+        self.held: list[Tensor] = []
+
+    def _identity(self, t: Tensor) -> Tensor:
+        """A new node with ``t``'s value (a free reshape): its gradient is this call's."""
+        same = ops.reshape(t._node, shape=tuple(t.shape))
+        wrapped = t._wrap(ops.shown_as(same, "BackwardHookFunctionBackward"))
+        self.held.append(wrapped)
+        return wrapped
+
+    def inputs(self, args: tuple) -> tuple:
+        positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
+        self.count = len(positions)
+        needing = [k for k in positions if args[k].requires_grad]
+        if len(needing) > 1:
+            raise NotImplementedError(
+                f"{type(self.module).__name__}: a full backward hook on a call with several "
+                "inputs that require grad is not supported")
+        if not needing:
+            return args
+        self.wanted = True
+        args = list(args)
+        k = needing[0]
+        args[k] = self._identity(args[k])
+        args[k].register_hook(lambda grad: self._input_grad(positions.index(k), grad))
+        return tuple(args)
+
+    def outputs(self, output: Any) -> Any:
+        single = isinstance(output, Tensor)
+        outputs = [output] if single else list(output) if isinstance(output, tuple) else None
+        if outputs is None:
+            return output
+        tensors = [k for k, o in enumerate(outputs) if isinstance(o, Tensor) and o.requires_grad]
+        if len(tensors) > 1 and self.module._backward_pre_hooks:
+            raise NotImplementedError(
+                f"{type(self.module).__name__}: a full backward pre-hook on a module with "
+                "several outputs that require grad is not supported")
+        self.grad_output = [None] * len(outputs)
+        self.expected = len(tensors)
+        for k in tensors:
+            outputs[k] = self._identity(outputs[k])
+            outputs[k].register_hook(functools.partial(self._output_grad, k))
+        return outputs[0] if single else tuple(outputs)
+
+    def _output_grad(self, k: int, grad: Tensor) -> Tensor | None:
+        self.grad_output[k] = grad
+        for hook in list(self.module._backward_pre_hooks):
+            changed = hook(self.module, tuple(self.grad_output))
+            if changed is not None:
+                self.grad_output = list(changed)
+        self.expected -= 1
+        if not self.wanted and not self.expected:  # no input to wait for: PyTorch calls now
+            if self.module._backward_hooks:
+                site = user_site()  # the user's backward() call
+                warnings.warn_explicit(
+                    "Full backward hook is firing when gradients are computed with respect to "
+                    "module outputs since no inputs require gradients. See https://docs."
+                    "pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module."
+                    "register_full_backward_hook for more details.", UserWarning,
+                    site[0].co_filename if site else "<unknown>", site[1] if site else 0)
+            self._call_hooks((None,) * max(self.count, 1))
+        return self.grad_output[k]
+
+    def _input_grad(self, position: int, grad: Tensor) -> Tensor:
+        grad_input = [None] * self.count
+        grad_input[position] = grad
+        grad_input = self._call_hooks(tuple(grad_input))
+        return grad_input[position]
+
+    def _call_hooks(self, grad_input: tuple) -> tuple:
+        for hook in list(self.module._backward_hooks):
+            changed = hook(self.module, grad_input, tuple(self.grad_output))
+            if changed is not None:
+                grad_input = tuple(changed)
+        return grad_input
 
 
 class Module:
@@ -338,6 +427,50 @@ class Module:
     def double(self) -> Module:
         return self._cast_floats(np.dtype(np.float64))
 
+    def half(self) -> Module:
+        """Cast the floating point parameters and buffers to float16."""
+        return self._cast_floats(np.dtype(np.float16))
+
+    def bfloat16(self) -> Module:
+        """Cast the floating point parameters and buffers to bfloat16."""
+        return self._cast_floats(ops.BFLOAT16)
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at the dotted path ``target`` (``""``: this module).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> net = pargraph.nn.Sequential(pargraph.nn.Linear(2, 2), pargraph.nn.ReLU())
+        >>> type(net.get_submodule("1")).__name__
+        'ReLU'
+        """
+        module = self
+        for name in target.split(".") if target else []:
+            child = module._modules.get(name) if hasattr(module, "_modules") else None
+            if not isinstance(child, Module):
+                raise AttributeError(f"{type(module).__name__} has no attribute `{name}`")
+            module = child
+        return module
+
+    def get_parameter(self, target: str) -> Tensor:
+        """The parameter at the dotted path ``target`` (``"0.weight"``)."""
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        found = module._parameters.get(name) if name in module._parameters else None
+        if found is None:
+            raise AttributeError(f"{type(module).__name__} has no parameter `{name}`")
+        return found
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path ``target`` (``"0.running_mean"``)."""
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        found = module._buffers.get(name) if name in module._buffers else None
+        if found is None:
+            raise AttributeError(f"{type(module).__name__} has no buffer `{name}`")
+        return found
+
     def _cast_floats(self, dtype: np.dtype) -> Module:
         """Cast floating point parameters, their gradients and buffers, keeping the objects."""
         if not ops.is_floating(dtype):
@@ -415,10 +548,11 @@ class Module:
         missing = [k for k in own if k not in state_dict] + hooks_missing
         unexpected = [k for k in state_dict if k not in own] + hooks_unexpected
         if strict and missing:
-            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+            errors.append("Missing key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in missing) + ". ")
         if strict and unexpected:
             errors.append("Unexpected key(s) in state_dict: "
-                          + ", ".join(f'"{k}"' for k in unexpected))
+                          + ", ".join(f'"{k}"' for k in unexpected) + ". ")
         values = {}
         for name, target in own.items():
             if name not in state_dict:
@@ -473,13 +607,18 @@ class Module:
                     changed = hook(self, args)
                     if changed is not None:
                         args = changed if isinstance(changed, tuple) else (changed,)
+            hooked = None
+            if "_backward_hooks" in self.__dict__ and grad_mode.enabled and (
+                    self._backward_hooks or self._backward_pre_hooks):
+                hooked = BackwardHooks(self)
+                args = hooked.inputs(args)
             output = self.forward(*args, **kwargs)
             if self._forward_hooks:
                 for hook in list(self._forward_hooks):
                     changed = hook(self, args, output)
                     if changed is not None:
                         output = changed
-            return output
+            return output if hooked is None else hooked.outputs(output)
         finally:
             naming_state.scope, grad_mode.site = saved
 
@@ -497,6 +636,51 @@ class Module:
         """
         self._forward_hooks.append(hook)
         return RemovableHandle(self._forward_hooks, hook)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False
+                                    ) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients with respect to
+        the module's positional tensor inputs are made (tuples, None where none flows); a
+        tuple it returns replaces ``grad_input``. As every hook here, it runs while
+        ``backward()`` builds the graph and sees lazy tensors. A call with several inputs
+        that require grad raises ``NotImplementedError``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer, seen = pargraph.nn.Linear(2, 1), []
+        >>> _ = layer.register_full_backward_hook(lambda m, gi, go: seen.append(go[0].shape))
+        >>> layer(pargraph.ones(3, 2, requires_grad=True)).sum().backward(); seen
+        [pargraph.Size([3, 1])]
+        """
+        return self._backward_hook("_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False
+                                        ) -> RemovableHandle:
+        """Call ``hook(module, grad_output)`` when the gradients with respect to the module's
+        outputs are made, before its inputs'; a tuple it returns replaces ``grad_output``.
+        With several tensor outputs it raises ``NotImplementedError``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Identity()
+        >>> _ = layer.register_full_backward_pre_hook(lambda m, go: (go[0] * 3,))
+        >>> x = pargraph.ones(2, requires_grad=True)
+        >>> layer(x).sum().backward(); x.grad
+        tensor([3., 3.])
+        """
+        return self._backward_hook("_backward_pre_hooks", hook, prepend)
+
+    def _backward_hook(self, kind: str, hook: Callable, prepend: bool) -> RemovableHandle:
+        for name in ("_backward_hooks", "_backward_pre_hooks"):
+            self.__dict__.setdefault(name, [])
+        hooks = self.__dict__[kind]
+        if prepend:
+            hooks.insert(0, hook)
+        else:
+            hooks.append(hook)
+        return RemovableHandle(hooks, hook)
 
     def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
