@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import warnings
 import weakref
 from collections import namedtuple
 from typing import Any
@@ -126,8 +127,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     @property
     def grad(self) -> Tensor | None:
-        """The gradient ``backward()`` accumulated into this tensor, or ``None``."""
-        return self._grad
+        """The gradient ``backward()`` accumulated into this tensor, or ``None`` (with
+        PyTorch's warning on a computed tensor that does not retain its gradient)."""
+        grad = self._grad
+        if grad is None and self._node.history and not self._node.retains_grad:
+            warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
@@ -376,8 +381,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                                "If you want to use a computed variable in a subgraph that "
                                "doesn't require differentiation use var_no_grad = var.detach().")
         if requires_grad and not ops.is_floating(node.dtype) and node.dtype.kind != "c":
-            raise RuntimeError("only Tensors of floating point dtype can require gradients, "
-                               f"got {node.dtype}")
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
         if not node.history:
             node.requires_grad = bool(requires_grad)
         return self
@@ -685,11 +690,15 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: int | None = None) -> Tensor:
-        return _wrap(ops.var(self._node, dim, _correction(unbiased, correction), keepdim))
+        correction = _correction(unbiased, correction)
+        _warn_degrees_of_freedom(self, dim, correction, "var")
+        return _wrap(ops.var(self._node, dim, correction, keepdim))
 
     def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: int | None = None) -> Tensor:
-        return _wrap(ops.std(self._node, dim, _correction(unbiased, correction), keepdim))
+        correction = _correction(unbiased, correction)
+        _warn_degrees_of_freedom(self, dim, correction, "std")
+        return _wrap(ops.std(self._node, dim, correction, keepdim))
 
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether every element is nonzero (over ``dim``: an int, a tuple, or all).
@@ -1142,6 +1151,25 @@ def _unpickled(array: np.ndarray, requires_grad: bool) -> Tensor:
     if requires_grad:
         made.requires_grad_()
     return made
+
+
+#: PyTorch's warning when ``.grad`` of a computed tensor is read.
+NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
+
+
+def _warn_degrees_of_freedom(x: Tensor, dim: Any, correction: float, name: str) -> None:
+    """PyTorch's warning when a variance divides by zero or less (its value is inf or nan)."""
+    dims = ops.normalize_dims(dim, x.ndim)
+    count = math.prod(x.shape[d] for d in dims) if dims is not None else x.numel()
+    if count - correction <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
+                      "less than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=3)
 
 
 def _is_dtype(value: Any) -> bool:

@@ -964,3 +964,36 @@ def test_tensors_pickle_as_pytorchs():
         norm.running_mean.add_(1.0)
         seen[-1].append(copied.running_mean.tolist())
     assert seen[0] == seen[1]
+
+
+def test_autograd_edges_as_in_pytorch():
+    """``autograd.grad``'s unused inputs (the index in the message, ``materialize_grads``),
+    atan2's gradient at the origin, and PyTorch's warnings for a computed tensor's ``.grad``
+    and a variance over too few elements."""
+    import warnings
+
+    seen = []
+    for library in (pargraph, torch):
+        x = library.tensor([1.0, 2.0], requires_grad=True)
+        unused = library.ones(1, requires_grad=True)
+        with pytest.raises(RuntimeError) as not_used:
+            library.autograd.grad((x * 2).sum(), [x, unused])
+        zeros = library.autograd.grad((x * 2).sum(), [x, unused], materialize_grads=True)[1]
+        with pytest.raises(ValueError, match="allow_unused to be True or not passed"):
+            library.autograd.grad((x * 2).sum(), [x, unused], allow_unused=False,
+                                  materialize_grads=True)
+        y = library.tensor([0.0, 1.0], requires_grad=True)
+        other = library.tensor([0.0, -2.0], requires_grad=True)
+        library.atan2(y, other).sum().backward()
+        with pytest.raises(RuntimeError) as integers:
+            library.tensor([1, 2], requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            computed = x * 2
+            assert computed.grad is None
+            assert library.tensor([3.0]).std().isnan().item()
+            library.tensor([[1.0, 2.0]]).var(dim=0)
+            library.tensor([1.0, 2.0]).std()  # no warning
+        seen.append([str(not_used.value), zeros.tolist(), y.grad.tolist(), other.grad.tolist(),
+                     str(integers.value), [str(w.message)[:60] for w in caught]])
+    assert seen[0] == seen[1]

@@ -69,9 +69,14 @@ def grad(
     grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
     retain_graph: bool | None = None,
     create_graph: bool = False,
-    allow_unused: bool = False,
+    only_inputs: bool = True,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
-    """The gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+    """The gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``;
+    an input the outputs do not depend on raises, or with ``allow_unused`` gets None (zeros
+    with ``materialize_grads``).
 
     Examples
     --------
@@ -81,6 +86,13 @@ def grad(
     >>> dx, pargraph.autograd.grad(dx, x)[0]
     (tensor(27., grad_fn=<MulBackward0>), tensor(18.))
     """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; "
+                                  "pargraph.func.vmap over a vjp gives the batched gradients")
+    allow_unused = bool(allow_unused) or materialize_grads
     outputs, inputs = _as_list(outputs), _as_list(inputs)
     seeds = _as_list(grad_outputs) or [None] * len(outputs)
     if len(seeds) != len(outputs):
@@ -96,8 +108,13 @@ def grad(
     found = {id(node): g for node, g in pairs}
     grads = [found.get(id(x._node)) for x in inputs]
     if not allow_unused and any(g is None for g in grads):
-        raise RuntimeError("One of the differentiated Tensors appears to not have been used in "
-                           "the graph. Set allow_unused=True if this is the desired behavior.")
+        index = next(k for k, g in enumerate(grads) if g is None)
+        raise RuntimeError(f"The differentiated Tensor at index {index} appears to not have "
+                           "been used in the graph. Set allow_unused=True if this is the "
+                           "desired behavior.")
+    if materialize_grads:
+        grads = [ops.expand(ops.constant(np.zeros((), x.dtype)), shape=tuple(x.shape))
+                 if g is None else g for x, g in zip(inputs, grads)]
     targets = [g for g in grads if g is not None] + [out._node for out in outputs]
     execution.realize(targets, release=() if retain_graph else region)
     return tuple(None if g is None else x._wrap(g) for x, g in zip(inputs, grads))

@@ -591,9 +591,15 @@ def atan2(y, x):
     return np.arctan2(y, x)
 
 
+def _atan2_reciprocal(y, x):
+    """1 / (y^2 + x^2), 0 at the origin: PyTorch's gradients there are 0, not NaN."""
+    squares = add(mul(y, y), mul(x, x))
+    return where(eq(squares, 0), 0.0, reciprocal(squares))
+
+
 atan2.defvjp(
-    lambda g, out, y, x: unbroadcast(mul(g, div(x, add(mul(x, x), mul(y, y)))), shape_of(y)),
-    lambda g, out, y, x: unbroadcast(mul(g, div(neg(y), add(mul(x, x), mul(y, y)))),
+    lambda g, out, y, x: unbroadcast(mul(mul(g, x), _atan2_reciprocal(y, x)), shape_of(y)),
+    lambda g, out, y, x: unbroadcast(mul(mul(g, neg(y)), _atan2_reciprocal(y, x)),
                                      shape_of(x)),
 )
 
