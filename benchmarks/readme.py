@@ -68,10 +68,13 @@ def table(results: str) -> str:
             " |")
     date = re.search(r"^- date: (.+)$", results, re.MULTILINE)
     machine = re.search(r"^- machine: (.+)$", results, re.MULTILINE)
+    blas = re.search(r"^- numpy's BLAS: (\S+ \S+) running its (\S+) kernels", results,
+                     re.MULTILINE)
+    kernels = f"; numpy's {blas.group(1)} with its {blas.group(2)} kernels" if blas else ""
     lines += ["", f"Median training step, from `python -m benchmarks` "
-              f"({date.group(1) if date else 'undated'}; {machine.group(1) if machine else ''})"
-              "; in brackets, the time relative to PyTorch's best eager step (below 1: faster). "
-              "All figures: [benchmarks/RESULTS.md](benchmarks/RESULTS.md)."]
+              f"({date.group(1) if date else 'undated'}; {machine.group(1) if machine else ''}"
+              f"{kernels}); in brackets, the time relative to PyTorch's best eager step (below "
+              "1: faster). All figures: [benchmarks/RESULTS.md](benchmarks/RESULTS.md)."]
     return "\n".join(lines)
 
 
