@@ -67,7 +67,15 @@ from pargraph.backends import (
 )
 from pargraph.compiled import GraphBreak
 from pargraph.compiling import compile  # noqa: A004  (PyTorch's name)
-from pargraph.devices import device, set_default_device
+from pargraph.devices import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    device,
+    memory_format,
+    preserve_format,
+    set_default_device,
+)
 from pargraph.execution import local as _local
 from pargraph.execution import worker_threads
 from pargraph.factories import (
@@ -226,7 +234,9 @@ __all__ = [
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
     "is_grad_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "Size", "float16", "bfloat16", "int32", "half", "int", "device",
-    "set_default_device", "cuda", "distributions", "accelerator", "linalg", "is_tensor",
+    "set_default_device", "memory_format", "contiguous_format", "channels_last",
+    "channels_last_3d", "preserve_format", "cuda", "distributions", "accelerator", "linalg",
+    "is_tensor",
     "allclose", "Generator",
     "einsum", "randperm", "compile", "GraphBreak", "library", "profiler", "special", "testing",
     "empty", "empty_like",

@@ -310,6 +310,14 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)
 
+    def __array_wrap__(self, array: np.ndarray, context: Any = None,
+                       return_scalar: bool = False) -> Tensor:
+        """A numpy ufunc's result on tensors as a tensor (``np.exp(t)``), booleans as uint8,
+        as PyTorch's."""
+        if array.dtype == bool:
+            array = array.astype(np.uint8)
+        return Tensor(leaf_of(np.asarray(array)))
+
     def __float__(self) -> float:
         return float(self.item())
 
@@ -324,7 +332,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} values is "
+            raise RuntimeError("Boolean value of Tensor with more than one value is "
                                "ambiguous")
         return bool(self.item())
 
@@ -504,7 +512,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             dtype = dtype.dtype
         return self.to(dtype)
 
-    def clone(self) -> Tensor:
+    def clone(self, *, memory_format: Any = None) -> Tensor:
         return _wrap(ops.clone(self._node))
 
     def type_as(self, other: Tensor) -> Tensor:
@@ -532,8 +540,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __neg__(self): return _wrap(ops.neg(self._node))
     def __pos__(self): return self
     def __abs__(self): return self.abs()
-    def __eq__(self, other): return _binary(ops.eq, self, other)  # type: ignore[override]
-    def __ne__(self, other): return _binary(ops.ne, self, other)  # type: ignore[override]
+    def __eq__(self, other):  # type: ignore[override]
+        return False if other is None else _binary(ops.eq, self, other)  # PyTorch's None
+
+    def __ne__(self, other):  # type: ignore[override]
+        return True if other is None else _binary(ops.ne, self, other)
+
     def __lt__(self, other): return _binary(ops.lt, self, other)
     def __le__(self, other): return _binary(ops.le, self, other)
     def __gt__(self, other): return _binary(ops.gt, self, other)

@@ -1,5 +1,7 @@
-"""Devices: pargraph runs on the CPU. ``device("cpu")`` objects are accepted wherever PyTorch
-takes a device; any other device is a clear error where it is used."""
+"""Devices and memory formats: pargraph runs on the CPU. ``device("cpu")`` objects are
+accepted wherever PyTorch takes a device; any other device is a clear error where it is used.
+The memory formats (``channels_last``...) are accepted and change nothing: a tensor's values
+are one row-major array."""
 
 from __future__ import annotations
 
@@ -58,3 +60,27 @@ def check_device(device: Any, where: str) -> None:
     if name != "cpu" and not name.startswith("cpu:"):
         raise RuntimeError(f"{where}: pargraph runs on the CPU; device {str(device)!r} is not "
                            "available (use 'cpu')")
+
+
+class memory_format:  # noqa: N801  (PyTorch's name)
+    """A memory layout PyTorch programs ask for (``x.to(memory_format=channels_last)``):
+    accepted, and the values stay one row-major array.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.channels_last
+    pargraph.channels_last
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"pargraph.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")

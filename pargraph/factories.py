@@ -226,7 +226,8 @@ def empty(*size, dtype=None, requires_grad: bool = False, device: Any = None,
 
 
 def empty_like(t: Tensor, dtype=None, requires_grad: bool = False,
-               device: Any = None) -> Tensor:
+               device: Any = None,
+               layout: Any = None, memory_format: Any = None) -> Tensor:
     """``empty`` with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -273,7 +274,8 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False,
 
 
 def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False,
-               device: Any = None) -> Tensor:
+               device: Any = None,
+               layout: Any = None, memory_format: Any = None) -> Tensor:
     """Zeros with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -287,7 +289,8 @@ def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False,
 
 
 def ones_like(t: Tensor, dtype=None, requires_grad: bool = False,
-              device: Any = None) -> Tensor:
+              device: Any = None,
+              layout: Any = None, memory_format: Any = None) -> Tensor:
     """Ones with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -301,7 +304,8 @@ def ones_like(t: Tensor, dtype=None, requires_grad: bool = False,
 
 
 def full_like(t: Tensor, fill_value, dtype=None, requires_grad: bool = False,
-              device: Any = None) -> Tensor:
+              device: Any = None,
+              layout: Any = None, memory_format: Any = None) -> Tensor:
     """``fill_value`` with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -584,7 +588,8 @@ def randperm(n: int, generator: Generator | None = None, dtype=None,
 
 
 def rand_like(t: Tensor, dtype=None, requires_grad: bool = False,
-              device: Any = None) -> Tensor:
+              device: Any = None,
+              layout: Any = None, memory_format: Any = None) -> Tensor:
     """``rand`` with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -598,7 +603,8 @@ def rand_like(t: Tensor, dtype=None, requires_grad: bool = False,
 
 
 def randn_like(t: Tensor, dtype=None, requires_grad: bool = False,
-               device: Any = None) -> Tensor:
+               device: Any = None,
+               layout: Any = None, memory_format: Any = None) -> Tensor:
     """``randn`` with the shape (and by default the dtype) of ``t``.
 
     Examples
@@ -612,7 +618,8 @@ def randn_like(t: Tensor, dtype=None, requires_grad: bool = False,
 
 
 def randint_like(t: Tensor, low: int = 0, high: int | None = None, dtype=None,
-                 device: Any = None) -> Tensor:
+                 device: Any = None,
+                 layout: Any = None, memory_format: Any = None) -> Tensor:
     """``randint`` with the shape (and by default the dtype) of ``t``: ``randint_like(t,
     high)`` or ``randint_like(t, low, high)``.
 

@@ -997,3 +997,29 @@ def test_autograd_edges_as_in_pytorch():
         seen.append([str(not_used.value), zeros.tolist(), y.grad.tolist(), other.grad.tolist(),
                      str(integers.value), [str(w.message)[:60] for w in caught]])
     assert seen[0] == seen[1]
+
+
+def test_memory_formats_none_comparisons_and_numpy_ufuncs_as_in_pytorch():
+    import warnings
+
+    seen = []
+    for library in (pargraph, torch):
+        x = library.arange(16.0).reshape(1, 1, 4, 4)
+        layer = library.nn.Conv2d(1, 2, 3).to(memory_format=library.channels_last)
+        formatted = [x.to(memory_format=library.channels_last),
+                     x.clone(memory_format=library.contiguous_format),
+                     x.contiguous(memory_format=library.channels_last),
+                     library.zeros_like(x, memory_format=library.preserve_format),
+                     library.empty_like(x, memory_format=library.channels_last)]
+        with pytest.raises(RuntimeError) as ambiguous:
+            bool(library.ones(2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch's __array_wrap__
+            ufuncs = [np.exp(library.tensor([0.0, 1.0])), np.isnan(library.tensor([1.0])),
+                      np.add(library.tensor([1, 2]), 3)]
+        seen.append([tuple(layer(x).shape), [tuple(t.shape) for t in formatted],
+                     x == None, x != None,  # noqa: E711  (what such programs write)
+                     str(ambiguous.value),
+                     [(type(u).__name__, str(u.dtype).split(".")[-1], u.tolist())
+                      for u in ufuncs]])
+    assert seen[0] == seen[1]
