@@ -1176,8 +1176,7 @@ NON_LEAF_GRAD = (
 
 def _warn_degrees_of_freedom(x: Tensor, dim: Any, correction: float, name: str) -> None:
     """PyTorch's warning when a variance divides by zero or less (its value is inf or nan)."""
-    dims = ops.normalize_dims(dim, x.ndim)
-    count = math.prod(x.shape[d] for d in dims) if dims is not None else x.numel()
+    count = math.prod(x.shape[d] for d in ops.normalize_dims(dim, x.ndim))
     if count - correction <= 0:
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
                       "less than the reduction factor (input numel divided by output numel).",

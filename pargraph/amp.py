@@ -326,17 +326,27 @@ def custom_fwd(fwd: Callable | None = None, *, device_type: str = "cuda",
     @functools.wraps(fwd)
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         dtype = state.cpu if device_type == "cpu" else None
-        ctx._autocast = dtype
+        _remember(ctx, dtype)
         if dtype is None or cast_inputs is None:
             return fwd(ctx, *args, **kwargs)
         target = np.dtype(cast_inputs)
         args, kwargs = _cast(args, target), {k: _cast(v, target) for k, v in kwargs.items()}
-        state.cpu = ctx._autocast = None
+        _remember(ctx, None)
+        state.cpu = None
         try:
             return fwd(ctx, *args, **kwargs)
         finally:
             state.cpu = dtype
     return forward
+
+
+def _remember(ctx: Any, dtype: np.dtype | None) -> None:
+    """Note on ``ctx`` the autocast the forward ran with (a forward without ``ctx``, the
+    ``setup_context`` form, has nothing to note it on: its backward keeps the caller's)."""
+    try:
+        ctx._autocast = dtype
+    except AttributeError:
+        pass
 
 
 def custom_bwd(bwd: Callable | None = None, *, device_type: str = "cuda") -> Callable:

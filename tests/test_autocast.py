@@ -156,3 +156,27 @@ def test_a_compiled_step_captures_again_when_autocast_changes():
     assert inside.dtype == pargraph.bfloat16
     assert forward(x).dtype == pargraph.float32
     assert len(forward.programs) == 2
+
+
+def test_custom_fwd_casts_the_inputs_and_custom_bwd_runs_under_the_forwards_autocast():
+    seen = {}
+
+    class Double(pargraph.autograd.Function):
+        @staticmethod
+        @pargraph.amp.custom_fwd(device_type="cpu", cast_inputs=pargraph.float32)
+        def forward(ctx, x):
+            seen["forward"] = (x.dtype, pargraph.is_autocast_enabled("cpu"))
+            return x * 2
+
+        @staticmethod
+        @pargraph.amp.custom_bwd(device_type="cpu")
+        def backward(ctx, grad):
+            seen["backward"] = pargraph.is_autocast_enabled("cpu")
+            return grad * 2
+
+    x = pargraph.ones(3, dtype=pargraph.bfloat16, requires_grad=True)
+    with pargraph.autocast("cpu"):
+        out = Double.apply(x)
+    out.float().sum().backward()
+    assert seen == {"forward": (pargraph.float32, False), "backward": False}
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]

@@ -455,20 +455,18 @@ class Module:
 
     def get_parameter(self, target: str) -> Tensor:
         """The parameter at the dotted path ``target`` (``"0.weight"``)."""
-        path, _, name = target.rpartition(".")
-        module = self.get_submodule(path)
-        found = module._parameters.get(name) if name in module._parameters else None
-        if found is None:
-            raise AttributeError(f"{type(module).__name__} has no parameter `{name}`")
-        return found
+        return self._get_tensor(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
         """The buffer at the dotted path ``target`` (``"0.running_mean"``)."""
+        return self._get_tensor(target, "_buffers", "buffer")
+
+    def _get_tensor(self, target: str, table: str, kind: str) -> Tensor:
         path, _, name = target.rpartition(".")
         module = self.get_submodule(path)
-        found = module._buffers.get(name) if name in module._buffers else None
+        found = getattr(module, table).get(name)
         if found is None:
-            raise AttributeError(f"{type(module).__name__} has no buffer `{name}`")
+            raise AttributeError(f"{type(module).__name__} has no {kind} `{name}`")
         return found
 
     def _cast_floats(self, dtype: np.dtype) -> Module:
