@@ -312,3 +312,24 @@ def test_binomial_and_multinomial_as_pytorchs():
     np.testing.assert_allclose(counts.mean(0).numpy(), [1.2, 1.8, 3.0], atol=0.05)
     with pytest.raises(NotImplementedError, match="inhomogeneous"):
         pargraph.distributions.Multinomial(pargraph.tensor(3), probs=pargraph.tensor([0.5, 0.5]))
+
+
+@pytest.mark.parametrize("name,arguments", [
+    ("Normal", (0.5, 2.0)), ("Uniform", (-1.0, 3.0)), ("Laplace", (0.5, 1.5)),
+    ("Exponential", (2.0,)), ("Cauchy", (-0.5, 0.7))])
+def test_icdf_inverts_cdf_as_pytorchs(name, arguments):
+    torch = pytest.importorskip("torch")
+    q = [0.05, 0.3, 0.5, 0.9]
+    seen = []
+    for library in (pargraph, torch):
+        params = [library.tensor(a, dtype=library.float64, requires_grad=True)
+                  for a in arguments]
+        dist = getattr(library.distributions, name)(*params)
+        x = dist.icdf(library.tensor(q, dtype=library.float64))
+        x.sum().backward()
+        seen.append((x.detach().numpy(), dist.cdf(x.detach()).detach().numpy(),
+                     [p.grad.numpy() for p in params]))
+    np.testing.assert_allclose(seen[0][0], seen[1][0], rtol=1e-12)
+    np.testing.assert_allclose(seen[0][1], q, rtol=1e-12)
+    for ours, theirs in zip(seen[0][2], seen[1][2]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -65,6 +65,9 @@ class Normal(Distribution):
         value = self._validate_sample(value)
         return 0.5 * (1 + ((value - self.loc) / (self.scale * math.sqrt(2))).erf())
 
+    def icdf(self, value: Tensor) -> Tensor:
+        return self.loc + self.scale * (2 * as_tensor(value) - 1).erfinv() * math.sqrt(2)
+
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
 
@@ -129,6 +132,9 @@ class Uniform(Distribution):
 
     def cdf(self, value: Tensor) -> Tensor:
         return ((as_tensor(value) - self.low) / (self.high - self.low)).clamp(0, 1)
+
+    def icdf(self, value: Tensor) -> Tensor:
+        return as_tensor(value) * (self.high - self.low) + self.low
 
     def entropy(self) -> Tensor:
         return (self.high - self.low).log()
@@ -291,6 +297,10 @@ class Laplace(Distribution):
         return 0.5 - 0.5 * (value - self.loc).sign() * (
             -(value - self.loc).abs() / self.scale).expm1()
 
+    def icdf(self, value: Tensor) -> Tensor:
+        term = as_tensor(value) - 0.5
+        return self.loc - self.scale * term.sign() * (-2 * term.abs()).log1p()
+
     def entropy(self) -> Tensor:
         return 1 + (2 * self.scale).log()
 
@@ -330,6 +340,9 @@ class Exponential(Distribution):
     def cdf(self, value: Tensor) -> Tensor:
         value = self._validate_sample(value)
         return 1 - (-self.rate * value).exp()
+
+    def icdf(self, value: Tensor) -> Tensor:
+        return -(-as_tensor(value)).log1p() / self.rate
 
     def entropy(self) -> Tensor:
         return 1.0 - self.rate.log()
@@ -371,6 +384,9 @@ class Cauchy(Distribution):
     def cdf(self, value: Tensor) -> Tensor:
         value = self._validate_sample(value)
         return ((value - self.loc) / self.scale).atan() / math.pi + 0.5
+
+    def icdf(self, value: Tensor) -> Tensor:
+        return (math.pi * (as_tensor(value) - 0.5)).tan() * self.scale + self.loc
 
     def entropy(self) -> Tensor:
         return math.log(4 * math.pi) + self.scale.log()
