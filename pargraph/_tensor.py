@@ -635,8 +635,31 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     # --- elementwise math (exp, log, ... come from the op registry: see below the class) -
 
-    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
-        return _wrap(ops.clamp(self._node, min=scalar(min), max=scalar(max)))
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
+        """Each element limited to ``[min, max]``: numbers, or tensors broadcast against
+        this one (where ``min`` exceeds ``max`` the result is ``max``, as in PyTorch).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([0.0, 5.0]).clamp(max=pargraph.tensor([1.0, 4.0])).tolist()
+        [0.0, 4.0]
+        """
+        tensors = [b for b in (min, max) if isinstance(b, Tensor)]
+        if not any(b.ndim for b in tensors):
+            return _wrap(ops.clamp(self._node, min=scalar(min), max=scalar(max)))
+        if min is not None and max is not None and len(tensors) == 1:
+            raise TypeError("clamp() received an invalid combination of arguments - got "
+                            f"(Tensor, min={type(min).__name__}, max={type(max).__name__}), "
+                            "but expected min and max both numbers or both tensors")
+        out = self
+        if self.requires_grad:  # a NaN element passes no gradient, as PyTorch's mask says
+            out = out.where(~out.isnan(), out.detach())
+        if min is not None:
+            out = out.where(~(out < min), min)
+        if max is not None:
+            out = out.where(~(out > max), max)
+        return out
 
     def maximum(self, other: Tensor) -> Tensor:
         return _binary(ops.maximum, self, other)
@@ -1026,8 +1049,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                                f"shape {node.shape}")
         if node.dtype != old.dtype:
             if ops.result_dtype(ops.constant(np.zeros((1,), old.dtype)), node) != old.dtype:
-                raise RuntimeError(f"result type {node.dtype} can't be cast to the desired "
-                                   f"output type {old.dtype}")
+                raise RuntimeError(f"result type {ops.torch_name(node.dtype)} can't be cast to "
+                                   f"the desired output type {ops.torch_name(old.dtype)}")
             node = ops.cast(node, dtype=old.dtype)
         if not old.history and old.requires_grad and not node.history:
             node.requires_grad = True  # an updated parameter stays a leaf that requires grad
@@ -1073,7 +1096,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         self._check_in_place()
         return self._rebind(_binary(ops.mul, self, other)._node)
 
-    def clamp_(self, min: float | None = None, max: float | None = None) -> Tensor:
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
         self._check_in_place()
         return self._rebind(self.clamp(min, max)._node)
 

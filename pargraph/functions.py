@@ -19,8 +19,9 @@ from pargraph._tensor import Tensor, apply, operand
 from pargraph.factories import as_tensor, full_like, rand
 
 
-def where(condition: Tensor, input: Any, other: Any) -> Tensor:
-    """Elements of ``input`` where ``condition`` holds, else of ``other``.
+def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:
+    """Elements of ``input`` where ``condition`` holds, else of ``other``; with the condition
+    alone, the indices where it holds (``nonzero(as_tuple=True)``).
 
     Examples
     --------
@@ -28,7 +29,13 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:
     >>> x = pargraph.tensor([-1.0, 2.0])
     >>> pargraph.where(x > 0, x, 0.0)
     tensor([0., 2.])
+    >>> pargraph.where(x > 0)
+    (tensor([1]),)
     """
+    if input is None and other is None:
+        return as_tensor(condition).nonzero(as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where() takes the condition alone, or the condition, input and other")
     return apply(ops.where, operand(condition), operand(input), operand(other))
 
 

@@ -3038,7 +3038,11 @@ IN_PLACE_INTEGER = (
 
 def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     def form(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(self, name)(*args, **kwargs).to(self.dtype)
+        result = getattr(self, name)(*args, **kwargs)
+        if ops.category(result.dtype) > ops.category(self.dtype):  # sigmoid_ of integers
+            raise RuntimeError(f"result type {ops.torch_name(result.dtype)} can't be cast to "
+                               f"the desired output type {ops.torch_name(self.dtype)}")
+        result = result.to(self.dtype)
         if self.requires_grad and not result.requires_grad:  # a comparison: as PyTorch, the
             nowhere = self._constant(np.zeros(tuple(self.shape), bool))  # tensor keeps a
             result = self.where(nowhere, result)  # history, its gradient zero

@@ -1023,3 +1023,47 @@ def test_memory_formats_none_comparisons_and_numpy_ufuncs_as_in_pytorch():
                      [(type(u).__name__, str(u.dtype).split(".")[-1], u.tolist())
                       for u in ufuncs]])
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int32", "int64"])
+def test_float_valued_ops_of_integers_compute_in_float_as_pytorchs(dtype):
+    """sigmoid of integers gave zeros, and a bool's exp was computed in float16: the inputs
+    of float-valued elementwise ops are cast to the op's float dtype first."""
+    seen = []
+    for library in (pargraph, torch):
+        x = library.tensor([0, 1, 1], dtype=getattr(library, dtype))
+        y = library.tensor([0.5, 2.0, 3.0], dtype=library.float64)
+        results = [x.sigmoid(), x.exp().double() - np.e * x.double(), x.tanh(), x.log1p(),
+                   library.atan2(x, y)]
+        with pytest.raises(RuntimeError) as in_place:
+            library.tensor([0, 1], dtype=getattr(library, dtype)).sigmoid_()
+        seen.append(([(str(r.dtype).split(".")[-1], r.tolist()) for r in results],
+                     str(in_place.value)))
+    for (dt_ours, ours), (dt_theirs, theirs) in zip(seen[0][0], seen[1][0]):
+        assert dt_ours == dt_theirs
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
+    assert seen[0][1] == seen[1][1]
+
+
+def test_clamp_by_tensors_where_alone_and_refused_integer_ops_as_in_pytorch():
+    seen = []
+    for library in (pargraph, torch):
+        x = library.tensor([[0.0, 5.0, 3.0, float("nan")], [9.0, -1.0, 2.0, 2.0]],
+                           requires_grad=True)
+        low = library.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        high = library.tensor(4.5, requires_grad=True)
+        clamped = x.clamp(low, high)
+        (clamped * library.arange(8.0).reshape(2, 4)).sum().backward()
+        messages = []
+        for bad in (lambda: -library.tensor([True]), lambda: library.tensor([2]) ** -1,
+                    lambda: library.ones(2).clamp(min=library.zeros(2), max=1.0)):
+            with pytest.raises((RuntimeError, TypeError)) as caught:
+                bad()
+            messages.append(type(caught.value).__name__)
+        seen.append([clamped.detach().numpy().tolist(), x.grad.tolist(), low.grad.tolist(),
+                     high.grad.item(),
+                     [t.tolist() for t in library.where(library.tensor([[0, 1], [1, 0]]))],
+                     library.tensor([True, False]).sign().tolist(), messages])
+    ours, theirs = seen
+    np.testing.assert_equal(ours[0], theirs[0])  # NaN in place
+    assert ours[1:] == theirs[1:]

@@ -94,6 +94,10 @@ class Primitive:
         self.live_vjp = False
         #: A rule recording a cheaper equivalent node in place of a call (ops.rewrites).
         self.rewrite: Callable | None = None
+        #: A float-valued elementwise op: integer and boolean inputs are cast to its float
+        #: dtype first, as PyTorch computes it (numpy would compute a bool's exp in float16,
+        #: or cast a sigmoid back to int).
+        self.float_valued = shape in (_elementwise_float, _same_float)
         camel = "".join(part.capitalize() for part in name.split("_"))
         self.grad_name = grad_name or f"{camel}Backward0"
 
@@ -135,6 +139,11 @@ class Primitive:
         site = grad_mode.site or user_site()
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
+        if self.float_valued and any(type(i) is Node and i.dtype.kind in "biu"
+                                     for i in inputs):
+            cast = REGISTRY["cast"]
+            inputs = tuple(cast(i, dtype=dtype) if type(i) is Node and i.dtype.kind in "biu"
+                           else i for i in inputs)
         node = Node(self, inputs, attrs, shape, dtype, site=site)
         if grad_mode.enabled and self.vjps is not None and (
                 dtype.kind == "f" or dtype == BFLOAT16):

@@ -96,7 +96,15 @@ def clone(x):
 clone.defvjp(lambda g, out, x: g)
 
 
-@primitive("neg", _same, out=True)
+def _negated_shape(x):
+    if x.dtype == _BOOL:
+        raise ShapeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
+                         "are trying to invert a mask, use the `~` or `logical_not()` operator "
+                         "instead.")
+    return x.shape, x.dtype
+
+
+@primitive("neg", _negated_shape, out=True)
 def neg(x, out=None):
     return np.negative(x, out=out)
 
@@ -148,7 +156,13 @@ div.defvjp(
 )
 
 
-@primitive("pow", _elementwise)
+def _power_shape(x, y):
+    if type(y) is int and y < 0 and isinstance(x, Node) and x.dtype.kind in "biu":
+        raise ShapeError("Integers to negative integer powers are not allowed.")
+    return _elementwise(x, y)
+
+
+@primitive("pow", _power_shape)
 def pow_(x, y):
     return np.power(x, y)
 
@@ -319,6 +333,8 @@ abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
 
 @primitive("sign", _same, method=True, out=True)
 def sign(x, out=None):
+    if x.dtype == _BOOL:  # numpy has no sign of booleans; PyTorch's is the booleans
+        return np.copyto(out, x) or out if out is not None else x.copy()
     return np.sign(x, out=out)
 
 
