@@ -139,11 +139,13 @@ class Primitive:
         site = grad_mode.site or user_site()
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
-        if self.float_valued and any(type(i) is Node and i.dtype.kind in "biu"
-                                     for i in inputs):
-            cast = REGISTRY["cast"]
-            inputs = tuple(cast(i, dtype=dtype) if type(i) is Node and i.dtype.kind in "biu"
-                           else i for i in inputs)
+        if self.float_valued:
+            for i in inputs:  # a loop, not any(): most calls have float inputs only
+                if type(i) is Node and i.dtype.kind in "biu":
+                    cast = REGISTRY["cast"]
+                    inputs = tuple(cast(j, dtype=dtype) if type(j) is Node and
+                                   j.dtype.kind in "biu" else j for j in inputs)
+                    break
         node = Node(self, inputs, attrs, shape, dtype, site=site)
         if grad_mode.enabled and self.vjps is not None and (
                 dtype.kind == "f" or dtype == BFLOAT16):
