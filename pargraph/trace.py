@@ -342,9 +342,10 @@ def critical_path(nodes: list[NodeRecord]) -> tuple[float, list[NodeRecord]]:
     return length, path[::-1]
 
 
-@contextlib.contextmanager
-def trace() -> Iterator[Trace]:
-    """Record every node realized inside the block.
+def trace(input: Any = None) -> Any:
+    """``with trace() as tr:`` records every node realized inside the block. Given a matrix,
+    ``trace(A)`` is PyTorch's ``torch.trace``, the sum of its diagonal (one name for both, as
+    programs call it).
 
     Examples
     --------
@@ -353,7 +354,16 @@ def trace() -> Iterator[Trace]:
     ...     total = (pargraph.ones(3).exp() * 2).sum().item()
     >>> sorted({r.op for r in tr.nodes()})
     ['exp', 'mul', 'sum']
+    >>> pargraph.trace(pargraph.eye(3)).item()
+    3.0
     """
+    if input is not None:
+        return input.trace()
+    return _recording()
+
+
+@contextlib.contextmanager
+def _recording() -> Iterator[Trace]:
     recorder = Trace()
     execution.local.observers.append(recorder)
     try:

@@ -1067,3 +1067,12 @@ def test_clamp_by_tensors_where_alone_and_refused_integer_ops_as_in_pytorch():
     ours, theirs = seen
     np.testing.assert_equal(ours[0], theirs[0])  # NaN in place
     assert ours[1:] == theirs[1:]
+
+
+def test_trace_of_a_matrix_and_trace_of_a_run_share_the_name():
+    matrix = np.arange(9.0).reshape(3, 3)
+    assert pargraph.trace(pargraph.tensor(matrix)).item() == torch.trace(
+        torch.tensor(matrix)).item() == 12.0
+    with pargraph.trace() as tr:
+        pargraph.tensor(matrix).exp().sum().item()
+    assert {r.op for r in tr.nodes()} >= {"exp"}
