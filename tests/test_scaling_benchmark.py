@@ -31,6 +31,7 @@ def test_the_report_gives_speed_ups_against_the_ideal_and_every_target():
 
 def test_the_pool_floor_runs_the_sleeps_side_by_side():
     speedup = scaling.pool_floor(4, 0.005, threads=4, repeats=3)
-    # Eight 5 ms sleeps: two rounds of four, not eight in turn. Above 4x only by the
-    # one-after-another run's overshoots, which a loaded machine makes longer (4.94 in CI).
-    assert 2.0 < speedup <= 6.0
+    # Eight 5 ms sleeps: two rounds of four, not eight in turn (2x at least) nor all eight at
+    # once (8x). Above 4x only by the one-after-another run's overshoots, which a loaded
+    # machine makes longer (4.94 in CI, 6.06 under a parallel test run).
+    assert 2.0 < speedup < 8.0
