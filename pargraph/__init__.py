@@ -55,6 +55,7 @@ from pargraph.autograd import (
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
 )
@@ -232,7 +233,8 @@ __all__ = [
     "randn", "randint", "zeros_like", "ones_like",
     "full_like", "rand_like", "randn_like", "manual_seed", "cat", "stack", "where", "float32",
     "float64", "int64", "bool", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-    "is_grad_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+    "is_grad_enabled", "is_inference_mode_enabled", "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled",
     "Size", "float16", "bfloat16", "int32", "half", "int", "device",
     "set_default_device", "memory_format", "contiguous_format", "channels_last",
     "channels_last_3d", "preserve_format", "cuda", "distributions", "accelerator", "linalg",

@@ -7,6 +7,7 @@ in :mod:`pargraph.ops`, is a function without a line written for it here.
 from __future__ import annotations
 
 import inspect
+import math
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -219,7 +220,24 @@ def finfo(type: Any = None) -> Any:
     if not ops.is_floating(dtype):
         raise TypeError(f"torch.finfo() requires a floating point input type. Use torch.iinfo "
                         f"to handle '{dtype}'")
-    return ml_dtypes.finfo(dtype)
+    return FloatInfo(ml_dtypes.finfo(dtype), dtype)
+
+
+class FloatInfo:
+    """What :func:`finfo` returns: PyTorch's fields as Python numbers, ``dtype`` a name."""
+
+    def __init__(self, limits: Any, dtype: np.dtype) -> None:
+        self.bits = int(limits.bits)
+        self.eps, self.max, self.min = float(limits.eps), float(limits.max), float(limits.min)
+        self.tiny = self.smallest_normal = float(limits.smallest_normal)
+        # PyTorch's: 10 ** -(the decimal digits eps resolves), an exact power of ten.
+        self.resolution = 10.0 ** -math.floor(-math.log10(self.eps))
+        self.dtype = dtype.name
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, "
+                f"tiny={self.tiny:g}, dtype={self.dtype})")
 
 
 def iinfo(type: Any) -> np.iinfo:

@@ -1076,3 +1076,32 @@ def test_trace_of_a_matrix_and_trace_of_a_run_share_the_name():
     with pargraph.trace() as tr:
         pargraph.tensor(matrix).exp().sum().item()
     assert {r.op for r in tr.nodes()} >= {"exp"}
+
+
+def test_inference_mode_is_reported_as_in_pytorch():
+    seen = []
+    for library in (pargraph, torch):
+        states = [library.is_inference_mode_enabled()]
+        with library.inference_mode():
+            states.append((library.is_inference_mode_enabled(), library.is_grad_enabled()))
+            with library.inference_mode(False):
+                states.append((library.is_inference_mode_enabled(), library.is_grad_enabled()))
+            states.append(library.is_inference_mode_enabled())
+
+        @library.inference_mode()
+        def inside():
+            return library.is_inference_mode_enabled(), library.is_grad_enabled()
+
+        states += [inside(), library.is_inference_mode_enabled()]
+        seen.append(states)
+    assert seen[0] == seen[1]
+
+
+def test_finfo_gives_pytorchs_python_numbers():
+    for dtype in ("float32", "float64", "float16", "bfloat16"):
+        ours, theirs = pargraph.finfo(getattr(pargraph, dtype)), torch.finfo(getattr(torch, dtype))
+        assert repr(ours) == repr(theirs)
+        for name in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(ours, name) == getattr(theirs, name)
+            assert type(getattr(ours, name)) is type(getattr(theirs, name))
+        assert ours.dtype == theirs.dtype

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -118,8 +119,31 @@ class set_grad_enabled(_GradModeContext):
         return super().__call__(func)
 
 
+class _InferenceState(threading.local):
+    """How many ``inference_mode`` blocks this thread is in."""
+
+    depth = 0
+
+
+inference_state = _InferenceState()
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside ``inference_mode``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> with pargraph.inference_mode():
+    ...     pargraph.is_inference_mode_enabled()
+    True
+    """
+    return inference_state.depth > 0
+
+
 class inference_mode(_GradModeContext):
-    """Like ``no_grad``: pargraph has no separate inference-tensor kind to optimize.
+    """Like ``no_grad`` (pargraph has no separate inference-tensor kind to optimize), and
+    ``is_inference_mode_enabled()`` inside.
 
     Examples
     --------
@@ -136,3 +160,24 @@ class inference_mode(_GradModeContext):
 
     def __init__(self, mode: bool | Callable = True) -> None:
         super().__init__(not mode if not callable(mode) else False)
+        self._inference = bool(mode) if not callable(mode) else True
+        self._depths: list[int] = []
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        self._depths.append(inference_state.depth)
+        inference_state.depth = inference_state.depth + 1 if self._inference else 0
+
+    def __exit__(self, *exc: Any) -> None:
+        inference_state.depth = self._depths.pop()  # one store, as grad mode's restore
+        super().__exit__(*exc)
+
+    def __call__(self, func: Callable) -> Callable:
+        inference = self._inference
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(inference):
+                return func(*args, **kwargs)
+
+        return wrapper
