@@ -1417,7 +1417,12 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
     if isinstance(data, Tensor):
         data = data.detach()._value()
     from_python = not isinstance(data, (np.ndarray, np.generic))
-    array = np.array(data)
+    try:
+        array = np.array(data)
+    except ValueError:
+        if from_python:
+            _check_rectangular(data)
+        raise
     if from_python and array.size and (array.dtype in (object, np.uint64) or (
             array.dtype.kind == "f" and float(np.abs(array).max()) >= 2.0 ** 63)) \
             and _only_ints(data):
@@ -1438,6 +1443,24 @@ def leaf_of(data: Any, dtype: Any = None) -> Node:
     if from_python:
         ops.check_fits(array, target)
     return ops.constant(array.astype(target, copy=False))
+
+
+def _check_rectangular(data: Any) -> None:
+    """Raise PyTorch's error for nested lists of uneven lengths."""
+    level = [data]
+    for dim in range(64):
+        sequences = [x for x in level if isinstance(x, (list, tuple))]
+        if not sequences:
+            return
+        length = len(sequences[0])
+        for x in level:
+            if not isinstance(x, (list, tuple)):
+                raise TypeError(f"expected a sequence at dim {dim}, as its other elements "
+                                f"are, but got {type(x).__name__}")
+            if len(x) != length:
+                raise ValueError(f"expected sequence of length {length} at dim {dim} "
+                                 f"(got {len(x)})")
+        level = [item for x in sequences for item in x]
 
 
 def _only_ints(data: Any) -> bool:

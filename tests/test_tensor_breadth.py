@@ -1105,3 +1105,17 @@ def test_finfo_gives_pytorchs_python_numbers():
             assert getattr(ours, name) == getattr(theirs, name)
             assert type(getattr(ours, name)) is type(getattr(theirs, name))
         assert ours.dtype == theirs.dtype
+
+
+def test_ragged_nested_lists_are_refused_as_in_pytorch():
+    for ragged in ([[1, 2], [3]], [[[1], [2, 3]]], [[1.0, 2.0], [3.0, 4.0], [5.0]]):
+        with pytest.raises(ValueError) as theirs:
+            torch.tensor(ragged)
+        with pytest.raises(ValueError) as ours:
+            pargraph.tensor(ragged)
+        assert str(ours.value) == str(theirs.value)
+    for mixed in ([[1, 2], 3], [1, [2]]):
+        with pytest.raises(TypeError):
+            torch.tensor(mixed)
+        with pytest.raises(TypeError, match="expected a sequence at dim 1"):
+            pargraph.tensor(mixed)
