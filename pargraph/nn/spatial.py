@@ -326,37 +326,22 @@ def _avg_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_m
     plane = tuple(x.shape[2:])
     size = int(np.prod(kernel))
     ones = ops.constant(np.full((1, 1) + kernel, 1.0 / size, dtype=x.dtype))
-    # With ceil_mode the last window may reach past the padding: zeros on the right fill it,
-    # and the divisor counts what PyTorch counts.
-    extra = tuple(max(0, (count - 1) * st + k - (length + 2 * p)) for count, st, k, length, p
-                  in zip(_pooled_sizes(plane, kernel, stride, padding, ceil_mode), stride,
-                         kernel, plane, padding))
-    pads = tuple((p, p + e) for p, e in zip(padding, extra))
+    # With ceil_mode the last window may reach past the padding: zeros on the right fill it
+    # (max pooling's padding), and the divisor counts what PyTorch counts.
+    pads = convolution.pool_padding(tuple(x.shape), kernel, stride, padding, (1,) * spatial,
+                                    ceil_mode)
+    ceiled = any(right != left for left, right in pads)
     geometry = dict(stride=stride, padding=pads, dilation=(1,) * spatial, groups=1)
     planes = x.reshape((n * c, 1) + plane)
     out = apply(convolution.conv, planes, ones, **geometry)
     out = out.reshape((n, c) + tuple(out.shape[2:]))
     if divisor_override:
         out = out * (size / divisor_override)
-    elif any(extra) or (not count_include_pad and any(padding)):
+    elif ceiled or (not count_include_pad and any(padding)):
         out = out * _divisor_correction(plane, kernel, stride, padding, tuple(out.shape[2:]),
                                         count_include_pad, x.dtype)
     out = apply(ops.shown_as, out, f"AvgPool{spatial}DBackward0")
     return out.squeeze(0) if unbatched else out
-
-
-def _pooled_sizes(plane: tuple, kernel: tuple, stride: tuple, padding: tuple,
-                  ceil_mode: bool) -> tuple:
-    """The output sizes of a pooling, as PyTorch computes them (with ``ceil_mode`` a last
-    window must start inside the input or its left padding)."""
-    sizes = []
-    for length, k, st, p in zip(plane, kernel, stride, padding):
-        span = length + 2 * p - k
-        count = (-(-span // st) if ceil_mode else span // st) + 1
-        if ceil_mode and (count - 1) * st >= length + p:
-            count -= 1
-        sizes.append(count)
-    return tuple(sizes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -1026,15 +1011,21 @@ def _nearest_sources(n: int, m: int, scale: float | None, mode: str) -> np.ndarr
     return np.minimum(np.floor((np.arange(m) + offset) * ratio).astype(np.int64), n - 1)
 
 
+def _source_positions(n: int, m: int, scale: float | None,
+                      align_corners: bool) -> np.ndarray:
+    """Where each of ``m`` output positions samples ``n`` input positions, as PyTorch's
+    ``area_pixel_compute_source_index`` (``scale``: the given 1 / scale_factor)."""
+    positions = np.arange(m, dtype=np.float64)
+    if align_corners:
+        return positions * ((n - 1) / (m - 1) if m > 1 else 0.0)
+    return (positions + 0.5) * (scale if scale is not None else n / m) - 0.5
+
+
 def _cubic_sources(n: int, m: int, scale: float | None,
                    align_corners: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each output position's four source positions (clamped to the input) and their
-    weights: PyTorch's cubic convolution (A = -0.75), its source coordinates unclamped."""
-    positions = np.arange(m, dtype=np.float64)
-    if align_corners:
-        source = positions * ((n - 1) / (m - 1) if m > 1 else 0.0)
-    else:
-        source = (positions + 0.5) * (scale if scale is not None else n / m) - 0.5
+    weights: PyTorch's cubic convolution (A = -0.75), at unclamped source positions."""
+    source = _source_positions(n, m, scale, align_corners)
     floor = np.floor(source)
     t = source - floor
     a = -0.75
@@ -1053,12 +1044,7 @@ def _cubic_sources(n: int, m: int, scale: float | None,
 def _linear_sources(n: int, m: int, scale: float | None,
                     align_corners: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each output position's two source positions and the second one's weight."""
-    positions = np.arange(m, dtype=np.float64)
-    if align_corners:
-        source = positions * ((n - 1) / (m - 1) if m > 1 else 0.0)
-    else:
-        ratio = scale if scale is not None else n / m
-        source = np.maximum((positions + 0.5) * ratio - 0.5, 0.0)
+    source = np.maximum(_source_positions(n, m, scale, align_corners), 0.0)
     low = np.minimum(np.floor(source).astype(np.int64), n - 1)
     high = np.minimum(low + 1, n - 1)
     return low, high, source - low
