@@ -56,7 +56,7 @@ from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_futu
 from pargraph.remote.recovery import cluster_lost, fetch
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.state import clusters
-from pargraph.remote.submit import run_on_cluster
+from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.waiting import asked
 from pargraph.remote.workers import replicas, threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, node_by_node, straight_line
@@ -860,6 +860,8 @@ class Program:
                 values = [v.value if type(v) is Node and (client is not None or type(
                     v.value) is np.ndarray) else fetch(v) if type(v) is Node else v
                     for v in bound[1:]]
+                if client is not None:
+                    _refer_to_copies(values, bound[1:], client)
                 bound.clear()  # holds the nodes, which landing may give the new values
                 for s, slot in enumerate(self.slots):
                     if slot[0] == DRAW:
@@ -1259,6 +1261,19 @@ class _GroupTask:
         if node_by_node() or program.straight is None:  # a trace listens, or
             return program.tasks[self.group].run(external)  # the capturing call runs
         return program.straight[self.group](external)
+
+
+def _refer_to_copies(values: list, nodes: list, client: Any) -> None:
+    """Where a slot's value is an array held here that an earlier run sent to ``client``'s
+    cluster, refer to the copy kept there (as an eager run does: ``held_on_cluster``), so
+    that an input a loop passes to every step (a whole dataset, a fixed batch) travels once."""
+    big = {s: node for s, node in enumerate(nodes)
+           if type(node) is Node and type(node.value) is np.ndarray
+           and node.value.nbytes > INLINE_BYTES}
+    if big:
+        copies = held_on_cluster(list(big.values()), client)
+        for s, node in big.items():
+            values[s] = copies.get(node.key, values[s])
 
 
 def _land(tensor: Tensor, node: Node) -> None:

@@ -256,6 +256,69 @@ def test_a_cancelled_copy_of_held_data_is_sent_again(cluster):
     assert clusters.shipped[x._node] is not copy
 
 
+def test_a_copy_of_held_data_is_not_read_for_a_value_a_replay_gave_its_node(cluster):
+    """A compiled replay on local threads gives a parameter's node a new value and key
+    (graph.renew_all); a cluster run after it sends the new value, not the old copy."""
+    from pargraph.graph import renew_all
+
+    x = pargraph.arange(6.0)
+    with dask.config.set(scheduler=cluster.client):
+        for _ in range(2):
+            assert (x * 2).sum().item() == 30.0
+        assert is_future(clusters.shipped[x._node])
+        renew_all([x._node], [np.arange(6.0) * 10])
+        for _ in range(3):  # sent in the graph, then persisted anew
+            assert (x * 2).sum().item() == 300.0
+
+
+def test_a_compiled_step_sends_an_input_it_reads_every_step_once(cluster, monkeypatch):
+    """A batch passed to every compiled step travels in the first runs' graphs only: later
+    runs read the copy persisted on the cluster, as eager runs do."""
+    from pargraph.remote import submit
+
+    graphs = []
+    original = submit.untokenized
+
+    def recording(graph, *args, **kwargs):
+        graphs.append(graph)
+        return original(graph, *args, **kwargs)
+
+    monkeypatch.setattr(submit, "untokenized", recording)
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((64, 64)).astype(np.float32)  # 16 KiB: above INLINE_BYTES
+
+    def losses(compiled: bool) -> list[float]:
+        pargraph.manual_seed(0)
+        model = nn.Linear(64, 3)
+        opt = optim.SGD(model.parameters(), lr=0.1)
+        x = pargraph.tensor(data)
+
+        def step(x):
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = pargraph.compile(step) if compiled else step
+        with dask.config.set(scheduler=cluster.client):
+            found = [run(x).item() for _ in range(6)]
+        if compiled:
+            assert run.replays == 4
+        return found
+
+    eager = losses(False)
+    graphs.clear()
+    compiled = losses(True)
+
+    def carries_data(graph: dict) -> bool:
+        return any(getattr(task, "value", None) is not None and
+                   getattr(task.value, "nbytes", 0) == data.nbytes for task in graph.values())
+
+    assert [carries_data(graph) for graph in graphs][-3:] == [False] * 3
+    np.testing.assert_allclose(compiled, eager, rtol=1e-6)
+
+
 @pytest.mark.parametrize("single_task_below", [None, 0.0])  # one task; a task per group
 def test_kept_values_are_parts_of_group_results_not_tasks_of_their_own(
         cluster, record_runs, single_task_below):

@@ -26,8 +26,9 @@ class ClusterState:
         #: The client comms whose scheduler has pargraph's plugins: a client that reconnects
         #: (to a restarted scheduler) gets a new comm, and the new scheduler needs them again.
         self.tuned_comms: weakref.WeakSet = weakref.WeakSet()
-        #: Values held here that a cluster run has read, by node: True after the first run
-        #: (sent in the graph), then the Future of the copy persisted for the later runs.
+        #: Values held here that a cluster run has read, by node: the node's key after the
+        #: first run (sent in the graph), then the Future of the copy persisted for the later
+        #: runs.
         self.shipped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         #: Per client: the training state the last step replaced (``keep_until_copied``).
         self.replaced: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -179,10 +179,14 @@ def held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
         if node.value is None or is_future(node.value):
             continue
         copy = clusters.shipped.get(node)
-        if copy is None:
-            clusters.shipped[node] = True  # sent in this run's graph; kept there if it comes back
+        # A compiled replay gives a leaf a new value and key (graph.renew_all): a copy of its
+        # old value is not one of it.
+        if copy is None or copy != node.key and (
+                type(copy) is str or not copy.key.startswith(f"{node.key}-held-")):
+            clusters.shipped[node] = node.key  # sent in this run's graph, kept if it comes back
             continue
-        if copy is True or copy.client is not client or copy.status in ("cancelled", "error"):
+        if type(copy) is str or copy.client is not client or \
+                copy.status in ("cancelled", "error"):
             key = f"{node.key}-held-{next(clusters.graphs)}"  # groups with its op in the dashboard
             graph = untokenized({key: DataNode(key, node.value)})
             copy = clusters.shipped[node] = submit(client, graph, [key])[0]
