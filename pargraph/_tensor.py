@@ -1048,9 +1048,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             raise RuntimeError(f"output with shape {old.shape} doesn't match the broadcast "
                                f"shape {node.shape}")
         if node.dtype != old.dtype:
-            if ops.result_dtype(ops.constant(np.zeros((1,), old.dtype)), node) != old.dtype:
-                raise RuntimeError(f"result type {ops.torch_name(node.dtype)} can't be cast to "
-                                   f"the desired output type {ops.torch_name(old.dtype)}")
+            ops.check_cast(node.dtype, old.dtype)
             node = ops.cast(node, dtype=old.dtype)
         if not old.history and old.requires_grad and not node.history:
             node.requires_grad = True  # an updated parameter stays a leaf that requires grad

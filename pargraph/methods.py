@@ -3039,9 +3039,7 @@ IN_PLACE_INTEGER = (
 def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     def form(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(self, name)(*args, **kwargs)
-        if ops.category(result.dtype) > ops.category(self.dtype):  # sigmoid_ of integers
-            raise RuntimeError(f"result type {ops.torch_name(result.dtype)} can't be cast to "
-                               f"the desired output type {ops.torch_name(self.dtype)}")
+        ops.check_cast(result.dtype, self.dtype)  # sigmoid_ of integers raises
         result = result.to(self.dtype)
         if self.requires_grad and not result.requires_grad:  # a comparison: as PyTorch, the
             nowhere = self._constant(np.zeros(tuple(self.shape), bool))  # tensor keeps a

@@ -319,3 +319,43 @@ def test_losses_at_saturation_equal_pytorchs(name, scale, dtype):
     # (sigmoid(-100)), numpy keeps them (3.8e-44).
     _assert_same(*_both(lambda lib, a, t: SATURATING[name](lib, a, t), logits, targets,
                         grad_of=1), rtol=1e-5, atol=1e-30)
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_", "__iadd__", "__imul__"])
+def test_in_place_ops_cast_their_result_to_the_tensor_type_as_pytorch_does(op):
+    """An in-place op writes any result type into its tensor (float64 into float32, int64
+    into int32) except floating point into integer and non-bool into bool, where PyTorch
+    raises; bool subtraction raises too."""
+    names = ["bool", "int32", "int64", "float16", "float32", "float64"]
+    for mine in names:
+        for theirs in names:
+            values = np.array([1, 0, 3]) if mine == "bool" or theirs == "bool" else \
+                np.array([1, 2, 3])
+            ours_x = pargraph.tensor(values.astype(mine))
+            ours_y = pargraph.tensor(np.array([2, 1, 2]).astype(theirs))
+            torch_x = torch.tensor(values.astype(mine))
+            torch_y = torch.tensor(np.array([2, 1, 2]).astype(theirs))
+            try:
+                expected = getattr(torch_x, op)(torch_y)
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    getattr(ours_x, op)(ours_y)
+                continue
+            found = getattr(ours_x, op)(ours_y)
+            assert found is ours_x and found.dtype == getattr(pargraph, str(expected.dtype)[6:])
+            np.testing.assert_allclose(found.numpy(), expected.numpy(), rtol=1e-3,
+                                       err_msg=f"{mine}.{op}({theirs})")
+
+
+@pytest.mark.parametrize("left, right", [("mask", "mask"), ("mask", "ints"), ("ints", "mask"),
+                                         ("mask", True), (1.0, "mask"), ("floats", False)])
+def test_subtracting_bools_raises_pytorchs_error_when_recorded(left, right):
+    def make(library, v):
+        values = {"mask": [True, False], "ints": [1, 2], "floats": [1.0, 2.0]}
+        return library.tensor(values[v]) if isinstance(v, str) else v
+
+    with pytest.raises(RuntimeError) as expected:
+        make(torch, left) - make(torch, right)
+    with pytest.raises(RuntimeError) as found:
+        make(pargraph, left) - make(pargraph, right)  # raises here, not at .item()
+    assert str(expected.value) in str(found.value)

@@ -210,6 +210,16 @@ def category(dtype: np.dtype) -> int:
     return 0 if dtype == _BOOL else 2 if dtype.kind in "fc" or dtype == BFLOAT16 else 1
 
 
+def check_cast(result: np.dtype, target: np.dtype) -> None:
+    """Raise PyTorch's error where an in-place op's ``result`` type cannot be written into a
+    tensor of ``target`` type: no complex into a real type, no floating point into an
+    integer, nothing but bool into bool. Any other pair casts (float64 into float32, int64
+    into int32), as ``x.add_(y)`` does in PyTorch."""
+    if (result.kind == "c" and target.kind != "c") or category(result) > category(target):
+        raise RuntimeError(f"result type {torch_name(result)} can't be cast to the desired "
+                           f"output type {torch_name(target)}")
+
+
 def scalar_dtype(value: Any) -> np.dtype:
     if isinstance(value, bool):
         return _BOOL

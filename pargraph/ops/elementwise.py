@@ -123,7 +123,21 @@ add.defvjp(
 )
 
 
-@primitive("sub", _elementwise, out=True)
+def _subtraction(x: Any, y: Any) -> tuple[tuple, np.dtype]:
+    """As ``_elementwise``, refusing bool operands (tensors or Python bools) as PyTorch does."""
+    bools = sum(isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_
+                for v in (x, y))
+    if bools == 2:
+        raise ShapeError("Subtraction, the `-` operator, with two bool tensors is not "
+                         "supported. Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise ShapeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                         "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                         "operator instead.")
+    return _elementwise(x, y)
+
+
+@primitive("sub", _subtraction, out=True)
 def sub(x, y, out=None):
     return np.subtract(x, y, out=out)
 
