@@ -418,6 +418,14 @@ class Capture:
         return program, result
 
 
+def settings_of(optimizer: Any) -> list:
+    """The values of an optimizer's groups that decide which formulas a step records
+    (``nesterov``, ``amsgrad``, ``maximize``...): a capture holds them as they were, where
+    it reads its numbers (``lr``) anew at each call."""
+    return [[(name, value) for name, value in group.items()
+             if value is None or type(value) in (bool, str)] for group in optimizer.param_groups]
+
+
 class OptimizerRecord:
     """What a capture learned of one optimizer: the state it reads (by parameter and name)
     and writes, the numbers of its state a replay sets, which parameters had gradients."""
@@ -425,6 +433,7 @@ class OptimizerRecord:
     def __init__(self, optimizer: Any) -> None:
         self.optimizer = optimizer
         self.version = optimizer._state_version
+        self.settings = settings_of(optimizer)
         self.before = (dict(optimizer.state), optimizer._step_count)
         self.stepped = 0
         self.reads: dict[int, tuple[Node, Tensor, str]] = {}
@@ -795,6 +804,9 @@ class Program:
         for record in self.optimizers:
             if record.optimizer._state_version != record.version:
                 self.failed = f"{type(record.optimizer).__name__}'s state"
+                return None
+            if settings_of(record.optimizer) != record.settings:
+                self.failed = f"{type(record.optimizer).__name__}'s settings"
                 return None
         for p, was_none in self.grad_guards:
             if (p.grad is None) != was_none:

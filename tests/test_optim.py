@@ -162,8 +162,14 @@ def test_optimizer_input_errors():
         optim.Adam([leaf * 2])
     with pytest.raises(ValueError, match="does not require gradients"):
         optim.SGD([pargraph.ones(2)], lr=0.1)
+    assert optim.SGD([leaf]).defaults["lr"] == 1e-3  # PyTorch's default since 2.x
+
+    class Custom(optim.Optimizer):  # a user's optimizer, as in PyTorch
+        def __init__(self, params, lr=optim.optimizer.required):
+            super().__init__(params, {"lr": lr})
+
     with pytest.raises(ValueError, match="required optimization parameter lr"):
-        optim.SGD([leaf])
+        Custom([leaf])
 
 
 def test_step_lr_and_cosine_annealing():

@@ -203,3 +203,92 @@ def test_muon_compiled_equals_eager_and_refuses_what_pytorch_refuses():
                                    **opts)
             messages.append(str(raised.value).replace("pargraph.Size", "torch.Size"))
         assert messages[0] == messages[1]
+
+
+EVERY = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+         "ASGD", "Rprop", "Adafactor"]
+
+
+@pytest.mark.parametrize("name", EVERY)
+def test_optimizers_take_pytorchs_settings_and_ascend_with_maximize(name):
+    """Every PyTorch optimizer setting is accepted and kept in the groups with PyTorch's
+    default, and ``maximize=True`` ascends as PyTorch's does."""
+    def defaults(library):
+        return getattr(library.optim, name)([library.ones(2, requires_grad=True)]).defaults
+
+    ours, theirs = defaults(pargraph), defaults(torch)
+    assert sorted(ours) == sorted(theirs)
+    for key, value in theirs.items():
+        if isinstance(value, (bool, type(None), str)):
+            assert ours[key] == value, key
+    options = {"lr": 0.05, "maximize": True}
+    if "foreach" in theirs:
+        options["foreach"] = False
+    np.testing.assert_allclose(_train(pargraph, name, options, steps=4),
+                               _train(torch, name, options, steps=4), rtol=1e-5, atol=1e-12)
+    np.testing.assert_array_equal(_train(pargraph, name, options, steps=4, compiled=True),
+                                  _train(pargraph, name, options, steps=4))
+
+
+def test_optimizer_settings_pytorch_refuses_are_refused():
+    w = pargraph.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together"):
+        pargraph.optim.Adam([w], foreach=True, fused=True)
+    with pytest.raises(NotImplementedError, match=r"SGD\(differentiable=True\)"):
+        pargraph.optim.SGD([w], differentiable=True)
+    opt = pargraph.optim.Adam([w], capturable=True)  # PyTorch refuses CPU tensors at step()
+    (w * 2).sum().backward()
+    with pytest.raises(AssertionError, match="capturable=True"):
+        opt.step()
+    assert w.tolist() == [1.0, 1.0] and not opt.state
+
+
+def test_adam_with_decoupled_weight_decay_is_adamw():
+    options = {"lr": 0.05, "weight_decay": 0.1}
+    np.testing.assert_array_equal(
+        _train(pargraph, "Adam", {**options, "decoupled_weight_decay": True}),
+        _train(pargraph, "AdamW", options))
+    np.testing.assert_allclose(
+        _train(pargraph, "Adam", {**options, "decoupled_weight_decay": True}),
+        _train(torch, "Adam", {**options, "decoupled_weight_decay": True}), rtol=1e-9)
+
+
+def test_optimizers_take_named_parameters_as_pytorch_does():
+    def state(library):
+        library.manual_seed(0)
+        model = library.nn.Sequential(library.nn.Linear(3, 2), library.nn.Linear(2, 1))
+        head = list(model.named_parameters())
+        opt = library.optim.SGD(head[:2], lr=0.1, momentum=0.9)
+        opt.add_param_group({"params": head[2:], "lr": 0.01})
+        with pytest.raises(ValueError, match="cannot add param group without names"):
+            opt.add_param_group({"params": [library.ones(1, requires_grad=True)]})
+        model(library.ones(4, 3)).sum().backward()
+        opt.step()
+        saved = opt.state_dict()
+        return [group["param_names"] for group in saved["param_groups"]], sorted(saved["state"])
+
+    assert state(pargraph) == state(torch)
+
+
+def test_a_compiled_step_captures_again_when_an_optimizer_setting_changes():
+    """``nesterov`` (a choice of formula, not a number read at each call) is a guard."""
+    def run(compiled):
+        rng = np.random.default_rng(0)
+        w = pargraph.tensor(rng.standard_normal(3), requires_grad=True)
+        opt = pargraph.optim.SGD([w], lr=0.1, momentum=0.9)
+
+        def step():
+            opt.zero_grad()
+            (w.sin() * w).sum().backward()
+            opt.step()
+
+        fn = pargraph.compile(step) if compiled else step
+        for k in range(6):
+            opt.param_groups[0]["nesterov"] = k >= 3
+            fn()
+        return w.detach().numpy(), fn
+
+    eager, _ = run(False)
+    compiled, fn = run(True)
+    np.testing.assert_array_equal(compiled, eager)
+    assert fn.captures == 3  # no state yet, then a momentum buffer, then nesterov

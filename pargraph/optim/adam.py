@@ -5,7 +5,7 @@ from __future__ import annotations
 from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.capturing import sqrt
-from pargraph.optim.optimizer import Optimizer, updated
+from pargraph.optim.optimizer import Optimizer, implementation, updated
 
 
 class Adam(Optimizer):
@@ -24,19 +24,27 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False):
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False):
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(f"Invalid lr {lr}, eps {eps} or weight_decay {weight_decay}")
         if not all(0 <= b < 1 for b in betas):
             raise ValueError(f"Invalid beta parameters: {betas}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad))
+        super().__init__(params, dict(
+            lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+            decoupled_weight_decay=decoupled_weight_decay or self.decoupled,
+            **implementation(type(self).__name__, foreach=foreach, maximize=maximize,
+                             capturable=capturable, differentiable=differentiable,
+                             fused=fused)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         beta1, beta2 = group["betas"]
         lr, decay = group["lr"], group["weight_decay"]
         step = state.get("step", 0) + 1
-        l2 = 0.0 if self.decoupled else decay  # AdamW decays the parameter, not the gradient
+        decoupled = group["decoupled_weight_decay"]
+        l2 = 0.0 if decoupled else decay  # AdamW decays the parameter, not the gradient
         m = updated(ops.adam_moment, grad, param, state.get("exp_avg"), beta=beta1,
                     weight_decay=l2, square=False)
         v = updated(ops.adam_moment, grad, param, state.get("exp_avg_sq"), beta=beta2,
@@ -49,7 +57,7 @@ class Adam(Optimizer):
         new_param = updated(
             ops.adam_step, param, m, v, lr=lr, bias1=1 - beta1 ** step,
             bias2_sqrt=sqrt(1 - beta2 ** step), eps=group["eps"],
-            decoupled_decay=lr * decay if self.decoupled else 0.0)
+            decoupled_decay=lr * decay if decoupled else 0.0)
         return new_param, new_state
 
 
@@ -69,5 +77,9 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused)

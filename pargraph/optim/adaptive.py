@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pargraph import ops
 from pargraph._tensor import Tensor
-from pargraph.optim.optimizer import Optimizer, check_nonnegative, updated
+from pargraph.optim.optimizer import Optimizer, check_nonnegative, implementation, updated
 
 
 class RMSprop(Optimizer):
@@ -23,10 +23,15 @@ class RMSprop(Optimizer):
     name = "rmsprop"
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False):
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False):
         check_nonnegative(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered))
+        super().__init__(params, dict(
+            lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+            centered=centered, **implementation("RMSprop", capturable=capturable,
+                                                foreach=foreach, maximize=maximize,
+                                                differentiable=differentiable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         alpha, decay = group["alpha"], group["weight_decay"]
@@ -64,12 +69,15 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
-                 eps: float = 1e-10):
+                 eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
         check_nonnegative(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
                initial_accumulator_value=initial_accumulator_value)
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps))
+        super().__init__(params, dict(
+            lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value, eps=eps,
+            **implementation("Adagrad", foreach=foreach, maximize=maximize,
+                             differentiable=differentiable, fused=fused)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         step = state.get("step", 0) + 1
@@ -97,11 +105,16 @@ class Adadelta(Optimizer):
     name = "adadelta"
 
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, foreach: bool | None = None, *,
+                 capturable: bool = False, maximize: bool = False,
+                 differentiable: bool = False):
         check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+        super().__init__(params, dict(
+            lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+            **implementation("Adadelta", foreach=foreach, capturable=capturable,
+                             maximize=maximize, differentiable=differentiable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         rho, decay = group["rho"], group["weight_decay"]

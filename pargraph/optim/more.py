@@ -12,7 +12,7 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import full_like, zeros_like
 from pargraph.functions import where
-from pargraph.optim.optimizer import Optimizer, check_nonnegative
+from pargraph.optim.optimizer import Optimizer, check_nonnegative, implementation
 
 
 def _check_betas(betas: tuple[float, float]) -> None:
@@ -58,12 +58,16 @@ class NAdam(Optimizer):
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
-                 decoupled_weight_decay: bool = False):
+                 decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False):
         check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay)
         _check_betas(betas)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, momentum_decay=momentum_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+        super().__init__(params, dict(
+            lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+            momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+            **implementation("NAdam", foreach=foreach, maximize=maximize,
+                             capturable=capturable, differentiable=differentiable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         beta1, beta2 = group["betas"]
@@ -97,12 +101,16 @@ class RAdam(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0,
-                 decoupled_weight_decay: bool = False):
+                 decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False):
         check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         _check_betas(betas)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+        super().__init__(params, dict(
+            lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+            decoupled_weight_decay=decoupled_weight_decay,
+            **implementation("RAdam", foreach=foreach, maximize=maximize,
+                             capturable=capturable, differentiable=differentiable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         beta1, beta2 = group["betas"]
@@ -140,11 +148,15 @@ class Adamax(Optimizer):
     name = "adamax"
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0):
+                 eps: float = 1e-8, weight_decay: float = 0.0, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False):
         check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         _check_betas(betas)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay))
+        super().__init__(params, dict(
+            lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+            **implementation("Adamax", foreach=foreach, maximize=maximize,
+                             differentiable=differentiable, capturable=capturable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         beta1, beta2 = group["betas"]
@@ -178,11 +190,16 @@ class Rprop(Optimizer):
     name = "rprop"
 
     def __init__(self, params, lr: float = 1e-2, etas: tuple[float, float] = (0.5, 1.2),
-                 step_sizes: tuple[float, float] = (1e-6, 50)):
+                 step_sizes: tuple[float, float] = (1e-6, 50), *, capturable: bool = False,
+                 foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False):
         check_nonnegative(lr=lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes)))
+        super().__init__(params, dict(
+            lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes),
+            **implementation("Rprop", capturable=capturable, foreach=foreach,
+                             maximize=maximize, differentiable=differentiable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         eta_minus, eta_plus = group["etas"]
@@ -216,10 +233,14 @@ class ASGD(Optimizer):
     name = "asgd"
 
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
-                 t0: float = 1e6, weight_decay: float = 0.0):
+                 t0: float = 1e6, weight_decay: float = 0.0, foreach: bool | None = None,
+                 maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False):
         check_nonnegative(lr=lr, weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
-                                      weight_decay=weight_decay))
+        super().__init__(params, dict(
+            lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+            **implementation("ASGD", foreach=foreach, maximize=maximize,
+                             differentiable=differentiable, capturable=capturable)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         lr, lambd = group["lr"], group["lambd"]
@@ -271,12 +292,11 @@ class Adafactor(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"weight_decay should be >= 0 but is: {weight_decay}")
         super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d,
-                                      weight_decay=weight_decay, foreach=foreach,
-                                      maximize=maximize))
+                                      weight_decay=weight_decay,
+                                      **implementation("Adafactor", foreach=foreach,
+                                                       maximize=maximize)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
-        if group["maximize"]:
-            grad = -grad
         lr, decay = group["lr"], group["weight_decay"]
         eps1, eps2 = group["eps"]
         if eps1 is None:

@@ -38,6 +38,21 @@ def check_nonnegative(**values: float) -> None:
             raise ValueError(f"Invalid {name} value: {value}")
 
 
+def implementation(optimizer: str, **flags: Any) -> dict:
+    """PyTorch's settings of how an optimizer runs (``foreach``, ``fused``, ``capturable``,
+    ``differentiable``, ``maximize``: the ones its signature has), checked as PyTorch does,
+    for its defaults. pargraph records one node per formula and parameter however
+    ``foreach`` and ``fused`` are set; ``maximize`` ascends; ``capturable`` is for CUDA
+    graphs, and a step refuses it, as PyTorch's does with CPU tensors."""
+    if flags.get("foreach") and flags.get("fused"):
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if flags.get("differentiable"):
+        raise NotImplementedError(
+            f"{optimizer}(differentiable=True): pargraph's optimizers update parameters "
+            "outside autograd, so a step cannot be differentiated")
+    return flags
+
+
 def updated(prim: Primitive, *tensors: Tensor | None, **attrs: Any) -> Tensor:
     """``prim`` recorded on ``tensors`` (``None`` ones left out): one node per formula."""
     return apply(prim, *[t for t in tensors if t is not None], **attrs)
@@ -69,6 +84,13 @@ class Optimizer:
         """Add a group of parameters with their own hyperparameters."""
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
+        names = None
+        if params and all(isinstance(p, tuple) and len(p) == 2 for p in params):
+            names, params = [name for name, _ in params], [p for _, p in params]  # named
+        if self.param_groups and (names is None) != ("param_names" not in self.param_groups[0]):
+            raise ValueError("all optimizer param groups should be with/without names. cannot "
+                             f"add param group {'without' if names is None else 'with'} names "
+                             "to the optimizer")
         for k, p in enumerate(params):
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: parameter {k} is a "
@@ -84,6 +106,8 @@ class Optimizer:
         if any(id(p) in known for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
         filled = {**self.defaults, **group, "params": params}
+        if names is not None:
+            filled["param_names"] = names
         for key, value in filled.items():
             if value is _required:
                 raise ValueError(f"{type(self).__name__}: parameter group didn't specify a "
@@ -112,6 +136,10 @@ class Optimizer:
         if self._mirror is None and mirror_every() and recorder is None:
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
+        if any(group.get("capturable") for group in self.param_groups):
+            raise AssertionError("If capturable=True, params and state_steps must be on "
+                                 "supported devices: ['cuda', 'xpu', 'hpu', 'privateuseone', "
+                                 "'xla'].")
         pending: list[tuple[Tensor, Tensor, dict]] = []
         # Recording changes nothing but new nodes and the recording context; a Ctrl-C waits
         # for the context's restoring (an ``__exit__`` can be interrupted as it starts).
@@ -126,7 +154,8 @@ class Optimizer:
                     state = dict(self.state.get(p, {}))
                     if recorder is not None:
                         state = recorder.optimizer_scalars(self, index, p, state)
-                    new_param, new_state = self.update(p, p.grad, state, hyper)
+                    grad = -p.grad if group.get("maximize") else p.grad  # as PyTorch's
+                    new_param, new_state = self.update(p, grad, state, hyper)
                     pending.append((p, new_param, new_state))
         if recorder is not None:
             recorder.optimizer_step(self, pending)

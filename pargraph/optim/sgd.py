@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pargraph import ops
 from pargraph._tensor import Tensor
-from pargraph.optim.optimizer import Optimizer, required, updated
+from pargraph.optim.optimizer import Optimizer, implementation, updated
 
 
 class SGD(Optimizer):
@@ -21,16 +21,20 @@ class SGD(Optimizer):
 
     name = "sgd"
 
-    def __init__(self, params, lr: float = required, momentum: float = 0.0,
-                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
-        if lr is not required and lr < 0:
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None,
+                 differentiable: bool = False, fused: bool | None = None):
+        if lr < 0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0 or weight_decay < 0:
             raise ValueError(f"Invalid momentum {momentum} or weight_decay {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+        super().__init__(params, dict(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+            nesterov=nesterov, **implementation("SGD", maximize=maximize, foreach=foreach,
+                                                differentiable=differentiable, fused=fused)))
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict):
         decay, momentum = group["weight_decay"], group["momentum"]
