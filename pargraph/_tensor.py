@@ -26,6 +26,7 @@ import numpy as np
 
 from pargraph import amp, autograd, execution, ops
 from pargraph.autograd.backward_graph import accumulate
+from pargraph.autograd.engine import post_accumulate_hooks
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
@@ -411,8 +412,33 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         node = self._node
-        node.hooks = [*(node.hooks or []), hook]
+        if node.hooks is None:
+            node.hooks = []
+        node.hooks.append(hook)  # the handle removes it from this list, which a leaf keeps
         return RemovableHandle(node.hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Any) -> RemovableHandle:
+        """Call ``hook(tensor)`` each time ``backward()`` has accumulated a gradient into this
+        leaf's ``.grad`` (the hook may step an optimizer over it and clear it: an optimizer
+        per parameter, run during the backward pass). As with ``register_hook``, the
+        gradient is lazy when the hook sees it; reading it runs what it needs.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> w = pargraph.ones(2, requires_grad=True)
+        >>> handle = w.register_post_accumulate_grad_hook(lambda t: print(t.grad.tolist()))
+        >>> (w * 3).sum().backward()
+        [3.0, 3.0]
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not self.is_leaf:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        hooks = post_accumulate_hooks.of(self)
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` on this non-leaf tensor after ``backward()``.
@@ -1052,6 +1078,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             node = ops.cast(node, dtype=old.dtype)
         if not old.history and old.requires_grad and not node.history:
             node.requires_grad = True  # an updated parameter stays a leaf that requires grad
+        if old.hooks and not node.history and node.hooks is None:
+            node.hooks = old.hooks  # a leaf's hooks outlive its updates, as in PyTorch
         recorder = recording.recorder
         if recorder is not None:
             recorder.rebound(self, old)
@@ -1068,6 +1096,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         keeping whether it is a leaf that requires grad."""
         old = self._node
         node.requires_grad = old.requires_grad and not old.history
+        if old.hooks and not node.history and node.hooks is None:
+            node.hooks = old.hooks
         recorder = recording.recorder
         if recorder is not None:
             recorder.rebound(self, old)

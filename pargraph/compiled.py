@@ -1293,6 +1293,8 @@ def _land(tensor: Tensor, node: Node) -> None:
     checks (the shapes and dtypes are the program's own)."""
     old = tensor._node
     old.overwritten = REPLACED_OUTRIGHT
+    if old.hooks and node.hooks is None:
+        node.hooks = old.hooks  # a parameter's register_hook outlives its updates
     tensor._node = node
     node.owner = weakref.ref(tensor)
 

@@ -188,11 +188,12 @@ def _method_function(name: str):
 #: Tensor methods that PyTorch has as methods only (``torch.item`` does not exist), and
 #: those whose ``torch.<name>`` is something else (the ``torch.cpu`` module, the
 #: ``torch.float`` dtype; ``pargraph.trace`` is pargraph's trace of runs, the matrix trace is
-#: ``x.trace()``).
+#: ``x.trace()``; ``pargraph.hardshrink`` and ``pargraph.prelu`` come from ``nn.functional``).
 METHOD_ONLY = frozenset(
     "backward bfloat16 bool byte char cpu cuda dim double expand expand_as float half int item "
     "long numpy register_hook repeat retain_grad short size to tolist trace type type_as view "
-    "view_as".split())
+    "view_as sum_to_size is_pinned pin_memory register_post_accumulate_grad_hook hardshrink "
+    "prelu".split())
 #: Tensor methods that also exist as ``pargraph.<name>`` functions: every public method but
 #: the in-place ones (``add_``) and :data:`METHOD_ONLY`. The primitives declared with
 #: ``method=True`` are among them (see ``Tensor.REGISTRY_METHODS``).

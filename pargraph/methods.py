@@ -3009,6 +3009,99 @@ class EverydayMethods:
         """The elements as one dimension (``reshape(-1)``)."""
         return self.reshape(-1)
 
+    def split_with_sizes(self, split_sizes: Any, dim: int = 0) -> Any:
+        """``split`` into pieces of ``split_sizes``."""
+        return self.split(list(split_sizes), dim)
+
+    def sum_to_size(self, *size: Any) -> Any:
+        """The sum over the dimensions that ``size`` (which must broadcast to this tensor's
+        shape) has as 1 or lacks, in ``size``'s shape.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).sum_to_size(1, 3).tolist()
+        [[2.0, 2.0, 2.0]]
+        """
+        size = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else size
+        shape = tuple(self.shape)
+        lead = len(shape) - len(size)
+        if lead < 0 or any(s not in (1, n) for s, n in zip(size, shape[lead:])):
+            raise RuntimeError(f"size {{{list(size)}}} is not expandable to size "
+                               f"{{{list(shape)}}}.")
+        result = self.sum(tuple(range(lead))) if lead else self
+        ones = tuple(d for d, (s, n) in enumerate(zip(size, shape[lead:])) if s == 1 and n != 1)
+        return result.sum(ones, keepdim=True) if ones else result
+
+    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        """``pargraph.allclose(self, other, ...)``."""
+        from pargraph.functions import allclose
+
+        return allclose(self, other, rtol, atol, equal_nan)
+
+    def bernoulli(self, p: float | None = None, *, generator: Any = None) -> Any:
+        """``pargraph.bernoulli(self, p)``: ones with this tensor's probabilities (or ``p``)."""
+        from pargraph.functions import bernoulli
+
+        return bernoulli(self, p, generator=generator)
+
+    def hardshrink(self, lambd: float = 0.5) -> Any:
+        """``nn.functional.hardshrink``."""
+        from pargraph.nn.activation import hardshrink
+
+        return hardshrink(self, lambd)
+
+    def prelu(self, weight: Any) -> Any:
+        """``nn.functional.prelu``."""
+        from pargraph.nn.activation import prelu
+
+        return prelu(self, weight)
+
+    def cumprod_(self, dim: int, dtype: Any = None) -> Any:
+        """``cumprod`` in place."""
+        return self._in_place(self.cumprod(dim, dtype=dtype).to(self.dtype))
+
+    def renorm_(self, p: float, dim: int, maxnorm: float) -> Any:
+        """``renorm`` in place."""
+        return self._in_place(self.renorm(p, dim, maxnorm))
+
+    def polygamma_(self, n: int) -> Any:
+        """``polygamma(n)`` in place."""
+        return self._in_place(self.polygamma(n))
+
+    def mvlgamma_(self, p: int) -> Any:
+        """``mvlgamma(p)`` in place."""
+        return self._in_place(self.mvlgamma(p))
+
+    def get_device(self) -> int:
+        """-1, PyTorch's number for the CPU."""
+        return -1
+
+    def is_pinned(self, device: Any = None) -> bool:
+        """False: pinned memory is for copies to an accelerator, which pargraph lacks."""
+        return False
+
+    def pin_memory(self, device: Any = None) -> Any:
+        """Raises, as PyTorch does on a machine without an accelerator."""
+        raise RuntimeError("Cannot access accelerator device when none is available.")
+
+    def is_conj(self) -> bool:
+        """False: no tensor is a lazily conjugated view (so ``resolve_conj`` is itself)."""
+        return False
+
+    def is_neg(self) -> bool:
+        """False: no tensor is a lazily negated view (so ``resolve_neg`` is itself)."""
+        return False
+
+    def resolve_conj(self) -> Any:
+        """This tensor (see ``is_conj``)."""
+        return self
+
+    def resolve_neg(self) -> Any:
+        """This tensor (see ``is_neg``)."""
+        return self
+
 
 #: The device and layout flags of PyTorch's tensors that are False for every pargraph tensor:
 #: no accelerator, no sparse, quantized, nested or MKL-DNN layouts.
@@ -3024,13 +3117,13 @@ del _flag
 #: in the tensor's place.
 IN_PLACE_UNARY = (
     "abs absolute acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh "
-    "ceil cos cosh deg2rad digamma erf erfc erfinv exp2 expm1 fix floor frac lgamma log log10 "
+    "ceil cos cosh deg2rad digamma erf erfc erfinv exp2 expm1 fix floor frac i0 lgamma log log10 "
     "log1p log2 logit logical_not nan_to_num neg negative rad2deg reciprocal round rsqrt sgn "
     "sigmoid sign sin sinc sinh sqrt square tan tanh trunc").split()
 IN_PLACE_BINARY = (
     "atan2 arctan2 copysign divide eq float_power floor_divide fmod ge greater greater_equal gt "
     "heaviside hypot le less less_equal lt multiply ne not_equal remainder subtract true_divide "
-    "xlogy logical_and logical_or logical_xor ldexp igamma igammac").split()
+    "xlogy logical_and logical_or logical_xor ldexp igamma igammac nextafter").split()
 #: Binary in-place forms of ops PyTorch has for integers and booleans only.
 IN_PLACE_INTEGER = (
     "bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift gcd lcm").split()

@@ -359,3 +359,115 @@ def test_subtracting_bools_raises_pytorchs_error_when_recorded(left, right):
     with pytest.raises(RuntimeError) as found:
         make(pargraph, left) - make(pargraph, right)  # raises here, not at .item()
     assert str(expected.value) in str(found.value)
+
+
+def test_leaf_hooks_outlive_optimizer_steps_and_post_accumulate_hooks_step_in_backward():
+    """A parameter's ``register_hook`` applies after its updates, a handle removes its hook
+    only, and ``register_post_accumulate_grad_hook`` runs an optimizer per parameter during
+    the backward pass (PyTorch's optimizer-in-backward recipe), as in PyTorch."""
+    def run(library):
+        library.manual_seed(0)
+        model = library.nn.Sequential(library.nn.Linear(3, 4), library.nn.ReLU(),
+                                      library.nn.Linear(4, 1))
+        with library.no_grad():
+            for p in model.parameters():
+                p.copy_(library.arange(p.numel(), dtype=library.float32).reshape(p.shape)
+                        * 0.1 - 0.3)
+        optimizers = {p: library.optim.Adam([p], lr=0.01) for p in model.parameters()}
+        seen = []
+
+        def step_in_backward(p):
+            seen.append(p.grad.detach().numpy().copy())
+            optimizers[p].step()
+            optimizers[p].zero_grad()
+
+        handles = [p.register_post_accumulate_grad_hook(step_in_backward)
+                   for p in model.parameters()]
+        x = library.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+        for _ in range(3):
+            model(x).pow(2).sum().backward()
+        handles[0].remove()
+        model(x).pow(2).sum().backward()
+        grads = [model[0].weight.grad.numpy().copy()]
+        p = library.nn.Parameter(library.ones(2))
+        p.register_hook(lambda g: g * 10)
+        opt = library.optim.SGD([p], lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            (p * 3).sum().backward()
+            grads.append(p.grad.numpy().copy())
+            opt.step()
+        first = p.register_hook(lambda g: g + 1)
+        p.register_hook(lambda g: g * 2)
+        first.remove()
+        opt.zero_grad()
+        (p * 3).sum().backward()
+        grads.append(p.grad.numpy().copy())
+        return seen, [p.detach().numpy() for p in model.parameters()], grads
+
+    ours, theirs = run(pargraph), run(torch)
+    for mine, expected in zip(ours, theirs):
+        assert len(mine) == len(expected)
+        for a, b in zip(mine, expected):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (pargraph.ones(2, requires_grad=True) * 2).register_post_accumulate_grad_hook(print)
+
+
+def test_buffers_assigned_as_nn_buffer_register_as_pytorchs():
+    def run(library):
+        kept = library.nn.Buffer(library.ones(2), persistent=False)
+
+        class Counter(library.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.count = library.nn.Buffer(library.zeros(2))
+                self.scale = kept
+
+            def forward(self, x):
+                self.count += x
+                return self.count * self.scale
+
+        m = Counter()
+        m(library.ones(2))
+        return (list(m.state_dict()), [name for name, _ in m.named_buffers()],
+                m.count.tolist(), str(m.double().count.dtype).split(".")[-1],
+                library.nn.Buffer(library.ones(1, requires_grad=True)).requires_grad)
+
+    assert run(pargraph) == run(torch)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.ones(2, 3).sum_to_size(1, 3), lambda t: t.ones(2, 3).sum_to_size((2, 1)),
+    lambda t: t.ones(2, 3).sum_to_size(3), lambda t: t.ones(2, 3).sum_to_size(4),
+    lambda t: t.ones(2, 3).allclose(t.ones(2, 3) + 1e-9),
+    lambda t: t.tensor([0.0, 1.0]).bernoulli(),
+    lambda t: t.tensor([-1.0, 0.2, 3.0]).hardshrink(),
+    lambda t: t.tensor([[-1.0, 2.0]]).prelu(t.tensor([0.25])),
+    lambda t: t.tensor([1.0, 2.0, 3.0]).cumprod_(0),
+    lambda t: t.tensor([[3.0, 4.0], [1.0, 0.0]]).renorm_(2, 0, 1.0),
+    lambda t: t.tensor([1.0, 2.0]).polygamma_(1), lambda t: t.tensor([2.0, 3.0]).mvlgamma_(2),
+    lambda t: t.tensor([1.0, 2.0]).i0_(),
+    lambda t: t.tensor([1.0, 2.0]).nextafter_(t.tensor([2.0, 1.0])),
+    lambda t: t.arange(5).split_with_sizes([2, 3])[1],
+    lambda t: (t.ones(1).get_device(), t.ones(1).is_pinned(), t.ones(1).is_conj()),
+    lambda t: t.ones(1).pin_memory(),
+    lambda t: t.nn.functional.pdist(t.tensor([[0.0, 1.0], [2.0, 3.0], [1.0, -1.0]])),
+    lambda t: t.nn.functional.channel_shuffle(t.arange(8.0).reshape(1, 4, 2), 2),
+])
+def test_more_tensor_methods_behave_as_pytorchs(call):
+    def outcome(library):
+        try:
+            found = call(library)
+        except RuntimeError as error:
+            return "raises", str(error)
+        return "gives", found.tolist() if hasattr(found, "tolist") else found
+
+    (kind, ours), (expected_kind, theirs) = outcome(pargraph), outcome(torch)
+    assert kind == expected_kind
+    if kind == "raises":
+        assert ours == theirs
+    elif isinstance(theirs, list):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    else:
+        assert ours == theirs

@@ -12,6 +12,7 @@ as nodes; the facade converts what the user passed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -43,6 +44,39 @@ class GradTarget(Protocol):
     def _accumulate_grad(self, g: Node, create_graph: bool) -> Node:
         """``self.grad += g`` (a new ``.grad`` the first time); returns the node it holds."""
         ...
+
+
+class PostAccumulateHooks:
+    """The hooks ``Tensor.register_post_accumulate_grad_hook`` gave leaf tensors, by tensor
+    (not by node: a parameter's node changes at every update, its hooks stay). Kept by the
+    tensor's identity (a tensor's ``==`` compares values) while it lives."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, tuple[weakref.ref, list]] = {}
+
+    def of(self, tensor: Any) -> list:
+        """The list of ``tensor``'s hooks (made empty the first time)."""
+        key = id(tensor)
+        found = self.by_id.get(key)
+        if found is None or found[0]() is not tensor:
+            def forget(ref: weakref.ref, key: int = key) -> None:
+                if self.by_id.get(key, (None,))[0] is ref:
+                    del self.by_id[key]
+
+            found = self.by_id[key] = (weakref.ref(tensor, forget), [])
+        return found[1]
+
+    def run(self, tensor: Any) -> bool:
+        """Call ``tensor``'s hooks with it; whether it has any."""
+        found = self.by_id.get(id(tensor))
+        if found is None or found[0]() is not tensor or not found[1]:
+            return False
+        for hook in list(found[1]):
+            hook(tensor)
+        return True
+
+
+post_accumulate_hooks = PostAccumulateHooks()
 
 
 def gradient_nodes(outputs: Sequence[Any], seeds: Sequence[Node | None],
@@ -86,7 +120,11 @@ def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph
         owner = node.owner_tensor()
         if owner is None:
             continue
-        updated.append(owner._accumulate_grad(g, create_graph))
+        held = owner._accumulate_grad(g, create_graph)
+        if post_accumulate_hooks.run(owner) and (owner.grad is None or
+                                                 owner.grad._node is not held):
+            continue  # the hook took the gradient (an optimizer stepped and cleared it)
+        updated.append(held)
     if not retain_graph:
         for node in region:
             node.free(keep_value=True)  # a second backward raises now; values go after the run

@@ -145,7 +145,7 @@ from pargraph.nn.loss import (
     TripletMarginLoss,
     TripletMarginWithDistanceLoss,
 )
-from pargraph.nn.module import Module, Parameter
+from pargraph.nn.module import Buffer, Module, Parameter
 from pargraph.nn.normalization import (
     GELU,
     BatchNorm1d,
@@ -176,7 +176,8 @@ from pargraph.nn.sparse import EmbeddingBag
 
 __all__ = [
     "AdaptiveLogSoftmaxWithLoss",
-    "Module", "Parameter", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten",
+    "Module", "Parameter", "Buffer", "Linear", "ReLU", "Sigmoid", "Tanh", "Softmax", "Dropout",
+    "Flatten",
     "Identity", "Sequential", "ModuleList", "ModuleDict", "MSELoss", "L1Loss", "BCELoss",
     "BCEWithLogitsLoss", "CrossEntropyLoss", "CTCLoss", "NLLLoss", "SmoothL1Loss", "functional",
     "init",

@@ -11,7 +11,7 @@ from pargraph import amp, ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import arange, as_tensor, default_generator, drawn
 from pargraph.factories import tensor as pargraph_tensor
-from pargraph.functions import einsum
+from pargraph.functions import einsum, pdist  # noqa: F401  (PyTorch's F holds pdist)
 from pargraph.functions import where as pargraph_where
 from pargraph.nn.activation import (  # noqa: F401  (PyTorch's F holds them)
     celu,
@@ -1124,3 +1124,24 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Interleave ``groups`` groups of channels of ``(N, C, ...)`` input (ShuffleNet): channel
+    ``g * C/groups + k`` goes to ``k * groups + g``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.channel_shuffle(pargraph.arange(4.0).reshape(1, 4, 1), 2).flatten().tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, "
+                           f"but got input with sizes {list(input.shape)}")
+    shape = tuple(input.shape)
+    if groups <= 0 or shape[1] % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got "
+                           f"{shape[1]} channels and {groups} groups.")
+    split = input.reshape(shape[:1] + (groups, shape[1] // groups) + shape[2:])
+    return split.transpose(1, 2).reshape(shape)

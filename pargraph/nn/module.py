@@ -66,6 +66,28 @@ class Parameter(Tensor):
         return Parameter, (self.detach().numpy(), self.requires_grad)
 
 
+class Buffer(Tensor):
+    """A tensor that a Module registers as a buffer when it is assigned as the module's
+    attribute: state that is not a parameter, in ``state_dict`` unless ``persistent=False``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> class Counter(pargraph.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.count = pargraph.nn.Buffer(pargraph.zeros(()))
+    >>> list(Counter().state_dict())
+    ['count']
+    """
+
+    def __init__(self, data: Any = None, *, persistent: bool = True) -> None:
+        data = as_tensor(np.zeros(0, np.float32) if data is None else data)
+        super().__init__(data.detach()._node)
+        self.requires_grad_(data.requires_grad)
+        self.persistent = persistent
+
+
 def _converted(value: Any, target: Tensor) -> np.ndarray:
     """``value`` as a new numpy array of ``target``'s dtype, or a TypeError saying why not."""
     array = value.detach()._value() if isinstance(value, Tensor) else np.asarray(value)
@@ -217,7 +239,7 @@ class Module:
         params, buffers, modules = self._parameters, self._buffers, self._modules
         if name == "training":
             versions.modes += 1
-        if name in params or name in modules or isinstance(value, (Parameter, Module)):
+        if name in params or name in modules or isinstance(value, (Parameter, Module, Buffer)):
             self._registry_changed()
         elif name in buffers:
             recorder = recording.recorder
@@ -230,6 +252,15 @@ class Module:
             buffers.pop(name, None)
             modules.pop(name, None)
             params[name] = value
+        elif isinstance(value, Buffer):
+            self.__dict__.pop(name, None)
+            params.pop(name, None)
+            modules.pop(name, None)
+            buffers[name] = value
+            if value.persistent:
+                self._non_persistent_buffers_set.discard(name)
+            else:
+                self._non_persistent_buffers_set.add(name)
         elif name in params:
             if value is not None:
                 raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "

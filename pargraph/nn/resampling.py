@@ -69,15 +69,7 @@ class ChannelShuffle(Module):
         self.groups = groups
 
     def forward(self, input: Tensor) -> Tensor:
-        if input.ndim < 3:
-            raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, "
-                               f"but got input with sizes {list(input.shape)}")
-        shape, groups = tuple(input.shape), self.groups
-        if groups <= 0 or shape[1] % groups:
-            raise RuntimeError(f"Number of channels must be divisible by groups. Got "
-                               f"{shape[1]} channels and {groups} groups.")
-        split = input.reshape(shape[:1] + (groups, shape[1] // groups) + shape[2:])
-        return split.transpose(1, 2).reshape(shape)
+        return F.channel_shuffle(input, self.groups)
 
     def extra_repr(self) -> str:
         return f"groups={self.groups}"
