@@ -471,3 +471,17 @@ def test_more_tensor_methods_behave_as_pytorchs(call):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6)
     else:
         assert ours == theirs
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_fork_rng_puts_the_generator_back_as_pytorchs(enabled):
+    def draws(library):
+        library.manual_seed(3)
+        with library.random.fork_rng(enabled=enabled):
+            inside = library.rand(4)
+        after = library.rand(2)
+        return (library.random.initial_seed(), library.equal(inside[:2], after),
+                library.random.get_rng_state().shape[0] > 0)
+
+    ours, theirs = draws(pargraph), draws(torch)
+    assert ours[:2] == theirs[:2] and ours[2] and theirs[2]
