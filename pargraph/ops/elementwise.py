@@ -123,10 +123,15 @@ add.defvjp(
 )
 
 
+def _is_bool(v: Any) -> bool:
+    if type(v) is Node:
+        return v.dtype == np.bool_
+    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_
+
+
 def _subtraction(x: Any, y: Any) -> tuple[tuple, np.dtype]:
     """As ``_elementwise``, refusing bool operands (tensors or Python bools) as PyTorch does."""
-    bools = sum(isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_
-                for v in (x, y))
+    bools = _is_bool(x) + _is_bool(y)
     if bools == 2:
         raise ShapeError("Subtraction, the `-` operator, with two bool tensors is not "
                          "supported. Use the `^` or `logical_xor()` operator instead.")
