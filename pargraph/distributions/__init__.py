@@ -14,6 +14,17 @@ from pargraph.distributions.continuous import (
     MultivariateNormal,
     Normal,
     Uniform,
+    VonMises,
+)
+from pargraph.distributions.derived import (
+    HalfCauchy,
+    InverseGamma,
+    Kumaraswamy,
+    MixtureSameFamily,
+    Pareto,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+    Weibull,
 )
 from pargraph.distributions.discrete import (
     Bernoulli,
@@ -21,7 +32,9 @@ from pargraph.distributions.discrete import (
     Categorical,
     Geometric,
     Multinomial,
+    NegativeBinomial,
     OneHotCategorical,
+    OneHotCategoricalStraightThrough,
     Poisson,
 )
 from pargraph.distributions.distribution import Distribution, Independent
@@ -32,9 +45,13 @@ from pargraph.distributions.transforms import (
     AffineTransform,
     ComposeTransform,
     ExpTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
     PowerTransform,
     SigmoidTransform,
+    SoftmaxTransform,
     SoftplusTransform,
+    StickBreakingTransform,
     TanhTransform,
     Transform,
     TransformedDistribution,
@@ -48,4 +65,7 @@ __all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "Multivari
            "TanhTransform", "AffineTransform", "SoftplusTransform", "AbsTransform",
            "PowerTransform", "ComposeTransform", "identity_transform",
            "TransformedDistribution", "Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "Binomial",
-           "Multinomial"]
+           "Multinomial", "VonMises", "NegativeBinomial", "OneHotCategoricalStraightThrough",
+           "HalfCauchy", "InverseGamma", "Kumaraswamy", "MixtureSameFamily", "Pareto",
+           "RelaxedBernoulli", "RelaxedOneHotCategorical", "Weibull", "IndependentTransform",
+           "LowerCholeskyTransform", "SoftmaxTransform", "StickBreakingTransform"]

@@ -7,12 +7,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.distributions import constraints
 from pargraph.distributions.distribution import Distribution, broadcast_all, shown
 from pargraph.factories import as_tensor, eye, rand, randn
 from pargraph.functions import broadcast_shapes
 from pargraph.linalg import cholesky, solve_triangular
+from pargraph.special import i0e, i1e
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -512,3 +516,44 @@ class LogNormal(Distribution):
 
     def entropy(self) -> Tensor:
         return self.base_dist.entropy() + self.loc
+
+
+class VonMises(Distribution):
+    """The von Mises distribution on the circle, of mean angle ``loc`` and ``concentration``;
+    its samples (not differentiable) lie in [-pi, pi).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import VonMises
+    >>> round(VonMises(0.0, 1.0).log_prob(pargraph.tensor(0.0)).item(), 4)
+    -1.0738
+    """
+
+    arg_constraints = {"loc": constraints.real, "concentration": constraints.positive}
+    support = constraints.real
+
+    def __init__(self, loc: Any, concentration: Any, validate_args: bool | None = None) -> None:
+        self.loc, self.concentration = broadcast_all(loc, concentration)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    mean = property(lambda self: self.loc)
+    mode = property(lambda self: self.loc)
+
+    @property
+    def variance(self) -> Tensor:
+        """The circular variance, ``1 - I1(k) / I0(k)``."""
+        return 1 - i1e(self.concentration) / i0e(self.concentration)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        k = self.concentration
+        return k * (value - self.loc).cos() - math.log(2 * math.pi) - (i0e(k).log() + k)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        loc = np.broadcast_to(self.loc.detach().numpy().astype(np.float64), shape)
+        k = np.broadcast_to(self.concentration.detach().numpy().astype(np.float64), shape)
+        drawn = ops.defaults.generator.vonmises(0.0, k)
+        angles = np.mod(drawn + math.pi + loc, 2 * math.pi) - math.pi
+        return as_tensor(angles.astype(np.dtype(self.loc.dtype)))

@@ -452,3 +452,77 @@ class Multinomial(Distribution):
         binomial_probs = self._binomial.log_prob(support).exp()
         weights = (support + 1).lgamma()
         return term1 + (binomial_probs * weights).sum((0, -1))
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """``OneHotCategorical`` whose ``rsample`` passes gradients straight through to the
+    probabilities: the one-hot draw forward, ``probs``' gradient backward (Bengio et al.).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import OneHotCategoricalStraightThrough
+    >>> d = OneHotCategoricalStraightThrough(probs=pargraph.tensor([0.0, 1.0]))
+    >>> d.rsample().tolist()
+    [0.0, 1.0]
+    """
+
+    has_rsample = True
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return samples + (probs - probs.detach())
+
+
+class NegativeBinomial(_BinaryParameter, Distribution):
+    """The number of successes, each of probability ``probs`` (or ``sigmoid(logits)``), before
+    ``total_count`` failures (its samples are not differentiable).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import NegativeBinomial
+    >>> round(NegativeBinomial(2.0, probs=pargraph.tensor(0.5)).mean.item(), 4)
+    2.0
+    """
+
+    arg_constraints = {"total_count": constraints.greater_than_eq(0),
+                       "probs": constraints.half_open_interval(0.0, 1.0),
+                       "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count: Any, probs: Any = None, logits: Any = None,
+                 validate_args: bool | None = None) -> None:
+        _one_of(probs, logits)
+        if probs is not None:
+            self.total_count, self.probs = broadcast_all(total_count, probs)
+            self.total_count = self.total_count.to(self.probs.dtype)
+            shape = self.probs.shape
+        else:
+            self.total_count, self.logits = broadcast_all(total_count, logits)
+            self.total_count = self.total_count.to(self.logits.dtype)
+            shape = self.logits.shape
+        super().__init__(tuple(shape), (), validate_args)
+
+    mean = property(lambda self: self.total_count * self.logits.exp())
+    mode = property(lambda self: ((self.total_count - 1) * self.logits.exp()).floor().clamp(
+        min=0.0))
+    variance = property(lambda self: self.mean / (-self.logits).sigmoid())
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        from pargraph.distributions.gamma import Gamma
+
+        with no_grad():
+            rate = Gamma(self.total_count, (-self.logits).exp(),
+                         validate_args=False).sample(sample_shape)
+            return poisson(rate)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        log_unnormalized = self.total_count * F.logsigmoid(-self.logits) + \
+            value * F.logsigmoid(self.logits)
+        log_normalization = (-(self.total_count + value).lgamma() + (1.0 + value).lgamma()
+                             + self.total_count.lgamma())
+        log_normalization = log_normalization.masked_fill(self.total_count + value == 0.0, 0.0)
+        return log_unnormalized - log_normalization

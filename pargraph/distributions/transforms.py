@@ -18,7 +18,9 @@ from pargraph.nn import functional as F
 
 __all__ = ["Transform", "ExpTransform", "SigmoidTransform", "TanhTransform",
            "AffineTransform", "SoftplusTransform", "AbsTransform", "PowerTransform",
-           "ComposeTransform", "identity_transform", "TransformedDistribution"]
+           "ComposeTransform", "identity_transform", "TransformedDistribution",
+           "IndependentTransform", "SoftmaxTransform", "StickBreakingTransform",
+           "LowerCholeskyTransform"]
 
 
 def _sum_rightmost(value: Tensor, dims: int) -> Tensor:
@@ -43,8 +45,42 @@ class Transform:
     sign = 1
     event_dim = 0
 
+    def __init__(self, cache_size: int = 0) -> None:
+        """``cache_size=1`` keeps the last ``(x, y)``: the inverse of the ``y`` it made is
+        that ``x`` itself (``atanh(tanh(x))`` loses ``x`` near ±1), as in PyTorch."""
+        if cache_size not in (0, 1):
+            raise ValueError("cache_size must be 0 or 1")
+        self._cache_size = cache_size
+        self._cached_x_y: tuple = (None, None)
+
     def __call__(self, x: Tensor) -> Tensor:
-        return self._call(x)
+        if not getattr(self, "_cache_size", 0):
+            return self._call(x)
+        x_old, y_old = self._cached_x_y
+        if x is x_old:
+            return y_old
+        y = self._call(x)
+        self._cached_x_y = x, y
+        return y
+
+    def _inv_call(self, y: Tensor) -> Tensor:
+        """The inverse of ``y``: the cached ``x`` when ``y`` is the last result."""
+        if not getattr(self, "_cache_size", 0):
+            return self._inverse(y)
+        x_old, y_old = self._cached_x_y
+        if y is y_old:
+            return x_old
+        x = self._inverse(y)
+        self._cached_x_y = x, y
+        return x
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        """This transform with ``cache_size``."""
+        if getattr(self, "_cache_size", 0) == cache_size:
+            return self
+        if type(self).__init__ is Transform.__init__:
+            return type(self)(cache_size=cache_size)
+        raise NotImplementedError(f"{type(self)}.with_cache is not implemented")
 
     def _call(self, x: Tensor) -> Tensor:
         raise NotImplementedError
@@ -73,6 +109,7 @@ class _Inverse(Transform):
     """``f⁻¹`` of a transform."""
 
     def __init__(self, transform: Transform) -> None:
+        super().__init__()
         self._inv = transform
         self.domain, self.codomain = transform.codomain, transform.domain
         self.sign, self.event_dim = transform.sign, transform.event_dim
@@ -82,7 +119,7 @@ class _Inverse(Transform):
         return self._inv
 
     def _call(self, x: Tensor) -> Tensor:
-        return self._inv._inverse(x)
+        return self._inv._inv_call(x)
 
     def _inverse(self, y: Tensor) -> Tensor:
         return self._inv(y)
@@ -186,8 +223,15 @@ class PowerTransform(Transform):
 
     domain = codomain = constraints.positive
 
-    def __init__(self, exponent: Any) -> None:
+    def __init__(self, exponent: Any, cache_size: int = 0) -> None:
+        super().__init__(cache_size)
         self.exponent = exponent
+
+    @property
+    def sign(self) -> Any:  # type: ignore[override]
+        """-1 where the exponent is negative: the map decreases there."""
+        return self.exponent.sign() if isinstance(self.exponent, Tensor) else (
+            1 if self.exponent > 0 else -1 if self.exponent < 0 else 0)
 
     def _call(self, x: Tensor) -> Tensor:
         return x.pow(self.exponent)
@@ -211,7 +255,8 @@ class AffineTransform(Transform):
     [7.0]
     """
 
-    def __init__(self, loc: Any, scale: Any, event_dim: int = 0) -> None:
+    def __init__(self, loc: Any, scale: Any, event_dim: int = 0, cache_size: int = 0) -> None:
+        super().__init__(cache_size)
         self.loc, self.scale, self.event_dim = loc, scale, event_dim
 
     @property
@@ -245,6 +290,7 @@ class ComposeTransform(Transform):
     """
 
     def __init__(self, parts: list, cache_size: int = 0) -> None:
+        super().__init__(cache_size)
         self.parts = list(parts)
         self.event_dim = max([p.event_dim for p in self.parts], default=0)
         self.bijective = all(p.bijective for p in self.parts)
@@ -273,6 +319,135 @@ class ComposeTransform(Transform):
         return total
 
 
+class IndependentTransform(Transform):
+    """``base_transform`` with its ``reinterpreted_batch_ndims`` rightmost batch dimensions
+    taken as event dimensions: their ``log |det J|`` terms are summed.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions.transforms import ExpTransform, IndependentTransform
+    >>> t = IndependentTransform(ExpTransform(), 1)
+    >>> t.log_abs_det_jacobian(pargraph.tensor([1.0, 2.0]), None).item()
+    3.0
+    """
+
+    def __init__(self, base_transform: Transform, reinterpreted_batch_ndims: int,
+                 cache_size: int = 0) -> None:
+        super().__init__(cache_size)
+        self.base_transform = base_transform
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+        self.event_dim = base_transform.event_dim + reinterpreted_batch_ndims
+        self.domain, self.codomain = base_transform.domain, base_transform.codomain
+        self.bijective, self.sign = base_transform.bijective, base_transform.sign
+
+    def _call(self, x: Tensor) -> Tensor:
+        return self.base_transform(x)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        return _sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y),
+                              self.reinterpreted_batch_ndims)
+
+    def forward_shape(self, shape: tuple) -> tuple:
+        return self.base_transform.forward_shape(shape)
+
+    def inverse_shape(self, shape: tuple) -> tuple:
+        return self.base_transform.inverse_shape(shape)
+
+
+class SoftmaxTransform(Transform):
+    """Unconstrained vectors to the simplex by ``exp`` and normalizing (not bijective: no
+    ``log |det J|``).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions.transforms import SoftmaxTransform
+    >>> SoftmaxTransform()(pargraph.zeros(2)).tolist()
+    [0.5, 0.5]
+    """
+
+    domain, codomain = constraints.real_vector, constraints.simplex
+    event_dim = 1
+    bijective = False
+
+    def _call(self, x: Tensor) -> Tensor:
+        probs = (x - x.max(-1, keepdim=True)[0]).exp()
+        return probs / probs.sum(-1, keepdim=True)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return y.log()
+
+
+def _clipped_sigmoid(x: Tensor) -> Tensor:
+    info = np.finfo(x.dtype)
+    return x.sigmoid().clamp(float(info.tiny), 1.0 - float(info.eps))
+
+
+class StickBreakingTransform(Transform):
+    """Vectors of ``K - 1`` numbers to points of the ``K``-simplex by stick breaking:
+    bijective, with a ``log |det J|`` (what a Dirichlet's unconstrained form uses).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions.transforms import StickBreakingTransform
+    >>> [round(p, 4) for p in StickBreakingTransform()(pargraph.zeros(2)).tolist()]
+    [0.3333, 0.3333, 0.3333]
+    """
+
+    domain, codomain = constraints.real_vector, constraints.simplex
+    event_dim = 1
+
+    def _call(self, x: Tensor) -> Tensor:
+        offset = x.shape[-1] + 1 - x.new_ones(x.shape[-1]).cumsum(-1)
+        z = _clipped_sigmoid(x - offset.log())
+        z_cumprod = (1 - z).cumprod(-1)
+        return F.pad(z, [0, 1], value=1) * F.pad(z_cumprod, [1, 0], value=1)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        y_crop = y[..., :-1]
+        offset = y.shape[-1] - y.new_ones(y_crop.shape[-1]).cumsum(-1)
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=float(np.finfo(y.dtype).tiny))
+        return y_crop.log() - sf.log() + offset.log()
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        offset = x.shape[-1] + 1 - x.new_ones(x.shape[-1]).cumsum(-1)
+        x = x - offset.log()
+        return (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape: tuple) -> tuple:
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape: tuple) -> tuple:
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Square matrices to lower triangular ones with a positive diagonal: the strict lower
+    part kept, the diagonal exponentiated (no ``log |det J|``, as in PyTorch).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions.transforms import LowerCholeskyTransform
+    >>> LowerCholeskyTransform()(pargraph.zeros(2, 2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+
+    domain, codomain = constraints.real, constraints.lower_cholesky
+    event_dim = 2
+
+    def _call(self, x: Tensor) -> Tensor:
+        return x.tril(-1) + x.diagonal(dim1=-2, dim2=-1).exp().diag_embed()
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
+
+
 class TransformedDistribution(Distribution):
     """``base_distribution``'s samples mapped through ``transforms``; ``log_prob`` maps a
     value back and subtracts each map's ``log |det J|``.
@@ -297,6 +472,8 @@ class TransformedDistribution(Distribution):
         event_dim = max([t.event_dim for t in self.transforms] +
                         [len(base_distribution.event_shape)])
         shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        for transform in self.transforms:  # a stick-breaking map adds an element
+            shape = tuple(transform.forward_shape(shape))
         cut = len(shape) - event_dim
         super().__init__(shape[:cut], shape[cut:], validate_args)
 
