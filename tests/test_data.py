@@ -1,5 +1,7 @@
 """utils.data: datasets, batching, seeded shuffling."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -244,4 +246,50 @@ def test_iterable_datasets_workers_init_and_persistent_workers():
 def test_batch_size_none_yields_samples():
     loader = DataLoader(Squares(3), batch_size=None)
     first = next(iter(loader))
-    assert first[:3] == (0, 0.0, -1)
+    assert first[:3] == [0, 0.0, -1]  # a tuple sample comes as a list, as in PyTorch
+
+
+@pytest.mark.parametrize("size, replicas, drop_last", [(10, 3, False), (10, 3, True),
+                                                       (2, 4, False), (8, 2, False)])
+def test_distributed_sampler_gives_each_replica_pytorchs_share(size, replicas, drop_last):
+    pytest.importorskip("torch")
+    from torch.utils.data.distributed import DistributedSampler as Theirs
+
+    from pargraph.utils.data.distributed import DistributedSampler
+
+    for rank in range(replicas):
+        ours = DistributedSampler(range(size), replicas, rank, shuffle=False, drop_last=drop_last)
+        theirs = Theirs(range(size), replicas, rank, shuffle=False, drop_last=drop_last)
+        assert list(ours) == list(theirs) and len(ours) == len(theirs)
+    shares = [DistributedSampler(range(size), replicas, rank, seed=3) for rank in range(replicas)]
+    first = [list(s) for s in shares]
+    if not drop_last:
+        assert set().union(*first) == set(range(size))
+    for s in shares:
+        s.set_epoch(1)
+    assert [list(s) for s in shares] != first or size < 3
+    with pytest.raises(ValueError, match="Invalid rank 3"):
+        DistributedSampler(range(4), num_replicas=3, rank=3)
+    with pytest.raises(RuntimeError, match="distributed package"):
+        DistributedSampler(range(4))
+
+
+def test_stack_dataset_unbatched_samples_and_pin_memory_as_pytorchs():
+    torch = pytest.importorskip("torch")
+
+    def run(library):
+        data = library.utils.data
+        stacked = data.StackDataset(data.TensorDataset(library.arange(3)), list("abc"))
+        named = data.StackDataset(x=range(2), y=[5, 6])
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            loader = data.DataLoader(stacked, batch_size=None, pin_memory=True)
+            first = next(iter(loader))
+        with pytest.raises(ValueError, match="Size mismatch"):
+            data.StackDataset(range(2), range(3))
+        return (type(first).__name__, first[1], named[1], len(stacked),
+                [str(w.message) for w in seen if "pin_memory" in str(w.message)])
+
+    assert run(pargraph) == run(torch)
+    with pytest.raises(AssertionError, match="only supports IterableDataset"):
+        list(pargraph.utils.data.ChainDataset([range(2)]))

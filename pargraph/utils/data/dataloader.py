@@ -7,6 +7,7 @@ import itertools
 import multiprocessing
 import queue
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -59,8 +60,10 @@ def default_convert(sample: Any) -> Any:
         return tensor(sample)
     if isinstance(sample, dict):
         return {key: default_convert(v) for key, v in sample.items()}
-    if isinstance(sample, (tuple, list)) and not hasattr(sample, "_fields"):
-        return type(sample)(default_convert(v) for v in sample)
+    if isinstance(sample, tuple) and hasattr(sample, "_fields"):  # a namedtuple stays one
+        return type(sample)(*(default_convert(v) for v in sample))
+    if isinstance(sample, (tuple, list)):  # a tuple becomes a list, as in PyTorch
+        return [default_convert(v) for v in sample]
     return sample
 
 
@@ -94,7 +97,8 @@ class DataLoader:
     as ``num_workers=0``. Each worker is seeded (``random``, numpy's global generator and
     ``pargraph.manual_seed``) with a base seed the generator draws plus its id, so random
     augmentations repeat under one seed. An exception in a worker is raised here, with the
-    worker's traceback. ``pin_memory`` has no effect (there is no GPU to pin memory for).
+    worker's traceback. ``pin_memory`` has no effect (there is no GPU to pin memory for),
+    and warns that it has none, as PyTorch's does without an accelerator.
 
     Examples
     --------
@@ -156,6 +160,9 @@ class DataLoader:
         self.num_workers, self.timeout, self.generator = num_workers, timeout, generator
         self.pin_memory, self.pin_memory_device, self.in_order = pin_memory, pin_memory_device, \
             in_order
+        if pin_memory:
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", UserWarning, stacklevel=2)
         self.worker_init_fn, self.multiprocessing_context = worker_init_fn, \
             multiprocessing_context
         self.prefetch_factor = 2 if num_workers and prefetch_factor is None else prefetch_factor

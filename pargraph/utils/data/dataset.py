@@ -53,8 +53,11 @@ class ChainDataset(IterableDataset):
 
     Examples
     --------
-    >>> from pargraph.utils.data import ChainDataset
-    >>> list(ChainDataset([range(2), range(3)]))
+    >>> from pargraph.utils.data import ChainDataset, IterableDataset
+    >>> class Count(IterableDataset):
+    ...     def __init__(self, n): self.n = n
+    ...     def __iter__(self): return iter(range(self.n))
+    >>> list(ChainDataset([Count(2), Count(3)]))
     [0, 1, 0, 1, 2]
     """
 
@@ -63,6 +66,8 @@ class ChainDataset(IterableDataset):
 
     def __iter__(self) -> Iterator:
         for dataset in self.datasets:
+            if not isinstance(dataset, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
             yield from dataset
 
     def __len__(self) -> int:
@@ -155,6 +160,38 @@ class ConcatDataset(Dataset):
         which = bisect.bisect_right(self.cumulative_sizes, index)
         start = int(self.cumulative_sizes[which - 1]) if which else 0
         return self.datasets[which][index - start]
+
+
+class StackDataset(Dataset):
+    """Datasets of one length side by side: item ``i`` is the tuple (or, given by keyword,
+    the dict) of their items ``i``.
+
+    Examples
+    --------
+    >>> from pargraph.utils.data import StackDataset
+    >>> StackDataset(range(3), [10, 20, 30])[1], StackDataset(x=range(2), y="ab")[0]
+    ((1, 20), {'x': 0, 'y': 'a'})
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                             "``kwargs``) like input/output, but both types are given.")
+        datasets = args or tuple(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(self._length != len(dataset) for dataset in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets: Any = args if args else kwargs
+
+    def __getitem__(self, index: int) -> Any:
+        if isinstance(self.datasets, dict):
+            return {key: dataset[index] for key, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def __len__(self) -> int:
+        return self._length
 
 
 def random_split(dataset: Dataset, lengths: Sequence[float],
