@@ -485,3 +485,19 @@ def test_fork_rng_puts_the_generator_back_as_pytorchs(enabled):
 
     ours, theirs = draws(pargraph), draws(torch)
     assert ours[:2] == theirs[:2] and ours[2] and theirs[2]
+
+
+def test_printed_models_read_as_pytorchs():
+    def printed(library):
+        nn = library.nn
+        return [repr(m) for m in (
+            nn.MSELoss(reduction="sum"), nn.CrossEntropyLoss(label_smoothing=0.1),
+            nn.ConstantPad1d(2, 3.5), nn.ZeroPad2d(1), nn.LogSoftmax(dim=1),
+            nn.MultiheadAttention(8, 2, batch_first=True),
+            nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8),
+                          nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1, ceil_mode=True),
+                          nn.Flatten(), nn.Dropout(0.3), nn.Linear(8, 2, bias=False)),
+            nn.LSTM(4, 8, num_layers=2, batch_first=True, bidirectional=True),
+            nn.TransformerEncoderLayer(8, 2, 16, batch_first=True))]
+
+    assert printed(pargraph) == printed(torch)

@@ -21,7 +21,7 @@ from pargraph.factories import as_tensor, empty_for_init, full, zeros
 from pargraph.functions import cat
 from pargraph.nn import functional as F
 from pargraph.nn import init
-from pargraph.nn.layers import Dropout, Linear, ModuleList
+from pargraph.nn.layers import Dropout, Linear, ModuleList, NonDynamicallyQuantizableLinear
 from pargraph.nn.module import Module, Parameter
 from pargraph.nn.normalization import LayerNorm
 
@@ -68,7 +68,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(zeros(3 * embed_dim))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias)
         if add_bias_kv:
             self.bias_k = Parameter(empty_for_init(1, 1, embed_dim))
             self.bias_v = Parameter(empty_for_init(1, 1, embed_dim))

@@ -223,8 +223,9 @@ class _Pad(Module):
         return F.pad(input, self.padding, self.mode)
 
     def extra_repr(self) -> str:
-        return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" and
-                                    self.value else "")
+        if self.mode == "constant" and self.value:  # PyTorch's ConstantPad names both
+            return f"padding={self.padding}, value={self.value}"
+        return f"{self.padding}"
 
 
 def _pad_class(name: str, mode: str, dims: int) -> type:

@@ -54,6 +54,11 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """``Linear`` under the name PyTorch gives ``MultiheadAttention.out_proj`` (the name it
+    prints)."""
+
+
 class Bilinear(Module):
     """y = x1 @ weight[o] @ x2 + bias_o for each output ``o``, with PyTorch's initialization
     (uniform within 1/sqrt(in1_features)).
@@ -218,6 +223,9 @@ class LogSoftmax(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.log_softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
 
 
 class Softmax(Module):

@@ -17,9 +17,6 @@ class _Loss(Module):
                              f"'none', got {reduction!r}")
         self.reduction = reduction
 
-    def extra_repr(self) -> str:
-        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
-
 
 class MSELoss(_Loss):
     """Mean squared error.
