@@ -77,11 +77,14 @@ def format_values(value: np.ndarray) -> str:
         return "[]" if value.ndim == 1 else f"[], size={value.shape}"
     if value.dtype.name == "bfloat16":  # ml_dtypes' type (kind "V"): its values are floats
         value = value.astype(np.float32)
+    # A row with a summary in it prints ``...`` one space wider than numpy counts it
+    # (``_marked``): such rows wrap a column earlier.
+    inline = value.size > options.threshold and value.shape[-1] > 2 * options.edgeitems
     summary = {"threshold": options.threshold if math.isfinite(options.threshold)
                else np.iinfo(np.int64).max, "edgeitems": options.edgeitems,
-               "max_line_width": options.linewidth}
+               "max_line_width": options.linewidth - inline}
     if value.dtype.kind != "f":
-        return np.array2string(value, separator=", ", prefix="tensor(", **summary)
+        return _marked(np.array2string(value, separator=", ", prefix="tensor(", **summary))
     precision = options.precision
     shown = _summarized(value, options.edgeitems) if value.size > options.threshold else value
     finite = np.abs(shown[np.isfinite(shown) & (shown != 0)]).astype(np.float64)
@@ -103,9 +106,15 @@ def format_values(value: np.ndarray) -> str:
     # Padded to the widest non-zero finite value, as PyTorch's (inf and nan are not counted).
     width = max((len(text(float(v))) for v in shown[np.isfinite(shown) & (shown != 0)].flat),
                 default=0)
-    return np.array2string(value, separator=", ", prefix="tensor(",
-                           formatter={"float_kind": lambda v: text(float(v)).rjust(width)},
-                           **summary)
+    return _marked(np.array2string(
+        value, separator=", ", prefix="tensor(",
+        formatter={"float_kind": lambda v: text(float(v)).rjust(width)}, **summary))
+
+
+def _marked(text: str) -> str:
+    """A summary inside a row as PyTorch prints it: its ``...`` takes a column of its own
+    width, one space wider than numpy's."""
+    return text.replace(", ...,", ",  ...,")
 
 
 def _summarized(value: np.ndarray, edge: int) -> np.ndarray:

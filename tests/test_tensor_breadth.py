@@ -285,11 +285,14 @@ def test_printing_is_pytorchs(values, settings):
 def test_a_summary_shows_the_edges():
     try:
         pargraph.set_printoptions(threshold=5, edgeitems=2)
-        assert repr(pargraph.arange(10.0)) == "tensor([0., 1., ..., 8., 9.])"
+        assert repr(pargraph.arange(10.0)) == "tensor([0., 1.,  ..., 8., 9.])"  # as PyTorch
         assert repr(pargraph.arange(100.0).reshape(10, 10)).count("...") == 5  # 4 rows, 1 column
     finally:
         pargraph.set_printoptions(profile="default")
     assert "..." not in repr(pargraph.arange(10.0))
+    for tensor in (pargraph.arange(2000.0), pargraph.arange(2000.0).reshape(2, 1000) / 7,
+                   pargraph.arange(4000.0).reshape(40, 100), pargraph.arange(1001)):
+        assert repr(tensor) == repr(torch.tensor(tensor.numpy()))
     with pytest.raises(ValueError, match="profile"):
         pargraph.set_printoptions(profile="long")
 
