@@ -79,7 +79,8 @@ def format_values(value: np.ndarray) -> str:
         value = value.astype(np.float32)
     # A row with a summary in it prints ``...`` one space wider than numpy counts it
     # (``_marked``): such rows wrap a column earlier.
-    inline = value.size > options.threshold and value.shape[-1] > 2 * options.edgeitems
+    inline = value.ndim > 0 and value.size > options.threshold and \
+        value.shape[-1] > 2 * options.edgeitems
     summary = {"threshold": options.threshold if math.isfinite(options.threshold)
                else np.iinfo(np.int64).max, "edgeitems": options.edgeitems,
                "max_line_width": options.linewidth - inline}

@@ -123,10 +123,15 @@ add.defvjp(
 )
 
 
+_BOOL_DTYPE = np.dtype(bool)
+
+
 def _is_bool(v: Any) -> bool:
     if type(v) is Node:
-        return v.dtype == np.bool_
-    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_
+        return v.dtype == _BOOL_DTYPE
+    if type(v) in (float, int):
+        return False
+    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == _BOOL_DTYPE
 
 
 def _subtraction(x: Any, y: Any) -> tuple[tuple, np.dtype]:
