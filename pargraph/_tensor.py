@@ -831,8 +831,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         root = total.where(nonzero, 1.0) ** (1.0 / p)
         return root.where(nonzero, 0.0)
 
-    def cumsum(self, dim: int) -> Tensor:
-        """Running sums along ``dim``.
+    def cumsum(self, dim: int, dtype: Any = None) -> Tensor:
+        """Running sums along ``dim`` (in ``dtype``, the input cast to it first, if given).
 
         Examples
         --------
@@ -840,7 +840,15 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([1, 2, 3]).cumsum(0).tolist()
         [1, 3, 6]
         """
-        return _wrap(ops.cumsum(self._node, dim=ops.normalize_dim(dim, self.ndim)))
+        x = self if dtype is None else self.to(dtype)
+        return _wrap(ops.cumsum(x._node, dim=ops.normalize_dim(dim, x.ndim)))
+
+    def __contains__(self, element: Any) -> bool:
+        """Whether any element equals ``element`` (a number or a tensor), as PyTorch's."""
+        if not isinstance(element, (Tensor, int, float, bool)):
+            raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you "
+                               f"passed in a {type(element)}.")
+        return bool((self == element).any().item())
 
     # --- more elementwise math ------------------------------------------------------------
 

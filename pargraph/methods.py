@@ -2409,7 +2409,7 @@ class EverydayMethods:
         """
         return self._in_place(self.triu(diagonal))
 
-    def cumsum_(self, dim: int) -> Any:
+    def cumsum_(self, dim: int, dtype: Any = None) -> Any:
         """``cumsum`` in place.
 
         Examples
@@ -2418,7 +2418,7 @@ class EverydayMethods:
         >>> pargraph.ones(3).cumsum_(0).tolist()
         [1.0, 2.0, 3.0]
         """
-        return self._in_place(self.cumsum(dim).to(self.dtype))
+        return self._in_place(self.cumsum(dim, dtype=dtype).to(self.dtype))
 
     def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Any:
         """Write ``fill_value`` on the main diagonal (all dimensions of equal length, or a

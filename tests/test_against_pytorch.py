@@ -501,3 +501,18 @@ def test_printed_models_read_as_pytorchs():
             nn.TransformerEncoderLayer(8, 2, 16, batch_first=True))]
 
     assert printed(pargraph) == printed(torch)
+
+
+def test_cumsum_dtype_membership_and_reshape_errors_as_pytorchs():
+    def run(library):
+        x = library.tensor([1, 2, 3])
+        with pytest.raises(RuntimeError) as bad_shape:
+            library.arange(24.0).view(5, -1)
+        with pytest.raises(RuntimeError) as bad_element:
+            "a" in x  # noqa: B015
+        return (str(library.cumsum(x, 0, dtype=library.float64).dtype).split(".")[-1],
+                x.cumsum(0, dtype=library.float32).tolist(), 2 in x, 4.0 in x,
+                library.tensor(3) in x, str(bad_shape.value).split(": ")[-1],
+                str(bad_element.value))
+
+    assert run(pargraph) == run(torch)

@@ -187,7 +187,7 @@ def test_module_functions_and_methods_agree():
         (lambda: pargraph.ones(3) + pargraph.ones(4), RuntimeError,
          r"^add: shapes \(3,\) and \(4,\) cannot be broadcast together"),
         (lambda: pargraph.ones(6).reshape(4, 2), RuntimeError,
-         r"^reshape: shape \(4, 2\) is invalid for input of size 6$"),
+         r"^reshape: shape '\[4, 2\]' is invalid for input of size 6$"),
         (lambda: pargraph.ones(2, 3).sum(2), IndexError,
          r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"),
         (lambda: pargraph.cat([pargraph.ones(2, 3), pargraph.ones(3, 2)]), RuntimeError,

@@ -264,10 +264,10 @@ def _reshape_shape(x, shape):
     known = math.prod(n for n in shape if n != -1)
     if -1 in shape:
         if known == 0 or size % known:
-            raise ShapeError(f"shape {tuple(shape)} is invalid for input of size {size}")
+            raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {size}")
         shape = tuple(size // known if n == -1 else n for n in shape)
     if math.prod(shape) != size:
-        raise ShapeError(f"shape {tuple(shape)} is invalid for input of size {size}")
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {size}")
     return tuple(shape), x.dtype
 
 
