@@ -14,7 +14,7 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
 from pargraph.distributions.continuous import Cauchy, Exponential, Uniform
-from pargraph.distributions.discrete import Categorical, _BinaryParameter, _one_of
+from pargraph.distributions.discrete import Categorical, _BinaryParameter
 from pargraph.distributions.distribution import Distribution, broadcast_all, shown
 from pargraph.distributions.gamma import Gamma
 from pargraph.distributions.transforms import (
@@ -265,15 +265,8 @@ class LogitRelaxedBernoulli(_BinaryParameter, Distribution):
 
     def __init__(self, temperature: Any, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:
-        _one_of(probs, logits)
         self.temperature = as_tensor(temperature)
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            shape = self.probs.shape
-        else:
-            (self.logits,) = broadcast_all(logits)
-            shape = self.logits.shape
-        super().__init__(tuple(shape), (), validate_args)
+        super().__init__(self._set_parameter(probs, logits), (), validate_args)
 
     def rsample(self, sample_shape: Any = ()) -> Tensor:
         shape = self._extended_shape(sample_shape)

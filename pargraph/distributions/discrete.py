@@ -41,6 +41,15 @@ class _BinaryParameter:
             return self.__dict__["probs"]
         raise AttributeError(name)
 
+    def _set_parameter(self, probs: Any, logits: Any) -> tuple:
+        """Keep ``probs`` or ``logits`` (exactly one given) as a tensor; its shape."""
+        _one_of(probs, logits)
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+            return tuple(self.probs.shape)
+        (self.logits,) = broadcast_all(logits)
+        return tuple(self.logits.shape)
+
 
 class Bernoulli(_BinaryParameter, Distribution):
     """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
@@ -59,14 +68,7 @@ class Bernoulli(_BinaryParameter, Distribution):
 
     def __init__(self, probs: Any = None, logits: Any = None,
                  validate_args: bool | None = None) -> None:
-        _one_of(probs, logits)
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            shape = self.probs.shape
-        else:
-            (self.logits,) = broadcast_all(logits)
-            shape = self.logits.shape
-        super().__init__(tuple(shape), (), validate_args)
+        super().__init__(self._set_parameter(probs, logits), (), validate_args)
 
     @property
     def param_shape(self) -> tuple:

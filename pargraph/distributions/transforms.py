@@ -54,25 +54,23 @@ class Transform:
         self._cached_x_y: tuple = (None, None)
 
     def __call__(self, x: Tensor) -> Tensor:
-        if not getattr(self, "_cache_size", 0):
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+        return self._through_cache(x, 0, self._call)
 
     def _inv_call(self, y: Tensor) -> Tensor:
         """The inverse of ``y``: the cached ``x`` when ``y`` is the last result."""
+        return self._through_cache(y, 1, self._inverse)
+
+    def _through_cache(self, value: Tensor, side: int, compute: Any) -> Tensor:
+        """``compute(value)``, or, with a cache, the other half of the cached ``(x, y)``
+        pair when ``value`` is its half ``side`` (0: x, 1: y)."""
         if not getattr(self, "_cache_size", 0):
-            return self._inverse(y)
-        x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+            return compute(value)
+        cached = self._cached_x_y
+        if value is cached[side]:
+            return cached[1 - side]
+        result = compute(value)
+        self._cached_x_y = (value, result) if side == 0 else (result, value)
+        return result
 
     def with_cache(self, cache_size: int = 1) -> Transform:
         """This transform with ``cache_size``."""
