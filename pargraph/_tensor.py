@@ -31,7 +31,7 @@ from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
 from pargraph.devices import check_device, device
-from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode
+from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks
 from pargraph.methods import EverydayMethods
 from pargraph.ops import defaults
 from pargraph.printing import format_tensor
@@ -1086,8 +1086,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             node = ops.cast(node, dtype=old.dtype)
         if not old.history and old.requires_grad and not node.history:
             node.requires_grad = True  # an updated parameter stays a leaf that requires grad
-        if old.hooks and not node.history and node.hooks is None:
-            node.hooks = old.hooks  # a leaf's hooks outlive its updates, as in PyTorch
+        keep_hooks(old, node)
         recorder = recording.recorder
         if recorder is not None:
             recorder.rebound(self, old)
@@ -1104,8 +1103,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         keeping whether it is a leaf that requires grad."""
         old = self._node
         node.requires_grad = old.requires_grad and not old.history
-        if old.hooks and not node.history and node.hooks is None:
-            node.hooks = old.hooks
+        keep_hooks(old, node)
         recorder = recording.recorder
         if recorder is not None:
             recorder.rebound(self, old)

@@ -43,6 +43,7 @@ from pargraph.graph import (
     Node,
     format_site,
     grad_mode,
+    keep_hooks,
     renew_all,
     uid_mark,
     user_site,
@@ -1293,8 +1294,7 @@ def _land(tensor: Tensor, node: Node) -> None:
     checks (the shapes and dtypes are the program's own)."""
     old = tensor._node
     old.overwritten = REPLACED_OUTRIGHT
-    if old.hooks and node.hooks is None:
-        node.hooks = old.hooks  # a parameter's register_hook outlives its updates
+    keep_hooks(old, node)
     tensor._node = node
     node.owner = weakref.ref(tensor)
 

@@ -273,6 +273,14 @@ class Node:
         return f"<Node {self.key} {self.shape} {self.dtype}>"
 
 
+def keep_hooks(old: Node, new: Node) -> None:
+    """``new`` replaces leaf ``old`` under its tensor (an update, ``.data =``, a replay's
+    landing): it takes ``old``'s ``register_hook`` hooks, as a PyTorch leaf keeps them. The
+    same list, so the handles still remove them."""
+    if old.hooks and not new.history and new.hooks is None:
+        new.hooks = old.hooks
+
+
 def renew_all(leaves: list[Node], values: list) -> None:
     """Each of ``leaves``, which nothing but its tensor refers to, takes its value in
     ``values`` as a new leaf would (a new serial number, and a leaf's key): what a compiled

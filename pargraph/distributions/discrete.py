@@ -12,6 +12,7 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
 from pargraph.distributions.distribution import Distribution, broadcast_all
+from pargraph.distributions.gamma import Gamma
 from pargraph.factories import arange, as_tensor
 from pargraph.functions import bernoulli, binomial, broadcast_tensors, poisson
 from pargraph.nn import functional as F
@@ -513,8 +514,6 @@ class NegativeBinomial(_BinaryParameter, Distribution):
     variance = property(lambda self: self.mean / (-self.logits).sigmoid())
 
     def sample(self, sample_shape: Any = ()) -> Tensor:
-        from pargraph.distributions.gamma import Gamma
-
         with no_grad():
             rate = Gamma(self.total_count, (-self.logits).exp(),
                          validate_args=False).sample(sample_shape)
