@@ -12,7 +12,10 @@ lazy tensors and returns a tensor of the output's shape and dtype, e.g.
 inputs, as eager PyTorch would. ``register_autograd(backward,
 setup_context=)`` gives it a gradient, written with tensor ops or other custom ops (without
 it, a backward through the op raises, as PyTorch's does); the function must return numbers
-(``None`` or strings are an error naming the op, not a NaN). ``cost=``
+(``None`` or strings are an error naming the op, not a NaN). As PyTorch requires, the
+backward reads only what ``setup_context`` put in ``ctx``: it is called once per structure
+and ctx values, what it records replayed after (a ctx holding an object, or a tensor that is
+neither an input nor the output, makes it run at every backward). ``cost=``
 (seconds per call, or a function of the tensor arguments' shapes) tells the partitioner what
 a call takes: without it, a call is estimated from the elements it touches.
 
@@ -100,10 +103,12 @@ class CustomOp:
         self._primitive = Primitive(name, functools.partial(_run, fn, name), _declared_shape,
                                     grad_name=f"{name.split('::')[-1].title()}Backward",
                                     cost=_cost_of(cost))
-        # The backward is the user's code, which runs at every backward (it may differ call
-        # to call): a template around the node calls it anew.
+        # PyTorch requires register_autograd's backward to read only what ctx holds (it
+        # must trace on fake tensors): a template keyed by the ctx's values holds what it
+        # made; a ctx holding anything else makes it live, called at every backward.
         self._primitive.replayable = False
         self._primitive.live_vjp = True
+        self._primitive.vjp_context = _context_structure
         # As in PyTorch, the result of a call on tensors that require grad requires grad, and
         # a backward through it raises until register_autograd gives it a formula.
         self._primitive.defvjp_at(self._vjp_at)
@@ -305,6 +310,10 @@ def _numbers(value: Any, dtype: np.dtype | None = None) -> np.ndarray:
         raise TypeError(f"returned {type(value).__name__} ({array.dtype}), expected an array "
                         f"of numbers{f' ({dtype})' if dtype is not None else ''}")
     return array
+
+
+def _context_structure(node: Node) -> tuple | None:
+    return node.context.structure(node)
 
 
 def _declared_shape(*inputs: Any, _shape: tuple, _dtype: np.dtype) -> tuple:

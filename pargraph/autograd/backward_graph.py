@@ -128,14 +128,15 @@ def gradients(
                 grads.append((node, g))
             if not node.history:
                 continue
-            start = uid_mark() if node.op.live_vjp else 0  # where its call's nodes begin
+            is_live = node.op.live_vjp and _context_of(node) is None
+            start = uid_mark() if is_live else 0  # where its call's nodes begin
             made = called.get(id(node))
             if made is None:
                 made = _propagate(node, g, needs, checked, twins)
             for position, contribution in made:
                 if contribution is not None:
                     pending.setdefault(id(node.inputs[position]), []).append(contribution)
-            if node.op.live_vjp:
+            if is_live:
                 live.append((position_of[id(node)], g, made, start))
     finally:
         grad_mode.enabled = saved_mode
@@ -172,6 +173,8 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
         # A cut node's attributes (an updated parameter's learning rate) cannot matter.
         attrs = tuple([(name, _hashable(v)) for name, v in node.attrs.items()]) \
             if node.attrs and node.inputs else ()
+        if node.op.live_vjp and node.history:
+            attrs = (attrs, _context_of(node))  # None: a live call, in the key too
         parts.append((node.op, node.shape, node.dtype, flags, inputs, attrs))
     if changed:
         parts.append(_changed_uses(order, changed, position))
@@ -182,6 +185,13 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     except TypeError:  # an index array or a slice among the attributes
         return None
     return key
+
+
+def _context_of(node: Node) -> Any:
+    """What the vjp of a live node reads besides the structure (its ctx's values), for the
+    key; None when its vjp must be called at every backward."""
+    describe = node.op.vjp_context
+    return None if describe is None or node.context is None else describe(node)
 
 
 def _changed_uses(order: list[Node], changed: list[Node], position: dict) -> tuple:

@@ -59,6 +59,47 @@ class FunctionCtx:
         raise NotImplementedError("autograd.Function: mark_dirty (a forward that changes its "
                                   "inputs in place) is not supported; return new tensors")
 
+    def structure(self, node: Any) -> tuple | None:
+        """What a backward can read here, for a structure key: the saved tensors and tensor
+        attributes as references to ``node`` (the op's output) or its inputs, other
+        attributes by type and value. None when something is neither (a tensor computed in
+        ``setup_context``, an object that is not a plain value): the backward must run."""
+        parts: list[Any] = [self.needs_input_grad, self.materialize_grads]
+        for name, value in (("", self._saved), *self.__dict__.items()):
+            if name not in _OWN:
+                described = _described(value, node)
+                if described is _UNKNOWN:
+                    return None
+                parts.append((name, described))
+        return tuple(parts)
+
+
+#: FunctionCtx's own attributes: the rest are the user's.
+_OWN = frozenset({"needs_input_grad", "materialize_grads", "_saved", "_non_differentiable",
+                  "_cache", "_args", "_outputs", "_wrap"})
+#: A value :meth:`FunctionCtx.structure` cannot describe.
+_UNKNOWN = object()
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), np.generic, np.dtype)
+
+
+def _described(value: Any, node: Any) -> Any:
+    """``value`` in a structure key: a tensor as ``("output",)`` or ``("input", j)`` of
+    ``node``; a plain value with its type (1 and 1.0 and True hash alike); sequences item by
+    item; anything else :data:`_UNKNOWN`."""
+    if hasattr(value, "_node"):
+        if value._node is node:
+            return ("output",)
+        for j, i in enumerate(node.inputs):
+            if i is value._node:
+                return ("input", j)
+        return _UNKNOWN
+    if isinstance(value, _PLAIN):
+        return (type(value), value)
+    if type(value) in (tuple, list) or isinstance(value, tuple):
+        items = tuple(_described(v, node) for v in value)
+        return _UNKNOWN if any(i is _UNKNOWN for i in items) else (type(value), items)
+    return _UNKNOWN
+
 
 def _passthrough(out: Any, *inputs: Any, **attrs: Any) -> Any:
     """A function node's forward: the value the user's forward computed."""

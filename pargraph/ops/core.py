@@ -92,6 +92,11 @@ class Primitive:
         #: For an op that is not replayable: a template may still hold its node, and calls
         #: its vjp anew at each instantiation (a custom op's backward runs at every backward).
         self.live_vjp = False
+        #: For a live op whose vjp reads only its node's structure and ``vjp_context(node)``
+        #: (a custom op's backward, as PyTorch requires of ``register_autograd``): that
+        #: joins the structure key and the template holds what the vjp made; ``None`` from
+        #: it: the vjp is called anew (live).
+        self.vjp_context: Callable[[Node], Any] | None = None
         #: A rule recording a cheaper equivalent node in place of a call (ops.rewrites).
         self.rewrite: Callable | None = None
         #: A float-valued elementwise op: integer and boolean inputs are cast to its float
