@@ -320,6 +320,10 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return Tensor(leaf_of(np.asarray(array)))
 
     def __float__(self) -> float:
+        if self.requires_grad:
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                          "unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return float(self.item())
 
     def __int__(self) -> int:

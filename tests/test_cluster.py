@@ -930,7 +930,7 @@ def test_a_lost_scheduler_rolls_back_to_the_mirror_and_state_dict_answers():
             state = model.state_dict()  # answers: the mirror's copy of step 6
             for name, value in state.items():
                 np.testing.assert_array_equal(value.numpy(), at_step_6[name])
-            assert opt.state_dict()["state"][0]["step"] == 6
+            assert int(opt.state_dict()["state"][0]["step"]) == 6
             start = time.perf_counter()
             with pytest.raises(pargraph.ClusterLostError, match="as of its step 6"):
                 _steps(model, opt, x, y, 1)
@@ -938,7 +938,7 @@ def test_a_lost_scheduler_rolls_back_to_the_mirror_and_state_dict_answers():
         # Rolled back, the same objects train on: locally here, on a new cluster just as well.
         with dask.config.set(scheduler="sync"):
             _steps(model, opt, x, y, 1)
-        assert opt.state_dict()["state"][0]["step"] == 7
+        assert int(opt.state_dict()["state"][0]["step"]) == 7
     finally:
         running.close()
 
@@ -961,7 +961,7 @@ def test_a_scheduler_lost_before_the_first_mirrored_step_rolls_back_to_the_start
                 _steps(model, opt, x, y, 1)
         with dask.config.set(scheduler="sync"):
             _steps(model, opt, x, y, 1)
-        assert opt.state_dict()["state"][0]["step"] == 1
+        assert int(opt.state_dict()["state"][0]["step"]) == 1
     finally:
         running.close()
 

@@ -254,7 +254,7 @@ def adadelta_reference(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
 def test_rmsprop_adagrad_adadelta_match_their_formulas(make, reference):
     values, opt, p = run(make)
     np.testing.assert_allclose(values, reference(), rtol=1e-10)
-    assert opt.state_dict()["state"][0]["step"] == 3
+    assert int(opt.state_dict()["state"][0]["step"]) == 3
 
 
 def test_multistep_lambda_and_onecycle_schedules():

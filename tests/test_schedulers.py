@@ -1,6 +1,8 @@
 """Every LR scheduler against PyTorch's: the same learning rates (and CyclicLR's momentum)
 step by step, alone and combined."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,30 @@ def test_bad_arguments_raise_as_pytorch_does():
         S.SequentialLR(opt, [S.ExponentialLR(opt, 0.5)], milestones=[1])
     with pytest.raises(ValueError, match="must support momentum"):
         S.CyclicLR(pargraph.optim.Adagrad([pargraph.zeros(1, requires_grad=True)]), 0.1, 1.0)
+
+
+def test_a_schedule_stepped_before_its_optimizer_warns_as_pytorchs():
+    messages = []
+    for library in (pargraph, torch):
+        w = library.zeros(1, requires_grad=True)
+        opt = library.optim.SGD([w], lr=1.0)
+        sched = library.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+        with pytest.warns(UserWarning, match="before `optimizer.step\\(\\)`") as seen:
+            sched.step()
+        messages.append(str(seen[0].message))
+        opt.step()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            sched.step()  # once only
+        # In the right order, and inside SequentialLR's first schedule: no warning.
+        opt = library.optim.SGD([w], lr=1.0)
+        S = library.optim.lr_scheduler
+        sequential = S.SequentialLR(opt, [S.LinearLR(opt, 0.1, total_iters=2),
+                                          S.ExponentialLR(opt, 0.9)], milestones=[2])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            opt.step()
+            sequential.step()
+        assert sorted(k for k in sched.state_dict() if k in ("_step_count", "last_epoch")) == \
+            ["_step_count", "last_epoch"]
+    assert messages[0] == messages[1]

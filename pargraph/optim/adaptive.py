@@ -23,7 +23,7 @@ class RMSprop(Optimizer):
     name = "rmsprop"
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False):
         check_nonnegative(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
@@ -67,8 +67,8 @@ class Adagrad(Optimizer):
 
     name = "adagrad"
 
-    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
-                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, fused: bool | None = None):
         check_nonnegative(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
@@ -105,7 +105,7 @@ class Adadelta(Optimizer):
     name = "adadelta"
 
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0, foreach: bool | None = None, *,
+                 weight_decay: float = 0, foreach: bool | None = None, *,
                  capturable: bool = False, maximize: bool = False,
                  differentiable: bool = False):
         check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)

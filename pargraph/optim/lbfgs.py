@@ -135,7 +135,7 @@ class LBFGS(Optimizer):
 
     name = "lbfgs"
 
-    def __init__(self, params: Iterable[Tensor] | Iterable[dict], lr: float = 1.0,
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict], lr: float = 1,
                  max_iter: int = 20, max_eval: int | None = None,
                  tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9,
                  history_size: int = 100, line_search_fn: str | None = None) -> None:

@@ -9,12 +9,21 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from pargraph.capturing import recording
 from pargraph.interrupts import interrupts
 from pargraph.optim.optimizer import Optimizer
+
+#: PyTorch's warning for a schedule stepped before its optimizer (whose first rate it skips).
+EARLY_STEP = (
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
+    "later, you should call them in the opposite order: `optimizer.step()` before "
+    "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
+    "value of the learning rate schedule. See more details at "
+    "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
 
 
 class _SchedulerState:
@@ -63,13 +72,19 @@ class LRScheduler(_SchedulerState):
         self._initial_step()
 
     def _initial_step(self) -> None:
-        """The step a scheduler takes when it is made (epoch 0)."""
+        """The step a scheduler takes when it is made (epoch 0); ``_step_count`` counts the
+        steps from here, as PyTorch's."""
+        self._step_count = 0
         self.step()
 
     def get_lr(self) -> list[float]:
         raise NotImplementedError
 
     def step(self) -> None:
+        count = getattr(self, "_step_count", 0)
+        if count == 1 and not getattr(self.optimizer, "_step_count", 1):
+            warnings.warn(EARLY_STEP, UserWarning, stacklevel=3)
+        self._step_count = count + 1
         with interrupts.deferred():  # every group's rate and the epoch move together
             self.last_epoch += 1
             for group, lr in zip(self.optimizer.param_groups, self.get_lr()):

@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from pargraph import execution, ops
 from pargraph._tensor import Tensor, apply
 from pargraph.autograd.engine import zero_grads
@@ -230,8 +232,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p in self.state:
-                    state[index[id(p)]] = {k: v.detach() if isinstance(v, Tensor) else v
-                                           for k, v in self.state[p].items()}
+                    state[index[id(p)]] = {k: _saved(k, v) for k, v in self.state[p].items()}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -252,7 +253,7 @@ class Optimizer:
         for saved, own in zip(groups, self.param_groups):
             for index, p in zip(saved["params"], own["params"]):
                 if int(index) in state:
-                    new_state[p] = {k: _restore(v, p, f"state[{index}][{k!r}]")
+                    new_state[p] = {k: _restore(v, p, f"state[{index}][{k!r}]", k)
                                     for k, v in state[int(index)].items()}
         with interrupts.deferred():
             for saved, own in zip(groups, self.param_groups):
@@ -282,9 +283,21 @@ def _distinct(state: dict) -> dict:
     return state
 
 
-def _restore(value: Any, param: Tensor, where: str) -> Any:
+def _saved(name: str, value: Any) -> Any:
+    """A state value as PyTorch's ``state_dict`` holds it: tensors detached, the step count
+    a 0-d float32 tensor (pargraph counts in an int, which compiled steps bind as a number)."""
+    if isinstance(value, Tensor):
+        return value.detach()
+    if name == "step" and type(value) is int:
+        return as_tensor(float(value), dtype=np.float32)
+    return value
+
+
+def _restore(value: Any, param: Tensor, where: str, name: str = "") -> Any:
     if isinstance(value, (int, float)) or value is None:
         return value
+    if name == "step" and getattr(value, "shape", None) in ((), (1,)):
+        return int(float(value))  # PyTorch's 0-d tensor: counted in an int again
     try:
         restored = as_tensor(value)
     except (TypeError, ValueError) as error:

@@ -21,8 +21,8 @@ class SGD(Optimizer):
 
     name = "sgd"
 
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0,
-                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0,
+                 dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None,
                  differentiable: bool = False, fused: bool | None = None):
         if lr < 0:

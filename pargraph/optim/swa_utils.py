@@ -246,15 +246,10 @@ class SWALR(LRScheduler):
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
                              f"{anneal_epochs}")
         self.anneal_epochs = anneal_epochs
-        self._step_count = 0
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, t: float) -> float:
         return (1 - math.cos(math.pi * t)) / 2 if self._anneal_strategy == "cos" else t
-
-    def step(self) -> None:
-        self._step_count += 1
-        super().step()
 
     def get_lr(self) -> list[float]:
         step = self._step_count - 1

@@ -42,21 +42,63 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     grads = _grads(parameters)
     if not grads:
         return tensor(0.0)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(grads, max_norm, total, _gradients=True)
+    return total
+
+
+def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """The ``norm_type``-norm of ``tensors`` taken together (of the norms of each), as
+    ``clip_grad_norm_`` computes it; ``error_if_nonfinite`` has to look at it, so it computes
+    it now.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.nn.utils.get_total_norm([pargraph.tensor([3.0]), pargraph.tensor([4.0])])
+    tensor(5.)
+    """
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if not tensors:
+        return tensor(0.0)
     norm_type = float(norm_type)
     with no_grad():
         if norm_type == math.inf:
-            total = stack([g.abs().amax() for g in grads]).amax()
+            total = stack([t.abs().amax() for t in tensors]).amax()
         else:
-            total = stack([g.norm(norm_type) for g in grads]).norm(norm_type)
-        if error_if_nonfinite and not math.isfinite(total.item()):
-            raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
-                               "`parameters` is non-finite, so it cannot be clipped. To disable "
-                               "this error and scale the gradients by the non-finite norm "
-                               "anyway, set `error_if_nonfinite=False`")
+            total = stack([t.norm(norm_type) for t in tensors]).norm(norm_type)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
+                           "`parameters` is non-finite, so it cannot be clipped. To disable "
+                           "this error and scale the gradients by the non-finite norm "
+                           "anyway, set `error_if_nonfinite=False`")
+    return total
+
+
+def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                          total_norm: Tensor | float, foreach: bool | None = None,
+                          *, _gradients: bool = False) -> None:
+    """Scale the parameters' gradients by ``max_norm / total_norm`` where that is below 1 (the
+    second half of ``clip_grad_norm_``, with a norm from :func:`get_total_norm`).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> w = pargraph.ones(4, requires_grad=True)
+    >>> (w * 3).sum().backward()
+    >>> norm = pargraph.nn.utils.get_total_norm([w.grad])
+    >>> pargraph.nn.utils.clip_grads_with_norm_([w], 1.0, norm); round(w.grad.norm().item(), 4)
+    1.0
+    """
+    grads = list(parameters) if _gradients else _grads(parameters)
+    if not grads:
+        return
+    with no_grad():
+        total = total_norm if isinstance(total_norm, Tensor) else tensor(float(total_norm))
         scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(scale)
-    return total
 
 
 def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
