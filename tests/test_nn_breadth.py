@@ -388,6 +388,31 @@ def test_the_other_initializers_draw_what_pytorchs_draw():
         init.orthogonal_(pargraph.zeros(3))
 
 
+def test_dirac_and_every_gain_are_pytorchs():
+    from pargraph.nn import init
+
+    for shape, groups in (((4, 2, 3), 1), ((4, 4, 3, 5), 2), ((6, 2, 3, 3, 2), 3),
+                          ((2, 5, 4), 1)):
+        np.testing.assert_array_equal(
+            init.dirac_(pargraph.ones(*shape), groups).numpy(),
+            torch.nn.init.dirac_(torch.ones(*shape), groups).numpy())
+    for shape, groups, error in (((4, 2), 1, "3, 4, or 5 dimensions"),
+                                 ((3, 2, 3), 2, "divisible by groups")):
+        for library, ones in ((init, pargraph.ones), (torch.nn.init, torch.ones)):
+            with pytest.raises(ValueError, match=error):
+                library.dirac_(ones(*shape), groups)
+    for name, param in (("linear", None), ("conv_transpose2d", None), ("sigmoid", None),
+                        ("tanh", None), ("relu", None), ("leaky_relu", None),
+                        ("leaky_relu", 0.2), ("leaky_relu", 3), ("selu", None)):
+        ours, theirs = init.calculate_gain(name, param), torch.nn.init.calculate_gain(name, param)
+        assert (type(ours), ours) == (type(theirs), theirs), name
+    for name, param, error in (("identity", None, "Unsupported nonlinearity"),
+                               ("leaky_relu", True, "not a valid number")):
+        for library in (init, torch.nn.init):
+            with pytest.raises(ValueError, match=error):
+                library.calculate_gain(name, param)
+
+
 # --- bags of embeddings and the bilinear layer ----------------------------------------------
 
 BAGS = [  # (input, offsets, options)

@@ -2,6 +2,7 @@
 gradients (float64), methods and their function forms."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -1122,3 +1123,19 @@ def test_ragged_nested_lists_are_refused_as_in_pytorch():
             torch.tensor(mixed)
         with pytest.raises(TypeError, match="expected a sequence at dim 1"):
             pargraph.tensor(mixed)
+
+
+def test_float_of_a_tensor_that_requires_grad_warns_as_pytorchs(request):
+    messages = []
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # PyTorch warns once per process, else
+    request.addfinalizer(lambda: torch.set_warn_always(always))
+    for library in (pargraph, torch):
+        w = library.ones((), requires_grad=True)
+        with pytest.warns(UserWarning, match="requires_grad=True to a scalar") as seen:
+            assert float(w * 2) == 2.0
+        messages.append(str(seen[0].message).split(" (Triggered")[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            float((w * 2).detach()), (w * 2).item(), int(w), f"{w * 2:.1f}"
+    assert messages[0] == messages[1]

@@ -28,16 +28,29 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     >>> round(init.calculate_gain("relu"), 4)
     1.4142
     """
-    if nonlinearity in ("linear", "sigmoid", "identity"):
-        return 1.0
+    if nonlinearity in LINEAR or nonlinearity == "sigmoid":
+        return 1
     if nonlinearity == "tanh":
         return 5.0 / 3
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else param
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, float) or (isinstance(param, int) and
+                                          not isinstance(param, bool)):
+            slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4  # PyTorch's, found empirically
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+#: The ops ``calculate_gain`` gives a gain of 1, as PyTorch's.
+LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+          "conv_transpose3d")
 
 
 def zeros_(t: Tensor) -> Tensor:
@@ -249,4 +262,29 @@ def eye_(t: Tensor) -> Tensor:
     if t.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     assign(t, np.eye(*t.shape))
+    return t
+
+
+def dirac_(t: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-D convolution weight with the Dirac delta: each of the first input
+    channels passes through to its output channel unchanged (per group).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import init
+    >>> init.dirac_(pargraph.zeros(2, 2, 3))[:, :, 1].tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    if t.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = t.shape
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = sizes[0] // groups
+    value = np.zeros(sizes)
+    center = tuple(size // 2 for size in sizes[2:])
+    for g in range(groups):
+        for d in range(min(per_group, sizes[1])):
+            value[(g * per_group + d, d, *center)] = 1
+    assign(t, value)
     return t
