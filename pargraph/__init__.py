@@ -148,6 +148,7 @@ from pargraph.functions import (
     expand_copy,
     finfo,
     get_default_dtype,
+    gradient,
     histogram,
     hstack,
     iinfo,
@@ -260,9 +261,9 @@ __all__ = [
     "set_rng_state", "hann_window", "hamming_window", "bartlett_window", "blackman_window",
     "kaiser_window", "func", "jit", "pytree", "atleast_1d", "atleast_2d", "atleast_3d",
     "column_stack", "dstack", "block_diag", "bincount", "histogram", "trapezoid", "trapz",
-    "cumulative_trapezoid", "combinations", "pdist", "vander", "chain_matmul", "promote_types",
-    "result_type", "can_cast", "isin", "lu_unpack", "concat", "concatenate", "binomial",
-    "poisson", *FUNCTIONAL_AT_TOP,
+    "cumulative_trapezoid", "gradient", "combinations", "pdist", "vander", "chain_matmul",
+    "promote_types", "result_type", "can_cast", "isin", "lu_unpack", "concat", "concatenate",
+    "binomial", "poisson", *FUNCTIONAL_AT_TOP,
     *METHOD_FUNCTIONS,
 ]
 

@@ -800,9 +800,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _wrap(ops.logsumexp(self._node, dim, keepdim=keepdim))
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The ``p``-norm over ``dim`` (all elements by default): 2, 1, ``inf``, ``-inf`` or
-        any other positive number; ``"fro"`` is the 2-norm of all the elements, ``"nuc"`` the
-        nuclear norm of matrices.
+        """The ``p``-norm over ``dim`` (all elements by default): 2, 1, ``inf``, ``-inf``, 0
+        (the elements not zero) or any other number; ``"fro"`` is the 2-norm of all the
+        elements, ``"nuc"`` the nuclear norm of matrices.
 
         Examples
         --------
@@ -816,9 +816,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             from pargraph.linalg import matrix_norm
 
             return matrix_norm(self, "nuc", (-2, -1) if dim is None else dim, keepdim)
-        if not isinstance(p, (int, float)) or isinstance(p, bool) or p <= 0 and p != -np.inf:
-            raise NotImplementedError(f"norm: p={p!r} is not supported (expected a positive "
-                                      "number, inf, -inf, 'fro' or 'nuc')")
+        if not isinstance(p, (int, float)) or isinstance(p, bool):
+            raise NotImplementedError(f"norm: p={p!r} is not supported (expected a number, "
+                                      "inf, -inf, 'fro' or 'nuc')")
+        if p == 0:  # how many elements are not zero (no gradient)
+            return self.ne(0).sum(dim, keepdim).to(self.dtype)
         magnitude = self.abs()
         if p == np.inf:
             return magnitude.amax(dim, keepdim)

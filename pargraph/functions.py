@@ -784,6 +784,77 @@ def _trapezoids(y: Tensor, x: Any, dx: float | None, dim: int) -> Tensor:
     return means * widths
 
 
+def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None,
+             edge_order: int = 1) -> tuple[Tensor, ...]:
+    """The derivative of ``input`` along each dimension of ``dim`` (all by default) by
+    central differences inside and one-sided ones of ``edge_order`` (1 or 2) at the edges;
+    ``spacing``: one step for every dimension, one per dimension, or each dimension's
+    coordinates (1-D tensors). One tensor per dimension, as ``numpy.gradient``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.gradient(pargraph.tensor([1.0, 4.0, 9.0, 16.0]))
+    (tensor([3., 4., 6., 7.]),)
+    """
+    input = as_tensor(input)
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    dims = list(range(input.ndim)) if dim is None else \
+        [dim] if isinstance(dim, int) else list(dim)
+    dims = [ops.normalize_dim(d, input.ndim) for d in dims]
+    steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(steps) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or "
+                           f"it's spacing and dim arguments to have the same length, but got a "
+                           f"spacing argument of length {len(steps)} and a dim argument of "
+                           f"length {len(dims)}.")
+    if not ops.is_floating(input.dtype):
+        input = input.to(ops.defaults.float)
+    return tuple(_derivative(input, d, step, edge_order) for d, step in zip(dims, steps))
+
+
+def _derivative(f: Tensor, d: int, step: Any, edge_order: int) -> Tensor:
+    """``gradient`` along one dimension: three-point weights from the coordinates' steps
+    (numpy's formulas, which are the plain differences for even steps), differentiable in
+    coordinates given as a tensor as in PyTorch."""
+    n = f.shape[d]
+    if n < edge_order + 1:
+        raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                           "edge_order+1")
+    if isinstance(step, Tensor):
+        h = step.to(f.dtype).diff()
+    else:
+        h = as_tensor(np.full(n - 1, float(step), f.dtype))
+    shape = [1] * f.ndim
+    shape[d] = -1
+
+    def along(weights: Tensor) -> Tensor:  # weights along d, broadcast over the rest
+        return weights.reshape(shape)
+
+    a, b = h[:-1], h[1:]
+    inner = (-b / (a * (a + b)), (b - a) / (a * b), a / (b * (a + b)))
+    if edge_order == 1:
+        first = ((0, -1 / h[:1]), (1, 1 / h[:1]))
+        last = ((n - 2, -1 / h[-1:]), (n - 1, 1 / h[-1:]))
+    else:
+        a, b = h[:1], h[1:2]
+        first = ((0, -(2 * a + b) / (a * (a + b))), (1, (a + b) / (a * b)),
+                 (2, -a / (b * (a + b))))
+        a, b = h[-2:-1], h[-1:]
+        last = ((n - 3, b / (a * (a + b))), (n - 2, -(a + b) / (a * b)),
+                (n - 1, (2 * b + a) / (b * (a + b))))
+
+    def edge(terms: tuple) -> Tensor:
+        return sum(f.narrow(d, k, 1) * along(w) for k, w in terms)
+
+    parts = [edge(first)]
+    if n > 2:
+        parts.append(sum(f.narrow(d, k, n - 2) * along(w) for k, w in enumerate(inner)))
+    parts.append(edge(last))
+    return cat(parts, d)
+
+
 def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
     """The ``r``-element combinations of a vector's elements, one per row, in
     ``itertools.combinations`` order (``with_replacement``: ``combinations_with_replacement``).

@@ -20,7 +20,8 @@ __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "di
            "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
            "lu_factor_ex", "lu_solve", "matrix_exp", "matrix_norm", "matrix_power",
            "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_ex",
-           "solve_triangular", "svd", "svdvals", "vecdot", "vector_norm"]
+           "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot",
+           "vector_norm"]
 
 #: What ``eigh`` returns, as ``torch.return_types``: a tuple with names.
 EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
@@ -314,6 +315,71 @@ def inv(A: Tensor) -> Tensor:
             [0.0000, 0.2500]])
     """
     return as_tensor(A).inverse()
+
+
+def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
+    """The tensor ``X`` with ``tensordot(X, A, ind)`` the identity: ``A`` seen as a square
+    matrix (its first ``ind`` dimensions against the rest), inverted, of shape
+    ``A.shape[ind:] + A.shape[:ind]``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.tensorinv(pargraph.eye(4).reshape(4, 2, 2) * 2, ind=1).shape
+    pargraph.Size([2, 2, 4])
+    """
+    A = as_tensor(A)
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, columns = math.prod(A.shape[:ind]), math.prod(A.shape[ind:])
+    if rows != columns:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {columns} != {rows}")
+    return inv(A.reshape(rows, columns)).reshape(*A.shape[ind:], *A.shape[:ind])
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None) -> Tensor:
+    """The ``X`` with ``tensordot(A, X, X.ndim) == B``: ``A`` seen as a square matrix (its
+    first ``B.ndim`` dimensions against the rest; ``dims``: dimensions of ``A`` moved to the
+    end first), of shape ``A.shape[B.ndim:]``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.tensorsolve(pargraph.eye(6).reshape(2, 3, 6) * 2, pargraph.ones(2, 3))
+    tensor([0.5000, 0.5000, 0.5000, 0.5000, 0.5000, 0.5000])
+    """
+    A, B = as_tensor(A), as_tensor(B)
+    if dims is not None:
+        moved = [d % A.ndim for d in dims]
+        A = A.permute(*[d for d in range(A.ndim) if d not in moved], *moved)
+    rows, columns = math.prod(A.shape[:B.ndim]), math.prod(A.shape[B.ndim:])
+    if rows != columns:
+        raise RuntimeError("Expected self to satisfy the requirement "
+                           "prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), but "
+                           f"got {columns} != {rows}")
+    return solve(A.reshape(rows, columns), B.reshape(rows)).reshape(A.shape[B.ndim:])
+
+
+def vander(x: Tensor, *, N: int | None = None) -> Tensor:
+    """The Vandermonde matrix of each vector of ``x`` (its last dimension): its powers 0 up to
+    ``N - 1`` (its length by default) as columns, of shape ``(*, n, N)``.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.linalg.vander(pargraph.tensor([1, 2, 3])).tolist()
+    [[1, 1, 1], [1, 2, 4], [1, 3, 9]]
+    """
+    x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("x must have at least one dimension.")
+    n = x.shape[-1] if N is None else N
+    if n <= 1:
+        raise RuntimeError("N must be greater than 1.")
+    dtype = x.dtype if x.dtype.kind in "fc" else np.dtype(np.int64)
+    powers = as_tensor(np.arange(n).astype(dtype))
+    return x.to(dtype).unsqueeze(-1) ** powers
 
 
 def det(A: Tensor) -> Tensor:

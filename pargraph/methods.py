@@ -261,6 +261,32 @@ class EverydayMethods:
                              f"{list(self.shape)} at dimension {dim}")
         return self[(slice(None),) * dim + (index,)]
 
+    def narrow_copy(self, dim: int, start: int, length: int) -> Any:
+        """A copy of ``narrow(dim, start, length)``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.arange(5).narrow_copy(0, 1, 2).tolist()
+        [1, 2]
+        """
+        return self.narrow(dim, start, length).clone()
+
+    def angle(self) -> Any:
+        """The argument of each element: pi for a negative number, 0 otherwise (NaN stays
+        NaN); integers give the default float dtype.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([-2.0, 0.0, 3.0]).angle()
+        tensor([3.1416, 0.0000, 0.0000])
+        """
+        x = self if ops.is_floating(self.dtype) else self.to(ops.defaults.float)
+        signs = self._constant(np.zeros((), x.dtype)).expand(*x.shape)
+        signs = (signs + math.pi).where(x < 0, signs)
+        return x.where(x.isnan(), signs)  # a gradient only where the input is NaN
+
     def narrow(self, dim: int, start: int, length: int) -> Any:
         """The ``length`` elements from ``start`` along ``dim``.
 
@@ -332,16 +358,24 @@ class EverydayMethods:
         x = self.reshape((1,) * (len(dims) - self.dim()) + tuple(self.shape))
         return x.repeat(*dims)
 
-    def repeat_interleave(self, repeats: Any, dim: int | None = None,
+    def repeat_interleave(self, repeats: Any = None, dim: int | None = None,
                           output_size: int | None = None) -> Any:
-        """Each element repeated ``repeats`` times (an int, or one count per element).
+        """Each element repeated ``repeats`` times (an int, or one count per element);
+        ``pargraph.repeat_interleave(counts)``: each index repeated its count's times.
 
         Examples
         --------
         >>> import pargraph
         >>> pargraph.tensor([1, 2]).repeat_interleave(2).tolist()
         [1, 1, 2, 2]
+        >>> pargraph.repeat_interleave(pargraph.tensor([2, 0, 1])).tolist()
+        [0, 0, 2]
         """
+        if repeats is None:  # the counts themselves: the indices they repeat
+            if self.dim() > 1 or self.dtype.kind not in "iu":
+                raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+            counts = self.flatten()
+            return self._constant(np.arange(counts.shape[0])).repeat_interleave(counts)
         x = self.flatten() if dim is None else self
         d = 0 if dim is None else ops.normalize_dim(dim, self.dim())
         counts = np.asarray(repeats.tolist() if hasattr(repeats, "tolist") else repeats)

@@ -4,6 +4,7 @@ with PyTorch's arguments, checks and result types)."""
 
 from __future__ import annotations
 
+import warnings
 from collections import namedtuple
 from typing import Any
 
@@ -20,6 +21,12 @@ KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
 AminmaxResult = namedtuple("aminmax", ["min", "max"])
 CummaxResult = namedtuple("cummax", ["values", "indices"])
 CumminResult = namedtuple("cummin", ["values", "indices"])
+#: PyTorch's warning for ``scatter(..., reduce=)`` with a tensor source.
+SCATTER_REDUCE_DEPRECATED = (
+    "The reduce argument of torch.scatter with Tensor src is deprecated and will be removed in "
+    "a future PyTorch release. Use torch.scatter_reduce instead for more reduction options.")
+#: PyTorch's warning for ``index_reduce``, whose API may change.
+INDEX_REDUCE_BETA = "index_reduce() is in beta and the API may change at any time."
 #: ``quantile``'s ways between two neighbouring values.
 INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -58,14 +65,26 @@ class SelectionMethods:
         source = value if src is None else src
         if source is None:
             raise TypeError("scatter() missing the src tensor or value")
-        if reduce == "add":
-            return self.scatter_add(dim, index, source)
         if reduce is not None:
-            raise NotImplementedError(f"scatter: reduce={reduce!r} is not supported (expected "
-                                      "None or 'add')")
+            return self._scatter_reduced(dim, index, source, reduce)
         dim, index = self._along(dim, index, "scatter")
         out = ops.scatter(self._node, index, self._source(source, index, dim), dim=dim)
         return self._wrap(out if src is not None else ops.shown_as(out, "ScatterBackward1"))
+
+    def _scatter_reduced(self, dim: int, index: Any, source: Any, reduce: str) -> Any:
+        """``scatter(..., reduce="add" or "multiply")``, PyTorch's older form of
+        ``scatter_reduce`` (with its deprecation warning for a tensor ``src``)."""
+        if reduce not in ("add", "multiply"):
+            raise RuntimeError("reduce argument must be either add or multiply.")
+        if hasattr(source, "_node"):
+            warnings.warn(SCATTER_REDUCE_DEPRECATED, UserWarning, stacklevel=3)
+        if reduce == "add":
+            return self.scatter_add(dim, index, source)
+        if not hasattr(source, "_node"):
+            index = index if hasattr(index, "_node") else self._constant(index)
+            source = self._wrap(ops.expand(ops.constant(np.asarray(source, dtype=self.dtype)),
+                                           shape=tuple(index.shape)))
+        return self.scatter_reduce(dim, index, source, "prod")
 
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
                  reduce: str | None = None) -> Any:
@@ -162,6 +181,59 @@ class SelectionMethods:
         self._check_in_place()
         return self._rebind(self.scatter_reduce(dim, index, src, reduce,
                                                 include_self=include_self)._node)
+
+    def index_reduce(self, dim: int, index: Any, source: Any, reduce: str, *,
+                     include_self: bool = True) -> Any:
+        """A copy with the slices of ``source`` reduced into the slices at ``index`` along
+        ``dim``: ``reduce`` is ``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``
+        (``include_self=False``: this tensor's values left out where something lands).
+
+        Examples
+        --------
+        >>> import pargraph, warnings
+        >>> warnings.simplefilter("ignore")
+        >>> pargraph.ones(3).index_reduce(0, pargraph.tensor([0, 0]),
+        ...                               pargraph.tensor([2.0, 4.0]), "mean").tolist()
+        [2.3333332538604736, 1.0, 1.0]
+        """
+        return self._index_reduced(dim, index, source, reduce, include_self, "index_reduce")
+
+    def index_reduce_(self, dim: int, index: Any, source: Any, reduce: str, *,
+                      include_self: bool = True) -> Any:
+        """In-place :meth:`index_reduce`.
+
+        Examples
+        --------
+        >>> import pargraph, warnings
+        >>> warnings.simplefilter("ignore")
+        >>> pargraph.ones(2).index_reduce_(0, pargraph.tensor([1]), pargraph.tensor([5.0]),
+        ...                                "amax").tolist()
+        [1.0, 5.0]
+        """
+        self._check_in_place()
+        return self._rebind(self._index_reduced(dim, index, source, reduce, include_self,
+                                                "index_reduce_")._node)
+
+    def _index_reduced(self, dim: int, index: Any, source: Any, reduce: str,
+                       include_self: bool, name: str) -> Any:
+        if reduce not in ("prod", "mean", "amax", "amin"):
+            raise RuntimeError(f"{name}(): Expected reduce to be one of prod, mean, amax or "
+                               f"amin but got {reduce}.")
+        d = ops.normalize_dim(dim, max(self.ndim, 1))
+        index = index if hasattr(index, "_node") else self._constant(index)
+        if index.ndim > 1:
+            raise IndexError(f"{name}(): Index is supposed to be a vector")
+        if not hasattr(source, "_node"):
+            raise TypeError(f"{name}(): source must be a tensor, got {type(source).__name__}")
+        if index.numel() != (source.shape[d] if source.ndim else 1):
+            raise RuntimeError(f"index_reduce_(): Number of indices ({index.numel()}) should be "
+                               f"equal to source.size(dim): ({source.shape[d]}), for dim: {dim}")
+        warnings.warn(INDEX_REDUCE_BETA, UserWarning, stacklevel=3)
+        along = [1] * source.ndim
+        if source.ndim:
+            along[d] = -1
+        spread = index.reshape(along).expand(*source.shape)
+        return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
 
     def index_select(self, dim: int, index: Any) -> Any:
         """The slices at the 1-D integer ``index`` along ``dim``.

@@ -1139,3 +1139,105 @@ def test_float_of_a_tensor_that_requires_grad_warns_as_pytorchs(request):
             warnings.simplefilter("error")
             float((w * 2).detach()), (w * 2).item(), int(w), f"{w * 2:.1f}"
     assert messages[0] == messages[1]
+
+
+def _both(fn, *arrays, grad=False):
+    """``fn(library, *tensors)`` in pargraph and in torch, on float64 copies of ``arrays``;
+    with ``grad``, the gradients of the result's sum too."""
+    found = []
+    for library in (pargraph, torch):
+        tensors = [library.tensor(a, requires_grad=grad and a.dtype.kind == "f")
+                   for a in arrays]
+        out = fn(library, *tensors)
+        outs = out if isinstance(out, tuple) else (out,)
+        values = [o.detach().numpy() for o in outs]
+        if grad:
+            sum(o.sum() for o in outs).backward()
+            values += [t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
+                       for t in tensors if t.requires_grad]
+        found.append(values)
+    for ours, theirs in zip(*found):
+        assert str(ours.dtype) == str(theirs.dtype)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+def test_gradient_angle_narrow_copy_and_counted_repeats_are_pytorchs():
+    rng = np.random.default_rng(5)
+    f = rng.standard_normal((4, 5))
+    coordinates = np.array([0.0, 0.5, 1.75, 2.0, 3.5])
+    for options in ({}, {"dim": 1, "edge_order": 2}, {"spacing": [2.0, 0.5]},
+                    {"spacing": 3.0, "dim": (-1,)}):
+        _both(lambda lib, t, o=options: lib.gradient(t, **o), f, grad=True)
+    _both(lambda lib, t, c: lib.gradient(t, spacing=(c,), dim=1, edge_order=2), f,
+          coordinates, grad=True)
+    _both(lambda lib, t: lib.gradient(t), np.array([1, 4, 9, 16]))  # integers: floats
+    for options, error in (({"edge_order": 3}, "edge_order=1 and edge_order=2"),
+                           ({"dim": 0, "edge_order": 2}, "at least edge_order\\+1")):
+        for library in (pargraph, torch):
+            with pytest.raises(RuntimeError, match=error):
+                library.gradient(library.ones(2, 3), **options)
+    signs = np.array([-2.0, 0.0, -0.0, 3.0, np.nan, -np.inf])
+    _both(lambda lib, t: (lib.angle(t), t.angle()), signs[:4], grad=True)
+    _both(lambda lib, t: lib.angle(t), signs)
+    _both(lambda lib, t: lib.angle(t), np.array([-1, 0, 2]))
+    _both(lambda lib, t: (lib.narrow_copy(t, 1, 1, 3), t.narrow_copy(0, 2, 2)), f, grad=True)
+    _both(lambda lib, t: lib.repeat_interleave(t), np.array([2, 0, 3, 1]))
+    for norm in (0, -1, -2.5, 0.5):
+        _both(lambda lib, t, p=norm: (t.norm(p), t.norm(p, dim=1), lib.linalg.vector_norm(t, p)),
+              np.array([[0.0, 1.5, -2.0], [0.0, 0.0, 3.0]]))
+
+
+def test_index_reduce_and_scatters_older_reduce_are_pytorchs(request):
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # PyTorch warns once per process, else
+    request.addfinalizer(lambda: torch.set_warn_always(always))
+    rng = np.random.default_rng(6)
+    base, source = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    index = np.array([0, 2, 0, 3, 2])
+    for reduce in ("prod", "mean", "amax", "amin"):
+        for include_self in (True, False):
+            def call(lib, x, s, i, r=reduce, keep=include_self):
+                with pytest.warns(UserWarning, match="index_reduce\\(\\) is in beta"):
+                    return (x.index_reduce(0, i, s, r, include_self=keep),
+                            x.T.index_reduce(1, i, s.T, r, include_self=keep))
+            _both(call, base, source, index, grad=reduce != "prod")
+    _both(lambda lib, x, s, i: x.index_reduce(0, i, s, "mean"), np.ones(3, np.int64),
+          np.array([2, 3]), np.array([0, 0]))
+    for library in (pargraph, torch):
+        with pytest.raises(RuntimeError, match="one of prod, mean"):
+            library.ones(3).index_reduce(0, library.tensor([0]), library.ones(1), "sum")
+        with pytest.raises(RuntimeError, match="Number of indices"):
+            library.ones(3, 2).index_reduce(0, library.tensor([0, 1]), library.ones(1, 2),
+                                            "prod")
+    where = np.array([[0], [2]])
+    _both(lambda lib, x, i: x.scatter(1, i, 2.5, reduce="multiply"), np.ones((2, 3)), where)
+    for reduce in ("add", "multiply"):
+        def older(lib, x, s, i, r=reduce):
+            with pytest.warns(UserWarning, match="reduce argument of torch.scatter"):
+                return x.scatter(1, i, s, reduce=r)
+        _both(older, np.full((2, 3), 2.0), np.array([[3.0], [4.0]]), where)
+    for library in (pargraph, torch):
+        with pytest.raises(RuntimeError, match="either add or multiply"):
+            library.ones(2, 3).scatter(1, library.tensor([[0], [2]]), 2.0, reduce="mean")
+
+
+def test_tensorinv_tensorsolve_and_linalg_vander_are_pytorchs():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((6, 6)) + 6 * np.eye(6)
+    _both(lambda lib, t: lib.linalg.tensorinv(t.reshape(6, 2, 3), ind=1), a, grad=True)
+    _both(lambda lib, t: lib.linalg.tensorinv(t.reshape(2, 3, 6)), a, grad=True)
+    b = rng.standard_normal((2, 3))
+    _both(lambda lib, t, y: lib.linalg.tensorsolve(t.reshape(2, 3, 6), y), a, b, grad=True)
+    _both(lambda lib, t, y: lib.linalg.tensorsolve(t.reshape(6, 2, 3), y, dims=(0,)), a, b,
+          grad=True)
+    _both(lambda lib, t: lib.linalg.vander(t), rng.standard_normal((2, 3)), grad=True)
+    _both(lambda lib, t: lib.linalg.vander(t, N=4), np.array([1, 2, 3]))
+    for call, error in ((lambda lib: lib.linalg.tensorinv(lib.ones(4, 2, 2), ind=2), "2 != 8"),
+                        (lambda lib: lib.linalg.tensorinv(lib.ones(4, 2, 2), ind=0),
+                         "strictly positive"),
+                        (lambda lib: lib.linalg.tensorsolve(lib.ones(4, 2, 3), lib.ones(4)),
+                         "6 != 4"),
+                        (lambda lib: lib.linalg.vander(lib.ones(2), N=1), "greater than 1")):
+        for library in (pargraph, torch):
+            with pytest.raises(RuntimeError, match=error):
+                call(library)
