@@ -66,10 +66,22 @@ class Size(tuple):
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 class GradFn:
-    """The backward function of a non-leaf tensor, as PyTorch shows it."""
+    """The backward function of a non-leaf tensor, as PyTorch shows it: of a class named
+    after it (``type(y.grad_fn).__name__`` is ``"SumBackward0"``, which tools print)."""
+
+    #: The subclass of each backward function's name, made once.
+    kinds: dict[str, type] = {}
 
     def __init__(self, node: Node) -> None:
         self._node = node
+
+    @classmethod
+    def of(cls, node: Node) -> GradFn:
+        name = node.backward_name()
+        kind = cls.kinds.get(name)
+        if kind is None:
+            kind = cls.kinds[name] = type(name, (cls,), {"__module__": "torch.autograd"})
+        return kind(node)
 
     def name(self) -> str:
         return self._node.backward_name()
@@ -96,7 +108,7 @@ class AccumulateGrad:
 
 def _grad_fn_of_input(node: Node):
     if node.history:
-        return GradFn(node)
+        return GradFn.of(node)
     return AccumulateGrad(node) if node.requires_grad else None
 
 
@@ -116,7 +128,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     tensor(10.)
     """
 
-    __slots__ = ("_node", "_grad", "__weakref__")
+    __slots__ = ("_node", "_grad", "_changes", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     def __init__(self, node: Any = None, *more: int) -> None:
@@ -200,12 +212,18 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         self.requires_grad_(flag)
 
     @property
+    def _version(self) -> int:
+        """How many times an in-place op changed this tensor (PyTorch's version counter; a
+        view counts its own changes)."""
+        return getattr(self, "_changes", 0)
+
+    @property
     def is_leaf(self) -> bool:
         return not self._node.history
 
     @property
     def grad_fn(self) -> GradFn | None:
-        return GradFn(self._node) if self._node.history else None
+        return GradFn.of(self._node) if self._node.history else None
 
     @property
     def T(self) -> Tensor:
@@ -463,12 +481,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return self._node.retains_grad and self._node.history
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
-                 create_graph: bool = False) -> None:
+                 create_graph: bool = False, inputs: Any = None) -> None:
         """Compute the gradient of this tensor with respect to the graph's leaves.
 
         The backward graph is built now; it runs, with the not-yet-realized part of the forward
         graph, at the next realization (reading a ``.grad``, ``item()``, ``optimizer.step()``),
-        as one dask graph. Leaf ``.grad`` accumulates across calls.
+        as one dask graph. Leaf ``.grad`` accumulates across calls; ``inputs``: into these
+        tensors' only.
 
         Examples
         --------
@@ -477,7 +496,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> (x * x).sum().backward(); x.grad
         tensor([2., 4.])
         """
-        autograd.backward([self], [gradient], retain_graph, create_graph)
+        autograd.backward([self], [gradient], retain_graph, create_graph, inputs=inputs)
 
     # --- dtype conversions --------------------------------------------------------------
 
@@ -1102,6 +1121,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         old.overwritten = begun if old is not node else False
         self._node = node
         node.owner = weakref.ref(self)
+        self._changes = getattr(self, "_changes", 0) + 1
         return self
 
     def _replace(self, node: Node) -> None:

@@ -128,3 +128,63 @@ def test_a_jacobians_rows_run_as_one_graph():
         jac = functional.jacobian(lambda x: calls.append(1) or (x.sin() * x).sum(1), x)
         jac.numpy()
     assert calls == [1] and len(trace.runs) == 1  # two backward passes, one run
+
+
+def test_backward_into_chosen_inputs_grad_fn_classes_and_versions_are_pytorchs():
+    found = []
+    for library in (pargraph, torch):
+        x = library.tensor([1.0, 2.0], dtype=library.float64, requires_grad=True)
+        z = library.tensor([3.0, 4.0], dtype=library.float64, requires_grad=True)
+        hidden = x * z
+        (hidden * hidden).sum().backward(inputs=[z, hidden])
+        library.autograd.backward([(x * z).sum()], inputs=[x])
+        y = (x * 2).sum()
+        kinds = [type(y.grad_fn).__name__,
+                 [type(f).__name__ for f, _ in y.grad_fn.next_functions]]
+        w = library.ones(3)
+        versions = [w._version]
+        w.add_(1)
+        w[0] = 5.0
+        versions.append(w._version)
+        found.append((x.grad.tolist(), z.grad.tolist(), hidden.grad.tolist(), kinds,
+                      versions[1] - versions[0]))
+        with pytest.raises(RuntimeError, match="cannot be empty"):
+            (x * 2).sum().backward(inputs=[])
+    assert found[0] == found[1]
+
+
+def test_gradgradcheck_passes_true_second_derivatives_and_catches_a_wrong_one():
+    class DetachedBackward(pargraph.autograd.Function):  # right first, wrong second derivative
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 * x.detach()
+
+    x = pargraph.tensor([0.5, -1.5, 2.0], dtype=pargraph.float64, requires_grad=True)
+    assert pargraph.autograd.gradgradcheck(lambda t: (t.sin() * t ** 2).sum(), (x,))
+    assert pargraph.autograd.gradgradcheck(lambda t, u: t * u, (x, x.detach() * 3))
+    assert pargraph.autograd.gradcheck(lambda t: DetachedBackward.apply(t).sum(), (x,))
+    assert not pargraph.autograd.gradgradcheck(lambda t: DetachedBackward.apply(t).sum(),
+                                               (x,), raise_exception=False)
+    with pytest.raises(pargraph.autograd.GradcheckError):
+        pargraph.autograd.gradgradcheck(lambda t: DetachedBackward.apply(t).sum(), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: (t.sin() * t ** 2).sum(),
+                                        (torch.tensor(x.tolist(), dtype=torch.float64,
+                                                      requires_grad=True),))
+
+
+def test_saved_tensor_hooks_say_what_pargraph_does_with_them():
+    x = pargraph.ones(2, requires_grad=True)
+    with pargraph.autograd.graph.save_on_cpu(), \
+            pargraph.autograd.graph.disable_saved_tensors_hooks("no hooks here"):
+        y = (x * 3).sum()
+    y.backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(NotImplementedError, match="saves no tensors"):
+        with pargraph.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            pass

@@ -7,10 +7,13 @@
   nodes, templates reused for a forward structure seen before;
 - :mod:`~pargraph.autograd.engine` — the driver: seeds, ``.grad`` accumulation, deferring the
   run (``Tensor.backward`` and the functions call it);
-- :mod:`~pargraph.autograd.functional` — ``backward``, ``grad`` and ``gradcheck``;
-- :mod:`~pargraph.autograd.function` — ``Function``: a user's op with its own backward.
+- :mod:`~pargraph.autograd.functional` — ``backward``, ``grad``, ``gradcheck`` and
+  ``gradgradcheck``;
+- :mod:`~pargraph.autograd.function` — ``Function``: a user's op with its own backward;
+- :mod:`~pargraph.autograd.graph` — PyTorch's saved-tensor hooks (``save_on_cpu``).
 """
 
+from pargraph.autograd import graph
 from pargraph.autograd.anomaly import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,
@@ -18,7 +21,14 @@ from pargraph.autograd.anomaly import (
     set_detect_anomaly,
 )
 from pargraph.autograd.function import Function, FunctionCtx, once_differentiable
-from pargraph.autograd.functional import GradcheckError, Variable, backward, grad, gradcheck
+from pargraph.autograd.functional import (
+    GradcheckError,
+    Variable,
+    backward,
+    grad,
+    gradcheck,
+    gradgradcheck,
+)
 from pargraph.autograd.mode import (
     enable_grad,
     inference_mode,
@@ -28,8 +38,8 @@ from pargraph.autograd.mode import (
     set_grad_enabled,
 )
 
-__all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode", "is_grad_enabled", "is_inference_mode_enabled",
-           "Function", "FunctionCtx",
+__all__ = ["graph", "backward", "grad", "gradcheck", "gradgradcheck", "GradcheckError", "no_grad",
+           "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+           "is_inference_mode_enabled", "Function", "FunctionCtx",
            "once_differentiable", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "is_anomaly_check_nan_enabled", "Variable"]

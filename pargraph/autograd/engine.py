@@ -103,18 +103,24 @@ def gradient_nodes(outputs: Sequence[Any], seeds: Sequence[Node | None],
 
 
 def backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph: bool | None,
-             create_graph: bool) -> None:
+             create_graph: bool, inputs: Sequence[Any] | None = None) -> None:
     """Accumulate the gradients of ``outputs`` (tensors) into the ``.grad`` of the leaves and
-    of the tensors that retain theirs; the run is deferred to the next realization."""
+    of the tensors that retain theirs (``inputs``: of those tensors only); the run is
+    deferred to the next realization."""
     retain_graph = create_graph if retain_graph is None else retain_graph
+    wrt = None
+    if inputs is not None:
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        wrt = {id(x._node) for x in inputs}
     # Every .grad accumulated, or none; grad mode restored; the collector paused meanwhile.
     with interrupts.deferred(), execution.local.collector:
-        _backward(outputs, seeds, retain_graph, create_graph)
+        _backward(outputs, seeds, retain_graph, create_graph, wrt)
 
 
 def _backward(outputs: Sequence[Any], seeds: Sequence[Node | None], retain_graph: bool,
-              create_graph: bool) -> None:
-    grads, region = gradient_nodes(outputs, seeds, None, create_graph)
+              create_graph: bool, wrt: set[int] | None) -> None:
+    grads, region = gradient_nodes(outputs, seeds, wrt, create_graph)
     updated = []
     for node, g in grads:
         owner = node.owner_tensor()

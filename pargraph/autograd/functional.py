@@ -47,9 +47,12 @@ def _seed_nodes(outputs: list, grad_outputs: list) -> list:
 
 def backward(tensors: Tensor | Sequence[Tensor],
              grad_tensors: Tensor | Sequence[Any] | None = None,
-             retain_graph: bool | None = None, create_graph: bool = False) -> None:
+             retain_graph: bool | None = None, create_graph: bool = False,
+             grad_variables: Any = None, inputs: Tensor | Sequence[Tensor] | None = None
+             ) -> None:
     """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves (and of the
-    tensors that retain theirs), as ``torch.autograd.backward`` does.
+    tensors that retain theirs; ``inputs``: of those tensors only), as
+    ``torch.autograd.backward`` does.
 
     Examples
     --------
@@ -60,7 +63,8 @@ def backward(tensors: Tensor | Sequence[Tensor],
     """
     tensors = _as_list(tensors)
     seeds = _as_list(grad_tensors) or [None] * len(tensors)
-    engine.backward(tensors, _seed_nodes(tensors, seeds), retain_graph, create_graph)
+    engine.backward(tensors, _seed_nodes(tensors, seeds), retain_graph, create_graph,
+                    None if inputs is None else _as_list(inputs))
 
 
 def grad(
@@ -181,6 +185,47 @@ def gradcheck(
                 f"input elements),\nnumerical:\n{n}\nanalytical:\n{a}"
             )
     return True
+
+
+def gradgradcheck(
+    fn: Callable[..., Tensor | Sequence[Tensor]],
+    inputs: Tensor | Sequence[Any],
+    grad_outputs: Tensor | Sequence[Tensor] | None = None,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+) -> bool:
+    """Check the second derivatives of ``fn`` at ``inputs``: :func:`gradcheck` of its first
+    derivatives (taken with ``create_graph=True``) as a function of the inputs and of
+    ``grad_outputs`` (random float64 tensors by default, as in PyTorch).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> x = pargraph.randn(3, dtype=pargraph.float64, requires_grad=True)
+    >>> pargraph.autograd.gradgradcheck(lambda t: (t ** 3).sum(), (x,))
+    True
+    """
+    inputs = tuple(_as_list(inputs))
+    outputs = [o for o in _as_list(fn(*inputs)) if ops.is_floating(o.dtype)]
+    if grad_outputs is None:
+        rng = np.random.default_rng()
+        grad_outputs = [o._wrap(ops.constant(rng.standard_normal(o.shape))).requires_grad_()
+                        for o in outputs]
+    grad_outputs = tuple(_as_list(grad_outputs))
+    wrt = [k for k, x in enumerate(inputs) if _is_tensor(x) and x.requires_grad]
+
+    def first_derivatives(*args: Any) -> tuple:
+        xs, seeds = args[:len(inputs)], args[len(inputs):]
+        outs = [o for o in _as_list(fn(*xs)) if ops.is_floating(o.dtype)]
+        grads = grad(outs, [xs[k] for k in wrt], list(seeds), create_graph=True,
+                     allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)
 
 
 def _analytical_jacobians(outputs: list[Tensor], inputs: list[Tensor]) -> list[np.ndarray]:
