@@ -927,3 +927,110 @@ def test_convolutions_with_same_padding_in_every_padding_mode_as_pytorchs(mode, 
     assert results[0][0].shape == IMAGES.shape[:1] + (3,) + IMAGES.shape[2:]
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10, atol=1e-12)
+
+
+# --- module API: hooks, state-dict hooks, extra state, containers ----------------------------
+
+def _module_api_run(library):
+    """A program using Module's less common API; what it sees, for comparison."""
+    nn = library.nn
+    seen = []
+    layer = nn.Linear(2, 2)
+    with library.no_grad():
+        layer.weight.copy_(library.tensor([[1.0, 2.0], [3.0, -1.0]]))
+        layer.bias.copy_(library.tensor([0.5, -0.5]))
+    layer.register_forward_pre_hook(lambda m, args, kwargs: ((args[0] * 2,), kwargs),
+                                    with_kwargs=True)
+    layer.register_forward_hook(lambda m, args, kwargs, out: seen.append(("kw", sorted(kwargs))),
+                                with_kwargs=True)
+    layer.register_forward_hook(lambda m, args, out: seen.append("first"), prepend=True)
+    out = layer(library.tensor([[1.0, 1.0]]))
+    seen.append(out.tolist())
+    failing = nn.Module()
+    failing.forward = None  # calling it raises TypeError
+    failing.register_forward_hook(lambda m, args, out: seen.append(("always", out)),
+                                  always_call=True)
+    try:
+        failing(1)
+    except TypeError:
+        seen.append("raised")
+
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.count = 3
+            self.lin = nn.Linear(1, 1)
+
+        def get_extra_state(self):
+            return {"count": self.count}
+
+        def set_extra_state(self, state):
+            self.count = state["count"]
+
+    counter = Counter()
+    counter.register_state_dict_pre_hook(lambda m, prefix, keep: seen.append(("pre", prefix)))
+    counter.register_state_dict_post_hook(lambda m, state, prefix, meta: seen.append(
+        ("post", sorted(state))))
+    state = counter.state_dict()
+    fresh = Counter()
+    fresh.count = 0
+    fresh.register_load_state_dict_post_hook(lambda m, keys: keys.unexpected_keys.remove("old"))
+    fresh.load_state_dict({**state, "old": library.ones(1)})
+    seen.append(fresh.count)
+    with library.no_grad():
+        fresh.lin.weight.fill_(0.0)
+    seen.append(fresh.lin.weight.tolist() != counter.lin.weight.tolist())
+
+    seq = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Linear(1, 1))
+    seq.insert(1, nn.Sigmoid())
+    del seq[0]
+    popped = seq.pop(-1)
+    seq += nn.Sequential(nn.ReLU())
+    seq[0] = nn.Identity()
+    doubled = seq * 2
+    joined = seq + nn.Sequential(nn.Tanh())
+    seen.append([type(popped).__name__, [type(m).__name__ for m in seq], len(doubled),
+                 len(joined), [n for n, _ in seq.named_children()]])
+    stack = nn.ModuleList([nn.Linear(1, 1), nn.ReLU()])
+    stack.insert(0, nn.Tanh())
+    stack.pop(1)
+    stack += [nn.Sigmoid()]
+    del stack[0]
+    seen.append([type(m).__name__ for m in stack] + list(dict(stack.named_children())))
+    heads = nn.ModuleDict({"a": nn.ReLU()})
+    heads.update([("b", nn.Tanh())])
+    heads.update({"c": nn.Sigmoid()})
+    heads.pop("a")
+    seen.append(list(heads.keys()))
+    heads.clear()
+    seen.append(len(heads))
+    params = nn.ParameterDict({"x": nn.Parameter(library.ones(1))})
+    params.update({"y": nn.Parameter(library.zeros(2))})
+    params.setdefault("z", nn.Parameter(library.ones(3)))
+    seen.append([params.popitem()[0], list(reversed(params)), params.get("q", 7),
+                 len(params.copy())])
+    shared = nn.Module()
+    shared.a = shared.b = nn.Linear(1, 1)
+    seen.append([len(list(shared.named_parameters(remove_duplicate=False))),
+                 len(list(shared.named_modules(remove_duplicate=False))),
+                 [n for n, _ in shared.named_modules(memo={shared.a})]])
+    shared.set_submodule("b", nn.ReLU())
+    shared.register_module("c", nn.Tanh())
+    seen.append([n for n, _ in shared.named_children()])
+    seen.append(shared.share_memory() is shared)
+    try:
+        shared.cuda()
+    except AssertionError:
+        seen.append("no cuda")
+    return seen
+
+
+def test_module_api_hooks_extra_state_and_containers_are_pytorchs():
+    assert _module_api_run(pargraph) == _module_api_run(torch)
+
+
+def test_a_linear_layer_of_another_dtype_than_its_input_raises_pytorchs_message():
+    for library in (pargraph, torch):
+        with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype, but "
+                                               "got Double and Float"):
+            library.nn.Linear(2, 1)(library.ones(2, 2, dtype=library.float64))

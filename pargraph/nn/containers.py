@@ -51,6 +51,9 @@ class ParameterList(Module):
             self.append(value)
         return self
 
+    def __iadd__(self, values: Iterable[Any]) -> ParameterList:
+        return self.extend(values)
+
 
 class ParameterDict(Module):
     """A dict of parameters by name, registered so that ``parameters()`` finds them.
@@ -92,6 +95,49 @@ class ParameterDict(Module):
 
     def items(self):
         return self._parameters.items()
+
+    def __delitem__(self, name: str) -> None:
+        del self._parameters[name]
+        self._registry_changed()
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._parameters))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._parameters.get(name, default)
+
+    def pop(self, name: str) -> Parameter:
+        """Remove the parameter ``name`` and return it."""
+        value = self._parameters[name]
+        del self[name]
+        return value
+
+    def popitem(self) -> tuple[str, Parameter]:
+        """Remove the last parameter added and return ``(name, parameter)``."""
+        name = list(self._parameters)[-1]
+        return name, self.pop(name)
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def clear(self) -> None:
+        self._parameters.clear()
+        self._registry_changed()
+
+    def update(self, values: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        """Add (or replace) the parameters of a mapping or of ``(name, value)`` pairs."""
+        for name, value in (values.items() if isinstance(values, Mapping) else values):
+            self[name] = value
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same parameters."""
+        return ParameterDict(dict(self._parameters))
+
+    def fromkeys(self, keys: Iterable[str], default: Any = None) -> ParameterDict:
+        """A new ParameterDict with ``default`` under each key."""
+        return ParameterDict({name: default for name in keys})
 
 
 class Unflatten(Module):

@@ -326,7 +326,60 @@ class Identity(Module):
         return input
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: children named by their positions, which
+    deleting and inserting renumber, as PyTorch's do."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def _position(self, index: int) -> int:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} is out of range")
+        return index % len(self)
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        self.add_module(list(self._modules)[self._position(index)], module)
+
+    def __delitem__(self, index: int | slice) -> None:
+        modules = list(self._modules.values())
+        if isinstance(index, slice):
+            del modules[index]
+        else:
+            del modules[self._position(index)]
+        self._set_children([(str(k), m) for k, m in enumerate(modules)])
+
+    def insert(self, index: int, module: Module) -> Any:
+        """Put ``module`` at ``index``, the ones from there one further."""
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        modules = list(self._modules.values())
+        modules.insert(index % (n + 1) if index < 0 else index, module)
+        self._set_children([(str(k), m) for k, m in enumerate(modules)])
+        return self
+
+    def pop(self, index: int | slice = -1) -> Any:
+        """Remove the module at ``index`` and return it."""
+        module = self[index]
+        del self[index]
+        return module
+
+    def extend(self, modules: Iterable[Module]) -> Any:
+        for module in list(modules):
+            self.add_module(str(len(self)), module)
+        return self
+
+    def __iadd__(self, modules: Iterable[Module]) -> Any:
+        return self.extend(modules)
+
+
+class Sequential(_ModuleSequence):
     """Modules applied one after another; indexable, sliceable, with ``len``.
 
     Examples
@@ -352,15 +405,25 @@ class Sequential(Module):
             return Sequential(OrderedDict(items[index]))
         return items[index][1]
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
     def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self)), module)
         return self
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        return Sequential(*self, *other)
+
+    def __mul__(self, times: int) -> Sequential:
+        if not isinstance(times, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and "
+                            f"{type(times)}")
+        if times <= 0:
+            raise ValueError(f"Non-positive multiplication factor {times} for {type(self)}")
+        return Sequential(*(list(self) * times))
+
+    __rmul__ = __mul__
 
     def forward(self, input: Any) -> Any:
         for module in self:
@@ -368,7 +431,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered so their parameters are found.
 
     Examples
@@ -388,20 +451,12 @@ class ModuleList(Module):
         values = list(self._modules.values())
         return ModuleList(values[index]) if isinstance(index, slice) else values[index]
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
     def append(self, module: Module) -> ModuleList:
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for module in modules:
-            self.append(module)
-        return self
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList([*self, *other])
 
 
 class ModuleDict(Module):
@@ -444,6 +499,25 @@ class ModuleDict(Module):
         module = self._modules[name]
         del self[name]
         return module
+
+    def clear(self) -> None:
+        """Remove every module."""
+        self._modules.clear()
+        self._registry_changed()
+
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        """Add (or replace) the modules of a mapping or of ``(name, module)`` pairs."""
+        pairs = modules.items() if isinstance(modules, Mapping) else modules
+        for j, pair in enumerate(pairs):
+            if isinstance(modules, Mapping):
+                name, module = pair
+            else:
+                pair = tuple(pair)
+                if len(pair) != 2:
+                    raise ValueError(f"ModuleDict update sequence element #{j} has length "
+                                     f"{len(pair)}; 2 is required")
+                name, module = pair
+            self[name] = module
 
     def keys(self):
         return self._modules.keys()

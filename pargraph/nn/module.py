@@ -370,6 +370,76 @@ class Module:
         else:
             setattr(self, name, module)
 
+    def _set_children(self, children: list[tuple[str, Module | None]]) -> None:
+        """Replace the children by ``children`` (names and modules, in order): what
+        deleting from or inserting into a Sequential or ModuleList does, renumbering."""
+        for name, module in children:
+            if module is not None and (module._parent is None or module._parent() is self):
+                object.__setattr__(module, "_parent", weakref.ref(self))
+                object.__setattr__(module, "_name_in_parent", name)
+        self._modules.clear()
+        self._modules.update(children)
+        versions.tree += 1  # paths below the children changed
+        self._registry_changed()
+
+    def register_module(self, name: str, module: Module | None) -> None:
+        """``add_module``, by its other name."""
+        self.add_module(name, module)
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put ``module`` at the dotted path ``target`` (``"encoder.layers.0"``); with
+        ``strict``, only where a submodule is already.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> net = pargraph.nn.Sequential(pargraph.nn.Linear(2, 2), pargraph.nn.ReLU())
+        >>> net.set_submodule("1", pargraph.nn.Tanh()); type(net[1]).__name__
+        'Tanh'
+        """
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        *path, name = target.split(".")
+        parent = self.get_submodule(".".join(path)) if path else self
+        if strict and not isinstance(parent._modules.get(name), Module):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        if not isinstance(module, Module):
+            raise TypeError(f"`module` is not an nn.Module, found {type(module)}")
+        parent.add_module(name, module)
+
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def get_extra_state(self) -> Any:
+        """What this module adds to its ``state_dict`` under ``_extra_state`` (override it
+        with ``set_extra_state``)."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never "
+                           "be called. Please file an issue at https://github.com/pytorch/"
+                           "pytorch/issues/new?template=bug-report.yml to report this bug.")
+
+    def set_extra_state(self, state: Any) -> None:
+        """Restore what ``get_extra_state`` returned, from a ``state_dict``."""
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never "
+                           "be called. Please file an issue at https://github.com/pytorch/"
+                           "pytorch/issues/new?template=bug-report.yml to report this bug.")
+
+    def _has_extra_state(self) -> bool:
+        return type(self).get_extra_state is not Module.get_extra_state
+
+    def share_memory(self) -> Module:
+        """For ``torch.multiprocessing``: pargraph's values are shared already; the module."""
+        return self
+
+    def to_empty(self, *, device: Any = None, recurse: bool = True) -> Module:
+        """PyTorch's move of a module to ``device`` without its values: on the CPU the values
+        stay, which any content of uninitialized memory may be; the module."""
+        return self
+
+    def cuda(self, device: Any = None) -> Module:
+        """No CUDA here: raises, as PyTorch built without CUDA does."""
+        raise AssertionError("Torch not compiled with CUDA enabled (pargraph computes on the "
+                             "CPU; drop .cuda() or use .to(device) with a CPU device)")
+
     def path(self) -> str:
         """This module's dotted name inside the model that holds it (``""`` at the top)."""
         names, module = [], self
@@ -380,13 +450,14 @@ class Module:
 
     # --- traversal ----------------------------------------------------------------------
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True
-                         ) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         seen: set[int] = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
         for module_prefix, module in modules:
             for name, param in module._parameters.items():
-                if param is None or id(param) in seen:
+                if param is None or (remove_duplicate and id(param) in seen):
                     continue
                 seen.add(id(param))
                 yield (f"{module_prefix}.{name}" if module_prefix else name), param
@@ -395,14 +466,20 @@ class Module:
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
-    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        for module_prefix, module in self.named_modules(prefix=prefix):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
             for name, buffer in module._buffers.items():
-                if buffer is not None:
-                    yield (f"{module_prefix}.{name}" if module_prefix else name), buffer
+                if buffer is None or (remove_duplicate and id(buffer) in seen):
+                    continue
+                seen.add(id(buffer))
+                yield (f"{module_prefix}.{name}" if module_prefix else name), buffer
 
-    def buffers(self) -> Iterator[Tensor]:
-        for _, buffer in self.named_buffers():
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, buffer in self.named_buffers(recurse=recurse):
             yield buffer
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -414,14 +491,18 @@ class Module:
         for _, module in self.named_children():
             yield module
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         seen: set[int] = set()
         stack = [(prefix, self)]
         while stack:
             name, module = stack.pop()
-            if id(module) in seen:
-                continue
-            seen.add(id(module))
+            if remove_duplicate:
+                if id(module) in seen or (memo is not None and module in memo):
+                    continue
+                seen.add(id(module))
+                if memo is not None:
+                    memo.add(module)
             yield name, module
             children = [(f"{name}.{child_name}" if name else child_name, child)
                         for child_name, child in module.named_children()]
@@ -562,9 +643,76 @@ class Module:
         if args:  # PyTorch's old positional form: (destination, prefix, keep_vars)
             destination, prefix, keep_vars = args + (destination, prefix, keep_vars)[len(args):]
         state: OrderedDict[str, Tensor] = OrderedDict() if destination is None else destination
+        modules = list(self.named_modules(prefix=prefix.rstrip(".")))
+        for name, module in modules:
+            for hook in list(module.__dict__.get("_state_dict_pre_hooks", ())):
+                hook(module, f"{name}." if name else "", keep_vars)
         for name, tensor in self._state_items(prefix):
             state[name] = tensor if keep_vars else tensor.detach()
+        for name, module in modules:
+            if module._has_extra_state():
+                state[f"{name}._extra_state" if name else "_extra_state"] = \
+                    module.get_extra_state()
+        for name, module in reversed(modules):  # PyTorch's: a child's before its parent's
+            for hook in list(module.__dict__.get("_state_dict_hooks", ())):
+                returned = hook(module, state, f"{name}." if name else "", {})
+                if returned is not None:
+                    state = returned
         return state
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, prefix, keep_vars)`` before ``state_dict`` reads this module.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer, seen = pargraph.nn.Linear(2, 1), []
+        >>> _ = layer.register_state_dict_pre_hook(lambda m, prefix, keep: seen.append(prefix))
+        >>> _ = layer.state_dict(); seen
+        ['']
+        """
+        return self._hook_in("_state_dict_pre_hooks", hook)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata)`` once ``state_dict`` has
+        this module's entries; it may change them in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Linear(2, 1)
+        >>> _ = layer.register_state_dict_post_hook(
+        ...     lambda m, state, prefix, meta: state.pop(prefix + "bias"))
+        >>> list(layer.state_dict())
+        ['weight']
+        """
+        return self._hook_in("_state_dict_hooks", lambda *args: hook(*args) and None)
+
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's older form of :meth:`register_state_dict_post_hook`: a state dict
+        ``hook`` returns replaces the one made."""
+        return self._hook_in("_state_dict_hooks", hook)
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, incompatible_keys)`` when ``load_state_dict`` has matched the
+        keys, before it checks them (``strict``) and copies the values: removing a key from
+        ``incompatible_keys.missing_keys`` or ``unexpected_keys`` there excuses it.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> layer = pargraph.nn.Linear(2, 1)
+        >>> _ = layer.register_load_state_dict_post_hook(
+        ...     lambda m, keys: keys.unexpected_keys.clear())
+        >>> layer.load_state_dict({**layer.state_dict(), "old_scale": 1.0})
+        <All keys matched successfully>
+        """
+        return self._hook_in("_load_state_dict_post_hooks", hook)
+
+    def _hook_in(self, table: str, hook: Callable) -> RemovableHandle:
+        hooks = self.__dict__.setdefault(table, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
 
     def load_state_dict(self, state_dict: dict, strict: bool = True):
         """Copy values (tensors or numpy arrays) into the parameters and buffers.
@@ -574,8 +722,15 @@ class Module:
         """
         state_dict, hooks_missing, hooks_unexpected, errors = _pre_hooks(self, state_dict, strict)
         own = dict(self._state_items())
-        missing = [k for k in own if k not in state_dict] + hooks_missing
-        unexpected = [k for k in state_dict if k not in own] + hooks_unexpected
+        extra = {f"{name}._extra_state" if name else "_extra_state": module
+                 for name, module in self.named_modules() if module._has_extra_state()}
+        missing = [k for k in [*own, *extra] if k not in state_dict] + hooks_missing
+        unexpected = [k for k in state_dict if k not in own and k not in extra] \
+            + hooks_unexpected
+        keys = IncompatibleKeys(missing, unexpected)
+        for _, module in self.named_modules():
+            for hook in list(module.__dict__.get("_load_state_dict_post_hooks", ())):
+                hook(module, keys)
         if strict and missing:
             errors.append("Missing key(s) in state_dict: "
                           + ", ".join(f'"{k}"' for k in missing) + ". ")
@@ -602,7 +757,10 @@ class Module:
         with interrupts.deferred():  # every value, or none
             for name, array in values.items():
                 assign(own[name], array)
-        return IncompatibleKeys(missing, unexpected)
+        for name, module in extra.items():
+            if name in state_dict:
+                module.set_extra_state(state_dict[name])
+        return keys
 
     # --- calling and printing -----------------------------------------------------------
 
@@ -632,28 +790,56 @@ class Module:
                 naming_state.model = scope
             naming_state.scope, grad_mode.site = scope, site
             if self._forward_pre_hooks:  # every op of a forward goes through here: no copies
-                for hook in list(self._forward_pre_hooks):
-                    changed = hook(self, args)
-                    if changed is not None:
-                        args = changed if isinstance(changed, tuple) else (changed,)
+                args, kwargs = self._pre_hooked(args, kwargs)
             hooked = None
             if "_backward_hooks" in self.__dict__ and grad_mode.enabled and (
                     self._backward_hooks or self._backward_pre_hooks):
                 hooked = BackwardHooks(self)
                 args = hooked.inputs(args)
-            output = self.forward(*args, **kwargs)
-            if self._forward_hooks:
+            if not self._forward_hooks:
+                output = self.forward(*args, **kwargs)
+            else:
+                try:
+                    output = self.forward(*args, **kwargs)
+                except BaseException:
+                    for hook in list(self._forward_hooks):  # always_call=True: these too
+                        if type(hook) is _Hook and hook.always_call:
+                            hook.call(self, args, kwargs, None)
+                    raise
                 for hook in list(self._forward_hooks):
-                    changed = hook(self, args, output)
+                    changed = hook.call(self, args, kwargs, output) if type(hook) is _Hook \
+                        else hook(self, args, output)
                     if changed is not None:
                         output = changed
             return output if hooked is None else hooked.outputs(output)
         finally:
             naming_state.scope, grad_mode.site = saved
 
-    def register_forward_hook(self, hook: Callable) -> RemovableHandle:
-        """Call ``hook(module, args, output)`` after each forward; a value it returns replaces
-        the output.
+    def _pre_hooked(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The arguments after the forward pre-hooks: ``hook(module, args)`` returns new
+        positional arguments (a tuple, or one argument); one registered ``with_kwargs``,
+        ``hook(module, args, kwargs)``, returns both."""
+        for hook in list(self._forward_pre_hooks):
+            if type(hook) is _Hook:
+                changed = hook.function(self, args, kwargs)
+                if changed is not None:
+                    if not (isinstance(changed, tuple) and len(changed) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {changed}.")
+                    args, kwargs = changed
+                continue
+            changed = hook(self, args)
+            if changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        return args, kwargs
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False, always_call: bool = False
+                              ) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after each forward (``with_kwargs``:
+        ``hook(module, args, kwargs, output)``); a value it returns replaces the output.
+        ``prepend``: before the hooks registered already; ``always_call``: also when the
+        forward raises (with output None).
 
         Examples
         --------
@@ -663,8 +849,16 @@ class Module:
         >>> layer(pargraph.ones(1))
         tensor([2.])
         """
-        self._forward_hooks.append(hook)
-        return RemovableHandle(self._forward_hooks, hook)
+        entry = _Hook(hook, with_kwargs, always_call) if with_kwargs or always_call else hook
+        return self._registered(self._forward_hooks, entry, prepend)
+
+    @staticmethod
+    def _registered(hooks: list, entry: Any, prepend: bool) -> RemovableHandle:
+        if prepend:
+            hooks.insert(0, entry)
+        else:
+            hooks.append(entry)
+        return RemovableHandle(hooks, entry)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False
                                     ) -> RemovableHandle:
@@ -736,9 +930,12 @@ class Module:
         hooks.append(entry)
         return RemovableHandle(hooks, entry)
 
-    def register_forward_pre_hook(self, hook: Callable) -> RemovableHandle:
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
         """Call ``hook(module, args)`` before each forward; a value it returns replaces the
-        positional arguments (a tuple, or a single argument).
+        positional arguments (a tuple, or a single argument). ``with_kwargs``:
+        ``hook(module, args, kwargs)``, returning ``(args, kwargs)`` or None; ``prepend``:
+        before the hooks registered already.
 
         Examples
         --------
@@ -748,8 +945,8 @@ class Module:
         >>> layer(pargraph.ones(1))
         tensor([2.])
         """
-        self._forward_pre_hooks.append(hook)
-        return RemovableHandle(self._forward_pre_hooks, hook)
+        entry = _Hook(hook, True, False) if with_kwargs else hook
+        return self._registered(self._forward_pre_hooks, entry, prepend)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and then on this module.
@@ -789,6 +986,21 @@ class Module:
         path = self.path()
         text = f"{type(self).__name__}({self.extra_repr()})"
         return f"{text} at '{path}'" if path else text
+
+
+class _Hook:
+    """A forward hook registered with ``with_kwargs`` or ``always_call`` (a plain one is
+    kept as the function itself)."""
+
+    __slots__ = ("function", "with_kwargs", "always_call")
+
+    def __init__(self, function: Callable, with_kwargs: bool, always_call: bool) -> None:
+        self.function, self.with_kwargs, self.always_call = function, with_kwargs, always_call
+
+    def call(self, module: Module, args: tuple, kwargs: dict, output: Any) -> Any:
+        if self.with_kwargs:
+            return self.function(module, args, kwargs, output)
+        return self.function(module, args, output)
 
 
 def _pre_hooks(model: Module, state_dict: Any, strict: bool) -> tuple[dict, list, list, list]:
