@@ -74,9 +74,11 @@ from pargraph.devices import (
     channels_last_3d,
     contiguous_format,
     device,
+    layout,
     memory_format,
     preserve_format,
     set_default_device,
+    strided,
 )
 from pargraph.execution import local as _local
 from pargraph.execution import worker_threads
@@ -238,9 +240,9 @@ __all__ = [
     "is_grad_enabled", "is_inference_mode_enabled", "is_anomaly_enabled",
     "is_anomaly_check_nan_enabled",
     "Size", "float16", "bfloat16", "int32", "half", "int", "device",
-    "set_default_device", "memory_format", "contiguous_format", "channels_last",
-    "channels_last_3d", "preserve_format", "cuda", "distributions", "accelerator", "linalg",
-    "random", "is_tensor",
+    "set_default_device", "memory_format", "layout", "strided", "contiguous_format",
+    "channels_last", "channels_last_3d", "preserve_format", "cuda", "distributions",
+    "accelerator", "linalg", "random", "is_tensor",
     "allclose", "Generator",
     "einsum", "randperm", "compile", "GraphBreak", "library", "profiler", "special", "testing",
     "empty", "empty_like",

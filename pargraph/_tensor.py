@@ -30,7 +30,7 @@ from pargraph.autograd.engine import post_accumulate_hooks
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
-from pargraph.devices import check_device, device
+from pargraph.devices import check_device, device, strided
 from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks
 from pargraph.methods import EverydayMethods
 from pargraph.ops import defaults
@@ -210,6 +210,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
         self.requires_grad_(flag)
+
+    @property
+    def layout(self) -> Any:
+        """``pargraph.strided``: values are dense arrays."""
+        return strided
 
     @property
     def _version(self) -> int:

@@ -84,3 +84,24 @@ contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+
+
+class layout:  # noqa: N801  (PyTorch's name)
+    """How a tensor's values are stored: pargraph's are dense arrays, ``strided`` (a sparse
+    layout is refused where it is asked for).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> pargraph.ones(2).layout
+    pargraph.strided
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"pargraph.{self.name}"
+
+
+strided = layout("strided")

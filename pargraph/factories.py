@@ -8,9 +8,11 @@ dtype. Every factory takes ``device=`` (the CPU, or a clear error).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pargraph import ops
@@ -129,6 +131,11 @@ def tensor(data: Any, dtype=None, requires_grad: bool = False,
     dtype('float32')
     """
     check_device(device, "tensor")
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or "
+                      "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                      "torch.tensor(sourceTensor).", UserWarning, stacklevel=2)
     t = Tensor(leaf_of(data, dtype))
     if requires_grad:
         t.requires_grad_(True)
@@ -331,6 +338,8 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False,
     check_device(device, "arange")
     if end is None:
         start, end = 0, start
+    # A 0-d tensor counts as its number: an integer one keeps the result integral.
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = int64 if is_int else defaults.float
@@ -530,9 +539,32 @@ def rand(*size, generator: Generator | None = None, dtype=None, requires_grad: b
     if given:
         size = ops.keyword_sizes(given, "size", size, "rand")
     check_device(device, "rand")
-    dtype = np.dtype(dtype or defaults.float)
+    dtype, drawn_as = _random_dtypes(dtype, "check_uniform_bounds")
     shape = shape_arg(size)
-    return drawn(lambda: _source(generator).random(shape, dtype=dtype), requires_grad)
+    if drawn_as == dtype:
+        return drawn(lambda: _source(generator).random(shape, dtype=dtype), requires_grad)
+    below_one = 1 - ml_dtypes.finfo(dtype).epsneg  # rounding must not reach 1
+
+    def draw() -> np.ndarray:
+        return np.minimum(_source(generator).random(shape, dtype=drawn_as), below_one
+                          ).astype(dtype)
+    return drawn(draw, requires_grad)
+
+
+def _random_dtypes(dtype: Any, kernel: str) -> tuple[np.dtype, np.dtype]:
+    """The dtype of a random draw and the one numpy draws in: float16 and bfloat16 are drawn
+    in float32 and rounded (numpy draws neither); an integer dtype raises PyTorch's error
+    naming its ``kernel``."""
+    dtype = np.dtype(dtype or defaults.float)
+    if not ops.is_floating(dtype):
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_SCALAR_NAMES.get(dtype.name, dtype.name)}'")
+    return dtype, dtype if dtype.itemsize >= 4 else np.dtype(np.float32)
+
+
+#: PyTorch's names of integer dtypes in its kernels' errors.
+_SCALAR_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                 "uint8": "Byte", "bool": "Bool"}
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,
@@ -549,9 +581,10 @@ def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: 
     if given:
         size = ops.keyword_sizes(given, "size", size, "randn")
     check_device(device, "randn")
-    dtype = np.dtype(dtype or defaults.float)
+    dtype, drawn_as = _random_dtypes(dtype, "normal_kernel_cpu")
     shape = shape_arg(size)
-    return drawn(lambda: _source(generator).standard_normal(shape, dtype=dtype), requires_grad)
+    return drawn(lambda: _source(generator).standard_normal(shape, dtype=drawn_as).astype(
+        dtype, copy=False), requires_grad)
 
 
 def randint(*args, size=None, generator: Generator | None = None, dtype=None,

@@ -1241,3 +1241,26 @@ def test_tensorinv_tensorsolve_and_linalg_vander_are_pytorchs():
         for library in (pargraph, torch):
             with pytest.raises(RuntimeError, match=error):
                 call(library)
+
+
+def test_factories_take_tensors_low_precision_and_refuse_integer_draws_as_pytorch():
+    for library in (pargraph, torch):
+        assert str(library.arange(library.tensor(3)).dtype).endswith("int64")
+        assert library.arange(1, library.tensor(6), 2).tolist() == [1, 3, 5]
+        assert str(library.arange(library.tensor(2.0)).dtype).endswith("float32")
+        with pytest.warns(UserWarning, match="To copy construct from a tensor"):
+            library.tensor(library.ones(2))
+        for draw, kernel in ((library.rand, "check_uniform_bounds"),
+                             (library.randn, "normal_kernel_cpu")):
+            with pytest.raises(NotImplementedError, match=f'"{kernel}" not implemented for '
+                                                          "'Long'"):
+                draw(3, dtype=library.int64)
+        assert repr(library.ones(2).layout).endswith("strided")
+    for dtype in (pargraph.float16, pargraph.bfloat16):
+        pargraph.manual_seed(0)
+        uniform = pargraph.rand(100000, dtype=dtype)
+        normal = pargraph.randn(100000, dtype=dtype)
+        assert uniform.dtype == dtype and normal.dtype == dtype
+        values = uniform.float().numpy()
+        assert values.min() >= 0 and values.max() < 1 and abs(values.mean() - 0.5) < 0.01
+        assert abs(normal.float().numpy().std() - 1) < 0.02
