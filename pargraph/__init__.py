@@ -27,6 +27,7 @@ from pargraph import (
     testing,
     utils,
 )
+from pargraph import dtypes as _dtypes
 from pargraph._tensor import (
     Size,
     Tensor,
@@ -208,10 +209,11 @@ double = float64
 long = int64
 half = float16
 int = int32  # noqa: A001
-int8, int16, uint8 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.uint8)
+int8, int16, uint8 = (_dtypes.dtype(t) for t in (np.int8, np.int16, np.uint8))
 short = int16
-#: ``isinstance(t.dtype, pargraph.dtype)`` holds: dtypes are numpy's.
-dtype = np.dtype
+complex64, complex128 = _dtypes.dtype(np.complex64), _dtypes.dtype(np.complex128)
+cfloat, cdouble = complex64, complex128
+dtype = _dtypes.dtype
 
 globals().update(method_functions)  # pargraph.exp(x), pargraph.sum(x, dim), ...
 
@@ -248,7 +250,8 @@ __all__ = [
     "empty", "empty_like",
     "clip", "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",
     "tensordot",
-    "logical_not", "int8", "int16", "uint8", "short", "dtype", "dashboard", "normal",
+    "logical_not", "int8", "int16", "uint8", "short", "dtype", "complex64", "complex128",
+    "cfloat", "cdouble", "dashboard", "normal",
     "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",
     "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor", "set_printoptions", "bernoulli",

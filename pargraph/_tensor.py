@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import amp, autograd, execution, ops
+from pargraph import amp, autograd, dtypes, execution, ops
 from pargraph.autograd.backward_graph import accumulate
 from pargraph.autograd.engine import post_accumulate_hooks
 from pargraph.autograd.mode import no_grad
@@ -38,13 +38,13 @@ from pargraph.printing import format_tensor
 from pargraph.remote.recovery import fetch
 from pargraph.selection import SelectionMethods
 
-float16 = np.dtype(np.float16)
-bfloat16 = ops.BFLOAT16
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int32 = np.dtype(np.int32)
-int64 = np.dtype(np.int64)
-bool_ = np.dtype(bool)
+float16 = dtypes.dtype(np.float16)
+bfloat16 = dtypes.dtype(ops.BFLOAT16)
+float32 = dtypes.dtype(np.float32)
+float64 = dtypes.dtype(np.float64)
+int32 = dtypes.dtype(np.int32)
+int64 = dtypes.dtype(np.int64)
+bool_ = dtypes.dtype(bool)
 
 
 class Size(tuple):
@@ -190,8 +190,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return self.shape if dim is None else self._node.shape[ops.normalize_dim(dim, self.ndim)]
 
     @property
-    def dtype(self) -> np.dtype:
-        return self._node.dtype
+    def dtype(self) -> dtypes.dtype:
+        return dtypes.KNOWN.get(self._node.dtype) or self._node.dtype
 
     @property
     def ndim(self) -> int:
@@ -512,7 +512,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         --------
         >>> import pargraph
         >>> pargraph.ones(1).to(pargraph.float64).dtype
-        dtype('float64')
+        pargraph.float64
         """
         dtype = dtype_of_to(args, kwargs, "to")
         if dtype is None or np.dtype(dtype) == self.dtype:
@@ -551,9 +551,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         --------
         >>> import pargraph
         >>> pargraph.ones(1).type(), pargraph.ones(1).type(pargraph.float64).dtype
-        ('torch.FloatTensor', dtype('float64'))
+        ('torch.FloatTensor', pargraph.float64)
         >>> pargraph.ones(1).type("torch.LongTensor").dtype
-        dtype('int64')
+        pargraph.int64
         """
         if dtype is None:
             return TYPE_NAMES.get(self.dtype, f"torch.{self.dtype.name}Tensor")
@@ -1273,8 +1273,8 @@ def _warn_degrees_of_freedom(x: Tensor, dim: Any, correction: float, name: str) 
 
 def _is_dtype(value: Any) -> bool:
     """Whether ``value`` names a dtype (``pargraph.int32``, ``np.float16``)."""
-    return isinstance(value, np.dtype) or (isinstance(value, type) and
-                                           issubclass(value, np.generic))
+    return isinstance(value, (np.dtype, dtypes.dtype)) or (isinstance(value, type) and
+                                                           issubclass(value, np.generic))
 
 
 class _View(Tensor):

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph import dtypes
 from pargraph.autograd.mode import no_grad
 from pargraph.ops import BFLOAT16, HALF
 
@@ -56,7 +57,7 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
     >>> with pargraph.autocast("cpu"):
     ...     y = pargraph.ones(2, 3) @ pargraph.ones(3, 1)
     >>> y.dtype
-    dtype(bfloat16)
+    pargraph.bfloat16
     """
 
     def __init__(self, device_type: str = "cuda", dtype: Any = None, enabled: bool = True,
@@ -66,7 +67,7 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
         if not is_autocast_available(device_type):
             raise RuntimeError(f"Invalid device string: '{device_type}'")
         self.device = device_type
-        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else np.dtype(dtype)
+        self.fast_dtype = np.dtype(get_autocast_dtype(device_type) if dtype is None else dtype)
         self._cache_enabled = True if cache_enabled is None else cache_enabled
         if enabled and device_type == "cuda":
             warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.",
@@ -121,9 +122,9 @@ def get_autocast_dtype(device_type: str) -> np.dtype:
     --------
     >>> import pargraph
     >>> pargraph.get_autocast_dtype("cpu")
-    dtype(bfloat16)
+    pargraph.bfloat16
     """
-    return state.cpu_default if device_type == "cpu" else HALF
+    return dtypes.of(state.cpu_default if device_type == "cpu" else HALF)
 
 
 def set_autocast_dtype(device_type: str, dtype: Any) -> None:
@@ -198,7 +199,7 @@ def autocasts(kind: str) -> Callable[[Callable], Callable]:
     >>> double = amp.autocasts("fp32")(lambda x: x * 2)
     >>> with pargraph.autocast("cpu"):
     ...     double(pargraph.ones(1, dtype=pargraph.bfloat16)).dtype
-    dtype('float32')
+    pargraph.float32
     """
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)

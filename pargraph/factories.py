@@ -128,7 +128,7 @@ def tensor(data: Any, dtype=None, requires_grad: bool = False,
     --------
     >>> import pargraph
     >>> pargraph.tensor([[1.0, 2.0]]).dtype
-    dtype('float32')
+    pargraph.float32
     """
     check_device(device, "tensor")
     if isinstance(data, Tensor):
@@ -164,7 +164,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     --------
     >>> import numpy as np, pargraph
     >>> pargraph.from_numpy(np.arange(3.0)).dtype
-    dtype('float64')
+    pargraph.float64
     """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray (got {type(array).__name__})")
@@ -241,7 +241,7 @@ def empty_like(t: Tensor, dtype=None, requires_grad: bool = False,
     --------
     >>> import pargraph
     >>> pargraph.empty_like(pargraph.ones(4, dtype=pargraph.float64)).dtype
-    dtype('float64')
+    pargraph.float64
     """
     check_device(device, "empty_like")
     return _filled(t.shape, 0, dtype or t.dtype, requires_grad)
@@ -271,7 +271,7 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False,
     --------
     >>> import pargraph
     >>> pargraph.full((2,), 7).dtype
-    dtype('int64')
+    pargraph.int64
     """
     check_device(device, "full")
     if dtype is None:
@@ -289,7 +289,7 @@ def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False,
     --------
     >>> import pargraph
     >>> pargraph.zeros_like(pargraph.ones(2, dtype=pargraph.int64)).dtype
-    dtype('int64')
+    pargraph.int64
     """
     check_device(device, "zeros_like")
     return _filled(t.shape, 0, dtype or t.dtype, requires_grad)

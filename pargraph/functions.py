@@ -15,7 +15,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from pargraph import amp, execution, ops
+from pargraph import amp, dtypes, execution, ops
 from pargraph._tensor import Tensor, apply, operand
 from pargraph.factories import as_tensor, full_like, rand
 
@@ -266,7 +266,7 @@ def get_default_dtype() -> np.dtype:
     >>> pargraph.get_default_dtype() == pargraph.float32
     True
     """
-    return ops.defaults.float
+    return dtypes.of(ops.defaults.float)
 
 
 def set_default_dtype(d: Any) -> None:
@@ -948,9 +948,9 @@ def promote_types(type1: Any, type2: Any) -> Any:
     --------
     >>> import pargraph
     >>> pargraph.promote_types(pargraph.int64, pargraph.float32)
-    dtype('float32')
+    pargraph.float32
     """
-    return ops.promote_types(np.dtype(type1), np.dtype(type2))
+    return dtypes.of(ops.promote_types(np.dtype(type1), np.dtype(type2)))
 
 
 def result_type(tensor1: Any, tensor2: Any) -> Any:
@@ -961,9 +961,9 @@ def result_type(tensor1: Any, tensor2: Any) -> Any:
     --------
     >>> import pargraph
     >>> pargraph.result_type(pargraph.tensor([1, 2]), 1.0)
-    dtype('float32')
+    pargraph.float32
     """
-    return ops.result_dtype(operand(tensor1), operand(tensor2))
+    return dtypes.of(ops.result_dtype(operand(tensor1), operand(tensor2)))
 
 
 def can_cast(from_: Any, to: Any) -> bool:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution
+from pargraph import dtypes, execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
@@ -193,7 +193,7 @@ class CustomOp:
             raise TypeError(f"{self.name}: register_fake's function returned "
                             f"{type(shaped).__name__}, expected a tensor of the output's "
                             "shape and dtype")
-        known = (tuple(shaped.shape), shaped.dtype)
+        known = (tuple(shaped.shape), np.dtype(shaped.dtype))
         if key is not None:
             if len(self._faked) >= FAKED_SHAPES:
                 self._faked.clear()
@@ -267,8 +267,8 @@ class OpArray(np.ndarray):
         """The array itself, or a copy of another dtype (``x.to(x.device, np.float64)``)."""
         dtype = kwargs.get("dtype")
         for arg in args:
-            if isinstance(arg, np.dtype) or (isinstance(arg, type) and
-                                             issubclass(arg, np.generic)):
+            if isinstance(arg, (np.dtype, dtypes.dtype)) or (isinstance(arg, type) and
+                                                             issubclass(arg, np.generic)):
                 dtype = arg
         return self if dtype is None or np.dtype(dtype) == self.dtype else self.astype(dtype)
 

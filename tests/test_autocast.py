@@ -27,7 +27,7 @@ def _both(fn):
 
 
 def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
+    return str(dtype).split(".")[-1]
 
 
 OPS = {

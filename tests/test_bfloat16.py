@@ -13,7 +13,7 @@ RNG = np.random.default_rng(0)
 
 
 def _same(ours, theirs):
-    assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+    assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
     np.testing.assert_array_equal(ours.detach().float().numpy(),
                                   theirs.detach().float().numpy())
 
@@ -27,7 +27,7 @@ def test_bfloat16_promotes_as_pytorchs():
     for ours_dtype, theirs_dtype in kinds.values():
         a = pargraph.ones(2, dtype=pargraph.bfloat16) + pargraph.ones(2, dtype=ours_dtype)
         b = torch.ones(2, dtype=torch.bfloat16) + torch.ones(2, dtype=theirs_dtype)
-        assert str(a.dtype) == str(b.dtype).removeprefix("torch.")
+        assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
     scalar = pargraph.ones(2, dtype=pargraph.bfloat16) * 2.5
     assert scalar.dtype == pargraph.bfloat16 and scalar.is_floating_point()
     assert pargraph.tensor([1.0]).bfloat16().type() == "torch.BFloat16Tensor"

@@ -23,7 +23,8 @@ def both(call, *arrays, grad=True, exact=False):
     ours, theirs = ((ours,), (theirs,)) if single else (tuple(ours), tuple(theirs))
     assert len(ours) == len(theirs)
     for a, b in zip(ours, theirs):
-        assert tuple(a.shape) == tuple(b.shape) and str(a.dtype) == str(b.dtype).split(".")[1]
+        assert tuple(a.shape) == tuple(b.shape)
+        assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
         if exact or not b.is_floating_point():
             np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
         else:
@@ -161,14 +162,15 @@ def test_combinatorial_and_matrix_functions_as_pytorchs():
 def test_dtype_functions_as_pytorchs(pair):
     a, b = pair
     ours = pargraph.promote_types(getattr(pargraph, a), getattr(pargraph, b))
-    assert str(ours) == str(torch.promote_types(getattr(torch, a), getattr(torch, b)))[6:]
+    theirs = torch.promote_types(getattr(torch, a), getattr(torch, b))
+    assert str(ours).replace("pargraph.", "torch.") == str(theirs)  # printed as PyTorch's
     for x, y in ((a, b), (b, a)):
         assert pargraph.can_cast(getattr(pargraph, x), getattr(pargraph, y)) == \
             torch.can_cast(getattr(torch, x), getattr(torch, y))
     for scalar in (1, 1.0, True):
         ours = pargraph.result_type(pargraph.ones(2, dtype=getattr(pargraph, a)), scalar)
         theirs = torch.result_type(torch.ones(2, dtype=getattr(torch, a)), scalar)
-        assert str(ours) == str(theirs)[6:]
+        assert str(ours).replace("pargraph.", "torch.") == str(theirs)
 
 
 def test_windows_puts_and_sizes_as_pytorchs():

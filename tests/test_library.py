@@ -256,7 +256,7 @@ def test_the_fake_is_asked_once_per_shapes_dtypes_and_other_arguments():
 
     @scaled.register_fake
     def _(x, factor):
-        asked.append((tuple(x.shape), str(x.dtype), factor))
+        asked.append((tuple(x.shape), str(x.dtype).split(".")[-1], factor))
         if x.dim() != 1:
             raise ValueError("scaled takes vectors")
         return pargraph.empty_like(x)

@@ -18,6 +18,7 @@ PACKAGE = pathlib.Path(pargraph.__file__).parent
 #: What each low layer may import from pargraph (anything not listed is above it).
 ALLOWED = {
     "graph.py": set(),
+    "dtypes.py": set(),
     "capturing.py": set(),
     "costs.py": set(),
     "interrupts.py": set(),

@@ -523,7 +523,7 @@ class Module:
         >>> import pargraph
         >>> layer = pargraph.nn.Linear(2, 1).to("cpu", dtype=pargraph.float64)
         >>> layer.weight.dtype
-        dtype('float64')
+        pargraph.float64
         """
         dtype = dtype_of_to(args, kwargs, "Module.to")
         if dtype is not None:

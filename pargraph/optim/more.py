@@ -344,7 +344,7 @@ def orthogonalized(grad: Tensor, coefficients: tuple[float, float, float] = MUON
     >>> import pargraph
     >>> from pargraph.optim.more import orthogonalized
     >>> orthogonalized(pargraph.eye(2) * 5).dtype
-    dtype(bfloat16)
+    pargraph.bfloat16
     """
     if steps >= 100:
         raise ValueError("Number of steps must be less than 100 for computational efficiency")
