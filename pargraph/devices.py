@@ -62,7 +62,17 @@ def check_device(device: Any, where: str) -> None:
                            "available (use 'cpu')")
 
 
-class memory_format:  # noqa: N801  (PyTorch's name)
+class _Named:
+    """A named token PyTorch programs pass around, printed as ``pargraph.<name>``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"pargraph.{self.name}"
+
+
+class memory_format(_Named):  # noqa: N801  (PyTorch's name)
     """A memory layout PyTorch programs ask for (``x.to(memory_format=channels_last)``):
     accepted, and the values stay one row-major array.
 
@@ -73,12 +83,6 @@ class memory_format:  # noqa: N801  (PyTorch's name)
     pargraph.channels_last
     """
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"pargraph.{self.name}"
-
 
 contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
@@ -86,9 +90,8 @@ channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
 
 
-class layout:  # noqa: N801  (PyTorch's name)
-    """How a tensor's values are stored: pargraph's are dense arrays, ``strided`` (a sparse
-    layout is refused where it is asked for).
+class layout(_Named):  # noqa: N801  (PyTorch's name)
+    """How a tensor's values are stored: pargraph's are dense arrays, ``strided``.
 
     Examples
     --------
@@ -96,12 +99,6 @@ class layout:  # noqa: N801  (PyTorch's name)
     >>> pargraph.ones(2).layout
     pargraph.strided
     """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"pargraph.{self.name}"
 
 
 strided = layout("strided")
