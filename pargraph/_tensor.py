@@ -80,7 +80,7 @@ class GradFn:
         name = node.backward_name()
         kind = cls.kinds.get(name)
         if kind is None:
-            kind = cls.kinds[name] = type(name, (cls,), {"__module__": "torch.autograd"})
+            kind = cls.kinds[name] = type(name, (cls,), {"__module__": cls.__module__})
         return kind(node)
 
     def name(self) -> str:

@@ -502,6 +502,22 @@ def test_a_custom_backward_reading_a_ctx_value_is_recorded_again_when_the_value_
     assert len(calls) == 3  # (2.0, False), (3, True), (2, True); the rest replayed
 
 
+def test_a_custom_backward_reading_shapes_and_dtypes_from_ctx_is_replayed():
+    def setup(ctx, inputs, output):
+        ctx.dtype, ctx.shape = inputs[0].dtype, inputs[0].shape
+
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return (grad * y).to(ctx.dtype).reshape(ctx.shape), grad * x
+
+    product, calls = _counted_op("test::typed_product", backward, setup)
+    for step in range(3):
+        a = pargraph.tensor([1.0, 2.0 + step], requires_grad=True)
+        (product(a * 1.0, a * 2.0)).sum().backward()
+        assert a.grad.tolist() == [4.0, 4.0 * (2.0 + step)]
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize("kept", ["a tensor computed in setup_context", "an object"])
 def test_a_custom_backward_whose_ctx_holds_more_than_values_runs_at_every_backward(kept):
     class Options:

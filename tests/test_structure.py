@@ -36,7 +36,7 @@ ALLOWED = {
                      "pargraph.lowering", "pargraph.partition", "pargraph.runtime",
                      "pargraph.remote", "pargraph.threads"},
     "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution", "pargraph.interrupts",
-                 "pargraph.capturing", "pargraph.remote", "pargraph.runtime"},
+                 "pargraph.capturing", "pargraph.remote", "pargraph.runtime", "pargraph.dtypes"},
 }
 
 #: Packages whose modules may import each other (their own layer).

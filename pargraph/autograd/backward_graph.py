@@ -158,9 +158,10 @@ def _structure_key(order: list[Node], roots: Sequence[Node], grad_roots: Sequenc
     position = {node: k for k, node in enumerate(order)}  # nodes hash by identity
     parts: list[Any] = []
     changed = []
+    checkpointed = bool(recomputed)
     for node in order:
         if node.hooks or not (node.op.replayable or node.op.live_vjp) or (
-                recomputed and node in recomputed):
+                checkpointed and node in recomputed):
             return None  # user code that must run; a checkpointed function's nodes
         if node.overwritten:
             changed.append(node)

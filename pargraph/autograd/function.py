@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph import dtypes
 from pargraph.autograd.mode import no_grad
 from pargraph.graph import grad_mode, module_scope
 from pargraph.ops import Primitive, constant, expand
@@ -65,6 +66,8 @@ class FunctionCtx:
         attributes by type and value. None when something is neither (a tensor computed in
         ``setup_context``, an object that is not a plain value): the backward must run."""
         parts: list[Any] = [self.needs_input_grad, self.materialize_grads]
+        if not self._saved and self.__dict__.keys() <= _OWN:  # nothing of the user's
+            return tuple(parts)
         for name, value in (("", self._saved), *self.__dict__.items()):
             if name not in _OWN:
                 described = _described(value, node)
@@ -79,7 +82,7 @@ _OWN = frozenset({"needs_input_grad", "materialize_grads", "_saved", "_non_diffe
                   "_cache", "_args", "_outputs", "_wrap"})
 #: A value :meth:`FunctionCtx.structure` cannot describe.
 _UNKNOWN = object()
-_PLAIN = (int, float, bool, complex, str, bytes, type(None), np.generic, np.dtype)
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), np.generic, np.dtype, dtypes.dtype)
 
 
 def _described(value: Any, node: Any) -> Any:

@@ -84,8 +84,8 @@ class LRScheduler(_SchedulerState):
         count = getattr(self, "_step_count", 0)
         if count == 1 and not getattr(self.optimizer, "_step_count", 1):
             warnings.warn(EARLY_STEP, UserWarning, stacklevel=3)
-        self._step_count = count + 1
         with interrupts.deferred():  # every group's rate and the epoch move together
+            self._step_count = count + 1
             self.last_epoch += 1
             for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
                 group["lr"] = lr
