@@ -1034,3 +1034,50 @@ def test_a_linear_layer_of_another_dtype_than_its_input_raises_pytorchs_message(
         with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype, but "
                                                "got Double and Float"):
             library.nn.Linear(2, 1)(library.ones(2, 2, dtype=library.float64))
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"bias_kv": True, "add_zero_attn": True},
+    {"separate": True, "average_attn_weights": False},
+    {"masks": True, "bias": False},
+    {"unbatched": True},
+])
+def test_multi_head_attention_forward_is_pytorchs(options):
+    """``F.multi_head_attention_forward`` called directly (as CLIP's attention pooling does),
+    values and gradients, against PyTorch's."""
+    rng = np.random.default_rng(11)
+    e, heads, length, batch = 8, 2, 4, 3
+    shape = (length, e) if options.get("unbatched") else (length, batch, e)
+    arrays = {"q": rng.standard_normal(shape), "k": rng.standard_normal(shape),
+              "v": rng.standard_normal(shape), "in_w": rng.standard_normal((3 * e, e)) * 0.3,
+              "in_b": rng.standard_normal(3 * e) * 0.1, "out_w": rng.standard_normal((e, e)),
+              "out_b": rng.standard_normal(e) * 0.1, "bk": rng.standard_normal((1, 1, e)),
+              "bv": rng.standard_normal((1, 1, e))}
+    found = []
+    for library in (pargraph, torch):
+        t = {name: library.tensor(a, requires_grad=True) for name, a in arrays.items()}
+        kwargs = {"average_attn_weights": options.get("average_attn_weights", True)}
+        if options.get("separate"):
+            kwargs.update(use_separate_proj_weight=True, q_proj_weight=t["in_w"][:e],
+                          k_proj_weight=t["in_w"][e:2 * e], v_proj_weight=t["in_w"][2 * e:])
+        if options.get("masks"):
+            kwargs["attn_mask"] = library.tensor(np.triu(np.ones((length, length)), 1) > 0)
+            kwargs["key_padding_mask"] = library.tensor(
+                np.array([[False] * length, [False] * (length - 1) + [True],
+                          [False] * length]))
+        with_kv = options.get("bias_kv")
+        out, weights = library.nn.functional.multi_head_attention_forward(
+            t["q"], t["k"], t["v"], e, heads, t["in_w"],
+            None if options.get("bias") is False else t["in_b"],
+            t["bk"] if with_kv else None, t["bv"] if with_kv else None,
+            options.get("add_zero_attn", False), 0.0, t["out_w"], t["out_b"], **kwargs)
+        (out.sum() + (weights * weights).sum()).backward()
+        found.append([out.detach().numpy(), weights.detach().numpy()]
+                     + [t[name].grad.numpy() if t[name].grad is not None else None
+                        for name in sorted(t)])
+    for ours, theirs in zip(*found):
+        if theirs is None:
+            assert ours is None
+        else:
+            np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)

@@ -6,19 +6,18 @@ The heads of a ``MultiheadAttention`` are recorded as separate branches (one sli
 projections, one score matrix, one softmax and one weighted sum per head, joined by a ``cat``
 before the output projection), not as one batched product over a head dimension: independent
 heads are the graph parallelism that pargraph's scheduler runs side by side, and what the
-trace reports as available parallelism.
+trace reports as available parallelism. The computation is
+``nn.functional.multi_head_attention_forward``, which PyTorch programs also call directly.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.devices import check_device
-from pargraph.factories import as_tensor, empty_for_init, full, zeros
-from pargraph.functions import cat
+from pargraph.factories import empty_for_init, full, zeros
 from pargraph.nn import functional as F
 from pargraph.nn import init
 from pargraph.nn.layers import Dropout, Linear, ModuleList, NonDynamicallyQuantizableLinear
@@ -87,87 +86,28 @@ class MultiheadAttention(Module):
         if dtype is not None:
             self.to(dtype)
 
-    def _projection_weights(self) -> list[Tensor]:
-        if self.in_proj_weight is None:
-            return [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
-        e = self.embed_dim
-        return [self.in_proj_weight[i * e:(i + 1) * e] for i in range(3)]
-
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
-        if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint")
         unbatched = query.ndim == 2
-        q, k, v = (t.unsqueeze(0) if unbatched else t if self.batch_first else t.transpose(0, 1)
-                   for t in (query, key, value))
-        if q.shape[-1] != self.embed_dim:
+        if query.shape[-1] != self.embed_dim:
             raise AssertionError(f"{self.describe()}: was expecting embedding dimension of "
-                                 f"{self.embed_dim}, but got {q.shape[-1]}")
-        e, bias = self.embed_dim, self.in_proj_bias
-        projected = [F.linear(t, weight, None if bias is None else bias[i * e:(i + 1) * e])
-                     for i, (t, weight) in enumerate(zip((q, k, v),
-                                                         self._projection_weights()))]
-        # Extra keys and values after the sequence, attended by every query: the learned
-        # ``bias_k``/``bias_v``, then zeros (``add_zero_attn``); the masks let them through.
-        extra = [(self.bias_k, self.bias_v)] if self.bias_k is not None else []
-        if self.add_zero_attn:
-            nothing = zeros(1, 1, e, dtype=projected[1].dtype)
-            extra.append((nothing, nothing))
-        for added_k, added_v in extra:
-            batch = projected[1].shape[0]
-            projected[1] = cat([projected[1], added_k.expand(batch, 1, e)], dim=1)
-            projected[2] = cat([projected[2], added_v.expand(batch, 1, e)], dim=1)
-            attn_mask, key_padding_mask = (None if m is None else _one_more_key(as_tensor(m))
-                                           for m in (attn_mask, key_padding_mask))
-        mask = self._joint_mask(attn_mask, key_padding_mask, q.shape[0], q.shape[1],
-                                projected[1].shape[1])
-        heads, weights = [], []
-        for h in range(self.num_heads):
-            part = slice(h * self.head_dim, (h + 1) * self.head_dim)
-            qh, kh, vh = (t[..., part] for t in projected)
-            scores = (qh @ kh.transpose(-2, -1)) * (1 / math.sqrt(self.head_dim))
-            head_mask = mask[:, h] if mask is not None and mask.ndim == 4 else mask
-            attention = F._masked_scores(scores, head_mask, allowed_when=False).softmax(-1)
-            weights.append(attention)
-            heads.append(F.dropout(attention, self.dropout, self.training) @ vh)
-        out = self.out_proj(cat(heads, dim=-1))
-        out = out.squeeze(0) if unbatched else out if self.batch_first else out.transpose(0, 1)
-        if not need_weights:
-            return out, None
-        stacked = cat([w.unsqueeze(1) for w in weights], dim=1)
-        result = stacked.mean(1) if average_attn_weights else stacked
-        return out, result.squeeze(0) if unbatched else result
-
-    def _joint_mask(self, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
-                    batch: int, target: int, source: int) -> Tensor | None:
-        """One mask of shape (L, S), (N, L, S) or (N, H, L, S): True or -inf is not attended."""
-        masks = []
-        if attn_mask is not None:
-            attn_mask = as_tensor(attn_mask)
-            if attn_mask.ndim == 3:
-                attn_mask = attn_mask.reshape(batch, self.num_heads, target, source)
-            elif tuple(attn_mask.shape) != (target, source):
-                raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but "
-                                   f"should be {(target, source)}.")
-            masks.append(attn_mask)
-        if key_padding_mask is not None:
-            padding = as_tensor(key_padding_mask)
-            if tuple(padding.shape[-1:]) != (source,):
-                raise RuntimeError(f"key_padding_mask of shape {padding.shape} does not match "
-                                   f"{source} keys")
-            masks.append(padding.reshape(batch, 1, source))
-        if len(masks) < 2:
-            return masks[0] if masks else None
-        as_float = [m.float().masked_fill(m, float("-inf")) if m.dtype == bool else m
-                    for m in masks]
-        return as_float[0] + (as_float[1].unsqueeze(1) if as_float[0].ndim == 4 else as_float[1])
-
-
-def _one_more_key(mask: Tensor) -> Tensor:
-    """``mask`` with a last column that lets every query attend one more key."""
-    return cat([mask, zeros(*mask.shape[:-1], 1, dtype=mask.dtype)], dim=-1)
+                                 f"{self.embed_dim}, but got {query.shape[-1]}")
+        if self.batch_first and not unbatched:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=self.in_proj_weight is None,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
+            is_causal=is_causal)
+        if self.batch_first and not unbatched:
+            out = out.transpose(0, 1)
+        return out, weights
 
 
 class TransformerEncoderLayer(Module):
