@@ -90,13 +90,10 @@ class MultiheadAttention(Module):
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
-        unbatched = query.ndim == 2
         if query.shape[-1] != self.embed_dim:
             raise AssertionError(f"{self.describe()}: was expecting embedding dimension of "
                                  f"{self.embed_dim}, but got {query.shape[-1]}")
-        if self.batch_first and not unbatched:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        out, weights = F.multi_head_attention_forward(
+        return F.multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
             self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
             self.out_proj.weight, self.out_proj.bias, training=self.training,
@@ -104,10 +101,7 @@ class MultiheadAttention(Module):
             use_separate_proj_weight=self.in_proj_weight is None,
             q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
             v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
-            is_causal=is_causal)
-        if self.batch_first and not unbatched:
-            out = out.transpose(0, 1)
-        return out, weights
+            is_causal=is_causal, _batch_first=self.batch_first)
 
 
 class TransformerEncoderLayer(Module):

@@ -782,7 +782,8 @@ def multi_head_attention_forward(
         q_proj_weight: Tensor | None = None, k_proj_weight: Tensor | None = None,
         v_proj_weight: Tensor | None = None, static_k: Tensor | None = None,
         static_v: Tensor | None = None, average_attn_weights: bool = True,
-        is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+        is_causal: bool = False, *, _batch_first: bool = False
+        ) -> tuple[Tensor, Tensor | None]:
     """``MultiheadAttention``'s computation with its weights passed in: inputs ``(L, N, E)``
     (or unbatched ``(L, E)``), PyTorch's masks (bool True is not attended, float is added).
     Each head is its own branch of the graph (its slice of the projections, its scores,
@@ -804,8 +805,8 @@ def multi_head_attention_forward(
     if is_causal and attn_mask is None:
         raise RuntimeError("Need attn_mask if specifying the is_causal hint")
     unbatched = query.ndim == 2
-    q, k, v = (t.unsqueeze(1) if unbatched else t for t in (query, key, value))
-    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # (N, L, E)
+    q, k, v = (t.unsqueeze(0) if unbatched else t if _batch_first else t.transpose(0, 1)
+               for t in (query, key, value))  # (N, L, E); MultiheadAttention's batch first
     e = q.shape[-1]
     if e != embed_dim_to_check:
         raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
@@ -843,8 +844,8 @@ def multi_head_attention_forward(
         attention = _masked_scores(scores, head_mask, allowed_when=False).softmax(-1)
         attentions.append(attention)
         heads.append(dropout(attention, dropout_p, training) @ vh)
-    out = linear(cat(heads, -1), out_proj_weight, out_proj_bias).transpose(0, 1)
-    out = out.squeeze(1) if unbatched else out
+    out = linear(cat(heads, -1), out_proj_weight, out_proj_bias)
+    out = out.squeeze(0) if unbatched else out if _batch_first else out.transpose(0, 1)
     if not need_weights:
         return out, None
     stacked = cat([a.unsqueeze(1) for a in attentions], 1)
