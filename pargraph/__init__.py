@@ -26,6 +26,7 @@ from pargraph import (
     special,
     testing,
     utils,
+    version,
 )
 from pargraph import dtypes as _dtypes
 from pargraph._tensor import (
@@ -202,7 +203,9 @@ from pargraph.threads import (
 from pargraph.trace import Trace, trace
 from pargraph.viz import progress, visualize
 
-__version__ = "0.1.0"
+__version__ = version.__version__
+# PyTorch programs use ``torch.autograd.profiler.record_function``: the profiler, there too.
+autograd.profiler = profiler
 
 float = float32  # noqa: A001
 double = float64
@@ -246,7 +249,8 @@ __all__ = [
     "channels_last", "channels_last_3d", "preserve_format", "cuda", "distributions",
     "accelerator", "linalg", "random", "is_tensor",
     "allclose", "Generator",
-    "einsum", "randperm", "compile", "GraphBreak", "library", "profiler", "special", "testing",
+    "einsum", "randperm", "compile", "GraphBreak", "library", "profiler", "version", "special",
+    "testing",
     "empty", "empty_like",
     "clip", "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",
     "tensordot",

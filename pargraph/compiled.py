@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -435,7 +436,7 @@ class OptimizerRecord:
         self.optimizer = optimizer
         self.version = optimizer._state_version
         self.settings = settings_of(optimizer)
-        self.before = (dict(optimizer.state), optimizer._step_count)
+        self.before = (defaultdict(dict, optimizer.state), optimizer._step_count)
         self.stepped = 0
         self.reads: dict[int, tuple[Node, Tensor, str]] = {}
         self.writes: dict[tuple[int, str], tuple[Tensor, str]] = {}

@@ -36,8 +36,9 @@ from pargraph.pytree import flatten, unflatten
 ARGUMENT = -1  # a slot read from the call's arguments
 
 
-class CompiledModule(Module):
-    """What ``pargraph.compile(module)`` returns (see the module's docstring).
+class OptimizedModule(Module):
+    """What ``pargraph.compile(module)`` returns, under PyTorch's class name (see the
+    module's docstring).
 
     Examples
     --------

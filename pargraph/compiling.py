@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pargraph.compiled import CACHE_SIZE, Compiled
-from pargraph.compiled_module import CompiledModule
+from pargraph.compiled_module import OptimizedModule
 from pargraph.nn.module import Module
 
 
@@ -67,5 +67,5 @@ def compile(fn: Callable | Module | None = None, *, fullgraph: bool = False,  # 
     if disable:
         return fn
     if isinstance(fn, Module):
-        return CompiledModule(fn, fullgraph=fullgraph, cache_size=cache_size)
+        return OptimizedModule(fn, fullgraph=fullgraph, cache_size=cache_size)
     return Compiled(fn, fullgraph=fullgraph, cache_size=cache_size)

@@ -77,7 +77,12 @@ def get_rng_state() -> Tensor:
     >>> pargraph.set_rng_state(state); bool((pargraph.rand(2) == a).all())
     True
     """
-    state = defaults.generator.bit_generator.state
+    return _state_of(defaults.generator)
+
+
+def _state_of(generator: np.random.Generator) -> Tensor:
+    """A numpy generator's state as a ``uint8`` tensor (its PCG64 words)."""
+    state = generator.bit_generator.state
     packed = (state["state"]["state"].to_bytes(16, "little")
               + state["state"]["inc"].to_bytes(16, "little")
               + bytes([state["has_uint32"]]) + state["uinteger"].to_bytes(4, "little"))
@@ -94,6 +99,11 @@ def set_rng_state(new_state: Tensor) -> None:
     >>> state = pargraph.get_rng_state()
     >>> pargraph.set_rng_state(state)
     """
+    _restore_state(defaults.generator, new_state)
+
+
+def _restore_state(generator: np.random.Generator, new_state: Tensor) -> None:
+    """Put a state :func:`_state_of` gave back into ``generator``."""
     if not isinstance(new_state, Tensor):
         raise TypeError(f"expected a torch.ByteTensor, but got {type(new_state).__name__}")
     if new_state.dtype != np.uint8:
@@ -105,7 +115,7 @@ def set_rng_state(new_state: Tensor) -> None:
     if packed[32] > 1:
         raise RuntimeError("set_rng_state: not a state get_rng_state gave (its buffered-word "
                            f"flag is {packed[32]}, not 0 or 1)")
-    defaults.generator.bit_generator.state = {
+    generator.bit_generator.state = {
         "bit_generator": "PCG64",
         "state": {"state": int.from_bytes(packed[:16], "little"),
                   "inc": int.from_bytes(packed[16:32], "little")},
@@ -720,6 +730,16 @@ class Generator:
 
     def initial_seed(self) -> int:
         return self._seed
+
+    def get_state(self) -> Tensor:
+        """Its state, as a ``uint8`` tensor that :meth:`set_state` puts back."""
+        return _state_of(self.numpy_generator)
+
+    def set_state(self, new_state: Tensor) -> Generator:
+        """Put back a state :meth:`get_state` gave: the draws that followed it follow
+        again."""
+        _restore_state(self.numpy_generator, new_state)
+        return self
 
     def seed(self) -> int:
         return self.manual_seed(fresh_seed())._seed

@@ -345,3 +345,63 @@ def test_get_total_norm_and_clip_grads_with_norm_are_pytorchs():
     with pytest.raises(RuntimeError, match="non-finite"):
         pargraph.nn.utils.get_total_norm([pargraph.tensor([float("nan")])],
                                          error_if_nonfinite=True)
+
+
+def test_an_optimizer_of_the_users_with_its_own_step_trains_as_in_pytorch():
+    """A research optimizer written against ``torch.optim.Optimizer``: its own ``step`` under
+    ``no_grad``, ``self.state[p]`` empty the first time, in-place updates; and step and
+    state-dict hooks around it."""
+    def make(library):
+        class SignMomentum(library.optim.Optimizer):
+            def __init__(self, params, lr=0.05, momentum=0.9):
+                super().__init__(params, {"lr": lr, "momentum": momentum})
+
+            @library.no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is None:
+                            continue
+                        state = self.state[p]
+                        if len(state) == 0:
+                            state["buf"], state["step"] = library.zeros_like(p), 0
+                        state["buf"].mul_(group["momentum"]).add_(p.grad)
+                        state["step"] += 1
+                        p.add_(state["buf"].sign(), alpha=-group["lr"])
+        return SignMomentum
+
+    found = []
+    for library in (pargraph, torch):
+        w = library.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+        x = library.tensor([[1.0, 2.0], [-1.0, 0.5], [0.3, 0.3]])
+        opt, seen = make(library)([w]), []
+        opt.register_step_pre_hook(lambda o, args, kwargs: seen.append("pre"))
+        opt.register_step_post_hook(lambda o, args, kwargs: seen.append("post"))
+        opt.register_state_dict_pre_hook(lambda o: seen.append("state_dict"))
+        opt.register_load_state_dict_post_hook(lambda o: seen.append("loaded"))
+        for _ in range(4):
+            opt.zero_grad()
+            ((x @ w).tanh() ** 2).sum().backward()
+            opt.step()
+        state = opt.state_dict()
+        opt.load_state_dict(state)
+        found.append((w.detach().numpy().tolist(), seen, state["state"][0]["step"],
+                      sorted(state["state"][0])))
+    np.testing.assert_allclose(found[0][0], found[1][0], rtol=1e-6)
+    assert found[0][1:] == found[1][1:]
+
+
+def test_a_generators_state_puts_its_draws_back_as_pytorchs():
+    for library in (pargraph, torch):
+        g = library.Generator().manual_seed(3)
+        state = g.get_state()
+        first = library.rand(4, generator=g)
+        assert g.set_state(state) is g
+        assert (library.rand(4, generator=g) == first).all()
+        assert g.initial_seed() == 3
+        assert library.version.cuda is None
+        with library.autograd.profiler.record_function("block"):
+            assert (library.ones(2) * 2).sum().item() == 4.0
+    # PyTorch's class name (torch.compile is not called here: importing dynamo turns off
+    # the distributions' argument checks for the rest of the process).
+    assert type(pargraph.compile(pargraph.nn.Linear(2, 1))).__name__ == "OptimizedModule"

@@ -9,6 +9,7 @@ is interrupted leaves the parameters and the state as they were before it.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -311,5 +312,5 @@ class LBFGS(Optimizer):
         group = dict(state_dict["param_groups"][0])
         with interrupts.deferred():
             self.param_groups[0].update({k: v for k, v in group.items() if k != "params"})
-            self.state = {self._params[0]: own[0]} if 0 in own else {}
+            self.state = defaultdict(dict, {self._params[0]: own[0]} if 0 in own else {})
             self._state_version += 1

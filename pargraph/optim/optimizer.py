@@ -11,14 +11,16 @@ the cluster every N steps, so that losing the scheduler costs at most N steps.
 
 from __future__ import annotations
 
+import functools
 import weakref
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from pargraph import execution, ops
-from pargraph._tensor import Tensor, apply
+from pargraph._tensor import RemovableHandle, Tensor, apply
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
 from pargraph.capturing import recording
@@ -62,14 +64,23 @@ def updated(prim: Primitive, *tensors: Tensor | None, **attrs: Any) -> Tensor:
 
 class Optimizer:
     """Base class: subclasses implement ``update(param, grad, state, group)``, returning the
-    new parameter value and the new state, both as (lazy) tensors or numbers."""
+    new parameter value and the new state, both as (lazy) tensors or numbers; or, as a
+    PyTorch optimizer of the user's does, their own ``step`` over ``param_groups`` and
+    ``state``."""
 
     name = "optimizer"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:  # every optimizer's own step(), a user's too
+            cls.step = _with_step_hooks(cls.__dict__["step"])
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict) -> None:
         self.defaults = defaults
         self.param_groups: list[dict] = []
-        self.state: dict[Tensor, dict] = {}
+        # PyTorch's: ``self.state[p]`` is an empty dict the first time (an optimizer of the
+        # user's, with its own ``step``, fills it there).
+        self.state: defaultdict[Tensor, dict] = defaultdict(dict)
         self._step_count = 0
         #: Bumped when the layout of the state changes (which names each parameter has):
         #: a compiled step captured with another layout captures again.
@@ -116,6 +127,55 @@ class Optimizer:
                                  f"value of required optimization parameter {key}")
         self.param_groups.append(filled)
         self._state_version += 1
+
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(optimizer, args, kwargs)`` before each ``step``; ``(args, kwargs)`` it
+        returns replace the step's arguments.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> w = pargraph.ones(1, requires_grad=True)
+        >>> opt, seen = pargraph.optim.SGD([w], lr=0.1), []
+        >>> _ = opt.register_step_pre_hook(lambda o, args, kwargs: seen.append("pre"))
+        >>> (w * 2).sum().backward(); opt.step(); seen
+        ['pre']
+        """
+        return self._hook_in("_step_pre_hooks", hook)
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(optimizer, args, kwargs)`` after each ``step``."""
+        return self._hook_in("_step_post_hooks", hook)
+
+    def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False
+                                     ) -> RemovableHandle:
+        """Call ``hook(optimizer)`` before ``state_dict`` reads the optimizer."""
+        return self._hook_in("_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False
+                                      ) -> RemovableHandle:
+        """Call ``hook(optimizer, state_dict)`` on what ``state_dict`` made; a dict it
+        returns replaces it."""
+        return self._hook_in("_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable, prepend: bool = False
+                                          ) -> RemovableHandle:
+        """Call ``hook(optimizer, state_dict)`` before ``load_state_dict``; a dict it returns
+        is loaded instead."""
+        return self._hook_in("_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable, prepend: bool = False
+                                           ) -> RemovableHandle:
+        """Call ``hook(optimizer)`` after ``load_state_dict``."""
+        return self._hook_in("_load_state_dict_post_hooks", hook, prepend)
+
+    def _hook_in(self, table: str, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        hooks = self.__dict__.setdefault(table, [])
+        hooks.insert(0, hook) if prepend else hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def _hooks(self, table: str) -> list:
+        return list(self.__dict__.get(table, ()))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to ``None`` by default, as in PyTorch)."""
@@ -220,6 +280,8 @@ class Optimizer:
 
     def state_dict(self) -> dict:
         """``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}``."""
+        for hook in self._hooks("_state_dict_pre_hooks"):
+            hook(self)
         index = {}
         groups = []
         for group in self.param_groups:
@@ -229,14 +291,25 @@ class Optimizer:
                 ids.append(index[id(p)])
             groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": ids})
         state = {}
+        builtin = type(self).__module__.startswith("pargraph.")  # its step count is an int
         for group in self.param_groups:
             for p in group["params"]:
                 if p in self.state:
-                    state[index[id(p)]] = {k: _saved(k, v) for k, v in self.state[p].items()}
-        return {"state": state, "param_groups": groups}
+                    state[index[id(p)]] = {k: _saved(k, v, builtin)
+                                           for k, v in self.state[p].items()}
+        made = {"state": state, "param_groups": groups}
+        for hook in self._hooks("_state_dict_post_hooks"):
+            returned = hook(self, made)
+            if returned is not None:
+                made = returned
+        return made
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyperparameters and state saved by ``state_dict``."""
+        for hook in self._hooks("_load_state_dict_pre_hooks"):
+            returned = hook(self, state_dict)
+            if returned is not None:
+                state_dict = returned
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
@@ -258,8 +331,10 @@ class Optimizer:
         with interrupts.deferred():
             for saved, own in zip(groups, self.param_groups):
                 own.update({k: v for k, v in saved.items() if k != "params"})
-            self.state = new_state
+            self.state = defaultdict(dict, new_state)
             self._state_version += 1
+        for hook in self._hooks("_load_state_dict_post_hooks"):
+            hook(self)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -283,14 +358,48 @@ def _distinct(state: dict) -> dict:
     return state
 
 
-def _saved(name: str, value: Any) -> Any:
+def _saved(name: str, value: Any, builtin: bool = True) -> Any:
     """A state value as PyTorch's ``state_dict`` holds it: tensors detached, the step count
-    a 0-d float32 tensor (pargraph counts in an int, which compiled steps bind as a number)."""
+    of pargraph's own optimizers a 0-d float32 tensor (they count in an int, which compiled
+    steps bind as a number; a user's optimizer keeps what it stored)."""
     if isinstance(value, Tensor):
         return value.detach()
-    if name == "step" and type(value) is int:
+    if builtin and name == "step" and type(value) is int:
         return as_tensor(float(value), dtype=np.float32)
     return value
+
+
+def _with_step_hooks(step: Callable) -> Callable:
+    """``step`` running the optimizer's step pre- and post-hooks around it (once, when an
+    optimizer's step calls its base class's)."""
+    @functools.wraps(step)
+    def hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.__dict__.get("_in_step") or not (self.__dict__.get("_step_pre_hooks") or
+                                                 self.__dict__.get("_step_post_hooks")):
+            return step(self, *args, **kwargs)
+        recorder = recording.recorder
+        if recorder is not None:  # the hooks are the user's Python, which replays skip
+            recorder.stop(f"{type(self).__name__} has step hooks, which a replay would not "
+                          "call")
+        for hook in self._hooks("_step_pre_hooks"):
+            returned = hook(self, args, kwargs)
+            if returned is not None:
+                if not (isinstance(returned, tuple) and len(returned) == 2):
+                    raise RuntimeError("optimizer step pre-hook must return None or a tuple of "
+                                       f"(new_args, new_kwargs), but got {returned}.")
+                args, kwargs = returned
+        self._in_step = True
+        try:
+            result = step(self, *args, **kwargs)
+        finally:
+            self._in_step = False
+        for hook in self._hooks("_step_post_hooks"):
+            hook(self, args, kwargs)
+        return result
+    return hooked
+
+
+Optimizer.step = _with_step_hooks(Optimizer.step)  # type: ignore[method-assign]
 
 
 def _restore(value: Any, param: Tensor, where: str, name: str = "") -> Any:
