@@ -728,3 +728,24 @@ def test_detached_values_in_a_compiled_step_follow_each_call(scheduler):
         (eager, w_eager), (compiled, w_compiled) = train(False), train(True)
     assert eager == compiled
     np.testing.assert_array_equal(w_eager, w_compiled)
+
+
+def test_an_optimizer_with_step_hooks_is_not_captured_and_its_hooks_run_every_step():
+    batches = _batches(4)
+    calls = []
+
+    def with_hooks(params):
+        opt = optim.SGD(params, lr=0.1, momentum=0.9)
+        opt.register_step_pre_hook(lambda o, args, kwargs: calls.append("pre"))
+        opt.register_step_post_hook(lambda o, args, kwargs: calls.append("post"))
+        return opt
+
+    eager = _train(False, with_hooks, batches)
+    assert calls == ["pre", "post"] * 4
+    calls.clear()
+    with pytest.warns(UserWarning, match="SGD has step hooks, which a replay would not call"):
+        compiled = _train(True, with_hooks, batches)
+    assert calls == ["pre", "post"] * 4  # every step ran them: eagerly
+    _assert_same(eager[:2], compiled[:2])
+    with pytest.raises(pargraph.GraphBreak, match="step hooks"):
+        _train(True, with_hooks, batches, fullgraph=True)
