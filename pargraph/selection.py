@@ -190,8 +190,7 @@ class SelectionMethods:
 
         Examples
         --------
-        >>> import pargraph, warnings
-        >>> warnings.simplefilter("ignore")
+        >>> import pargraph
         >>> pargraph.ones(3).index_reduce(0, pargraph.tensor([0, 0]),
         ...                               pargraph.tensor([2.0, 4.0]), "mean").tolist()
         [2.3333332538604736, 1.0, 1.0]
@@ -204,8 +203,7 @@ class SelectionMethods:
 
         Examples
         --------
-        >>> import pargraph, warnings
-        >>> warnings.simplefilter("ignore")
+        >>> import pargraph
         >>> pargraph.ones(2).index_reduce_(0, pargraph.tensor([1]), pargraph.tensor([5.0]),
         ...                                "amax").tolist()
         [1.0, 5.0]
