@@ -1,6 +1,7 @@
 """The distributions made from others (transformed, relaxed, mixtures), NegativeBinomial,
-VonMises and the vector transforms, against PyTorch: scores, moments and their float64
-gradients, sample statistics, and the transforms' values, inverses and Jacobians."""
+VonMises, FisherSnedecor and the vector transforms, against PyTorch: scores, moments and
+their float64 gradients, sample statistics, and the transforms' values, inverses and
+Jacobians."""
 
 import numpy as np
 import pytest
@@ -38,6 +39,10 @@ CASES = {
         lambda lib, p: lib.distributions.RelaxedBernoulli(lib.tensor(0.7, dtype=lib.float64),
                                                           probs=p),
         (UNIT,), UNIT[::-1].copy(), 1e-10),
+    "FisherSnedecor": (lambda lib, a, b: lib.distributions.FisherSnedecor(a, b),
+                       (POSITIVE + 1.0, POSITIVE + 8.0), POSITIVE, 1e-10),
+    "LogisticNormal": (lambda lib, a, b: lib.distributions.LogisticNormal(a, b), (LOC, SCALE),
+                       np.array([0.1, 0.2, 0.3, 0.25, 0.15]), 1e-10),
     "LogitRelaxedBernoulli": (  # torch.distributions.relaxed_bernoulli's
         lambda lib, z: getattr(lib.distributions, "derived", None).LogitRelaxedBernoulli(
             lib.tensor(0.7, dtype=lib.float64), logits=z) if lib is pargraph else
@@ -79,7 +84,8 @@ def test_scores_moments_and_gradients_as_pytorchs(name):
 
 
 @pytest.mark.parametrize("name", ["Weibull", "Pareto", "InverseGamma", "Kumaraswamy",
-                                  "NegativeBinomial", "VonMises", "RelaxedBernoulli"])
+                                  "NegativeBinomial", "VonMises", "RelaxedBernoulli",
+                                  "FisherSnedecor"])
 def test_samples_have_the_moments(name):
     make, parameters, _, _ = CASES[name]
     pargraph.manual_seed(0)
@@ -235,3 +241,28 @@ def test_a_cached_tanh_transform_inverts_its_own_samples_exactly():
     assert not np.all(np.isfinite(plain.log_prob(action).detach().numpy()))
     with pytest.raises(ValueError, match="cache_size must be 0 or 1"):
         pargraph.distributions.transforms.TanhTransform(cache_size=2)
+
+
+def test_logistic_normal_samples_lie_on_the_simplex_and_carry_gradients():
+    loc = pargraph.tensor(LOC, requires_grad=True)
+    d = pargraph.distributions.LogisticNormal(loc, pargraph.tensor(SCALE))
+    draws = d.rsample((2000,))
+    values = draws.detach().numpy()
+    assert values.shape == (2000, 5) and np.all(values > 0)
+    np.testing.assert_allclose(values.sum(-1), 1.0, rtol=1e-12)
+    draws[:, 0].mean().backward()
+    assert loc.grad is not None and float(loc.grad[0]) > 0  # more mass to the first stick
+    assert tuple(pargraph.distributions.LogisticNormal(0.0, 1.0).event_shape) == (2,)
+
+
+def test_a_cdf_follows_the_sign_of_composed_transforms_and_refuses_a_non_monotonic_one():
+    found = []
+    for lib in (pargraph, torch):
+        D, T = lib.distributions, lib.distributions.transforms
+        base = D.Normal(lib.tensor(LOC, dtype=lib.float64), lib.tensor(SCALE, dtype=lib.float64))
+        flipped = D.TransformedDistribution(base, T.ComposeTransform(
+            [T.AffineTransform(0.0, -2.0), T.ExpTransform()]))
+        found.append(flipped.cdf(lib.tensor(POSITIVE, dtype=lib.float64)).numpy())
+        with pytest.raises(NotImplementedError):
+            D.LogisticNormal(lib.zeros(2), lib.ones(2)).cdf(lib.tensor([0.2, 0.3, 0.5]))
+    np.testing.assert_allclose(found[0], found[1], rtol=1e-12)

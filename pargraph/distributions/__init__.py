@@ -20,6 +20,7 @@ from pargraph.distributions.derived import (
     HalfCauchy,
     InverseGamma,
     Kumaraswamy,
+    LogisticNormal,
     MixtureSameFamily,
     Pareto,
     RelaxedBernoulli,
@@ -38,7 +39,7 @@ from pargraph.distributions.discrete import (
     Poisson,
 )
 from pargraph.distributions.distribution import Distribution, Independent
-from pargraph.distributions.gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
+from pargraph.distributions.gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from pargraph.distributions.kl import kl_divergence, register_kl
 from pargraph.distributions.transforms import (
     AbsTransform,
@@ -68,4 +69,5 @@ __all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "Multivari
            "Multinomial", "VonMises", "NegativeBinomial", "OneHotCategoricalStraightThrough",
            "HalfCauchy", "InverseGamma", "Kumaraswamy", "MixtureSameFamily", "Pareto",
            "RelaxedBernoulli", "RelaxedOneHotCategorical", "Weibull", "IndependentTransform",
-           "LowerCholeskyTransform", "SoftmaxTransform", "StickBreakingTransform"]
+           "LowerCholeskyTransform", "SoftmaxTransform", "StickBreakingTransform",
+           "FisherSnedecor", "LogisticNormal"]

@@ -1,5 +1,6 @@
 """Distributions made from others: a base distribution's samples mapped through transforms
-(``Weibull``, ``Pareto``, ``HalfCauchy``, ``InverseGamma``, ``Kumaraswamy``, and the relaxed,
+(``Weibull``, ``Pareto``, ``HalfCauchy``, ``InverseGamma``, ``Kumaraswamy``,
+``LogisticNormal``, and the relaxed,
 differentiable stand-ins for Bernoulli and one-hot categorical draws), and
 ``MixtureSameFamily``, as ``torch.distributions`` defines them."""
 
@@ -13,7 +14,7 @@ import numpy as np
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
-from pargraph.distributions.continuous import Cauchy, Exponential, Uniform
+from pargraph.distributions.continuous import Cauchy, Exponential, Normal, Uniform
 from pargraph.distributions.discrete import Categorical, _BinaryParameter
 from pargraph.distributions.distribution import Distribution, broadcast_all, shown
 from pargraph.distributions.gamma import Gamma
@@ -23,6 +24,7 @@ from pargraph.distributions.transforms import (
     ExpTransform,
     PowerTransform,
     SigmoidTransform,
+    StickBreakingTransform,
     TransformedDistribution,
 )
 from pargraph.factories import as_tensor, full_like, ones_like, rand, zeros_like
@@ -279,6 +281,33 @@ class LogitRelaxedBernoulli(_BinaryParameter, Distribution):
         logits, value = broadcast_all(self.logits, value)
         diff = logits - value * self.temperature
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
+
+
+class LogisticNormal(TransformedDistribution):
+    """A point of the simplex: a normal draw of ``loc`` and ``scale`` mapped by stick
+    breaking (one more element than ``loc``'s last dimension).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import LogisticNormal
+    >>> LogisticNormal(pargraph.zeros(2), pargraph.ones(2)).event_shape
+    pargraph.Size([3])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        loc, scale = broadcast_all(loc, scale)
+        if not loc.shape:  # PyTorch expands a scalar base to one element
+            loc, scale = loc.reshape(1), scale.reshape(1)
+        super().__init__(Normal(loc, scale, validate_args=validate_args),
+                         StickBreakingTransform(), validate_args)
+
+    loc = property(lambda self: self.base_dist.loc)
+    scale = property(lambda self: self.base_dist.scale)
 
 
 class RelaxedBernoulli(TransformedDistribution):

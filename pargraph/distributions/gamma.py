@@ -1,6 +1,6 @@
-"""The gamma family: ``Gamma``, ``Chi2``, ``Beta``, ``Dirichlet`` and ``StudentT``, with
-PyTorch's formulas (``torch.distributions.gamma``, ``.chi2``, ``.beta``, ``.dirichlet``,
-``.studentT``).
+"""The gamma family: ``Gamma``, ``Chi2``, ``Beta``, ``Dirichlet``, ``StudentT`` and
+``FisherSnedecor``, with PyTorch's formulas (``torch.distributions.gamma``, ``.chi2``,
+``.beta``, ``.dirichlet``, ``.studentT``, ``.fishersnedecor``).
 
 Their reparameterized samples start from standard gamma draws: the draw reads the
 concentration's value (in a compiled step, a graph break, as PyTorch's ``_standard_gamma`` is
@@ -271,3 +271,57 @@ class StudentT(Distribution):
         lbeta = half.lgamma() + math.lgamma(0.5) - half_up.lgamma()
         return (self.scale.log() + half_up * (half_up.digamma() - half.digamma())
                 + 0.5 * self.df.log() + lbeta)
+
+
+class FisherSnedecor(Distribution):
+    """The F distribution of ``df1`` and ``df2`` degrees of freedom: the ratio of two scaled
+    chi-squared draws, on (0, inf).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import FisherSnedecor
+    >>> FisherSnedecor(4.0, 6.0).mean.item()
+    1.5
+    """
+
+    arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, df1: Any, df2: Any, validate_args: bool | None = None) -> None:
+        self.df1, self.df2 = broadcast_all(df1, df2)
+        self._gamma1 = Gamma(self.df1 * 0.5, self.df1)
+        self._gamma2 = Gamma(self.df2 * 0.5, self.df2)
+        super().__init__(tuple(self.df1.shape), (), validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return where(self.df2 > 2, self.df2 / (self.df2 - 2), math.nan)
+
+    @property
+    def mode(self) -> Tensor:
+        mode = (self.df1 - 2) / self.df1 * self.df2 / (self.df2 + 2)
+        return where(self.df1 > 2, mode, math.nan)
+
+    @property
+    def variance(self) -> Tensor:
+        df1, df2 = self.df1, self.df2
+        spread = 2 * df2.pow(2) * (df1 + df2 - 2) / (df1 * (df2 - 2).pow(2) * (df2 - 4))
+        return where(df2 > 4, spread, math.nan)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        tiny = float(np.finfo(self.df1.dtype).tiny)
+        shape = self._extended_shape(sample_shape)
+        x1 = self._gamma1.rsample(sample_shape).reshape(shape)
+        x2 = self._gamma2.rsample(sample_shape).reshape(shape).clamp(min=tiny)
+        return (x1 / x2).clamp(min=tiny)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        value = as_tensor(value)
+        half1, half2, ratio = self.df1 * 0.5, self.df2 * 0.5, self.df1 / self.df2
+        t1 = (half1 + half2).lgamma() - half1.lgamma() - half2.lgamma()
+        t2 = half1 * ratio.log() + (half1 - 1) * value.log()
+        t3 = (half1 + half2) * (ratio * value).log1p()
+        return t1 + t2 - t3

@@ -42,7 +42,9 @@ class Transform:
     domain: constraints.Constraint = constraints.real
     codomain: constraints.Constraint = constraints.real
     bijective = True
-    sign = 1
+    #: +1 or -1 for a monotonic elementwise map (a tensor of them for one with tensor
+    #: parameters); None for the others, through which a cdf is refused, as in PyTorch.
+    sign: Any = None
     event_dim = 0
 
     def __init__(self, cache_size: int = 0) -> None:
@@ -127,6 +129,8 @@ class _Inverse(Transform):
 
 
 class _Identity(Transform):
+    sign = 1
+
     def _call(self, x: Tensor) -> Tensor:
         return x
 
@@ -143,6 +147,8 @@ identity_transform = _Identity()
 class ExpTransform(Transform):
     """``y = exp(x)``."""
 
+    sign = 1
+
     codomain = constraints.positive
 
     def _call(self, x: Tensor) -> Tensor:
@@ -157,6 +163,8 @@ class ExpTransform(Transform):
 
 class SigmoidTransform(Transform):
     """``y = sigmoid(x)``."""
+
+    sign = 1
 
     codomain = constraints.unit_interval
 
@@ -176,6 +184,8 @@ class TanhTransform(Transform):
     """``y = tanh(x)``, with PyTorch's stable ``log(1 - tanh(x)²) =
     2 (log 2 - x - softplus(-2x))``."""
 
+    sign = 1
+
     codomain = constraints.interval(-1.0, 1.0)
 
     def _call(self, x: Tensor) -> Tensor:
@@ -190,6 +200,8 @@ class TanhTransform(Transform):
 
 class SoftplusTransform(Transform):
     """``y = log(1 + exp(x))``."""
+
+    sign = 1
 
     codomain = constraints.positive
 
@@ -292,6 +304,8 @@ class ComposeTransform(Transform):
         self.parts = list(parts)
         self.event_dim = max([p.event_dim for p in self.parts], default=0)
         self.bijective = all(p.bijective for p in self.parts)
+        signs = [p.sign for p in self.parts]
+        self.sign = None if any(s is None for s in signs) else math.prod(signs, start=1)
         if self.parts:
             self.domain, self.codomain = self.parts[0].domain, self.parts[-1].codomain
 
@@ -509,10 +523,13 @@ class TransformedDistribution(Distribution):
         return log_prob + _sum_rightmost(base, event_dim - len(self.base_dist.event_shape))
 
     def cdf(self, value: Tensor) -> Tensor:
+        sign = 1
+        for transform in self.transforms:
+            if transform.sign is None:
+                raise NotImplementedError(f"{type(transform).__name__} is not monotonic: "
+                                          "the cdf through it is not defined")
+            sign = sign * transform.sign
         for transform in reversed(self.transforms):
             value = transform.inv(value)
         value = self.base_dist.cdf(value)
-        sign = 1
-        for transform in self.transforms:
-            sign = sign * transform.sign
         return value if isinstance(sign, int) and sign == 1 else sign * (value - 0.5) + 0.5
