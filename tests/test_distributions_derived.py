@@ -43,6 +43,14 @@ CASES = {
                        (POSITIVE + 1.0, POSITIVE + 8.0), POSITIVE, 1e-10),
     "LogisticNormal": (lambda lib, a, b: lib.distributions.LogisticNormal(a, b), (LOC, SCALE),
                        np.array([0.1, 0.2, 0.3, 0.25, 0.15]), 1e-10),
+    "ContinuousBernoulli": (lambda lib, p: lib.distributions.ContinuousBernoulli(probs=p),
+                            (UNIT,), UNIT[::-1].copy(), 1e-10),
+    # probs around 1/2, where PyTorch switches to its Taylor expansions
+    "ContinuousBernoulli-half": (
+        lambda lib, p: lib.distributions.ContinuousBernoulli(probs=p),
+        (np.array([0.1, 0.4995, 0.7, 0.5]),), np.array([0.3, 0.5, 0.9, 0.1]), 1e-10),
+    "ContinuousBernoulli-logits": (
+        lambda lib, z: lib.distributions.ContinuousBernoulli(logits=z), (LOC,), UNIT, 1e-10),
     "LogitRelaxedBernoulli": (  # torch.distributions.relaxed_bernoulli's
         lambda lib, z: getattr(lib.distributions, "derived", None).LogitRelaxedBernoulli(
             lib.tensor(0.7, dtype=lib.float64), logits=z) if lib is pargraph else
@@ -85,7 +93,7 @@ def test_scores_moments_and_gradients_as_pytorchs(name):
 
 @pytest.mark.parametrize("name", ["Weibull", "Pareto", "InverseGamma", "Kumaraswamy",
                                   "NegativeBinomial", "VonMises", "RelaxedBernoulli",
-                                  "FisherSnedecor"])
+                                  "FisherSnedecor", "ContinuousBernoulli"])
 def test_samples_have_the_moments(name):
     make, parameters, _, _ = CASES[name]
     pargraph.manual_seed(0)

@@ -1081,3 +1081,22 @@ def test_multi_head_attention_forward_is_pytorchs(options):
             assert ours is None
         else:
             np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+def test_log_sigmoid_losses_have_pytorchs_gradient_at_a_logit_of_zero():
+    """A logit of exactly 0 (a zero-initialized head, ContinuousBernoulli at 1/2): the stable
+    formula's kinks there must not change the gradient (sigmoid(0) - y), as in PyTorch."""
+    found = []
+    for library in (pargraph, torch):
+        F = library.nn.functional
+        logits = library.tensor([[0.0, 0.3, -2.0, 0.0]], dtype=library.float64,
+                                requires_grad=True)
+        target = library.tensor([[0.1, 0.0, 1.0, 1.0]], dtype=library.float64)
+        weight = library.tensor([2.0, 1.0, 3.0, 0.5], dtype=library.float64)
+        losses = [F.logsigmoid(logits).sum(),
+                  F.binary_cross_entropy_with_logits(logits, target),
+                  F.binary_cross_entropy_with_logits(logits, target, pos_weight=weight),
+                  F.multilabel_soft_margin_loss(logits, target.round())]
+        found.append([library.autograd.grad(loss, logits)[0].numpy() for loss in losses])
+    for ours, theirs in zip(*found):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15)

@@ -17,6 +17,7 @@ from pargraph.distributions.continuous import (
     VonMises,
 )
 from pargraph.distributions.derived import (
+    ContinuousBernoulli,
     HalfCauchy,
     InverseGamma,
     Kumaraswamy,
@@ -70,4 +71,4 @@ __all__ = ["Bernoulli", "Categorical", "Distribution", "Independent", "Multivari
            "HalfCauchy", "InverseGamma", "Kumaraswamy", "MixtureSameFamily", "Pareto",
            "RelaxedBernoulli", "RelaxedOneHotCategorical", "Weibull", "IndependentTransform",
            "LowerCholeskyTransform", "SoftmaxTransform", "StickBreakingTransform",
-           "FisherSnedecor", "LogisticNormal"]
+           "FisherSnedecor", "LogisticNormal", "ContinuousBernoulli"]

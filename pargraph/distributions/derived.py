@@ -28,6 +28,7 @@ from pargraph.distributions.transforms import (
     TransformedDistribution,
 )
 from pargraph.factories import as_tensor, full_like, ones_like, rand, zeros_like
+from pargraph.nn import functional as F
 
 _EULER_GAMMA = 0.57721566490153286060
 
@@ -281,6 +282,119 @@ class LogitRelaxedBernoulli(_BinaryParameter, Distribution):
         logits, value = broadcast_all(self.logits, value)
         diff = logits - value * self.temperature
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
+
+
+class ContinuousBernoulli(Distribution):
+    """The continuous Bernoulli distribution on [0, 1]: density proportional to
+    ``probs ** x * (1 - probs) ** (1 - x)``, with PyTorch's Taylor expansions inside ``lims``
+    around 1/2, where the closed forms lose their precision.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> from pargraph.distributions import ContinuousBernoulli
+    >>> round(ContinuousBernoulli(probs=0.5).mean.item(), 4)
+    0.5
+    """
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, probs: Any = None, logits: Any = None,
+                 lims: tuple[float, float] = (0.499, 0.501),
+                 validate_args: bool | None = None) -> None:
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            (probs,) = broadcast_all(probs)
+            if validate_args is not None and not bool(constraints.unit_interval.check(
+                    probs).all()):
+                raise ValueError("The parameter probs has invalid values")
+            self.probs = _clamp_probs(probs)  # checked first: the clamped ones always pass
+            shape = tuple(probs.shape)
+        else:
+            (self.logits,) = broadcast_all(logits)
+            shape = tuple(self.logits.shape)
+        self._lims = lims
+        super().__init__(shape, (), validate_args)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "logits" and "probs" in self.__dict__:
+            p = _clamp_probs(self.__dict__["probs"])
+            self.__dict__["logits"] = p.log() - (-p).log1p()
+            return self.__dict__["logits"]
+        if name == "probs" and "logits" in self.__dict__:
+            self.__dict__["probs"] = _clamp_probs(self.__dict__["logits"].sigmoid())
+            return self.__dict__["probs"]
+        raise AttributeError(name)
+
+    def _outside_unstable_region(self) -> Tensor:
+        return (self.probs <= self._lims[0]) | (self.probs > self._lims[1])
+
+    def _cut_probs(self) -> Tensor:
+        return self.probs.where(self._outside_unstable_region(),
+                                self.probs.new_full((), self._lims[0]))
+
+    def _cont_bern_log_norm(self) -> Tensor:
+        cut = self._cut_probs()
+        below = cut.where(cut <= 0.5, cut.new_zeros(()))
+        above = cut.where(cut >= 0.5, cut.new_ones(()))
+        log_norm = ((-cut).log1p() - cut.log()).abs().log() - (-2.0 * below).log1p().where(
+            cut <= 0.5, (2.0 * above - 1.0).log())
+        x = (self.probs - 0.5).pow(2)
+        taylor = math.log(2.0) + (4.0 / 3.0 + 104.0 / 45.0 * x) * x
+        return log_norm.where(self._outside_unstable_region(), taylor)
+
+    @property
+    def mean(self) -> Tensor:
+        cut = self._cut_probs()
+        mus = cut / (2.0 * cut - 1.0) + 1.0 / ((-cut).log1p() - cut.log())
+        x = self.probs - 0.5
+        taylor = 0.5 + (1.0 / 3.0 + 16.0 / 45.0 * x.pow(2)) * x
+        return mus.where(self._outside_unstable_region(), taylor)
+
+    @property
+    def variance(self) -> Tensor:
+        cut = self._cut_probs()
+        spread = cut * (cut - 1.0) / (1.0 - 2.0 * cut).pow(2) + 1.0 / (
+            (-cut).log1p() - cut.log()).pow(2)
+        x = (self.probs - 0.5).pow(2)
+        taylor = 1.0 / 12.0 - (1.0 / 15.0 - 128.0 / 945.0 * x) * x
+        return spread.where(self._outside_unstable_region(), taylor)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        return self.icdf(rand(*shape, dtype=self.probs.dtype))
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        with no_grad():
+            return self.rsample(sample_shape)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        value = self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        return (-F.binary_cross_entropy_with_logits(logits, value, reduction="none")
+                + self._cont_bern_log_norm())
+
+    def cdf(self, value: Tensor) -> Tensor:
+        value = as_tensor(self._validate_sample(value))
+        cut = self._cut_probs()
+        cdfs = (cut.pow(value) * (1.0 - cut).pow(1.0 - value) + cut - 1.0) / (2.0 * cut - 1.0)
+        unbounded = cdfs.where(self._outside_unstable_region(), value)
+        return zeros_like(value).where(value <= 0.0, ones_like(value).where(value >= 1.0,
+                                                                            unbounded))
+
+    def icdf(self, value: Tensor) -> Tensor:
+        value = as_tensor(value)
+        cut = self._cut_probs()
+        closed = ((-cut + value * (2.0 * cut - 1.0)).log1p() - (-cut).log1p()) / (
+            cut.log() - (-cut).log1p())
+        return closed.where(self._outside_unstable_region(), value)
+
+    def entropy(self) -> Tensor:
+        log0, log1 = (-self.probs).log1p(), self.probs.log()
+        return self.mean * (log0 - log1) - self._cont_bern_log_norm() - log0
 
 
 class LogisticNormal(TransformedDistribution):

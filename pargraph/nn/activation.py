@@ -85,7 +85,9 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def logsigmoid(input: Tensor) -> Tensor:
-    """``log(sigmoid(x))``, computed stably as ``min(x, 0) - log1p(exp(-|x|))``.
+    """``log(sigmoid(x))``, computed stably as ``min(x, 0) - log1p(exp(-|x|))``; the
+    ``min`` splits its gradient at 0 as PyTorch's does at a tie, which makes the gradient
+    there ``sigmoid(0)``, as PyTorch's (a ``clamp`` would pass all of it: 1).
 
     Examples
     --------
@@ -94,7 +96,7 @@ def logsigmoid(input: Tensor) -> Tensor:
     -0.6931
     """
     x = as_tensor(input)
-    return x.clamp(max=0.0) - (-x.abs()).exp().log1p()
+    return x.minimum(x.new_zeros(())) - (-x.abs()).exp().log1p()
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:

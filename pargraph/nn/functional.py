@@ -549,13 +549,14 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     target = as_tensor(target, dtype=input.dtype)
     _same_shape(input, target, "binary_cross_entropy_with_logits")
     # PyTorch's formulas, in its order: each term rounds alike.
+    # min and max split their gradient at 0 (a tie), which makes it sigmoid(x) - y there,
+    # as PyTorch's (a clamp would pass all of it).
     if pos_weight is None:
-        log_sigmoid = input.clamp(max=0) - (-input.abs()).exp().log1p()
-        loss = (1 - target) * input - log_sigmoid
+        loss = (1 - target) * input - logsigmoid(input)
     else:
         log_weight = (as_tensor(pos_weight, dtype=input.dtype) - 1) * target + 1
         loss = (1 - target) * input + log_weight * (
-            (-input.abs()).exp().log1p() + (-input).clamp(min=0))
+            (-input.abs()).exp().log1p() + (-input).maximum(input.new_zeros(())))
     if weight is not None:
         loss = loss * as_tensor(weight, dtype=input.dtype)
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
@@ -1028,9 +1029,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     0.6931
     """
     target = as_tensor(target, dtype=input.dtype)
-    log_sigmoid = input.clamp(max=0) - (-input.abs()).exp().log1p()
-    log_not = (-input).clamp(max=0) - (-input.abs()).exp().log1p()
-    loss = -(target * log_sigmoid + (1 - target) * log_not)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * weight
     loss = loss.mean(-1)
