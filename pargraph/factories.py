@@ -568,13 +568,8 @@ def _random_dtypes(dtype: Any, kernel: str) -> tuple[np.dtype, np.dtype]:
     dtype = np.dtype(dtype or defaults.float)
     if not ops.is_floating(dtype):
         raise NotImplementedError(f'"{kernel}" not implemented for '
-                                  f"'{_SCALAR_NAMES.get(dtype.name, dtype.name)}'")
+                                  f"'{ops.torch_name(dtype)}'")
     return dtype, dtype if dtype.itemsize >= 4 else np.dtype(np.float32)
-
-
-#: PyTorch's names of integer dtypes in its kernels' errors.
-_SCALAR_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                 "uint8": "Byte", "bool": "Bool"}
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, requires_grad: bool = False,

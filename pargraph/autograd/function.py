@@ -98,7 +98,7 @@ def _described(value: Any, node: Any) -> Any:
         return _UNKNOWN
     if isinstance(value, _PLAIN):
         return (type(value), value)
-    if type(value) in (tuple, list) or isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         items = tuple(_described(v, node) for v in value)
         return _UNKNOWN if any(i is _UNKNOWN for i in items) else (type(value), items)
     return _UNKNOWN

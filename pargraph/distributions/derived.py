@@ -9,13 +9,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
 from pargraph.distributions.continuous import Cauchy, Exponential, Normal, Uniform
-from pargraph.distributions.discrete import Categorical, _BinaryParameter
+from pargraph.distributions.discrete import Categorical, _BinaryParameter, _clamped
 from pargraph.distributions.distribution import Distribution, broadcast_all, shown
 from pargraph.distributions.gamma import Gamma
 from pargraph.distributions.transforms import (
@@ -31,11 +29,6 @@ from pargraph.factories import as_tensor, full_like, ones_like, rand, zeros_like
 from pargraph.nn import functional as F
 
 _EULER_GAMMA = 0.57721566490153286060
-
-
-def _clamp_probs(probs: Tensor) -> Tensor:
-    eps = float(np.finfo(probs.dtype).eps)
-    return probs.clamp(eps, 1 - eps)
 
 
 class Weibull(TransformedDistribution):
@@ -273,8 +266,8 @@ class LogitRelaxedBernoulli(_BinaryParameter, Distribution):
 
     def rsample(self, sample_shape: Any = ()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        probs = _clamp_probs(self.probs.expand(*shape))
-        u = _clamp_probs(rand(*shape, dtype=probs.dtype))
+        probs = _clamped(self.probs.expand(*shape))
+        u = _clamped(rand(*shape, dtype=probs.dtype))
         return (u.log() - (-u).log1p() + probs.log() - (-probs).log1p()) / self.temperature
 
     def log_prob(self, value: Tensor) -> Tensor:
@@ -284,7 +277,7 @@ class LogitRelaxedBernoulli(_BinaryParameter, Distribution):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class ContinuousBernoulli(Distribution):
+class ContinuousBernoulli(_BinaryParameter, Distribution):
     """The continuous Bernoulli distribution on [0, 1]: density proportional to
     ``probs ** x * (1 - probs) ** (1 - x)``, with PyTorch's Taylor expansions inside ``lims``
     around 1/2, where the closed forms lose their precision.
@@ -311,7 +304,7 @@ class ContinuousBernoulli(Distribution):
             if validate_args is not None and not bool(constraints.unit_interval.check(
                     probs).all()):
                 raise ValueError("The parameter probs has invalid values")
-            self.probs = _clamp_probs(probs)  # checked first: the clamped ones always pass
+            self.probs = _clamped(probs)  # checked first: the clamped ones always pass
             shape = tuple(probs.shape)
         else:
             (self.logits,) = broadcast_all(logits)
@@ -319,15 +312,9 @@ class ContinuousBernoulli(Distribution):
         self._lims = lims
         super().__init__(shape, (), validate_args)
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "logits" and "probs" in self.__dict__:
-            p = _clamp_probs(self.__dict__["probs"])
-            self.__dict__["logits"] = p.log() - (-p).log1p()
-            return self.__dict__["logits"]
-        if name == "probs" and "logits" in self.__dict__:
-            self.__dict__["probs"] = _clamp_probs(self.__dict__["logits"].sigmoid())
-            return self.__dict__["probs"]
-        raise AttributeError(name)
+    @staticmethod
+    def _probs_of(logits: Tensor) -> Tensor:
+        return _clamped(logits.sigmoid())  # PyTorch clamps them here, as given ones
 
     def _outside_unstable_region(self) -> Tensor:
         return (self.probs <= self._lims[0]) | (self.probs > self._lims[1])
@@ -480,7 +467,7 @@ class ExpRelaxedCategorical(Distribution):
 
     def rsample(self, sample_shape: Any = ()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        u = _clamp_probs(rand(*shape, dtype=self.logits.dtype))
+        u = _clamped(rand(*shape, dtype=self.logits.dtype))
         gumbels = -((-(u.log())).log())
         scores = (self.logits + gumbels) / self.temperature
         return scores - scores.logsumexp(-1, keepdim=True)

@@ -24,6 +24,7 @@ def _one_of(probs: Any, logits: Any) -> None:
 
 
 def _clamped(probs: Tensor) -> Tensor:
+    """``probs`` kept a machine epsilon away from 0 and 1 (PyTorch's ``clamp_probs``)."""
     eps = float(np.finfo(probs.dtype).eps)
     return probs.clamp(eps, 1 - eps)
 
@@ -38,9 +39,14 @@ class _BinaryParameter:
             self.__dict__["logits"] = p.log() - (-p).log1p()
             return self.__dict__["logits"]
         if name == "probs" and "logits" in self.__dict__:
-            self.__dict__["probs"] = self.__dict__["logits"].sigmoid()
+            self.__dict__["probs"] = self._probs_of(self.__dict__["logits"])
             return self.__dict__["probs"]
         raise AttributeError(name)
+
+    @staticmethod
+    def _probs_of(logits: Tensor) -> Tensor:
+        """``probs`` from the ``logits`` given."""
+        return logits.sigmoid()
 
     def _set_parameter(self, probs: Any, logits: Any) -> tuple:
         """Keep ``probs`` or ``logits`` (exactly one given) as a tensor; its shape."""

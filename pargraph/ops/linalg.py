@@ -77,12 +77,6 @@ def _matmul_vjp(which: int) -> Callable:
 matmul.defvjp(_matmul_vjp(0), _matmul_vjp(1))
 
 
-#: PyTorch's names of dtypes in its C++ errors (``Double``, ``Float``).
-_SCALAR_TYPES = {"float64": "Double", "float32": "Float", "float16": "Half",
-                 "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
-                 "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
 def _linear_shape(x, w, b=None):
     if len(w.shape) != 2 or not x.shape or x.shape[-1] != w.shape[1]:
         raise ShapeError(f"input of shape {x.shape} and weight of shape {w.shape} cannot be "
@@ -94,8 +88,7 @@ def _linear_shape(x, w, b=None):
     if w.dtype != x.dtype or (bias_node and b.dtype != x.dtype):  # PyTorch does not promote
         other = w.dtype if w.dtype != x.dtype else b.dtype
         raise ShapeError(f"mat1 and mat2 must have the same dtype, but got "
-                         f"{_SCALAR_TYPES.get(x.dtype.name, x.dtype.name)} and "
-                         f"{_SCALAR_TYPES.get(other.name, other.name)}")
+                         f"{torch_name(x.dtype)} and {torch_name(other)}")
     shape = x.shape[:-1] + (w.shape[0],)
     return shape, x.dtype if b is None or bias_node else result_dtype(x, w, b)
 
