@@ -1013,7 +1013,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             raise RuntimeError(f"{which.__name__}: input tensor must have at least 2 "
                                f"dimensions, got {self.ndim}")
         keep = which(np.ones(self.shape[-2:], dtype=bool), diagonal)
-        return _wrap(ops.where(ops.constant(keep), self._node, 0))
+        zero = False if self.dtype == bool else 0  # keeps the dtype: bool stays bool
+        return _wrap(ops.where(ops.constant(keep), self._node, zero))
 
     @amp.autocasts("lower")
     def mm(self, mat2: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ capture, and a call with another value captures again.
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import threading
 from collections.abc import Callable
@@ -56,6 +57,10 @@ class Symbol:
         table.symbols.append(self)
 
     def _apply(self, op: Callable, *args: Any) -> Any:
+        # A tensor (or anything but a number) on the other side answers itself: ``w * loss``
+        # becomes ``loss.__rmul__(w)``, a tensor op taking the symbol as a scalar.
+        if not all(isinstance(a, (Symbol, numbers.Number)) for a in args):
+            return NotImplemented
         return self.table.apply(op, args)
 
     def __add__(self, other): return self._apply(operator.add, self, other)

@@ -167,6 +167,7 @@ class Capture:
         self.broken: str | None = None
         self.symbols = SymbolTable()
         self.readers: dict[Any, Callable[[], Any]] = {}  # symbol leaf key -> its reader
+        self.sharing: dict[tuple, list[Tensor]] = {}  # a state number's key -> its parameters
         self.argument_guards = [_argument_guard(v) for v in flat]
         self.queued: list[Node] = []  # realize() targets, run at the end
         self.state_nodes: list[Node] = []  # what is training state (copied on a cluster)
@@ -177,6 +178,9 @@ class Capture:
         self.symbolic: dict[int, Node] = {}
         self.draws: dict[int, tuple[Node, Callable]] = {}
         self.modules: dict[int, tuple[Module, bool]] = {}
+        #: The plain attributes of the modules called (``negative_slope``, ``momentum``, a
+        #: Dropout's ``p``), as the call began: the capture holds them as constants.
+        self.module_constants: dict[int, tuple[Module, dict]] = {}
         self.buffers: dict[tuple[int, str], tuple[Module, str, Tensor | None]] = {}
         #: Tensors the call set as plain module attributes (a pruning hook's ``weight``, a
         #: kept activation), with what was there (``_ABSENT``: nothing).
@@ -279,6 +283,7 @@ class Capture:
     def module_called(self, module: Module) -> None:
         if self.live and id(module) not in self.modules:
             self.modules[id(module)] = (module, module.training)
+            self.module_constants[id(module)] = (module, module_constants(module))
             object.__setattr__(module, "_pargraph_captured", True)
 
     def buffer_set(self, module: Module, name: str) -> None:
@@ -333,9 +338,26 @@ class Capture:
         by the parameters of a group that have the same value."""
         if not self.live:
             return state
-        return {name: self._leaf(("state", id(optimizer), index, name, value), value,
-                                 lambda o=optimizer, p=param, n=name: o.state[p][n])
+        return {name: self._shared_leaf(optimizer, index, param, name, value)
                 if type(value) in (int, float) else value for name, value in state.items()}
+
+    def _shared_leaf(self, optimizer: Any, index: int, param: Tensor, name: str,
+                     value: Any) -> Symbol:
+        """The symbol of a number of ``param``'s optimizer state, one for the parameters of
+        its group that have the same value now; a replay reads them all and fails its guard
+        when they have come apart (a parameter frozen for some steps lags in its count)."""
+        key = ("state", id(optimizer), index, name, value)
+        sharing = self.sharing.setdefault(key, [])
+        sharing.append(param)
+
+        def read(o=optimizer, params=sharing, n=name) -> Any:
+            first = o.state[params[0]][n]
+            for p in params[1:]:
+                if o.state[p][n] != first:
+                    raise KeyError(n)
+            return first
+
+        return self._leaf(key, value, read)
 
     def _leaf(self, key: Any, value: Any, reader: Callable[[], Any]) -> Any:
         self.readers.setdefault(key, reader)
@@ -413,6 +435,10 @@ class Capture:
         writes = Writes(self, flat)
         targets += writes.nodes()
         order, computed = plan(targets)
+        before = [node for node in computed if node.uid < self.mark]
+        if before:  # recorded before the call (an init under no_grad): the call's inputs
+            execution.realize(before)
+            order, computed = plan(targets)
         program = Program(self, order, computed, writes, flat, spec, state)
         self._plain()
         result = program.replay(None, [], first=True)
@@ -450,9 +476,17 @@ class OptimizerRecord:
         optimizer._state_version = self.version
 
     def settle(self) -> None:
-        """The capture has ended and cannot be rolled back: drop the state from before it
-        and the nodes it read, which would otherwise keep a second copy of the optimizer's
-        state alive for as long as the program."""
+        """The capture has ended and cannot be rolled back: the tensors the optimizer held
+        before take the new state, as an eager step's commit does (a program holding
+        ``state[p]["exp_avg"]``, or a loaded state dict's tensors, sees it); then drop the
+        state from before it and the nodes it read, which would otherwise keep a second copy
+        of the optimizer's state alive for as long as the program."""
+        optimizer, before = self.optimizer, self.before[0]
+        for p, new in list(optimizer.state.items()):
+            old = before.get(p)
+            if old is not None and old is not new:
+                optimizer.state[p] = old
+                optimizer._commit_state(p, new, True)
         self.before = None
         self.reads = {}
 
@@ -518,6 +552,9 @@ class Guards:
         self.registry_version = versions.registry
         self.modes_version = -1  # checked at the first call
         self.modules = [(weakref.ref(m), flag) for m, flag in capture.modules.values()]
+        self.constants = [(weakref.ref(m), constants)
+                          for m, constants in capture.module_constants.values()]
+        self.attributes_version = versions.attributes
         self.symbols, self.readers = capture.symbols, capture.readers
         self.failed = ""
 
@@ -542,6 +579,13 @@ class Guards:
                 if m is None or m.training != flag:
                     return self._fail(f"{type(m).__name__}.training")
             self.modes_version = versions.modes
+        if versions.attributes != self.attributes_version:  # some module's attribute was set
+            for module, constants in self.constants:
+                m = module()
+                changed = _changed_constant(m, constants)
+                if changed is not None:
+                    return self._fail(f"{type(m).__name__}.{changed}")
+            self.attributes_version = versions.attributes
         if not self.symbols.symbols:
             return None
         try:
@@ -641,6 +685,8 @@ class Program:
             slots.append((*found, node.shape, node.dtype))
         #: The capturing call's own values, for its run (its tensors point at new nodes).
         self.first_values = [order[k].value for k in self.leaf_positions]
+        #: Each leaf's ``requires_grad`` (a parameter frozen since is another program).
+        self.slot_requires_grad = [order[k].requires_grad for k in self.leaf_positions]
         return slots
 
     def _compile(self, order: list[Node], computed: list[Node], outputs: list[Node],
@@ -816,7 +862,7 @@ class Program:
                 return None
         values: list = [symbols]
         pending = []
-        for slot in self.slots:
+        for slot, requires_grad in zip(self.slots, self.slot_requires_grad):
             kind = slot[0]
             if kind == ARGUMENT:
                 node = flat[slot[1]]._node
@@ -848,6 +894,9 @@ class Program:
                 continue
             if node.shape != slot[-2] or node.dtype != slot[-1]:
                 self.failed = f"the shape or dtype of {_slot_name(slot)}"
+                return None
+            if node.requires_grad != requires_grad:
+                self.failed = f"requires_grad of {_slot_name(slot)}"
                 return None
             if node.value is None:
                 pending.append(node)
@@ -1320,6 +1369,34 @@ def _placeholder(node: Node) -> Node:
     """A value-less stand-in for a leaf the program read at capture (traces read inputs)."""
     return Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, node.phase,
                          node.key_prefix(), node.scope, node.site)
+
+
+#: The attribute values a capture holds as constants: what ops take as attributes.
+_CONSTANT_TYPES = (int, float, bool, str, type(None), complex)
+
+
+def module_constants(module: Module) -> dict:
+    """``module``'s plain attributes of constant values (numbers, strings, None and tuples of
+    them), by name; pargraph's bookkeeping (``_pargraph_*``) left out."""
+    found = {}
+    for name, value in module.__dict__.items():
+        if name.startswith("_pargraph") or name == "training":
+            continue
+        if type(value) in _CONSTANT_TYPES or (
+                isinstance(value, tuple) and all(type(v) in _CONSTANT_TYPES for v in value)):
+            found[name] = value
+    return found
+
+
+def _changed_constant(module: Module | None, constants: dict) -> str | None:
+    """The name of a constant of ``module`` that differs from ``constants``, or None."""
+    if module is None:
+        return "(a module gone)"
+    now = module_constants(module)
+    for name, value in constants.items():
+        if name not in now or now[name] != value or type(now[name]) is not type(value):
+            return name
+    return None
 
 
 def _describe(guard: tuple) -> str:

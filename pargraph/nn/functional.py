@@ -763,11 +763,15 @@ def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, re
                    "cross_entropy")
 
 
-def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:
+def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool,
+                   name: str = "attn_mask") -> Tensor:
     """``scores`` with a bool mask applied (-inf where not allowed) or a float mask added."""
     if mask is None:
         return scores
     mask = as_tensor(mask)
+    if mask.dtype != bool and not ops.is_floating(mask.dtype):
+        raise AssertionError(f"only bool and floating types of {name} are supported, got "
+                             f"{ops.torch_name(mask.dtype)}")
     if mask.dtype == bool:
         return scores.masked_fill(mask if not allowed_when else ~mask, float("-inf"))
     return scores + mask
@@ -860,6 +864,9 @@ def _joint_mask(attn_mask: Tensor | None, key_padding_mask: Tensor | None, heads
     masks = []
     if attn_mask is not None:
         attn_mask = as_tensor(attn_mask)
+        if attn_mask.dtype != bool and not ops.is_floating(attn_mask.dtype):
+            raise AssertionError("only bool and floating types of attn_mask are supported, "
+                                 f"got {ops.torch_name(attn_mask.dtype)}")
         if attn_mask.ndim == 3:
             attn_mask = attn_mask.reshape(batch, heads, target, source)
         elif tuple(attn_mask.shape) != (target, source):
@@ -868,6 +875,9 @@ def _joint_mask(attn_mask: Tensor | None, key_padding_mask: Tensor | None, heads
         masks.append(attn_mask)
     if key_padding_mask is not None:
         padding = as_tensor(key_padding_mask)
+        if padding.dtype != bool and not ops.is_floating(padding.dtype):
+            raise AssertionError("only bool and floating types of key_padding_mask are "
+                                 f"supported, got {ops.torch_name(padding.dtype)}")
         if tuple(padding.shape[-1:]) != (source,):
             raise RuntimeError(f"key_padding_mask of shape {padding.shape} does not match "
                                f"{source} keys")
@@ -900,9 +910,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
     pargraph.Size([2, 4, 3, 8])
     """
-    if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not "
-                                  "supported")
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: _scaled_dot_product_attention: "
                            "Explicit attn_mask should not be set when is_causal=True")
@@ -912,12 +919,33 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                            f"{list(key.shape)} and value {list(value.shape)} do not fit "
                            f"(expected query and key to share the last dimension, key and "
                            f"value the sequence dimension)")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        # Grouped-query attention: each key/value head serves a group of query heads.
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if heads % kv_heads or value.shape[-3] != kv_heads:
+            raise RuntimeError(f"scaled_dot_product_attention: the number of heads in key "
+                               f"and value ({kv_heads}, {value.shape[-3]}) must divide the "
+                               f"number of heads in query ({heads})")
+        key, value = (t.repeat_interleave(heads // kv_heads, -3) for t in (key, value))
+    if attn_mask is not None:
+        attn_mask = as_tensor(attn_mask)
+        if attn_mask.dtype != bool and not ops.is_floating(attn_mask.dtype):
+            raise RuntimeError("scaled_dot_product_attention: expected attn_mask dtype to be "
+                               "bool or float or to match query dtype, but got "
+                               f"{ops.torch_name(attn_mask.dtype)}")
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
         causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
         attn_mask = as_tensor(causal)
-    weights = _masked_scores(scores, attn_mask, allowed_when=True).softmax(-1)
+    if attn_mask is None:
+        weights = scores.softmax(-1)
+    else:
+        # A query that may attend no key gets zeros, as PyTorch's kernels give (the softmax of
+        # a row of -inf is NaN): its row is computed as zeros and its weights set to 0.
+        masked = _masked_scores(scores, attn_mask, allowed_when=True)
+        dead = (masked == float("-inf")).all(-1, keepdim=True)
+        weights = pargraph_where(dead, 0.0, pargraph_where(dead, 0.0, masked).softmax(-1))
     return dropout(weights, dropout_p, training=dropout_p > 0) @ value
 
 

@@ -289,6 +289,7 @@ class Module:
             recorder = recording.recorder
             if recorder is not None and isinstance(value, Tensor):  # a compiled step writes
                 recorder.attribute_set(self, name)  # it: each replay sets it again
+            versions.attributes += 1
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
@@ -1020,11 +1021,13 @@ class _Versions:
     """Counters of changes to module trees: ``tree`` when a module gets a parent (the cached
     scopes of modules are stale then), ``registry`` when a parameter, buffer or child of a
     module that a compiled step called is assigned (the step holds the old ones), ``modes``
-    when a module's ``training`` is set (a compiled step looks at its modules' then)."""
+    when a module's ``training`` is set, ``attributes`` when any other attribute is (a
+    compiled step looks at its modules' then)."""
 
     tree = 0
     registry = 0
     modes = 0
+    attributes = 0
 
 
 versions = _Versions()
