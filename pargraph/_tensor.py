@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import amp, autograd, dtypes, execution, ops
+from pargraph import amp, autograd, dtypes, execution, ops, spellings
 from pargraph.autograd.backward_graph import accumulate
 from pargraph.autograd.engine import post_accumulate_hooks
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
 from pargraph.devices import check_device, device, strided
-from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks
+from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks, user_stacklevel
 from pargraph.methods import EverydayMethods
 from pargraph.ops import defaults
 from pargraph.printing import format_tensor
@@ -144,7 +144,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         PyTorch's warning on a computed tensor that does not retain its gradient)."""
         grad = self._grad
         if grad is None and self._node.history and not self._node.retains_grad:
-            warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=2)
+            warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=user_stacklevel())
         return grad
 
     @grad.setter
@@ -346,7 +346,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if self.requires_grad:
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
                           "unexpected behavior.\nConsider using tensor.detach() first.",
-                          UserWarning, stacklevel=2)
+                          UserWarning, stacklevel=user_stacklevel())
         return float(self.item())
 
     def __int__(self) -> int:
@@ -628,6 +628,10 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _unpickled, (np.array(self.detach().numpy()), self.requires_grad)
 
     def __getitem__(self, key: Any) -> Tensor:
+        key = _as_torch_key(key, self.ndim)
+        split = _ints_first(key)
+        if split is not None:  # PyTorch selects the ints first, then indexes what is left
+            return self[split[0]][split[1]]
         spec, index_nodes = _index_spec(key, self.shape)
         out = ops.index(self._node, *index_nodes, spec=spec)
         if index_nodes:
@@ -750,6 +754,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _wrap(ops.mean(self._node, dim, keepdim=keepdim))
 
     def prod(self, dim=None, keepdim: bool = False) -> Tensor:
+        if dim is not None and not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
         dims = ops.normalize_dims(dim, self.ndim)
         return _wrap(ops.prod(self._node, dim=dims, keepdim=keepdim))
 
@@ -770,21 +776,27 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                               keepdim=keepdim))
 
     def argmax(self, dim=None, keepdim: bool = False) -> Tensor:
+        if self.dtype == bool:
+            raise RuntimeError("argmax(): does not support bool input")
         d = None if dim is None else ops.normalize_dim(dim, self.ndim)
         return _wrap(ops.argmax(self._node, dim=d, keepdim=keepdim))
 
     def argmin(self, dim=None, keepdim: bool = False) -> Tensor:
+        if self.dtype == bool:
+            raise RuntimeError("argmin(): does not support bool input")
         d = None if dim is None else ops.normalize_dim(dim, self.ndim)
         return _wrap(ops.argmin(self._node, dim=d, keepdim=keepdim))
 
     def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: int | None = None) -> Tensor:
+        _floating_only(self, "std and var")
         correction = _correction(unbiased, correction)
         _warn_degrees_of_freedom(self, dim, correction, "var")
         return _wrap(ops.var(self._node, dim, correction, keepdim))
 
     def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: int | None = None) -> Tensor:
+        _floating_only(self, "std and var")
         correction = _correction(unbiased, correction)
         _warn_degrees_of_freedom(self, dim, correction, "std")
         return _wrap(ops.std(self._node, dim, correction, keepdim))
@@ -799,8 +811,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         [False, True]
         """
         dims = ops.normalize_dims(dim, self.ndim)
-        return _wrap(ops.eq(ops.sum_(ops.logical_not(self._node), dim=dims, keepdim=keepdim),
-                            0))
+        return _uint8_stays(self, _wrap(ops.eq(ops.sum_(ops.logical_not(self._node), dim=dims,
+                                                        keepdim=keepdim), 0)))
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether any element is nonzero (over ``dim``: an int, a tuple, or all).
@@ -812,7 +824,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         [True, False]
         """
         dims = ops.normalize_dims(dim, self.ndim)
-        return _wrap(ops.gt(ops.sum_(ops.ne(self._node, 0), dim=dims, keepdim=keepdim), 0))
+        return _uint8_stays(self, _wrap(ops.gt(ops.sum_(ops.ne(self._node, 0), dim=dims,
+                                                        keepdim=keepdim), 0)))
 
     def softmax(self, dim: int) -> Tensor:
         return _wrap(ops.softmax(self._node, dim))
@@ -883,7 +896,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     # --- more elementwise math ------------------------------------------------------------
 
     def square(self) -> Tensor:
-        return self * self
+        return self.to(int64) * self.to(int64) if self.dtype == bool_ else self * self
 
     def rsqrt(self) -> Tensor:
         return 1.0 / self.sqrt()
@@ -940,7 +953,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         """
         if given:
             dims = ops.keyword_sizes(given, "dims", dims, "flip")
-        dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
+        dims = ops.normalize_dims(shape_arg(dims), self.ndim)
         return _wrap(ops.flip(self._node, dims=dims))
 
     def repeat(self, *sizes, **given) -> Tensor:
@@ -1041,6 +1054,10 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _checked_product(self, mat2, 3, "bmm")
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim and ops.normalize_dim(start_dim, self.ndim) > ops.normalize_dim(
+                end_dim, self.ndim):
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after "
+                               "end_dim")
         return ShapedView(ops.flatten(self._node, start_dim, end_dim), self, None)
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
@@ -1186,6 +1203,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __setitem__(self, key: Any, value: Any) -> None:
         """``x[key] = value`` in place (ints, slices, masks, index tensors), as in PyTorch."""
         self._check_in_place()
+        key = _as_torch_key(key, self.ndim)
+        split = _ints_first(key)
+        if split is not None:  # into the view the ints select, as PyTorch's order of dims
+            self[split[0]][split[1]] = value
+            return
         spec, index_nodes = _index_spec(key, self.shape)
         value = operand(value)
         if isinstance(value, Node) and value.dtype != self.dtype:
@@ -1240,6 +1262,7 @@ Tensor.REGISTRY_METHODS = tuple(sorted(prim.name for prim in ops.REGISTRY.values
 for _name in Tensor.REGISTRY_METHODS:
     setattr(Tensor, _name, _method_of(ops.REGISTRY[_name]))
 del _name
+spellings.install(Tensor)  # ``axis=``/``keepdims=``, and 0-d tensors along dim 0
 Tensor.__doc__ = (Tensor.__doc__ or "") + "\n" + textwrap.fill(
     "Methods made from the op registry (primitives declared with ``method=True`` in "
     ":mod:`pargraph.ops`): " + ", ".join(f"``{name}``" for name in Tensor.REGISTRY_METHODS)
@@ -1263,13 +1286,23 @@ NON_LEAF_GRAD = (
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
+def _uint8_stays(x: Tensor, result: Tensor) -> Tensor:
+    """``any``/``all`` of a uint8 tensor are uint8 in PyTorch (of any other dtype, bool)."""
+    return result.to(x.dtype) if x.dtype == np.uint8 else result
+
+
+def _floating_only(x: Tensor, name: str) -> None:
+    if not ops.is_floating(x.dtype) and x.dtype.kind != "c":
+        raise RuntimeError(f"{name} only support floating point and complex dtypes")
+
+
 def _warn_degrees_of_freedom(x: Tensor, dim: Any, correction: float, name: str) -> None:
     """PyTorch's warning when a variance divides by zero or less (its value is inf or nan)."""
     count = math.prod(x.shape[d] for d in ops.normalize_dims(dim, x.ndim))
     if count - correction <= 0:
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
                       "less than the reduction factor (input numel divided by output numel).",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=user_stacklevel())
 
 
 def _is_dtype(value: Any) -> bool:
@@ -1624,6 +1657,59 @@ def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
     return MinMax(_wrap(values), _wrap(indices))
 
 
+def _as_torch_key(key: Any, ndim: int) -> Any:
+    """``key`` as PyTorch reads it: a list holding a sequence, slice, None, ``...`` or tensor
+    is a tuple of indices (``x[[(0, 1), (1, 2)]]`` is ``x[(0, 1), (1, 2)]``), as in numpy
+    before 1.23; and with index arrays, ``...`` stands for its slices (numpy counts it as a
+    separator of index arrays even where it spans no dimension, PyTorch does not)."""
+    if type(key) is list and len(key) < 32 and any(
+            item is None or item is Ellipsis or isinstance(item, (list, tuple, range, slice,
+                                                                  Tensor, np.ndarray))
+            for item in key):
+        key = tuple(key)
+    if type(key) is not tuple or not any(item is Ellipsis for item in key) or not any(
+            isinstance(item, (Tensor, list, tuple, range, np.ndarray)) for item in key):
+        return key
+    masks = [_as_mask(item) for item in key]
+    spanned = ndim - sum(_dims_indexed(i, m) for i, m in zip(key, masks) if i is not Ellipsis)
+    expanded: list = []
+    for item in key:
+        if item is Ellipsis and not any(e is Ellipsis for e in expanded):
+            expanded.extend([slice(None)] * spanned)
+            if spanned < 0:  # too many indices: the usual error follows
+                expanded.append(Ellipsis)
+        else:
+            expanded.append(item)
+    return tuple(expanded)
+
+
+def _ints_first(key: Any) -> tuple[tuple, tuple] | None:
+    """For a key mixing ints with index arrays, the two keys PyTorch applies in turn: the ints
+    (a view), then the rest. numpy counts an int among the advanced indices, which moves the
+    indexed dimensions to the front when a slice separates them (``x[0, :, idx]``); PyTorch
+    selects first. None when the key does not mix them."""
+    items = key if type(key) is tuple else (key,)
+    ints = [type(i) is int or isinstance(i, np.integer) for i in items]
+    advanced = [isinstance(i, (Tensor, list, tuple, range, np.ndarray)) for i in items]
+    if not any(ints) or not any(advanced):
+        return None
+    first, rest = [], []
+    for item, is_int in zip(items, ints):
+        if is_int:
+            first.append(item)
+        elif item is None:
+            first.append(None)
+            rest.append(slice(None))
+        elif item is Ellipsis:
+            first.append(Ellipsis)
+            rest.append(Ellipsis)
+        else:  # a mask spans its dimensions
+            mask = _as_mask(item)
+            first.extend([slice(None)] * (1 if mask is None else mask.ndim))
+            rest.append(item)
+    return tuple(first), tuple(rest)
+
+
 def _index_spec(key: Any, shape: tuple) -> tuple[tuple, list[Node]]:
     """Split an index into a static spec and the index tensors that become node inputs."""
     items = key if isinstance(key, tuple) else (key,)
@@ -1643,8 +1729,9 @@ def _index_spec(key: Any, shape: tuple) -> tuple[tuple, list[Node]]:
             spec.append(ops.IndexSlot(len(index_nodes)))
             index_nodes.append(item._node)
             position += 1
-        elif isinstance(item, (list, np.ndarray)):
-            spec.append(np.asarray(item).astype(np.int64))
+        elif isinstance(item, (list, tuple, range, np.ndarray)):
+            spec.append(np.asarray(list(item) if type(item) is range else item)
+                        .astype(np.int64))
             position += 1
         elif item is Ellipsis:
             spec.append(item)
@@ -1665,7 +1752,7 @@ def _as_mask(item: Any) -> np.ndarray | None:
     on its values, as in PyTorch), or ``None`` for any other index."""
     if isinstance(item, Tensor):
         return item._value() if item.dtype == bool_ else None
-    if isinstance(item, (list, np.ndarray)):
+    if isinstance(item, (list, tuple, np.ndarray)):
         array = np.asarray(item)
         return array if array.dtype == bool else None
     return None

@@ -19,6 +19,7 @@ from pargraph import ops
 from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
 from pargraph.capturing import recording
 from pargraph.devices import check_device
+from pargraph.graph import user_stacklevel
 from pargraph.ops import defaults
 from pargraph.ops.core import fresh_seed
 
@@ -145,7 +146,7 @@ def tensor(data: Any, dtype=None, requires_grad: bool = False,
         warnings.warn("To copy construct from a tensor, it is recommended to use "
                       "sourceTensor.detach().clone() or "
                       "sourceTensor.detach().clone().requires_grad_(True), rather than "
-                      "torch.tensor(sourceTensor).", UserWarning, stacklevel=2)
+                      "torch.tensor(sourceTensor).", UserWarning, stacklevel=user_stacklevel())
     t = Tensor(leaf_of(data, dtype))
     if requires_grad:
         t.requires_grad_(True)
@@ -353,9 +354,24 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False,
     if dtype is None:
         is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = int64 if is_int else defaults.float
-    for bound in (start, end):
-        ops.check_fits(bound, np.dtype(dtype))
-    return _leaf(np.arange(start, end, step).astype(dtype), requires_grad)
+    _not_for_bool(dtype, "arange")
+    if np.dtype(dtype) == np.int64 and int(step) == 0 or step == 0:
+        raise ValueError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign "
+                           f"(start {start}, end {end}, step {step})")
+    if np.dtype(dtype).kind in "iu":  # bounds past int64 raise; a narrower dtype wraps
+        for bound in (start, end):
+            ops.check_fits(bound, np.dtype(np.int64))
+    values = np.arange(start, end, step)
+    if np.dtype(dtype).kind in "iu" and values.dtype.kind == "f":
+        values = values.astype(np.int64)  # truncated, then wrapped as PyTorch's
+    return _leaf(values.astype(dtype), requires_grad)
+
+
+def _not_for_bool(dtype: Any, name: str) -> None:
+    if dtype is not None and np.dtype(dtype) == np.bool_:
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'Bool\'')
 
 
 def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
@@ -369,6 +385,7 @@ def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
     [0.0, 0.5, 1.0]
     """
     check_device(device, "linspace")
+    _not_for_bool(dtype, "linspace")
     return _leaf(np.linspace(start, end, steps).astype(dtype or defaults.float), requires_grad)
 
 
@@ -384,6 +401,7 @@ def logspace(start, end, steps: int, base: float = 10.0, dtype=None,
     [1.0, 10.0, 100.0]
     """
     check_device(device, "logspace")
+    _not_for_bool(dtype, "logspace")
     return _leaf(np.logspace(start, end, steps, base=base).astype(dtype or defaults.float),
                  requires_grad)
 

@@ -18,6 +18,7 @@ import numpy as np
 from pargraph import amp, dtypes, execution, ops
 from pargraph._tensor import Tensor, apply, operand
 from pargraph.factories import as_tensor, full_like, rand
+from pargraph.graph import user_stacklevel
 
 
 def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:
@@ -658,7 +659,7 @@ def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
         import warnings
 
         warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
-                      "indexing argument.", UserWarning, stacklevel=2)
+                      "indexing argument.", UserWarning, stacklevel=user_stacklevel())
         indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "

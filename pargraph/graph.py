@@ -163,6 +163,15 @@ def user_site() -> tuple[Any, int] | None:
     return frame.f_code, frame.f_lineno
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which a ``warnings.warn`` in the calling function names the
+    innermost line outside pargraph (the user's, however many of pargraph's calls between)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def in_package(function: Any) -> bool:
     """Whether ``function`` is pargraph's own code (not a line the user wrote)."""
     code = getattr(function, "__code__", None)

@@ -1666,7 +1666,20 @@ class EverydayMethods:
         [True, False]
         """
         other = other if hasattr(other, "_node") else self._constant(other)
-        close = ((self - other).abs() <= (other.abs() * rtol + atol)) | (self == other)
+        if self.dtype != other.dtype:
+            raise RuntimeError(f"isclose(): Expected self and other to have the same dtype, "
+                               f"but got {ops.torch_name(self.dtype)} and "
+                               f"{ops.torch_name(other.dtype)}")
+        if rtol < 0 or atol < 0:
+            raise RuntimeError(f"isclose(): {'rtol' if rtol < 0 else 'atol'} must be greater "
+                               f"than or equal to zero, but got {min(rtol, atol)}")
+        if self.dtype == bool:
+            return self == other
+        # Infinities are close to themselves only: |inf - x| is never within a tolerance.
+        within = (self - other).abs() <= (other.abs() * rtol + atol)
+        if ops.is_floating(self.dtype):
+            within = within & self.isfinite() & other.isfinite()
+        close = within | (self == other)
         if equal_nan:
             close = close | (self.isnan() & other.isnan())
         return close
@@ -1695,9 +1708,9 @@ class EverydayMethods:
         [[0, 1], [1, 0]]
         """
         found = np.nonzero(np.atleast_1d(self._value()))
-        if as_tuple:
+        if as_tuple:  # a 0-d tensor counts as one dimension here, as in PyTorch
             return tuple(self._constant(axis.astype(np.int64)) for axis in found)
-        return self._constant(np.stack(found, -1).astype(np.int64).reshape(-1, len(found)))
+        return self._constant(np.stack(found, -1).astype(np.int64)[:, :self.ndim])
 
     def unique(self, sorted: bool = True, return_inverse: bool = False,
                return_counts: bool = False, dim: int | None = None) -> Any:
@@ -1731,6 +1744,8 @@ class EverydayMethods:
         """
         from pargraph.selection import SortResult
 
+        if self.dtype == bool:
+            raise NotImplementedError('"nanmedian_cpu" not implemented for \'Bool\'')
         flat = dim is None
         x = self.reshape(-1) if flat else self
         d = 0 if flat else ops.normalize_dim(dim, max(self.dim(), 1))
@@ -1916,6 +1931,8 @@ class EverydayMethods:
         """
         from pargraph.selection import SortResult
 
+        if self.dtype == bool:
+            raise NotImplementedError('"median_cpu" not implemented for \'Bool\'')
         if dim is None:
             flat = self.reshape(-1)
             return flat.sort(0).values[(flat.shape[0] - 1) // 2]
@@ -2817,6 +2834,9 @@ class EverydayMethods:
         >>> pargraph.tensor([1.5, -2.25]).frac().tolist()
         [0.5, -0.25]
         """
+        if self.dtype.kind in "biu":
+            raise NotImplementedError(f'"frac_cpu" not implemented for '
+                                      f"'{ops.torch_name(self.dtype)}'")
         return self - self.trunc()
 
     def logit(self, eps: float | None = None) -> Any:
@@ -2876,7 +2896,7 @@ class EverydayMethods:
         if not ops.is_floating(self.dtype):
             return self < 0
         x = self.detach()
-        return (x * 0 + 1).copysign(x) < 0
+        return x.new_ones(x.shape).copysign(x) < 0  # infinities and NaN keep their sign
 
     def heaviside(self, values: Any) -> Any:
         """0 where negative, 1 where positive, ``values`` where zero (no derivative: a

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph.graph import Node
+from pargraph.graph import Node, user_stacklevel
 
 #: What ``sort`` and ``topk`` return, as ``torch.return_types``: a tuple with names.
 SortResult = namedtuple("sort", ["values", "indices"])
@@ -77,7 +77,7 @@ class SelectionMethods:
         if reduce not in ("add", "multiply"):
             raise RuntimeError("reduce argument must be either add or multiply.")
         if hasattr(source, "_node"):
-            warnings.warn(SCATTER_REDUCE_DEPRECATED, UserWarning, stacklevel=3)
+            warnings.warn(SCATTER_REDUCE_DEPRECATED, UserWarning, stacklevel=user_stacklevel())
         if reduce == "add":
             return self.scatter_add(dim, index, source)
         if not hasattr(source, "_node"):
@@ -226,7 +226,7 @@ class SelectionMethods:
         if index.numel() != (source.shape[d] if source.ndim else 1):
             raise RuntimeError(f"index_reduce_(): Number of indices ({index.numel()}) should be "
                                f"equal to source.size(dim): ({source.shape[d]}), for dim: {dim}")
-        warnings.warn(INDEX_REDUCE_BETA, UserWarning, stacklevel=3)
+        warnings.warn(INDEX_REDUCE_BETA, UserWarning, stacklevel=user_stacklevel())
         along = [1] * source.ndim
         if source.ndim:
             along[d] = -1

@@ -365,7 +365,9 @@ class Binomial(_BinaryParameter, Distribution):
 
     @property
     def mode(self) -> Tensor:
-        return ((self.total_count + 1) * self.probs).floor().minimum(self.total_count)
+        count = self.total_count
+        return ((count + 1) * self.probs).floor().minimum(
+            count if hasattr(count, "_node") else self.probs.new_tensor(count))
 
     @property
     def variance(self) -> Tensor:

@@ -285,7 +285,7 @@ def _pad_class(name: str, mode: str, dims: int) -> type:
         def __init__(self, padding: Any) -> None:
             _Pad.__init__(self, padding)
         arguments = "1"
-    sizes = ", ".join(["1"] * (dims + 1) + ["2"] * dims)
+    sizes = ", ".join(["1", "1"] + ["2"] * dims)  # (N, C, spatial...)
     doc = (f"``F.pad`` in mode {mode!r} over the last {dims} dimension(s).\n\n    Examples\n"
            f"    --------\n    >>> import pargraph\n    >>> tuple(pargraph.nn.{name}({arguments})"
            f"(pargraph.ones({sizes})).shape)[-1]\n    4\n    ")

@@ -223,7 +223,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     scaled = input * beta
     # log1p(exp(-|s|)) + max(s, 0): no overflow; maximum shares its gradient at the tie s = 0,
     # where abs gives none, so the gradient there is sigmoid(0) = 0.5, as it should be.
-    smooth = ((-scaled.abs()).exp().log1p() + scaled.maximum(0.0)) / beta
+    smooth = ((-scaled.abs()).exp().log1p() + scaled.maximum(scaled.new_zeros(()))) / beta
     return pargraph_where(scaled > threshold, input, smooth)
 
 
@@ -575,17 +575,16 @@ def _check_class_targets(input: Tensor, target: Tensor, weight: Tensor | None,
                          ignore_index: int, op: str) -> None:
     if input.ndim not in (1, 2):
         raise ValueError(f"{op}: expected input of shape (N, C) or (C,), got {input.shape}")
-    if target.dtype.kind not in "iu":
-        raise ValueError(f"{op}: expected class indices of an integer dtype as target, got "
-                         f"{target.dtype}")
+    if target.ndim > 1:
+        raise RuntimeError(f"{op}: 0D or 1D target tensor expected, multi-target not "
+                           f"supported (got a target of shape {list(target.shape)})")
     if target.dtype not in (np.dtype(np.int64), np.dtype(np.uint8)):
-        name = {1: "Char", 2: "Short", 4: "Int"}.get(target.dtype.itemsize, str(target.dtype))
         raise RuntimeError(f"{op}: expected target dtype to be Long or Byte, but got "
-                           f"{name if target.dtype.kind == 'i' else target.dtype}")
+                           f"{ops.torch_name(target.dtype)}")
     expected = input.shape[:-1]
     if target.shape != expected:
-        raise ValueError(f"{op}: expected target of shape {expected} for input of shape "
-                         f"{input.shape}, got {target.shape}")
+        raise ValueError(f"{op}: Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 1}).")
     classes = input.shape[-1]
     if weight is not None and weight.shape != (classes,):
         raise RuntimeError(f"{op}: weight tensor should be defined either for all {classes} "

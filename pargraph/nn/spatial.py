@@ -14,7 +14,7 @@ from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor, rand
 from pargraph.ops import convolution
 
-_NUMPY_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_PAD_MODES = ("reflect", "replicate", "circular")
 
 
 def _tuple(value: Any, spatial: int, name: str, op: str) -> tuple[int, ...]:
@@ -754,26 +754,65 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
     pairs = [(0, 0)] * (input.ndim - len(pad) // 2) + [
         (pad[2 * k], pad[2 * k + 1]) for k in reversed(range(len(pad) // 2))]
     if mode == "constant":
+        _check_crops(input, pairs)
         return apply(convolution.constant_pad, input, pads=tuple(pairs),
                      value=0.0 if value is None else value)
-    if mode not in _NUMPY_PAD_MODES:
+    if mode not in _PAD_MODES:
         raise NotImplementedError(f"pad: mode={mode!r} is not supported (expected 'constant', "
                                   "'reflect', 'replicate' or 'circular')")
     if value:
         raise RuntimeError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    if input.ndim not in (len(pad) // 2 + 1, len(pad) // 2 + 2):
+        raise NotImplementedError(
+            f"pad: padding size {len(pad)} is not supported for {input.ndim}D input tensor "
+            "(non-constant padding takes 2 values for a 2D or 3D input, 4 for 3D or 4D, 6 for "
+            "4D or 5D)")
+    if mode == "circular":
+        _check_crops(input, pairs)
     out = input
     for dim, (lo, hi) in enumerate(pairs):
         if lo or hi:
-            size = input.shape[dim]
-            if min(lo, hi) < 0 or (mode == "reflect" and max(lo, hi) >= size) or (
-                    mode == "circular" and max(lo, hi) > size):
-                raise RuntimeError(f"pad: padding ({lo}, {hi}) of dimension {dim} is invalid "
-                                   f"for mode {mode!r} and size {size}")
-            picks = np.pad(np.arange(size), (lo, hi), mode=_NUMPY_PAD_MODES[mode])
+            picks = _pad_picks(input.shape[dim], lo, hi, mode, dim)
+            if mode != "circular" and len(pad) == 2 and len(picks) < 1:
+                raise RuntimeError(f"pad: input (W: {input.shape[dim]}) is too small. "
+                                   f"Calculated output W: {len(picks)}")
             out = out[(slice(None),) * dim + (picks,)]
     names = {"reflect": "ReflectionPad", "replicate": "ReplicationPad", "circular": "CircularPad"}
     spatial = len(pad) // 2
     return apply(ops.shown_as, out, f"{names[mode]}{spatial}DBackward0", input)
+
+
+def _check_crops(input: Tensor, pairs: list) -> None:
+    """Constant and circular padding crop the input first: no more than it has."""
+    for dim, (lo, hi) in enumerate(pairs):
+        if max(-lo, 0) + max(-hi, 0) > input.shape[dim]:
+            raise RuntimeError(f"pad: padding ({lo}, {hi}) of dimension {dim} crops more than "
+                               f"its size {input.shape[dim]}")
+
+
+def _pad_picks(size: int, lo: int, hi: int, mode: str, dim: int) -> np.ndarray:
+    """The input positions of a padded dimension's elements: position ``j - lo`` of the
+    output's ``j``, brought inside ``[0, size)`` as ``mode`` does. A negative count crops."""
+    if mode == "reflect" and max(lo, hi) >= size:
+        raise RuntimeError(f"pad: padding ({lo}, {hi}) of dimension {dim} should be less than "
+                           f"its size {size} for mode 'reflect'")
+    if size + lo + hi < 0:
+        raise RuntimeError(f"pad: padding ({lo}, {hi}) of dimension {dim} leaves a negative "
+                           f"size ({size + lo + hi})")
+    if mode == "circular":  # the cropped input wraps around, at most once
+        first, kept = max(-lo, 0), size - max(-lo, 0) - max(-hi, 0)
+        if max(lo, hi) > kept:
+            raise RuntimeError(f"pad: padding ({lo}, {hi}) of dimension {dim} wraps around "
+                               f"more than once (size {kept} after cropping)")
+        return first + np.arange(-max(lo, 0), kept + max(hi, 0)) % max(kept, 1)
+    if size == 0 and (lo > 0 or hi > 0):
+        raise RuntimeError(f"pad: cannot pad dimension {dim} of size 0 in mode {mode!r}")
+    at = np.arange(-lo, size + hi)
+    if mode == "replicate":
+        return np.clip(at, 0, size - 1)
+    period = 2 * (size - 1)
+    at = at % period if period else np.zeros_like(at)
+    return np.where(at >= size, period - at, at)
 
 
 # --- transposed convolution -----------------------------------------------------------------
@@ -981,6 +1020,11 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     if mode == "area":
         pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, out)
+    if linear and input.dtype.kind in "iub":
+        if input.dtype != np.uint8 or mode not in ("bilinear", "bicubic"):
+            raise NotImplementedError(f'"upsample_{mode}" not implemented for '
+                                      f"'{ops.torch_name(input.dtype)}'")
+        return _resample_uint8(input, out, scales, mode, bool(align_corners))
     x = input
     for axis, (n, m, scale) in enumerate(zip(sizes, out, scales)):
         dim = axis + 2
@@ -1003,6 +1047,52 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         else:
             x = x.index_select(dim, as_tensor(_nearest_sources(n, m, scale, mode)))
     return x
+
+
+def _resample_uint8(input: Tensor, out: tuple, scales: list, mode: str,
+                    align_corners: bool) -> Tensor:
+    """Bilinear or bicubic resampling of a uint8 image as PyTorch's uint8 kernel (Pillow's
+    algorithm): the last dimension, then the one before, each a product with integer weights
+    of ``precision`` bits, rounded, shifted back and clamped to [0, 255] between the passes."""
+    x = input.to(np.int64)
+    for dim in (3, 2):
+        n, m = input.shape[dim], out[dim - 2]
+        if n == m and scales[dim - 2] in (None, 1.0):
+            continue
+        weights, precision = _uint8_weights(n, m, scales[dim - 2], mode, align_corners)
+        moved = x.transpose(dim, -1) @ as_tensor(weights)
+        moved = ((moved + (1 << (precision - 1))) >> precision).clamp(0, 255)
+        x = moved.transpose(dim, -1)
+    return x.to(np.uint8)
+
+
+def _uint8_weights(n: int, m: int, scale: float | None, mode: str,
+                   align_corners: bool) -> tuple[np.ndarray, int]:
+    """The ``(n, m)`` integer weights of a uint8 resampling pass and their precision, as
+    PyTorch's kernel rounds them: bilinear taps over the input each output reaches
+    (normalized), or bicubic taps at clamped positions as in float."""
+    weights = np.zeros((n, m))
+    if mode == "bicubic":
+        sources, taps = _cubic_sources(n, m, scale, align_corners)
+        np.add.at(weights, (sources, np.arange(m)[:, None]), taps)
+    else:
+        if align_corners:
+            step = (n - 1) / (m - 1) if m > 1 else 0.0
+        else:
+            step = scale if scale is not None else n / m
+        delta = 0.5 if align_corners else 0.0
+        for i in range(m):
+            center = step * (i + 0.5 - delta)
+            low = max(int(center - 1.0 + 0.5 + delta), 0)
+            high = min(int(center + 1.0 + 0.5 + delta), n)
+            w = np.maximum(1.0 - np.abs(np.arange(low, high) - center - delta + 0.5), 0.0)
+            total = w.sum()
+            weights[low:high, i] = w / total if total else w
+    biggest = weights.max()
+    precision = next((p for p in range(22)
+                      if int(0.5 + biggest * (1 << (p + 1))) >= 1 << 15), 22)
+    scaled = weights * (1 << precision)
+    return np.trunc(scaled + np.where(scaled < 0, -0.5, 0.5)).astype(np.int64), precision
 
 
 def _nearest_sources(n: int, m: int, scale: float | None, mode: str) -> np.ndarray:

@@ -55,8 +55,11 @@ class Primitive:
     def __init__(self, name: str, forward: Callable | None, shape: Callable, grad_name=None,
                  view: bool = False, cost: Callable | None = None, method: bool = False,
                  out: bool = False, blas: bool = False, products: Callable | None = None,
-                 writes_state: bool = False):
+                 writes_state: bool = False, refuses: str = ""):
         self.name = name
+        #: The dtype kinds PyTorch has no kernel of this op for ("b": bool, "iu": integers),
+        #: refused with its NotImplementedError (numpy would compute something).
+        self.refuses = refuses
         #: Also a Tensor method and a ``pargraph.<name>`` function of one tensor.
         self.method = method
         self.forward = forward
@@ -133,6 +136,8 @@ class Primitive:
         recorder = recording.recorder
         if recorder is not None and (has_symbols(inputs) or has_symbols(attrs)):
             return recorder.symbolic_call(self, inputs, attrs)
+        if self.refuses:
+            self._check_kind(inputs)
         if self.rewrite is not None:
             replaced = self.rewrite(*inputs, **attrs)
             if replaced is not None:
@@ -141,6 +146,8 @@ class Primitive:
             shape, dtype = self.shape(*inputs, **attrs)
         except ShapeError as error:
             raise RuntimeError(f"{self.name}: {error}") from None
+        except IndexError as error:  # a dimension out of range, an empty one
+            raise IndexError(f"{self.name}(): {error}") from None
         site = grad_mode.site or user_site()
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
@@ -160,6 +167,13 @@ class Primitive:
                     break
         return node
 
+    def _check_kind(self, inputs: tuple) -> None:
+        if any(type(i) is Node for i in inputs):
+            dtype = result_dtype(*inputs)
+            if dtype.kind in self.refuses:
+                raise NotImplementedError(f'"{self.name}_cpu" not implemented for '
+                                          f"'{TORCH_NAMES.get(dtype, dtype)}'")
+
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
 
@@ -171,16 +185,17 @@ class ShapeError(Exception):
 def primitive(name: str, shape: Callable, grad_name: str | None = None, view: bool = False,
               cost: Callable | None = None, method: bool = False, out: bool = False,
               blas: bool = False, products: Callable | None = None,
-              writes_state: bool = False):
+              writes_state: bool = False, refuses: str = ""):
     """Decorator registering ``forward`` as primitive ``name`` (``view``: free in numpy;
     ``cost``: estimated seconds of a node, for partitioning; ``method``: ``x.<name>()`` and
     ``pargraph.<name>(x)`` exist for it; ``out``: ``forward`` takes ``out=``; ``blas``:
     ``forward`` calls BLAS or LAPACK; ``products``: the (m, n, k) of its matrix products;
-    ``writes_state``: an optimizer's formula, whose ``forward`` takes ``out=``)."""
+    ``writes_state``: an optimizer's formula, whose ``forward`` takes ``out=``; ``refuses``:
+    the dtype kinds PyTorch has no kernel for)."""
 
     def register(forward: Callable | None) -> Primitive:
         prim = Primitive(name, forward, shape, grad_name, view, cost, method, out, blas,
-                         products, writes_state)
+                         products, writes_state, refuses)
         REGISTRY[name] = prim
         return prim
 
@@ -369,7 +384,11 @@ def normalize_dims(dim: Any, ndim: int) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return tuple(sorted({normalize_dim(d, ndim) for d in dims}))
+    normalized = [normalize_dim(d, ndim) for d in dims]
+    if len(set(normalized)) != len(normalized):
+        twice = next(d for d in normalized if normalized.count(d) > 1)
+        raise RuntimeError(f"dim {twice} appears multiple times in the list of dims")
+    return tuple(sorted(normalized))
 
 
 def _reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:

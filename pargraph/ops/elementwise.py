@@ -186,26 +186,48 @@ def _power_shape(x, y):
     return _elementwise(x, y)
 
 
-@primitive("pow", _power_shape)
+@primitive("pow", _power_shape, refuses="b")
 def pow_(x, y):
-    return np.power(x, y)
+    try:
+        return np.power(x, y)
+    except ValueError:  # an integer to a negative integer power: PyTorch's integer result
+        x, y = np.asarray(x), np.asarray(y)
+        odd = np.abs(y) % 2 == 1
+        reciprocal = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
+        return np.where(y < 0, reciprocal, np.power(x, np.maximum(y, 0))).astype(
+            np.result_type(x, y))
+
+
+def _integer_divisor(x, y) -> None:
+    """PyTorch's error for an integer division by zero (numpy gives 0 and a warning)."""
+    if np.asarray(x).dtype.kind in "iub" and np.asarray(y).dtype.kind in "iub" and \
+            np.size(x) and not np.all(y):
+        raise RuntimeError("ZeroDivisionError")
 
 
 def _pow_vjp_exponent(g, out, x, y):
-    """d/dy x**y = x**y log x; PyTorch's convention: 0 where x == 0 (instead of nan)."""
+    """d/dy x**y = x**y log x; PyTorch's convention: 0 where x == 0 and y >= 0 (instead of
+    nan), so that 0**y for a negative y gives -inf."""
     if not isinstance(x, Node):
-        return unbroadcast(mul(g, mul(out, math.log(x))) if x != 0 else mul(g, 0.0), y.shape)
-    return unbroadcast(where(eq(x, 0), 0.0, mul(g, mul(out, log(x)))), y.shape)
+        if x != 0:
+            return unbroadcast(mul(g, mul(out, math.log(x))), y.shape)
+        return unbroadcast(where(ge(y, 0), 0.0, mul(g, mul(out, -math.inf))), y.shape)
+    derivative = mul(g, mul(out, log(x)))
+    if not isinstance(y, Node):
+        return unbroadcast(derivative if y < 0 else where(eq(x, 0), 0.0, derivative), y.shape)
+    return unbroadcast(where(logical_and(eq(x, 0), ge(y, 0)), 0.0, derivative), y.shape)
 
 
-def _minus_one(y: Any) -> Any:
-    return sub(y, 1) if isinstance(y, Node) else y - 1
+def _pow_vjp_base(g, out, x, y):
+    """d/dx x**y = y x**(y-1); PyTorch's convention: 0 where y == 0 (instead of nan at 0)."""
+    if not isinstance(y, Node):
+        if y == 0:
+            return unbroadcast(mul(g, 0.0), x.shape)
+        return unbroadcast(mul(g, mul(y, pow_(x, y - 1))), x.shape)
+    return unbroadcast(where(eq(y, 0), 0.0, mul(g, mul(y, pow_(x, sub(y, 1))))), x.shape)
 
 
-pow_.defvjp(
-    lambda g, out, x, y: unbroadcast(mul(g, mul(y, pow_(x, _minus_one(y)))), x.shape),
-    _pow_vjp_exponent,
-)
+pow_.defvjp(_pow_vjp_base, _pow_vjp_exponent)
 
 
 @primitive("add_n", lambda *xs: _elementwise(*xs), grad_name="AddBackward0")
@@ -347,7 +369,7 @@ def isinf(x):
     return np.isinf(x)
 
 
-@primitive("abs", _same, method=True, out=True)
+@primitive("abs", _same, method=True, out=True, refuses="b")
 def abs_(x, out=None):
     return np.abs(x, out=out)
 
@@ -359,7 +381,14 @@ abs_.defvjp(lambda g, out, x: mul(g, sign(x)))
 def sign(x, out=None):
     if x.dtype == _BOOL:  # numpy has no sign of booleans; PyTorch's is the booleans
         return np.copyto(out, x) or out if out is not None else x.copy()
-    return np.sign(x, out=out)
+    signs = np.sign(x, out=out)
+    if signs.dtype.kind == "f":  # PyTorch's sign of NaN is 0
+        nan = np.isnan(signs)
+        if nan.any():
+            if out is None:
+                return np.where(nan, 0, signs).astype(signs.dtype)
+            np.copyto(out, 0, where=nan)
+    return signs
 
 
 sign.defvjp(lambda g, out, x: mul(g, 0.0))
@@ -520,7 +549,7 @@ def bitwise_right_shift(a, b):
     return _shifted(a, b, np.right_shift)
 
 
-@primitive("nextafter", _elementwise_float)
+@primitive("nextafter", _elementwise_float, refuses="biu")
 def nextafter(x, y):
     """The next floating point value after ``x`` toward ``y``; as PyTorch's, gradient 1 to
     ``x`` and 0 to ``y``."""
@@ -553,7 +582,7 @@ frexp_mantissa.defvjp(
     lambda g, out, x: div(g, pow_(2.0, cast(frexp_exponent(x), dtype=g.dtype))))
 
 
-@primitive("floor", _same, method=True)
+@primitive("floor", _same, method=True, refuses="b")
 def floor(x):
     return np.floor(x) if is_floating(x.dtype) else x.copy()
 
@@ -561,7 +590,7 @@ def floor(x):
 floor.defvjp(lambda g, out, x: mul(g, 0.0))  # piecewise constant: PyTorch's zero gradient
 
 
-@primitive("ceil", _same, method=True)
+@primitive("ceil", _same, method=True, refuses="b")
 def ceil(x):
     return np.ceil(x) if is_floating(x.dtype) else x.copy()
 
@@ -569,7 +598,7 @@ def ceil(x):
 ceil.defvjp(lambda g, out, x: mul(g, 0.0))
 
 
-@primitive("trunc", _same, method=True)
+@primitive("trunc", _same, method=True, refuses="b")
 def trunc(x):
     return np.trunc(x) if is_floating(x.dtype) else x.copy()
 
@@ -577,7 +606,7 @@ def trunc(x):
 trunc.defvjp(lambda g, out, x: mul(g, 0.0))
 
 
-@primitive("round", _same)
+@primitive("round", _same, refuses="b")
 def round_(x, *, decimals=0):
     """Half to even, as PyTorch and numpy round."""
     return np.round(x, decimals) if is_floating(x.dtype) else x.copy()
@@ -644,9 +673,10 @@ atan2.defvjp(
 )
 
 
-@primitive("remainder", _elementwise)
+@primitive("remainder", _elementwise, refuses="b")
 def remainder(x, y):
     """Python's modulo (the sign of the divisor), as ``torch.remainder``."""
+    _integer_divisor(x, y)
     return np.remainder(x, y)
 
 
@@ -656,9 +686,10 @@ remainder.defvjp(
 )
 
 
-@primitive("floor_divide", _elementwise)
+@primitive("floor_divide", _elementwise, refuses="b")
 def floor_divide(x, y):
     """``x // y`` rounded toward minus infinity, as PyTorch's ``//``."""
+    _integer_divisor(x, y)
     return np.floor_divide(x, y)
 
 
@@ -949,7 +980,7 @@ sinc.defvjp(_sinc_vjp)
 
 # --- binary ones ------------------------------------------------------------------------
 
-@primitive("hypot", _elementwise_float)
+@primitive("hypot", _elementwise_float, refuses="biu")
 def hypot(x, y):
     return np.hypot(x, y)
 
@@ -967,9 +998,10 @@ logaddexp.defvjp(lambda g, out, x, y: unbroadcast(mul(g, exp(sub(x, out))), shap
                  lambda g, out, x, y: unbroadcast(mul(g, exp(sub(y, out))), shape_of(y)))
 
 
-@primitive("fmod", _elementwise)
+@primitive("fmod", _elementwise, refuses="b")
 def fmod(x, y):
     """The C remainder (the sign of the dividend), as ``torch.fmod``."""
+    _integer_divisor(x, y)
     return np.fmod(x, y)
 
 

@@ -167,7 +167,7 @@ def parse_einsum(equation: str, shapes: list[tuple]) -> str:
     for term, shape in zip(terms, shapes):
         if "..." in term:
             term = term.replace("...", ellipsis[widest - (len(shape) - len(term) + 3):])
-        if len(term) != len(shape) or not term.isalpha():
+        if len(term) != len(shape) or (term and not term.isalpha()):
             raise ShapeError(f"the subscripts {term!r} do not match an operand of shape {shape}")
         explicit.append(term)
     if arrow:

@@ -29,6 +29,8 @@ def log_softmax_of(x, *, dim):
     with the same numpy operations in the same order: the max is subtracted first."""
     if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does
         return log_softmax_of.forward(x.astype(np.float32), dim=dim).astype(x.dtype)
+    if not x.size:
+        return x.copy()
     shift = x.max(axis=dim, keepdims=True)
     if not x.ndim:  # 0-d: numpy's arithmetic gives scalars, which take no out=
         return x - (np.log(np.exp(x - shift).sum(axis=dim, keepdims=True)) + shift)
@@ -149,6 +151,8 @@ def softmax_of(x, *, dim):
     backward), with the same numpy operations in the same order."""
     if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does
         return softmax_of.forward(x.astype(np.float32), dim=dim).astype(x.dtype)
+    if not x.size:
+        return x.copy()
     shifted = np.exp(x - x.max(axis=dim, keepdims=True))
     return shifted / shifted.sum(axis=dim, keepdims=True)
 

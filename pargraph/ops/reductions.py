@@ -8,7 +8,6 @@ from pargraph.graph import Node
 from pargraph.ops.core import (
     _INT64,
     HALVES,
-    ShapeError,
     _reduced_shape,
     _reduction,
     _reduction_same,
@@ -166,7 +165,10 @@ amin.defvjp(_extreme_vjp)
 
 def _arg_shape(x, dim=None, keepdim=False):
     if x.shape and 0 in (x.shape if dim is None else (x.shape[dim],)):
-        raise ShapeError(f"cannot take the index of an extreme of an empty shape {x.shape}")
+        raise IndexError(
+            "Expected reduction dim to be specified for input.numel() == 0." if dim is None
+            else f"Expected reduction dim {dim} to have non-zero size (input of shape "
+                 f"{tuple(x.shape)})")
     if dim is None:
         return ((1,) * len(x.shape) if keepdim else ()), _INT64
     return _reduced_shape(x.shape, (dim,), keepdim), _INT64
