@@ -610,7 +610,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __ror__(self, other): return _binary(ops.bitwise_or, other, self)
     def __xor__(self, other): return _binary(ops.bitwise_xor, self, other)
     def __rxor__(self, other): return _binary(ops.bitwise_xor, other, self)
-    def __invert__(self): return _wrap(ops.bitwise_not(self._node))
+    def __invert__(self):
+        if self.dtype.kind not in "biu":
+            raise TypeError("~ (operator.invert) is only implemented on integer and "
+                            "Boolean-type tensors")
+        return _wrap(ops.bitwise_not(self._node))
+
     def __lshift__(self, other): return _binary(ops.bitwise_left_shift, self, other)
     def __rlshift__(self, other): return _binary(ops.bitwise_left_shift, other, self)
     def __rshift__(self, other): return _binary(ops.bitwise_right_shift, self, other)
@@ -847,6 +852,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([[3.0, 4.0]]).norm(2, 1, keepdim=True)
         tensor([[5.]])
         """
+        if not ops.is_floating(self.dtype) and self.dtype.kind != "c":
+            raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor "
+                               f"as input. Got {ops.torch_name(self.dtype)}")
         if p == "fro":
             p = 2
         if p == "nuc":  # the sum of the singular values, over the last two dims or ``dim``

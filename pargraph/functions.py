@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from pargraph import amp, dtypes, execution, ops
+from pargraph import amp, autograd, dtypes, execution, ops
 from pargraph._tensor import Tensor, apply, operand
 from pargraph.factories import as_tensor, full_like, rand
 from pargraph.graph import user_stacklevel
@@ -173,8 +174,9 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 
 
 def _method_function(name: str):
-    def function(input: Tensor, *args, **kwargs):
-        return getattr(as_tensor(input), name)(*args, **kwargs)
+    def function(input: Tensor, *args, out: Any = None, **kwargs):
+        result = getattr(as_tensor(input), name)(*args, **kwargs)
+        return result if out is None else write_out(out, result, name)
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = (
@@ -184,6 +186,40 @@ def _method_function(name: str):
         f">>> pargraph.{name} is not None\nTrue\n"
     )
     return function
+
+
+def write_out(out: Any, result: Any, name: str) -> Any:
+    """``result`` written into ``out`` (a tensor, or a tuple of them for a tuple result), as
+    PyTorch's ``out=``: cast to ``out``'s dtype where PyTorch casts, resized to the result's
+    shape (with PyTorch's warning when ``out`` had elements); returns ``out``."""
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(result)} "
+                            f"Tensors")
+        written = [write_out(o, r, name) for o, r in zip(out, result)]
+        return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if not isinstance(result, Tensor):
+        result = as_tensor(result)
+    if (out.requires_grad or result.requires_grad) and autograd.is_grad_enabled():
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           "automatic differentiation, but one of the arguments requires grad.")
+    node = result._node
+    if node.dtype != out.dtype:
+        ops.check_cast(node.dtype, out.dtype)
+        node = ops.cast(node, dtype=out.dtype)
+    if node.shape != out.shape:
+        if out.numel():
+            warnings.warn(f"An output with one or more elements was resized since it had "
+                          f"shape {list(out.shape)}, which does not match the required output "
+                          f"shape {list(node.shape)}. This behavior is deprecated, and in a "
+                          "future PyTorch release outputs will not be resized unless they have "
+                          "zero elements.", UserWarning, stacklevel=user_stacklevel())
+        out._replace(ops.clone(node))
+    else:
+        out._rebind(ops.clone(node) if node is result._node else node)
+    return out
 
 
 #: Tensor methods that PyTorch has as methods only (``torch.item`` does not exist), and

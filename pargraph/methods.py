@@ -1185,6 +1185,8 @@ class EverydayMethods:
         >>> pargraph.tensor([[1.0, 5.0], [4.0, 2.0]]).cov().tolist()
         [[8.0, -4.0], [-4.0, 2.0]]
         """
+        if self.dtype == bool:
+            raise RuntimeError("cov(): bool dtype is not supported for input")
         if self.ndim > 2:
             raise RuntimeError("cov(): expected input to have two or fewer dimensions but got "
                                f"an input with {self.ndim} dimensions")
@@ -1722,8 +1724,9 @@ class EverydayMethods:
         >>> pargraph.tensor([3, 1, 3, 2]).unique().tolist()
         [1, 2, 3]
         """
+        # Each NaN is its own value, as in PyTorch (numpy would gather them into one).
         values, inverse, counts = np.unique(self._value(), return_inverse=True,
-                                            return_counts=True, axis=dim)
+                                            return_counts=True, axis=dim, equal_nan=False)
         out = [self._constant(values)]
         if return_inverse:
             shape = tuple(self.shape) if dim is None else (self.shape[dim],)
@@ -2994,6 +2997,8 @@ class EverydayMethods:
 
     def positive(self) -> Any:
         """The tensor itself (``+x``)."""
+        if self.dtype == bool:
+            raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
         return self
 
     def greater(self, other: Any) -> Any:

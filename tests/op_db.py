@@ -200,15 +200,24 @@ def _unary_samples(dtypes: tuple) -> Callable:
 BINARY = ("add sub mul div true_divide floor_divide remainder fmod pow atan2 hypot maximum minimum "
           "fmax fmin eq ne lt le gt ge logical_and logical_or logical_xor copysign xlogy "
           "nextafter").split()
+#: Binary ops PyTorch has no in-place method of.
+IN_PLACE_LESS = {"maximum", "minimum", "fmax", "fmin"}
 BINARY_PAIRS = [((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 4)), ((), (2,)), ((0, 2), (2,))]
 
 
+#: Binary ops whose PyTorch kernel dies of SIGFPE at integer extremes (``lcm`` of int64's
+#: smallest value): their samples keep away from them.
+NO_EDGES = {"gcd", "lcm"}
+
+
 def _binary_samples(name: str) -> Callable:
+    edges = name not in NO_EDGES
+
     def samples(rng: np.random.Generator) -> Iterator[Sample]:
         for dtype in DTYPES:
             for left, right in BINARY_PAIRS:
-                yield Sample([Input(values(rng, left, dtype, edges=True), dtype),
-                              Input(values(rng, right, dtype, edges=True), dtype)])
+                yield Sample([Input(values(rng, left, dtype, edges=edges), dtype),
+                              Input(values(rng, right, dtype, edges=edges), dtype)])
         for a, b in [("int64", "float32"), ("bool", "int64"), ("uint8", "int8"),
                      ("float16", "float32"), ("int32", "float64"), ("bfloat16", "float16")]:
             yield Sample([Input(values(rng, (2, 3), a), a), Input(values(rng, (3,), b), b)],
@@ -531,21 +540,103 @@ def _cross_entropy_samples(rng: np.random.Generator) -> Iterator[Sample]:
     yield Sample([logits, Input(np.array([0, -100, 1]), "int64")], note="ignored")
 
 
+#: Tensor methods PyTorch calls without arguments, checked as one family (the others take
+#: arguments their own families generate). Left out: what differs by design (``data_ptr``,
+#: ``type``'s class names, ``numpy``'s array) and the factorizations whose signs are free
+#: (``svd``, ``geqrf``).
+NO_ARGUMENTS = (
+    "adjoint angle argwhere bfloat16 bool byte char clone conj contiguous corrcoef cov cpu "
+    "detach diag diag_embed diagflat diff dim double element_size fliplr flipud float frexp "
+    "half hardshrink histc int is_complex is_conj is_contiguous is_floating_point is_neg "
+    "is_signed isreal long mode msort ndimension nelement nonzero norm numel qr ravel relu "
+    "resolve_conj resolve_neg rot90 short size stride t to tolist trace unbind unique "
+    "unique_consecutive").split()
+
+
+#: PyTorch's other names of ops (``divide`` is ``div``), and binary ops written once; each
+#: entry runs the binary family's samples in its forms.
+BINARY_MORE = ("arctan2 divide multiply subtract greater greater_equal less less_equal "
+               "not_equal float_power logaddexp logaddexp2 ldexp heaviside igamma igammac lcm "
+               "gcd bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift "
+               "kron outer dist").split()
+#: Binary ops of :data:`BINARY_MORE` with no in-place method in PyTorch.
+NOT_IN_PLACE = {"kron", "outer", "dist", "logaddexp", "logaddexp2"}
+#: Unary ops under their other names, with their in-place forms.
+UNARY_MORE = ("negative absolute fix arccos arccosh arcsin arcsinh arctan arctanh sgn "
+              "nan_to_num clip positive").split()
+#: Attributes, compared as values (the dtype and layout by name).
+PROPERTIES = ("H T mT mH data ndim shape itemsize nbytes is_leaf requires_grad layout real "
+              "imag is_cpu is_cuda is_sparse is_quantized is_meta is_nested is_mkldnn "
+              "is_sparse_csr is_xpu is_mps is_vulkan is_ipu is_maia is_mtia retains_grad "
+              "grad_fn dtype").split()
+
+
+def _property_call(name: str) -> Callable:
+    def call(t: Any, form: str, x: Any) -> Any:
+        value = getattr(x, name)
+        if name in ("layout", "dtype"):
+            return str(value).rsplit(".", 1)[-1]
+        if name == "grad_fn":
+            return None if value is None else type(value).__name__
+        if name == "shape":
+            return tuple(value)
+        return value
+    return call
+
+
+def _property_samples(rng: np.random.Generator) -> Iterator[Sample]:
+    for dtype in ("bool", "int64", "float32", "float64"):
+        for shape in [(), (4,), (2, 3), (3, 1, 2)]:
+            yield Sample([Input(values(rng, shape, dtype), dtype)])
+    yield Sample([Input(values(rng, (2, 3), "float64"), "float64", requires_grad=True)])
+
+
+#: Ops shaped by a second tensor: ``x.expand_as(y)`` and the like.
+LIKE_ANOTHER = "expand_as reshape_as type_as view_as broadcast_tensors expand_copy".split()
+
+
+def _like_another_samples(name: str) -> Callable:
+    def samples(rng: np.random.Generator) -> Iterator[Sample]:
+        pairs = [((1, 3), (2, 3)), ((6,), (2, 3)), ((2, 3), (3, 2)), ((), (2,)), ((3,), (2, 2))]
+        for dtype, other in [("float32", "float64"), ("int64", "bool"), ("bool", "float32")]:
+            for left, right in pairs:
+                second: Any = Input(values(rng, right, other), other)
+                if name == "expand_copy":
+                    second = list(right)
+                yield Sample([Input(values(rng, left, dtype), dtype), second])
+        other = [2, 3] if name == "expand_copy" else Input(values(rng, (2, 3), "float64"),
+                                                            "float64")
+        yield Sample([Input(values(rng, (1, 3), "float64"), "float64", requires_grad=True),
+                      other], note="grad")
+    return samples
+
+
+def _no_argument_samples(rng: np.random.Generator) -> Iterator[Sample]:
+    for dtype in ("bool", "int64", "float32", "float64"):
+        for shape in SHAPES:
+            yield Sample([Input(values(rng, shape, dtype, edges=True), dtype)])
+    yield Sample([Input(values(rng, (3, 4), "float32"), "float32", "transposed")])
+    yield Sample([Input(values(rng, (3, 3), "float64"), "float64", requires_grad=True)],
+                 note="grad")
+
+
 def build() -> list[OpInfo]:
     """Every entry of the database."""
     entries: list[OpInfo] = []
     for name in UNARY_FLOAT:
         entries.append(OpInfo(name, _function(name), _unary_samples(FLOATS + ("int64", "bool")),
-                              ("function", "method"), family="unary"))
+                              ("function", "method", "inplace", "out"), family="unary"))
     for name in UNARY_ANY:
         entries.append(OpInfo(name, _function(name), _unary_samples(DTYPES),
-                              ("function", "method"), family="unary"))
+                              ("function", "method", "inplace", "out"), family="unary"))
     for name in UNARY_PREDICATE:
         entries.append(OpInfo(name, _function(name), _unary_samples(DTYPES),
                               ("function", "method"), grad=False, family="unary"))
     for name in BINARY:
-        entries.append(OpInfo(name, _function(name), _binary_samples(name),
-                              ("function", "method"), family="binary"))
+        forms = ("function", "method", "inplace", "out") if name not in IN_PLACE_LESS \
+            else ("function", "method", "out")
+        entries.append(OpInfo(name, _function(name), _binary_samples(name), forms,
+                              family="binary"))
     for name in REDUCTIONS:
         forms = ("function",) if name in ("std_mean", "var_mean") else ("function", "method")
         entries.append(OpInfo(name, _function(name), _reduction_samples(name), forms,
@@ -573,6 +664,23 @@ def build() -> list[OpInfo]:
         OpInfo("pow (gradients)", _function("pow"), _pow_grad_samples, family="binary"),
         OpInfo("einsum", _function("einsum"), _einsum_samples, family="linalg"),
     ]
+    for name in BINARY_MORE:
+        forms = ("function", "method") + (() if name in NOT_IN_PLACE else ("inplace",))
+        entries.append(OpInfo(name, _function(name), _binary_samples(name), forms,
+                              family="binary"))
+    for name in UNARY_MORE:
+        entries.append(OpInfo(name, _function(name), _unary_samples(DTYPES),
+                              ("function", "method", "inplace"), family="unary"))
+    for name in PROPERTIES:
+        entries.append(OpInfo(f"Tensor.{name}", _property_call(name), _property_samples,
+                              ("attribute",), grad=False, family="attributes"))
+    for name in LIKE_ANOTHER:
+        forms = ("function",) if name in ("broadcast_tensors", "expand_copy") else ("method",)
+        entries.append(OpInfo(name, _function(name), _like_another_samples(name), forms,
+                              family="shapes"))
+    for name in NO_ARGUMENTS:
+        entries.append(OpInfo(name, _function(name), _no_argument_samples, ("method",),
+                              family="no arguments"))
     for name in ("arange", "linspace", "logspace"):
         entries.append(OpInfo(name, _factory_call(name), _factory_samples(name), grad=False,
                               family="factories"))
@@ -695,6 +803,54 @@ def check(op: OpInfo, form: str, sample: Sample) -> str | None:
                 found = _close(e, g, "float64", f"gradient {k}")
                 if found:
                     return found
+        return finite_difference(op, form, sample)
+    return None
+
+
+def finite_difference(op: OpInfo, form: str, sample: Sample) -> str | None:
+    """Where pargraph's float64 gradient of ``sample`` disagrees with central differences of
+    its own forward along a random direction, or None (also when the sample has no gradient
+    or its values are not finite there)."""
+    import pargraph
+
+    grads_of = [k for k, a in enumerate(sample.args)
+                if isinstance(a, Input) and a.requires_grad]
+    if not op.grad or not grads_of or form not in ("function", "method", "getitem"):
+        return None
+    rng = np.random.default_rng(7)
+    directions = {k: rng.standard_normal(sample.args[k].values.shape) for k in grads_of}
+
+    def objective(step: float) -> tuple[float, list | None]:
+        args = [Input(a.values + step * directions[k], a.dtype, a.layout, True)
+                if k in directions else a for k, a in enumerate(sample.args)]
+        moved = Sample(args, sample.kwargs, sample.note)
+        made, kwargs, leaves = moved.build(pargraph)
+        result = [r for r in _leaves(op.call(pargraph, form, *made, **kwargs))
+                  if hasattr(r, "requires_grad") and r.requires_grad]
+        if not result:
+            return math.nan, None
+        total = 0
+        for k, r in enumerate(result):
+            weights = np.random.default_rng(k).standard_normal(tuple(r.shape))
+            total = total + (r * pargraph.tensor(weights)).sum()
+        grads = pargraph.autograd.grad(total, leaves, allow_unused=True) if step == 0 \
+            else None
+        return float(total.item()), grads
+
+    try:
+        _, grads = objective(0.0)
+        h = 1e-6
+        numeric = (objective(h)[0] - objective(-h)[0]) / (2 * h)
+    except Exception:  # errors are check()'s to compare
+        return None
+    if grads is None or not math.isfinite(numeric):
+        return None
+    analytic = sum(float((g.detach().numpy() * directions[k]).sum())
+                   for k, g in zip(grads_of, grads) if g is not None)
+    if not math.isfinite(analytic):
+        return None
+    if abs(analytic - numeric) > 1e-4 * max(1.0, abs(numeric)):
+        return f"gradient {analytic:.8g} along a direction, finite differences {numeric:.8g}"
     return None
 
 

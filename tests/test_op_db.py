@@ -6,6 +6,8 @@ spellings. ``python -m tests.op_db`` prints every case that differs.
 longer differs fails the test too, so that the list only shrinks.
 """
 
+import pathlib
+import re
 import warnings
 
 import pytest
@@ -53,6 +55,38 @@ KNOWN = [
     ("linspace", "dtype='bool'", "PyTorch gives a result for one or no steps"),
     ("logspace", "dtype='uint8'", "logspace rounded into uint8: one element differs"),
     ("pow", "bool[3], True", "a bool tensor to a bool power: PyTorch computes it"),
+    ("adjoint", "[]", "adjoint of a 0-d tensor: PyTorch returns it, ours refuses as mH does"),
+    ("corrcoef", "int64", "integers at int64's extremes: converted to float at another point"),
+    ("cov", "int64", "the same"),
+    ("diag_embed", "", "diag_embed of bool is int64 here, and of a 0-d tensor not refused"),
+    ("hardshrink", "", "hardshrink of bool and integers: PyTorch has no kernel, ours computes"),
+    ("histc", "", "histc: numpy's errors (ValueError) where PyTorch raises RuntimeError, no "
+                  "refusal of bool and integers, one bin differs at an edge value"),
+    ("is_contiguous", "transposed", "strides are not modelled: every tensor reports "
+                                    "contiguous"),
+    ("stride", "", "the same: strides are those of a contiguous tensor (and 1, not 0, for "
+                   "an empty one)"),
+    ("mode", "", "mode of an empty tensor (numpy's ValueError) and of NaN"),
+    ("qr", "float32[2, 3]", "QR of a matrix holding infinities: NaN at other places"),
+    ("sgn", "grad", "PyTorch's gradient is a ZeroTensor, which its numpy() refuses"),
+    ("trace", "bool", "trace of bool: PyTorch has no kernel (its check comes first)"),
+    ("unique", "[grad]", "unique's result is a constant here; PyTorch refuses its backward"),
+    ("unique_consecutive", "[grad]", "the same"),
+    ("Tensor.H", "[]", "H, mT and mH of a 0-d or 1-d tensor: PyTorch returns a 0-d one, "
+                       "ours refuses (or names another error)"),
+    ("Tensor.mT", "", "the same"),
+    ("Tensor.mH", "[]", "the same"),
+    ("bitwise_right_shift", "uint8", "a shift by the width of the dtype or more"),
+    ("outer", "", "outer of 2-D operands: PyTorch refuses, ours flattens"),
+    ("float_power", "[inplace]", "float_power_ into a float32 tensor: PyTorch refuses (its "
+                                 "result is float64), ours casts back"),
+    ("heaviside", "", "heaviside of NaN and of mixed dtypes"),
+    ("nan_to_num", "bfloat16", "nan_to_num of bfloat16: numpy's kernel has no bfloat16"),
+    ("igamma", "", "igamma of booleans and integers: PyTorch has no kernel, ours computes"),
+    ("igammac", "", "the same"),
+    ("logaddexp", "", "the same"),
+    ("logaddexp2", "", "the same"),
+    ("kron", "transposed", "PyTorch's kron of a transposed operand fails its view"),
 ]
 
 
@@ -75,7 +109,7 @@ def test_an_op_agrees_with_pytorch_on_every_generated_case(op):
             found = op_db.check(op, form, sample)
             if found is None:
                 continue
-            k = _known(op, str(sample))
+            k = _known(op, f"[{form}] {sample}")
             if k is None:
                 unexpected.append(f"[{form}] {sample}: {found}")
             else:
@@ -91,3 +125,63 @@ def test_every_op_of_the_database_runs_in_several_forms():
     assert len(names) == len(set(names))
     forms = {form for op in OPS for form, _ in op_db.cases(op)}
     assert {"function", "method", "getitem", "setitem"} <= forms
+
+
+#: Names pargraph has (docs/coverage.md) that neither the database nor a hand-written test
+#: calls, with why.
+_MODULE = "called by its module, which tests/test_nn_breadth.py checks against PyTorch"
+_IN_PLACE = ("the in-place form of an op tests/test_indexing_breadth.py checks against "
+             "PyTorch: the same node, then a rebind")
+UNTESTED: dict[str, str] = {
+    "adaptive_avg_pool1d": _MODULE, "conv_transpose1d": _MODULE, "max_pool1d": _MODULE,
+    "rms_norm": _MODULE, "adaptive_avg_pool3d": _MODULE, "adaptive_max_pool3d": _MODULE,
+    "fractional_max_pool2d_with_indices": _MODULE,
+    "fractional_max_pool3d_with_indices": _MODULE, "instance_norm": _MODULE,
+    "lp_pool3d": _MODULE, "max_pool3d": _MODULE,
+    "index_copy_": _IN_PLACE, "index_put_": _IN_PLACE, "masked_scatter_": _IN_PLACE,
+    "put_": _IN_PLACE, "scatter_reduce_": _IN_PLACE,
+    "index_reduce_": "the in-place form of index_reduce, which tests/test_tensor_breadth.py "
+                     "checks against PyTorch",
+    "lerp_": "the in-place form of lerp, which tests/test_swa.py checks against PyTorch "
+             "(the weight averaging uses lerp_)",
+    "detach_": "untested: the in-place detach of a non-leaf",
+    "data_ptr": "an address: it differs between any two tensors by design",
+    "dropout3d": "untested: Dropout3d's function (its masks are random; the 1d and 2d "
+                 "forms are tested in tests/test_nn_breadth.py)",
+    "max_unpool1d": "untested: MaxUnpool2d is tested (tests/test_nn_breadth.py), the 1d and "
+                    "3d forms share its code",
+    "max_unpool3d": "the same",
+    "upsample": "untested: PyTorch's older name of interpolate, which the database checks",
+}
+
+
+def _called_by_hand(name: str, texts: list[str]) -> bool:
+    call = re.compile(r"(\.|\b)" + re.escape(name) + r"\(|[\"']" + re.escape(name) + r"[\"']")
+    return any(call.search(text) for text in texts)
+
+
+def test_every_op_pargraph_has_is_in_the_database_or_tested_by_hand():
+    """Each name of docs/coverage.md's op lists (``torch.*``, Tensor methods,
+    ``nn.functional``) that pargraph has: an entry of the database (any of its forms), a call
+    in a hand-written test, or a reason in :data:`UNTESTED`."""
+    from benchmarks import coverage
+
+    entries = set()
+    for op in OPS:
+        name = op.name.removeprefix("F.").removeprefix("Tensor.")
+        entries.add(name)
+        if "inplace" in op.forms:
+            entries.add(name + "_")
+    here = pathlib.Path(__file__).parent
+    texts = [path.read_text() for path in here.glob("*.py")
+             if path.name not in ("op_db.py", "test_op_db.py")]
+    found = coverage.measure()
+    missing = []
+    for kind in ("torch.* (overridable)", "Tensor methods", "nn.functional"):
+        for name in found[kind][0]:
+            if name not in entries and name not in UNTESTED and \
+                    not _called_by_hand(name, texts):
+                missing.append(f"{kind}: {name}")
+    assert not missing, "names with no entry, no test and no reason:\n" + "\n".join(missing)
+    stale = [name for name in UNTESTED if name in entries or _called_by_hand(name, texts)]
+    assert not stale, f"tested now, remove from UNTESTED: {stale}"

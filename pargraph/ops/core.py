@@ -148,6 +148,8 @@ class Primitive:
             raise RuntimeError(f"{self.name}: {error}") from None
         except IndexError as error:  # a dimension out of range, an empty one
             raise IndexError(f"{self.name}(): {error}") from None
+        except NotImplementedError as error:  # no kernel for this dtype, as PyTorch's
+            raise NotImplementedError(f"{self.name}: {error}") from None
         site = grad_mode.site or user_site()
         if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)

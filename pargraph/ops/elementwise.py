@@ -429,7 +429,7 @@ def sigmoid(x):
 sigmoid.defvjp(lambda g, out, x: mul(g, mul(out, sub(1.0, out))))
 
 
-@primitive("relu", _same, method=True, out=True)
+@primitive("relu", _same, method=True, out=True, refuses="b")
 def relu(x, out=None):
     return np.maximum(x, 0, out=out)
 
@@ -498,8 +498,9 @@ def _bitwise_shape(name: str) -> Callable:
     def shape(*inputs):
         dtype = result_dtype(*inputs)
         if dtype.kind not in "biu":  # PyTorch: bitwise ops exist for integers and bools only
-            raise ShapeError(f"not implemented for {dtype} (expected integer or bool tensors; "
-                             f"{name} is logical on bool and bitwise on integers)")
+            raise NotImplementedError(
+                f"not implemented for '{torch_name(dtype)}' (expected integer or bool tensors; "
+                f"{name} is logical on bool and bitwise on integers)")
         return broadcast_shapes(*(shape_of(i) for i in inputs)), dtype
     return shape
 
@@ -522,7 +523,8 @@ def _integer_shape(kernel: str) -> Callable:
     def shape(*inputs):
         dtype = result_dtype(*inputs)
         if dtype.kind not in "iu":
-            raise ShapeError(f'"{kernel}_cpu" not implemented for \'{torch_name(dtype)}\'')
+            raise NotImplementedError(f'"{kernel}_cpu" not implemented for '
+                                      f"'{torch_name(dtype)}'")
         return broadcast_shapes(*(shape_of(i) for i in inputs)), dtype
     return shape
 
