@@ -11,6 +11,7 @@ import numpy as np
 from pargraph.graph import Node, user_site
 from pargraph.ops.core import (
     _BOOL,
+    HALVES,
     REGISTRY,
     Primitive,
     ShapeError,
@@ -336,6 +337,8 @@ erf.defvjp(lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), 2 / math.sqrt(math.
 @primitive("gelu", lambda x, approximate: _same_float(x))
 def gelu(x, approximate):
     """x * Phi(x), Phi the normal distribution (``approximate="tanh"``: its tanh fit)."""
+    if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does (x ** 3 would overflow)
+        return gelu.forward(x.astype(np.float32), approximate).astype(x.dtype)
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)
         return 0.5 * x * (1 + np.tanh(inner))
@@ -966,6 +969,8 @@ reciprocal.defvjp(lambda g, out, x: neg(mul(g, mul(out, out))))
 
 @primitive("sinc", _same_float, method=True)
 def sinc(x):
+    if x.dtype in HALVES:  # in float32, rounded once, as PyTorch does
+        return np.sinc(x.astype(np.float32)).astype(x.dtype)
     return np.sinc(x)  # the normalized sinc, sin(pi x) / (pi x), as PyTorch's
 
 
