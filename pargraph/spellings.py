@@ -27,8 +27,7 @@ ALIASES = {"axis": "dim", "keepdims": "keepdim"}
 ZERO_D = frozenset(
     "softmax log_softmax softmin cumsum cumprod logcumsumexp cummax cummin sort argsort topk "
     "kthvalue mode median nanmedian max min argmax argmin amax amin aminmax sum nansum prod "
-    "mean nanmean std var std_mean var_mean logsumexp all any count_nonzero flip "
-    "unique_consecutive".split())
+    "mean nanmean std var std_mean var_mean logsumexp all any count_nonzero flip".split())
 
 
 #: The reductions for which an empty ``dim`` (``()``, ``[]``) means every dimension, as
@@ -118,7 +117,7 @@ def _on_one_element(tensor: Any, method: Callable, args: tuple, kwargs: dict, di
         if not isinstance(d, int) or not -1 <= d <= 0:
             raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but "
                              f"got {d})")
-    if len(set(d % 1 for d in dims)) != len(dims):
+    if len(dims) > 1:  # 0 and -1 are the same one dimension
         raise RuntimeError(f"{method.__name__}: dim 0 appears multiple times in the list of "
                            "dims")
     zero = 0 if isinstance(dim, int) else (0,) * len(dims)
