@@ -236,12 +236,27 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     @property
     def mT(self) -> Tensor:
-        dims = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2) if self.ndim >= 2 else None
+        if self._zero_d_transposed("Tensor.mT", "This function is the identity in these cases."):
+            return self
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of "
+                               f"matrices. Got {self.ndim}-D tensor.")
+        dims = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2)
         return ShapedView(ops.mT(self._node), self, dims)
+
+    def _zero_d_transposed(self, name: str, advice: str) -> bool:
+        """Whether this is a 0-d tensor, which PyTorch's transposes return with a warning."""
+        if self.ndim:
+            return False
+        warnings.warn(f"{name} is deprecated on 0-D tensors. {advice}", UserWarning,
+                      stacklevel=user_stacklevel())
+        return True
 
     @property
     def H(self) -> Tensor:
         """The conjugate transpose of a matrix (its transpose: tensors are real)."""
+        if self._zero_d_transposed("Tensor.H", "Consider using x.conj()."):
+            return self
         if self.ndim != 2:
             raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
                                f"{self.ndim}-D tensor."
@@ -252,6 +267,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     @property
     def mH(self) -> Tensor:
         """The conjugate transpose of a matrix or of each of a batch of them."""
+        if self._zero_d_transposed("Tensor.mH", "Consider using x.conj()."):
+            return self
         if self.ndim < 2:
             raise RuntimeError(f"tensor.mH is only supported on matrices or batches of "
                                f"matrices. Got {self.ndim}-D tensor.")
@@ -259,7 +276,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def adjoint(self) -> Tensor:
         """``mH`` as a method (``torch.adjoint``)."""
-        return self.mH
+        if self._zero_d_transposed("adjoint()", "Consider using x.conj()."):
+            return self
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of "
+                               f"matrices. Got {self.ndim}-D tensor.")
+        return self.mT
 
     @property
     def data(self) -> Tensor:
@@ -839,6 +861,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _wrap(ops.log_softmax(self._node, dim))
 
     def logsumexp(self, dim, keepdim: bool = False) -> Tensor:
+        if type(dim) in (tuple, list) and not dim:  # every dimension, as PyTorch reads it
+            dim = tuple(range(self.ndim))
         return _wrap(ops.logsumexp(self._node, dim, keepdim=keepdim))
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:

@@ -612,6 +612,10 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 2]).outer(pargraph.tensor([3, 4])).tolist()
         [[3, 4], [6, 8]]
         """
+        for name, vector in (("self", self), ("vec2", vec2)):
+            if vector.ndim != 1:
+                raise RuntimeError(f"outer: Expected 1-D argument {name}, but got "
+                                   f"{vector.ndim}-D")
         return self.reshape((-1, 1)) * vec2.reshape((1, -1))
 
     @amp.autocasts("lower")
@@ -998,7 +1002,7 @@ class EverydayMethods:
         3.0
         """
         x = self.masked_fill(self.isnan(), 0) if self.dtype.kind == "f" else self
-        return x.sum(dim, keepdim, dtype=dtype) if dim is not None else x.sum(dtype=dtype)
+        return x.sum(dim, keepdim, dtype=dtype)
 
     def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
         """``mean`` of the values that are not NaN.
@@ -1012,7 +1016,7 @@ class EverydayMethods:
         if self.dtype.kind != "f" and not ops.is_floating(self.dtype):
             raise RuntimeError("nanmean(): expected input to have floating point or complex "
                                f"dtype but got {ops.torch_name(self.dtype)}")
-        kept = (~self.isnan()).sum(dim, keepdim) if dim is not None else (~self.isnan()).sum()
+        kept = (~self.isnan()).sum(dim, keepdim)
         return self.nansum(dim, keepdim, dtype=dtype) / kept
 
     def count_nonzero(self, dim: Any = None) -> Any:
@@ -1037,7 +1041,7 @@ class EverydayMethods:
         [1.4142135381698608, 2.0]
         """
         return (self.std(dim, unbiased, keepdim, correction=correction),
-                self.mean(dim, keepdim) if dim is not None else self.mean())
+                self.mean(dim, keepdim))
 
     def var_mean(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False,
                  *, correction: Any = None) -> tuple:
@@ -1050,7 +1054,7 @@ class EverydayMethods:
         [2.0, 2.0]
         """
         return (self.var(dim, unbiased, keepdim, correction=correction),
-                self.mean(dim, keepdim) if dim is not None else self.mean())
+                self.mean(dim, keepdim))
 
     def rot90(self, k: int = 1, dims: Any = (0, 1)) -> Any:
         """Rotated by 90 degrees ``k`` times, from the first of ``dims`` towards the second.
@@ -1115,7 +1119,10 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 2]).diag_embed().tolist()
         [[1, 0], [0, 2]]
         """
-        n = self.shape[-1] if self.ndim else 1
+        if not self.ndim:  # its new dimensions are counted from the result's 2
+            raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but "
+                             f"got {min(dim1, dim2)})")
+        n = self.shape[-1]
         size = n + abs(offset)
         column = self.reshape(*self.shape[:-1], n) if self.ndim else self.reshape(1)
         if offset:  # the values' rows: zeros after them above the diagonal, before below
@@ -1123,7 +1130,7 @@ class EverydayMethods:
             ends = (column, zeros) if offset > 0 else (zeros, column)
             column = self._wrap(ops.cat(*[t._node for t in ends], dim=column.ndim - 1))
         on_diagonal = self._constant(np.eye(size, k=offset, dtype=bool))
-        matrices = column.unsqueeze(-1).where(on_diagonal, 0)
+        matrices = column.unsqueeze(-1).where(on_diagonal, False if self.dtype == bool else 0)
         ndim = max(self.ndim, 1) + 1
         first, second = (ops.normalize_dim(d, ndim) for d in (dim1, dim2))
         if first == second:
@@ -2287,6 +2294,8 @@ class EverydayMethods:
         >>> pargraph.eye(3).trace().item()
         3.0
         """
+        if self.dtype == bool:
+            raise NotImplementedError("\"trace\" not implemented for 'Bool'")
         if self.dim() != 2:
             raise RuntimeError(f"trace: expected a matrix, but got tensor with dim "
                                f"{self.dim()}")
@@ -2342,8 +2351,10 @@ class EverydayMethods:
         [2.0, 1.0]
         """
         other = other if hasattr(other, "_node") else self._constant(other, self.dtype)
-        return self.maximum(other).where(~(self.isnan() | other.isnan()),
-                                         self.where(other.isnan(), other))
+        common = ops.result_dtype(self._node, other._node)  # bfloat16 with float16: float32
+        x, other = self.to(common), other.to(common)
+        return x.maximum(other).where(~(x.isnan() | other.isnan()),
+                                      x.where(other.isnan(), other))
 
     def fmin(self, other: Any) -> Any:
         """The smaller of each pair of elements, a NaN giving way to a number.
@@ -2355,8 +2366,10 @@ class EverydayMethods:
         [2.0, 0.0]
         """
         other = other if hasattr(other, "_node") else self._constant(other, self.dtype)
-        return self.minimum(other).where(~(self.isnan() | other.isnan()),
-                                         self.where(other.isnan(), other))
+        common = ops.result_dtype(self._node, other._node)  # bfloat16 with float16: float32
+        x, other = self.to(common), other.to(common)
+        return x.minimum(other).where(~(x.isnan() | other.isnan()),
+                                      x.where(other.isnan(), other))
 
     def isposinf(self) -> Any:
         """Whether each element is +inf.
@@ -2735,10 +2748,6 @@ class EverydayMethods:
 
     # --- more elementwise functions (each also pargraph.<name>) ----------------------------
 
-    def _as_tensor(self, value: Any) -> Any:
-        """``value`` as a tensor: itself if it is one (its gradient flows), else a constant."""
-        return value if hasattr(value, "_node") else self._wrap(self._operand(value))
-
     def hypot(self, other: Any) -> Any:
         """sqrt(self^2 + other^2), without overflow.
 
@@ -2770,8 +2779,12 @@ class EverydayMethods:
         >>> pargraph.tensor([1.0]).logaddexp2(pargraph.tensor([1.0])).tolist()
         [2.0]
         """
-        ln2 = math.log(2.0)
-        return (self * ln2).logaddexp(self._as_tensor(other) * ln2) / ln2
+        dtype = ops.result_dtype(self._node, other._node)
+        if dtype.kind in "biu":  # before the scaling makes them floats: PyTorch's kernel
+            raise NotImplementedError(f'"logaddexp2_cpu" not implemented for '
+                                      f"'{ops.torch_name(dtype)}'")
+        ln2 = math.log(2.0)  # in the common dtype: a float16 scaled alone loses digits
+        return (self.to(dtype) * ln2).logaddexp(other.to(dtype) * ln2) / ln2
 
     def fmod(self, other: Any) -> Any:
         """The remainder with the sign of the dividend (C's ``fmod``).
@@ -2851,7 +2864,8 @@ class EverydayMethods:
         >>> pargraph.tensor([0.5]).logit().tolist()
         [0.0]
         """
-        p = self if eps is None else self.clamp(eps, 1 - eps)
+        p = self if ops.is_floating(self.dtype) else self.float()  # integers as PyTorch's
+        p = p if eps is None else p.clamp(eps, 1 - eps)
         return (p / (1 - p)).log()
 
     def float_power(self, exponent: Any) -> Any:

@@ -39,7 +39,8 @@ EMPTY_IS_ALL = frozenset(
 #: The methods whose second argument PyTorch takes as a tensor only (no Python number).
 TENSOR_OTHER = frozenset(
     "hypot nextafter atan2 arctan2 minimum maximum fmin fmax logical_and logical_or logical_xor "
-    "ldexp isclose dist cross matmul gcd lcm igamma igammac kron outer".split())
+    "ldexp isclose dist cross matmul gcd lcm igamma igammac kron outer logaddexp logaddexp2"
+    .split())
 
 
 def install(cls: type) -> None:

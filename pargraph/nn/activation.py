@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pargraph import amp
+from pargraph import amp, ops
 from pargraph._tensor import Tensor
 from pargraph.factories import as_tensor, default_generator, drawn, zeros
 from pargraph.functions import where
@@ -235,6 +235,9 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     [-2.0, 0.0]
     """
     x = as_tensor(input)
+    if not ops.is_floating(x.dtype):
+        raise NotImplementedError(f'"hardshrink_cpu" not implemented for '
+                                  f"'{ops.torch_name(x.dtype)}'")
     return where((x > lambd) | (x < -lambd), x, x * 0.0)
 
 

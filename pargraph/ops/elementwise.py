@@ -875,7 +875,7 @@ def _not_implemented_for_self(name: str) -> Callable:
     return vjp
 
 
-@primitive("igamma", _elementwise_float)
+@primitive("igamma", _elementwise_float, refuses="biu")
 def igamma(a, x):
     """The regularized lower incomplete gamma function ``P(a, x)``
     (``torch.special.gammainc``)."""
@@ -884,7 +884,7 @@ def igamma(a, x):
     return special.gammainc(a, x)
 
 
-@primitive("igammac", _elementwise_float)
+@primitive("igammac", _elementwise_float, refuses="biu")
 def igammac(a, x):
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
     (``torch.special.gammaincc``)."""
@@ -996,7 +996,7 @@ hypot.defvjp(lambda g, out, x, y: unbroadcast(mul(g, div(x, out)), shape_of(x)),
              lambda g, out, x, y: unbroadcast(mul(g, div(y, out)), shape_of(y)))
 
 
-@primitive("logaddexp", _elementwise_float)
+@primitive("logaddexp", _elementwise_float, refuses="biu")
 def logaddexp(x, y):
     return np.logaddexp(x, y)
 
