@@ -286,10 +286,10 @@ CASES = [
          lambda gx, h, c, w, b: _lstm_ref(gx, h, c, w, b),
          [normal(2, 12), normal(2, 3), normal(2, 3), normal(12, 3), normal(12)]),
     # the cell's gradient node (no derivative of its own: no double backward through it)
-    Case("lstm_cell_grads", lambda g, gx, h, c, w, b: node_op(ops.lstm_cell_grads, g, gx, h, c,
-                                                              w, b),
+    Case("lstm_cell_grads", lambda g, gx, h, c, w, b: node_op(
+             ops.lstm_cell_grads, g, node_op(ops.lstm_cell, gx, h, c, w, b), c),
          lambda g, gx, h, c, w, b: _lstm_grads_ref(g, gx, h, c, w, b),
-         [normal(2, 2, 3), normal(2, 12), normal(2, 3), normal(2, 3), normal(12, 3), normal(12)],
+         [normal(6, 2, 3), normal(2, 12), normal(2, 3), normal(2, 3), normal(12, 3), normal(12)],
          differentiable=False),
     Case("remainder", lambda x, y: x % y + x, lambda x, y: np.remainder(x, y) + x,
          [normal(3, 4), positive(4) + 1.0]),
@@ -796,8 +796,9 @@ def _lstm_ref(gates_x, h, c, w, b):
     gates = gates_x + h @ w.T + b
     i, f, g, o = np.split(gates, 4, -1)
     i, f, o = (1 / (1 + np.exp(-z)) for z in (i, f, o))
-    c_new = f * c + i * np.tanh(g)
-    return np.stack([o * np.tanh(c_new), c_new])
+    g = np.tanh(g)
+    c_new = f * c + i * g
+    return np.stack([o * np.tanh(c_new), c_new, i, f, g, o])  # the gates kept for backward
 
 
 def _lstm_grads_ref(grad, gates_x, h, c, w, b):

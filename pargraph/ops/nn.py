@@ -177,12 +177,6 @@ softmax_backward.defvjp(
 )
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    from scipy.special import expit  # one ufunc call, exact, never overflows
-
-    return expit(x)
-
-
 def _lstm_gates(gates_x, h, c, w_hh, b_hh):
     gates = h @ w_hh.T
     if gates.dtype == np.result_type(gates, gates_x):  # in place, unless it promotes
@@ -192,8 +186,8 @@ def _lstm_gates(gates_x, h, c, w_hh, b_hh):
     if b_hh is not None:
         gates = gates + b_hh
     n = c.shape[-1]
-    i, f = _sigmoid(gates[..., :n]), _sigmoid(gates[..., n:2 * n])
-    g, o = np.tanh(gates[..., 2 * n:3 * n]), _sigmoid(gates[..., 3 * n:])
+    i, f = logistic(gates[..., :n]), logistic(gates[..., n:2 * n])
+    g, o = np.tanh(gates[..., 2 * n:3 * n]), logistic(gates[..., 3 * n:])
     c_new = f * c + i * g
     return i, f, g, o, c_new
 
@@ -201,34 +195,37 @@ def _lstm_gates(gates_x, h, c, w_hh, b_hh):
 def _lstm_cell_shape(gates_x, h, c, w_hh, b_hh=None):
     if gates_x.shape[-1] != 4 * c.shape[-1] or h.shape[:-1] != c.shape[:-1]:
         raise ShapeError(f"gates of shape {gates_x.shape} for a cell state of shape {c.shape}")
-    return (2,) + c.shape, result_dtype(gates_x, h, c)
+    return (6,) + c.shape, result_dtype(gates_x, h, c)
 
 
 @primitive("lstm_cell", _lstm_cell_shape, grad_name="LstmCellBackward0", blas=True)
 def lstm_cell(gates_x, h, c, w_hh, b_hh=None):
-    """One LSTM step as one node: ``[h', c']`` stacked, from the input's part of the gates
-    (``x W_ih^T + b_ih``), the last states and the hidden weights, with PyTorch's gate order
-    (input, forget, cell, output). Its gradient is one node too (:func:`lstm_cell_grads`)."""
+    """One LSTM step as one node: ``[h', c', i, f, g, o]`` stacked, from the input's part of
+    the gates (``x W_ih^T + b_ih``), the last states and the hidden weights, with PyTorch's
+    gate order (input, forget, cell, output). The activated gates are kept for the gradient,
+    one node too (:func:`lstm_cell_grads`), which then needs no matrix product again."""
     i, f, g, o, c_new = _lstm_gates(gates_x, h, c, w_hh, b_hh)
-    return np.stack([o * np.tanh(c_new), c_new])
+    return np.stack([o * np.tanh(c_new), c_new, i, f, g, o])
 
 
-@primitive("lstm_cell_grads", blas=True, shape=lambda grad, gates_x, h, c, w_hh, b_hh=None:
-           (c.shape[:-1] + (5 * c.shape[-1],), c.dtype))
-def lstm_cell_grads(grad, gates_x, h, c, w_hh, b_hh=None):
-    """The gradient of :func:`lstm_cell` with respect to its gates (its first ``4H`` columns)
-    and to the last cell state (the last ``H``), from ``grad`` (``[dh', dc']``); the gates
-    are computed again rather than kept."""
-    i, f, g, o, c_new = _lstm_gates(gates_x, h, c, w_hh, b_hh)
+@primitive("lstm_cell_grads", shape=lambda grad, out, c: (c.shape[:-1] + (5 * c.shape[-1],),
+                                                          c.dtype))
+def lstm_cell_grads(grad, out, c):
+    """The gradient of :func:`lstm_cell` with respect to its gates' pre-activations (its first
+    ``4H`` columns) and to the last cell state (the last ``H``), from ``grad`` (of its six
+    rows: the gates' are zeros unless something read them) and the cell's kept gates."""
+    c_new, i, f, g, o = out[1], out[2], out[3], out[4], out[5]
     tanh_c = np.tanh(c_new)
     d_c = grad[1] + grad[0] * o * (1 - tanh_c * tanh_c)
-    d_gates = np.concatenate([d_c * g * i * (1 - i), d_c * c * f * (1 - f),
-                              d_c * i * (1 - g * g), grad[0] * tanh_c * o * (1 - o)], -1)
+    d_gates = np.concatenate([(d_c * g + grad[2]) * i * (1 - i),
+                              (d_c * c + grad[3]) * f * (1 - f),
+                              (d_c * i + grad[4]) * (1 - g * g),
+                              (grad[0] * tanh_c + grad[5]) * o * (1 - o)], -1)
     return np.concatenate([d_gates, d_c * f], -1)
 
 
 def _lstm_cell_vjp_of_many(grad, out, positions, gates_x, h, c, w_hh, b_hh=None):
-    grads = lstm_cell_grads(grad, gates_x, h, c, w_hh, b_hh)
+    grads = lstm_cell_grads(grad, out, c)
     n = c.shape[-1]
     lead = (slice(None),) * (len(c.shape) - 1)
     d_gates = index(grads, spec=lead + (slice(0, 4 * n),))
@@ -341,7 +338,17 @@ ctc_loss_backward.defvjp(*[_no_second_ctc_derivative] * 6)
 # The ops of other families that this one calls when a graph is built: imported last,
 # after its own, since those families import this one (the package loads them all).
 from pargraph.ops.composites import _class_weights, _floating, _picked_gradient  # noqa: E402
-from pargraph.ops.elementwise import div, exp, log, log1p, maximum, mul, neg, sub  # noqa: E402
+from pargraph.ops.elementwise import (  # noqa: E402
+    div,
+    exp,
+    log,
+    log1p,
+    logistic,
+    maximum,
+    mul,
+    neg,
+    sub,
+)
 from pargraph.ops.linalg import linear_weight_grad, matmul  # noqa: E402
 from pargraph.ops.reductions import sum_  # noqa: E402
 from pargraph.ops.shapes import index, reshaped  # noqa: E402

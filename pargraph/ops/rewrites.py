@@ -16,7 +16,13 @@ a user writes. The rules:
   parts is waited for;
 - **the gradients of slices that tile a tensor** (``x[0]``, ..., ``x[n - 1]``: a recurrent
   layer's time steps): one ``stack`` of them, where the sum of their scatters into zeros of
-  the whole made a full-size array per slice.
+  the whole made a full-size array per slice;
+- **a weight's gradients from many products** (a recurrent layer's hidden weights, read at
+  every time step): the sum of ``linear_weight_grad(g_k, x_k)`` is one
+  ``linear_weight_grad`` of the rows of every ``g_k`` and every ``x_k`` concatenated, one
+  matrix product where there were one per step and their sum. Not the same bits: BLAS sums
+  the steps' rows inside one product instead of product by product (PyTorch's fused RNN
+  backward does the same).
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ from pargraph.graph import FORWARD, Node, grad_mode, recording_phase
 from pargraph.ops.composites import stacked
 from pargraph.ops.core import Primitive, normalize_dim
 from pargraph.ops.elementwise import add_n
+from pargraph.ops.linalg import linear_weight_grad
 from pargraph.ops.nn import (
     log_softmax_backward,
     log_softmax_of,
     nll_log_softmax_backward,
     nll_loss_backward,
 )
-from pargraph.ops.shapes import cat, index, index_add
+from pargraph.ops.shapes import cat, index, index_add, reshaped
 
 
 def rule(op: Primitive) -> Callable[[Callable], Callable]:
@@ -66,11 +73,40 @@ def _cross_entropy_backward(g: Node, result: Node, *, dim: tuple) -> Node | None
 
 
 @rule(add_n)
+def _sum_of_gradients(*parts: Node) -> Node | None:
+    """``add_n``'s rules (see the module): slices that tile a tensor, then a weight's
+    gradients from many products."""
+    if recording_phase() == FORWARD or len(parts) < 2:
+        return None
+    return _slices_tiling_a_tensor(*parts) or _weight_gradients_at_once(*parts)
+
+
+#: The fewest products whose weight gradients are joined into one (below it, the copies of
+#: the rows cost about what the separate products did).
+JOIN_PRODUCTS = 4
+
+
+def _weight_gradients_at_once(*parts: Node) -> Node | None:
+    """The ``linear_weight_grad`` parts of a sum as one product of their concatenated rows
+    (the other parts added to it as before)."""
+    products = [p for p in parts if type(p) is Node and p.op is linear_weight_grad
+                and len(p.inputs) == 2 and all(type(i) is Node for i in p.inputs)]
+    if len(products) < JOIN_PRODUCTS:
+        return None
+    first = products[0]
+    if any(p.shape != first.shape or p.dtype != first.dtype
+           or any(i.dtype != first.dtype for i in p.inputs) for p in products):
+        return None
+    rows = [reshaped(p.inputs[0], (-1, first.shape[0])) for p in products]
+    columns = [reshaped(p.inputs[1], (-1, first.shape[1])) for p in products]
+    joined = linear_weight_grad(cat(*rows, dim=0), cat(*columns, dim=0))
+    rest = [p for p in parts if not any(p is q for q in products)]
+    return add_n(joined, *rest) if rest else joined
+
+
 def _slices_tiling_a_tensor(*parts: Node) -> Node | None:
     """``add_n`` of ``index_add(g_k, shape, spec=(k,))`` for every ``k`` of the first
     dimension, once each: the ``stack`` of the ``g_k``."""
-    if recording_phase() == FORWARD or len(parts) < 2:
-        return None
     first = parts[0]
     if type(first) is not Node or first.op is not index_add:
         return None
