@@ -166,13 +166,18 @@ def _graph_size(layers, bidirectional):
         sys.setrecursionlimit(limit)
 
 
-def test_directions_and_layers_are_parallel_branches():
+def test_directions_are_parallel_branches_and_each_layer_projects_its_input_once():
     """A bidirectional layer's two directions are independent chains (twice the nodes, the
-    same longest chain), and stacked layers a wavefront: layer l + 1's step t waits for
-    layer l's step t only, so three layers' longest chain is not three layers long."""
+    same longest chain); each layer projects its whole input sequence in one matrix product
+    per direction (not one per step), so a deeper LSTM adds a chain per layer."""
     nodes, chain = _graph_size(1, False)
     both_nodes, both_chain = _graph_size(1, True)
     assert both_nodes >= 1.9 * nodes and both_chain <= 1.1 * chain, (nodes, chain, both_nodes,
                                                                     both_chain)
     _, deep_chain = _graph_size(3, False)
-    assert deep_chain <= 1.5 * chain, (chain, deep_chain)  # one layer after another: ~3x
+    assert 2.5 * chain <= deep_chain <= 3.5 * chain, (chain, deep_chain)
+    pargraph.manual_seed(0)
+    lstm = pargraph.nn.LSTM(8, 16, num_layers=3, bidirectional=True)
+    with pargraph.trace() as trace:
+        lstm(pargraph.randn(16, 4, 8))[0].sum().item()
+    assert sum(r.op == "linear" for r in trace.nodes()) == 3 * 2

@@ -4,8 +4,8 @@ parameter names, initialization and results.
 Each layer's input projection is one matrix product over the whole sequence (as PyTorch's
 CPU kernels do it); each time step then adds the hidden state's product and applies the
 gates. A bidirectional layer's two directions depend on nothing of each other's, so they are
-two independent branches of the graph, and layer ``l + 1``'s step ``t`` can run beside layer
-``l``'s step ``t + 1`` (a wavefront): pargraph's scheduler runs what is ready. Variable-length
+two independent branches of the graph, which pargraph's scheduler runs side by side; the
+next layer projects the whole output sequence at once. Variable-length
 batches come as a :class:`~pargraph.nn.utils.rnn.PackedSequence`: a sequence's state stops at
 its last step (and, in the reverse direction, starts there).
 """
@@ -160,13 +160,14 @@ class RNNBase(Module):
                 outputs.append(out)
                 last_h.append(h)
                 last_c.append(c)
-            # Step by step, so that the next layer's step t waits for this layer's step t
-            # only, not for the whole sequence (the layers' wavefront).
-            layer_input = outputs[0] if directions == 1 else \
-                [cat([a, b], -1) for a, b in zip(*outputs)]
+            # The whole sequence at once: the next layer projects it in one matrix product
+            # per direction (a product per step was many times slower than the wavefront of
+            # layers it allowed gained); the directions stay parallel branches.
+            layer_input = stack(outputs[0]) if directions == 1 else \
+                cat([stack(outputs[0]), stack(outputs[1])], -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
-                layer_input = [F.dropout(step, self.dropout, True) for step in layer_input]
-        output, h_n = stack(layer_input), stack(last_h)
+                layer_input = F.dropout(layer_input, self.dropout, True)
+        output, h_n = layer_input, stack(last_h)
         c_n = stack(last_c) if self.mode == "LSTM" else None
         if packed:
             if sorted_indices is not None:
@@ -215,16 +216,14 @@ class RNNBase(Module):
                                    f"{tuple(state.shape)}")
         return h0, c0
 
-    def _run_direction(self, x: Tensor | list, layer: int, direction: int, h: Tensor,
+    def _run_direction(self, x: Tensor, layer: int, direction: int, h: Tensor,
                        c: Tensor | None, mask: Tensor | None) -> tuple[list, Tensor, Any]:
-        """One direction of one layer over the sequence ``x`` (the input, or the last
-        layer's outputs step by step): its outputs step by step, and its last states."""
+        """One direction of one layer over the sequence ``x`` (the input, or the last layer's
+        outputs): its outputs step by step, and its last states. The input's part of the
+        gates is one matrix product for the whole sequence."""
         w = self._weights(layer, direction)
-        length = len(x) if isinstance(x, list) else x.shape[0]
-        if isinstance(x, list):  # each step's projection as soon as that step exists
-            gates_x = [F.linear(step, w["weight_ih"], w["bias_ih"]) for step in x]
-        else:  # the input is all there: one matrix product for the whole sequence
-            gates_x = F.linear(x, w["weight_ih"], w["bias_ih"])
+        length = x.shape[0]
+        gates_x = F.linear(x, w["weight_ih"], w["bias_ih"])
         steps = range(length - 1, -1, -1) if direction else range(length)
         outputs: list[Tensor | None] = [None] * length
         for t in steps:
