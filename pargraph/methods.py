@@ -10,6 +10,7 @@ import math
 from collections import namedtuple
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pargraph import amp, ops
@@ -2894,7 +2895,7 @@ class EverydayMethods:
         """
         if not ops.is_floating(self.dtype):
             return self.clone()
-        info = np.finfo(self.dtype)
+        info = ml_dtypes.finfo(self.dtype)  # numpy's has no bfloat16
         high = float(info.max) if posinf is None else posinf
         low = float(info.min) if neginf is None else neginf
         out = self.masked_fill(self.isnan(), nan)
@@ -3205,6 +3206,10 @@ IN_PLACE_INTEGER = (
 def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     def form(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(self, name)(*args, **kwargs)
+        if name == "float_power" and result.dtype != self.dtype:  # PyTorch casts no float
+            raise RuntimeError(f"the base given to float_power_ has dtype "  # power back
+                               f"{ops.torch_name(self.dtype)} but the operation's result "
+                               f"requires dtype {ops.torch_name(result.dtype)}")
         ops.check_cast(result.dtype, self.dtype)  # sigmoid_ of integers raises
         result = result.to(self.dtype)
         if self.requires_grad and not result.requires_grad:  # a comparison: as PyTorch, the
@@ -3215,6 +3220,8 @@ def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     argument = ("pargraph.tensor([2])" if integer else "pargraph.tensor([2.0])") if binary \
         else ""
     start = "pargraph.tensor([6])" if integer else "pargraph.tensor([0.5])"
+    if name == "float_power":  # its result is float64, which only a float64 tensor takes
+        start = "pargraph.tensor([0.5], dtype=pargraph.float64)"
     form.__name__ = form.__qualname__ = f"{name}_"
     form.__doc__ = (f"``{name}`` in place.\n\n        Examples\n        --------\n"
                     f"        >>> import pargraph\n        >>> x = {start}\n"

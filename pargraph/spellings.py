@@ -39,8 +39,8 @@ EMPTY_IS_ALL = frozenset(
 #: The methods whose second argument PyTorch takes as a tensor only (no Python number).
 TENSOR_OTHER = frozenset(
     "hypot nextafter atan2 arctan2 minimum maximum fmin fmax logical_and logical_or logical_xor "
-    "ldexp isclose dist cross matmul gcd lcm igamma igammac kron outer logaddexp logaddexp2"
-    .split())
+    "ldexp isclose dist cross matmul gcd lcm igamma igammac kron outer logaddexp logaddexp2 "
+    "heaviside".split())
 
 
 def install(cls: type) -> None:
@@ -64,17 +64,17 @@ def install(cls: type) -> None:
             setattr(cls, name, _wrapped(method, spelled, dim_name if zero_d else None,
                                         position, name in EMPTY_IS_ALL))
         elif name in TENSOR_OTHER:
-            setattr(cls, name, _tensor_other(method))
+            setattr(cls, name, _tensor_other(method, parameters[1]))
 
 
-def _tensor_other(method: Callable) -> Callable:
+def _tensor_other(method: Callable, argument: str) -> Callable:
     name = method.__name__
 
     @functools.wraps(method)
     def wrapper(self: Any, other: Any, *args: Any, **kwargs: Any) -> Any:
         if not hasattr(other, "_node"):
-            raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not "
-                            f"{type(other).__name__}")
+            raise TypeError(f"{name}(): argument '{argument}' (position 2) must be Tensor, "
+                            f"not {type(other).__name__}")
         return method(self, other, *args, **kwargs)
 
     return wrapper

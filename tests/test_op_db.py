@@ -17,8 +17,6 @@ from tests import op_db
 #: (op, a part of the case's description, why it differs from PyTorch).
 KNOWN = [
     ("F.gelu", "", "gelu(+inf): PyTorch's vectorized erf makes it NaN, ours is +inf"),
-    ("F.hardswish", "float16", "composite in float16: x * relu6(x + 3) overflows where "
-                               "PyTorch computes in float32 and rounds once"),
     ("lgamma", "float16", "scipy's gammaln at the dtype's extremes: inf where PyTorch's "
                           "is finite"),
     ("lgamma", "float32", "the same"),
@@ -61,10 +59,6 @@ KNOWN = [
     ("unique", "[grad]", "unique's result is a constant here; PyTorch refuses its backward"),
     ("unique_consecutive", "[grad]", "the same"),
     ("bitwise_right_shift", "uint8", "a shift by the width of the dtype or more"),
-    ("float_power", "[inplace]", "float_power_ into a float32 tensor: PyTorch refuses (its "
-                                 "result is float64), ours casts back"),
-    ("heaviside", "", "heaviside of NaN and of mixed dtypes"),
-    ("nan_to_num", "bfloat16", "nan_to_num of bfloat16: numpy's kernel has no bfloat16"),
     ("kron", "transposed", "PyTorch's kron of a transposed operand fails its view"),
 ]
 

@@ -168,6 +168,8 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     [0.6666666865348816]
     """
     x = as_tensor(input)
+    if x.dtype in ops.HALVES:  # in float32, rounded once, as PyTorch (x * 6 would overflow)
+        return in_place(input, hardswish(x.float()).to(x.dtype), inplace)
     return in_place(input, x * _clamped(x + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 

@@ -1058,9 +1058,16 @@ xlogy.defvjp(
 )
 
 
-@primitive("heaviside", _elementwise)
+def _heaviside_shape(x, values):
+    if type(values) is Node and type(x) is Node and x.dtype != values.dtype:
+        raise ShapeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return _elementwise(x, values)
+
+
+@primitive("heaviside", _heaviside_shape)
 def heaviside(x, values):
-    return np.heaviside(x, values).astype(np.result_type(x, values), copy=False)
+    """``values`` where ``x`` is 0, else whether ``x > 0`` (NaN gives 0, as PyTorch's)."""
+    return np.where(x == 0, values, x > 0).astype(np.result_type(x, values), copy=False)
 
 
 def _no_heaviside_derivative(*args, **attrs):
