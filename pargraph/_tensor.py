@@ -655,10 +655,11 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _unpickled, (np.array(self.detach().numpy()), self.requires_grad)
 
     def __getitem__(self, key: Any) -> Tensor:
-        key = _as_torch_key(key, self.ndim)
-        split = _ints_first(key)
-        if split is not None:  # PyTorch selects the ints first, then indexes what is left
-            return self[split[0]][split[1]]
+        if type(key) is tuple or type(key) is list:  # one int or slice needs neither
+            key = _as_torch_key(key, self.ndim)
+            split = _ints_first(key)
+            if split is not None:  # PyTorch selects the ints first, then the rest
+                return self[split[0]][split[1]]
         spec, index_nodes = _index_spec(key, self.shape)
         out = ops.index(self._node, *index_nodes, spec=spec)
         if index_nodes:
@@ -1235,11 +1236,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def __setitem__(self, key: Any, value: Any) -> None:
         """``x[key] = value`` in place (ints, slices, masks, index tensors), as in PyTorch."""
         self._check_in_place()
-        key = _as_torch_key(key, self.ndim)
-        split = _ints_first(key)
-        if split is not None:  # into the view the ints select, as PyTorch's order of dims
-            self[split[0]][split[1]] = value
-            return
+        if type(key) is tuple or type(key) is list:
+            key = _as_torch_key(key, self.ndim)
+            split = _ints_first(key)
+            if split is not None:  # into the view the ints select, as PyTorch orders dims
+                self[split[0]][split[1]] = value
+                return
         spec, index_nodes = _index_spec(key, self.shape)
         value = operand(value)
         if isinstance(value, Node) and value.dtype != self.dtype:
