@@ -267,19 +267,18 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     @property
     def mH(self) -> Tensor:
         """The conjugate transpose of a matrix or of each of a batch of them."""
-        if self._zero_d_transposed("Tensor.mH", "Consider using x.conj()."):
-            return self
-        if self.ndim < 2:
-            raise RuntimeError(f"tensor.mH is only supported on matrices or batches of "
-                               f"matrices. Got {self.ndim}-D tensor.")
-        return self.mT
+        return self._conjugate_transpose("Tensor.mH", "tensor.mH")
 
     def adjoint(self) -> Tensor:
         """``mH`` as a method (``torch.adjoint``)."""
-        if self._zero_d_transposed("adjoint()", "Consider using x.conj()."):
+        return self._conjugate_transpose("adjoint()", "tensor.adjoint()")
+
+    def _conjugate_transpose(self, name: str, spelled: str) -> Tensor:
+        """``mT`` (tensors are real), under PyTorch's checks of ``mH`` and ``adjoint``."""
+        if self._zero_d_transposed(name, "Consider using x.conj()."):
             return self
         if self.ndim < 2:
-            raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of "
+            raise RuntimeError(f"{spelled} is only supported on matrices or batches of "
                                f"matrices. Got {self.ndim}-D tensor.")
         return self.mT
 
