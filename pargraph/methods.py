@@ -1125,14 +1125,14 @@ class EverydayMethods:
                              f"got {min(dim1, dim2)})")
         n = self.shape[-1]
         size = n + abs(offset)
-        column = self.reshape(*self.shape[:-1], n) if self.ndim else self.reshape(1)
+        column = self
         if offset:  # the values' rows: zeros after them above the diagonal, before below
             zeros = self._constant(np.zeros((*column.shape[:-1], abs(offset)), self.dtype))
             ends = (column, zeros) if offset > 0 else (zeros, column)
             column = self._wrap(ops.cat(*[t._node for t in ends], dim=column.ndim - 1))
         on_diagonal = self._constant(np.eye(size, k=offset, dtype=bool))
         matrices = column.unsqueeze(-1).where(on_diagonal, False if self.dtype == bool else 0)
-        ndim = max(self.ndim, 1) + 1
+        ndim = self.ndim + 1
         first, second = (ops.normalize_dim(d, ndim) for d in (dim1, dim2))
         if first == second:
             raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
@@ -2351,11 +2351,7 @@ class EverydayMethods:
         >>> pargraph.tensor([float("nan"), 1.0]).fmax(pargraph.tensor([2.0, 0.0])).tolist()
         [2.0, 1.0]
         """
-        other = other if hasattr(other, "_node") else self._constant(other, self.dtype)
-        common = ops.result_dtype(self._node, other._node)  # bfloat16 with float16: float32
-        x, other = self.to(common), other.to(common)
-        return x.maximum(other).where(~(x.isnan() | other.isnan()),
-                                      x.where(other.isnan(), other))
+        return self._past_nan(other, "maximum")
 
     def fmin(self, other: Any) -> Any:
         """The smaller of each pair of elements, a NaN giving way to a number.
@@ -2366,11 +2362,16 @@ class EverydayMethods:
         >>> pargraph.tensor([float("nan"), 1.0]).fmin(pargraph.tensor([2.0, 0.0])).tolist()
         [2.0, 0.0]
         """
+        return self._past_nan(other, "minimum")
+
+    def _past_nan(self, other: Any, extreme: str) -> Any:
+        """``maximum`` or ``minimum`` (``extreme``) where a NaN gives way to the other value,
+        in the two operands' common dtype (bfloat16 with float16: float32)."""
         other = other if hasattr(other, "_node") else self._constant(other, self.dtype)
-        common = ops.result_dtype(self._node, other._node)  # bfloat16 with float16: float32
+        common = ops.result_dtype(self._node, other._node)
         x, other = self.to(common), other.to(common)
-        return x.minimum(other).where(~(x.isnan() | other.isnan()),
-                                      x.where(other.isnan(), other))
+        return getattr(x, extreme)(other).where(~(x.isnan() | other.isnan()),
+                                                x.where(other.isnan(), other))
 
     def isposinf(self) -> Any:
         """Whether each element is +inf.
@@ -2883,6 +2884,23 @@ class EverydayMethods:
             exponent = exponent.double()
         return base ** exponent
 
+    def float_power_(self, exponent: Any) -> Any:
+        """``float_power`` in place, into a float64 tensor only (its result is float64, which
+        PyTorch casts into no other dtype).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.tensor([0.5], dtype=pargraph.float64)
+        >>> x.float_power_(2).tolist()
+        [0.25]
+        """
+        if self.dtype != np.float64:
+            raise RuntimeError(f"the base given to float_power_ has dtype "
+                               f"{ops.torch_name(self.dtype)} but the operation's result "
+                               "requires dtype Double")
+        return self._in_place(self.float_power(exponent))
+
     def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
                    neginf: float | None = None) -> Any:
         """NaN, +inf and -inf replaced (by 0, the dtype's largest and its smallest finite).
@@ -3195,7 +3213,7 @@ IN_PLACE_UNARY = (
     "log1p log2 logit logical_not nan_to_num neg negative rad2deg reciprocal round rsqrt sgn "
     "sigmoid sign sin sinc sinh sqrt square tan tanh trunc").split()
 IN_PLACE_BINARY = (
-    "atan2 arctan2 copysign divide eq float_power floor_divide fmod ge greater greater_equal gt "
+    "atan2 arctan2 copysign divide eq floor_divide fmod ge greater greater_equal gt "
     "heaviside hypot le less less_equal lt multiply ne not_equal remainder subtract true_divide "
     "xlogy logical_and logical_or logical_xor ldexp igamma igammac nextafter").split()
 #: Binary in-place forms of ops PyTorch has for integers and booleans only.
@@ -3206,10 +3224,6 @@ IN_PLACE_INTEGER = (
 def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     def form(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(self, name)(*args, **kwargs)
-        if name == "float_power" and result.dtype != self.dtype:  # PyTorch casts no float
-            raise RuntimeError(f"the base given to float_power_ has dtype "  # power back
-                               f"{ops.torch_name(self.dtype)} but the operation's result "
-                               f"requires dtype {ops.torch_name(result.dtype)}")
         ops.check_cast(result.dtype, self.dtype)  # sigmoid_ of integers raises
         result = result.to(self.dtype)
         if self.requires_grad and not result.requires_grad:  # a comparison: as PyTorch, the
@@ -3220,8 +3234,6 @@ def _in_place_form(name: str, binary: bool, integer: bool = False) -> Any:
     argument = ("pargraph.tensor([2])" if integer else "pargraph.tensor([2.0])") if binary \
         else ""
     start = "pargraph.tensor([6])" if integer else "pargraph.tensor([0.5])"
-    if name == "float_power":  # its result is float64, which only a float64 tensor takes
-        start = "pargraph.tensor([0.5], dtype=pargraph.float64)"
     form.__name__ = form.__qualname__ = f"{name}_"
     form.__doc__ = (f"``{name}`` in place.\n\n        Examples\n        --------\n"
                     f"        >>> import pargraph\n        >>> x = {start}\n"

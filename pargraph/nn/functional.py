@@ -762,15 +762,11 @@ def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, re
                    "cross_entropy")
 
 
-def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool,
-                   name: str = "attn_mask") -> Tensor:
+def _masked_scores(scores: Tensor, mask: Tensor | None, allowed_when: bool) -> Tensor:
     """``scores`` with a bool mask applied (-inf where not allowed) or a float mask added."""
     if mask is None:
         return scores
     mask = as_tensor(mask)
-    if mask.dtype != bool and not ops.is_floating(mask.dtype):
-        raise AssertionError(f"only bool and floating types of {name} are supported, got "
-                             f"{ops.torch_name(mask.dtype)}")
     if mask.dtype == bool:
         return scores.masked_fill(mask if not allowed_when else ~mask, float("-inf"))
     return scores + mask
@@ -862,10 +858,7 @@ def _joint_mask(attn_mask: Tensor | None, key_padding_mask: Tensor | None, heads
     """One mask of shape (L, S), (N, L, S) or (N, H, L, S): True or -inf is not attended."""
     masks = []
     if attn_mask is not None:
-        attn_mask = as_tensor(attn_mask)
-        if attn_mask.dtype != bool and not ops.is_floating(attn_mask.dtype):
-            raise AssertionError("only bool and floating types of attn_mask are supported, "
-                                 f"got {ops.torch_name(attn_mask.dtype)}")
+        attn_mask = _bool_or_float(attn_mask, "attn_mask")
         if attn_mask.ndim == 3:
             attn_mask = attn_mask.reshape(batch, heads, target, source)
         elif tuple(attn_mask.shape) != (target, source):
@@ -873,10 +866,7 @@ def _joint_mask(attn_mask: Tensor | None, key_padding_mask: Tensor | None, heads
                                f"should be {(target, source)}.")
         masks.append(attn_mask)
     if key_padding_mask is not None:
-        padding = as_tensor(key_padding_mask)
-        if padding.dtype != bool and not ops.is_floating(padding.dtype):
-            raise AssertionError("only bool and floating types of key_padding_mask are "
-                                 f"supported, got {ops.torch_name(padding.dtype)}")
+        padding = _bool_or_float(key_padding_mask, "key_padding_mask")
         if tuple(padding.shape[-1:]) != (source,):
             raise RuntimeError(f"key_padding_mask of shape {padding.shape} does not match "
                                f"{source} keys")
@@ -886,6 +876,16 @@ def _joint_mask(attn_mask: Tensor | None, key_padding_mask: Tensor | None, heads
     as_float = [m.float().masked_fill(m, float("-inf")) if m.dtype == bool else m
                 for m in masks]
     return as_float[0] + (as_float[1].unsqueeze(1) if as_float[0].ndim == 4 else as_float[1])
+
+
+def _bool_or_float(mask: Any, name: str) -> Tensor:
+    """An attention mask as a tensor, refused as PyTorch's MultiheadAttention refuses it when
+    it is neither bool nor floating (an integer mask would be added as a float one)."""
+    mask = as_tensor(mask)
+    if mask.dtype != bool and not ops.is_floating(mask.dtype):
+        raise AssertionError(f"only bool and floating types of {name} are supported, got "
+                             f"{ops.torch_name(mask.dtype)}")
+    return mask
 
 
 def _one_more_key(mask: Tensor) -> Tensor:

@@ -161,8 +161,7 @@ class RNNBase(Module):
                 last_h.append(h)
                 last_c.append(c)
             # The whole sequence at once: the next layer projects it in one matrix product
-            # per direction (a product per step was many times slower than the wavefront of
-            # layers it allowed gained); the directions stay parallel branches.
+            # per direction; the directions stay parallel branches.
             layer_input = stack(outputs[0]) if directions == 1 else \
                 cat([stack(outputs[0]), stack(outputs[1])], -1)
             if self.dropout and self.training and layer < self.num_layers - 1:

@@ -174,7 +174,7 @@ class Primitive:
             dtype = result_dtype(*inputs)
             if dtype.kind in self.refuses:
                 raise NotImplementedError(f'"{self.name}_cpu" not implemented for '
-                                          f"'{TORCH_NAMES.get(dtype, dtype)}'")
+                                          f"'{torch_name(dtype)}'")
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -422,9 +422,9 @@ tanh.defvjp(lambda g, out, x: mul(g, sub(1.0, mul(out, out))))
 
 
 def logistic(x: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-x))`` in three passes over one new array (scipy's ``expit`` is three
-    times slower); ``exp`` overflowing to inf gives the right limit, 0. Half precision is
-    computed in float32 and rounded once, as PyTorch does."""
+    """``1 / (1 + exp(-x))`` in three passes over one new array; ``exp`` overflowing to inf
+    gives the right limit, 0. Half precision is computed in float32 and rounded once, as
+    PyTorch does."""
     x = np.asarray(x)
     if x.dtype in HALVES:
         return logistic(x.astype(np.float32)).astype(x.dtype)

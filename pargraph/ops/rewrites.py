@@ -100,7 +100,8 @@ def _weight_gradients_at_once(*parts: Node) -> Node | None:
     rows = [reshaped(p.inputs[0], (-1, first.shape[0])) for p in products]
     columns = [reshaped(p.inputs[1], (-1, first.shape[1])) for p in products]
     joined = linear_weight_grad(cat(*rows, dim=0), cat(*columns, dim=0))
-    rest = [p for p in parts if not any(p is q for q in products)]
+    joined_ids = {id(p) for p in products}
+    rest = [p for p in parts if id(p) not in joined_ids]
     return add_n(joined, *rest) if rest else joined
 
 

@@ -365,8 +365,8 @@ def index_add(g, *index_values, shape, spec):
     out = np.zeros(shape, dtype=np.asarray(g).dtype)
     if not index_values and all(i is None or i is Ellipsis or type(i) in (int, slice)
                                 for i in spec):
-        out[spec] = g  # basic indexing reaches each element once: a plain copy (np.add.at
-        return out     # is many times slower)
+        out[spec] = g  # basic indexing reaches each element once: adding is assigning
+        return out
     np.add.at(out, fill_index(spec, index_values), g)
     return out
 
