@@ -402,6 +402,81 @@ def _sdpa_samples(rng: np.random.Generator) -> Iterator[Sample]:
     yield Sample(qkv(dtype="float32", grad=False), {"scale": 0.3})
 
 
+CONVOLUTIONS = {"conv1d": 1, "conv2d": 2, "conv3d": 3, "conv_transpose1d": 1,
+                "conv_transpose2d": 2}
+
+
+def _conv_samples(name: str) -> Callable:
+    """Random geometries (stride, padding, dilation, groups, bias, kernel sizes, channels)
+    in float32 and float64 with gradients, non-contiguous inputs, and channel counts that do
+    not fit."""
+    spatial, transposed = CONVOLUTIONS[name], name.startswith("conv_transpose")
+
+    def samples(rng: np.random.Generator) -> Iterator[Sample]:
+        for k in range(24):
+            groups = int(rng.choice([1, 1, 2]))
+            channels, outputs = groups * int(rng.integers(1, 4)), groups * int(rng.integers(1, 4))
+            kernel = tuple(int(v) for v in rng.integers(1, 4, spatial))
+            dilation = tuple(int(v) for v in rng.integers(1, 3, spatial))
+            stride = tuple(int(v) for v in rng.integers(1, 3, spatial)) if k % 3 else \
+                (1,) * spatial
+            size = tuple(int(v) for v in rng.integers(3, 9 - spatial, spatial))
+            dtype, layout = ("float64", "contiguous") if k % 2 else \
+                ("float32", ("transposed", "sliced", "contiguous")[k % 3])
+            x = Input(values(rng, (int(rng.integers(1, 3)), channels) + size, dtype), dtype,
+                      layout, requires_grad=dtype == "float64")
+            shape = (channels, outputs // groups) if transposed else (outputs, channels // groups)
+            w = Input(values(rng, shape + kernel, dtype), dtype,
+                      requires_grad=dtype == "float64")
+            bias = None if k % 4 == 3 else Input(values(rng, (outputs,), dtype), dtype,
+                                                 requires_grad=dtype == "float64")
+            kwargs: dict = {"stride": stride, "dilation": dilation, "groups": groups}
+            if transposed:
+                kwargs["padding"] = tuple(int(v) for v in rng.integers(0, 2, spatial))
+                kwargs["output_padding"] = tuple(int(rng.integers(0, max(s, d)))
+                                                 for s, d in zip(stride, dilation))
+            elif stride == (1,) * spatial and k % 5 == 0:
+                kwargs["padding"] = "same"
+            else:
+                kwargs["padding"] = tuple(int(v) for v in rng.integers(0, 3, spatial))
+            yield Sample([x, w, bias], kwargs)
+        wrong = Input(values(rng, (1, 3) + (5,) * spatial, "float32"), "float32")
+        yield Sample([wrong, Input(values(rng, (2, 2) + (3,) * spatial, "float32"), "float32")],
+                     note="channels that do not fit")
+    return samples
+
+
+POOLS = {"max_pool1d": 1, "max_pool2d": 2, "max_pool3d": 3, "avg_pool1d": 1, "avg_pool2d": 2,
+         "avg_pool3d": 3, "adaptive_avg_pool1d": 1, "adaptive_avg_pool2d": 2,
+         "adaptive_avg_pool3d": 3, "adaptive_max_pool1d": 1, "adaptive_max_pool2d": 2}
+
+
+def _pool_samples(name: str) -> Callable:
+    """Random windows (kernel, stride, padding up to half the kernel, ceil_mode) or output
+    sizes (whole axes among them: global pooling), float32 and float64 with gradients."""
+    spatial = POOLS[name]
+
+    def samples(rng: np.random.Generator) -> Iterator[Sample]:
+        for k in range(16):
+            dtype = ("float32", "float64")[k % 2]
+            size = tuple(int(v) for v in rng.integers(1 if "adaptive" in name else 3,
+                                                        9 - spatial, spatial))
+            layout = "sliced" if k % 3 == 0 else "contiguous"
+            x = Input(values(rng, (2, 3) + size, dtype), dtype, layout,
+                      requires_grad=dtype == "float64")
+            if name.startswith("adaptive"):
+                sizes = tuple(int(rng.integers(1, n + 2)) if k % 4 else 1 for n in size)
+                yield Sample([x, sizes if k % 5 else sizes[0]])
+                continue
+            kernel = tuple(int(rng.integers(1, min(n, 3) + 1)) for n in size)
+            kwargs = {"kernel_size": kernel,
+                      "stride": tuple(int(v) for v in rng.integers(1, 3, spatial)),
+                      "padding": tuple(int(rng.integers(0, q // 2 + 1)) for q in kernel),
+                      "ceil_mode": bool(k % 3 == 1)}
+            yield Sample([x], kwargs)
+    return samples
+
+
 def _mha_call(t: Any, form: str, x: Any, mask: Any = None, padding: Any = None) -> Any:
     """MultiheadAttention's output with fixed weights: the masks' conventions checked."""
     t.manual_seed(0)
@@ -663,6 +738,12 @@ def build() -> list[OpInfo]:
         OpInfo("pow (gradients)", _function("pow"), _pow_grad_samples, family="binary"),
         OpInfo("einsum", _function("einsum"), _einsum_samples, family="linalg"),
     ]
+    for name in POOLS:
+        entries.append(OpInfo(f"F.{name}", _function(name, "nn.functional"),
+                              _pool_samples(name), family="pooling"))
+    for name in CONVOLUTIONS:
+        entries.append(OpInfo(f"F.{name}", _function(name, "nn.functional"),
+                              _conv_samples(name), family="convolutions"))
     for name in BINARY_MORE:
         forms = ("function", "method") + (() if name in NOT_IN_PLACE else ("inplace",))
         entries.append(OpInfo(name, _function(name), _binary_samples(name), forms,

@@ -106,11 +106,10 @@ _MODULE = "called by its module, which tests/test_nn_breadth.py checks against P
 _IN_PLACE = ("the in-place form of an op tests/test_indexing_breadth.py checks against "
              "PyTorch: the same node, then a rebind")
 UNTESTED: dict[str, str] = {
-    "adaptive_avg_pool1d": _MODULE, "conv_transpose1d": _MODULE, "max_pool1d": _MODULE,
-    "rms_norm": _MODULE, "adaptive_avg_pool3d": _MODULE, "adaptive_max_pool3d": _MODULE,
+    "rms_norm": _MODULE, "adaptive_max_pool3d": _MODULE,
     "fractional_max_pool2d_with_indices": _MODULE,
     "fractional_max_pool3d_with_indices": _MODULE, "instance_norm": _MODULE,
-    "lp_pool3d": _MODULE, "max_pool3d": _MODULE,
+    "lp_pool3d": _MODULE,
     "index_copy_": _IN_PLACE, "index_put_": _IN_PLACE, "masked_scatter_": _IN_PLACE,
     "put_": _IN_PLACE, "scatter_reduce_": _IN_PLACE,
     "index_reduce_": "the in-place form of index_reduce, which tests/test_tensor_breadth.py "

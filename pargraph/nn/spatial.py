@@ -479,9 +479,13 @@ def _adaptive_avg_pool(input: Tensor, output_size: Any, spatial: int, op: str) -
     input = as_tensor(input)
     x, unbatched = _batched(input, spatial, op)
     sizes = _output_sizes(x, output_size, spatial, op)
-    out = x
+    # Averages over whole axes (global pooling) are a mean; other sizes a product with each
+    # axis's window matrix.
+    whole = tuple(2 + axis for axis, (n, o) in enumerate(zip(x.shape[2:], sizes))
+                  if o == 1 and n > 1)
+    out = x.mean(dim=whole, keepdim=True) if whole else x
     for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
-        if n == o:
+        if n == o or 2 + axis in whole:
             continue
         matrix = apply(ops.constant, _adaptive_matrix(n, o, x.dtype))
         moved = out.transpose(2 + axis, -1)

@@ -8,6 +8,13 @@ differentiation: with ``T(x, w, g) = <conv(x, w), g>`` the input gradient is ``d
 col2im: one strided add per kernel position) and the weight gradient ``dT/dw`` (one matmul),
 and the vjps of each are again one of the three, so second derivatives come for free.
 
+At stride 1 (float32 and float64, one group), no columns are built: on the channels-last
+padded input flattened to rows, kernel position ``k`` reads the rows shifted by a fixed offset,
+so each of the three ops is one BLAS product per kernel position on a contiguous slice, the
+forward and input gradient accumulating in place (the output is computed on the whole padded
+grid and cropped). This is the "shifted products" form of a convolution; it skips im2col's copy
+of the input ``prod(kernel)`` times.
+
 Max pooling is an ``argmax`` over the same windows (a primitive without gradient) and a gather
 of the winners (``take_along_dim``, whose vjp scatters back); its indices are PyTorch's
 (positions in the flattened, unpadded input plane). Average pooling is a convolution with a
@@ -24,7 +31,9 @@ import numpy as np
 
 from pargraph.graph import Node
 from pargraph.ops.core import ShapeError, is_floating, primitive, result_dtype
+from pargraph.ops.gemm import gemm
 from pargraph.ops.reductions import sum_
+from pargraph.ops.shapes import index
 
 
 def out_size(size: int, kernel: int, stride: int, pad: tuple[int, int], dilation: int) -> int:
@@ -80,6 +89,120 @@ def _groups(groups: int, channels: int, outputs: int):
     return [(slice(k * c, (k + 1) * c), slice(k * o, (k + 1) * o)) for k in range(groups)]
 
 
+# --- shifted products (stride 1) ---------------------------------------------------------------
+
+#: How much larger than the output the padded grid may be for the forward and weight gradient
+#: to take the shifted form (its products run over the whole grid); the input gradient takes
+#: it at any size, as it replaces a col2im of ``prod(kernel)`` strided adds.
+OVERCOMPUTE = 1.3
+
+
+def _shifted(dtype: np.dtype, shape: tuple, kernel: tuple, stride: tuple, padding: tuple,
+             dilation: tuple, groups: int, anywhere: bool = False) -> bool:
+    """Whether a convolution of an input of ``shape`` takes the shifted-products form."""
+    if groups != 1 or any(s != 1 for s in stride) or dtype not in (np.float32, np.float64):
+        return False
+    padded = math.prod(n + lo + hi for n, (lo, hi) in zip(shape[2:], padding))
+    out = math.prod(_geometry(shape, kernel, stride, padding, dilation))
+    return anywhere or padded <= OVERCOMPUTE * out
+
+
+def _pointwise(kernel: tuple, stride: tuple, padding: tuple, groups: int) -> bool:
+    """Whether a convolution is one matrix product per sample (a 1x1 kernel, stride 1, no
+    padding): it then needs no layout change at all."""
+    return groups == 1 and all(k == 1 for k in kernel) and all(s == 1 for s in stride) and \
+        all(p == (0, 0) for p in padding)
+
+
+class _Grid:
+    """The channels-last padded input of a stride-1 convolution flattened to rows
+    ``(N * prod(padded), channels)``: output position ``r`` of the padded grid reads row
+    ``r + offsets[k]`` at kernel position ``k``. ``reach`` zero rows after the grid let every
+    shifted slice have the grid's length."""
+
+    def __init__(self, shape: tuple, kernel: tuple, padding: tuple, dilation: tuple) -> None:
+        self.n, self.spatial = shape[0], tuple(shape[2:])
+        self.padded = tuple(s + lo + hi for s, (lo, hi) in zip(self.spatial, padding))
+        self.rows = self.n * math.prod(self.padded)
+        steps = [math.prod(self.padded[i + 1:]) for i in range(len(kernel))]
+        self.kernel_positions = list(itertools.product(*(range(k) for k in kernel)))
+        self.offsets = [sum(a * d * step for a, d, step in zip(at, dilation, steps))
+                        for at in self.kernel_positions]
+        self.reach = max(self.offsets)
+        self.inside = tuple(slice(lo, lo + s) for s, (lo, _) in zip(self.spatial, padding))
+
+    def spread(self, x: np.ndarray, region: tuple) -> np.ndarray:
+        """``x`` (N, C, *S) channels-last into zero rows ``(rows + reach, C)`` at ``region``
+        of the padded grid."""
+        flat = np.zeros((self.rows + self.reach, x.shape[1]), x.dtype)
+        grid = flat[:self.rows].reshape((self.n,) + self.padded + (x.shape[1],))
+        grid[(slice(None),) + region] = np.moveaxis(x, 1, -1)
+        return flat
+
+    def spread_first(self, x: np.ndarray, region: tuple) -> np.ndarray:
+        """``x`` (N, C, *S) channels-first into a zero ``(C, rows)`` at ``region`` of the
+        padded grid."""
+        flat = np.zeros((x.shape[1], self.rows), x.dtype)
+        grid = flat.reshape((x.shape[1], self.n) + self.padded)
+        grid[(slice(None), slice(None)) + region] = np.moveaxis(x, 1, 0)
+        return flat
+
+    def gather(self, flat: np.ndarray, region: tuple) -> np.ndarray:
+        """Rows ``(rows, C)`` of the grid, ``region`` of it as a contiguous (N, C, *S)."""
+        grid = flat[:self.rows].reshape((self.n,) + self.padded + (flat.shape[1],))
+        return np.ascontiguousarray(np.moveaxis(grid[(slice(None),) + region], -1, 1))
+
+    def gather_first(self, flat: np.ndarray, region: tuple) -> np.ndarray:
+        """``(C, rows)`` of the grid, ``region`` of it as a contiguous (N, C, *S)."""
+        grid = flat.reshape((flat.shape[0], self.n) + self.padded)
+        return np.ascontiguousarray(np.moveaxis(grid[(slice(None), slice(None)) + region], 0, 1))
+
+    def outputs(self, out: tuple) -> tuple:
+        return tuple(slice(0, o) for o in out)
+
+
+def _kernel_blocks(w: np.ndarray) -> np.ndarray:
+    """``(O, C, *K)`` as one contiguous ``(O, C)`` block per kernel position."""
+    return np.ascontiguousarray(np.moveaxis(w.reshape(w.shape[:2] + (-1,)), -1, 0))
+
+
+def _shifted_conv(x: np.ndarray, w: np.ndarray, out: tuple, padding: tuple,
+                  dilation: tuple) -> np.ndarray:
+    """conv at stride 1: each kernel position's (O, C) block times the shifted input rows,
+    summed in place into the output ``(O, rows)``."""
+    grid = _Grid(x.shape, w.shape[2:], padding, dilation)
+    flat = grid.spread(x, grid.inside)
+    result = np.empty((grid.rows, w.shape[0]), x.dtype)
+    for k, (block, offset) in enumerate(zip(_kernel_blocks(w), grid.offsets)):
+        gemm(flat[offset:offset + grid.rows], block.T, result, accumulate=k > 0)
+    return grid.gather(result, grid.outputs(out))
+
+
+def _shifted_input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, padding: tuple,
+                        dilation: tuple) -> np.ndarray:
+    """conv_input_grad at stride 1: the output gradient's rows times each kernel position's
+    block, added in place into the input rows that position read."""
+    grid = _Grid(input_shape, w.shape[2:], padding, dilation)
+    rows = grid.spread(g, grid.outputs(g.shape[2:]))[:grid.rows]
+    grad = np.zeros((grid.rows + grid.reach, w.shape[1]), g.dtype)
+    for block, offset in zip(_kernel_blocks(w), grid.offsets):
+        gemm(rows, block, grad[offset:offset + grid.rows], accumulate=True)
+    return grid.gather(grad, grid.inside)
+
+
+def _shifted_weight_grad(x: np.ndarray, g: np.ndarray, kernel: tuple, padding: tuple,
+                         dilation: tuple) -> np.ndarray:
+    """conv_weight_grad at stride 1: per kernel position, the output gradient's rows times
+    the shifted input rows."""
+    grid = _Grid(x.shape, kernel, padding, dilation)
+    flat, rows = grid.spread(x, grid.inside), grid.spread_first(g, grid.outputs(g.shape[2:]))
+    grad = np.empty((len(grid.offsets), g.shape[1], x.shape[1]), g.dtype)
+    for k, offset in enumerate(grid.offsets):
+        np.matmul(rows, flat[offset:offset + grid.rows], out=grad[k])
+    return np.ascontiguousarray(np.moveaxis(grad, 0, -1)).reshape(
+        (g.shape[1], x.shape[1]) + tuple(kernel))
+
+
 # --- convolution ----------------------------------------------------------------------------
 
 def _conv_shape(x, w, b=None, *, stride, padding, dilation, groups):
@@ -121,6 +244,16 @@ def _conv_cost(node: Node) -> float:
 def conv(x, w, b=None, *, stride, padding, dilation, groups):
     """N-d cross-correlation (PyTorch's convolution): im2col and one matmul per group."""
     out = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
+    if _pointwise(w.shape[2:], stride, padding, groups):
+        result = np.matmul(w.reshape(w.shape[:2]), x.reshape(x.shape[:2] + (-1,)))
+    elif _shifted(x.dtype, x.shape, w.shape[2:], stride, padding, dilation, groups):
+        result = _shifted_conv(x, w, out, padding, dilation)
+    else:
+        result = None
+    if result is not None:
+        if b is not None:
+            result += b.reshape((-1,) + (1,) * (result.ndim - 2))
+        return result.reshape((x.shape[0], w.shape[0]) + out)
     padded = _channels_last(x, padding)
     n, positions = x.shape[0], math.prod(out)
     if groups == 1:  # each sample's product lands in (O, positions): NCHW without a copy
@@ -143,6 +276,11 @@ def conv(x, w, b=None, *, stride, padding, dilation, groups):
 def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dx: the output gradient's rows times the kernel, each kernel
     position's block added back where it was read (col2im)."""
+    if _pointwise(w.shape[2:], stride, padding, groups) and input_shape[2:] == g.shape[2:]:
+        return np.matmul(w.reshape(w.shape[:2]).T, g.reshape(g.shape[:2] + (-1,))).reshape(
+            input_shape)
+    if _shifted(g.dtype, input_shape, w.shape[2:], stride, padding, dilation, groups, True):
+        return _shifted_input_grad(g, w, input_shape, padding, dilation)
     n, c = input_shape[:2]
     out, kernel = g.shape[2:], w.shape[2:]
     rows = np.moveaxis(g, 1, -1).reshape(-1, g.shape[1])
@@ -162,6 +300,13 @@ def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
 def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dw: the output gradient's rows times the input's columns."""
     out, kernel = g.shape[2:], tuple(weight_shape[2:])
+    if _pointwise(kernel, stride, padding, groups) and x.shape[2:] == g.shape[2:]:
+        n, positions = x.shape[0], math.prod(out)
+        return np.matmul(g.reshape(n, g.shape[1], positions),
+                         x.reshape(n, x.shape[1], positions).transpose(0, 2, 1)).sum(0).reshape(
+            weight_shape)
+    if _shifted(g.dtype, x.shape, kernel, stride, padding, dilation, groups):
+        return _shifted_weight_grad(x, g, kernel, padding, dilation)
     padded = _channels_last(x, padding)
     grad = np.empty((weight_shape[0],) + kernel + (weight_shape[1],), dtype=g.dtype)
     if groups == 1:  # a product per sample, read from g as it lies (no transposed copy)
@@ -182,13 +327,21 @@ conv.defvjp(
     lambda g, out, x, w, b=None, **a: conv_weight_grad(x, g, weight_shape=w.shape, **a),
     lambda g, out, x, w, b=None, **a: sum_(g, dim=(0,) + tuple(range(2, len(g.shape)))),
 )
+def _cropped(y: Node, shape: tuple) -> Node:
+    """``y`` cut to ``shape`` at its start: a transposed convolution's ``output_padding``
+    makes its input larger than the forward convolution's geometry reaches."""
+    if tuple(y.shape) == tuple(shape):
+        return y
+    return index(y, spec=tuple(slice(0, n) for n in shape))
+
+
 conv_input_grad.defvjp(
-    lambda h, out, g, w, input_shape, **a: conv(h, w, **a),
+    lambda h, out, g, w, input_shape, **a: _cropped(conv(h, w, **a), g.shape),
     lambda h, out, g, w, input_shape, **a: conv_weight_grad(h, g, weight_shape=w.shape, **a),
 )
 conv_weight_grad.defvjp(
     lambda h, out, x, g, weight_shape, **a: conv_input_grad(g, h, input_shape=x.shape, **a),
-    lambda h, out, x, g, weight_shape, **a: conv(x, h, **a),
+    lambda h, out, x, g, weight_shape, **a: _cropped(conv(x, h, **a), g.shape),
 )
 
 
