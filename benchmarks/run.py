@@ -422,20 +422,25 @@ def layers(repeats: int) -> dict:
     """Convolution, attention and recurrence: one conv layer, demos/cnn.py's convnet,
     demos/attention.py's transformer, a 2-layer bidirectional LSTM and PyTorch's char-RNN
     tutorial (benchmarks/layer_models.py), the same program on pargraph and PyTorch, each in
-    its own process; the cost is stated, and the char-RNN (many tiny ops) has a target"""
+    its own process; one thread means pargraph on the sync scheduler with one BLAS thread
+    against PyTorch with ``set_num_threads(1)``; the targets are #56's"""
     rounds = 2 if repeats < 7 else 3
     rows, costs, targets = {}, [], []
     for workload in ("conv", "cnn", "attention", "lstm", "charrnn"):
-        compiled = [] if workload == "charrnn" else ["pargraph compiled threads"]
+        compiled = [] if workload == "charrnn" else \
+            ["pargraph compiled threads", "pargraph compiled, 1 thread"]
         # torch.compile(model), where it runs: the fastest a PyTorch user could pick.
         theirs = [] if workload == "charrnn" or not loop.available(loop.COMPILED_DEFAULT) \
             else [loop.COMPILED_DEFAULT]
-        result = loop.compare(workload, ["pargraph threads", "pargraph sync"] + compiled +
+        result = loop.compare(workload, ["pargraph threads", "pargraph sync",
+                                         "pargraph sync, 1 BLAS thread"] + compiled +
                               loop.TORCH + theirs, rounds=rounds, steps=7, warmup=loop.WARMUP)
         rows[workload] = {name: (entry["median"], entry["tasks_per_step"])
                           for name, entry in result.items()}
         ms = {name: entry["median"] for name, entry in result.items()}
-        torch_best = min((v for k, v in ms.items() if k.startswith("PyTorch")), default=None)
+        rounds_of = {name: entry["round_medians"] for name, entry in result.items()}
+        best_name = min((k for k in ms if k.startswith("PyTorch")), key=ms.get, default=None)
+        torch_best = ms.get(best_name)
         if workload == "charrnn":
             eager = min(ms["pargraph threads"], ms["pargraph sync"])
             per_op = char_rnn_cost_per_op()
@@ -449,7 +454,38 @@ def layers(repeats: int) -> dict:
                      f"{_ratio(ms['pargraph compiled threads'], torch_best)}"
                      + (f"; torch.compile(model) {_ratio(ms[theirs[0]], torch_best)}"
                         if theirs and theirs[0] in ms else ""))
+        targets += _layer_targets(workload, ms, rounds_of, best_name)
     return {"rows": rows, "notes": costs, "targets": targets}
+
+
+#: #56's targets per layer workload: (which pargraph variants, against PyTorch's one thread or
+#: best step, the largest ratio).
+LAYER_TARGETS = {
+    "conv": [("one thread", "one", 1.25), ("best", "best", 1.5)],
+    "lstm": [("compiled, 1 thread", "one", 1.2), ("compiled threads", "best", 1.5)],
+    "cnn": [("compiled threads", "best", 1.6)],
+    "attention": [("compiled threads", "best", 1.0)],
+}
+
+
+def _layer_targets(workload: str, ms: dict, rounds_of: dict, best_name: str | None) -> list:
+    """The targets of one layer workload, each with its spread over the rounds."""
+    one_thread = ["pargraph sync, 1 BLAS thread", "pargraph compiled, 1 thread"]
+    ours_of = {"one thread": one_thread, "best": [k for k in ms if k.startswith("pargraph")],
+               "compiled, 1 thread": ["pargraph compiled, 1 thread"],
+               "compiled threads": ["pargraph compiled threads"]}
+    found = []
+    for ours, against, limit in LAYER_TARGETS.get(workload, []):
+        mine = min(ours_of[ours], key=lambda k: ms.get(k, float("inf")))
+        theirs = "PyTorch, 1 thread" if against == "one" else best_name
+        if mine not in ms or theirs not in ms:
+            continue
+        title = (f"{workload}: pargraph {ours} ({mine}) <= {limit}x PyTorch's "
+                 f"{'one thread' if against == 'one' else 'best step'} ({theirs})")
+        found.append((title, _spread(_ratio(ms[mine], ms[theirs]),
+                                     per_round(rounds_of[mine], rounds_of[theirs])),
+                      ms[mine] <= limit * ms[theirs]))
+    return found
 
 
 def char_rnn_cost_per_op() -> tuple[int, float]:

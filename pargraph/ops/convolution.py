@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -389,6 +390,38 @@ def _pytorchs_argmax(windows: np.ndarray, axis: int) -> np.ndarray:
     return np.where(nan.any(axis), last, first)
 
 
+def _windows_argmax(windows: list[np.ndarray], valid: list, fill: Any) -> np.ndarray:
+    """:func:`_pytorchs_argmax` over equally shaped arrays, one per kernel position, where
+    ``valid[k]`` (broadcastable, or None) marks the positions that are not padding (which
+    holds ``fill``). A running
+    maximum, then each position's key (earlier equal positions rank higher, later NaN higher
+    still) kept as a running maximum of small integers: whole-array passes, where an argmax
+    over their stack reduces along a strided axis."""
+    count = len(windows)
+    best = np.array(windows[0], copy=True)
+    for window in windows[1:]:
+        np.maximum(best, window, out=best)
+    nan = is_floating(best.dtype) and bool(np.isnan(best).any())
+    if valid[0] is not None and not (best == fill).any():
+        valid = [None] * count  # padding (``fill``) cannot equal a maximum
+    kind = np.uint8 if 3 * count < 256 else np.uint32
+    key = np.zeros(best.shape, kind)
+    for k, (window, inside) in enumerate(zip(windows, valid)):
+        found = window == best
+        if nan:  # a NaN wins over any number, and a later NaN over an earlier one
+            found = np.multiply(found, count - k, dtype=kind) + np.multiply(
+                np.isnan(window), 2 * count + k, dtype=kind)
+        else:
+            found = np.multiply(found, count - k, dtype=kind)
+        if inside is not None:
+            found *= inside
+        np.maximum(key, found, out=key)
+    if not nan:
+        return (count - key) % count  # no key: a window of padding, its first position
+    rank = key.astype(np.intp)
+    return np.where(rank > 2 * count, rank - 2 * count, (count - rank) % count)
+
+
 @primitive("pool_argmax", _argmax_shape)
 def pool_argmax(x, *, kernel, stride, padding, dilation):
     """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
@@ -396,9 +429,16 @@ def pool_argmax(x, *, kernel, stride, padding, dilation):
     fill = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
     padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
     out = _geometry(x.shape, kernel, stride, padding, dilation)
-    stacked = np.stack([padded[(slice(None),) + place]
-                        for place in _placements(kernel, stride, dilation, out)])
-    winner = _pytorchs_argmax(stacked, 0)
+    positions = list(itertools.product(*(range(k) for k in kernel)))
+    valid = [None] * len(positions)
+    if any(p != (0, 0) for p in padding):
+        def inside(i: int, a: int) -> np.ndarray:
+            at = np.arange(out[i]) * stride[i] - padding[i][0] + a * dilation[i]
+            return ((at >= 0) & (at < x.shape[2 + i])).reshape(
+                (-1,) + (1,) * (len(out) - 1 - i))
+        valid = [math.prod(inside(i, a) for i, a in enumerate(at)) != 0 for at in positions]
+    winner = _windows_argmax([padded[(slice(None),) + place] for place in
+                              _placements(kernel, stride, dilation, out)], valid, fill)
     # The flat input position of kernel position k in the window at (o_1, o_2, ...).
     strides = [math.prod(x.shape[3 + i:]) for i in range(len(out))]
     base = sum(np.reshape((np.arange(o) * s - lo) * step, (-1,) + (1,) * (len(out) - 1 - i))

@@ -78,10 +78,20 @@ take_along_dim.defvjp(
 
 @primitive("put_along_dim", lambda g, index, shape, dim: (shape, g.dtype))
 def put_along_dim(g, index, shape, dim):
-    """Scatter-add ``g`` into zeros of ``shape`` at ``index`` along ``dim``."""
-    out = np.zeros(shape, dtype=g.dtype)
-    np.add.at(out, _along_grid(index, dim), g)
-    return out
+    """Scatter-add ``g`` into zeros of ``shape`` at ``index`` along ``dim``, in order (as
+    PyTorch's kernels add): through flat positions, numpy's fast one-dimensional
+    ``np.add.at``, where ``g`` has the other dimensions of ``shape``."""
+    g = np.asarray(g)
+    if any(g.shape[k] != shape[k] for k in range(len(shape)) if k != dim):
+        out = np.zeros(shape, dtype=g.dtype)
+        np.add.at(out, _along_grid(index, dim), g)
+        return out
+    moved = np.moveaxis(np.broadcast_to(index, g.shape), dim, -1)
+    out = np.zeros(moved.shape[:-1] + (shape[dim],), dtype=g.dtype)  # ``dim`` last
+    rows = np.arange(math.prod(moved.shape[:-1])).reshape(moved.shape[:-1] + (1,))
+    np.add.at(out.reshape(-1), (moved + rows * shape[dim]).ravel(),
+              np.moveaxis(g, dim, -1).ravel())
+    return np.ascontiguousarray(np.moveaxis(out, -1, dim))
 
 
 put_along_dim.defvjp(lambda g, out, g_in, index, shape, dim: gather(g, index, dim))
