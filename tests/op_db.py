@@ -453,7 +453,8 @@ POOLS = {"max_pool1d": 1, "max_pool2d": 2, "max_pool3d": 3, "avg_pool1d": 1, "av
 
 def _pool_samples(name: str) -> Callable:
     """Random windows (kernel, stride, padding up to half the kernel, ceil_mode) or output
-    sizes (whole axes among them: global pooling), float32 and float64 with gradients."""
+    sizes (whole axes among them: global pooling), float32 and float64 with gradients; ties,
+    -inf, NaN and the dtype's extremes among the values."""
     spatial = POOLS[name]
 
     def samples(rng: np.random.Generator) -> Iterator[Sample]:
@@ -462,8 +463,12 @@ def _pool_samples(name: str) -> Callable:
             size = tuple(int(v) for v in rng.integers(1 if "adaptive" in name else 3,
                                                         9 - spatial, spatial))
             layout = "sliced" if k % 3 == 0 else "contiguous"
-            x = Input(values(rng, (2, 3) + size, dtype), dtype, layout,
-                      requires_grad=dtype == "float64")
+            data = values(rng, (2, 3) + size, dtype, edges=k % 4 == 2)
+            if k % 4 == 1:  # ties (the first wins) and windows of -inf (never the padding)
+                data = np.round(data)
+                data[rng.random(data.shape) < 0.3] = -math.inf
+            # Gradients where the maximum is unique (finite differences need it).
+            x = Input(data, dtype, layout, requires_grad=dtype == "float64" and k % 4 in (0, 3))
             if name.startswith("adaptive"):
                 sizes = tuple(int(rng.integers(1, n + 2)) if k % 4 else 1 for n in size)
                 yield Sample([x, sizes if k % 5 else sizes[0]])

@@ -457,12 +457,24 @@ def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, "lp_pool3d")
 
 
-def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
-    """Rows that average PyTorch's adaptive windows: [floor(i*n/o), ceil((i+1)*n/o))."""
-    matrix = np.zeros((out, size), dtype=dtype)
-    for i, (start, stop) in enumerate(ops.adaptive_windows(size, out)):
-        matrix[i, start:stop] = 1.0 / (stop - start)
-    return matrix
+def _adaptive_mean(x: Tensor, axis: int, size: int, out: int) -> Tensor:
+    """The mean over each of PyTorch's adaptive windows along ``axis``
+    ([floor(i*n/o), ceil((i+1)*n/o))): a reshape where they tile the axis, else each window
+    gathered and padded to the longest, the padding masked out (selected, not multiplied by
+    zero: an infinity outside a window must not make it NaN)."""
+    if out == 0:
+        return x[(slice(None),) * axis + (slice(0, 0),)]
+    if size % out == 0:
+        shape = tuple(x.shape[:axis]) + (out, size // out) + tuple(x.shape[axis + 1:])
+        return x.reshape(shape).mean(axis + 1)
+    windows = ops.adaptive_windows(size, out)
+    longest = max(stop - start for start, stop in windows)
+    take = np.array([[min(start + t, stop - 1) for t in range(longest)]
+                     for start, stop in windows])
+    inside = np.array([[start + t < stop for t in range(longest)] for start, stop in windows])
+    gathered = x.movedim(axis, -1)[..., take].masked_fill(as_tensor(~inside), 0)
+    counts = as_tensor(inside.sum(1)).to(x.dtype)
+    return (gathered.sum(-1) / counts.to(x.dtype)).movedim(-1, axis)
 
 
 def _output_sizes(x: Tensor, output_size: Any, spatial: int, op: str) -> tuple[int, ...]:
@@ -479,17 +491,13 @@ def _adaptive_avg_pool(input: Tensor, output_size: Any, spatial: int, op: str) -
     input = as_tensor(input)
     x, unbatched = _batched(input, spatial, op)
     sizes = _output_sizes(x, output_size, spatial, op)
-    # Averages over whole axes (global pooling) are a mean; other sizes a product with each
-    # axis's window matrix.
+    # Averages over whole axes (global pooling) are one mean, other sizes a mean per axis.
     whole = tuple(2 + axis for axis, (n, o) in enumerate(zip(x.shape[2:], sizes))
                   if o == 1 and n > 1)
     out = x.mean(dim=whole, keepdim=True) if whole else x
     for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
-        if n == o or 2 + axis in whole:
-            continue
-        matrix = apply(ops.constant, _adaptive_matrix(n, o, x.dtype))
-        moved = out.transpose(2 + axis, -1)
-        out = (moved @ matrix.T).transpose(2 + axis, -1)
+        if n != o and 2 + axis not in whole:
+            out = _adaptive_mean(out, 2 + axis, n, o)
     out = apply(ops.shown_as, out, f"AdaptiveAvgPool{spatial}DBackward0", x)
     return out.squeeze(0) if unbatched else out
 
