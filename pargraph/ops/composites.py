@@ -194,6 +194,25 @@ stacked.defvjp_of_many(lambda g, out, positions, *xs, dim: [
     index(g, spec=(slice(None),) * dim + (k,)) for k in positions])
 
 
+def _rows_shape(*gs, shape, rows):
+    return tuple(shape), result_dtype(*gs)
+
+
+@primitive("rows_into_zeros", _rows_shape, grad_name="IndexBackward0")
+def rows_into_zeros(*gs, shape, rows):
+    """Zeros of ``shape`` with ``gs[k]`` at row ``rows[k]`` of the first dimension: the sum
+    of the gradients of some of a tensor's rows (``stack`` where every row has one), one
+    array where each gradient's scatter made a full-size one."""
+    out = np.zeros(shape, dtype=np.result_type(*gs))
+    for g, row in zip(gs, rows):
+        out[row] = g
+    return out
+
+
+rows_into_zeros.defvjp_of_many(lambda g, out, positions, *gs, shape, rows: [
+    index(g, spec=(rows[k],)) for k in positions])
+
+
 def split(x: Node, split_size_or_sections, dim=0) -> list[Node]:
     d = normalize_dim(dim, len(x.shape))
     length = x.shape[d]

@@ -14,9 +14,10 @@ a user writes. The rules:
   itself when the gradient is the concatenation, or the elementwise ops between them again on
   slices (up to :data:`PUSH_DEPTH` nodes), so that no slice of the whole and no join of the
   parts is waited for;
-- **the gradients of slices that tile a tensor** (``x[0]``, ..., ``x[n - 1]``: a recurrent
-  layer's time steps): one ``stack`` of them, where the sum of their scatters into zeros of
-  the whole made a full-size array per slice;
+- **the gradients of rows of a tensor** (``x[0]``, ..., ``x[n - 1]``: a recurrent layer's
+  time steps; an LSTM cell's state rows): one ``stack`` of them where they tile the tensor,
+  else one ``rows_into_zeros``, where the sum of their scatters into zeros of the whole made
+  a full-size array per row;
 - **a weight's gradients from many products** (a recurrent layer's hidden weights, read at
   every time step): the sum of ``linear_weight_grad(g_k, x_k)`` is one
   ``linear_weight_grad`` of the rows of every ``g_k`` and every ``x_k`` concatenated, one
@@ -32,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pargraph.graph import FORWARD, Node, grad_mode, recording_phase
-from pargraph.ops.composites import stacked
+from pargraph.ops.composites import rows_into_zeros, stacked
 from pargraph.ops.core import Primitive, normalize_dim
 from pargraph.ops.elementwise import add_n
 from pargraph.ops.linalg import linear_weight_grad
@@ -106,8 +107,9 @@ def _weight_gradients_at_once(*parts: Node) -> Node | None:
 
 
 def _slices_tiling_a_tensor(*parts: Node) -> Node | None:
-    """``add_n`` of ``index_add(g_k, shape, spec=(k,))`` for every ``k`` of the first
-    dimension, once each: the ``stack`` of the ``g_k``."""
+    """``add_n`` of ``index_add(g_k, shape, spec=(k,))`` for distinct ``k`` of the first
+    dimension: the ``stack`` of the ``g_k`` where every ``k`` has one, else the ``g_k``
+    placed in one array of zeros."""
     first = parts[0]
     if type(first) is not Node or first.op is not index_add:
         return None
@@ -128,7 +130,8 @@ def _slices_tiling_a_tensor(*parts: Node) -> Node | None:
             return None
         by_position[k] = gradient
     if len(by_position) != shape[0]:
-        return None
+        rows = tuple(sorted(by_position))
+        return rows_into_zeros(*(by_position[k] for k in rows), shape=shape, rows=rows)
     return stacked(*(by_position[k] for k in range(shape[0])), dim=0)
 
 
