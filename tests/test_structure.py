@@ -65,6 +65,22 @@ def test_low_layers_import_nothing_above_them():
             assert imports <= allowed, (path.name, imports - allowed)
 
 
+#: ``ops``' families in the order they stand: each imports only those before it.
+OPS_ORDER = ["core", "gemm", "shapes", "elementwise", "reductions", "composites", "convolution",
+             "linalg", "sampling", "optimizers", "nn", "rewrites"]
+
+
+def test_the_ops_families_import_one_way():
+    found = sorted(p.stem for p in (PACKAGE / "ops").glob("*.py") if p.stem != "__init__")
+    assert found == sorted(OPS_ORDER)
+    for family in OPS_ORDER:
+        source = (PACKAGE / "ops" / f"{family}.py").read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pargraph.ops"):
+                other = node.module.split(".")[2]
+                assert OPS_ORDER.index(other) < OPS_ORDER.index(family), (family, other)
+
+
 def test_importing_pargraph_leaves_scipy_and_distributed_for_first_use():
     # scipy.special (erf, gelu) took 0.3 of the 1.3 s an import took; distributed is for
     # clusters. Both load when first needed, and erf still works then.

@@ -767,7 +767,7 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
         (pad[2 * k], pad[2 * k + 1]) for k in reversed(range(len(pad) // 2))]
     if mode == "constant":
         _check_crops(input, pairs)
-        return apply(convolution.constant_pad, input, pads=tuple(pairs),
+        return apply(ops.constant_pad, input, pads=tuple(pairs),
                      value=0.0 if value is None else value)
     if mode not in _PAD_MODES:
         raise NotImplementedError(f"pad: mode={mode!r} is not supported (expected 'constant', "

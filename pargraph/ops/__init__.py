@@ -20,10 +20,10 @@ records often (softmax, log_softmax, stack and their backwards) is a primitive, 
 composite that fronts it. This module gathers every family's names: ``ops.add``,
 ``ops.REGISTRY``.
 
-The vjps of elementwise ops, reductions and shape ops call each other's ops (the gradient of
-a sum is an expand, that of an expand a sum, a broadcast's is a sum), so those three families
-import each other after their own definitions, and import only ``core`` at their top; the
-other families stand on them.
+The families import each other one way (``tests/test_structure.py`` holds the order):
+``core``, then ``shapes``, which holds the sum too (the gradient of an expand is a sum and that
+of a sum an expand: mutual adjoints live in one module), then ``elementwise``, ``reductions``
+and the families that stand on them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from pargraph.ops.composites import (
 from pargraph.ops.convolution import (
     adaptive_pool_argmax,
     adaptive_windows,
-    constant_pad,
     conv,
     conv_input_grad,
     conv_weight_grad,
@@ -256,7 +255,6 @@ from pargraph.ops.reductions import (
     prod,
     prod_others,
     scatter_reduce,
-    sum_,
 )
 from pargraph.ops.rewrites import (
     PUSH_DEPTH,
@@ -271,6 +269,7 @@ from pargraph.ops.shapes import (
     check_values,
     checked_index,
     checked_values,
+    constant_pad,
     expand,
     fill_index,
     flip,
@@ -289,6 +288,7 @@ from pargraph.ops.shapes import (
     scatter,
     searchsorted,
     shown_as,
+    sum_,
     swap_last,
     take_along_dim,
     transpose,

@@ -35,8 +35,8 @@ from pargraph.ops.elementwise import (
     sub,
     where,
 )
-from pargraph.ops.reductions import amax, sum_
-from pargraph.ops.shapes import _check_indices, any_outside, index, reshape, shown_as
+from pargraph.ops.reductions import amax
+from pargraph.ops.shapes import _check_indices, any_outside, index, reshape, shown_as, sum_
 
 
 def _count(x: Node, dims: tuple) -> int:

@@ -33,8 +33,7 @@ import numpy as np
 from pargraph.graph import Node
 from pargraph.ops.core import ShapeError, is_floating, primitive, result_dtype
 from pargraph.ops.gemm import gemm
-from pargraph.ops.reductions import sum_
-from pargraph.ops.shapes import index
+from pargraph.ops.shapes import index, sum_
 
 
 def out_size(size: int, kernel: int, stride: int, pad: tuple[int, int], dilation: int) -> int:
@@ -587,29 +586,3 @@ unfold.defvjp(lambda g, out, x, *, kernel, dilation, padding, stride: fold(
     stride=stride))
 fold.defvjp(lambda g, out, x, *, output_size, kernel, dilation, padding, stride: unfold(
     g, kernel=kernel, dilation=dilation, padding=padding, stride=stride))
-
-
-# --- padding --------------------------------------------------------------------------------
-
-def _pad_shape(x, *, pads, value):
-    shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads))
-    if any(n < 0 for n in shape):
-        raise ShapeError(f"the padding {pads} makes the input of shape {x.shape} smaller than "
-                         f"nothing (resulting shape {shape})")
-    return shape, x.dtype
-
-
-@primitive("constant_pad", _pad_shape, grad_name="ConstantPadNdBackward0")
-def constant_pad(x, *, pads, value):
-    """``x`` with ``(before, after)`` elements of ``value`` added per dimension; a negative
-    count removes elements instead (PyTorch's F.pad)."""
-    crop = tuple(slice(-lo if lo < 0 else 0, n + hi if hi < 0 else n)
-                 for n, (lo, hi) in zip(x.shape, pads))
-    grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pads)
-    return np.pad(np.asarray(x)[crop], grow, constant_values=value)
-
-
-constant_pad.defvjp(
-    lambda g, out, x, *, pads, value: constant_pad(
-        g, pads=tuple((-lo, -hi) for lo, hi in pads), value=0)
-)

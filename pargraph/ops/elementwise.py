@@ -28,6 +28,7 @@ from pargraph.ops.core import (
     shape_of,
     torch_name,
 )
+from pargraph.ops.shapes import unbroadcast
 
 leaf = Primitive("leaf", None, _same)  # a value given, not computed: a tensor from data
 
@@ -1076,7 +1077,3 @@ def _no_heaviside_derivative(*args, **attrs):
 
 heaviside.defvjp(_no_heaviside_derivative, _no_heaviside_derivative)
 
-
-# The ops of other families that this one calls when a graph is built: imported last,
-# after its own, since those families import this one (the package loads them all).
-from pargraph.ops.shapes import unbroadcast  # noqa: E402

@@ -17,6 +17,27 @@ from pargraph.ops.core import (
     shape_of,
     torch_name,
 )
+from pargraph.ops.elementwise import (
+    add,
+    constant,
+    div,
+    eq,
+    mul,
+    neg,
+    sub,
+    where,
+)
+from pargraph.ops.shapes import (
+    _einsum_sizes,
+    cat,
+    expand,
+    index,
+    reshape,
+    reshaped,
+    sum_,
+    swap_last,
+    unbroadcast,
+)
 
 
 def _gemm_cost(node: Node) -> float:
@@ -832,28 +853,3 @@ def _matrix_exp_vjp(g, out, a):
 
 
 matrix_exp.defvjp(_matrix_exp_vjp)
-
-
-# The ops of other families that this one calls when a graph is built: imported last,
-# after its own, since those families import this one (the package loads them all).
-from pargraph.ops.elementwise import (  # noqa: E402
-    add,
-    constant,
-    div,
-    eq,
-    mul,
-    neg,
-    sub,
-    where,
-)
-from pargraph.ops.reductions import sum_  # noqa: E402
-from pargraph.ops.shapes import (  # noqa: E402
-    _einsum_sizes,
-    cat,
-    expand,
-    index,
-    reshape,
-    reshaped,
-    swap_last,
-    unbroadcast,
-)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from pargraph.graph import Node
+from pargraph.ops.composites import _class_weights, _floating, _picked_gradient
 from pargraph.ops.core import (
     HALVES,
     ShapeError,
@@ -16,6 +17,19 @@ from pargraph.ops.core import (
     result_dtype,
     shape_of,
 )
+from pargraph.ops.elementwise import (
+    div,
+    exp,
+    log,
+    log1p,
+    logistic,
+    maximum,
+    mul,
+    neg,
+    sub,
+)
+from pargraph.ops.linalg import linear_weight_grad, matmul
+from pargraph.ops.shapes import index, reshaped, sum_
 
 
 def log_softmax(x: Node, dim: int) -> Node:
@@ -333,22 +347,3 @@ def _no_second_ctc_derivative(*args, **attrs):
 ctc_loss.defvjp(lambda g, out, log_probs, *rest, **attrs: ctc_loss_backward(
     g, log_probs, *rest, **attrs))
 ctc_loss_backward.defvjp(*[_no_second_ctc_derivative] * 6)
-
-
-# The ops of other families that this one calls when a graph is built: imported last,
-# after its own, since those families import this one (the package loads them all).
-from pargraph.ops.composites import _class_weights, _floating, _picked_gradient  # noqa: E402
-from pargraph.ops.elementwise import (  # noqa: E402
-    div,
-    exp,
-    log,
-    log1p,
-    logistic,
-    maximum,
-    mul,
-    neg,
-    sub,
-)
-from pargraph.ops.linalg import linear_weight_grad, matmul  # noqa: E402
-from pargraph.ops.reductions import sum_  # noqa: E402
-from pargraph.ops.shapes import index, reshaped  # noqa: E402

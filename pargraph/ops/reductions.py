@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from pargraph.graph import Node
 from pargraph.ops.core import (
     _INT64,
     HALVES,
@@ -16,16 +15,26 @@ from pargraph.ops.core import (
     is_floating,
     primitive,
 )
-
-
-@primitive("sum", _reduction)
-def sum_(x, dim=None, keepdim=False):
-    if x.dtype in HALVES:  # accumulated in float32 and rounded once, as PyTorch does
-        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
-    return x.sum(axis=dim, keepdims=keepdim)  # the method: np.sum adds a Python wrapper
-
-
-sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
+from pargraph.ops.elementwise import (
+    add,
+    cast,
+    constant,
+    div,
+    eq,
+    gt,
+    mul,
+    where,
+)
+from pargraph.ops.shapes import (
+    _along_grid,
+    _keep,
+    constant_pad,
+    expand,
+    gather,
+    index,
+    put_along_dim,
+    sum_,
+)
 
 
 def _cumsum_shape(x, dim, reverse=False):
@@ -81,16 +90,6 @@ def _no_second_cumprod_derivative(*args, **attrs):
 
 cumprod.defvjp(lambda g, out, x, dim: cumprod_grad(g, x, out, dim=dim))
 cumprod_grad.defvjp(*[_no_second_cumprod_derivative] * 3)
-
-
-def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
-    """Reinsert reduced dimensions as size 1 so that ``g`` broadcasts against the input."""
-    if keepdim or not dims:
-        return g
-    shape = list(g.shape)
-    for d in dims:
-        shape.insert(d, 1)
-    return reshaped(g, tuple(shape))
 
 
 def _norm_shape(x, dim=None, keepdim=False):
@@ -300,26 +299,3 @@ def _scatter_reduce_src(g, out, x, index, src, dim, reduce, include_self):
 
 
 scatter_reduce.defvjp(_scatter_reduce_x, None, _scatter_reduce_src)
-
-
-# The ops of other families that this one calls when a graph is built: imported last,
-# after its own, since those families import this one (the package loads them all).
-from pargraph.ops.convolution import constant_pad  # noqa: E402
-from pargraph.ops.elementwise import (  # noqa: E402
-    add,
-    cast,
-    constant,
-    div,
-    eq,
-    gt,
-    mul,
-    where,
-)
-from pargraph.ops.shapes import (  # noqa: E402
-    _along_grid,
-    expand,
-    gather,
-    index,
-    put_along_dim,
-    reshaped,
-)

@@ -1,5 +1,7 @@
 """Shapes and indexing: views (reshape, permute, expand), indexing, gathering and
-scattering, concatenation, and the graph helpers that reshape gradients."""
+scattering, concatenation, padding, and the graph helpers that reshape gradients; and the
+sum, the adjoint of broadcasting (an expand's gradient is a sum, a sum's an expand), so that
+this family stands on ``core`` alone and the others on it."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import numpy as np
 from pargraph.graph import Node
 from pargraph.ops.core import (
     _INT64,
+    HALVES,
     ShapeError,
+    _reduction,
     _same,
     broadcast_shapes,
     normalize_dim,
@@ -481,6 +485,49 @@ def shown_as(node: Node, grad_name: str, *inputs: Node) -> Node:
     return node
 
 
-# The ops of other families that this one calls when a graph is built: imported last,
-# after its own, since those families import this one (the package loads them all).
-from pargraph.ops.reductions import sum_  # noqa: E402
+# --- the sum: broadcasting's adjoint ----------------------------------------------------
+
+@primitive("sum", _reduction)
+def sum_(x, dim=None, keepdim=False):
+    if x.dtype in HALVES:  # accumulated in float32 and rounded once, as PyTorch does
+        return x.sum(axis=dim, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
+    return x.sum(axis=dim, keepdims=keepdim)  # the method: np.sum adds a Python wrapper
+
+
+sum_.defvjp(lambda g, out, x, dim=None, keepdim=False: expand(_keep(g, dim, keepdim), x.shape))
+
+
+def _keep(g: Node, dims: tuple, keepdim: bool) -> Node:
+    """Reinsert reduced dimensions as size 1 so that ``g`` broadcasts against the input."""
+    if keepdim or not dims:
+        return g
+    shape = list(g.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    return reshaped(g, tuple(shape))
+
+
+# --- padding --------------------------------------------------------------------------------
+
+def _pad_shape(x, *, pads, value):
+    shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads))
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"the padding {pads} makes the input of shape {x.shape} smaller than "
+                         f"nothing (resulting shape {shape})")
+    return shape, x.dtype
+
+
+@primitive("constant_pad", _pad_shape, grad_name="ConstantPadNdBackward0")
+def constant_pad(x, *, pads, value):
+    """``x`` with ``(before, after)`` elements of ``value`` added per dimension; a negative
+    count removes elements instead (PyTorch's F.pad)."""
+    crop = tuple(slice(-lo if lo < 0 else 0, n + hi if hi < 0 else n)
+                 for n, (lo, hi) in zip(x.shape, pads))
+    grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pads)
+    return np.pad(np.asarray(x)[crop], grow, constant_values=value)
+
+
+constant_pad.defvjp(
+    lambda g, out, x, *, pads, value: constant_pad(
+        g, pads=tuple((-lo, -hi) for lo, hi in pads), value=0)
+)
