@@ -3140,13 +3140,13 @@ class EverydayMethods:
 
     def hardshrink(self, lambd: float = 0.5) -> Any:
         """``nn.functional.hardshrink``."""
-        from pargraph.nn.activation import hardshrink
+        from pargraph.nn.functional.activation import hardshrink
 
         return hardshrink(self, lambd)
 
     def prelu(self, weight: Any) -> Any:
         """``nn.functional.prelu``."""
-        from pargraph.nn.activation import prelu
+        from pargraph.nn.functional.activation import prelu
 
         return prelu(self, weight)
 

@@ -1,127 +1,92 @@
 """``pargraph.nn``: modules, layers, losses, ``functional`` and ``init``, with PyTorch's names."""
 
 from pargraph.nn import functional, init, utils
-from pargraph.nn.activation import (
+from pargraph.nn.module import Buffer, Module, Parameter
+from pargraph.nn.modules.activation import (
     CELU,
     ELU,
+    GELU,
     GLU,
     SELU,
     Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
+    LeakyReLU,
     LogSigmoid,
+    LogSoftmax,
     Mish,
+    MultiheadAttention,
     PReLU,
+    ReLU,
     ReLU6,
     RReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmax2d,
     Softmin,
+    Softplus,
     Softshrink,
     Softsign,
+    Tanh,
     Tanhshrink,
     Threshold,
 )
-from pargraph.nn.adaptive import AdaptiveLogSoftmaxWithLoss
-from pargraph.nn.attention import (
-    MultiheadAttention,
-    Transformer,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-    TransformerEncoder,
-    TransformerEncoderLayer,
+from pargraph.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss
+from pargraph.nn.modules.batchnorm import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    SyncBatchNorm,
 )
-from pargraph.nn.containers import (
-    AlphaDropout,
-    CircularPad1d,
-    CircularPad2d,
-    CircularPad3d,
-    ConstantPad1d,
-    ConstantPad2d,
-    ConstantPad3d,
-    Dropout1d,
-    Dropout2d,
-    Dropout3d,
-    FeatureAlphaDropout,
+from pargraph.nn.modules.channelshuffle import ChannelShuffle
+from pargraph.nn.modules.container import (
+    ModuleDict,
+    ModuleList,
     ParameterDict,
     ParameterList,
-    ReflectionPad1d,
-    ReflectionPad2d,
-    ReflectionPad3d,
-    ReplicationPad1d,
-    ReplicationPad2d,
-    ReplicationPad3d,
-    Unflatten,
-    ZeroPad1d,
-    ZeroPad2d,
-    ZeroPad3d,
+    Sequential,
 )
-from pargraph.nn.conv import (
-    AdaptiveAvgPool1d,
-    AdaptiveAvgPool2d,
-    AdaptiveAvgPool3d,
-    AdaptiveMaxPool1d,
-    AdaptiveMaxPool2d,
-    AdaptiveMaxPool3d,
-    AvgPool1d,
-    AvgPool2d,
-    AvgPool3d,
+from pargraph.nn.modules.conv import (
     Conv1d,
     Conv2d,
     Conv3d,
     ConvTranspose1d,
     ConvTranspose2d,
     ConvTranspose3d,
-    FractionalMaxPool2d,
-    FractionalMaxPool3d,
-    LPPool1d,
-    LPPool2d,
-    LPPool3d,
-    MaxPool1d,
-    MaxPool2d,
-    MaxPool3d,
-    MaxUnpool1d,
-    MaxUnpool2d,
-    MaxUnpool3d,
-)
-from pargraph.nn.distance import CosineSimilarity, PairwiseDistance
-from pargraph.nn.layers import (
-    Bilinear,
-    DataParallel,
-    Dropout,
-    Flatten,
-    Identity,
-    LeakyReLU,
-    Linear,
-    LogSoftmax,
-    ModuleDict,
-    ModuleList,
-    ReLU,
-    Sequential,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Softmax2d,
-    Softplus,
-    Tanh,
-)
-from pargraph.nn.lazy import (
-    LazyBatchNorm1d,
-    LazyBatchNorm2d,
-    LazyBatchNorm3d,
     LazyConv1d,
     LazyConv2d,
     LazyConv3d,
     LazyConvTranspose1d,
     LazyConvTranspose2d,
     LazyConvTranspose3d,
+)
+from pargraph.nn.modules.distance import CosineSimilarity, PairwiseDistance
+from pargraph.nn.modules.dropout import (
+    AlphaDropout,
+    Dropout,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    FeatureAlphaDropout,
+)
+from pargraph.nn.modules.flatten import Flatten, Unflatten
+from pargraph.nn.modules.fold import Fold, Unfold
+from pargraph.nn.modules.instancenorm import (
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
     LazyInstanceNorm1d,
     LazyInstanceNorm2d,
     LazyInstanceNorm3d,
-    LazyLinear,
-    UninitializedBuffer,
-    UninitializedParameter,
 )
-from pargraph.nn.loss import (
+from pargraph.nn.modules.lazy import UninitializedBuffer, UninitializedParameter
+from pargraph.nn.modules.linear import Bilinear, Identity, LazyLinear, Linear
+from pargraph.nn.modules.loss import (
     BCELoss,
     BCEWithLogitsLoss,
     CosineEmbeddingLoss,
@@ -145,34 +110,58 @@ from pargraph.nn.loss import (
     TripletMarginLoss,
     TripletMarginWithDistanceLoss,
 )
-from pargraph.nn.module import Buffer, Module, Parameter
-from pargraph.nn.normalization import (
-    GELU,
-    BatchNorm1d,
-    BatchNorm2d,
-    BatchNorm3d,
-    Embedding,
-    GroupNorm,
-    InstanceNorm1d,
-    InstanceNorm2d,
-    InstanceNorm3d,
-    LayerNorm,
-    LocalResponseNorm,
-    RMSNorm,
-    SyncBatchNorm,
+from pargraph.nn.modules.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from pargraph.nn.modules.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
 )
-from pargraph.nn.resampling import (
-    ChannelShuffle,
-    Fold,
-    PixelShuffle,
-    PixelUnshuffle,
-    Unfold,
-    Upsample,
-    UpsamplingBilinear2d,
-    UpsamplingNearest2d,
+from pargraph.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle
+from pargraph.nn.modules.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
 )
-from pargraph.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from pargraph.nn.sparse import EmbeddingBag
+from pargraph.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from pargraph.nn.modules.sparse import Embedding, EmbeddingBag
+from pargraph.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+from pargraph.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from pargraph.nn.parallel import DataParallel
 
 __all__ = [
     "AdaptiveLogSoftmaxWithLoss",

@@ -152,11 +152,6 @@ class _Grid:
         grid = flat[:self.rows].reshape((self.n,) + self.padded + (flat.shape[1],))
         return np.ascontiguousarray(np.moveaxis(grid[(slice(None),) + region], -1, 1))
 
-    def gather_first(self, flat: np.ndarray, region: tuple) -> np.ndarray:
-        """``(C, rows)`` of the grid, ``region`` of it as a contiguous (N, C, *S)."""
-        grid = flat.reshape((flat.shape[0], self.n) + self.padded)
-        return np.ascontiguousarray(np.moveaxis(grid[(slice(None), slice(None)) + region], 0, 1))
-
     def outputs(self, out: tuple) -> tuple:
         return tuple(slice(0, o) for o in out)
 
@@ -168,8 +163,8 @@ def _kernel_blocks(w: np.ndarray) -> np.ndarray:
 
 def _shifted_conv(x: np.ndarray, w: np.ndarray, out: tuple, padding: tuple,
                   dilation: tuple) -> np.ndarray:
-    """conv at stride 1: each kernel position's (O, C) block times the shifted input rows,
-    summed in place into the output ``(O, rows)``."""
+    """conv at stride 1: the shifted input rows times each kernel position's (C, O) block,
+    summed in place into the output rows ``(rows, O)``."""
     grid = _Grid(x.shape, w.shape[2:], padding, dilation)
     flat = grid.spread(x, grid.inside)
     result = np.empty((grid.rows, w.shape[0]), x.dtype)

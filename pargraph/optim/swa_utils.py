@@ -18,7 +18,7 @@ from pargraph import factories
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.nn.module import Module
-from pargraph.nn.normalization import _BatchNorm
+from pargraph.nn.modules.batchnorm import _BatchNorm
 from pargraph.optim.lr_scheduler import LRScheduler
 from pargraph.optim.optimizer import Optimizer
 

@@ -1,5 +1,3 @@
-"""``torch.nn.modules.module``: the same layers, from pargraph."""
+"""``torch.nn.modules.module``: ``Module``, from pargraph."""
 
-from pargraph.nn import (  # noqa: F401
-    Module,
-)
+from pargraph.nn.module import Module  # noqa: F401

@@ -284,7 +284,7 @@ def _positive_iterations(n_power_iterations: int) -> int:
 def _output_dim(module: Any) -> int:
     """The dimension of a weight that holds a layer's outputs: 1 for transposed
     convolutions, else 0."""
-    from pargraph.nn.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+    from pargraph.nn.modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 
     return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
 
@@ -299,7 +299,7 @@ class _SpectralNorm:
         self.n_power_iterations = _positive_iterations(n_power_iterations)
 
     def compute_weight(self, module: Any, do_power_iteration: bool) -> Tensor:
-        from pargraph.nn.distance import normalize
+        from pargraph.nn.functional.normalization import normalize
 
         weight = getattr(module, f"{self.name}_orig")
         u, v = getattr(module, f"{self.name}_u"), getattr(module, f"{self.name}_v")
@@ -334,7 +334,7 @@ def spectral_norm(module: Any, name: str = "weight", n_power_iterations: int = 1
     >>> list(layer.state_dict())
     ['bias', 'weight_orig', 'weight_u', 'weight_v']
     """
-    from pargraph.nn.distance import normalize
+    from pargraph.nn.functional.normalization import normalize
 
     if _hook_of(module, _SpectralNorm, name) is not None:
         raise RuntimeError(f"Cannot register two spectral_norm hooks on the same parameter "

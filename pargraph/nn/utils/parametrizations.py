@@ -9,7 +9,7 @@ import numpy as np
 
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
-from pargraph.nn.distance import normalize
+from pargraph.nn.functional.normalization import normalize
 from pargraph.nn.module import Module
 from pargraph.nn.utils import (
     _keep,

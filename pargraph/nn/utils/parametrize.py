@@ -18,8 +18,8 @@ from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
-from pargraph.nn.layers import ModuleDict, ModuleList
 from pargraph.nn.module import Module, Parameter
+from pargraph.nn.modules.container import ModuleDict, ModuleList
 
 
 class _Cache:

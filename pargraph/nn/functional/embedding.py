@@ -1,21 +1,85 @@
-"""Bags of embeddings: ``EmbeddingBag`` and ``F.embedding_bag`` (PyTorch's nn.modules.sparse).
-
-A bag's rows are gathered into a padded (bags, longest bag, dim) block with a mask, so that the
-three reductions are one gather and one masked reduction each, whatever the bags' lengths.
-"""
+"""``torch.nn.functional``'s lookups: ``embedding``, ``embedding_bag`` and ``one_hot``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from pargraph._tensor import Tensor
-from pargraph.devices import check_device
-from pargraph.factories import as_tensor, empty_for_init, tensor, zeros
+from pargraph import ops
+from pargraph._tensor import Tensor, apply
+from pargraph.autograd.mode import no_grad
+from pargraph.factories import (
+    arange,
+    as_tensor,
+    tensor,
+    zeros,
+)
 from pargraph.functions import where
-from pargraph.nn.module import Module, Parameter
-from pargraph.nn.normalization import Embedding, embedding
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """Class indices as int64 rows of zeros with a one at the index.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.one_hot(pargraph.tensor([0, 2]), 3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    indices = as_tensor(tensor)
+    if indices.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes < 0:
+        num_classes = int(indices.max().item()) + 1 if indices.numel() else 0
+    checked = apply(ops.checked_index,
+        indices, num_classes, "RuntimeError",
+        ("Class values must be non-negative.", "Class values must be smaller than num_classes."),
+        "one_hot")
+    return (checked.unsqueeze(-1) == arange(num_classes)).long()
+
+
+def _renormalized(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` at ``indices`` whose norm exceeds ``max_norm`` by
+    ``max_norm / (norm + 1e-7)`` (in float64, as PyTorch's), in place and untracked."""
+    with no_grad():
+        used = zeros(weight.shape[0], dtype=bool)
+        used[indices.reshape(-1)] = True
+        norms = weight.norm(p=norm_type, dim=1).double()
+        scale = where(used & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
+        weight.mul_(scale.to(weight.dtype).unsqueeze(1))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """The rows of ``weight`` at the integer ``input``; rows at ``padding_idx`` get no gradient.
+    With ``max_norm``, the rows looked up whose ``norm_type``-norm exceeds it are first scaled
+    down to it in ``weight`` itself, as PyTorch's ``embedding_renorm_``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.embedding(pargraph.tensor([2, 0]), pargraph.eye(3)).tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
+    for name, value in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
+        if value:
+            raise NotImplementedError(f"embedding: {name}={value!r} is not supported")
+    input, weight = as_tensor(input), as_tensor(weight)
+    if input.dtype.kind not in "iu":
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+                           f"following scalar types: Long, Int; but got {input.dtype} instead")
+    if weight.ndim != 2:
+        raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
+    checked = ops.checked_index(input._node, weight.shape[0], "IndexError",
+                                "index out of range in self", "embedding")
+    if max_norm is not None:
+        _renormalized(weight, Tensor(checked), float(max_norm), float(norm_type))
+    out = weight[Tensor(checked)]
+    if padding_idx is not None:
+        padding_idx = ops.normalize_dim(padding_idx, weight.shape[0])
+        out = where((input != padding_idx).unsqueeze(-1), out, out.detach())
+    return apply(ops.shown_as, out, "EmbeddingBackward0")
+
 
 MODES = ("sum", "mean", "max")
 
@@ -106,83 +170,3 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         return total
     counts = np.maximum(real.sum(1, keepdims=True), 1).astype(weight.dtype)
     return total / tensor(counts)
-
-
-class EmbeddingBag(Module):
-    """A table of vectors whose bags of lookups are summed, averaged or maxed (PyTorch's
-    parameter name and N(0, 1) initialization; the ``padding_idx`` row starts at zero).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> bag = pargraph.nn.EmbeddingBag(10, 3, mode="sum")
-    >>> bag(pargraph.tensor([1, 2, 4, 5, 4]), pargraph.tensor([0, 2])).shape
-    pargraph.Size([2, 3])
-    """
-
-    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
-                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
-                 sparse: bool = False, _weight: Tensor | None = None,
-                 include_last_offset: bool = False, padding_idx: int | None = None,
-                 device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        check_device(device, "EmbeddingBag")
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise AssertionError("padding_idx must be within num_embeddings")
-            padding_idx %= num_embeddings
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.max_norm, self.norm_type = max_norm, norm_type
-        self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
-        self.include_last_offset, self.padding_idx = include_last_offset, padding_idx
-        if _weight is None:
-            self.weight = Parameter(empty_for_init(num_embeddings, embedding_dim))
-            self.reset_parameters()
-        else:
-            self.weight = Parameter(_weight)
-        if dtype is not None:
-            self.to(dtype)
-
-    @classmethod
-    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
-                        max_norm: float | None = None, norm_type: float = 2.0,
-                        scale_grad_by_freq: bool = False, mode: str = "mean",
-                        sparse: bool = False, include_last_offset: bool = False,
-                        padding_idx: int | None = None) -> EmbeddingBag:
-        """An EmbeddingBag holding the 2-D ``embeddings`` (not trained when ``freeze``).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> bag = pargraph.nn.EmbeddingBag.from_pretrained(pargraph.eye(3), mode="max")
-        >>> bag(pargraph.tensor([[0, 2]])).tolist()
-        [[1.0, 0.0, 1.0]]
-        """
-        if embeddings.ndim != 2:
-            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
-        rows, dim = embeddings.shape
-        made = cls(rows, dim, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings,
-                   include_last_offset, padding_idx)
-        made.weight.requires_grad = not freeze
-        return made
-
-    reset_parameters = Embedding.reset_parameters  # N(0, 1), the padding row zero
-
-    def forward(self, input: Tensor, offsets: Tensor | None = None,
-                per_sample_weights: Tensor | None = None) -> Tensor:
-        return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
-                             self.scale_grad_by_freq, self.mode, self.sparse,
-                             per_sample_weights, self.include_last_offset, self.padding_idx)
-
-    def extra_repr(self) -> str:
-        text = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.max_norm is not None:
-            text += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            text += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            text += ", scale_grad_by_freq=True"
-        text += f", mode='{self.mode}'"
-        if self.padding_idx is not None:
-            text += f", padding_idx={self.padding_idx}"
-        return text

@@ -1,20 +1,139 @@
-"""Activation functions and their modules, beyond ReLU, sigmoid and tanh: PyTorch's formulas
-as compositions of pargraph ops (their gradients follow), each function also a module."""
+"""``torch.nn.functional``'s activations: ReLU and its relatives, sigmoids, softmaxes,
+shrinkages and their in-place forms."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from pargraph import amp, ops
-from pargraph._tensor import Tensor
+from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor, default_generator, drawn, zeros
 from pargraph.functions import where
-from pargraph.nn import init as nn_init
-from pargraph.nn.module import Module, Parameter
+from pargraph.functions import where as pargraph_where
 
-# --- functions --------------------------------------------------------------------------------
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0); ``inplace``: ``input`` takes the result, as in PyTorch.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.relu(pargraph.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input: Tensor) -> Tensor:
+    """:func:`relu` in place.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> x = pargraph.tensor([-1.0, 2.0])
+    >>> _ = F.relu_(x)
+    >>> x.tolist()
+    [0.0, 2.0]
+    """
+    return input.relu_()
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.sigmoid(pargraph.zeros(1))
+    tensor([0.5000])
+    """
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    """The hyperbolic tangent.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.tanh(pargraph.zeros(1))
+    tensor([0.])
+    """
+    return input.tanh()
+
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    """exp(x) normalized along ``dim`` (computed stably).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.softmax(pargraph.zeros(2), dim=0)
+    tensor([0.5000, 0.5000])
+    """
+    return input.softmax(dim)
+
+
+def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """log(softmax(x)) along ``dim``, computed stably.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> round(F.log_softmax(pargraph.zeros(2), dim=0)[0].item(), 4)
+    -0.6931
+    """
+    return input.log_softmax(dim)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` where positive, else ``negative_slope * x``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.leaky_relu(pargraph.tensor([-2.0, 3.0]), 0.1)
+    tensor([-0.2000,  3.0000])
+    """
+    return in_place(input, pargraph_where(input > 0, input, input * negative_slope), inplace)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """:func:`leaky_relu` in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)`` (swish).
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.silu(pargraph.zeros(1))
+    tensor([0.])
+    """
+    return in_place(input, input * input.sigmoid(), inplace)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: F811
+    """``log(1 + exp(beta * x)) / beta``, computed stably; linear above ``threshold``.
+
+    Examples
+    --------
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.softplus(pargraph.zeros(1))
+    tensor([0.6931])
+    """
+    scaled = input * beta
+    # log1p(exp(-|s|)) + max(s, 0): no overflow; maximum shares its gradient at the tie s = 0,
+    # where abs gives none, so the gradient there is sigmoid(0) = 0.5, as it should be.
+    smooth = ((-scaled.abs()).exp().log1p() + scaled.maximum(scaled.new_zeros(()))) / beta
+    return pargraph_where(scaled > threshold, input, smooth)
+
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
+
+
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
@@ -362,347 +481,16 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
     return rrelu(input, lower, upper, training, inplace=True)
 
 
-# --- modules ----------------------------------------------------------------------------------
-
-
-class _Elementwise(Module):
-    """An activation module that calls its function with its arguments."""
-
-    function = staticmethod(elu)
-    arguments: tuple[str, ...] = ()
-    #: PyTorch's ``inplace``, for the functions that take it (None: the function has none).
-    inplace: bool | None = None
-
-    def forward(self, input: Tensor) -> Tensor:
-        arguments = (getattr(self, a) for a in self.arguments)
-        if self.inplace is None:
-            return type(self).function(input, *arguments)
-        return type(self).function(input, *arguments, inplace=self.inplace)
-
-    def extra_repr(self) -> str:
-        return ", ".join([f"{a}={getattr(self, a)}" for a in self.arguments]
-                         + (["inplace=True"] if self.inplace else []))
-
-
-class ELU(_Elementwise):
-    """:func:`elu` as a module.
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)``, Phi the standard normal CDF (``approximate="tanh"``: its tanh fit).
 
     Examples
     --------
-    >>> import pargraph
-    >>> pargraph.nn.ELU()(pargraph.tensor([2.0])).tolist()
-    [2.0]
+    >>> import pargraph; from pargraph.nn import functional as F
+    >>> F.gelu(pargraph.tensor([-1.0, 0.0, 2.0]))
+    tensor([-0.1587,  0.0000,  1.9545])
     """
-
-    function, arguments = staticmethod(elu), ("alpha",)
-
-    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-        self.alpha = alpha
-
-
-class CELU(_Elementwise):
-    """:func:`celu` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.CELU()(pargraph.tensor([2.0])).tolist()
-    [2.0]
-    """
-
-    function, arguments = staticmethod(celu), ("alpha",)
-
-    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-        self.alpha = alpha
-
-
-class SELU(_Elementwise):
-    """:func:`selu` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.SELU()(pargraph.tensor([0.0])).tolist()
-    [0.0]
-    """
-
-    function = staticmethod(selu)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-
-class GLU(_Elementwise):
-    """:func:`glu` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.GLU()(pargraph.tensor([2.0, 0.0])).tolist()
-    [1.0]
-    """
-
-    function, arguments = staticmethod(glu), ("dim",)
-
-    def __init__(self, dim: int = -1) -> None:
-        super().__init__()
-        self.dim = dim
-
-
-class LogSigmoid(_Elementwise):
-    """:func:`logsigmoid` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.LogSigmoid()(pargraph.tensor([0.0])).tolist()
-    [-0.6931471824645996]
-    """
-
-    function = staticmethod(logsigmoid)
-
-
-class Mish(_Elementwise):
-    """:func:`mish` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Mish()(pargraph.tensor([0.0])).tolist()
-    [0.0]
-    """
-
-    function = staticmethod(mish)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-
-class Hardsigmoid(_Elementwise):
-    """:func:`hardsigmoid` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Hardsigmoid()(pargraph.tensor([3.0])).tolist()
-    [1.0]
-    """
-
-    function = staticmethod(hardsigmoid)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def extra_repr(self) -> str:
-        return ""  # PyTorch's shows no inplace for this one
-
-
-class Hardswish(_Elementwise):
-    """:func:`hardswish` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Hardswish()(pargraph.tensor([3.0])).tolist()
-    [3.0]
-    """
-
-    function = staticmethod(hardswish)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def extra_repr(self) -> str:
-        return ""  # PyTorch's shows no inplace for this one
-
-
-class ReLU6(_Elementwise):
-    """:func:`relu6` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.ReLU6()(pargraph.tensor([7.0])).tolist()
-    [6.0]
-    """
-
-    function = staticmethod(relu6)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-
-class Softsign(_Elementwise):
-    """:func:`softsign` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Softsign()(pargraph.tensor([3.0])).tolist()
-    [0.75]
-    """
-
-    function = staticmethod(softsign)
-
-
-class Tanhshrink(_Elementwise):
-    """:func:`tanhshrink` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Tanhshrink()(pargraph.tensor([0.0])).tolist()
-    [0.0]
-    """
-
-    function = staticmethod(tanhshrink)
-
-
-class Hardtanh(_Elementwise):
-    """:func:`hardtanh` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Hardtanh(-2.0, 2.0)(pargraph.tensor([5.0])).tolist()
-    [2.0]
-    """
-
-    function, arguments = staticmethod(hardtanh), ("min_val", "max_val")
-
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
-                 inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-        if min_val > max_val:
-            raise ValueError("min_val cannot be greater than max_val")
-        self.min_val, self.max_val = min_val, max_val
-
-
-class Softmin(_Elementwise):
-    """:func:`softmin` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Softmin(dim=0)(pargraph.tensor([1.0, 1.0])).tolist()
-    [0.5, 0.5]
-    """
-
-    function, arguments = staticmethod(softmin), ("dim",)
-
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = dim
-
-
-class Softshrink(_Elementwise):
-    """:func:`softshrink` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Softshrink(1.0)(pargraph.tensor([3.0])).tolist()
-    [2.0]
-    """
-
-    function, arguments = staticmethod(softshrink), ("lambd",)
-
-    def __init__(self, lambd: float = 0.5) -> None:
-        super().__init__()
-        self.lambd = lambd
-
-
-class Hardshrink(_Elementwise):
-    """:func:`hardshrink` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Hardshrink(1.0)(pargraph.tensor([0.5, 3.0])).tolist()
-    [0.0, 3.0]
-    """
-
-    function, arguments = staticmethod(hardshrink), ("lambd",)
-
-    def __init__(self, lambd: float = 0.5) -> None:
-        super().__init__()
-        self.lambd = lambd
-
-
-class Threshold(_Elementwise):
-    """:func:`threshold` as a module.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.Threshold(1.0, 0.0)(pargraph.tensor([0.5, 3.0])).tolist()
-    [0.0, 3.0]
-    """
-
-    function, arguments = staticmethod(threshold), ("threshold", "value")
-
-    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-        self.threshold, self.value = threshold, value
-
-
-class RReLU(Module):
-    """:func:`rrelu` as a module: random slopes in training, their mean in eval.
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.RReLU(0.1, 0.3).eval()(pargraph.tensor([-1.0])).tolist()
-    [-0.20000000298023224]
-    """
-
-    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
-                 inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-        self.lower, self.upper = lower, upper
-
-    def forward(self, input: Tensor) -> Tensor:
-        return rrelu(input, self.lower, self.upper, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
-                                                             else "")
-
-
-class PReLU(Module):
-    """:func:`prelu` with a learned slope: one, or one per channel (``num_parameters``).
-
-    Examples
-    --------
-    >>> import pargraph
-    >>> pargraph.nn.PReLU()(pargraph.tensor([-4.0])).tolist()
-    [-1.0]
-    """
-
-    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None,
-                 dtype=None) -> None:
-        super().__init__()
-        self.num_parameters, self.init = num_parameters, init
-        self.weight = Parameter(zeros(num_parameters))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        nn_init.constant_(self.weight, self.init)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return prelu(input, self.weight)
-
-    def extra_repr(self) -> str:
-        return f"num_parameters={self.num_parameters}"
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got "
+                           f"{approximate!r}")
+    return apply(ops.gelu, as_tensor(input), approximate=approximate)
