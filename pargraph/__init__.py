@@ -200,6 +200,7 @@ from pargraph.threads import (
     set_num_interop_threads,
     set_num_threads,
 )
+from pargraph.torch_alias import alias_torch
 from pargraph.trace import Trace, trace
 from pargraph.viz import progress, visualize
 
@@ -233,6 +234,7 @@ globals().update({name: getattr(nn.functional, name) for name in FUNCTIONAL_AT_T
 trapz = trapezoid  # PyTorch's older name
 
 __all__ = [
+    "alias_torch",
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
     "ClusterLostError", "trace", "Trace",
     "visualize", "progress", "worker_threads", "connect", "tensor",
