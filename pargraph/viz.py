@@ -58,7 +58,8 @@ def _depths(nodes: list[Node]) -> dict[int, int]:
 
 def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
               collapse: str | None = None, params: dict | None = None):
-    """Draw the graph of ``t`` with graphviz into ``path`` (``.svg``, ``.png`` or ``.pdf``).
+    """Draw the graph of ``t`` with graphviz into ``path`` (``.svg``, ``.png`` or ``.pdf``), or
+    write its DOT source (``.gv`` or ``.dot``: no Graphviz programs needed).
 
     Forward, backward and accumulation nodes are styled differently; parameters and inputs
     are boxes; nodes of the same depth share a rank (the levels that can run in parallel);
@@ -71,7 +72,7 @@ def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
     >>> import os, tempfile, pargraph
     >>> w = pargraph.ones(3, requires_grad=True)
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     pargraph.visualize((w.exp() * w).sum(), os.path.join(folder, "graph.svg")).name
+    ...     pargraph.visualize((w.exp() * w).sum(), os.path.join(folder, "graph.gv")).name
     'pargraph'
     """
     try:
@@ -103,6 +104,9 @@ def visualize(t: Tensor, path: str | os.PathLike, backward: bool = True,
             dot.edge(g.key, leaf.key, label="grad", style="dashed", color="#3B75AF",
                      constraint="false")
     base = os.path.splitext(os.fspath(path))[0]
+    if fmt in ("gv", "dot"):  # the source itself: Graphviz's programs render it later
+        dot.save(os.fspath(path))
+        return dot
     try:
         dot.render(base, cleanup=True)
     except graphviz.ExecutableNotFound:

@@ -6,7 +6,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -316,12 +315,12 @@ def test_connect_timeout_bounds_an_unreachable_address(demo, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
-    start = time.perf_counter()
     done = _run(demo, "--quiet", "--address", address, "--connect-timeout", "1", timeout=60,
                 tmp_path=tmp_path)
     assert done.returncode != 0
+    # The demo passed its timeout on (the bound itself is pargraph.connect's, tested in
+    # tests/test_cluster.py; a wall clock around a whole interpreter measures the machine).
     assert f"could not reach the dask scheduler at {address} within 1 s" in done.stderr
-    assert time.perf_counter() - start < 15  # interpreter start-up included
 
 
 @pytest.mark.parametrize("demo", sorted(SMALL))

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -421,6 +422,8 @@ def test_tensors_are_dask_collections():
     assert isinstance(persisted, pargraph.Tensor) and persisted.tolist() == [6.0, 6.0, 6.0]
 
 
+@pytest.mark.skipif(shutil.which("dot") is None,
+                    reason="Graphviz's dot is not installed (apt-get install graphviz)")
 def test_dask_visualize_draws_the_graph(tmp_path, unfused):
     path = tmp_path / "graph.svg"
     t = (pargraph.ones(3).exp() + 1).sum()
