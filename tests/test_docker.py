@@ -41,6 +41,20 @@ def test_compose_file_structure():
     assert "/out/" in SERVICES["trainer"]["command"]
 
 
+def test_services_name_the_release_restart_and_are_bounded():
+    for name, service in SERVICES.items():
+        assert service["image"] == f"pargraph:{pargraph.__version__}", name  # not :latest
+        limits = service["deploy"]["resources"]["limits"]
+        assert float(limits["cpus"]) > 0 and re.fullmatch(r"\d+[kmg]", limits["memory"]), name
+    assert SERVICES["scheduler"]["restart"] == SERVICES["worker"]["restart"] == "unless-stopped"
+    assert SERVICES["trainer"]["restart"] == "no"  # a finished run is not trained again
+
+
+def test_the_package_ships_its_type_hints():
+    typed = os.path.join(os.path.dirname(pargraph.__file__), "py.typed")
+    assert os.path.exists(typed)  # PEP 561: checkers read pargraph's annotations
+
+
 def _dockerfile() -> str:
     with open(os.path.join(ROOT, "docker", "Dockerfile")) as file:
         return file.read()
