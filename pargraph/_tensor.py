@@ -681,6 +681,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([1.0]).add(pargraph.tensor([2.0]), alpha=3).tolist()
         [7.0]
         """
+        alpha = _alpha(self, other, alpha)
         return self + (other if alpha == 1 else other * alpha)
 
     def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -692,6 +693,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([7.0]).sub(pargraph.tensor([1.0]), alpha=3).tolist()
         [4.0]
         """
+        alpha = _alpha(self, other, alpha)
         return self - (other if alpha == 1 else other * alpha)
 
     def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -1199,11 +1201,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
         self._check_in_place()
+        alpha = _alpha(self, other, alpha)
         other = other if alpha == 1 else _binary(ops.mul, other, alpha)
         return self._rebind(_binary(ops.add, self, other)._node)
 
     def sub_(self, other: Any, *, alpha: float = 1) -> Tensor:
         self._check_in_place()
+        alpha = _alpha(self, other, alpha)
         other = other if alpha == 1 else _binary(ops.mul, other, alpha)
         return self._rebind(_binary(ops.sub, self, other)._node)
 
@@ -1652,6 +1656,20 @@ def operand(value: Any) -> Node | int | float | bool:
         return leaf_of(value)
     raise TypeError(f"unsupported operand type: {type(value).__name__} (expected a Tensor, a "
                     "Python number, a numpy array or a list)")
+
+
+def _alpha(x: Tensor, other: Any, alpha: Any) -> Any:
+    """``add``'s and ``sub``'s ``alpha`` checked against the result's dtype as PyTorch does,
+    and as the result's dtype takes it (a bool result: whether it is nonzero)."""
+    if type(alpha) is int and alpha == 1:
+        return alpha
+    kind = ops.result_dtype(x._node, operand(other)).kind
+    if isinstance(alpha, bool) and kind != "b":
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if kind in "biu" and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    return bool(alpha) if kind == "b" else alpha
 
 
 def _binary(prim: ops.Primitive, x: Any, y: Any) -> Tensor:

@@ -1,23 +1,27 @@
 """How PyTorch reads a method's arguments: numpy's spellings, empty and 0-d dims, tensors only.
 
 PyTorch's argument parser takes numpy's names beside its own for every native method and
-function: ``axis`` for ``dim`` and ``keepdims`` for ``keepdim`` (``x.sum(axis=1, keepdims=True)``
-is ``x.sum(dim=1, keepdim=True)``). And for the ops that take a ``dim``, a 0-d tensor has one
-dimension, 0 or -1: a reduction, scan, sort or flip of it along that dimension is the op on
-its one element, and the result is 0-d again. An empty ``dim`` of a sum or mean is every
-dimension. And some binary ops take a tensor only as their second argument
+function: ``axis`` for ``dim`` and ``keepdims`` for ``keepdim`` (``x.sum(axis=1,
+keepdims=True)`` is ``x.sum(dim=1, keepdim=True)``), and still the deprecated overloads that put
+a scale first (``p.data.add_(-lr, p.grad)``), with a warning. And for the ops that take a
+``dim``, a 0-d tensor has one dimension, 0 or -1: a reduction, scan, sort or flip of it along
+that dimension is the op on its one element, and the result is 0-d again. An empty ``dim`` of a
+sum or mean is every dimension. And some binary ops take a tensor only as their second argument
 (``torch.maximum(x, 2)`` is a TypeError).
 
-:func:`install` wraps the Tensor methods that take a ``dim`` or ``keepdim`` once, when the
-class is complete; the ``pargraph.<name>`` functions call the methods, and follow.
+:func:`install` wraps the Tensor methods that take a ``dim`` or ``keepdim`` once, when the class
+is complete; the ``pargraph.<name>`` functions call the methods, and follow.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
+
+from pargraph.graph import user_stacklevel
 
 #: numpy's spellings PyTorch's parser takes, and the names they stand for.
 ALIASES = {"axis": "dim", "keepdims": "keepdim"}
@@ -43,6 +47,18 @@ TENSOR_OTHER = frozenset(
     "heaviside".split())
 
 
+#: PyTorch's deprecated overloads that take the scale first (``x.add_(-lr, g)`` is
+#: ``x.add_(g, alpha=-lr)``): the method, the scale's name, and the modern signature.
+SCALE_FIRST = {
+    "add": ("alpha", "Tensor other"), "add_": ("alpha", "Tensor other"),
+    "sub": ("alpha", "Tensor other"), "sub_": ("alpha", "Tensor other"),
+    "addcmul": ("value", "Tensor tensor1, Tensor tensor2"),
+    "addcmul_": ("value", "Tensor tensor1, Tensor tensor2"),
+    "addcdiv": ("value", "Tensor tensor1, Tensor tensor2"),
+    "addcdiv_": ("value", "Tensor tensor1, Tensor tensor2"),
+}
+
+
 def install(cls: type) -> None:
     """Wrap ``cls``'s public methods that take ``dim``/``keepdim``/``dims``, and those of
     :data:`TENSOR_OTHER` (see the module's docstring)."""
@@ -65,6 +81,8 @@ def install(cls: type) -> None:
                                         position, name in EMPTY_IS_ALL))
         elif name in TENSOR_OTHER:
             setattr(cls, name, _tensor_other(method, parameters[1]))
+        elif name in SCALE_FIRST:
+            setattr(cls, name, _scale_first(method, *SCALE_FIRST[name]))
 
 
 def _tensor_other(method: Callable, argument: str) -> Callable:
@@ -76,6 +94,26 @@ def _tensor_other(method: Callable, argument: str) -> Callable:
             raise TypeError(f"{name}(): argument '{argument}' (position 2) must be Tensor, "
                             f"not {type(other).__name__}")
         return method(self, other, *args, **kwargs)
+
+    return wrapper
+
+
+def _scale_first(method: Callable, scale: str, tensors: str) -> Callable:
+    """``method`` also taking PyTorch's deprecated overload ``(Number scale, *tensors)``,
+    with PyTorch's warning."""
+    name = method.__name__
+    count = tensors.count("Tensor")
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == count + 1 and isinstance(args[0], (int, float)) and \
+                scale not in kwargs:  # a bool too: PyTorch reads it as a Number
+            warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number {scale}, "
+                          f"{tensors})\nConsider using one of the following signatures "
+                          f"instead:\n\t{name}({tensors}, *, Number {scale} = 1)",
+                          UserWarning, stacklevel=user_stacklevel())
+            return method(self, *args[1:], **{scale: args[0]}, **kwargs)
+        return method(self, *args, **kwargs)
 
     return wrapper
 

@@ -118,8 +118,6 @@ UNTESTED: dict[str, str] = {
              "(the weight averaging uses lerp_)",
     "detach_": "untested: the in-place detach of a non-leaf",
     "data_ptr": "an address: it differs between any two tensors by design",
-    "dropout3d": "untested: Dropout3d's function (its masks are random; the 1d and 2d "
-                 "forms are tested in tests/test_nn_breadth.py)",
     "max_unpool1d": "untested: MaxUnpool2d is tested (tests/test_nn_breadth.py), the 1d and "
                     "3d forms share its code",
     "max_unpool3d": "the same",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.factories import as_tensor, default_generator, drawn
+from pargraph.graph import user_stacklevel
 from pargraph.nn.functional.activation import in_place
 
 
@@ -45,24 +47,57 @@ def _kept(shape: tuple, p: float, dtype: Any) -> Tensor:
     return drawn(lambda: (default_generator().random(shape) >= p).astype(dtype))
 
 
-def _channel_mask(input: Tensor, p: float, spatial: int, op: str) -> Tensor:
-    """:func:`_kept` for whole channels: shape (N, C, 1, ...) for batched input, (C, 1, ...)
-    for unbatched."""
-    if input.ndim not in (spatial + 1, spatial + 2):
-        raise RuntimeError(f"{op}: Expected {spatial + 1}D or {spatial + 2}D input, but "
-                           f"received a {input.ndim}D input")
-    channels = tuple(input.shape[:input.ndim - spatial])
-    return _kept(channels + (1,) * spatial, p, input.dtype)
+#: What PyTorch says of a channel dropout given an input of other dimensions than its own.
+_OTHER_DIMENSIONS = (
+    "{op}: Received a {ndim}-D input to {op}, which is deprecated and will result in an error "
+    "in a future release. To retain the behavior and silence this warning, please use dropout "
+    "instead. Note that {op} exists to provide channel-wise dropout on inputs with {spatial} "
+    "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. {low}D or "
+    "{high}D inputs).")
+_THREE_D_TO_2D = (
+    "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+    "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+    "This behavior will change in a future release to interpret the input as one without a "
+    "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
+    "please switch to using dropout1d instead.")
+
+
+def _channels(input: Tensor, spatial: int, op: str) -> int:
+    """How many leading dimensions a channel dropout draws its mask over, with PyTorch's
+    warnings and errors: ``dropout1d`` takes (C, L) or (N, C, L) only; ``dropout2d`` masks
+    the first two dimensions of any input of two or more (a 3-D one as (N, C, L));
+    ``dropout3d`` treats all but 5-D input as unbatched, masking the first dimension."""
+    ndim = input.ndim
+    if spatial == 1:
+        if ndim not in (2, 3):
+            raise RuntimeError(
+                f"dropout1d: Expected 2D or 3D input, but received a {ndim}D input. Note that "
+                "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial "
+                "dimension, a channel dimension, and an optional batch dimension (i.e. 2D or "
+                "3D inputs).")
+        return ndim - 1
+    if ndim not in (spatial + 1, spatial + 2):
+        warnings.warn(_OTHER_DIMENSIONS.format(op=op, ndim=ndim, spatial=spatial,
+                                               low=spatial + 1, high=spatial + 2),
+                      stacklevel=user_stacklevel())
+    if spatial == 2 and ndim == 3:
+        warnings.warn(_THREE_D_TO_2D, stacklevel=user_stacklevel())
+    leading = 2 if spatial == 2 or ndim == spatial + 2 else 1
+    if ndim + (leading == 1) < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return leading
 
 
 def _channel_dropout(input: Tensor, p: float, training: bool, spatial: int, op: str) -> Tensor:
     _check_probability(p)
     input = as_tensor(input)
+    leading = _channels(input, spatial, op)
     if not training or p == 0:
         return input
     if p == 1:
         return input * 0.0
-    return input * (_channel_mask(input, p, spatial, op) / (1 - p))
+    shape = tuple(input.shape[:leading]) + (1,) * (input.ndim - leading)
+    return input * (_kept(shape, p, input.dtype) / (1 - p))
 
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
@@ -80,7 +115,8 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
-    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` input with probability ``p``.
+    """Zero whole channels of ``(N, C, H, W)`` input with probability ``p`` (other inputs as
+    PyTorch: a 3-D one as ``(N, C, L)``, others with its warning).
 
     Examples
     --------
