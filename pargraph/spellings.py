@@ -61,7 +61,7 @@ SCALE_FIRST = {
 
 def install(cls: type) -> None:
     """Wrap ``cls``'s public methods that take ``dim``/``keepdim``/``dims``, and those of
-    :data:`TENSOR_OTHER` (see the module's docstring)."""
+    :data:`TENSOR_OTHER` and :data:`SCALE_FIRST` (see the module's docstring)."""
     for name in dir(cls):
         if name.startswith("_"):
             continue
