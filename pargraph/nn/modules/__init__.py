@@ -34,7 +34,7 @@ from pargraph.nn.modules.activation import (
     Tanhshrink,
     Threshold,
 )
-from pargraph.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss, ASMoutput
+from pargraph.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss
 from pargraph.nn.modules.batchnorm import (
     BatchNorm1d,
     BatchNorm2d,
@@ -86,17 +86,14 @@ from pargraph.nn.modules.instancenorm import (
     LazyInstanceNorm3d,
 )
 from pargraph.nn.modules.lazy import (
-    LazyModuleMixin,
     UninitializedBuffer,
     UninitializedParameter,
-    is_lazy,
 )
 from pargraph.nn.modules.linear import (
     Bilinear,
     Identity,
     LazyLinear,
     Linear,
-    NonDynamicallyQuantizableLinear,
 )
 from pargraph.nn.modules.loss import (
     BCELoss,
@@ -171,6 +168,8 @@ from pargraph.nn.modules.transformer import (
     TransformerDecoderLayer,
     TransformerEncoder,
     TransformerEncoderLayer,
-    generate_square_subsequent_mask,
 )
 from pargraph.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+
+#: Every layer above: what ``pargraph.nn`` takes from here (``from ... import *``).
+__all__ = sorted(name for name, value in globals().items() if isinstance(value, type))
