@@ -802,7 +802,7 @@ def _lstm_ref(gates_x, h, c, w, b):
     i, f, o = (1 / (1 + np.exp(-z)) for z in (i, f, o))
     g = np.tanh(g)
     c_new = f * c + i * g
-    return np.stack([o * np.tanh(c_new), c_new, i, f, g, o])  # the gates kept for backward
+    return np.stack([o * np.tanh(c_new), c_new, i, f, o, g])  # the gates kept for backward
 
 
 def _lstm_grads_ref(grad, gates_x, h, c, w, b):

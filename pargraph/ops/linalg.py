@@ -77,6 +77,16 @@ def _matmul_shape(x, y):
 @primitive("matmul", _matmul_shape, grad_name="MmBackward0", blas=True,
            cost=lambda node: _gemm_cost(node), products=_matmul_products)
 def matmul(x, y):
+    return _stacked_matmul(x, y)
+
+
+def _stacked_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x @ y``; a stack of matrices times one matrix as one BLAS product of all the stack's
+    rows, where numpy's matmul makes one product per matrix of the stack (twice the time
+    for a (64, 32, 256) stack)."""
+    if x.ndim > 2 and y.ndim == 2:
+        rows = np.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))
+        return np.matmul(rows, y).reshape(x.shape[:-1] + (y.shape[1],))
     return np.matmul(x, y)
 
 
@@ -119,7 +129,7 @@ def _linear_shape(x, w, b=None):
            products=lambda node: _products(node.inputs[0], *node.inputs[1].shape))
 def linear(x, w, b=None):
     """x @ w.T + b as one node: an MLP layer is one task and three vjp nodes, not a dozen."""
-    out = np.matmul(x, w.T)
+    out = _stacked_matmul(x, w.T)
     if b is not None:
         out += b
     return out

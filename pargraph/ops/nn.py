@@ -199,11 +199,7 @@ def _lstm_gates(gates_x, h, c, w_hh, b_hh):
         gates = gates + gates_x
     if b_hh is not None:
         gates = gates + b_hh
-    n = c.shape[-1]
-    i, f = logistic(gates[..., :n]), logistic(gates[..., n:2 * n])
-    g, o = np.tanh(gates[..., 2 * n:3 * n]), logistic(gates[..., 3 * n:])
-    c_new = f * c + i * g
-    return i, f, g, o, c_new
+    return gates
 
 
 def _lstm_cell_shape(gates_x, h, c, w_hh, b_hh=None):
@@ -212,30 +208,78 @@ def _lstm_cell_shape(gates_x, h, c, w_hh, b_hh=None):
     return (6,) + c.shape, result_dtype(gates_x, h, c)
 
 
+def _one_float(*arrays) -> bool:
+    """Whether the arrays (None aside) share one dtype, float32 or float64: the cell's kernels
+    then write their results in place; other dtypes take numpy's promotions."""
+    dtypes = {a.dtype for a in arrays if a is not None}
+    return len(dtypes) == 1 and dtypes <= {np.dtype(np.float32), np.dtype(np.float64)}
+
+
 @primitive("lstm_cell", _lstm_cell_shape, grad_name="LstmCellBackward0", blas=True)
 def lstm_cell(gates_x, h, c, w_hh, b_hh=None):
-    """One LSTM step as one node: ``[h', c', i, f, g, o]`` stacked, from the input's part of
+    """One LSTM step as one node: ``[h', c', i, f, o, g]`` stacked, from the input's part of
     the gates (``x W_ih^T + b_ih``), the last states and the hidden weights, with PyTorch's
-    gate order (input, forget, cell, output). The activated gates are kept for the gradient,
-    one node too (:func:`lstm_cell_grads`), which then needs no matrix product again."""
-    i, f, g, o, c_new = _lstm_gates(gates_x, h, c, w_hh, b_hh)
-    return np.stack([o * np.tanh(c_new), c_new, i, f, g, o])
+    gate order (input, forget, cell, output) in the weights. The activated gates are kept for
+    the gradient, one node too (:func:`lstm_cell_grads`), which then needs no matrix product
+    again. The three sigmoid gates sit side by side, so one pass activates them."""
+    gates, n = _lstm_gates(gates_x, h, c, w_hh, b_hh), c.shape[-1]
+    if not _one_float(gates, c):
+        i, f = logistic(gates[..., :n]), logistic(gates[..., n:2 * n])
+        g, o = np.tanh(gates[..., 2 * n:3 * n]), logistic(gates[..., 3 * n:])
+        c_new = f * c + i * g
+        return np.stack([o * np.tanh(c_new), c_new, i, f, o, g])
+    out = np.empty((6,) + c.shape, gates.dtype)
+    for row, start in ((2, 0), (3, n), (4, 3 * n)):
+        np.negative(gates[..., start:start + n], out=out[row])
+    sigmoids = out[2:5]
+    with np.errstate(over="ignore"):  # exp(-x) overflowing to inf gives the limit, 0
+        np.exp(sigmoids, out=sigmoids)
+    sigmoids += 1
+    np.reciprocal(sigmoids, out=sigmoids)
+    i, f, o, g = out[2], out[3], out[4], np.tanh(gates[..., 2 * n:3 * n], out=out[5])
+    c_new = np.multiply(f, c, out=out[1])
+    c_new += i * g
+    np.multiply(np.tanh(c_new, out=out[0]), o, out=out[0])
+    return out
 
 
 @primitive("lstm_cell_grads", shape=lambda grad, out, c: (c.shape[:-1] + (5 * c.shape[-1],),
                                                           c.dtype))
 def lstm_cell_grads(grad, out, c):
     """The gradient of :func:`lstm_cell` with respect to its gates' pre-activations (its first
-    ``4H`` columns) and to the last cell state (the last ``H``), from ``grad`` (of its six
-    rows: the gates' are zeros unless something read them) and the cell's kept gates."""
-    c_new, i, f, g, o = out[1], out[2], out[3], out[4], out[5]
+    ``4H`` columns, in the weights' order i, f, g, o) and to the last cell state (the last
+    ``H``), from ``grad`` (of its six rows: the gates' are zeros unless something read them)
+    and the cell's kept gates."""
+    c_new, i, f, o, g = out[1], out[2], out[3], out[4], out[5]
+    if not _one_float(grad, out, c):
+        tanh_c = np.tanh(c_new)
+        d_c = grad[1] + grad[0] * o * (1 - tanh_c * tanh_c)
+        d_gates = np.concatenate([(d_c * g + grad[2]) * i * (1 - i),
+                                  (d_c * c + grad[3]) * f * (1 - f),
+                                  (d_c * i + grad[5]) * (1 - g * g),
+                                  (grad[0] * tanh_c + grad[4]) * o * (1 - o)], -1)
+        return np.concatenate([d_gates, d_c * f], -1)
+    # Each part computed whole and contiguous, then one concatenation: numpy's loops over
+    # column blocks of the (batch, 5H) result would run row by row.
     tanh_c = np.tanh(c_new)
-    d_c = grad[1] + grad[0] * o * (1 - tanh_c * tanh_c)
-    d_gates = np.concatenate([(d_c * g + grad[2]) * i * (1 - i),
-                              (d_c * c + grad[3]) * f * (1 - f),
-                              (d_c * i + grad[4]) * (1 - g * g),
-                              (grad[0] * tanh_c + grad[5]) * o * (1 - o)], -1)
-    return np.concatenate([d_gates, d_c * f], -1)
+    d_c = np.multiply(tanh_c, tanh_c)  # 1 - tanh(c')^2, times o and the incoming gradient
+    np.subtract(1, d_c, out=d_c)
+    d_c *= o
+    d_c *= grad[0]
+    d_c += grad[1]  # plus the gradient of c' itself
+    parts = np.empty((5,) + c.shape, c.dtype)  # of i, f, g, o and the last cell state
+    np.multiply(d_c, g, out=parts[0])
+    np.multiply(d_c, c, out=parts[1])
+    parts[:2] += grad[2:4]
+    np.multiply(grad[0], tanh_c, out=parts[3])
+    parts[3] += grad[4]
+    for k, s in ((0, i), (1, f), (3, o)):  # through the sigmoids
+        parts[k] *= s * (1 - s)
+    np.multiply(d_c, i, out=parts[2])
+    parts[2] += grad[5]
+    parts[2] *= 1 - g * g  # through the tanh
+    np.multiply(d_c, f, out=parts[4])
+    return np.concatenate(parts, -1)
 
 
 def _lstm_cell_vjp_of_many(grad, out, positions, gates_x, h, c, w_hh, b_hh=None):
