@@ -116,10 +116,12 @@ class Compiled:
                 return _concrete(result)
             program, result = capture.finish(result)
         # Kept only once the capture has ended: a Ctrl-C inside the block rolls the call back,
-        # and a program kept meanwhile would replay onto state it never produced.
-        for record in program.optimizers:
-            record.settle()
-        self.programs.insert(0, program)
+        # and a program kept meanwhile would replay onto state it never produced. Settling
+        # rebinds the optimizer's tensors one by one: a Ctrl-C waits until all are.
+        with interrupts.deferred():
+            for record in program.optimizers:
+                record.settle()
+            self.programs.insert(0, program)
         return result
 
     def __repr__(self) -> str:

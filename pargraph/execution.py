@@ -32,6 +32,7 @@ from pargraph.capturing import recording
 from pargraph.graph import FREED, Node
 from pargraph.interrupts import interrupts
 from pargraph.lowering import local_value, lower, plan, realized_meanwhile
+from pargraph.ops.gemm import blas as products
 from pargraph.partition import Granularity
 from pargraph.remote.recovery import check_held_values, cluster_lost
 from pargraph.remote.replication import keep_until_copied
@@ -103,11 +104,14 @@ class LocalState:
         #: Objects with a ``run(computed_nodes, get)`` context manager, entered around every
         #: run (the trace layer registers itself here; execution never imports it).
         self.observers: list = []
-        #: threadpoolctl's controller, and how many modules were loaded when it scanned.
+        #: threadpoolctl's controller, and how many modules (and libraries ``ops.gemm``)
+        #: were loaded when it scanned.
         self.blas: Any = None
-        self.modules_at_scan = 0
-        #: Whether every BLAS library it found is OpenBLAS (see ``blas_limited``).
-        self.openblas = False
+        self.modules_at_scan = (0, 0)
+        #: Whether every BLAS library it found runs small products on one thread whatever
+        #: its count: OpenBLAS, and libraries of one thread such as the sequential MKL of
+        #: ``ops.gemm`` (see ``blas_limited``).
+        self.one_thread_rule = False
         #: The nodes the last backward freed that still hold a value (``_forget_structure``).
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
         #: How each structure's threaded runs went in each mode, by plan.
@@ -214,16 +218,19 @@ def blas_limited(get: Callable, blas: str = ONE_BLAS):
     if blas is ALL_BLAS or not is_threaded(get) or not dask.config.get(
             "pargraph.limit-blas", True) or dask.config.get("pargraph.adaptive", True) == BLAS_FREE:
         return _UNLIMITED
-    # Scanning for BLAS libraries costs more than a task; a new one can only be loaded by an
-    # import, so scan again only when modules were imported since the last scan.
-    if local.blas is None or len(sys.modules) != local.modules_at_scan:
+    # Scanning for BLAS libraries costs more than a task; a new one is loaded by an import or
+    # by ops.gemm, so scan again only when modules or MKL were loaded since the last scan.
+    products.functions()  # MKL, where a run's products will load it, loads before the scan
+    loaded = (len(sys.modules), products.loads)
+    if local.blas is None or loaded != local.modules_at_scan:
         from threadpoolctl import ThreadpoolController
 
         local.blas = ThreadpoolController()
-        local.modules_at_scan = len(sys.modules)
-        local.openblas = all(library.internal_api == "openblas"
-                             for library in local.blas.select(user_api="blas").lib_controllers)
-    if blas is ANY_BLAS and local.openblas:
+        local.modules_at_scan = loaded
+        local.one_thread_rule = all(
+            library.internal_api == "openblas" or library.num_threads == 1
+            for library in local.blas.select(user_api="blas").lib_controllers)
+    if blas is ANY_BLAS and local.one_thread_rule:
         return _UNLIMITED
     blas_threads.controller = local.blas
     return blas_threads

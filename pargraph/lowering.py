@@ -24,6 +24,7 @@ from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.costs import StructureCosts, decisions, describe
 from pargraph.graph import FORWARD, UPDATE, Node, StructureCache, last_model, toposort
+from pargraph.ops.gemm import ONE_THREAD, ONE_THREAD_VECTOR
 from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_partition
 from pargraph.remote.layout import (
     INLINE_BYTES,
@@ -285,10 +286,9 @@ WIDE_SECONDS = 0.5e-3
 #: chain of estimated work) runs its branches side by side, one BLAS thread each: towers of
 #: big products keep every thread busy that way, and between products too.
 WIDE_GRAPH = 2.0
-#: OpenBLAS runs a matrix product on one thread, whatever its count, up to this m·n·k
-#: (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4), and a product with a
-#: single row or column (a matrix-vector product or a dot) up to this many elements.
-OPENBLAS_ONE_THREAD, OPENBLAS_ONE_THREAD_VECTOR = 262_144, 8_192
+#: Products BLAS runs on one thread, whatever its count (OpenBLAS's rule; ``ops.gemm``
+#: keeps MKL to it).
+OPENBLAS_ONE_THREAD, OPENBLAS_ONE_THREAD_VECTOR = ONE_THREAD, ONE_THREAD_VECTOR
 
 
 def blas_threads_of(computed: list[Node], workers: int = 1) -> str:

@@ -30,11 +30,11 @@ ALLOWED = {
     "runtime.py": {"pargraph.graph", "pargraph.ops"},
     "remote": {"pargraph.graph", "pargraph.interrupts", "pargraph.runtime", "pargraph.remote"},
     "lowering.py": {"pargraph.graph", "pargraph.costs", "pargraph.partition", "pargraph.runtime",
-                    "pargraph.remote"},
+                    "pargraph.remote", "pargraph.ops"},
     "threads.py": {"pargraph.interrupts"},
     "execution.py": {"pargraph.graph", "pargraph.capturing", "pargraph.interrupts",
                      "pargraph.lowering", "pargraph.partition", "pargraph.runtime",
-                     "pargraph.remote", "pargraph.threads"},
+                     "pargraph.remote", "pargraph.threads", "pargraph.ops"},
     "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution", "pargraph.interrupts",
                  "pargraph.capturing", "pargraph.remote", "pargraph.runtime", "pargraph.dtypes"},
 }

@@ -193,7 +193,7 @@ def _shifted_weight_grad(x: np.ndarray, g: np.ndarray, kernel: tuple, padding: t
     flat, rows = grid.spread(x, grid.inside), grid.spread_first(g, grid.outputs(g.shape[2:]))
     grad = np.empty((len(grid.offsets), g.shape[1], x.shape[1]), g.dtype)
     for k, offset in enumerate(grid.offsets):
-        np.matmul(rows, flat[offset:offset + grid.rows], out=grad[k])
+        gemm(rows, flat[offset:offset + grid.rows], grad[k], accumulate=False)
     return np.ascontiguousarray(np.moveaxis(grad, 0, -1)).reshape(
         (g.shape[1], x.shape[1]) + tuple(kernel))
 

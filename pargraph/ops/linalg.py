@@ -27,6 +27,7 @@ from pargraph.ops.elementwise import (
     sub,
     where,
 )
+from pargraph.ops.gemm import product
 from pargraph.ops.shapes import (
     _einsum_sizes,
     cat,
@@ -86,8 +87,8 @@ def _stacked_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     for a (64, 32, 256) stack)."""
     if x.ndim > 2 and y.ndim == 2:
         rows = np.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))
-        return np.matmul(rows, y).reshape(x.shape[:-1] + (y.shape[1],))
-    return np.matmul(x, y)
+        return product(rows, y).reshape(x.shape[:-1] + (y.shape[1],))
+    return product(x, y) if x.ndim == 2 and y.ndim == 2 else np.matmul(x, y)
 
 
 def _matmul_vjp(which: int) -> Callable:
@@ -163,7 +164,7 @@ def linear_weight_grad(g, x):
         # One row: an outer product, the same numbers (one product each), which numpy's
         # multiply computes faster than a BLAS matrix product of inner dimension 1.
         return np.multiply(g.T, x)
-    return np.matmul(g.T, x)
+    return product(g.T, x)
 
 
 linear_weight_grad.defvjp(
