@@ -38,9 +38,9 @@ _MKL_SEQUENTIAL = 1
 #: (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4), and a product with a
 #: single row or column (a matrix-vector product or a dot) up to this many elements.
 ONE_THREAD, ONE_THREAD_VECTOR = 262_144, 8_192
-#: Products of fewer multiply-adds run through numpy: a ctypes call costs a few
-#: microseconds more than numpy's own dispatch, more than such a product takes.
-SMALL = 1 << 15
+#: :func:`product` leaves products of fewer multiply-adds to numpy: its ctypes call costs
+#: ~7 us more than numpy's own dispatch, more than MKL gains below about a million.
+SMALL = 1 << 20
 
 
 class Blas:
@@ -190,8 +190,9 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool) -> None:
 
 
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` of two 2-d arrays as a fresh array, through :data:`blas` where it can be
-    called (one dtype, float32 or float64, not a tiny product), else numpy's matmul.
+    """``a @ b`` of two 2-d arrays as a fresh array, through MKL where :data:`blas` runs it
+    (one dtype, float32 or float64, at least :data:`SMALL` multiply-adds), else numpy's
+    matmul.
 
     Examples
     --------
@@ -199,7 +200,8 @@ def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     [3.0, 3.0, 3.0, 3.0]
     """
     if (a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype
-            or math.prod(a.shape) * b.shape[1] < SMALL or a.dtype not in blas.functions()):
+            or math.prod(a.shape) * b.shape[1] < SMALL or a.dtype not in blas.functions()
+            or blas.name != "mkl"):
         return np.matmul(a, b)
     c = np.empty((a.shape[0], b.shape[1]), a.dtype)
     gemm(a, b, c, accumulate=False)
