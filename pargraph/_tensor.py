@@ -538,7 +538,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         dtype = dtype_of_to(args, kwargs, "to")
         if dtype is None or np.dtype(dtype) == self.dtype:
             return self
-        return _wrap(ops.cast(self._node, dtype=np.dtype(dtype)))
+        return apply(ops.cast, self._node, dtype=np.dtype(dtype))
 
     def cpu(self) -> Tensor:
         return self
@@ -588,59 +588,59 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return self.to(dtype)
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
-        return _wrap(ops.clone(self._node))
+        return apply(ops.clone, self._node)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
     # --- operators ----------------------------------------------------------------------
 
-    def __add__(self, other): return _binary(ops.add, self, other)
-    def __radd__(self, other): return _binary(ops.add, other, self)
-    def __sub__(self, other): return _binary(ops.sub, self, other)
-    def __rsub__(self, other): return _binary(ops.sub, other, self)
-    def __mul__(self, other): return _binary(ops.mul, self, other)
-    def __rmul__(self, other): return _binary(ops.mul, other, self)
-    def __truediv__(self, other): return _binary(ops.div, self, other)
-    def __rtruediv__(self, other): return _binary(ops.div, other, self)
-    def __pow__(self, other): return _binary(ops.pow_, self, other)
-    def __rpow__(self, other): return _binary(ops.pow_, other, self)
+    def __add__(self, other): return apply(ops.add, self, operand(other))
+    def __radd__(self, other): return apply(ops.add, operand(other), self)
+    def __sub__(self, other): return apply(ops.sub, self, operand(other))
+    def __rsub__(self, other): return apply(ops.sub, operand(other), self)
+    def __mul__(self, other): return apply(ops.mul, self, operand(other))
+    def __rmul__(self, other): return apply(ops.mul, operand(other), self)
+    def __truediv__(self, other): return apply(ops.div, self, operand(other))
+    def __rtruediv__(self, other): return apply(ops.div, operand(other), self)
+    def __pow__(self, other): return apply(ops.pow_, self, operand(other))
+    def __rpow__(self, other): return apply(ops.pow_, operand(other), self)
 
     @amp.autocasts("lower")
-    def __matmul__(self, other): return _binary(ops.matmul, self, other)
+    def __matmul__(self, other): return apply(ops.matmul, self, operand(other))
 
     @amp.autocasts("lower")
-    def __rmatmul__(self, other): return _binary(ops.matmul, other, self)
+    def __rmatmul__(self, other): return apply(ops.matmul, operand(other), self)
 
-    def __neg__(self): return _wrap(ops.neg(self._node))
+    def __neg__(self): return apply(ops.neg, self._node)
     def __pos__(self): return self
     def __abs__(self): return self.abs()
     def __eq__(self, other):  # type: ignore[override]
-        return False if other is None else _binary(ops.eq, self, other)  # PyTorch's None
+        return False if other is None else apply(ops.eq, self, operand(other))  # PyTorch's None
 
     def __ne__(self, other):  # type: ignore[override]
-        return True if other is None else _binary(ops.ne, self, other)
+        return True if other is None else apply(ops.ne, self, operand(other))
 
-    def __lt__(self, other): return _binary(ops.lt, self, other)
-    def __le__(self, other): return _binary(ops.le, self, other)
-    def __gt__(self, other): return _binary(ops.gt, self, other)
-    def __ge__(self, other): return _binary(ops.ge, self, other)
-    def __and__(self, other): return _binary(ops.bitwise_and, self, other)
-    def __rand__(self, other): return _binary(ops.bitwise_and, other, self)
-    def __or__(self, other): return _binary(ops.bitwise_or, self, other)
-    def __ror__(self, other): return _binary(ops.bitwise_or, other, self)
-    def __xor__(self, other): return _binary(ops.bitwise_xor, self, other)
-    def __rxor__(self, other): return _binary(ops.bitwise_xor, other, self)
+    def __lt__(self, other): return apply(ops.lt, self, operand(other))
+    def __le__(self, other): return apply(ops.le, self, operand(other))
+    def __gt__(self, other): return apply(ops.gt, self, operand(other))
+    def __ge__(self, other): return apply(ops.ge, self, operand(other))
+    def __and__(self, other): return apply(ops.bitwise_and, self, operand(other))
+    def __rand__(self, other): return apply(ops.bitwise_and, operand(other), self)
+    def __or__(self, other): return apply(ops.bitwise_or, self, operand(other))
+    def __ror__(self, other): return apply(ops.bitwise_or, operand(other), self)
+    def __xor__(self, other): return apply(ops.bitwise_xor, self, operand(other))
+    def __rxor__(self, other): return apply(ops.bitwise_xor, operand(other), self)
     def __invert__(self):
         if self.dtype.kind not in "biu":
             raise TypeError("~ (operator.invert) is only implemented on integer and "
                             "Boolean-type tensors")
-        return _wrap(ops.bitwise_not(self._node))
+        return apply(ops.bitwise_not, self._node)
 
-    def __lshift__(self, other): return _binary(ops.bitwise_left_shift, self, other)
-    def __rlshift__(self, other): return _binary(ops.bitwise_left_shift, other, self)
-    def __rshift__(self, other): return _binary(ops.bitwise_right_shift, self, other)
-    def __rrshift__(self, other): return _binary(ops.bitwise_right_shift, other, self)
+    def __lshift__(self, other): return apply(ops.bitwise_left_shift, self, operand(other))
+    def __rlshift__(self, other): return apply(ops.bitwise_left_shift, operand(other), self)
+    def __rshift__(self, other): return apply(ops.bitwise_right_shift, self, operand(other))
+    def __rrshift__(self, other): return apply(ops.bitwise_right_shift, operand(other), self)
 
     mul = __mul__
     pow = __pow__
@@ -734,7 +734,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         """
         tensors = [b for b in (min, max) if isinstance(b, Tensor)]
         if not any(b.ndim for b in tensors):
-            return _wrap(ops.clamp(self._node, min=scalar(min), max=scalar(max)))
+            return apply(ops.clamp, self._node, min=scalar(min), max=scalar(max))
         if min is not None and max is not None and len(tensors) == 1:
             raise TypeError("clamp() received an invalid combination of arguments - got "
                             f"(Tensor, min={type(min).__name__}, max={type(max).__name__}), "
@@ -749,13 +749,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return out
 
     def maximum(self, other: Tensor) -> Tensor:
-        return _binary(ops.maximum, self, other)
+        return apply(ops.maximum, self, operand(other))
 
     def minimum(self, other: Tensor) -> Tensor:
-        return _binary(ops.minimum, self, other)
+        return apply(ops.minimum, self, operand(other))
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
-        return _wrap(ops.where(operand(condition), self._node, operand(other)))
+        return apply(ops.where, operand(condition), self._node, operand(other))
 
     # --- reductions ---------------------------------------------------------------------
 
@@ -780,13 +780,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             raise RuntimeError("mean(): could not infer output dtype. Input dtype must be "
                                "either a floating point or complex dtype. Got: "
                                f"{ops.torch_name(self.dtype)}")
-        return _wrap(ops.mean(self._node, dim, keepdim=keepdim))
+        return apply(ops.mean, self._node, dim, keepdim=keepdim)
 
     def prod(self, dim=None, keepdim: bool = False) -> Tensor:
         if dim is not None and not isinstance(dim, (int, np.integer)):
             raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
         dims = ops.normalize_dims(dim, self.ndim)
-        return _wrap(ops.prod(self._node, dim=dims, keepdim=keepdim))
+        return apply(ops.prod, self._node, dim=dims, keepdim=keepdim)
 
     def max(self, dim=None, keepdim: bool = False):
         """The maximum; with ``dim``, the ``(values, indices)`` along it."""
@@ -797,38 +797,38 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         return _extreme(self, dim, keepdim, ops.amin, ops.argmin, other_op=ops.minimum)
 
     def amax(self, dim=None, keepdim: bool = False) -> Tensor:
-        return _wrap(ops.amax(self._node, dim=ops.normalize_dims(dim, self.ndim),
-                              keepdim=keepdim))
+        return apply(ops.amax, self._node, dim=ops.normalize_dims(dim, self.ndim),
+                              keepdim=keepdim)
 
     def amin(self, dim=None, keepdim: bool = False) -> Tensor:
-        return _wrap(ops.amin(self._node, dim=ops.normalize_dims(dim, self.ndim),
-                              keepdim=keepdim))
+        return apply(ops.amin, self._node, dim=ops.normalize_dims(dim, self.ndim),
+                              keepdim=keepdim)
 
     def argmax(self, dim=None, keepdim: bool = False) -> Tensor:
         if self.dtype == bool:
             raise RuntimeError("argmax(): does not support bool input")
         d = None if dim is None else ops.normalize_dim(dim, self.ndim)
-        return _wrap(ops.argmax(self._node, dim=d, keepdim=keepdim))
+        return apply(ops.argmax, self._node, dim=d, keepdim=keepdim)
 
     def argmin(self, dim=None, keepdim: bool = False) -> Tensor:
         if self.dtype == bool:
             raise RuntimeError("argmin(): does not support bool input")
         d = None if dim is None else ops.normalize_dim(dim, self.ndim)
-        return _wrap(ops.argmin(self._node, dim=d, keepdim=keepdim))
+        return apply(ops.argmin, self._node, dim=d, keepdim=keepdim)
 
     def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: int | None = None) -> Tensor:
         _floating_only(self, "std and var")
         correction = _correction(unbiased, correction)
         _warn_degrees_of_freedom(self, dim, correction, "var")
-        return _wrap(ops.var(self._node, dim, correction, keepdim))
+        return apply(ops.var, self._node, dim, correction, keepdim)
 
     def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: int | None = None) -> Tensor:
         _floating_only(self, "std and var")
         correction = _correction(unbiased, correction)
         _warn_degrees_of_freedom(self, dim, correction, "std")
-        return _wrap(ops.std(self._node, dim, correction, keepdim))
+        return apply(ops.std, self._node, dim, correction, keepdim)
 
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether every element is nonzero (over ``dim``: an int, a tuple, or all).
@@ -840,8 +840,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         [False, True]
         """
         dims = ops.normalize_dims(dim, self.ndim)
-        return _uint8_stays(self, _wrap(ops.eq(ops.sum_(ops.logical_not(self._node), dim=dims,
-                                                        keepdim=keepdim), 0)))
+        return _uint8_stays(self, apply(ops.eq, ops.sum_(ops.logical_not(self._node), dim=dims,
+                                                        keepdim=keepdim), 0))
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether any element is nonzero (over ``dim``: an int, a tuple, or all).
@@ -853,19 +853,19 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         [True, False]
         """
         dims = ops.normalize_dims(dim, self.ndim)
-        return _uint8_stays(self, _wrap(ops.gt(ops.sum_(ops.ne(self._node, 0), dim=dims,
-                                                        keepdim=keepdim), 0)))
+        return _uint8_stays(self, apply(ops.gt, ops.sum_(ops.ne(self._node, 0), dim=dims,
+                                                        keepdim=keepdim), 0))
 
     def softmax(self, dim: int) -> Tensor:
-        return _wrap(ops.softmax(self._node, dim))
+        return apply(ops.softmax, self._node, dim)
 
     def log_softmax(self, dim: int) -> Tensor:
-        return _wrap(ops.log_softmax(self._node, dim))
+        return apply(ops.log_softmax, self._node, dim)
 
     def logsumexp(self, dim, keepdim: bool = False) -> Tensor:
         if type(dim) in (tuple, list) and not dim:  # every dimension, as PyTorch reads it
             dim = tuple(range(self.ndim))
-        return _wrap(ops.logsumexp(self._node, dim, keepdim=keepdim))
+        return apply(ops.logsumexp, self._node, dim, keepdim=keepdim)
 
     def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all elements by default): 2, 1, ``inf``, ``-inf``, 0
@@ -898,8 +898,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if p == -np.inf:
             return magnitude.amin(dim, keepdim)
         if p == 2:
-            return _wrap(ops.norm(self._node, dim=ops.normalize_dims(dim, self.ndim),
-                                  keepdim=keepdim))
+            return apply(ops.norm, self._node, dim=ops.normalize_dims(dim, self.ndim),
+                                  keepdim=keepdim)
         if p == 1:
             return magnitude.sum(dim, keepdim)
         total = (magnitude ** p).sum(dim, keepdim)
@@ -918,7 +918,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         [1, 3, 6]
         """
         x = self if dtype is None else self.to(dtype)
-        return _wrap(ops.cumsum(x._node, dim=ops.normalize_dim(dim, x.ndim)))
+        return apply(ops.cumsum, x._node, dim=ops.normalize_dim(dim, x.ndim))
 
     def __contains__(self, element: Any) -> bool:
         """Whether any element equals ``element`` (a number or a tensor), as PyTorch's."""
@@ -963,9 +963,9 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def _bits_as(self, dtype: Any) -> Tensor:
         dtype = np.dtype(dtype)
         if dtype == self.dtype:
-            return self._viewed_by(_wrap(ops.view_dtype(self._node, dtype=dtype)),
+            return self._viewed_by(apply(ops.view_dtype, self._node, dtype=dtype),
                                    lambda base, value: value)
-        return self._viewed_by(_wrap(ops.view_dtype(self._node, dtype=dtype)),
+        return self._viewed_by(apply(ops.view_dtype, self._node, dtype=dtype),
                                lambda base, value: value._bits_as(base.dtype))
 
     def _viewed_by(self, result: Tensor, writer: Any) -> Tensor:
@@ -988,7 +988,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if given:
             dims = ops.keyword_sizes(given, "dims", dims, "flip")
         dims = ops.normalize_dims(shape_arg(dims), self.ndim)
-        return _wrap(ops.flip(self._node, dims=dims))
+        return apply(ops.flip, self._node, dims=dims)
 
     def repeat(self, *sizes, **given) -> Tensor:
         """Tile the tensor ``sizes[i]`` times along each dimension (new leading ones too).
@@ -1031,7 +1031,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if not fits:
             raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask.shape)} is not "
                                f"broadcastable to the tensor's shape {tuple(self.shape)}")
-        return _wrap(ops.where(mask._node, operand(value), self._node))
+        return apply(ops.where, mask._node, operand(value), self._node)
 
     def tril(self, diagonal: int = 0) -> Tensor:
         """The lower triangle of the last two dimensions (others zero).
@@ -1061,7 +1061,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                                f"dimensions, got {self.ndim}")
         keep = which(np.ones(self.shape[-2:], dtype=bool), diagonal)
         zero = False if self.dtype == bool else 0  # keeps the dtype: bool stays bool
-        return _wrap(ops.where(ops.constant(keep), self._node, zero))
+        return apply(ops.where, ops.constant(keep), self._node, zero)
 
     @amp.autocasts("lower")
     def mm(self, mat2: Tensor) -> Tensor:
@@ -1129,7 +1129,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         shape = tuple(
             self.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes)
         )
-        return _wrap(ops.expand(self._node, shape=shape))
+        return apply(ops.expand, self._node, shape=shape)
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(*other.shape)
@@ -1202,18 +1202,18 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
         self._check_in_place()
         alpha = _alpha(self, other, alpha)
-        other = other if alpha == 1 else _binary(ops.mul, other, alpha)
-        return self._rebind(_binary(ops.add, self, other)._node)
+        other = other if alpha == 1 else apply(ops.mul, operand(other), operand(alpha))
+        return self._rebind(apply(ops.add, self, operand(other))._node)
 
     def sub_(self, other: Any, *, alpha: float = 1) -> Tensor:
         self._check_in_place()
         alpha = _alpha(self, other, alpha)
-        other = other if alpha == 1 else _binary(ops.mul, other, alpha)
-        return self._rebind(_binary(ops.sub, self, other)._node)
+        other = other if alpha == 1 else apply(ops.mul, operand(other), operand(alpha))
+        return self._rebind(apply(ops.sub, self, operand(other))._node)
 
     def mul_(self, other: Any) -> Tensor:
         self._check_in_place()
-        return self._rebind(_binary(ops.mul, self, other)._node)
+        return self._rebind(apply(ops.mul, self, operand(other))._node)
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
         self._check_in_place()
@@ -1221,7 +1221,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def pow_(self, exponent: Any) -> Tensor:
         self._check_in_place()
-        return self._rebind(_binary(ops.pow_, self, exponent)._node)
+        return self._rebind(apply(ops.pow_, self, operand(exponent))._node)
 
     # ``w -= lr * w.grad`` is in place, as in PyTorch: the tensor object stays the same, so a
     # loop variable over ``model.parameters()`` updates the model.
@@ -1253,7 +1253,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def div_(self, other: Any) -> Tensor:
         self._check_in_place()
-        return self._rebind(_binary(ops.div, self, other)._node)
+        return self._rebind(apply(ops.div, self, operand(other))._node)
 
     def copy_(self, src: Any) -> Tensor:
         self._check_in_place()
@@ -1283,7 +1283,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
 def _method_of(prim: ops.Primitive):
     def method(self: Tensor) -> Tensor:
-        return _wrap(prim(self._node))
+        return apply(prim, self._node)
 
     method.__name__ = method.__qualname__ = prim.name
     method.__doc__ = (f"``{prim.name}`` of each element: the ``{prim.name}`` primitive "
@@ -1636,6 +1636,11 @@ def apply(op: ops.Primitive, *inputs: Any, **attrs: Any) -> Tensor:
     return Tensor(op(*[_node_of(i) for i in inputs], **attrs))
 
 
+#: The same door for the methods the mixins (``methods``, ``selection``, ``collection``) and
+#: the autograd layer write as ``self._apply(op, ...)``: they cannot import this module.
+Tensor._apply = staticmethod(apply)
+
+
 def _node_of(value: Any) -> Any:
     if isinstance(value, Tensor):
         return value._node
@@ -1672,10 +1677,6 @@ def _alpha(x: Tensor, other: Any, alpha: Any) -> Any:
     return bool(alpha) if kind == "b" else alpha
 
 
-def _binary(prim: ops.Primitive, x: Any, y: Any) -> Tensor:
-    return _wrap(prim(operand(x), operand(y)))
-
-
 def shape_arg(shape: tuple) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -1690,14 +1691,14 @@ def _correction(unbiased: bool | None, correction: int | None) -> int:
 
 def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
     if isinstance(dim, Tensor):
-        return _binary(other_op, x, dim)
+        return apply(other_op, operand(x), operand(dim))
     if dim is None:
         if 0 in x.shape:
             name = "max" if reduce_op is ops.amax else "min"
             raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
                                "input.numel() == 0. Specify the reduction dim with the 'dim' "
                                "argument.")
-        return _wrap(reduce_op(x._node, dim=ops.normalize_dims(None, x.ndim)))
+        return apply(reduce_op, x._node, dim=ops.normalize_dims(None, x.ndim))
     d = ops.normalize_dim(dim, x.ndim)
     with no_grad():
         indices = arg_op(x._node, dim=d, keepdim=True)

@@ -17,8 +17,8 @@ from pargraph.lowering import lower, plan
 
 
 class DaskCollection:
-    """The protocol's methods; a subclass has ``_node`` and ``_wrap(node)`` (a plain
-    tensor around a node)."""
+    """The protocol's methods; a subclass has ``_node``, ``_apply(op, ...)`` (the one way to
+    apply an op) and ``_wrap(node)`` (a plain tensor around a node)."""
 
     __slots__ = ()
 
@@ -42,7 +42,7 @@ class DaskCollection:
         return self._rebuild_persisted, (self._node.key,)
 
     def _rebuild_persisted(self, results: dict, key: str, *, rename=None) -> Any:
-        return self._wrap(ops.constant(np.asarray(results[key])))
+        return self._apply(ops.constant, np.asarray(results[key]))
 
     def __dask_tokenize__(self) -> str:
         return self._node.key

@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor, int64, leaf_of, scalar, shape_arg
+from pargraph._tensor import Tensor, apply, int64, leaf_of, scalar, shape_arg
 from pargraph.capturing import recording
 from pargraph.devices import check_device
 from pargraph.graph import user_stacklevel
@@ -188,7 +188,7 @@ def empty_for_init(*size: int) -> Tensor:
 
 
 def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
-    t = Tensor(ops.constant(array))
+    t = apply(ops.constant, array)
     if requires_grad:
         t.requires_grad_(True)
     return t

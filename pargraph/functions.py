@@ -1046,8 +1046,8 @@ def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False
         raise TypeError(f"searchsorted() expects a tensor or a number of values, but got "
                         f"{type(input).__name__}")
     dtype = np.dtype(np.int32 if out_int32 else np.int64)
-    return sequence._wrap(ops.searchsorted(sequence.detach()._node, values, right=bool(right),
-                                           dtype=dtype))
+    return sequence._apply(ops.searchsorted, sequence.detach()._node, values, right=bool(right),
+                                           dtype=dtype)
 
 
 def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False,

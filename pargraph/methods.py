@@ -25,17 +25,13 @@ FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
 
 
 class EverydayMethods:
-    """The methods; the class they join has ``_node``, ``shape``, ``dtype``, ``_wrap``,
-    ``_operand`` (a value as an op's input), ``_rebind``, ``_replace``, ``_check_in_place``
-    and the core arithmetic, shape and reduction methods."""
+    """The methods; the class they join has ``_node``, ``shape``, ``dtype``, ``_apply`` (the
+    one way to apply an op), ``_wrap`` (a tensor around a node), ``_operand`` (a value as an
+    op's input), ``_rebind``, ``_replace``, ``_check_in_place`` and the core arithmetic,
+    shape and reduction methods."""
 
     def _constant(self, array: Any, dtype: Any = None) -> Any:
-        return self._wrap(ops.constant(np.array(array, dtype=dtype)))
-
-    def _binary_op(self, op: Any, other: Any, reverse: bool = False) -> Any:
-        a, b = (self._operand(other), self._node) if reverse else \
-            (self._node, self._operand(other))
-        return self._wrap(op(a, b))
+        return self._apply(ops.constant, np.array(array, dtype=dtype))
 
     def _new(self, size: tuple, fill: Any, dtype: Any, requires_grad: bool) -> Any:
         if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -528,7 +524,7 @@ class EverydayMethods:
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise RuntimeError(f"polygamma(n, x) does not support negative n. (n = {n})")
-        return self._wrap(ops.polygamma(self._node, n=n))
+        return self._apply(ops.polygamma, self._node, n=n)
 
     def vdot(self, other: Any) -> Any:
         """``dot`` of two 1-D tensors (the first conjugated: the same for real tensors).
@@ -580,7 +576,7 @@ class EverydayMethods:
         if not self.dim():
             return ModeResult(self.clone(), self._constant(np.zeros((), np.int64)))
         d = ops.normalize_dim(dim, self.dim())
-        index = self._wrap(ops.mode_index(self._node, dim=d))
+        index = self._apply(ops.mode_index, self._node, dim=d)
         values = self.gather(d, index)
         if not keepdim:
             values, index = values.squeeze(d), index.squeeze(d)
@@ -601,8 +597,8 @@ class EverydayMethods:
                                "dimension 0")
         if min > max:
             raise RuntimeError("torch.histc: max must be larger than min")
-        return self._wrap(ops.histc(self.detach()._node, bins=int(bins), low=float(min),
-                                    high=float(max)))
+        return self._apply(ops.histc, self.detach()._node, bins=int(bins), low=float(min),
+                                    high=float(max))
 
     def outer(self, vec2: Any) -> Any:
         """The outer product of two 1-D tensors.
@@ -845,7 +841,7 @@ class EverydayMethods:
         >>> pargraph.tensor([[4.0, 2.0], [2.0, 2.0]]).cholesky().tolist()
         [[2.0, 0.0], [1.0, 1.0]]
         """
-        return self._wrap(ops.cholesky(self._node, upper=upper))
+        return self._apply(ops.cholesky, self._node, upper=upper)
 
     def cholesky_inverse(self, upper: bool = False) -> Any:
         """The inverse of ``A`` from its Cholesky factor (this tensor, lower or ``upper``).
@@ -871,8 +867,8 @@ class EverydayMethods:
         """
         factor = self._wrap(self._operand(input2))
         lower = factor.mT if upper else factor
-        inner = self._wrap(ops.solve_triangular(lower._node, self._node, upper=False))
-        return self._wrap(ops.solve_triangular(lower.mT._node, inner._node, upper=True))
+        inner = self._apply(ops.solve_triangular, lower._node, self._node, upper=False)
+        return self._apply(ops.solve_triangular, lower.mT._node, inner._node, upper=True)
 
     def nextafter(self, other: Any) -> Any:
         """The next floating point value after each element, toward ``other``.
@@ -883,7 +879,7 @@ class EverydayMethods:
         >>> (pargraph.tensor([1.0]).nextafter(pargraph.tensor([2.0])) - 1).item() > 0
         True
         """
-        return self._binary_op(ops.nextafter, other)
+        return self._apply(ops.nextafter, self._node, self._operand(other))
 
     def mvlgamma(self, p: int) -> Any:
         """The log of the multivariate gamma function of dimension ``p``
@@ -986,7 +982,7 @@ class EverydayMethods:
         dim = ops.normalize_dim(dim, self.ndim)
         parts = [t if t.ndim else t.expand(*self.shape[:dim], 1, *self.shape[dim + 1:])
                  for t in (prepend, self, append) if t is not None]
-        x = self._wrap(ops.cat(*[t._node for t in parts], dim=dim)) if len(parts) > 1 else self
+        x = self._apply(ops.cat, *[t._node for t in parts], dim=dim) if len(parts) > 1 else self
         for _ in range(min(n, x.shape[dim])):
             later, earlier = x.narrow(dim, 1, x.shape[dim] - 1), \
                 x.narrow(dim, 0, x.shape[dim] - 1)
@@ -1129,7 +1125,7 @@ class EverydayMethods:
         if offset:  # the values' rows: zeros after them above the diagonal, before below
             zeros = self._constant(np.zeros((*column.shape[:-1], abs(offset)), self.dtype))
             ends = (column, zeros) if offset > 0 else (zeros, column)
-            column = self._wrap(ops.cat(*[t._node for t in ends], dim=column.ndim - 1))
+            column = self._apply(ops.cat, *[t._node for t in ends], dim=column.ndim - 1)
         on_diagonal = self._constant(np.eye(size, k=offset, dtype=bool))
         matrices = column.unsqueeze(-1).where(on_diagonal, False if self.dtype == bool else 0)
         ndim = self.ndim + 1
@@ -1254,7 +1250,7 @@ class EverydayMethods:
         """
         if self.ndim == 0:
             return self * 1
-        return self._wrap(ops.logcumsumexp(self._node, dim=ops.normalize_dim(dim, self.ndim)))
+        return self._apply(ops.logcumsumexp, self._node, dim=ops.normalize_dim(dim, self.ndim))
 
     def inverse(self) -> Any:
         """The inverse of each square matrix (the last two dimensions), as
@@ -1266,7 +1262,7 @@ class EverydayMethods:
         >>> pargraph.tensor([[2.0, 0.0], [0.0, 4.0]]).inverse().tolist()
         [[0.5, 0.0], [0.0, 0.25]]
         """
-        return self._wrap(ops.inv(self._node))
+        return self._apply(ops.inv, self._node)
 
     def svd(self, some: bool = True, compute_uv: bool = True) -> Any:
         """``(U, S, V)`` with ``self = U diag(S) V^T`` (``torch.svd``: ``V``, not ``V^T``;
@@ -1344,7 +1340,7 @@ class EverydayMethods:
         >>> pargraph.zeros(1, 1).matrix_exp().tolist()
         [[1.0]]
         """
-        return self._wrap(ops.matrix_exp(self._node))
+        return self._apply(ops.matrix_exp, self._node)
 
     def det(self) -> Any:
         """The determinant of each square matrix.
@@ -1355,7 +1351,7 @@ class EverydayMethods:
         >>> pargraph.tensor([[2.0, 1.0], [1.0, 3.0]]).det().item()
         5.0
         """
-        return self._wrap(ops.det(self._node))
+        return self._apply(ops.det, self._node)
 
     def slogdet(self) -> Any:
         """``(sign, logabsdet)`` of each square matrix's determinant.
@@ -1366,8 +1362,8 @@ class EverydayMethods:
         >>> [round(t.item(), 4) for t in pargraph.tensor([[1.0, 2.0], [3.0, 4.0]]).slogdet()]
         [-1.0, 0.6931]
         """
-        return SlogdetResult(self._wrap(ops.slogdet_sign(self._node)),
-                             self._wrap(ops.logabsdet(self._node)))
+        return SlogdetResult(self._apply(ops.slogdet_sign, self._node),
+                             self._apply(ops.logabsdet, self._node))
 
     def logdet(self) -> Any:
         """The logarithm of each square matrix's determinant: NaN where it is negative.
@@ -1427,7 +1423,7 @@ class EverydayMethods:
         a = [self.narrow(d, k, 1) for k in range(3)]
         b = [other.narrow(d, k, 1) for k in range(3)]
         parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-        return self._wrap(ops.cat(*[p._node for p in parts], dim=d))
+        return self._apply(ops.cat, *[p._node for p in parts], dim=d)
 
     def kron(self, other: Any) -> Any:
         """The Kronecker product.
@@ -1454,7 +1450,7 @@ class EverydayMethods:
         >>> round(pargraph.tensor([1.0]).atan2(pargraph.tensor([1.0])).item(), 4)
         0.7854
         """
-        return self._binary_op(ops.atan2, other)
+        return self._apply(ops.atan2, self._node, self._operand(other))
 
     def remainder(self, other: Any) -> Any:
         """Python's modulo, with the sign of the divisor (``%``).
@@ -1465,7 +1461,7 @@ class EverydayMethods:
         >>> pargraph.tensor([-3, 5]).remainder(4).tolist()
         [1, 1]
         """
-        return self._binary_op(ops.remainder, other)
+        return self._apply(ops.remainder, self._node, self._operand(other))
 
     def round(self, decimals: int = 0) -> Any:
         """Round half to even (to ``decimals`` places).
@@ -1476,19 +1472,19 @@ class EverydayMethods:
         >>> pargraph.tensor([0.5, 1.5, 2.567]).round(decimals=1).tolist()
         [0.5, 1.5, 2.5999999046325684]
         """
-        return self._wrap(ops.round_(self._node, decimals=decimals))
+        return self._apply(ops.round_, self._node, decimals=decimals)
 
     def __floordiv__(self, other: Any) -> Any:
-        return self._binary_op(ops.floor_divide, other)
+        return self._apply(ops.floor_divide, self._node, self._operand(other))
 
     def __rfloordiv__(self, other: Any) -> Any:
-        return self._binary_op(ops.floor_divide, other, reverse=True)
+        return self._apply(ops.floor_divide, self._operand(other), self._node)
 
     def __mod__(self, other: Any) -> Any:
         return self.remainder(other)
 
     def __rmod__(self, other: Any) -> Any:
-        return self._binary_op(ops.remainder, other, reverse=True)
+        return self._apply(ops.remainder, self._operand(other), self._node)
 
     def floor_divide(self, other: Any) -> Any:
         """``self // other``, rounded toward minus infinity.
@@ -1510,7 +1506,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 0]).logical_and(pargraph.tensor([1, 1])).tolist()
         [True, False]
         """
-        return self._binary_op(ops.logical_and, other)
+        return self._apply(ops.logical_and, self._node, self._operand(other))
 
     def logical_or(self, other: Any) -> Any:
         """Elementwise ``or`` of truth values.
@@ -1521,7 +1517,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 0]).logical_or(pargraph.tensor([0, 0])).tolist()
         [True, False]
         """
-        return self._binary_op(ops.logical_or, other)
+        return self._apply(ops.logical_or, self._node, self._operand(other))
 
     def logical_xor(self, other: Any) -> Any:
         """Elementwise ``xor`` of truth values.
@@ -1532,7 +1528,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, 0]).logical_xor(pargraph.tensor([1, 1])).tolist()
         [False, True]
         """
-        return self._binary_op(ops.logical_xor, other)
+        return self._apply(ops.logical_xor, self._node, self._operand(other))
 
     def bitwise_and(self, other: Any) -> Any:
         """Elementwise ``&`` (``and`` for booleans); integers and booleans only.
@@ -1543,7 +1539,7 @@ class EverydayMethods:
         >>> pargraph.tensor([12, 10]).bitwise_and(pargraph.tensor([10, 3])).tolist()
         [8, 2]
         """
-        return self._binary_op(ops.bitwise_and, other)
+        return self._apply(ops.bitwise_and, self._node, self._operand(other))
 
     def bitwise_or(self, other: Any) -> Any:
         """Elementwise ``|`` (``or`` for booleans); integers and booleans only.
@@ -1554,7 +1550,7 @@ class EverydayMethods:
         >>> pargraph.tensor([12, 10]).bitwise_or(pargraph.tensor([10, 3])).tolist()
         [14, 11]
         """
-        return self._binary_op(ops.bitwise_or, other)
+        return self._apply(ops.bitwise_or, self._node, self._operand(other))
 
     def bitwise_xor(self, other: Any) -> Any:
         """Elementwise ``^`` (``xor`` for booleans); integers and booleans only.
@@ -1565,7 +1561,7 @@ class EverydayMethods:
         >>> pargraph.tensor([12, 10]).bitwise_xor(pargraph.tensor([10, 3])).tolist()
         [6, 9]
         """
-        return self._binary_op(ops.bitwise_xor, other)
+        return self._apply(ops.bitwise_xor, self._node, self._operand(other))
 
     def bitwise_left_shift(self, other: Any) -> Any:
         """``self << other``, elementwise on integers; a shift by a negative amount or by the
@@ -1577,7 +1573,7 @@ class EverydayMethods:
         >>> pargraph.tensor([1, -3]).bitwise_left_shift(2).tolist()
         [4, -12]
         """
-        return self._binary_op(ops.bitwise_left_shift, other)
+        return self._apply(ops.bitwise_left_shift, self._node, self._operand(other))
 
     def bitwise_right_shift(self, other: Any) -> Any:
         """``self >> other``, elementwise on integers (arithmetic: the sign is kept); a shift
@@ -1589,7 +1585,7 @@ class EverydayMethods:
         >>> pargraph.tensor([16, -16]).bitwise_right_shift(2).tolist()
         [4, -4]
         """
-        return self._binary_op(ops.bitwise_right_shift, other)
+        return self._apply(ops.bitwise_right_shift, self._node, self._operand(other))
 
     def gcd(self, other: Any) -> Any:
         """The greatest common divisor, elementwise, of integers (``gcd(0, 0)`` is 0).
@@ -1600,7 +1596,7 @@ class EverydayMethods:
         >>> pargraph.tensor([12, -18]).gcd(pargraph.tensor([8, 12])).tolist()
         [4, 6]
         """
-        return self._binary_op(ops.gcd, other)
+        return self._apply(ops.gcd, self._node, self._operand(other))
 
     def lcm(self, other: Any) -> Any:
         """The least common multiple, elementwise, of integers (non-negative, as PyTorch's).
@@ -1611,7 +1607,7 @@ class EverydayMethods:
         >>> pargraph.tensor([4, -6]).lcm(pargraph.tensor([6, 4])).tolist()
         [12, 12]
         """
-        return self._binary_op(ops.lcm, other)
+        return self._apply(ops.lcm, self._node, self._operand(other))
 
     def igamma(self, other: Any) -> Any:
         """The regularized lower incomplete gamma function ``P(self, other)``; differentiable
@@ -1623,7 +1619,7 @@ class EverydayMethods:
         >>> round(pargraph.tensor([1.0]).igamma(pargraph.tensor([1.0])).item(), 4)
         0.6321
         """
-        return self._binary_op(ops.igamma, other)
+        return self._apply(ops.igamma, self._node, self._operand(other))
 
     def igammac(self, other: Any) -> Any:
         """The regularized upper incomplete gamma function ``1 - P(self, other)``.
@@ -1634,7 +1630,7 @@ class EverydayMethods:
         >>> round(pargraph.tensor([1.0]).igammac(pargraph.tensor([1.0])).item(), 4)
         0.3679
         """
-        return self._binary_op(ops.igammac, other)
+        return self._apply(ops.igammac, self._node, self._operand(other))
 
     def frexp(self) -> Any:
         """``(mantissa, exponent)`` with ``self == mantissa * 2 ** exponent``, the mantissa's
@@ -1650,8 +1646,8 @@ class EverydayMethods:
         """
         if not ops.is_floating(np.dtype(self.dtype)):
             raise RuntimeError("torch.frexp() only supports floating-point dtypes")
-        return FrexpResult(self._wrap(ops.frexp_mantissa(self._node)),
-                           self._wrap(ops.frexp_exponent(self._node)))
+        return FrexpResult(self._apply(ops.frexp_mantissa, self._node),
+                           self._apply(ops.frexp_exponent, self._node))
 
     def ldexp(self, other: Any) -> Any:
         """``self * 2 ** other``, computed as PyTorch does (integers give floats).
@@ -2240,7 +2236,7 @@ class EverydayMethods:
         >>> pargraph.tensor([0.0, 2.0]).logical_not().tolist()
         [True, False]
         """
-        return self._wrap(ops.logical_not(self._node))
+        return self._apply(ops.logical_not, self._node)
 
     def short(self) -> Any:
         """A copy as int16.
@@ -2759,7 +2755,7 @@ class EverydayMethods:
         >>> pargraph.tensor([3.0]).hypot(pargraph.tensor([4.0])).tolist()
         [5.0]
         """
-        return self._binary_op(ops.hypot, other)
+        return self._apply(ops.hypot, self._node, self._operand(other))
 
     def logaddexp(self, other: Any) -> Any:
         """log(exp(self) + exp(other)), without overflow.
@@ -2770,7 +2766,7 @@ class EverydayMethods:
         >>> round(pargraph.tensor([0.0]).logaddexp(pargraph.tensor([0.0])).item(), 4)
         0.6931
         """
-        return self._binary_op(ops.logaddexp, other)
+        return self._apply(ops.logaddexp, self._node, self._operand(other))
 
     def logaddexp2(self, other: Any) -> Any:
         """log2(2^self + 2^other).
@@ -2797,7 +2793,7 @@ class EverydayMethods:
         >>> pargraph.tensor([-3.0, 3.0]).fmod(2).tolist()
         [-1.0, 1.0]
         """
-        return self._binary_op(ops.fmod, other)
+        return self._apply(ops.fmod, self._node, self._operand(other))
 
     def copysign(self, other: Any) -> Any:
         """|self| with the sign of ``other`` (a float result).
@@ -2808,7 +2804,7 @@ class EverydayMethods:
         >>> pargraph.tensor([2.0, -3.0]).copysign(-1.0).tolist()
         [-2.0, -3.0]
         """
-        return self._binary_op(ops.copysign, other)
+        return self._apply(ops.copysign, self._node, self._operand(other))
 
     def xlogy(self, other: Any) -> Any:
         """self * log(other), and 0 where self is 0.
@@ -2819,7 +2815,7 @@ class EverydayMethods:
         >>> pargraph.tensor([0.0, 2.0]).xlogy(pargraph.tensor([0.0, 1.0])).tolist()
         [0.0, 0.0]
         """
-        return self._binary_op(ops.xlogy, other)
+        return self._apply(ops.xlogy, self._node, self._operand(other))
 
     def deg2rad(self) -> Any:
         """Degrees to radians.
@@ -2944,7 +2940,7 @@ class EverydayMethods:
         >>> pargraph.tensor([-1.0, 0.0, 2.0]).heaviside(pargraph.tensor(0.5)).tolist()
         [0.0, 0.5, 1.0]
         """
-        return self._binary_op(ops.heaviside, values)
+        return self._apply(ops.heaviside, self._node, self._operand(values))
 
     def cumprod(self, dim: int, dtype: Any = None) -> Any:
         """Cumulative products along ``dim`` (exact gradients with zeros in the input).
@@ -2956,7 +2952,7 @@ class EverydayMethods:
         [1.0, 2.0, 6.0]
         """
         x = self if dtype is None else self.to(dtype)
-        return self._wrap(ops.cumprod(x._node, dim=ops.normalize_dim(dim, max(x.ndim, 1))))
+        return self._apply(ops.cumprod, x._node, dim=ops.normalize_dim(dim, max(x.ndim, 1)))
 
     # --- PyTorch's other names for the same functions --------------------------------------
 

@@ -32,8 +32,9 @@ INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 class SelectionMethods:
-    """The methods; a subclass has ``_node``, ``shape``, ``ndim``, ``_wrap(node)`` and, for
-    the in-place forms, ``_check_in_place()`` and ``_rebind(node)``."""
+    """The methods; a subclass has ``_node``, ``shape``, ``ndim``, ``_apply(op, ...)`` (the one
+    way to apply an op), ``_wrap(node)`` and, for the in-place forms, ``_check_in_place()``
+    and ``_rebind(node)``."""
 
     __slots__ = ()
 
@@ -49,7 +50,7 @@ class SelectionMethods:
         [[1, 1], [4, 3]]
         """
         dim, index = self._along(dim, index, "gather")
-        return self._wrap(ops.gather(self._node, index, dim))
+        return self._apply(ops.gather, self._node, index, dim)
 
     def scatter(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
                 reduce: str | None = None) -> Any:
@@ -82,8 +83,8 @@ class SelectionMethods:
             return self.scatter_add(dim, index, source)
         if not hasattr(source, "_node"):
             index = index if hasattr(index, "_node") else self._constant(index)
-            source = self._wrap(ops.expand(ops.constant(np.asarray(source, dtype=self.dtype)),
-                                           shape=tuple(index.shape)))
+            source = self._apply(ops.expand, ops.constant(np.asarray(source, dtype=self.dtype)),
+                                           shape=tuple(index.shape))
         return self.scatter_reduce(dim, index, source, "prod")
 
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
@@ -126,7 +127,7 @@ class SelectionMethods:
             source = ops.expand(ops.constant(np.asarray(source, dtype=self.dtype)),
                                 shape=index.shape)
         added = ops.put_along_dim(source, index, shape=tuple(self.shape), dim=dim)
-        return self._wrap(ops.shown_as(ops.add(self._node, added), "ScatterAddBackward0"))
+        return self._apply(ops.shown_as, ops.add(self._node, added), "ScatterAddBackward0")
 
     def scatter_reduce(self, dim: int, index: Any, src: Any, reduce: str, *,
                        include_self: bool = True) -> Any:
@@ -157,15 +158,15 @@ class SelectionMethods:
             total = base.scatter_add(dim, self._wrap(index), src)
             if reduce == "sum":
                 return total
-            ones = self._wrap(ops.expand(ops.constant(np.ones((), self.dtype)),
-                                         shape=tuple(self.shape)))
+            ones = self._apply(ops.expand, ops.constant(np.ones((), self.dtype)),
+                                         shape=tuple(self.shape))
             counted = ones if include_self else ones.scatter(dim, self._wrap(index), 0)
             count = counted.scatter_add(dim, self._wrap(index), src.new_ones(src.shape))
             if self.dtype.kind in "iub":
                 return total.div(count, rounding_mode="floor")
             return total / count
-        return self._wrap(ops.scatter_reduce(self._node, index, src._node, dim=dim,
-                                             reduce=reduce, include_self=include_self))
+        return self._apply(ops.scatter_reduce, self._node, index, src._node, dim=dim,
+                                             reduce=reduce, include_self=include_self)
 
     def scatter_reduce_(self, dim: int, index: Any, src: Any, reduce: str, *,
                         include_self: bool = True) -> Any:
@@ -251,7 +252,7 @@ class SelectionMethods:
                                   "index out of range in self", "index_select")
         spec = (slice(None),) * dim + (ops.IndexSlot(0),)
         picked = ops.index(self._node, ops.reshape(index, shape=(-1,)), spec=spec)
-        return self._wrap(ops.shown_as(picked, "IndexSelectBackward0"))
+        return self._apply(ops.shown_as, picked, "IndexSelectBackward0")
 
     def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> SortResult:
         """Values in order along ``dim`` and where they came from (ties keep their order).
@@ -346,7 +347,7 @@ class SelectionMethods:
         """The values at the running extreme's indices: their gradient goes where each came
         from, as PyTorch's."""
         if self.ndim == 0:
-            return self, self._wrap(ops.constant(np.asarray(0, np.int64)))
+            return self, self._apply(ops.constant, np.asarray(0, np.int64))
         dim = ops.normalize_dim(dim, self.ndim)
         indices = ops.cumulative_argextreme(self.detach()._node, dim=dim, largest=largest)
         values = ops.take_along_dim(self._node, indices, dim=dim)

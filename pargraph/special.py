@@ -149,7 +149,7 @@ def ndtri(input: Tensor) -> Tensor:
     [0.0]
     """
     x = as_tensor(input)
-    return x._wrap(ops.ndtri(x._node))
+    return x._apply(ops.ndtri, x._node)
 
 
 def log_ndtr(input: Tensor) -> Tensor:
@@ -162,5 +162,5 @@ def log_ndtr(input: Tensor) -> Tensor:
     '-0.6931'
     """
     x = as_tensor(input)
-    return x._wrap(ops.log_ndtr(x._node))
+    return x._apply(ops.log_ndtr, x._node)
 

@@ -102,8 +102,8 @@ def test_every_op_of_the_database_runs_in_several_forms():
 
 #: Names pargraph has (docs/coverage.md) that neither the database nor a hand-written test
 #: calls, with why.
-_MODULE = "called by its module, which tests/test_nn_breadth.py checks against PyTorch"
-_IN_PLACE = ("the in-place form of an op tests/test_indexing_breadth.py checks against "
+_MODULE = "called by its module, which tests/test_nn_functional.py checks against PyTorch"
+_IN_PLACE = ("the in-place form of an op tests/test_selection.py checks against "
              "PyTorch: the same node, then a rebind")
 UNTESTED: dict[str, str] = {
     "rms_norm": _MODULE, "adaptive_max_pool3d": _MODULE,
@@ -112,13 +112,13 @@ UNTESTED: dict[str, str] = {
     "lp_pool3d": _MODULE,
     "index_copy_": _IN_PLACE, "index_put_": _IN_PLACE, "masked_scatter_": _IN_PLACE,
     "put_": _IN_PLACE, "scatter_reduce_": _IN_PLACE,
-    "index_reduce_": "the in-place form of index_reduce, which tests/test_tensor_breadth.py "
+    "index_reduce_": "the in-place form of index_reduce, which tests/test_methods.py "
                      "checks against PyTorch",
     "lerp_": "the in-place form of lerp, which tests/test_swa.py checks against PyTorch "
              "(the weight averaging uses lerp_)",
     "detach_": "untested: the in-place detach of a non-leaf",
     "data_ptr": "an address: it differs between any two tensors by design",
-    "max_unpool1d": "untested: MaxUnpool2d is tested (tests/test_nn_breadth.py), the 1d and "
+    "max_unpool1d": "untested: MaxUnpool2d is tested (tests/test_nn_functional.py), the 1d and "
                     "3d forms share its code",
     "max_unpool3d": "the same",
     "upsample": "untested: PyTorch's older name of interpolate, which the database checks",

@@ -30,7 +30,7 @@ class GradTarget(Protocol):
     """What the autograd layer needs of a tensor (the facade's Tensor implements it): its
     node, whether it requires grad, its ``.grad``, a way to add a gradient node to that, and
     a way to make a tensor of its kind around a node (what ``grad()``, hooks and custom
-    Functions hand the user)."""
+    Functions hand the user), and the facade's one way to apply an op."""
 
     _node: Node
     requires_grad: bool
@@ -40,6 +40,11 @@ class GradTarget(Protocol):
 
     @staticmethod
     def _wrap(node: Node) -> Any: ...
+
+    @staticmethod
+    def _apply(op: Any, *inputs: Any, **attrs: Any) -> Any:
+        """``op`` applied to ``inputs`` (nodes, tensors, numbers), as a new tensor."""
+        ...
 
     def _accumulate_grad(self, g: Node, create_graph: bool) -> Node:
         """``self.grad += g`` (a new ``.grad`` the first time); returns the node it holds."""

@@ -212,7 +212,7 @@ def gradgradcheck(
     outputs = [o for o in _as_list(fn(*inputs)) if ops.is_floating(o.dtype)]
     if grad_outputs is None:
         rng = np.random.default_rng()
-        grad_outputs = [o._wrap(ops.constant(rng.standard_normal(o.shape))).requires_grad_()
+        grad_outputs = [o._apply(ops.constant, rng.standard_normal(o.shape)).requires_grad_()
                         for o in outputs]
     grad_outputs = tuple(_as_list(grad_outputs))
     wrt = [k for k, x in enumerate(inputs) if _is_tensor(x) and x.requires_grad]
@@ -261,7 +261,7 @@ def _numerical_jacobians(fn: Callable, inputs: tuple, checked: list[int], eps: f
     def as_input(value, original):
         if not _is_tensor(original):
             return value
-        fresh = original._wrap(ops.constant(np.array(value)))
+        fresh = original._apply(ops.constant, np.array(value))
         return fresh.requires_grad_(original.requires_grad)
 
     evaluations = []  # per checked input, per element: (outputs at +eps, outputs at -eps)
@@ -363,7 +363,7 @@ _INDEPENDENT = {
 
 
 def _zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    zeros = t._wrap(ops.constant(np.zeros(t.shape, dtype=t.dtype)))
+    zeros = t._apply(ops.constant, np.zeros(t.shape, dtype=t.dtype))
     return zeros.requires_grad_(True) if requires_grad else zeros
 
 
@@ -532,10 +532,10 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
                 if len(present) < out.numel():  # no gradient reaches some rows: zeros there
                     rows[k] = [_zeros_like(x) if g is None else g for g in rows[k]]
                 if not rows[k]:
-                    per_input.append(x._wrap(ops.constant(np.zeros(shape, dtype=x.dtype))))
+                    per_input.append(x._apply(ops.constant, np.zeros(shape, dtype=x.dtype)))
                     continue
                 stacked = ops.stack([g._node for g in rows[k]], 0)
-                per_input.append(x._wrap(ops.reshape(stacked, shape=shape)))
+                per_input.append(x._apply(ops.reshape, stacked, shape=shape))
             result.append(_postprocessed(tuple(per_input), create_graph))
     return _unpacked(tuple(result), (outputs_tuple, inputs_tuple))
 

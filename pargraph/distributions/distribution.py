@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Size, Tensor
+from pargraph._tensor import Size, Tensor, apply
 from pargraph.autograd.mode import no_grad
 from pargraph.distributions import constraints
 from pargraph.factories import as_tensor
@@ -155,7 +155,7 @@ def _check(value: Tensor, shown_value: Tensor, constraint: constraints.Constrain
         if not np.all(constraint(value.detach().numpy())):
             raise ValueError(f"{message}:\n{_values(shown_value)}")
         return value
-    return Tensor(ops.checked_values(value._node, constraint, message))
+    return apply(ops.checked_values, value._node, constraint, message)
 
 
 def _values(value: Tensor) -> str:

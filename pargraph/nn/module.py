@@ -124,7 +124,7 @@ class BackwardHooks:
     def _identity(self, t: Tensor) -> Tensor:
         """A new node with ``t``'s value (a free reshape): its gradient is this call's."""
         same = ops.reshape(t._node, shape=tuple(t.shape))
-        wrapped = t._wrap(ops.shown_as(same, "BackwardHookFunctionBackward"))
+        wrapped = t._apply(ops.shown_as, same, "BackwardHookFunctionBackward")
         self.held.append(wrapped)
         return wrapped
 

@@ -1,11 +1,19 @@
 """``pargraph.optim``: optimizers whose updates run as one dask graph per step."""
 
 from pargraph.optim import lr_scheduler, swa_utils
+from pargraph.optim.adadelta import Adadelta
+from pargraph.optim.adafactor import Adafactor
+from pargraph.optim.adagrad import Adagrad
 from pargraph.optim.adam import Adam, AdamW
-from pargraph.optim.adaptive import Adadelta, Adagrad, RMSprop
+from pargraph.optim.adamax import Adamax
+from pargraph.optim.asgd import ASGD
 from pargraph.optim.lbfgs import LBFGS
-from pargraph.optim.more import ASGD, Adafactor, Adamax, Muon, NAdam, RAdam, Rprop
+from pargraph.optim.muon import Muon
+from pargraph.optim.nadam import NAdam
 from pargraph.optim.optimizer import Optimizer
+from pargraph.optim.radam import RAdam
+from pargraph.optim.rmsprop import RMSprop
+from pargraph.optim.rprop import Rprop
 from pargraph.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "NAdam",

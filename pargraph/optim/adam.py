@@ -1,4 +1,5 @@
-"""Adam and AdamW (PyTorch's formulas, including amsgrad)."""
+"""Adam and AdamW (PyTorch's formulas, including amsgrad), and what the rest of the Adam
+family shares."""
 
 from __future__ import annotations
 
@@ -83,3 +84,32 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
                          maximize=maximize, capturable=capturable,
                          differentiable=differentiable, fused=fused)
+
+
+# What the Adam family's other members (NAdam, RAdam, Adamax) share, in PyTorch's formulas.
+
+def check_betas(betas: tuple[float, float]) -> None:
+    for k, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {k}: {beta}")
+
+
+def adam_moments(grad: Tensor, state: dict, beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
+    """Adam's first and second moments, as PyTorch updates them (``lerp``, ``addcmul``)."""
+    exp_avg = state.get("exp_avg")
+    exp_avg_sq = state.get("exp_avg_sq")
+    exp_avg = grad * (1 - beta1) if exp_avg is None else exp_avg + (grad - exp_avg) * (1 - beta1)
+    square = grad * grad * (1 - beta2)
+    exp_avg_sq = square if exp_avg_sq is None else exp_avg_sq * beta2 + square
+    return exp_avg, exp_avg_sq
+
+
+def adam_weight_decay(param: Tensor, grad: Tensor, lr: float, decay: float,
+                      decoupled: bool) -> tuple[Tensor, Tensor]:
+    """Weight decay as PyTorch's Adam family applies it: on the parameter (decoupled, as
+    AdamW) or as an L2 term of the gradient."""
+    if not decay:
+        return param, grad
+    if decoupled:
+        return param * (1 - lr * decay), grad
+    return param, grad + param * decay

@@ -157,10 +157,11 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any, p
                 raise ValueError(f'{op}: invalid output_size "{tuple(output_size)}" (dim {d} '
                                  f"must be between {low - step} and {low + step})")
     batch, channels, volume = x.shape[0], x.shape[1], math.prod(size)
-    checked = Tensor(ops.checked_index(
-        indices._node, volume, "RuntimeError", f"Found an invalid max index: {{index}} (output "
-        f"volumes are of size {'x'.join(str(n) for n in size)})", op))
-    zeros = Tensor(ops.constant(np.zeros((batch, channels, volume), x.dtype)))
+    checked = apply(
+        ops.checked_index, indices._node, volume, "RuntimeError",
+        f"Found an invalid max index: {{index}} (output volumes are of size "
+        f"{'x'.join(str(n) for n in size)})", op)
+    zeros = apply(ops.constant, np.zeros((batch, channels, volume), x.dtype))
     out = zeros.scatter(2, checked.reshape(batch, channels, -1), x.reshape(batch, channels, -1))
     out = out.reshape(batch, channels, *size)
     return out.squeeze(0) if unbatched else out

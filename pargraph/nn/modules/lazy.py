@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor
+from pargraph._tensor import Tensor, apply
 from pargraph.autograd.mode import no_grad
 from pargraph.factories import defaults
 from pargraph.nn.module import Parameter
@@ -178,7 +178,7 @@ def _lazy_norm(base: type) -> type:
             super().__init__(0, eps, momentum, False, False)
             self.affine, self.track_running_stats = affine, track_running_stats
             if track_running_stats:
-                self.num_batches_tracked = Tensor(ops.constant(np.zeros((), np.int64)))
+                self.num_batches_tracked = apply(ops.constant, np.zeros((), np.int64))
             self._lazy_init(affine, track_running_stats, dtype)
 
     LazyNorm.__name__ = LazyNorm.__qualname__ = f"Lazy{base.__name__}"
