@@ -1,15 +1,20 @@
-"""``pargraph.save`` / ``pargraph.load``: checkpoints that never unpickle code.
+"""``pargraph.save`` / ``pargraph.load``: checkpoints that unpickle code only when asked.
 
 A checkpoint is a zip archive of ``.npy`` members, as ``numpy.savez`` writes it. Arrays
 (tensors) are members ``a0.npy``, ``a1.npy``, ...; everything else (nesting, dict keys, numbers,
 strings) is JSON in one ``__structure__`` member, which also records each array's shape and
-dtype.
+dtype. An object JSON cannot hold (a whole module, as ``torch.save(model, path)`` saves it) is
+pickled into a ``pickle`` member, its tensors still stored as ``.npy`` members. Loading follows
+PyTorch's rule since 2.6: ``weights_only`` is True unless the program says False, and a weights
+only load unpickles nothing but containers and the classes the program allowed
+(``add_safe_globals``); any other class raises ``pickle.UnpicklingError``, naming it and the two
+ways to load it.
 
 Loading trusts nothing in the file: it reads the structure first (bounded in size), then only
 the members the structure names, and checks each member's header and byte size against what
 the structure says *before* reading its data, so a small file cannot make ``load`` allocate
-gigabytes. Pickles are never loaded. Whatever is wrong with a file (truncated, empty, flipped
-bits, not a zip, a crafted structure), ``load`` raises one error type,
+gigabytes. A bare pickle file is not a checkpoint. Whatever is wrong with a file (truncated,
+empty, flipped bits, not a zip, a crafted structure), ``load`` raises one error type,
 :class:`CheckpointError`, naming the path and the problem.
 
 Saving writes a temporary file ``<name>.<pid>-<random>.tmp`` in the target's folder and
@@ -20,9 +25,12 @@ A save also removes temporary files that dead processes left behind for the same
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import os
+import pickle
+import pickletools
 import re
 import secrets
 import threading
@@ -37,6 +45,7 @@ from pargraph._tensor import Tensor
 from pargraph.devices import check_device
 from pargraph.factories import from_numpy
 from pargraph.interrupts import interrupts
+from pargraph.nn.module import Buffer, Parameter
 from pargraph.ops import BFLOAT16
 from pargraph.remote.state import clusters
 
@@ -76,9 +85,41 @@ def _encode(obj: Any, arrays: dict) -> Any:
         return [_encode(v, arrays) for v in obj]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise TypeError(f"pargraph.save: cannot store a {type(obj).__name__} (checkpoints hold "
-                    "tensors, numpy arrays, numbers, strings, and dicts, lists and tuples of "
-                    "them)")
+    raise _NeedsPickle(type(obj).__name__)
+
+
+class _NeedsPickle(Exception):
+    """An object the JSON structure cannot hold: the checkpoint is pickled instead."""
+
+
+#: The member holding a pickled object.
+_PICKLE = "pickle"
+
+
+class _TensorPickler(pickle.Pickler):
+    """A pickler that stores tensors and numeric arrays as ``.npy`` members (what
+    :func:`_encode` makes of them) and pickles only the rest."""
+
+    def __init__(self, file: IO[bytes], arrays: dict) -> None:
+        super().__init__(file, protocol=4)
+        self.arrays = arrays
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, Tensor):
+            kind = "parameter" if isinstance(obj, Parameter) else \
+                "buffer" if isinstance(obj, Buffer) else "tensor"
+            return ("pargraph", kind, _store(obj.detach()._value(), self.arrays),
+                    bool(obj.requires_grad))
+        if type(obj) is np.ndarray and obj.dtype.kind in "biufc":
+            return ("pargraph", "ndarray", _store(obj, self.arrays), False)
+        return None
+
+
+def _pickled(obj: Any, arrays: dict) -> dict:
+    buffer = io.BytesIO()
+    _TensorPickler(buffer, arrays).dump(obj)
+    arrays[_PICKLE] = np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+    return {"pickled": _PICKLE}
 
 
 def _store(array: np.ndarray, arrays: dict) -> dict:
@@ -96,9 +137,10 @@ def _store(array: np.ndarray, arrays: dict) -> dict:
 
 
 def save(obj: Any, path: str | os.PathLike | IO[bytes]) -> None:
-    """Write ``obj`` (a state dict, or nested dicts/lists of tensors and numbers) atomically
-    to ``path``, or into a binary file object (``io.BytesIO``, an open file) where it stands,
-    as ``torch.save`` does (the object is the caller's: no temporary file, no rename).
+    """Write ``obj`` (a state dict, or nested dicts/lists of tensors and numbers, or any
+    object pickle can write, such as a whole module) atomically to ``path``, or into a binary
+    file object (``io.BytesIO``, an open file) where it stands, as ``torch.save`` does (the
+    object is the caller's: no temporary file, no rename).
 
     Examples
     --------
@@ -110,7 +152,12 @@ def save(obj: Any, path: str | os.PathLike | IO[bytes]) -> None:
     3
     """
     arrays: dict[str, np.ndarray] = {}
-    structure = json.dumps({"format": _FORMAT, "version": 1, "root": _encode(obj, arrays)})
+    try:
+        root = _encode(obj, arrays)
+    except _NeedsPickle:  # a module, an optimizer, a class of the program's: pickled
+        arrays = {}
+        root = _pickled(obj, arrays)
+    structure = json.dumps({"format": _FORMAT, "version": 1, "root": root})
     arrays[_STRUCTURE] = np.frombuffer(structure.encode(), dtype=np.uint8)
     if hasattr(path, "write"):
         np.savez(path, **arrays)
@@ -201,8 +248,11 @@ def load(path: str | os.PathLike | IO[bytes], map_location: Any = None,
     another, repeat a name, or claim more than deflate can give) and the total against
     ``max_bytes``; no member is read twice. ``map_location`` may name the CPU only (or be
     a function or mapping, as in PyTorch: every tensor loads on the CPU);
-    ``weights_only`` is accepted for PyTorch programs: a checkpoint never holds code, so
-    loading is always weights only.
+    ``weights_only`` (True unless False is given, as in PyTorch since 2.6) decides what a
+    checkpoint holding a pickled object may unpickle: containers and the allowed classes
+    only (:func:`add_safe_globals`), else :class:`pickle.UnpicklingError`; with False,
+    anything (code runs: only for files from a trusted source). A checkpoint of tensors,
+    numbers and containers holds no pickle and loads the same either way.
 
     Examples
     --------
@@ -215,6 +265,18 @@ def load(path: str | os.PathLike | IO[bytes], map_location: Any = None,
     """
     if not callable(map_location) and not isinstance(map_location, dict):
         check_device(map_location, "load")  # a function or a mapping has only the CPU to map
+
+    def read(root: Any, reader: _MemberReader) -> Any:
+        if isinstance(root, dict) and list(root) == ["pickled"]:
+            return _unpickle(root["pickled"], reader, weights_only is not False)
+        return _decode(root, reader)
+
+    return _read(path, max_bytes, read)
+
+
+def _read(path: Any, max_bytes: int, action: Any) -> Any:
+    """``action(root, reader)`` on the checkpoint at ``path`` (a path or a binary file object),
+    its members checked first; every problem of the file a :class:`CheckpointError`."""
     if hasattr(path, "read"):
         source, path = path, str(getattr(path, "name", None) or type(path).__name__)
         start = source.tell()
@@ -228,9 +290,9 @@ def load(path: str | os.PathLike | IO[bytes], map_location: Any = None,
             _check_members(path, archive, os.path.getsize(path) if size is None else size,
                            max_bytes)
             reader = _MemberReader(path, archive, max_bytes)
-            root = _read_structure(reader)
-            return _decode(root, reader)
-    except (FileNotFoundError, IsADirectoryError, PermissionError, CheckpointError):
+            return action(_read_structure(reader), reader)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, CheckpointError,
+            pickle.UnpicklingError):
         raise
     except RecursionError:
         raise CheckpointError(path, "its structure is nested too deeply") from None
@@ -241,11 +303,94 @@ def load(path: str | os.PathLike | IO[bytes], map_location: Any = None,
                                     "or was not written by pargraph.save") from None
 
 
+def _pickle_bytes(name: Any, reader: _MemberReader) -> bytes:
+    if name != _PICKLE:
+        raise reader.fail(f"its structure names pickle member {name!r}")
+    return reader.array(_PICKLE, {"shape": None, "dtype": "|u1"}).tobytes()
+
+
+def _unpickle(name: Any, reader: _MemberReader, weights_only: bool) -> Any:
+    data = _pickle_bytes(name, reader)
+    unpickler = (_WeightsUnpickler if weights_only else _Unpickler)(io.BytesIO(data), reader)
+    return unpickler.load()
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles anything (``weights_only=False``); tensors come from their members."""
+
+    def __init__(self, file: IO[bytes], reader: _MemberReader) -> None:
+        super().__init__(file)
+        self.reader = reader
+
+    def persistent_load(self, pid: Any) -> Any:
+        if not (isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "pargraph"):
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r:.80}")
+        _, kind, declared, requires_grad = pid
+        if kind == "ndarray":
+            return _decode({"ndarray": declared}, self.reader)
+        tensor = _decode({"tensor": declared}, self.reader)
+        if kind == "parameter":
+            return Parameter(tensor, requires_grad=bool(requires_grad))
+        if kind == "buffer":
+            return Buffer(tensor)
+        return tensor.requires_grad_(True) if requires_grad else tensor
+
+
+#: What a weights-only load unpickles without being told: containers, as PyTorch's.
+_ALWAYS_SAFE = {("collections", "OrderedDict"), ("builtins", "set"),
+                ("builtins", "frozenset"), ("builtins", "slice"), ("builtins", "complex")}
+
+
+def _global_name(value: Any) -> tuple[str, str]:
+    return getattr(value, "__module__", ""), getattr(value, "__qualname__", repr(value))
+
+
+class _WeightsUnpickler(_Unpickler):
+    """Unpickles containers and the allowed classes only (``weights_only=True``)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        allowed = {_global_name(g): g for g in allowed_globals.get()}
+        if (module, name) in allowed:
+            return allowed[module, name]
+        if (module, name) in _ALWAYS_SAFE:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(_weights_only_message(f"{module}.{name}", name))
+
+
+def _weights_only_message(full: str, name: str) -> str:
+    return (f"Weights only load failed. This file can still be loaded, to do so you have two "
+            f"options, do those steps only if you trust the source of the checkpoint.\n\t(1) "
+            f"Re-running `pargraph.load` with `weights_only` set to `False` will likely "
+            f"succeed, but it can result in arbitrary code execution. Do it only if you got "
+            f"the file from a trusted source.\n\t(2) Alternatively, to load with "
+            f"`weights_only=True` allow the class.\n\tWeightsUnpickler error: Unsupported "
+            f"global: GLOBAL {full} was not an allowed global by default. Please use "
+            f"`pargraph.serialization.add_safe_globals([{name}])` or the "
+            f"`pargraph.serialization.safe_globals([{name}])` context manager to allowlist "
+            f"this global if you trust this class/function.")
+
+
+def _globals_in(data: bytes) -> list[str]:
+    """``module.name`` of every global a pickle refers to, read without unpickling it."""
+    found, strings, memo = [], [], {}
+    for opcode, arg, _ in pickletools.genops(data):
+        if opcode.name == "GLOBAL":
+            found.append(arg.replace(" ", "."))
+        elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+            found.append(f"{strings[-2]}.{strings[-1]}")
+        elif isinstance(arg, str) and "UNICODE" in opcode.name:
+            strings.append(arg)
+        elif opcode.name == "MEMOIZE" and strings:
+            memo[len(memo)] = strings[-1]
+        elif opcode.name in ("BINGET", "LONG_BINGET", "GET") and arg in memo:
+            strings.append(memo[arg])
+    return list(dict.fromkeys(found))
+
+
 class SafeGlobals:
     """The classes and functions a program allows in checkpoints (PyTorch's
-    ``torch.serialization`` allow-list for ``weights_only`` loading). A pargraph checkpoint
-    holds no code or pickled objects, so nothing it loads needs allowing: the list is kept
-    for programs that register and read it, and changes no load.
+    ``torch.serialization`` allow-list for ``weights_only`` loading): a weights-only load of a
+    pickled checkpoint unpickles these, containers, and nothing else.
 
     Examples
     --------
@@ -281,7 +426,7 @@ allowed_globals = SafeGlobals()
 
 
 def add_safe_globals(safe_globals: list) -> None:
-    """Allow ``safe_globals`` in checkpoints (a no-op for loading: see :class:`SafeGlobals`).
+    """Allow ``safe_globals`` in weights-only loads of pickled checkpoints.
 
     Examples
     --------
@@ -319,8 +464,7 @@ def clear_safe_globals() -> None:
 
 @contextlib.contextmanager
 def safe_globals(safe_globals: list) -> Iterator[None]:
-    """Allow ``safe_globals`` inside the block (a no-op for loading: see
-    :class:`SafeGlobals`).
+    """Allow ``safe_globals`` in weights-only loads inside the block.
 
     Examples
     --------
@@ -337,9 +481,10 @@ def safe_globals(safe_globals: list) -> Iterator[None]:
 
 
 def get_unsafe_globals_in_checkpoint(f: str | os.PathLike) -> list[str]:
-    """The classes and functions ``f`` would need allowed: none, for any checkpoint
-    :func:`save` wrote (it holds tensors, numbers, strings and containers only); a file that
-    is not one raises :class:`CheckpointError` as :func:`load` does.
+    """The classes and functions (``module.name``) a weights-only load of ``f`` would need
+    allowed, read without unpickling anything: none for a checkpoint of tensors, numbers and
+    containers; a file that is not a checkpoint raises :class:`CheckpointError` as
+    :func:`load` does.
 
     Examples
     --------
@@ -350,8 +495,15 @@ def get_unsafe_globals_in_checkpoint(f: str | os.PathLike) -> list[str]:
     ...     pargraph.serialization.get_unsafe_globals_in_checkpoint(path)
     []
     """
-    load(f)
-    return []
+    def unsafe(root: Any, reader: _MemberReader) -> list[str]:
+        if not (isinstance(root, dict) and list(root) == ["pickled"]):
+            _decode(root, reader)  # checks the file as a load does
+            return []
+        allowed = {_global_name(g) for g in allowed_globals.get()} | _ALWAYS_SAFE
+        return [name for name in _globals_in(_pickle_bytes(root["pickled"], reader))
+                if tuple(name.rsplit(".", 1)) not in allowed]
+
+    return _read(f, DEFAULT_MAX_BYTES, unsafe)
 
 
 def _read_structure(reader: _MemberReader) -> Any:

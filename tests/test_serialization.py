@@ -1,4 +1,5 @@
-"""save/load: round trips, no pickles ever, and atomic writes."""
+"""save/load: round trips, pickled objects only under PyTorch's weights_only rule, and atomic
+writes."""
 
 import os
 import pickle
@@ -47,8 +48,8 @@ def test_load_refuses_pickles(tmp_path):
              a0=np.array([{"code": 1}], dtype=object))
     with pytest.raises(pargraph.CheckpointError, match="never loads pickles"):
         pargraph.load(with_object)
-    with pytest.raises(TypeError, match="cannot store a object"):
-        pargraph.save({"f": object()}, tmp_path / "x.npz")
+    with pytest.raises(TypeError, match="cannot pickle"):  # what pickle cannot write
+        pargraph.save({"f": (x for x in ())}, tmp_path / "x.npz")
 
 
 def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -341,3 +342,88 @@ def test_the_safe_globals_allow_list_is_kept_and_loading_needs_none(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(serialization.CheckpointError):
         serialization.get_unsafe_globals_in_checkpoint(tmp_path / "bad.npz")
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)
+        self.rnn, self.head = nn.LSTM(3, 4), nn.Linear(4, 2)
+        self.register_buffer("seen", pargraph.zeros(2))
+        self.table = {"scale": np.arange(3.0), "name": "net"}
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def test_a_whole_module_saves_and_loads_under_pytorchs_weights_only_rule(tmp_path):
+    from pargraph import serialization
+
+    torch = pytest.importorskip("torch")
+    model = _Net()
+    model.norm(pargraph.randn(2, 2, 3, 3))  # running statistics and a batch count
+    path = tmp_path / "model.pt"
+    pargraph.save(model, path)
+    # Loading a pickled module needs weights_only=False, or its classes allowed: as in
+    # PyTorch since 2.6 (the same exception type, the class named).
+    theirs_path = tmp_path / "theirs.pt"
+    torch.save(torch.nn.Linear(2, 2), theirs_path)
+    with pytest.raises(pickle.UnpicklingError) as theirs:
+        torch.load(theirs_path)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only` set to `False`") as ours:
+        pargraph.load(path)
+    assert "Unsupported global" in str(theirs.value) and "Unsupported global" in str(ours.value)
+    assert f"{__name__}._Net" in str(ours.value)
+    classes = [_Net, nn.Conv2d, nn.BatchNorm2d, nn.LSTM, nn.Linear]
+    assert serialization.get_unsafe_globals_in_checkpoint(path) == [
+        f"{c.__module__}.{c.__qualname__}" for c in classes]
+    for loaded in [pargraph.load(path, weights_only=False)]:
+        assert type(loaded) is _Net and loaded.table["name"] == "net"
+        np.testing.assert_array_equal(loaded.table["scale"], np.arange(3.0))
+        assert list(loaded.state_dict()) == list(model.state_dict())
+        for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+            assert type(a) is type(b) and a.dtype == b.dtype, name
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert all(type(p) is nn.Parameter and p.requires_grad for p in loaded.parameters())
+        assert loaded.conv._parent() is loaded  # names resolve as in the saved model
+        out = loaded(pargraph.randn(1, 4))
+        out.sum().backward()
+        assert loaded.head.weight.grad is not None
+    with serialization.safe_globals(classes):
+        assert type(pargraph.load(path)) is _Net
+        assert serialization.get_unsafe_globals_in_checkpoint(path) == []
+
+
+def test_a_weights_only_load_runs_no_code_from_a_crafted_checkpoint(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / "crafted.pt"
+    pargraph.save({"w": Payload()}, path)
+    assert not marker.exists()
+    with pytest.raises(pickle.UnpicklingError, match="system"):
+        pargraph.load(path)
+    with pytest.raises(pickle.UnpicklingError, match="system"):
+        pargraph.load(path, weights_only=True)
+    assert not marker.exists()
+    assert [g.split(".")[-1] for g in
+            pargraph.serialization.get_unsafe_globals_in_checkpoint(path)] == ["system"]
+
+
+def test_an_optimizer_and_plain_tensors_inside_objects_keep_what_they_are(tmp_path):
+    model = nn.Linear(3, 2)
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    model(pargraph.randn(4, 3)).sum().backward()
+    opt.step()
+    leaf = pargraph.ones(2, requires_grad=True)
+    path = tmp_path / "opt.pt"
+    pargraph.save({"opt": opt, "leaf": leaf, "frozen": pargraph.arange(3)}, path)
+    loaded = pargraph.load(path, weights_only=False)
+    assert loaded["leaf"].requires_grad and not loaded["frozen"].requires_grad
+    assert loaded["frozen"].dtype == pargraph.int64
+    state = loaded["opt"].state_dict()["state"][0]
+    np.testing.assert_array_equal(state["exp_avg"].numpy(),
+                                  opt.state_dict()["state"][0]["exp_avg"].numpy())

@@ -228,6 +228,21 @@ class Module:
         object.__setattr__(self, "_load_state_dict_pre_hooks", [])
         object.__setattr__(self, "_pargraph_scope", (-1, ""))  # (tree version, scope of its ops)
 
+    def __getstate__(self) -> dict:
+        """What pickle keeps (``pargraph.save(model, path)``, ``copy.deepcopy``): everything but
+        the link to a parent module, a weak reference the parent's own state restores."""
+        state = dict(self.__dict__)
+        state["_parent"] = None
+        state["_pargraph_scope"] = (-1, "")
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for name, module in self._modules.items():
+            if module is not None and module._parent is None:
+                object.__setattr__(module, "_parent", weakref.ref(self))
+                object.__setattr__(module, "_name_in_parent", name)
+
     # --- registration -------------------------------------------------------------------
 
     def __setattr__(self, name: str, value: Any) -> None:
