@@ -293,3 +293,31 @@ def test_stack_dataset_unbatched_samples_and_pin_memory_as_pytorchs():
     assert run(pargraph) == run(torch)
     with pytest.raises(AssertionError, match="only supports IterableDataset"):
         list(pargraph.utils.data.ChainDataset([range(2)]))
+
+
+@pytest.mark.parametrize("num_samples", [int(1e10), 1_000_003, 31, 0])
+def test_a_sampler_with_replacement_draws_as_it_goes(num_samples):
+    # minGPT's and makemore's loaders draw from RandomSampler(replacement=True,
+    # num_samples=int(1e10)): PyTorch draws 32 at a time, so the first batch comes at once.
+    import itertools
+    import tracemalloc
+
+    from pargraph.utils.data import RandomSampler
+
+    data = TensorDataset(pargraph.arange(20.0).reshape(10, 2), pargraph.arange(10))
+    sampler = RandomSampler(data, replacement=True, num_samples=num_samples,
+                            generator=pargraph.Generator().manual_seed(3))
+    loader = DataLoader(data, sampler=sampler, batch_size=4)
+    assert len(sampler) == num_samples and len(loader) == -(-num_samples // 4)
+    tracemalloc.start()
+    batches = list(itertools.islice(iter(loader), 50))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2**22, peak  # bounded, whatever num_samples is
+    drawn = [int(i) for _, y in batches for i in y]
+    assert len(drawn) == min(num_samples, 200) and all(0 <= i < 10 for i in drawn)
+    again = RandomSampler(data, replacement=True, num_samples=num_samples,
+                          generator=pargraph.Generator().manual_seed(3))
+    assert list(itertools.islice(iter(again), len(drawn))) == drawn
+    if num_samples < 10**7:
+        assert sum(1 for _ in sampler) == num_samples

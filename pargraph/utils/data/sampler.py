@@ -85,8 +85,10 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n, rng = len(self.data_source), generator_of(self.generator)
-        if self.replacement:
-            yield from rng.integers(0, n, self.num_samples).tolist()
+        if self.replacement:  # drawn 32 at a time, as PyTorch's: num_samples may be 1e10
+            for _ in range(self.num_samples // 32):
+                yield from rng.integers(0, n, 32).tolist()
+            yield from rng.integers(0, n, self.num_samples % 32).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from rng.permutation(n).tolist()
