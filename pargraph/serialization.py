@@ -103,16 +103,23 @@ class _TensorPickler(pickle.Pickler):
     def __init__(self, file: IO[bytes], arrays: dict) -> None:
         super().__init__(file, protocol=4)
         self.arrays = arrays
+        #: id -> (object, its persistent id): one object held twice (a parameter in a model
+        #: and as an optimizer's state key) is one member, and one object again when loaded.
+        self.seen: dict[int, tuple[Any, tuple]] = {}
 
     def persistent_id(self, obj: Any) -> Any:
         if isinstance(obj, Tensor):
             kind = "parameter" if isinstance(obj, Parameter) else \
                 "buffer" if isinstance(obj, Buffer) else "tensor"
-            return ("pargraph", kind, _store(obj.detach()._value(), self.arrays),
-                    bool(obj.requires_grad))
-        if type(obj) is np.ndarray and obj.dtype.kind in "biufc":
-            return ("pargraph", "ndarray", _store(obj, self.arrays), False)
-        return None
+        elif type(obj) is np.ndarray and obj.dtype.kind in "biufc":
+            kind = "ndarray"
+        else:
+            return None
+        if id(obj) not in self.seen:
+            value = obj if kind == "ndarray" else obj.detach()._value()
+            grad = kind != "ndarray" and bool(obj.requires_grad)
+            self.seen[id(obj)] = (obj, ("pargraph", kind, _store(value, self.arrays), grad))
+        return self.seen[id(obj)][1]
 
 
 def _pickled(obj: Any, arrays: dict) -> dict:
@@ -321,11 +328,18 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, file: IO[bytes], reader: _MemberReader) -> None:
         super().__init__(file)
         self.reader = reader
+        self.loaded: dict[str, Any] = {}  # by member: one object for all its references
 
     def persistent_load(self, pid: Any) -> Any:
-        if not (isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "pargraph"):
+        if not (isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "pargraph"
+                and isinstance(pid[2], dict)):
             raise pickle.UnpicklingError(f"unknown persistent id {pid!r:.80}")
-        _, kind, declared, requires_grad = pid
+        member = pid[2].get("member")
+        if member not in self.loaded:
+            self.loaded[member] = self._load(*pid[1:])
+        return self.loaded[member]
+
+    def _load(self, kind: str, declared: dict, requires_grad: bool) -> Any:
         if kind == "ndarray":
             return _decode({"ndarray": declared}, self.reader)
         tensor = _decode({"tensor": declared}, self.reader)

@@ -295,7 +295,7 @@ def test_stack_dataset_unbatched_samples_and_pin_memory_as_pytorchs():
         list(pargraph.utils.data.ChainDataset([range(2)]))
 
 
-@pytest.mark.parametrize("num_samples", [int(1e10), 1_000_003, 31, 0])
+@pytest.mark.parametrize("num_samples", [int(1e10), 1_000_003, 31, 1])
 def test_a_sampler_with_replacement_draws_as_it_goes(num_samples):
     # minGPT's and makemore's loaders draw from RandomSampler(replacement=True,
     # num_samples=int(1e10)): PyTorch draws 32 at a time, so the first batch comes at once.

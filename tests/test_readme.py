@@ -7,6 +7,7 @@ starts on a free port of 127.0.0.1, and where Graphviz's ``dot`` is missing the 
 the DOT source the block's comment names (``graph.gv``).
 """
 
+import copy
 import os
 import pathlib
 import re
@@ -56,12 +57,16 @@ def test_every_block_runs(tmp_path, monkeypatch):
                               protocol="tcp", host="127.0.0.1",
                               dashboard_address=None) as cluster:
                 source = block.replace("tcp://127.0.0.1:8786", cluster.scheduler_address)
+                # The block sets dask's config for the process, as a program does
+                # (connect's scheduler and mirror_every): the test takes it all back.
+                saved = copy.deepcopy(dask.config.config)
                 try:
                     exec(compile(source, f"README.md (block {k + 1})", "exec"), namespace)
                     assert isinstance(namespace["model"], pargraph.nn.DataParallel)
                 finally:
                     namespace["client"].close()
-                    dask.config.set(scheduler="threads")
+                    dask.config.config.clear()
+                    dask.config.config.update(saved)
             continue
         if shutil.which("dot") is None:
             block = block.replace('"graph.svg"', '"graph.gv"')

@@ -413,17 +413,24 @@ def test_a_weights_only_load_runs_no_code_from_a_crafted_checkpoint(tmp_path):
             pargraph.serialization.get_unsafe_globals_in_checkpoint(path)] == ["system"]
 
 
-def test_an_optimizer_and_plain_tensors_inside_objects_keep_what_they_are(tmp_path):
+@pytest.mark.parametrize("mirror_every", [0, 1])
+def test_an_optimizer_and_plain_tensors_inside_objects_keep_what_they_are(tmp_path,
+                                                                         mirror_every):
+    import dask
+
     model = nn.Linear(3, 2)
     opt = optim.Adam(model.parameters(), lr=0.1)
     model(pargraph.randn(4, 3)).sum().backward()
-    opt.step()
+    with dask.config.set({"pargraph.mirror-every": mirror_every}):  # a mirror thread: not kept
+        opt.step()
     leaf = pargraph.ones(2, requires_grad=True)
     path = tmp_path / "opt.pt"
     pargraph.save({"opt": opt, "leaf": leaf, "frozen": pargraph.arange(3)}, path)
     loaded = pargraph.load(path, weights_only=False)
     assert loaded["leaf"].requires_grad and not loaded["frozen"].requires_grad
     assert loaded["frozen"].dtype == pargraph.int64
+    params = loaded["opt"].param_groups[0]["params"]
+    assert all(p in loaded["opt"].state for p in params)  # the same objects, as pickled
     state = loaded["opt"].state_dict()["state"][0]
     np.testing.assert_array_equal(state["exp_avg"].numpy(),
                                   opt.state_dict()["state"][0]["exp_avg"].numpy())

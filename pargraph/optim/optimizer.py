@@ -93,6 +93,14 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
+    def __getstate__(self) -> dict:
+        """What pickle keeps (``pargraph.save(optimizer, path)``): groups, state and counts,
+        not the cluster mirror a step may have started (a thread's machinery, with a lock;
+        the next step starts one again where it is asked for)."""
+        state = dict(self.__dict__)
+        state["_mirror"] = None
+        return state
+
     def add_param_group(self, group: dict) -> None:
         """Add a group of parameters with their own hyperparameters."""
         params = group["params"]
