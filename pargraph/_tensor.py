@@ -1633,7 +1633,9 @@ def apply(op: ops.Primitive, *inputs: Any, **attrs: Any) -> Tensor:
     >>> apply(ops.exp, pargraph.zeros(2))
     tensor([1., 1.])
     """
-    return Tensor(op(*[_node_of(i) for i in inputs], **attrs))
+    return Tensor(op(*[value._node if isinstance(value, Tensor) else
+                       _node_of(value) if type(value) is list else value for value in inputs],
+                     **attrs))
 
 
 #: The same door for the methods the mixins (``methods``, ``selection``, ``collection``) and
