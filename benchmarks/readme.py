@@ -71,6 +71,8 @@ def table(results: str) -> str:
     blas = re.search(r"^- numpy's BLAS: (\S+ \S+) running its (\S+) kernels", results,
                      re.MULTILINE)
     kernels = f"; numpy's {blas.group(1)} with its {blas.group(2)} kernels" if blas else ""
+    if re.search(r"^- numpy's BLAS: .*pargraph's products through MKL", results, re.MULTILINE):
+        kernels += ", pargraph's products through MKL"
     lines += ["", f"Median training step, from `python -m benchmarks` "
               f"({date.group(1) if date else 'undated'}; {machine.group(1) if machine else ''}"
               f"{kernels}); in brackets, the time relative to PyTorch's best eager step (below "

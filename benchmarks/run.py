@@ -595,10 +595,18 @@ def blas() -> str:
     """Which BLAS numpy runs, with which kernels, and what the run changed to get them."""
     from threadpoolctl import threadpool_info
 
+    from pargraph.ops.gemm import blas as products
+
     found = [f"{lib['internal_api']} {lib['version']} running its {lib['architecture']} "
              "kernels" if lib.get("architecture") else f"{lib['internal_api']} {lib['version']}"
-             for lib in threadpool_info() if lib.get("user_api") == "blas"]
+             for lib in threadpool_info()
+             if lib.get("user_api") == "blas" and "numpy" in lib["filepath"]]
     text = "numpy's BLAS: " + (", ".join(found) or "none found")
+    products.functions()
+    if products.name == "mkl":
+        mkl = [lib["version"] for lib in threadpool_info() if lib.get("internal_api") == "mkl"]
+        text += (f"; pargraph's products through MKL {mkl[0] if mkl else ''} "
+                 "(sequential, pargraph.ops.gemm)")
     if os.environ.get(UNSET):
         text += (f" (the machine sets {os.environ[UNSET]} for older OpenBLAS builds; this run "
                  "unset them in every process, as a stock numpy runs; `--machine-blas` keeps "

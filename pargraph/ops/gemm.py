@@ -24,7 +24,6 @@ from __future__ import annotations
 import ctypes
 import importlib.metadata
 import itertools
-import math
 import re
 import threading
 from typing import Any
@@ -38,9 +37,12 @@ _MKL_SEQUENTIAL = 1
 #: (interface/gemm.c: 65536 times GEMM_MULTITHREAD_THRESHOLD, 4), and a product with a
 #: single row or column (a matrix-vector product or a dot) up to this many elements.
 ONE_THREAD, ONE_THREAD_VECTOR = 262_144, 8_192
-#: :func:`product` leaves products of fewer multiply-adds to numpy: its ctypes call costs
-#: ~7 us more than numpy's own dispatch, more than MKL gains below about a million.
-SMALL = 1 << 20
+#: Where :func:`product` runs MKL: products of at least :data:`LARGE` multiply-adds, and
+#: those of at least :data:`SMALL` with at most :data:`THIN` rows or columns (a recurrent
+#: cell's ``h @ W.T``). Measured on this project's machine (docs/performance.md): its ctypes
+#: call costs ~7 us more than numpy's dispatch, and at square shapes of a few million
+#: multiply-adds OpenBLAS is as fast as MKL.
+SMALL, LARGE, THIN = 1 << 20, 1 << 23, 32
 
 
 class Blas:
@@ -52,6 +54,8 @@ class Blas:
         self.numpys: dict = {}
         #: ``"mkl"`` where MKL runs the products one thread runs, else ``"numpy"``.
         self.name = "numpy"
+        #: Whether MKL runs the products (None: not chosen yet).
+        self.mkl: bool | None = None
         #: numpy's OpenBLAS's ``openblas_get_num_threads``, or None.
         self.numpys_threads: Any = None
         #: How many times libraries were chosen: threadpoolctl's users scan the process's
@@ -66,13 +70,14 @@ class Blas:
                 if self._functions is None:
                     self.numpys, self.numpys_threads = _lookup()
                     self.name, self._functions = _choose(self.numpys)
+                    self.mkl = self.name == "mkl"
                     self.loads += 1
         return self._functions
 
     def reset(self) -> None:
         """Read ``pargraph.blas`` again at the next product."""
         with self._lock:
-            self._functions, self.name = None, "numpy"
+            self._functions, self.name, self.mkl = None, "numpy", None
 
 
 def _choose(numpys: dict) -> tuple[str, dict]:
@@ -191,17 +196,22 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool) -> None:
 
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` of two 2-d arrays as a fresh array, through MKL where :data:`blas` runs it
-    (one dtype, float32 or float64, at least :data:`SMALL` multiply-adds), else numpy's
-    matmul.
+    (one dtype, float32 or float64, at shapes where MKL is faster: :data:`LARGE`), else
+    numpy's matmul.
 
     Examples
     --------
     >>> product(np.ones((2, 3)), np.ones((3, 4))).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
     """
-    if (a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or a.dtype != b.dtype
-            or math.prod(a.shape) * b.shape[1] < SMALL or a.dtype not in blas.functions()
-            or blas.name != "mkl"):
+    if blas.mkl is None:
+        blas.functions()
+    if not blas.mkl or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] \
+            or a.dtype != b.dtype:
+        return np.matmul(a, b)
+    size = a.shape[0] * a.shape[1] * b.shape[1]
+    if (size < SMALL or (size < LARGE and min(a.shape[0], b.shape[1]) > THIN)
+            or a.dtype not in blas.functions()):
         return np.matmul(a, b)
     c = np.empty((a.shape[0], b.shape[1]), a.dtype)
     gemm(a, b, c, accumulate=False)
