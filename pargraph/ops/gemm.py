@@ -8,11 +8,14 @@ which releases the GIL, of two libraries:
 - the OpenBLAS numpy itself loaded (found through threadpoolctl);
 - Intel's MKL, where its wheel is installed (``pip install pargraph[mkl]``), with its
   sequential kernels. On this project's benchmarks its single-thread products are 1.2-1.6x
-  faster than OpenBLAS's at the shapes convolutions and recurrent cells make
-  (docs/performance.md). A product runs on MKL unless numpy's BLAS has more than one thread
-  and the product is one OpenBLAS splits across them (more than :data:`ONE_THREAD`): a
-  product's library then follows BLAS's thread count, which ``lowering.blas_threads_of``
-  sets from the graph alone, so the bits of a step never depend on timing.
+  faster than OpenBLAS's at the shapes convolutions and recurrent cells make, and no faster
+  at square ones of a few million multiply-adds (docs/performance.md): :func:`gemm` (the
+  convolutions' accumulating products) runs every product on MKL, :func:`product` only those
+  of the shapes where it pays (:data:`LARGE`). Either runs a product on numpy's OpenBLAS
+  when numpy's BLAS has more than one thread and the product is one OpenBLAS splits across
+  them (more than :data:`ONE_THREAD`): a product's library then follows BLAS's thread count,
+  which ``lowering.blas_threads_of`` sets from the graph alone, so a step's bits never
+  depend on timing.
 
 The dask setting ``pargraph.blas`` (``"auto"``, ``"mkl"`` or ``"numpy"``) picks whether MKL
 is used; it is read once per process (``blas.reset()`` reads it again). Where no library can
