@@ -109,8 +109,8 @@ class LocalState:
         self.blas: Any = None
         self.modules_at_scan = (0, 0)
         #: Whether every BLAS library it found runs small products on one thread whatever
-        #: its count: OpenBLAS, and libraries of one thread such as the sequential MKL of
-        #: ``ops.gemm`` (see ``blas_limited``).
+        #: its count: OpenBLAS, and sequential libraries such as the MKL of ``ops.gemm``
+        #: (see ``blas_limited``).
         self.one_thread_rule = False
         #: The nodes the last backward freed that still hold a value (``_forget_structure``).
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
@@ -228,7 +228,8 @@ def blas_limited(get: Callable, blas: str = ONE_BLAS):
         local.blas = ThreadpoolController()
         local.modules_at_scan = loaded
         local.one_thread_rule = all(
-            library.internal_api == "openblas" or library.num_threads == 1
+            library.internal_api == "openblas"
+            or getattr(library, "threading_layer", None) == "sequential"
             for library in local.blas.select(user_api="blas").lib_controllers)
     if blas is ANY_BLAS and local.one_thread_rule:
         return _UNLIMITED
