@@ -7,9 +7,9 @@ which releases the GIL, of two libraries:
 
 - the OpenBLAS numpy itself loaded (found through threadpoolctl);
 - Intel's MKL, where its wheel is installed (``pip install pargraph[mkl]``), with its
-  sequential kernels. On this project's benchmarks its single-thread products are 1.2-1.6x
-  faster than OpenBLAS's at the shapes convolutions and recurrent cells make, and no faster
-  at square ones of a few million multiply-adds (docs/performance.md): :func:`gemm` (the
+  sequential kernels. Its single-thread products are faster than OpenBLAS's at the shapes
+  convolutions and recurrent cells make, and no faster at square ones of a few million
+  multiply-adds (measured in docs/performance.md): :func:`gemm` (the
   convolutions' accumulating products) runs every product on MKL, :func:`product` only those
   of the shapes where it pays (:data:`LARGE`). Either runs a product on numpy's OpenBLAS
   when numpy's BLAS has more than one thread and the product is one OpenBLAS splits across
@@ -42,9 +42,8 @@ _MKL_SEQUENTIAL = 1
 ONE_THREAD, ONE_THREAD_VECTOR = 262_144, 8_192
 #: Where :func:`product` runs MKL: products of at least :data:`LARGE` multiply-adds, and
 #: those of at least :data:`SMALL` with at most :data:`THIN` rows or columns (a recurrent
-#: cell's ``h @ W.T``). Measured on this project's machine (docs/performance.md): its ctypes
-#: call costs ~7 us more than numpy's dispatch, and at square shapes of a few million
-#: multiply-adds OpenBLAS is as fast as MKL.
+#: cell's ``h @ W.T``): below them the ctypes call costs more than MKL gains, and at square
+#: shapes of a few million multiply-adds OpenBLAS is as fast (docs/performance.md).
 SMALL, LARGE, THIN = 1 << 20, 1 << 23, 32
 
 
@@ -57,8 +56,6 @@ class Blas:
         self.numpys: dict = {}
         #: ``"mkl"`` where MKL runs the products one thread runs, else ``"numpy"``.
         self.name = "numpy"
-        #: Whether MKL runs the products (None: not chosen yet).
-        self.mkl: bool | None = None
         #: numpy's OpenBLAS's ``openblas_get_num_threads``, or None.
         self.numpys_threads: Any = None
         #: How many times libraries were chosen: threadpoolctl's users scan the process's
@@ -73,14 +70,13 @@ class Blas:
                 if self._functions is None:
                     self.numpys, self.numpys_threads = _lookup()
                     self.name, self._functions = _choose(self.numpys)
-                    self.mkl = self.name == "mkl"
                     self.loads += 1
         return self._functions
 
     def reset(self) -> None:
         """Read ``pargraph.blas`` again at the next product."""
         with self._lock:
-            self._functions, self.name, self.mkl = None, "numpy", None
+            self._functions, self.name = None, "numpy"
 
 
 def _choose(numpys: dict) -> tuple[str, dict]:
@@ -207,14 +203,13 @@ def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     >>> product(np.ones((2, 3)), np.ones((3, 4))).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
     """
-    if blas.mkl is None:
-        blas.functions()
-    if not blas.mkl or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] \
+    found = blas.functions()
+    if blas.name != "mkl" or a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] \
             or a.dtype != b.dtype:
         return np.matmul(a, b)
     size = a.shape[0] * a.shape[1] * b.shape[1]
     if (size < SMALL or (size < LARGE and min(a.shape[0], b.shape[1]) > THIN)
-            or a.dtype not in blas.functions()):
+            or a.dtype not in found):
         return np.matmul(a, b)
     c = np.empty((a.shape[0], b.shape[1]), a.dtype)
     gemm(a, b, c, accumulate=False)

@@ -193,7 +193,7 @@ softmax_backward.defvjp(
 
 
 def _lstm_gates(gates_x, h, c, w_hh, b_hh):
-    gates = product(h, w_hh.T) if h.ndim == 2 else h @ w_hh.T
+    gates = product(h, w_hh.T)
     if gates.dtype == np.result_type(gates, gates_x):  # in place, unless it promotes
         gates += gates_x
     else:
