@@ -180,7 +180,8 @@ def train_classifier(model, data: tuple, prepare, args: argparse.Namespace, wher
 
 
 def trace_one_step(model, opt, loss_fn, batch):
-    """One more training step under ``pargraph.trace()``; prints and returns its summary."""
+    """One more training step under ``pargraph.trace()``; prints its summary and returns the
+    trace."""
     import pargraph
 
     x, y = batch
@@ -193,4 +194,4 @@ def trace_one_step(model, opt, loss_fn, batch):
     summary = tr.summary(print_it=False)
     print(f"one traced step: {summary.nodes} nodes, available parallelism "
           f"{summary.available_parallelism:.2f}x, achieved {summary.achieved_parallelism:.2f}x")
-    return summary
+    return tr

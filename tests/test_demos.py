@@ -1,5 +1,6 @@
 """The demos, run as a user would: accuracy, resume, learning rates, and --help."""
 
+import graphlib
 import json
 import os
 import re
@@ -52,17 +53,53 @@ def test_digits_runs_on_the_sync_scheduler(tmp_path):
     assert result["test_accuracy"] > 0.5
 
 
+def _groups(traced, pattern: str, phase: str) -> dict[str, list[str]]:
+    """The keys of the traced nodes of one phase, grouped by the first group of ``pattern``
+    matched against their scope."""
+    groups: dict[str, list[str]] = {}
+    for r in traced.nodes():
+        match = re.match(pattern, r.scope)
+        if match and r.phase == phase:
+            groups.setdefault(match.group(1), []).append(r.key)
+    return groups
+
+
+def _assert_independent(traced, groups: dict[str, list[str]]) -> None:
+    """No node of one group is an ancestor of a node of another: the groups are work that can
+    run side by side, whatever each node's measured time."""
+    inputs = {r.key: [i for i in r.inputs] for r in traced.nodes()}
+    ancestors: dict[str, set[str]] = {}
+    for key in graphlib.TopologicalSorter(inputs).static_order():
+        ancestors[key] = set().union(*([{i} | ancestors[i] for i in inputs.get(key, ())]
+                                       or [set()]))
+
+    for name, keys in groups.items():
+        reach = set().union(*(ancestors[k] for k in keys))
+        for other, other_keys in groups.items():
+            if other != name:
+                assert not reach & set(other_keys), f"group {name} depends on group {other}"
+
+
 def test_cnn_reaches_97_percent_and_its_branches_are_parallel_work(capsys):
     result = cnn.main(["--quiet"])
     assert result["test_accuracy"] >= 0.97
-    assert result["trace"].available_parallelism > 1.2  # the inception block's branches
+    # the inception block's four branches (forward) depend on none of each other's nodes
+    branches = _groups(result["trace"], r"^3\.branches\.(\d)", phase="forward")
+    assert sorted(branches) == ["0", "1", "2", "3"]
+    _assert_independent(result["trace"], branches)
     assert "one traced step:" in capsys.readouterr().out
 
 
 def test_attention_reaches_95_percent_and_its_heads_are_parallel_work(capsys):
     result = attention.main(["--quiet"])
     assert result["test_accuracy"] >= 0.95
-    assert result["trace"].available_parallelism > 1.2  # the heads of each layer
+    # each layer's four heads: their softmaxes depend on none of each other's
+    traced = result["trace"]
+    for layer in ("0", "1"):
+        heads = {r.key: [r.key] for r in traced.nodes() if r.op == "softmax"
+                 and r.phase == "forward" and r.scope.startswith(f"encoder.layers.{layer}.")}
+        assert len(heads) == 4
+        _assert_independent(traced, heads)
     assert "available parallelism" in capsys.readouterr().out
 
 
