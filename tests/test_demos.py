@@ -81,7 +81,7 @@ def _assert_independent(traced, groups: dict[str, list[str]]) -> None:
 
 
 def test_cnn_reaches_97_percent_and_its_branches_are_parallel_work(capsys):
-    result = cnn.main(["--quiet", "--epochs", "4"])  # 98.6%; the default 12 epochs reach 99.2%
+    result = cnn.main(["--quiet", "--epochs", "4"])  # four of the default twelve epochs
     assert result["test_accuracy"] >= 0.97
     # the inception block's four branches (forward) depend on none of each other's nodes
     branches = _groups(result["trace"], r"^3\.branches\.(\d)", phase="forward")
