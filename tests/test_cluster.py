@@ -4,6 +4,7 @@ started with the very commands docker/docker-compose.yml runs (only host and por
 import asyncio
 import operator
 import os
+import random
 import shlex
 import signal
 import socket
@@ -38,9 +39,19 @@ def compose_commands() -> dict[str, str]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range: ``bind(0)`` would hand out a port of
+    that range, which the outgoing connections of the suite's other processes also draw from,
+    so one of them could hold it by the time a scheduler binds it."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as file:
+        ephemeral_low = int(file.read().split()[0])
+    while True:
+        port = random.randrange(10_000, ephemeral_low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def local_command(command: str, port: int, dashboard: int, worker_http: int = 0) -> list[str]:
