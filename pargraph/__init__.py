@@ -122,6 +122,7 @@ from pargraph.factories import (
     zeros,
     zeros_like,
 )
+from pargraph.forecast import Forecast, forecast
 from pargraph.functions import (
     METHOD_FUNCTIONS,
     allclose,
@@ -236,7 +237,7 @@ trapz = trapezoid  # PyTorch's older name
 __all__ = [
     "alias_torch",
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
-    "ClusterLostError", "trace", "Trace",
+    "ClusterLostError", "trace", "Trace", "forecast", "Forecast",
     "visualize", "progress", "worker_threads", "connect", "tensor",
     "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "logspace", "tril_indices", "triu_indices", "meshgrid",

@@ -936,7 +936,7 @@ class Program:
             aside = {} if first else self._release_grads()
             with contextlib.ExitStack() as stack:
                 for observer in list(execution.local.observers):
-                    stack.enter_context(observer.run(self.computed, get))
+                    stack.enter_context(observer.run(self.computed, get, self.outputs))
                 results = self._run(values, get, client)
                 with interrupts.deferred():
                     if self.in_place is not None:

@@ -298,14 +298,22 @@ def granularity(get: Callable, client: Any = None) -> Granularity:
     """How coarse the next run's tasks are: dask's config, and where the run goes. On a
     cluster of several worker processes pargraph places the tasks itself
     (``pargraph.placement``, default True; see :mod:`pargraph.placement`)."""
-    return Granularity.of(client is not None, _workers(get, client),
-                          bool(dask.config.get("pargraph.fuse", True)),
+    return configured_granularity(client is not None, tasks_at_once(get, client),
+                                  hosts(client))
+
+
+def configured_granularity(remote: bool, workers: int,
+                           hosts: tuple[tuple[str, int], ...] = ()) -> Granularity:
+    """The granularity dask's config gives a run on ``workers`` threads (``remote``: of a
+    cluster, whose worker processes are ``hosts``)."""
+    return Granularity.of(remote, workers, bool(dask.config.get("pargraph.fuse", True)),
                           dask.config.get("pargraph.single-task-below", None),
-                          dask.config.get("pargraph.task-grain", None), hosts(client))
+                          dask.config.get("pargraph.task-grain", None), hosts)
 
 
-def _workers(get: Callable, client: Any) -> int:
-    """Tasks that can run at once on ``get``: one on the sync scheduler."""
+def tasks_at_once(get: Callable, client: Any) -> int:
+    """Tasks that can run at once on ``get`` (``client``: its Client, or None): one on the
+    sync scheduler."""
     return _threads(client) if client is not None or is_threaded(get) else 1
 
 
@@ -630,7 +638,7 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
         try:
             with contextlib.ExitStack() as stack:
                 for observer in list(local.observers):
-                    stack.enter_context(observer.run(computed, get))
+                    stack.enter_context(observer.run(computed, get, keep))
                 if timing is not None:
                     events = stack.enter_context(_timed_nodes())
                 values = lowered.values(execute(lowered, lowered.keys, get))

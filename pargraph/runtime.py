@@ -106,13 +106,45 @@ class Lowered:
 
 
 class TaskTimes:
-    """Where running tasks report ``(key, start, stop, thread)`` while a trace listens.
+    """Where running tasks report ``(key, start, stop, thread)`` while a trace listens, and
+    the :class:`OpSamples` a local trace keeps for measuring its ops later.
 
     A plain list append is atomic under the GIL, so worker threads need no lock. On a cluster
     each worker process records into its own list (see ``start_task_times``).
     """
 
     sink: list | None = None
+    samples: OpSamples | None = None
+
+
+class OpSamples:
+    """The first call of each kind of op a trace saw (its op, attributes and arguments, by op
+    name and argument shapes and dtypes), kept so that the call can be run again alone:
+    :mod:`pargraph.forecast` times it to measure how much of its time holds the GIL. Keeps
+    at most ``budget`` bytes of arguments; a kind past it is not kept."""
+
+    def __init__(self, budget: int = 256 << 20) -> None:
+        self.calls: dict[tuple, tuple[Primitive, dict, tuple]] = {}
+        self.kinds: dict[str, tuple] = {}  # each offered node's kind, by key
+        self.budget = budget
+
+    @staticmethod
+    def kind(op_name: str, args: Sequence[Any]) -> tuple:
+        return (op_name, *((a.shape, a.dtype.str) if isinstance(a, np.ndarray) else type(a)
+                           for a in args))
+
+    def offer(self, node: Any, args: Sequence[Any]) -> None:
+        kind = self.kind(node.op.name, args)
+        self.kinds[node.key] = kind
+        if kind in self.calls:
+            return
+        size = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
+        if size <= self.budget:
+            self.budget -= size
+            # copies: the call itself or a later member may overwrite an argument
+            self.calls[kind] = (node.op, dict(node.attrs),
+                                tuple(a.copy() if isinstance(a, np.ndarray) else a
+                                      for a in args))
 
 
 class Checks:
@@ -181,6 +213,8 @@ def run_node(node: Any, args: Any, out: np.ndarray | None = None) -> np.ndarray:
     """The value of ``node`` (a graph Node, or the :class:`NodeTask` a worker gets) from its
     ``args``: its op's forward, written into ``out`` if it is given, cast to its dtype."""
     sink = TaskTimes.sink
+    if sink is not None and TaskTimes.samples is not None:
+        TaskTimes.samples.offer(node, args)  # before the call, which may overwrite an argument
     start = time.time() if sink is not None else 0.0
     op = node.op
     try:

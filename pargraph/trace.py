@@ -27,7 +27,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,16 +130,35 @@ def _cache_counts() -> tuple[int, int, int, int]:
             BackwardTemplate.cache.hits, BackwardTemplate.cache.misses)
 
 
+@dataclass
+class RunRecord:
+    """One dask run inside a trace: its nodes (a topological order), the ones it returned,
+    where it went (threads of this process, or a cluster's worker threads) and when."""
+
+    computed: list[Node]
+    outputs: list[Node]
+    threads: int
+    remote: bool
+    start: float = 0.0
+    stop: float = 0.0
+
+
 class Trace:
     """Records the nodes realized inside ``with pargraph.trace() as tr:``."""
 
     def __init__(self) -> None:
         self.records: dict[str, NodeRecord] = {}
         self.runs: list[tuple[float, float]] = []
+        #: Each run's nodes, kept for :func:`pargraph.forecast` to partition again.
+        self.run_records: list[RunRecord] = []
+        #: The first call of each kind of op that ran in this process (``runtime.OpSamples``).
+        self.samples = runtime.OpSamples()
         self._lanes: dict[Any, str] = {}
         self._caches_at_start = _cache_counts()
         self.plan_hits = self.plan_misses = self.backward_hits = self.backward_misses = 0
         self.started, self.stopped = time.time(), None
+        #: Seconds the trace spent on its own records around the runs.
+        self.bookkeeping = 0.0
         #: Structures partitioned again from measured times inside the block (pargraph.costs).
         self.cost_decisions: list[str] = []
 
@@ -151,8 +170,11 @@ class Trace:
     # --- recording ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def run(self, computed: list[Node], get: Any) -> Iterator[None]:
-        """Entered by the execution layer around each dask run."""
+    def run(self, computed: list[Node], get: Any, outputs: Sequence[Node] = ()
+            ) -> Iterator[None]:
+        """Entered by the execution layer around each dask run of ``computed``, which returns
+        ``outputs``."""
+        entered = time.time()
         computed_keys = {node.key for node in computed}
         for node in computed:
             inputs = tuple(i.key for i in node.input_nodes() if i.key in computed_keys
@@ -173,13 +195,19 @@ class Trace:
                 self._add_events(events, computed_keys, worker)
         else:
             runtime.start_task_times()
+            runtime.TaskTimes.samples = self.samples
             try:
                 yield
             finally:
+                runtime.TaskTimes.samples = None
                 events = runtime.stop_task_times()
             self._add_events(events, computed_keys, "local")
         stop = time.time()
         self.runs.append((start, stop))
+        self.run_records.append(RunRecord(list(computed), list(outputs),
+                                          execution.tasks_at_once(get, client),
+                                          client is not None, start, stop))
+        self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
 
     def _lane(self, where: Any) -> str:
@@ -371,5 +399,6 @@ def _recording() -> Iterator[Trace]:
         execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
         execution.local.observers.remove(recorder)
+        recorder.stopped = time.time()
         recorder._count_cache_use()
         recorder.cost_decisions = costs.decisions.between(recorder.started, time.time())
