@@ -30,14 +30,20 @@ gives the cleanest costs.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import heapq
 import json
 import math
 import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,14 +195,84 @@ def gil_shares(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
     return shares
 
 
+@contextlib.contextmanager
+def _two_workers() -> Iterator[Any]:
+    """A Client of a ``dask scheduler`` and two one-thread ``dask worker`` processes on
+    127.0.0.1, started as commands (a ``LocalCluster`` of processes would import the
+    caller's ``__main__`` again), stopped at the end."""
+    from distributed import Client
+
+    with tempfile.TemporaryDirectory() as folder:
+        address_file = os.path.join(folder, "scheduler.json")
+        processes = [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard", "--scheduler-file", address_file],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(address_file):
+                if time.monotonic() > deadline or processes[0].poll() is not None:
+                    raise RuntimeError("pargraph.forecast: a dask scheduler on 127.0.0.1 did "
+                                       "not start, so the loopback's costs cannot be measured;"
+                                       " pass network=pargraph.forecast.Network(...)")
+                time.sleep(0.05)
+            processes += [subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+            with Client(scheduler_file=address_file, set_as_default=False) as client:
+                client.wait_for_workers(2, timeout=60)
+                yield client
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def _cache_file() -> str:
+    folder = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(folder, "pargraph", "loopback.json")
+
+
 @functools.cache
-def loopback() -> Network:
-    """The :class:`Network` of this machine's loopback: two dask worker processes on
-    127.0.0.1 of a ``LocalCluster``, a chain of tiny tasks (task latency), one task's round
-    trip from this process (run latency), and a task on one worker reading 1 KiB and 32 MiB
-    made on the other (transfer latency and bandwidth). Measured once per process (a few
-    seconds, most of it starting the cluster)."""
-    from distributed import Client, LocalCluster
+def loopback(measure: bool = False) -> Network:
+    """This machine's loopback costs (:func:`measure_loopback`), kept in
+    ``~/.cache/pargraph/loopback.json`` once measured (``measure=True``: again, now).
+
+    Examples
+    --------
+    >>> from pargraph.forecast import Network, loopback
+    >>> isinstance(loopback(), Network)
+    True
+    """
+    path = _cache_file()
+    if not measure:
+        try:
+            with open(path) as file:
+                return Network(**json.load(file))
+        except (OSError, ValueError, TypeError):
+            pass  # none yet, or unreadable: measured now
+    network = measure_loopback()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as file:
+            json.dump(dataclasses.asdict(network), file)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # a read-only home: measured again by the next process
+    return network
+
+
+def measure_loopback() -> Network:
+    """The :class:`Network` of this machine's loopback: on a ``dask scheduler`` and two
+    ``dask worker`` processes of one thread on 127.0.0.1, a chain of tiny tasks (task
+    latency), one task's round trip from this process (run latency), and a task on one
+    worker reading 1 KiB and 32 MiB made on the other (transfer latency and bandwidth).
+    Measured once per process (a few seconds, most of it starting the processes)."""
 
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
@@ -210,9 +286,10 @@ def loopback() -> Network:
     def median_of(measure: Any, repeats: int = 5) -> float:
         return float(np.median([measure() for _ in range(repeats)]))
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, worker_dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    from pargraph.remote.submit import send_promptly
+
+    with _two_workers() as client:
+        send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
         a, b = sorted(client.scheduler_info()["workers"])
         client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
 
