@@ -66,13 +66,17 @@ GIL_BUDGET_SECONDS = 3.0
 
 @dataclass(frozen=True)
 class Network:
-    """What a cluster's messages cost: a scheduler round trip before each task starts
-    (``task_latency``), a run's submission and its results' return (``run_latency``), and a
-    transfer between two workers (``transfer_latency`` plus bytes over ``bandwidth``, in
-    bytes per second)."""
+    """What a cluster's messages cost, in seconds: a task starts ``task_latency`` after the
+    scheduler took it up, and the scheduler takes up one task at a time, each for
+    ``scheduler_task``; a run's submission and its results' return cost ``run_latency``
+    beyond its tasks', and ``run_node`` more per node of the run (recorded, lowered and
+    sent by this process, taken in by the scheduler); a value moves between two workers in
+    ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second)."""
 
     task_latency: float
+    scheduler_task: float
     run_latency: float
+    run_node: float
     transfer_latency: float
     bandwidth: float
 
@@ -268,11 +272,16 @@ def loopback(measure: bool = False) -> Network:
 
 
 def measure_loopback() -> Network:
-    """The :class:`Network` of this machine's loopback: on a ``dask scheduler`` and two
-    ``dask worker`` processes of one thread on 127.0.0.1, a chain of tiny tasks (task
-    latency), one task's round trip from this process (run latency), and a task on one
-    worker reading 1 KiB and 32 MiB made on the other (transfer latency and bandwidth).
-    Measured once per process (a few seconds, most of it starting the processes)."""
+    """The :class:`Network` of this machine's loopback, measured on a ``dask scheduler`` and
+    two ``dask worker`` processes of one thread on 127.0.0.1, tuned as pargraph tunes a
+    cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
+    (the scheduler's time per task), pargraph runs of 2 and of 302 tiny nodes and their
+    result (the run latency beyond its task's, and the cost per node), and a task on one
+    worker reading 1 KiB and 32 MiB made on the other (the transfer latency and the
+    bandwidth)."""
+    import dask
+
+    from pargraph.remote.submit import send_promptly
 
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
@@ -286,17 +295,10 @@ def measure_loopback() -> Network:
     def median_of(measure: Any, repeats: int = 5) -> float:
         return float(np.median([measure() for _ in range(repeats)]))
 
-    from pargraph.remote.submit import send_promptly
-
     with _two_workers() as client:
         send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
         a, b = sorted(client.scheduler_info()["workers"])
         client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
-
-        def one_run() -> float:
-            start = time.perf_counter()
-            client.submit(chain, 0, workers=[a], pure=False).result()
-            return time.perf_counter() - start
 
         def task_chain(length: int = 20) -> float:
             start = time.perf_counter()
@@ -305,6 +307,27 @@ def measure_loopback() -> Network:
                 future = client.submit(chain, future, workers=[a], pure=False)
             future.result()
             return (time.perf_counter() - start) / length
+
+        def burst(tasks: int = 200) -> float:
+            start = time.perf_counter()
+            client.gather(client.map(chain, range(tasks), pure=False))
+            return (time.perf_counter() - start) / tasks
+
+        def pargraph_run(nodes: int) -> float:
+            from pargraph.factories import ones
+
+            def run() -> None:
+                h = x
+                for _ in range(nodes - 1):
+                    h = h * 2
+                h.sum().item()
+
+            x = ones(4)
+            with dask.config.set(scheduler=client):
+                run()
+                start = time.perf_counter()
+                run()
+                return time.perf_counter() - start
 
         def moved(size: int) -> float:
             made = client.submit(make, size, workers=[a], pure=False)
@@ -316,12 +339,16 @@ def measure_loopback() -> Network:
             client.submit(touch, made, workers=[a], pure=False).result()
             return max(across - (time.perf_counter() - start), 1e-6)
 
-        run_latency = median_of(one_run)
         task_latency = median_of(task_chain, 3)
+        scheduler_task = median_of(burst, 3)
+        one, many = median_of(lambda: pargraph_run(2)), median_of(lambda: pargraph_run(302))
+        per_node = max((many - one) / 300, 0.0)
+        run_latency = max(one - task_latency - 2 * per_node, 0.0)
         small, big = 1 << 10, 32 << 20
         small_time, big_time = median_of(lambda: moved(small)), median_of(lambda: moved(big))
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
-    return Network(task_latency, run_latency, small_time, bandwidth)
+    return Network(task_latency, min(scheduler_task, task_latency), run_latency, per_node,
+                   small_time, bandwidth)
 
 
 @dataclass(frozen=True)
@@ -398,6 +425,7 @@ class _Simulation:
         self.ready: list[list[int]] = [[] for _ in range(workers)]
         self.gil_held = [False] * workers
         self.gil_queue: list[list[tuple]] = [[] for _ in range(workers)]
+        self.scheduler_free = start
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
         self.order += 1
@@ -435,6 +463,16 @@ class _Simulation:
     # --- tasks ---
 
     def _ready(self, now: float, t: int) -> None:
+        if self.remote:  # the scheduler takes tasks up one at a time, then sends them off
+            network = self.network
+            taken = max(now, self.scheduler_free)
+            self.scheduler_free = taken + network.scheduler_task
+            self.outcome.scheduling += taken + network.task_latency - now
+            self._at(taken + network.task_latency, self._sent, t)
+        else:
+            self._sent(now, t)
+
+    def _sent(self, now: float, t: int) -> None:
         w = self.tasks[t].worker
         heapq.heappush(self.ready[w], t)
         self._dispatch(now, w)
@@ -444,9 +482,7 @@ class _Simulation:
             t, lane = heapq.heappop(self.ready[w]), self.free_lanes[w].pop(0)
             task = self.tasks[t]
             steps: list[tuple] = []
-            if self.remote:
-                steps.append(("wait", self.network.task_latency, None))
-            elif self.task_cost:
+            if self.task_cost:
                 steps.append(("gil", self.task_cost, None))
             for m in task.members:
                 seconds, share = self.seconds[m], self.shares[m]
@@ -469,8 +505,6 @@ class _Simulation:
             else:
                 self._hold(now, now, t, lane, steps, k, began)
             return
-        if kind == "wait":
-            self.outcome.scheduling += seconds
         self._at(now + seconds, self._after, t, lane, steps, k, began)
 
     def _hold(self, now: float, asked: float, t: int, lane: int, steps: list, k: int,
@@ -651,8 +685,9 @@ class Forecast:
             if remote and workers > 1 and _placement() else ()
         granularity = execution.configured_granularity(remote, workers * threads, hosts)
         if remote:
-            now += self.network.run_latency
-            outcome.scheduling += self.network.run_latency
+            submitted = self.network.run_latency + self.network.run_node * len(nodes)
+            now += submitted
+            outcome.scheduling += submitted
         # the work a steady run partitions with: the estimates, unless measured times
         # disagree with them (lowering.Timing)
         estimated = [estimated_seconds(node) for node in nodes]
