@@ -8,7 +8,7 @@
    run reads it), with the nodes' measured times as their work, as a steady-state run does.
 2. Its tasks run on simulated threads, one lane per thread, in dependency order. A node's
    measured time is split into a part that holds its process's GIL and a part that does not
-   (the *GIL share*, measured per kind of op, see :func:`gil_shares`): one lock per process
+   (the *GIL share*, measured per kind of op, see :func:`measure_call`): one lock per process
    serializes the held parts, first come first served. A local task costs the scheduler
    :data:`pargraph.partition.TASK_COST_LOCAL` with the GIL held; a run costs a fixed start.
    Where the real runner would run a structure in the calling thread, group after group,
@@ -52,6 +52,7 @@ import numpy as np
 from pargraph import execution, lowering
 from pargraph.costs import disagree
 from pargraph.graph import Node
+from pargraph.lowering import ALL_BLAS
 from pargraph.partition import estimated_seconds, placed_partition
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
@@ -123,8 +124,17 @@ def _timed_calls(call: Any, repeats: int) -> float:
     return time.perf_counter() - start
 
 
-def gil_share(op: Any, attrs: dict, args: tuple, trials: int = 3) -> float:
-    """The share of one call's time that holds the GIL.
+@dataclass(frozen=True)
+class CallCost:
+    """One kind of op's measured call: the share of its time that holds the GIL, and its
+    seconds on one thread with BLAS on one thread."""
+
+    gil_share: float
+    seconds: float
+
+
+def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost:
+    """The share of one call's time that holds the GIL, and the call's time alone.
 
     Two threads, each with its own copy of the arguments, make ``repeats`` calls each, the
     second starting half a call after the first (started together, calls that sleep or wait
@@ -164,28 +174,30 @@ def gil_share(op: Any, attrs: dict, args: tuple, trials: int = 3) -> float:
 
     from pargraph.threads import state
 
-    shares = []
+    shares, alone_times = [], []
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
         single = _timed_calls(calls[0], 1)
         repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
         for _ in range(trials):
-            alone = max(_timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
+            runs = (_timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
+            alone = max(runs)
+            alone_times.append(min(runs) / repeats)
             took, offset = pair(repeats, single / 2)
             both = alone - offset  # the stretch in which the two threads run at once
             shares.append((took - offset - alone) / both if both > 0 else 1.0)
-    return min(max(float(np.median(shares)), 0.0), 1.0)
+    return CallCost(min(max(float(np.median(shares)), 0.0), 1.0), min(alone_times))
 
 
-def gil_shares(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, float]:
-    """The GIL share (:func:`gil_share`) of each kind of op ``trace`` kept a call of, the
-    kinds with the most traced time first, until ``budget`` seconds of measuring are spent."""
+def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:
+    """The :class:`CallCost` (:func:`measure_call`) of each kind of op ``trace`` kept a call
+    of, the kinds with the most traced time first, until ``budget`` seconds are spent."""
     time_by_kind: dict[tuple, float] = defaultdict(float)
     for key, kind in trace.samples.kinds.items():
         record = trace.records.get(key)
         if record is not None and record.stop:
             time_by_kind[kind] += record.duration
-    shares: dict[tuple, float] = {}
+    costs: dict[tuple, CallCost] = {}
     deadline = time.perf_counter() + budget
     for kind in sorted(time_by_kind, key=lambda k: -time_by_kind[k]):
         if time.perf_counter() > deadline:
@@ -193,10 +205,10 @@ def gil_shares(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
         call = trace.samples.calls.get(kind)
         if call is not None:
             try:
-                shares[kind] = gil_share(*call)
+                costs[kind] = measure_call(*call)
             except Exception:  # a call that cannot run again alone (an op with side effects)
                 continue
-    return shares
+    return costs
 
 
 @contextlib.contextmanager
@@ -629,8 +641,11 @@ class Forecast:
         """Each traced node's GIL share, by key; and how many kinds of op were measured."""
         kinds = self.trace.samples.kinds
         given: dict = gil if isinstance(gil, dict) else {}
-        measured = gil_shares(self.trace) if measure and not isinstance(gil, (int, float)) \
-            else {}
+        costs = call_costs(self.trace) if measure else {}
+        #: each node's seconds on one thread with BLAS on one, where its kind was measured
+        self.one_thread = {key: costs[kind].seconds for key, kind in kinds.items()
+                           if kind in costs}
+        measured = {kind: cost.gil_share for kind, cost in costs.items()}
         shares = {}
         for key, record in self.trace.records.items():
             if isinstance(gil, (int, float)):
@@ -681,6 +696,11 @@ class Forecast:
         shares = [self.shares.get(n.key, 1.0) for n in nodes]
         workers = count if remote else 1
         threads = self.threads_per_worker if remote else count
+        if not (run.blas is ALL_BLAS and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
+            # A node takes its kind's time measured alone, where measured: a trace runs node
+            # by node, each timed (in a compiled step, in place of its generated code), and
+            # where BLAS had every core in the trace, it has one thread per task here.
+            seconds = [self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and _placement() else ()
         granularity = execution.configured_granularity(remote, workers * threads, hosts)

@@ -141,6 +141,8 @@ class RunRecord:
     remote: bool
     start: float = 0.0
     stop: float = 0.0
+    #: BLAS's threads in the run (``lowering.blas_threads_of``)
+    blas: str = lowering.ONE_BLAS
 
 
 class Trace:
@@ -175,6 +177,9 @@ class Trace:
         """Entered by the execution layer around each dask run of ``computed``, which returns
         ``outputs``."""
         entered = time.time()
+        structure = _copy_structure(computed)  # a run cuts its nodes' inputs
+        position = {id(node): k for k, node in enumerate(computed)}
+        returned = [position[id(node)] for node in outputs if id(node) in position]
         computed_keys = {node.key for node in computed}
         for node in computed:
             inputs = tuple(i.key for i in node.input_nodes() if i.key in computed_keys
@@ -204,9 +209,10 @@ class Trace:
             self._add_events(events, computed_keys, "local")
         stop = time.time()
         self.runs.append((start, stop))
-        self.run_records.append(RunRecord(list(computed), list(outputs),
-                                          execution.tasks_at_once(get, client),
-                                          client is not None, start, stop))
+        threads = execution.tasks_at_once(get, client)
+        self.run_records.append(RunRecord(structure, [structure[k] for k in returned],
+                                          threads, client is not None, start, stop,
+                                          lowering.blas_threads_of(structure, threads)))
         self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
 
@@ -325,6 +331,29 @@ class Trace:
         fig.tight_layout(rect=(0, 0.45 / (1.2 + 0.6 * len(lanes)), 1, 1))
         fig.savefig(path, dpi=110)
         plt.close(fig)
+
+
+def _copy_structure(computed: Sequence[Node]) -> list[Node]:
+    """Copies of ``computed`` (a topological order) that keep what a partition reads: op,
+    attributes, shape, dtype, key, phase, scope and inputs, the inputs from outside the run
+    as copies without their values (a run cuts its nodes' inputs, and the trace must not
+    keep the values alive)."""
+    copies: dict[int, Node] = {}
+
+    def copy_of(node: Node, inputs: tuple) -> Node:
+        made = Node.replayed(node.op, inputs, node.attrs, node.shape, node.dtype, node.phase,
+                             "copy", node.scope, node.site)
+        made.key = node.key
+        return made
+
+    for node in computed:
+        inputs = []
+        for i in node.inputs:
+            if type(i) is Node and id(i) not in copies:
+                copies[id(i)] = copy_of(i, ())
+            inputs.append(copies[id(i)] if type(i) is Node else i)
+        copies[id(node)] = copy_of(node, tuple(inputs))
+    return [copies[id(node)] for node in computed]
 
 
 def _host(lane: str) -> str:

@@ -1,0 +1,174 @@
+"""Forecasts against reality: ``pargraph.forecast`` of one traced step, set beside the
+speed-ups the same step measures on threads and on a cluster of worker processes.
+
+    python -m benchmarks.forecast           # writes benchmarks/FORECAST.md
+
+Each workload is warmed on one thread and one steady step is traced there; the forecast of
+that trace for every configuration is compared with the configuration's measured speed-up
+(the median of steady-state steps, as ``benchmarks.scaling`` measures them, over the same
+step's median on one thread or one worker). The sleeping graphs of ``benchmarks.scaling``
+need no core, so this 2-core machine runs them on 1 to 16 threads and 1 to 4 worker
+processes for real; the numpy workloads use cores, so they are compared on the
+configurations this machine has: 1 and 2 threads, 1 and 2 workers. Worker processes run one
+thread each (a ``LocalCluster`` of processes on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+import dask
+
+import pargraph
+from benchmarks import scaling
+from pargraph.forecast import loopback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+#: The numpy workloads: builders of a training step (benchmarks.loop's towers and
+#: benchmarks.layer_models' models).
+REAL_THREADS, REAL_WORKERS = (1, 2), (1, 2)
+#: How far a forecast speed-up may be from the measured one (issue #59).
+SLEEPING_LIMIT, REAL_LIMIT = 0.10, 0.15
+
+
+def real_workloads() -> dict[str, Callable[[], Callable]]:
+    from benchmarks import layer_models, loop
+
+    return {
+        "wide towers (eager)": lambda: loop._pargraph_step(loop.WORKLOADS["wide"]),
+        "branchy towers (compiled)": lambda: loop._pargraph_step(loop.WORKLOADS["branchy"],
+                                                                 compiled="step"),
+        "cnn (compiled)": lambda: layer_models.step_of(pargraph, "cnn", "step"),
+        "attention (eager)": lambda: layer_models.step_of(pargraph, "attention"),
+    }
+
+
+def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
+    return {name: (lambda make=make: scaling.step_of(make()))
+            for name, make in scaling.GRAPHS.items()}
+
+
+def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.Forecast:
+    """The forecast of one steady step of ``step``, traced on one thread."""
+    with dask.config.set(scheduler="threads", num_workers=1):
+        scaling.median_step(step, 3, 20, scaling.WARM_SECONDS)
+        with pargraph.trace() as tr:
+            step()
+    return pargraph.forecast(tr, threads=threads, workers=workers)
+
+
+def measure_threads(step: Callable, threads: tuple, steps: int) -> dict[int, float]:
+    times = {}
+    for n in threads:
+        with dask.config.set(scheduler="threads", num_workers=n):
+            times[n] = scaling.median_step(step, steps, 20, scaling.WARM_SECONDS,
+                                           scaling.TIMED_SECONDS)
+    return times
+
+
+def measure_workers(makers: dict[str, Callable], workers: tuple, steps: int
+                    ) -> dict[str, dict[int, float]]:
+    from distributed import Client, LocalCluster
+
+    times: dict[str, dict[int, float]] = {name: {} for name in makers}
+    for count in workers:
+        with LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
+                          host="127.0.0.1", dashboard_address=None,
+                          worker_dashboard_address="127.0.0.1:0") as cluster, \
+                Client(cluster) as client, dask.config.set(scheduler=client):
+            for name, make in makers.items():
+                times[name][count] = scaling.median_step(make(), steps, 5)
+    return times
+
+
+def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: int
+            ) -> list[dict]:
+    rows = []
+    forecasts = {}
+    for name, make in makers.items():
+        step = make()
+        forecasts[name] = traced_forecast(step, threads, workers)
+        measured = measure_threads(step, threads, steps)
+        for n in threads:
+            rows.append({"workload": name, "where": "threads", "count": n,
+                         "measured": measured[1] / measured[n],
+                         "forecast": forecasts[name].speedup(threads=n),
+                         "step": measured[n], "forecast_step":
+                         forecasts[name].step_time(threads=n)})
+    by_workers = measure_workers(makers, workers, steps)
+    for name in makers:
+        measured = by_workers[name]
+        for n in workers:
+            rows.append({"workload": name, "where": "workers", "count": n,
+                         "measured": measured[1] / measured[n],
+                         "forecast": forecasts[name].speedup(workers=n),
+                         "step": measured[n],
+                         "forecast_step": forecasts[name].step_time(workers=n)})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| workload | configuration | measured step | forecast step | measured speed-up "
+             "| forecast speed-up | off by |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        where = f"{row['count']} {row['where'][:-1] if row['count'] == 1 else row['where']}"
+        off = row["forecast"] / row["measured"] - 1
+        lines.append(f"| {row['workload']} | {where} | {row['step'] * 1e3:.1f} ms | "
+                     f"{row['forecast_step'] * 1e3:.1f} ms | {row['measured']:.2f}x | "
+                     f"{row['forecast']:.2f}x | {off:+.1%} |")
+    return "\n".join(lines)
+
+
+def targets(sleeping: list[dict], real: list[dict]) -> list[str]:
+    found = []
+    for rows, limit, what in ((sleeping, SLEEPING_LIMIT, "sleeping graphs, 1-16 threads and "
+                               "1-4 workers"), (real, REAL_LIMIT, "numpy workloads, 1-2 "
+                                                "threads and 1-2 workers")):
+        worst = max(rows, key=lambda r: abs(r["forecast"] / r["measured"] - 1))
+        off = abs(worst["forecast"] / worst["measured"] - 1)
+        within = sum(abs(r["forecast"] / r["measured"] - 1) <= limit for r in rows)
+        found.append(f"- target: {what}: every forecast speed-up within {limit:.0%} of the "
+                     f"measured one: {within} of {len(rows)}, the farthest {off:.1%} off "
+                     f"({worst['workload']}, {worst['count']} {worst['where']}) — "
+                     f"**{'met' if within == len(rows) else 'NOT met'}**")
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per setting")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--only", choices=["sleeping", "real"], default=None)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    network = loopback()
+    sleeping = [] if args.only == "real" else compare(
+        sleeping_workloads(), scaling.THREADS, scaling.WORKERS, args.steps)
+    real = [] if args.only == "sleeping" else compare(
+        real_workloads(), REAL_THREADS, REAL_WORKERS, args.steps)
+    parts = []
+    if sleeping:
+        parts += ["## Sleeping graphs (benchmarks.scaling)", "", table(sleeping), ""]
+    if real:
+        parts += ["## numpy workloads", "", table(real), ""]
+    if sleeping and real:
+        parts += targets(sleeping, real)
+    text = "\n".join(parts)
+    print(text)
+    if args.no_write:
+        return
+    from benchmarks.run import machine
+
+    with open(os.path.join(HERE, "FORECAST.md"), "w") as file:
+        file.write(f"# Forecasts against measurements\n\n- machine: {machine()}\n- command: "
+                   f"`python -m benchmarks.forecast` ({time.perf_counter() - start:.0f} s)\n"
+                   f"- loopback costs (`pargraph.forecast` module's `loopback()`): {network}\n"
+                   f"\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
