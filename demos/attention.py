@@ -53,6 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=4, help="attention heads per layer")
     parser.add_argument("--layers", type=int, default=2, help="encoder layers")
     common.add_execution_args(parser)
+    common.add_forecast_arg(parser)
     return parser.parse_args(argv)
 
 

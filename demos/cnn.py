@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common.add_training_args(parser, width=16, width_help="channels per branch")
     common.add_execution_args(parser)
+    common.add_forecast_arg(parser)
     return parser.parse_args(argv)
 
 

@@ -35,6 +35,33 @@ def add_execution_args(parser: argparse.ArgumentParser, scheduler: bool = True) 
                              "(0: not at all; default: until Enter when run in a terminal)")
 
 
+def add_forecast_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--forecast", action="store_true",
+                        help="forecast the traced step on 1-16 threads and 1-4 dask worker "
+                             "processes (pargraph.forecast) and print the table; needs a "
+                             "step traced on this machine's threads (not --address or "
+                             "--dashboard)")
+
+
+def print_forecast(tr, args: argparse.Namespace, timeline: str | None = None) -> None:
+    """With ``--forecast``: the forecast of the step ``tr`` traced, as a table, and with
+    ``timeline`` a PNG of the measured step above its forecast on 8 threads."""
+    import pargraph
+
+    if not getattr(args, "forecast", False):
+        return
+    if on_a_cluster(args):
+        print("--forecast forecasts a step traced on this machine's threads; this one ran on "
+              "a cluster (run without --address and --dashboard)")
+        return
+    forecast = pargraph.forecast(tr, threads=[1, 2, 4, 8, 16], workers=[1, 2, 4])
+    print(forecast)
+    if timeline:
+        forecast.plot(timeline, threads=8)
+        print(f"measured and forecast (8 threads) timelines: {timeline}")
+    print()
+
+
 def on_a_cluster(args: argparse.Namespace) -> bool:
     return bool(args.address or args.dashboard)
 
@@ -176,6 +203,7 @@ def train_classifier(model, data: tuple, prepare, args: argparse.Namespace, wher
     result = {"model": model, "test_accuracy": accuracy(model, test_x, test_y, prepare),
               "seconds": seconds, "where": where, "step": step}
     result["trace"] = trace_one_step(model, opt, loss_fn, next(iter(loader)))
+    print_forecast(result["trace"], args)
     return result
 
 

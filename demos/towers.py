@@ -65,6 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "trace (and a PNG timeline beside it) and print the parallelism "
                              "summary")
     common.add_execution_args(parser, scheduler=False)  # it compares the local schedulers
+    common.add_forecast_arg(parser)
     common.add_compile_arg(parser)
     return parser.parse_args(argv)
 
@@ -96,7 +97,8 @@ def timed_steps(model, opt, batches, mode: str, workers: int | None, quiet: bool
 
 
 def trace_one_step(model, opt, batch, args: argparse.Namespace, where: str) -> None:
-    """Record one training step where the demo runs (threads locally) and report how it ran."""
+    """Record one training step where the demo runs (threads locally) and report how it ran
+    (``--trace``: its files too; ``--forecast``: its forecast on other threads and workers)."""
     settings = {}
     if not common.on_a_cluster(args):
         settings = {"scheduler": "threads",
@@ -106,13 +108,17 @@ def trace_one_step(model, opt, batch, args: argparse.Namespace, where: str) -> N
         loss = nn.CrossEntropyLoss()(model(batch[0]), batch[1])
         loss.backward()
         opt.step()
-    tr.to_chrome(args.trace)
-    picture = os.path.splitext(args.trace)[0] + ".png"
-    tr.plot(picture, title=f"one training step of {args.towers} towers on {where}")
-    print(f"trace of one step on {where}: {args.trace} (open in https://ui.perfetto.dev), "
-          f"timeline: {picture}")
+    forecast_picture = None
+    if args.trace:
+        tr.to_chrome(args.trace)
+        picture = os.path.splitext(args.trace)[0] + ".png"
+        forecast_picture = os.path.splitext(args.trace)[0] + "-forecast.png"
+        tr.plot(picture, title=f"one training step of {args.towers} towers on {where}")
+        print(f"trace of one step on {where}: {args.trace} (open in https://ui.perfetto.dev), "
+              f"timeline: {picture}")
     tr.summary()
     print()
+    common.print_forecast(tr, args, forecast_picture)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
         params = sum(p.numel() for p in model.parameters())
         print(f"{args.towers} towers of width {args.width} ({params:,} parameters), "
               f"batch {args.batch_size}, {args.steps} steps per mode, on {where}")
-        if args.trace:
+        if args.trace or args.forecast:
             trace_one_step(model, opt, batches[1], args, where)
     medians = {mode: statistics.median(times) for mode, (times, _) in results.items()}
     for mode, (times, losses) in results.items():

@@ -72,7 +72,9 @@ class Network:
     ``scheduler_task``; a run's submission and its results' return cost ``run_latency``
     beyond its tasks', and ``run_node`` more per node of the run (recorded, lowered and
     sent by this process, taken in by the scheduler); a value moves between two workers in
-    ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second)."""
+    ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
+    to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
+    ``bandwidth``."""
 
     task_latency: float
     scheduler_task: float
@@ -80,6 +82,7 @@ class Network:
     run_node: float
     transfer_latency: float
     bandwidth: float
+    replicate_latency: float
 
 
 @dataclass
@@ -289,8 +292,8 @@ def measure_loopback() -> Network:
     cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
     (the scheduler's time per task), pargraph runs of 2 and of 302 tiny nodes and their
     result (the run latency beyond its task's, and the cost per node), and a task on one
-    worker reading 1 KiB and 32 MiB made on the other (the transfer latency and the
-    bandwidth)."""
+    worker reading 1 KiB and 64 MiB made on the other (the transfer latency and the
+    bandwidth), and the copy of 1 KiB to the second worker (the replication latency)."""
     import dask
 
     from pargraph.remote.submit import send_promptly
@@ -351,16 +354,25 @@ def measure_loopback() -> Network:
             client.submit(touch, made, workers=[a], pure=False).result()
             return max(across - (time.perf_counter() - start), 1e-6)
 
+        def replicated() -> float:
+            made = client.submit(make, 1 << 10, workers=[a], pure=False)
+            client.submit(touch, made, workers=[a], pure=False).result()
+            start = time.perf_counter()
+            client.replicate([made], n=2)
+            return time.perf_counter() - start
+
         task_latency = median_of(task_chain, 3)
         scheduler_task = median_of(burst, 3)
         one, many = median_of(lambda: pargraph_run(2)), median_of(lambda: pargraph_run(302))
         per_node = max((many - one) / 300, 0.0)
         run_latency = max(one - task_latency - 2 * per_node, 0.0)
-        small, big = 1 << 10, 32 << 20
-        small_time, big_time = median_of(lambda: moved(small)), median_of(lambda: moved(big))
+        small, big = 1 << 10, 64 << 20
+        small_time = median_of(lambda: moved(small), 7)
+        big_time = median_of(lambda: moved(big), 7)
+        replicate_latency = median_of(replicated)
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return Network(task_latency, min(scheduler_task, task_latency), run_latency, per_node,
-                   small_time, bandwidth)
+                   small_time, bandwidth, replicate_latency)
 
 
 @dataclass(frozen=True)
@@ -709,9 +721,9 @@ class Forecast:
             now += submitted
             outcome.scheduling += submitted
         # the work a steady run partitions with: the estimates, unless measured times
-        # disagree with them (lowering.Timing)
+        # disagree with them (lowering.Timing; cluster runs are not timed)
         estimated = [estimated_seconds(node) for node in nodes]
-        work = seconds if disagree(estimated, seconds) else estimated
+        work = seconds if not remote and disagree(estimated, seconds) else estimated
         if lowering.is_small(nodes, granularity.single_task_below, work) or len(nodes) < 2:
             groups, placed = [list(nodes)], [0]
         else:
@@ -735,7 +747,23 @@ class Forecast:
             return end
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome)
-        return simulation.run()
+        end = simulation.run()
+        if remote and workers > 1 and _replicas() > 1:
+            end = max(end, self._copies_done(tasks, nodes, outcome))
+        return end
+
+    def _copies_done(self, tasks: list[_Task], nodes: list[Node], outcome: Outcome) -> float:
+        """When the copies of the run's training state (the optimizer's updates) to a second
+        worker are done: each task's are copied once it ends, and the next run waits for
+        them (``remote.replication``)."""
+        network, done = self.network, 0.0
+        for task in tasks:
+            moved = sum(_nbytes(nodes[m]) for m in task.members if nodes[m].phase == "update")
+            if moved:
+                seconds = network.replicate_latency + moved / network.bandwidth
+                outcome.transfers += seconds
+                done = max(done, task.done + seconds)
+        return done
 
     # --- reading ---
 
@@ -897,6 +925,12 @@ def _placement() -> bool:
     import dask
 
     return bool(dask.config.get("pargraph.placement", True))
+
+
+def _replicas() -> int:
+    import dask
+
+    return int(dask.config.get("pargraph.replicas", 2))
 
 
 def _config(threads: int | None = None, workers: int | None = None) -> tuple[str, int]:

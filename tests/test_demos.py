@@ -161,6 +161,7 @@ CLASSIFIER_FLAGS = {
     "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
     "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
     "--compile": "test_compile_flag_trains_as_the_eager_step",
+    "--forecast": "test_forecast_prints_the_forecast_and_its_timeline",
 }
 
 
@@ -209,6 +210,7 @@ FLAG_TESTS = {
         "--seed": "test_towers_size_flags",
         "--quiet": "test_quiet_hides_the_progress_bar",
         "--trace": "test_towers_trace_writes_a_chrome_trace_and_a_timeline",
+        "--forecast": "test_forecast_prints_the_forecast_and_its_timeline",
         "--compile": "test_compile_flag_trains_as_the_eager_step",
         "--workers": "test_towers_reports_both_schedulers",
         "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
@@ -330,6 +332,30 @@ def _run(demo: str, *flags: str, tmp_path, **kwargs) -> subprocess.CompletedProc
     extra = ["--checkpoint", str(tmp_path / "c.npz")] if demo == "digits.py" else []
     return subprocess.run([sys.executable, os.path.join(DEMOS, demo), *SMALL[demo], *extra,
                            *flags], capture_output=True, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("demo", ["towers.py", "cnn.py", "attention.py"])
+def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
+    from pargraph.forecast import Network
+
+    # this machine's loopback costs as if measured before: the demo reads them back
+    cache = tmp_path / "cache" / "pargraph"
+    cache.mkdir(parents=True)
+    (cache / "loopback.json").write_text(json.dumps(Network(
+        task_latency=3e-3, scheduler_task=1e-3, run_latency=9e-3, run_node=1e-5,
+        transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3).__dict__))
+    flags = ["--forecast"] + (["--trace", str(tmp_path / "step.json")]
+                              if demo == "towers.py" else [])
+    done = _run(demo, "--quiet", *flags, timeout=180, check=True, tmp_path=tmp_path,
+                env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    for line in ("forecast of one traced step", "16 threads", "4 workers x 1 thread"):
+        assert line in done.stdout
+    if demo == "towers.py":
+        assert (tmp_path / "step-forecast.png").read_bytes()[:4] == b"\x89PNG"
+        on_cluster = _run(demo, "--quiet", "--forecast", "--dashboard", "--dashboard-linger",
+                          "0", timeout=180, check=True, tmp_path=tmp_path)
+        assert "--forecast forecasts a step traced on this machine's threads" in \
+            on_cluster.stdout
 
 
 # attention.py's bar is cnn.py's: both train through common.train_classifier.

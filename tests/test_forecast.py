@@ -1,0 +1,233 @@
+"""Forecasts of a traced step on other threads and workers (pargraph.forecast)."""
+
+import importlib
+import json
+import time
+
+import dask
+import numpy as np
+import pytest
+
+import pargraph
+from pargraph.forecast import CallCost, Network, loopback, measure_call, measure_loopback
+
+#: A cluster whose messages cost little next to the ops below, given rather than measured.
+FAST_NETWORK = Network(task_latency=1e-3, scheduler_task=1e-4, run_latency=2e-3, run_node=0.0,
+                       transfer_latency=1e-3, bandwidth=1e9,
+                       replicate_latency=2e-3)
+_ops: dict = {}
+
+
+def sleeper(seconds: float):
+    """A custom op that sleeps ``seconds`` forward and backward: known work, no core."""
+    if seconds not in _ops:
+        @pargraph.library.custom_op(f"forecast_test::sleep_{seconds * 1e3:g}ms",
+                                    mutates_args=(), cost=seconds)
+        def op(x):
+            time.sleep(seconds)
+            return x + 1.0
+
+        op.register_fake(lambda x: pargraph.empty_like(x))
+        op.register_autograd(lambda ctx, grad: op(grad) - 1.0)
+        _ops[seconds] = op
+    return _ops[seconds]
+
+
+def traced(model, steps: int = 2):
+    """A trace of one step of ``model`` (forward and backward) on one thread, after
+    ``steps`` steps that let the runner settle."""
+    x = pargraph.ones(4, requires_grad=True)
+
+    def step():
+        x.grad = None
+        loss = model(x)
+        loss.backward()
+        loss.item()
+        x.grad.numpy()
+
+    with dask.config.set(scheduler="threads", num_workers=1):
+        for _ in range(steps):
+            step()
+        with pargraph.trace() as tr:
+            step()
+    return tr
+
+
+def branches(n: int, seconds: float):
+    op = sleeper(seconds)
+    return lambda x: pargraph.stack([op(x * (k + 1)) for k in range(n)]).sum()
+
+
+def chain(n: int, seconds: float):
+    op = sleeper(seconds)
+
+    def model(x):
+        for _ in range(n):
+            x = op(x)
+        return (x * x).sum()  # its gradient needs the forward's end: one chain, both ways
+    return model
+
+
+def test_independent_branches_forecast_their_parallelism_and_no_more():
+    tr = traced(branches(8, 0.02))
+    fc = pargraph.forecast(tr, threads=[1, 2, 4, 8], gil=0.0)
+    available = tr.summary(print_it=False).available_parallelism
+    speedups = [fc.speedup(threads=n) for n in (1, 2, 4, 8)]
+    assert speedups[0] == 1.0
+    assert all(a < b for a, b in zip(speedups, speedups[1:]))  # more threads, faster
+    assert 1.6 < speedups[1] <= 2.0 + 1e-9
+    assert 4.0 < speedups[3] <= min(8.0, available) + 1e-9
+    # the one-thread forecast is the step's work and its time outside the runs
+    assert fc.step_time(threads=1) == pytest.approx(tr.summary(print_it=False).work
+                                                    + fc.outcome(threads=1).outside, rel=0.05)
+
+
+def test_a_chain_forecasts_no_speed_up():
+    fc = pargraph.forecast(traced(chain(6, 0.01)), threads=[1, 8], gil=0.0)
+    assert fc.speedup(threads=8) == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_gil_share_decides_how_far_branches_scale():
+    tr = traced(branches(8, 0.02))
+    free = pargraph.forecast(tr, threads=[8], gil=0.0).speedup(threads=8)
+    half = pargraph.forecast(tr, threads=[8], gil={"forecast_test::sleep_20ms": 0.5},
+                             measure_gil=False).speedup(threads=8)
+    held = pargraph.forecast(tr, threads=[8], gil=1.0).speedup(threads=8)
+    assert held == pytest.approx(1.0, abs=0.05)  # the GIL held throughout: one at a time
+    assert 1.5 < half < 2.1  # half of each sleep takes turns: at most 2x
+    assert free > 4.0
+
+
+def test_measured_calls_tell_a_wait_from_python_work():
+    class Op:  # what measure_call runs: an op's forward on the recorded arguments
+        def __init__(self, forward):
+            self.forward = forward
+
+    def python_work(x):
+        total = 0
+        for k in range(30_000):
+            total += k
+        return x
+
+    x = np.ones(4, np.float32)
+    waiting = measure_call(Op(lambda x: (time.sleep(0.002), x + 1)[1]), {}, (x,))
+    working = measure_call(Op(python_work), {}, (x,))
+    assert isinstance(waiting, CallCost) and waiting.seconds >= 0.002
+    assert waiting.gil_share < 0.3
+    assert working.gil_share > 0.6
+    assert 0.0 <= waiting.gil_share <= 1.0 and 0.0 <= working.gil_share <= 1.0
+
+
+def test_a_trace_measures_the_gil_share_of_its_ops():
+    fc = pargraph.forecast(traced(branches(4, 0.01)), threads=[1, 4])
+    assert fc.measured_kinds >= 1
+    sleeps = [key for key, record in fc.trace.records.items()
+              if record.op == "forecast_test::sleep_10ms"]
+    assert sleeps and all(fc.shares[key] < 0.3 for key in sleeps)
+    assert fc.speedup(threads=4) > 2.0
+
+
+def test_workers_pay_for_transfers_and_scheduling():
+    tr = traced(branches(8, 0.02))
+    fc = pargraph.forecast(tr, threads=[1], workers=[1, 2, 4], network=FAST_NETWORK, gil=0.0)
+    one, four = fc.outcome(workers=1), fc.outcome(workers=4)
+    assert one.transfers == 0.0  # one worker holds every value
+    assert four.transfers > 0.0
+    assert one.scheduling > 0.0
+    assert fc.step_time(workers=1) > fc.step_time(threads=1)  # a cluster's latencies add
+    assert 2.5 < fc.speedup(workers=4) <= 4.0 + 1e-9
+    slow = Network(**{**FAST_NETWORK.__dict__, "transfer_latency": 0.05})
+    assert pargraph.forecast(tr, threads=[], workers=[4], network=slow,
+                             gil=0.0).step_time(workers=4) > fc.step_time(workers=4)
+
+
+def test_compiled_and_eager_steps_forecast_alike():
+    pargraph.manual_seed(0)
+    model = pargraph.nn.ModuleList([pargraph.nn.Linear(32, 32) for _ in range(4)])
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
+    x = pargraph.randn(64, 32)
+
+    def train(x):
+        opt.zero_grad()
+        loss = sum(layer(x).tanh().sum() for layer in model)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for run in (train, pargraph.compile(train)):
+        for _ in range(3):
+            run(x).item()
+        with pargraph.trace() as tr:
+            run(x).item()
+        fc = pargraph.forecast(tr, threads=[1, 2], gil=0.5)
+        assert fc.step_time(threads=2) <= fc.step_time(threads=1)
+        # the forecast sees every node the step ran, each once
+        segments = fc.outcome(threads=2).segments
+        assert {s.key for s in segments} == {r.key for r in tr.nodes()}
+
+
+def test_the_table_the_timeline_and_the_picture(tmp_path, capsys):
+    tr = traced(branches(4, 0.01))
+    fc = pargraph.forecast(tr, threads=[1, 2, 4], workers=[2], network=FAST_NETWORK, gil=0.0)
+    print(fc)
+    text = capsys.readouterr().out
+    for label in ("1 thread", "2 threads", "4 threads", "2 workers x 1 thread",
+                  "critical path", "traced on 1 thread"):
+        assert label in text
+    assert [row["count"] for row in fc.rows() if row["where"] == "threads"] == [1, 2, 4]
+    path = tmp_path / "forecast.json"
+    fc.to_chrome(path, threads=4)
+    events = json.loads(path.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert {e["args"]["key"] for e in slices} == {r.key for r in tr.nodes()}
+    lanes = {e["tid"] for e in slices}
+    assert 1 < len(lanes) <= 4
+    picture = tmp_path / "forecast.png"
+    fc.plot(picture, threads=4)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_questions_are_clear_errors():
+    tr = traced(branches(2, 0.001))
+    fc = pargraph.forecast(tr, threads=[1], gil=0.0)
+    with pytest.raises(ValueError, match="name one configuration: threads=N or workers=N"):
+        fc.step_time(threads=2, workers=2)
+    with pytest.raises(ValueError, match="name one configuration"):
+        fc.speedup()
+    with pytest.raises(ValueError, match="threads must be a whole number of at least 1, got 0"):
+        fc.step_time(threads=0)
+    with pytest.raises(ValueError, match="workers must be a whole number of at least 1, got 2.5"):
+        pargraph.forecast(tr, threads=[], workers=[2.5], network=FAST_NETWORK)
+    with pytest.raises(ValueError, match="between 0 and 1; got 1.5"):
+        pargraph.forecast(tr, gil=1.5)
+    with pytest.raises(ValueError, match="threads_per_worker must be at least 1"):
+        pargraph.forecast(tr, threads_per_worker=0)
+    with pargraph.trace() as empty:
+        pass
+    with pytest.raises(ValueError, match="the trace holds no run"):
+        pargraph.forecast(empty)
+
+
+def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
+    module = importlib.import_module("pargraph.forecast")  # pargraph.forecast: the function
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    loopback.cache_clear()
+    measured = []
+    monkeypatch.setattr(module, "measure_loopback", lambda: measured.append(1) or FAST_NETWORK)
+    try:
+        assert loopback() == FAST_NETWORK and measured == [1]
+        saved = json.loads((tmp_path / "pargraph" / "loopback.json").read_text())
+        assert Network(**saved) == FAST_NETWORK
+        loopback.cache_clear()
+        assert loopback() == FAST_NETWORK and measured == [1]  # read back, not measured
+        assert loopback(measure=True) == FAST_NETWORK and measured == [1, 1]
+    finally:
+        loopback.cache_clear()
+
+
+def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
+    network = measure_loopback()
+    assert 0 < network.scheduler_task <= network.task_latency < 1.0
+    assert network.run_latency >= 0 and network.run_node >= 0
+    assert 0 < network.transfer_latency < 1.0 and network.bandwidth > 1e6
