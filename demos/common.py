@@ -35,6 +35,10 @@ def add_execution_args(parser: argparse.ArgumentParser, scheduler: bool = True) 
                              "(0: not at all; default: until Enter when run in a terminal)")
 
 
+#: The configurations ``--forecast`` forecasts.
+FORECAST_THREADS, FORECAST_WORKERS = [1, 2, 4, 8, 16], [1, 2, 4]
+
+
 def add_forecast_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forecast", action="store_true",
                         help="forecast the traced step on 1-16 threads and 1-4 dask worker "
@@ -54,7 +58,7 @@ def print_forecast(tr, args: argparse.Namespace, timeline: str | None = None) ->
         print("--forecast forecasts a step traced on this machine's threads; this one ran on "
               "a cluster (run without --address and --dashboard)")
         return
-    forecast = pargraph.forecast(tr, threads=[1, 2, 4, 8, 16], workers=[1, 2, 4])
+    forecast = pargraph.forecast(tr, threads=FORECAST_THREADS, workers=FORECAST_WORKERS)
     print(forecast)
     if timeline:
         forecast.plot(timeline, threads=8)

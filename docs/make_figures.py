@@ -1,6 +1,7 @@
 """Rebuild the README's sample outputs and pictures from the code, and say where they were made.
 
-    python docs/make_figures.py                # trace sample, timeline PNG, digits figures
+    python docs/make_figures.py                # trace and forecast samples, timeline PNGs,
+                                               # digits figures
     python docs/make_figures.py --dashboard    # also the dashboard screenshots (needs chromium)
     python docs/make_figures.py --check        # exit 1 if the README's samples are stale
 
@@ -48,16 +49,47 @@ def machine() -> str:
             f"{time.strftime('%Y-%m-%d')}")
 
 
-def towers_trace(trace_path: str) -> str:
-    """Trace one towers step (writing the Chrome trace and its PNG); return the summary."""
+def towers_trace(trace_path: str, forecast: bool = False) -> str | tuple[str, str]:
+    """Trace one towers step (writing the Chrome trace and its PNG); return the summary, and
+    with ``forecast`` its forecast too (writing the measured and forecast timelines)."""
     import towers
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        towers.main(TOWERS_ARGS + ["--trace", trace_path])
+        towers.main(TOWERS_ARGS + ["--trace", trace_path] + (["--forecast"] if forecast else []))
     text = out.getvalue()
     start = text.index("nodes ")
-    return text[start:text.index("\n\n", start)].rstrip()
+    summary = text[start:text.index("\n\n", start)].rstrip()
+    if not forecast:
+        return summary
+    start = text.index("forecast of one traced step")
+    end = text.index("measured and forecast", start)  # the line naming the timelines' PNG
+    return summary, text[start:end].rstrip()
+
+
+def forecast_labels(table: str) -> list[str]:
+    """The configurations a forecast's table lists, in order."""
+    rows = table.split("configuration", 1)[1].splitlines()[1:]
+    return [re.split(r"\s{2,}", row.strip())[0] for row in rows if row.strip()]
+
+
+def fresh_forecast_labels() -> list[str]:
+    """The configurations the towers demo's ``--forecast`` lists, from the code: a forecast
+    of a small step for the same configurations (nothing measured)."""
+    import common
+
+    import pargraph
+    from pargraph.forecast import Network
+
+    x = pargraph.ones(4, requires_grad=True)
+    with pargraph.trace() as tr:
+        (x * 2).sum().backward()
+        x.grad.numpy()
+    network = Network(1e-3, 1e-4, 1e-3, 0.0, 1e-3, 1e9, 1e-3)
+    table = str(pargraph.forecast(tr, threads=common.FORECAST_THREADS,
+                                  workers=common.FORECAST_WORKERS, network=network,
+                                  measure_gil=False))
+    return forecast_labels(table)
 
 
 def digits_figures() -> str:
@@ -114,6 +146,11 @@ def check() -> int:
               f"{sorted(documented_ops - ops)} that a run no longer has ({nodes} nodes now); "
               "run python docs/make_figures.py")
         return 1
+    documented_labels = forecast_labels(read_block(text, "towers-forecast"))
+    if documented_labels != fresh_forecast_labels():
+        print(f"README.md's forecast is stale: it lists {documented_labels}, the demo now "
+              f"{fresh_forecast_labels()}; run python docs/make_figures.py")
+        return 1
     print(f"README.md's samples match the code ({nodes} nodes in the traced step)")
     return 0
 
@@ -129,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         return check()
     with open(README) as file:
         text = file.read()
-    summary = towers_trace(os.path.join(HERE, "towers-trace.json"))
-    os.remove(os.path.join(HERE, "towers-trace.json"))  # the PNG is what the README shows
+    summary, forecast = towers_trace(os.path.join(HERE, "towers-trace.json"), forecast=True)
+    os.remove(os.path.join(HERE, "towers-trace.json"))  # the PNGs are what the README shows
     text = replace_block(text, "towers-summary", f"```\n{summary}\n```")
+    text = replace_block(text, "towers-forecast", f"```\n{forecast}\n```")
     text = replace_block(text, "digits", digits_figures())
     text = replace_block(text, "machine", f"Samples and pictures made by "
                                           f"`python docs/make_figures.py` on: {machine()}.")
@@ -142,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                            ("tasks", "dashboard-task-stream.png")):
             subprocess.run([sys.executable, os.path.join(HERE, "dashboard_screenshot.py"),
                             "--page", page, "--out", os.path.join(HERE, name)], check=True)
-    print("README.md, docs/towers-trace.png" + (" and the dashboard screenshots"
+    print("README.md, docs/towers-trace.png, docs/towers-trace-forecast.png"
+          + (" and the dashboard screenshots"
                                                  if args.dashboard else "") + " rebuilt")
     return 0
 

@@ -144,10 +144,11 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     would wake together and contend for the lock more than calls out of step do). While both
     run, parts that release the GIL overlap and parts that hold it take turns, so the pair
     ends ``share`` of that stretch after one thread alone would have. ``t1``, a thread
-    alone, is the longer of two runs alone (the slower thread ends the pair). The median of
-    ``trials``. BLAS runs on one thread meanwhile, so the threads compete only for the lock
-    and for memory: on a machine of one core every share reads 1, and where two copies of a
-    big elementwise op saturate memory the share counts that wait too."""
+    alone, is the longer of two runs alone (the slower thread ends the pair). Each time is
+    the best of ``trials``. BLAS runs on one thread meanwhile, so the threads compete only
+    for the lock, for memory and for the core's hardware: on a machine of one core every
+    share reads 1, and where two copies of a big elementwise op saturate memory, or two
+    threads share a core (a virtual machine's two hyperthreads), the share counts that too."""
     from threadpoolctl import threadpool_limits
 
     copies = [tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
@@ -177,19 +178,22 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
 
     from pargraph.threads import state
 
-    shares, alone_times = [], []
+    alone, together, offsets, fastest = math.inf, math.inf, [], math.inf
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
         single = _timed_calls(calls[0], 1)
         repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
         for _ in range(trials):
             runs = (_timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
-            alone = max(runs)
-            alone_times.append(min(runs) / repeats)
+            alone, fastest = min(alone, max(runs)), min(fastest, min(runs))
             took, offset = pair(repeats, single / 2)
-            both = alone - offset  # the stretch in which the two threads run at once
-            shares.append((took - offset - alone) / both if both > 0 else 1.0)
-    return CallCost(min(max(float(np.median(shares)), 0.0), 1.0), min(alone_times))
+            together = min(together, took - offset)
+            offsets.append(offset)
+    # The best of the trials, alone and together: the GIL takes its share in every trial,
+    # while the machine's other work (another process, a core's sibling) only adds to some.
+    both = alone - max(offsets)  # the stretch in which the two threads run at once
+    share = (together - alone) / both if both > 0 else 1.0
+    return CallCost(min(max(share, 0.0), 1.0), fastest / repeats)
 
 
 def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:

@@ -141,10 +141,9 @@ class OpSamples:
         size = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
         if size <= self.budget:
             self.budget -= size
-            # copies: the call itself or a later member may overwrite an argument
-            self.calls[kind] = (node.op, dict(node.attrs),
-                                tuple(a.copy() if isinstance(a, np.ndarray) else a
-                                      for a in args))
+            # the arguments themselves, not copies (a copy would lengthen the traced run): held
+            # here, no later member takes one over for its result (``dying_input``)
+            self.calls[kind] = (node.op, dict(node.attrs), tuple(args))
 
 
 class Checks:
@@ -213,8 +212,9 @@ def run_node(node: Any, args: Any, out: np.ndarray | None = None) -> np.ndarray:
     """The value of ``node`` (a graph Node, or the :class:`NodeTask` a worker gets) from its
     ``args``: its op's forward, written into ``out`` if it is given, cast to its dtype."""
     sink = TaskTimes.sink
-    if sink is not None and TaskTimes.samples is not None:
-        TaskTimes.samples.offer(node, args)  # before the call, which may overwrite an argument
+    if sink is not None and TaskTimes.samples is not None and (
+            out is None or all(out is not arg for arg in args)):
+        TaskTimes.samples.offer(node, args)  # not a call that writes over its argument
     start = time.time() if sink is not None else 0.0
     op = node.op
     try:
