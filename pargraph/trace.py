@@ -12,6 +12,12 @@ Where the times come from
     and distributed's task stream knows tasks, not the nodes fused into them. On a cluster,
     ``client.run`` switches the recording on in every worker and collects it afterwards.
 
+What a trace keeps for a forecast
+    Copies of each run's nodes with their inputs (:class:`RunRecord`; a run cuts its nodes'
+    inputs, and the copies hold no values) and the first call of each kind of op with its
+    arguments (``runtime.OpSamples``), which :func:`pargraph.forecast` partitions again and
+    times. A trace therefore keeps those arguments alive while it lives.
+
 What the summary computes
     *work* is the sum of node durations; the *critical path* is the longest chain of
     dependent nodes, weighted by duration. *Available parallelism* = work / critical path: how
