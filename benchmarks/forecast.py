@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(os.path.join(HERE, "FORECAST.md"), "w") as file:
         file.write(f"# Forecasts against measurements\n\n- machine: {machine()}\n- command: "
                    f"`python -m benchmarks.forecast` ({time.perf_counter() - start:.0f} s)\n"
-                   f"- loopback costs (`pargraph.forecast` module's `loopback()`): {network}\n"
+                   f"- this machine's loopback, as `pargraph.forecast` measured it: {network}\n"
                    f"\n{text}\n")
 
 

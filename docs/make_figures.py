@@ -70,7 +70,8 @@ def towers_trace(trace_path: str, forecast: bool = False) -> str | tuple[str, st
 def forecast_labels(table: str) -> list[str]:
     """The configurations a forecast's table lists, in order."""
     rows = table.split("configuration", 1)[1].splitlines()[1:]
-    return [re.split(r"\s{2,}", row.strip())[0] for row in rows if row.strip()]
+    return [re.split(r"\s{2,}", row.strip())[0] for row in rows
+            if row.strip() and not row.startswith("```")]
 
 
 def fresh_forecast_labels() -> list[str]:

@@ -84,6 +84,13 @@ class Network:
     bandwidth: float
     replicate_latency: float
 
+    def __str__(self) -> str:
+        return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
+                f"({self.scheduler_task * 1e3:.2f} ms of the scheduler's time), a run "
+                f"{self.run_latency * 1e3:.2f} ms + {self.run_node * 1e6:.1f} us per node, a "
+                f"transfer {self.transfer_latency * 1e3:.2f} ms + {self.bandwidth / 1e6:.0f} "
+                f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms")
+
 
 @dataclass
 class Segment:

@@ -207,7 +207,7 @@ class _CountComputed:
         self.counts: list[int] = []
 
     @contextlib.contextmanager
-    def run(self, computed, get):
+    def run(self, computed, get, outputs=()):
         self.counts.append(len(computed))
         yield
 
