@@ -61,11 +61,13 @@ def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.
     return pargraph.forecast(tr, threads=threads, workers=workers)
 
 
-def measure_threads(step: Callable, threads: tuple, steps: int) -> dict[int, float]:
+def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, float]:
+    """Each thread count's median step, of a step made for it (a compiled step keeps the
+    plan of the thread count it was captured on)."""
     times = {}
     for n in threads:
         with dask.config.set(scheduler="threads", num_workers=n):
-            times[n] = scaling.median_step(step, steps, 20, scaling.WARM_SECONDS,
+            times[n] = scaling.median_step(make(), steps, 20, scaling.WARM_SECONDS,
                                            scaling.TIMED_SECONDS)
     return times
 
@@ -90,9 +92,8 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
     rows = []
     forecasts = {}
     for name, make in makers.items():
-        step = make()
-        forecasts[name] = traced_forecast(step, threads, workers)
-        measured = measure_threads(step, threads, steps)
+        forecasts[name] = traced_forecast(make(), threads, workers)
+        measured = measure_threads(make, threads, steps)
         for n in threads:
             rows.append({"workload": name, "where": "threads", "count": n,
                          "measured": measured[1] / measured[n],

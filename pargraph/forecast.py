@@ -150,12 +150,12 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     second starting half a call after the first (started together, calls that sleep or wait
     would wake together and contend for the lock more than calls out of step do). While both
     run, parts that release the GIL overlap and parts that hold it take turns, so the pair
-    ends ``share`` of that stretch after one thread alone would have. ``t1``, a thread
-    alone, is the longer of two runs alone (the slower thread ends the pair). Each time is
-    the best of ``trials``. BLAS runs on one thread meanwhile, so the threads compete only
-    for the lock, for memory and for the core's hardware: on a machine of one core every
-    share reads 1, and where two copies of a big elementwise op saturate memory, or two
-    threads share a core (a virtual machine's two hyperthreads), the share counts that too."""
+    ends ``share`` of that stretch after one thread alone would have. Each time, alone and
+    together, is the best of ``trials``. BLAS runs on one thread meanwhile, so the threads
+    compete only for the lock, for memory and for the core's hardware: on a machine of one
+    core every share reads 1, and where two copies of a big elementwise op saturate memory,
+    or two threads share a core (a virtual machine's two hyperthreads), the share counts
+    that too."""
     from threadpoolctl import threadpool_limits
 
     copies = [tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
@@ -185,14 +185,13 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
 
     from pargraph.threads import state
 
-    alone, together, offsets, fastest = math.inf, math.inf, [], math.inf
+    alone, together, offsets = math.inf, math.inf, []
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
         single = _timed_calls(calls[0], 1)
         repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
         for _ in range(trials):
-            runs = (_timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
-            alone, fastest = min(alone, max(runs)), min(fastest, min(runs))
+            alone = min(alone, _timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
             took, offset = pair(repeats, single / 2)
             together = min(together, took - offset)
             offsets.append(offset)
@@ -200,7 +199,7 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     # while the machine's other work (another process, a core's sibling) only adds to some.
     both = alone - max(offsets)  # the stretch in which the two threads run at once
     share = (together - alone) / both if both > 0 else 1.0
-    return CallCost(min(max(share, 0.0), 1.0), fastest / repeats)
+    return CallCost(min(max(share, 0.0), 1.0), alone / repeats)
 
 
 def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:
