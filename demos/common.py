@@ -41,10 +41,9 @@ FORECAST_THREADS, FORECAST_WORKERS = [1, 2, 4, 8, 16], [1, 2, 4]
 
 def add_forecast_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forecast", action="store_true",
-                        help="forecast the traced step on 1-16 threads and 1-4 dask worker "
-                             "processes (pargraph.forecast) and print the table; needs a "
-                             "step traced on this machine's threads (not --address or "
-                             "--dashboard)")
+                        help="trace one more step and forecast it on 1-16 threads and 1-4 "
+                             "dask worker processes (pargraph.forecast): print the table; "
+                             "needs this machine's threads (not --address or --dashboard)")
 
 
 def print_forecast(tr, args: argparse.Namespace, timeline: str | None = None) -> None:

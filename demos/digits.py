@@ -44,6 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     common.add_compile_arg(parser)
     common.add_execution_args(parser)
+    common.add_forecast_arg(parser)
     return parser.parse_args(argv)
 
 
@@ -114,6 +115,10 @@ def train(args: argparse.Namespace) -> dict:
                            "hidden": args.hidden}, args.checkpoint)
     bar.close()
     elapsed = time.perf_counter() - start
+    if args.forecast:  # one more step, traced, after the last checkpoint
+        with pargraph.trace() as traced:
+            step(*next(iter(loader))).item()
+        common.print_forecast(traced, args)
     return {"model": model, "history": history, "seconds": elapsed, "step": step,
             "steps_per_epoch": steps_per_epoch, "test_accuracy": accuracy(model, test_x, test_y)}
 

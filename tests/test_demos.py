@@ -184,6 +184,7 @@ FLAG_TESTS = {
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
         "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
         "--compile": "test_compile_flag_trains_as_the_eager_step",
+        "--forecast": "test_forecast_prints_the_forecast_and_its_timeline",
     },
     "cnn.py": CLASSIFIER_FLAGS,
     "attention.py": {**CLASSIFIER_FLAGS, "--heads": "test_cnn_and_attention_size_flags",
@@ -334,7 +335,7 @@ def _run(demo: str, *flags: str, tmp_path, **kwargs) -> subprocess.CompletedProc
                            *flags], capture_output=True, text=True, **kwargs)
 
 
-@pytest.mark.parametrize("demo", ["towers.py", "cnn.py", "attention.py"])
+@pytest.mark.parametrize("demo", ["towers.py", "cnn.py", "attention.py", "digits.py"])
 def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
     from pargraph.forecast import Network
 
