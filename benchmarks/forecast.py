@@ -24,7 +24,7 @@ import dask
 
 import pargraph
 from benchmarks import scaling
-from pargraph.forecast import loopback
+from pargraph.machine_costs import loopback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -80,7 +80,7 @@ def fresh_forecast_labels() -> list[str]:
     import common
 
     import pargraph
-    from pargraph.forecast import Network
+    from pargraph.machine_costs import Network
 
     x = pargraph.ones(4, requires_grad=True)
     with pargraph.trace() as tr:

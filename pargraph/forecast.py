@@ -5,45 +5,33 @@
 
 1. Each dask run of the step is partitioned again, by the partitioner a real run on that
    configuration uses (:func:`pargraph.partition.placed_partition`, dask's config read as a
-   run reads it), with the nodes' measured times as their work, as a steady-state run does.
+   run reads it), with the work a steady run partitions with: the estimates, or the measured
+   times where they disagree (on a cluster, whose runs are not timed, the estimates).
 2. Its tasks run on simulated threads, one lane per thread, in dependency order. A node's
-   measured time is split into a part that holds its process's GIL and a part that does not
-   (the *GIL share*, measured per kind of op, see :func:`measure_call`): one lock per process
-   serializes the held parts, first come first served. A local task costs the scheduler
-   :data:`pargraph.partition.TASK_COST_LOCAL` with the GIL held; a run costs a fixed start.
-   Where the real runner would run a structure in the calling thread, group after group,
-   because that is faster (``execution.run_adaptively``), the forecast takes that way too.
+   time is split into a part that holds its process's GIL and a part that does not (the
+   *GIL share*, measured per kind of op by :mod:`pargraph.machine_costs`): one lock per
+   process serializes the held parts, first come first served. A run and each task cost what
+   pargraph's thread pool costs here. Where the real runner would run a structure in the
+   calling thread, group after group, because that is faster (``execution.run_adaptively``),
+   the forecast takes that way too.
 3. On ``W`` workers each worker is a process with its own GIL and ``threads_per_worker``
-   lanes. Tasks go where pargraph's placement puts them; a task starts a scheduler round
-   trip after its last input is ready, and an input made on another worker arrives after a
-   transfer (latency plus bytes over bandwidth). The defaults are measured on this machine's
-   loopback, with two dask worker processes (:func:`loopback`), and can be given instead.
+   lanes. Tasks go where pargraph's placement puts them; the scheduler takes them up one at a
+   time, a task starts a round trip later, an input made on another worker arrives after a
+   transfer, and the training state's copies to a second worker end the step. The costs are
+   this machine's loopback's, measured (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
-   calling thread's and stays as measured.
+   calling thread's and stays as traced.
 
-What it leaves out, and so how far to trust it (docs/forecast.md has the measurements): it
-knows no memory bandwidth and no shared caches (numpy's big elementwise ops scale worse than
-forecast on many cores), it keeps BLAS's threads as traced, and a trace taken on several
-threads measures the nodes' times with their contention included. A trace on one thread
-gives the cleanest costs.
+What it leaves out, and so how far to trust it: docs/forecast.md.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import functools
 import heapq
 import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
-import threading
-import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,43 +41,9 @@ from pargraph import execution, lowering
 from pargraph.costs import disagree
 from pargraph.graph import Node
 from pargraph.lowering import ALL_BLAS
+from pargraph.machine_costs import Network, call_costs, local_costs, loopback
 from pargraph.partition import estimated_seconds, placed_partition
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
-
-#: Seconds of repeated calls each GIL measurement times, per thread, and the fewest calls:
-#: a thread's start and a sleep's overshoot are tens of microseconds, a few percent of one
-#: call of a millisecond.
-GIL_MEASURE_SECONDS, GIL_MEASURE_CALLS = 5e-3, 3
-#: Seconds all GIL measurements of one forecast may take; kinds of op past it (the ones with
-#: the least traced time) are taken to hold the GIL throughout.
-GIL_BUDGET_SECONDS = 3.0
-
-
-@dataclass(frozen=True)
-class Network:
-    """What a cluster's messages cost, in seconds: a task starts ``task_latency`` after the
-    scheduler took it up, and the scheduler takes up one task at a time, each for
-    ``scheduler_task``; a run's submission and its results' return cost ``run_latency``
-    beyond its tasks', and ``run_node`` more per node of the run (recorded, lowered and
-    sent by this process, taken in by the scheduler); a value moves between two workers in
-    ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
-    to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
-    ``bandwidth``."""
-
-    task_latency: float
-    scheduler_task: float
-    run_latency: float
-    run_node: float
-    transfer_latency: float
-    bandwidth: float
-    replicate_latency: float
-
-    def __str__(self) -> str:
-        return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
-                f"({self.scheduler_task * 1e3:.2f} ms of the scheduler's time), a run "
-                f"{self.run_latency * 1e3:.2f} ms + {self.run_node * 1e6:.1f} us per node, a "
-                f"transfer {self.transfer_latency * 1e3:.2f} ms + {self.bandwidth / 1e6:.0f} "
-                f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms")
 
 
 @dataclass
@@ -122,308 +76,6 @@ class Outcome:
     def busy(self) -> float:
         """Share of the lanes' time spent computing nodes."""
         return self.compute / (self.lanes * self.step_time) if self.step_time else 0.0
-
-
-# --- measuring ------------------------------------------------------------------------
-
-
-def _timed_calls(call: Any, repeats: int) -> float:
-    start = time.perf_counter()
-    for _ in range(repeats):
-        call()
-    return time.perf_counter() - start
-
-
-@dataclass(frozen=True)
-class CallCost:
-    """One kind of op's measured call: the share of its time that holds the GIL, and its
-    seconds on one thread with BLAS on one thread."""
-
-    gil_share: float
-    seconds: float
-
-
-def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost:
-    """The share of one call's time that holds the GIL, and the call's time alone.
-
-    Two threads, each with its own copy of the arguments, make ``repeats`` calls each, the
-    second starting half a call after the first (started together, calls that sleep or wait
-    would wake together and contend for the lock more than calls out of step do). While both
-    run, parts that release the GIL overlap and parts that hold it take turns, so the pair
-    ends ``share`` of that stretch after one thread alone would have. Each time, alone and
-    together, is the best of ``trials``. BLAS runs on one thread meanwhile, so the threads
-    compete only for the lock, for memory and for the core's hardware: on a machine of one
-    core every share reads 1, and where two copies of a big elementwise op saturate memory,
-    or two threads share a core (a virtual machine's two hyperthreads), the share counts
-    that too."""
-    from threadpoolctl import threadpool_limits
-
-    copies = [tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
-              for _ in range(2)]
-    calls = [functools.partial(op.forward, *c, **attrs) for c in copies]
-
-    def pair(repeats: int, offset: float) -> tuple[float, float]:
-        """(seconds from the first thread's first call to the last call's end, offset)."""
-        barrier = threading.Barrier(2)
-        starts, ends = [0.0, 0.0], [0.0, 0.0]
-
-        def run(k: int) -> None:
-            barrier.wait()
-            if k:
-                time.sleep(offset)
-            starts[k] = time.perf_counter()
-            _timed_calls(calls[k], repeats)
-            ends[k] = time.perf_counter()
-
-        threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        # on the threads' own clocks: the calling thread's start and join are no part of it
-        return max(ends) - starts[0], max(starts[1] - starts[0], 0.0)
-
-    from pargraph.threads import state
-
-    alone, together, offsets = math.inf, math.inf, []
-    # BLAS on one thread, and the switch interval of pargraph's runs
-    with threadpool_limits(1), state.switching.lowered():
-        single = _timed_calls(calls[0], 1)
-        repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
-        for _ in range(trials):
-            alone = min(alone, _timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
-            took, offset = pair(repeats, single / 2)
-            together = min(together, took - offset)
-            offsets.append(offset)
-    # The best of the trials, alone and together: the GIL takes its share in every trial,
-    # while the machine's other work (another process, a core's sibling) only adds to some.
-    both = alone - max(offsets)  # the stretch in which the two threads run at once
-    share = (together - alone) / both if both > 0 else 1.0
-    return CallCost(min(max(share, 0.0), 1.0), alone / repeats)
-
-
-def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:
-    """The :class:`CallCost` (:func:`measure_call`) of each kind of op ``trace`` kept a call
-    of, the kinds with the most traced time first, until ``budget`` seconds are spent."""
-    time_by_kind: dict[tuple, float] = defaultdict(float)
-    for key, kind in trace.samples.kinds.items():
-        record = trace.records.get(key)
-        if record is not None and record.stop:
-            time_by_kind[kind] += record.duration
-    costs: dict[tuple, CallCost] = {}
-    deadline = time.perf_counter() + budget
-    for kind in sorted(time_by_kind, key=lambda k: -time_by_kind[k]):
-        if time.perf_counter() > deadline:
-            break
-        call = trace.samples.calls.get(kind)
-        if call is not None:
-            try:
-                costs[kind] = measure_call(*call)
-            except Exception:  # a call that cannot run again alone (an op with side effects)
-                continue
-    return costs
-
-
-@contextlib.contextmanager
-def _two_workers() -> Iterator[Any]:
-    """A Client of a ``dask scheduler`` and two one-thread ``dask worker`` processes on
-    127.0.0.1, started as commands (a ``LocalCluster`` of processes would import the
-    caller's ``__main__`` again), stopped at the end."""
-    from distributed import Client
-
-    with tempfile.TemporaryDirectory() as folder:
-        address_file = os.path.join(folder, "scheduler.json")
-        processes = [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--scheduler-file", address_file],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        try:
-            deadline = time.monotonic() + 60
-            while not os.path.exists(address_file):
-                if time.monotonic() > deadline or processes[0].poll() is not None:
-                    raise RuntimeError("pargraph.forecast: a dask scheduler on 127.0.0.1 did "
-                                       "not start, so the loopback's costs cannot be measured;"
-                                       " pass network=pargraph.forecast.Network(...)")
-                time.sleep(0.05)
-            processes += [subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
-            with Client(scheduler_file=address_file, set_as_default=False) as client:
-                client.wait_for_workers(2, timeout=60)
-                yield client
-        finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-
-
-def _cache_file() -> str:
-    folder = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(folder, "pargraph", "loopback.json")
-
-
-@functools.cache
-def loopback(measure: bool = False) -> Network:
-    """This machine's loopback costs (:func:`measure_loopback`), kept in
-    ``~/.cache/pargraph/loopback.json`` once measured (``measure=True``: again, now).
-
-    Examples
-    --------
-    >>> from pargraph.forecast import Network, loopback
-    >>> isinstance(loopback(), Network)
-    True
-    """
-    path = _cache_file()
-    if not measure:
-        try:
-            with open(path) as file:
-                return Network(**json.load(file))
-        except (OSError, ValueError, TypeError):
-            pass  # none yet, or unreadable: measured now
-    network = measure_loopback()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w") as file:
-            json.dump(dataclasses.asdict(network), file)
-        os.replace(path + ".tmp", path)
-    except OSError:
-        pass  # a read-only home: measured again by the next process
-    return network
-
-
-def measure_loopback() -> Network:
-    """The :class:`Network` of this machine's loopback, measured on a ``dask scheduler`` and
-    two ``dask worker`` processes of one thread on 127.0.0.1, tuned as pargraph tunes a
-    cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
-    (the scheduler's time per task), pargraph runs of 2 and of 302 tiny nodes and their
-    result (the run latency beyond its task's, and the cost per node), and a task on one
-    worker reading 1 KiB and 64 MiB made on the other (the transfer latency and the
-    bandwidth), and the copy of 1 KiB to the second worker (the replication latency)."""
-    import dask
-
-    from pargraph.remote.submit import send_promptly
-
-    def make(size: int) -> np.ndarray:
-        return np.ones(size, np.uint8)
-
-    def touch(x: Any) -> int:
-        return 0 if x is None else 1
-
-    def chain(previous: int) -> int:
-        return previous + 1
-
-    def median_of(measure: Any, repeats: int = 5) -> float:
-        return float(np.median([measure() for _ in range(repeats)]))
-
-    with _two_workers() as client:
-        send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
-        a, b = sorted(client.scheduler_info()["workers"])
-        client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
-
-        def task_chain(length: int = 20) -> float:
-            start = time.perf_counter()
-            future = client.submit(chain, 0, workers=[a], pure=False)
-            for _ in range(length - 1):
-                future = client.submit(chain, future, workers=[a], pure=False)
-            future.result()
-            return (time.perf_counter() - start) / length
-
-        def burst(tasks: int = 200) -> float:
-            start = time.perf_counter()
-            client.gather(client.map(chain, range(tasks), pure=False))
-            return (time.perf_counter() - start) / tasks
-
-        def pargraph_run(nodes: int) -> float:
-            from pargraph.factories import ones
-
-            def run() -> None:
-                h = x
-                for _ in range(nodes - 1):
-                    h = h * 2
-                h.sum().item()
-
-            x = ones(4)
-            with dask.config.set(scheduler=client):
-                run()
-                start = time.perf_counter()
-                run()
-                return time.perf_counter() - start
-
-        def moved(size: int) -> float:
-            made = client.submit(make, size, workers=[a], pure=False)
-            client.submit(touch, made, workers=[a], pure=False).result()  # made, and on a
-            start = time.perf_counter()
-            client.submit(touch, made, workers=[b], pure=False).result()
-            across = time.perf_counter() - start
-            start = time.perf_counter()
-            client.submit(touch, made, workers=[a], pure=False).result()
-            return max(across - (time.perf_counter() - start), 1e-6)
-
-        def replicated() -> float:
-            made = client.submit(make, 1 << 10, workers=[a], pure=False)
-            client.submit(touch, made, workers=[a], pure=False).result()
-            start = time.perf_counter()
-            client.replicate([made], n=2)
-            return time.perf_counter() - start
-
-        task_latency = median_of(task_chain, 3)
-        scheduler_task = median_of(burst, 3)
-        one, many = median_of(lambda: pargraph_run(2)), median_of(lambda: pargraph_run(302))
-        per_node = max((many - one) / 300, 0.0)
-        run_latency = max(one - task_latency - 2 * per_node, 0.0)
-        small, big = 1 << 10, 64 << 20
-        small_time = median_of(lambda: moved(small), 7)
-        big_time = median_of(lambda: moved(big), 7)
-        replicate_latency = median_of(replicated)
-    bandwidth = (big - small) / max(big_time - small_time, 1e-6)
-    return Network(task_latency, min(scheduler_task, task_latency), run_latency, per_node,
-                   small_time, bandwidth, replicate_latency)
-
-
-@dataclass(frozen=True)
-class LocalCosts:
-    """What pargraph's threads cost a run on this machine: its start and end (``run``) and
-    each task's bookkeeping, which holds the GIL (``task``), in seconds."""
-
-    run: float
-    task: float
-
-
-@functools.cache
-def local_costs() -> LocalCosts:
-    """:class:`LocalCosts`, measured once per process: runs of one and of 256 tasks that do
-    nothing, on pargraph's threads (``threads.run_on_threads``), on one thread."""
-    from dask.task_spec import Task, TaskRef
-
-    from pargraph.threads import run_on_threads
-
-    def graph(tasks: int) -> dict:
-        made = {f"t{k}": Task(f"t{k}", int) for k in range(tasks)}
-        made["end"] = Task("end", _count, *[TaskRef(f"t{k}") for k in range(tasks)])
-        return made
-
-    def per_run(tasks: int) -> float:
-        g = graph(tasks)
-        run_on_threads(g, ["end"], 1)
-        times = []
-        for _ in range(15):
-            start = time.perf_counter()
-            run_on_threads(g, ["end"], 1)
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
-
-    one, many = per_run(1), per_run(256)
-    task = max((many - one) / 255, 0.0)
-    return LocalCosts(max(one - 2 * task, 0.0), task)
-
-
-def _count(*values: Any) -> int:
-    return len(values)
 
 
 # --- simulating -----------------------------------------------------------------------

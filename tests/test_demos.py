@@ -337,7 +337,7 @@ def _run(demo: str, *flags: str, tmp_path, **kwargs) -> subprocess.CompletedProc
 
 @pytest.mark.parametrize("demo", ["towers.py", "cnn.py", "attention.py", "digits.py"])
 def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
-    from pargraph.forecast import Network
+    from pargraph.machine_costs import Network
 
     # this machine's loopback costs as if measured before: the demo reads them back
     cache = tmp_path / "cache" / "pargraph"
