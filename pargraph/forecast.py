@@ -48,7 +48,7 @@ from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
 @dataclass
 class Segment:
-    """A simulated stretch of one lane: a node (or a task's scheduling) from start to stop."""
+    """A simulated stretch of one lane: one node, from its start to its stop."""
 
     lane: str
     key: str
