@@ -30,7 +30,7 @@ from pargraph.trace import Trace
 #: Seconds of repeated calls each GIL measurement times, per thread, and the fewest calls:
 #: a thread's start and a sleep's overshoot are tens of microseconds, a few percent of one
 #: call of a millisecond.
-GIL_MEASURE_SECONDS, GIL_MEASURE_CALLS = 5e-3, 3
+GIL_MEASURE_SECONDS, GIL_MEASURE_CALLS = 20e-3, 3
 #: Seconds all GIL measurements of one forecast may take; kinds of op past it (the ones with
 #: the least traced time) are taken to hold the GIL throughout.
 GIL_BUDGET_SECONDS = 3.0
@@ -99,7 +99,8 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     calls = [functools.partial(op.forward, *c, **attrs) for c in copies]
 
     def pair(repeats: int, offset: float) -> tuple[float, float]:
-        """(seconds from the first thread's first call to the last call's end, offset)."""
+        """(seconds from the first call of either thread to the last call's end, and how far
+        apart the two threads started)."""
         barrier = threading.Barrier(2)
         starts, ends = [0.0, 0.0], [0.0, 0.0]
 
@@ -116,8 +117,9 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
             t.start()
         for t in threads:
             t.join()
-        # on the threads' own clocks: the calling thread's start and join are no part of it
-        return max(ends) - starts[0], max(starts[1] - starts[0], 0.0)
+        # on the threads' own clocks (the calling thread's start and join are no part of
+        # it), from whichever thread started first: a busy machine may hold either back
+        return max(ends) - min(starts), abs(starts[1] - starts[0])
 
     from pargraph.threads import state
 
@@ -236,14 +238,16 @@ def loopback(measure: bool = False) -> Network:
     return network
 
 
-def measure_loopback() -> Network:
+def measure_loopback(repeats: int = 5) -> Network:
     """The :class:`Network` of this machine's loopback, measured on a ``dask scheduler`` and
     two ``dask worker`` processes of one thread on 127.0.0.1, tuned as pargraph tunes a
     cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
     (the scheduler's time per task), pargraph runs of 2 and of 302 tiny nodes and their
     result (the run latency beyond its task's, and the cost per node), and a task on one
     worker reading 1 KiB and 64 MiB made on the other (the transfer latency and the
-    bandwidth), and the copy of 1 KiB to the second worker (the replication latency)."""
+    bandwidth), and the copy of 1 KiB to the second worker (the replication latency). Each
+    is the median of about ``repeats`` measurements (fewer of the slow ones, more of the
+    transfers)."""
     import dask
 
     from pargraph.remote.submit import send_promptly
@@ -257,8 +261,8 @@ def measure_loopback() -> Network:
     def chain(previous: int) -> int:
         return previous + 1
 
-    def median_of(measure: Any, repeats: int = 5) -> float:
-        return float(np.median([measure() for _ in range(repeats)]))
+    def median_of(measure: Any, more: int = 0) -> float:
+        return float(np.median([measure() for _ in range(max(repeats + more, 1))]))
 
     with _two_workers() as client:
         send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
@@ -311,14 +315,14 @@ def measure_loopback() -> Network:
             client.replicate([made], n=2)
             return time.perf_counter() - start
 
-        task_latency = median_of(task_chain, 3)
-        scheduler_task = median_of(burst, 3)
+        task_latency = median_of(task_chain, -2)
+        scheduler_task = median_of(burst, -2)
         one, many = median_of(lambda: pargraph_run(2)), median_of(lambda: pargraph_run(302))
         per_node = max((many - one) / 300, 0.0)
         run_latency = max(one - task_latency - 2 * per_node, 0.0)
         small, big = 1 << 10, 64 << 20
-        small_time = median_of(lambda: moved(small), 7)
-        big_time = median_of(lambda: moved(big), 7)
+        small_time = median_of(lambda: moved(small), 2)
+        big_time = median_of(lambda: moved(big), 2)
         replicate_latency = median_of(replicated)
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return Network(task_latency, min(scheduler_task, task_latency), run_latency, per_node,
