@@ -117,13 +117,16 @@ def test_measured_calls_tell_a_wait_from_python_work():
         return x
 
     x = np.ones(4, np.float32)
-    # more trials than a forecast takes: the suite's other processes share the two cores
-    waiting = measure_call(Op(lambda x: (time.sleep(0.002), x + 1)[1]), {}, (x,), trials=5)
-    working = measure_call(Op(python_work), {}, (x,), trials=5)
-    assert isinstance(waiting, CallCost) and waiting.seconds >= 0.002
-    assert waiting.gil_share < 0.4
-    assert working.gil_share > 0.6
-    assert 0.0 <= waiting.gil_share <= 1.0 and 0.0 <= working.gil_share <= 1.0
+    # The suite's other processes share the two cores, and a busy machine biases a share one
+    # way (docs/forecast.md, "Noise"): a wait's share up, Python work's down. The least
+    # disturbed of three measurements of each is the one to judge.
+    waits = [measure_call(Op(lambda x: (time.sleep(0.002), x + 1)[1]), {}, (x,))
+             for _ in range(3)]
+    works = [measure_call(Op(python_work), {}, (x,)) for _ in range(3)]
+    assert all(isinstance(c, CallCost) and c.seconds >= 0.002 for c in waits)
+    assert all(0.0 <= c.gil_share <= 1.0 for c in waits + works)
+    assert min(c.gil_share for c in waits) < 0.3
+    assert max(c.gil_share for c in works) > 0.6
 
 
 def test_a_trace_measures_the_gil_share_of_its_ops():
