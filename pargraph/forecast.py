@@ -43,6 +43,7 @@ from pargraph.graph import Node
 from pargraph.lowering import ALL_BLAS
 from pargraph.machine_costs import Network, call_costs, local_costs, loopback
 from pargraph.partition import estimated_seconds, placed_partition
+from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
 
@@ -376,7 +377,7 @@ class Forecast:
             # where BLAS had every core in the trace, it has one thread per task here.
             seconds = [self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
-            if remote and workers > 1 and _placement() else ()
+            if remote and workers > 1 and placement_on() else ()
         granularity = execution.configured_granularity(remote, workers * threads, hosts)
         if remote:
             submitted = self.network.run_latency + self.network.run_node * len(nodes)
@@ -410,7 +411,7 @@ class Forecast:
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome)
         end = simulation.run()
-        if remote and workers > 1 and _replicas() > 1:
+        if remote and workers > 1 and wanted_replicas() > 1:
             end = max(end, self._copies_done(tasks, nodes, outcome))
         return end
 
@@ -581,18 +582,6 @@ def _merge(into: Outcome, part: Outcome) -> None:
     into.transfers += part.transfers
     into.scheduling += part.scheduling
     into.segments += part.segments
-
-
-def _placement() -> bool:
-    import dask
-
-    return bool(dask.config.get("pargraph.placement", True))
-
-
-def _replicas() -> int:
-    import dask
-
-    return int(dask.config.get("pargraph.replicas", 2))
 
 
 def _config(threads: int | None = None, workers: int | None = None) -> tuple[str, int]:

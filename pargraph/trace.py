@@ -139,14 +139,13 @@ def _cache_counts() -> tuple[int, int, int, int]:
 @dataclass
 class RunRecord:
     """One dask run inside a trace: its nodes (a topological order), the ones it returned,
-    where it went (threads of this process, or a cluster's worker threads) and when."""
+    and where it went (threads of this process, or a cluster's worker threads); when it ran
+    is in ``Trace.runs``."""
 
     computed: list[Node]
     outputs: list[Node]
     threads: int
     remote: bool
-    start: float = 0.0
-    stop: float = 0.0
     #: BLAS's threads in the run (``lowering.blas_threads_of``)
     blas: str = lowering.ONE_BLAS
 
@@ -217,7 +216,7 @@ class Trace:
         self.runs.append((start, stop))
         threads = execution.tasks_at_once(get, client)
         self.run_records.append(RunRecord(structure, [structure[k] for k in returned],
-                                          threads, client is not None, start, stop,
+                                          threads, client is not None,
                                           lowering.blas_threads_of(structure, threads)))
         self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)

@@ -11,10 +11,21 @@ from pargraph.remote.state import clusters
 from pargraph.remote.waiting import asked
 
 
+def placement_on() -> bool:
+    """Whether pargraph places a run's tasks on a cluster's workers itself
+    (``pargraph.placement``, default True)."""
+    return bool(dask.config.get("pargraph.placement", True))
+
+
+def wanted_replicas() -> int:
+    """How many workers training state is to be kept on (``pargraph.replicas``, default 2)."""
+    return int(dask.config.get("pargraph.replicas", 2))
+
+
 def hosts(client: Any) -> tuple[tuple[str, int], ...]:
     """(address, threads) of the worker processes pargraph places a run's tasks on: a
     cluster's, when it has several and ``pargraph.placement`` is on; else none."""
-    if client is None or not dask.config.get("pargraph.placement", True):
+    if client is None or not placement_on():
         return ()
     nthreads = threads_by_worker(client)
     return tuple(sorted(nthreads.items())) if len(nthreads) > 1 else ()
@@ -42,5 +53,5 @@ def threads_by_worker(client: Any) -> dict[str, int]:
 def replicas(client: Any) -> int:
     """How many workers a run on ``client`` keeps parameters and optimizer state on: 0 when
     that is one (``pargraph.replicas`` is 1, or the cluster has one worker)."""
-    wanted = int(dask.config.get("pargraph.replicas", 2))
+    wanted = wanted_replicas()
     return wanted if wanted > 1 and len(threads_by_worker(client)) > 1 else 0
