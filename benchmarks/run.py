@@ -572,8 +572,32 @@ def scaling(repeats: int) -> dict:
     return {"scaling": rows, "targets": targets}
 
 
-WORKLOADS = {"loops": loops, "replay": replay, "layers": layers, "overhead": overhead,
-             "building": building, "memory": memory, "cluster": cluster, "scaling": scaling}
+def fused_kernels(repeats: int) -> dict:
+    """Fused kernels: numba's LSTM cell (benchmarks/kernels.py), its first run in a fresh
+    environment (compiling), in a later process (loading numba's disk cache), and one cell's
+    forward (with its hidden product) and gradient against numpy's formulas, one BLAS thread,
+    a fresh process each"""
+    from benchmarks import kernels
+
+    found = kernels.measure()
+    if found["compiling"]["kernels"] != "numba":
+        return {"skipped": "numba is not installed (pip install 'pargraph[numba]')"}
+    first, cached, plain = found["compiling"], found["cached"], found["numpy"]
+    notes = [f"first run in a fresh environment: {first['first_seconds']:.2f} s (numba "
+             f"compiles the two kernels and writes them to its disk cache)",
+             f"first run in a later process: {cached['first_seconds']:.2f} s (loading numba "
+             f"and the cached kernels); numpy's formulas: {plain['first_seconds']:.3f} s"]
+    for part in ("forward", "gradient"):
+        ours, theirs = cached[f"{part}_us"], plain[f"{part}_us"]
+        notes.append(f"LSTM cell {part} ({kernels.BATCH} x {kernels.HIDDEN}): {ours:.1f} us on "
+                     f"numba's kernel, {theirs:.1f} us on numpy's formula "
+                     f"({theirs / ours:.2f}x faster)")
+    return {"notes": notes}
+
+
+WORKLOADS = {"loops": loops, "replay": replay, "layers": layers, "kernels": fused_kernels,
+             "overhead": overhead, "building": building, "memory": memory, "cluster": cluster,
+             "scaling": scaling}
 
 
 def machine() -> str:

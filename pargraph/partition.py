@@ -622,6 +622,13 @@ def _linear_clusters(computed: Sequence[Node], work: list[float], patience: floa
         dominant = max(inputs, key=finish.__getitem__)
         producers = {groups.of[i] for i in inputs}
         g = groups.of[dominant]
+        if (producers == {g} and groups.tail[g] != dominant
+                and work[k] <= FREE_FRACTION * TASK_COST_LOCAL):
+            # A cheap side read of a chain (a slice of a node the chain went on from: an LSTM
+            # cell's cell-state gradient) stays in the chain, off its tail: a group of its
+            # own would make the chain's next task wait for one more task.
+            groups.join(k, g, producers, as_tail=False)
+            continue
         others = max((finish[i] for i in inputs if groups.of[i] != g), default=0.0)
         # A fan-out ends its chain: its other readers would wait for the rest of the chain.
         # So does a cheap value that starts no chain yet and that a later chain reads too (the

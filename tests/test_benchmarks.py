@@ -127,3 +127,12 @@ def test_targets_report_their_spread_over_the_rounds():
     result = loop.compare("small", ["pargraph sync"], rounds=2, steps=2, warmup=1)
     assert len(result["pargraph sync"]["round_medians"]) == 2
     assert min(result["pargraph sync"]["round_medians"]) > 0
+
+
+def test_the_kernels_benchmark_compiles_then_loads_numbas_kernels_and_times_both_ways():
+    from benchmarks import kernels
+
+    found = kernels.measure()
+    assert [found[k]["kernels"] for k in ("compiling", "cached", "numpy")] == \
+        ["numba", "numba", "numpy"]
+    assert all(v > 0 for run in found.values() for k, v in run.items() if k != "kernels")

@@ -66,8 +66,8 @@ def test_low_layers_import_nothing_above_them():
 
 
 #: ``ops``' families in the order they stand: each imports only those before it.
-OPS_ORDER = ["core", "gemm", "shapes", "elementwise", "reductions", "composites", "convolution",
-             "linalg", "sampling", "optimizers", "nn", "rewrites"]
+OPS_ORDER = ["core", "gemm", "jit_kernels", "kernels", "shapes", "elementwise", "reductions",
+             "composites", "convolution", "linalg", "sampling", "optimizers", "nn", "rewrites"]
 
 
 def test_the_ops_families_import_one_way():
@@ -83,9 +83,10 @@ def test_the_ops_families_import_one_way():
 
 def test_importing_pargraph_leaves_scipy_and_distributed_for_first_use():
     # scipy.special (erf, gelu) took 0.3 of the 1.3 s an import took; distributed is for
-    # clusters. Both load when first needed, and erf still works then.
+    # clusters; numba compiles the fused kernels. They load when first needed, and erf still
+    # works then.
     program = ("import sys, pargraph\n"
-               "print(sorted(m for m in ('scipy', 'distributed') if m in sys.modules))\n"
+               "print(sorted(m for m in ('scipy', 'distributed', 'numba') if m in sys.modules))\n"
                "print(float(pargraph.tensor([0.5]).erf()))")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           cwd=PACKAGE.parent)

@@ -29,6 +29,7 @@ from pargraph.ops.elementwise import (
     sub,
 )
 from pargraph.ops.gemm import product
+from pargraph.ops.kernels import kernels
 from pargraph.ops.linalg import linear_weight_grad, matmul
 from pargraph.ops.shapes import index, reshaped, sum_
 
@@ -192,8 +193,8 @@ softmax_backward.defvjp(
 )
 
 
-def _lstm_gates(gates_x, h, c, w_hh, b_hh):
-    gates = product(h, w_hh.T)
+def _lstm_gates(gates, gates_x, b_hh):
+    """``h W_hh^T + gates_x + b_hh`` from the first term ``gates``, in place where it can."""
     if gates.dtype == np.result_type(gates, gates_x):  # in place, unless it promotes
         gates += gates_x
     else:
@@ -222,14 +223,19 @@ def lstm_cell(gates_x, h, c, w_hh, b_hh=None):
     the gates (``x W_ih^T + b_ih``), the last states and the hidden weights, with PyTorch's
     gate order (input, forget, cell, output) in the weights. The activated gates are kept for
     the gradient, one node too (:func:`lstm_cell_grads`), which then needs no matrix product
-    again. The three sigmoid gates sit side by side, so one pass activates them."""
-    gates, n = _lstm_gates(gates_x, h, c, w_hh, b_hh), c.shape[-1]
-    if not _one_float(gates, c):
+    again. A fused kernel (:mod:`pargraph.ops.kernels`) computes the gates in one pass where
+    it takes the arrays; numpy's formula activates the three sigmoid gates, side by side, in
+    one pass each."""
+    hidden = product(h, w_hh.T)
+    out = np.empty((6,) + c.shape, hidden.dtype)
+    if kernels.lstm_forward(hidden, gates_x, b_hh, c, out):
+        return out
+    gates, n = _lstm_gates(hidden, gates_x, b_hh), c.shape[-1]
+    if not _one_float(gates, c) or out.dtype != gates.dtype:
         i, f = logistic(gates[..., :n]), logistic(gates[..., n:2 * n])
         g, o = np.tanh(gates[..., 2 * n:3 * n]), logistic(gates[..., 3 * n:])
         c_new = f * c + i * g
         return np.stack([o * np.tanh(c_new), c_new, i, f, o, g])
-    out = np.empty((6,) + c.shape, gates.dtype)
     for row, start in ((2, 0), (3, n), (4, 3 * n)):
         np.negative(gates[..., start:start + n], out=out[row])
     sigmoids = out[2:5]
@@ -251,6 +257,9 @@ def lstm_cell_grads(grad, out, c):
     ``4H`` columns, in the weights' order i, f, g, o) and to the last cell state (the last
     ``H``), from ``grad`` (of its six rows: the gates' are zeros unless something read them)
     and the cell's kept gates."""
+    result = np.empty(c.shape[:-1] + (5 * c.shape[-1],), c.dtype)
+    if kernels.lstm_backward(grad, out, c, result):
+        return result
     c_new, i, f, o, g = out[1], out[2], out[3], out[4], out[5]
     if not _one_float(grad, out, c):
         tanh_c = np.tanh(c_new)

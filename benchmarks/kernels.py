@@ -1,0 +1,77 @@
+"""The fused kernels' costs: numba's first run (compiling) and later processes' (loading the
+kernels cached on disk), and one LSTM cell's forward and gradient on numba's kernels against
+numpy's formulas, each in a fresh process.
+
+    python -m benchmarks.kernels              # prints the figures as JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+#: One cell of benchmarks/layer_models.py's LSTM: batch 32, hidden 128.
+BATCH, HIDDEN = 32, 128
+
+
+def _first_call() -> dict:
+    """In this process: seconds of the first float32 LSTM cell and its gradient (numba
+    compiles or loads them then), and microseconds per call after."""
+    import numpy as np
+
+    start = time.perf_counter()
+    from pargraph import ops
+
+    rng = np.random.default_rng(0)
+    gx = rng.standard_normal((BATCH, 4 * HIDDEN)).astype(np.float32)
+    h, c = (rng.standard_normal((BATCH, HIDDEN)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal((4 * HIDDEN, HIDDEN)).astype(np.float32)
+    b = rng.standard_normal(4 * HIDDEN).astype(np.float32)
+    grad = rng.standard_normal((6, BATCH, HIDDEN)).astype(np.float32)
+    imported = time.perf_counter()
+    out = ops.lstm_cell.forward(gx, h, c, w, b)
+    ops.lstm_cell_grads.forward(grad, out, c)
+    first = time.perf_counter() - imported
+
+    def per_call(function, calls=2000) -> float:
+        function()
+        started = time.perf_counter()
+        for _ in range(calls):
+            function()
+        return (time.perf_counter() - started) / calls * 1e6
+
+    from pargraph.ops.kernels import kernels
+
+    return {"kernels": kernels.name, "import_seconds": imported - start, "first_seconds": first,
+            "forward_us": per_call(lambda: ops.lstm_cell.forward(gx, h, c, w, b)),
+            "gradient_us": per_call(lambda: ops.lstm_cell_grads.forward(grad, out, c))}
+
+
+def _fresh(cache: str, kernels: str) -> dict:
+    environ = dict(os.environ, NUMBA_CACHE_DIR=cache, DASK_PARGRAPH__KERNELS=kernels)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.kernels", "--first-call"],
+                          capture_output=True, text=True, env=environ, check=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def measure() -> dict:
+    """``{"compiling": ..., "cached": ..., "numpy": ...}``: one fresh process each, the first
+    with an empty numba cache, the second with the cache the first wrote."""
+    with tempfile.TemporaryDirectory() as cache:
+        return {"compiling": _fresh(cache, "numba"), "cached": _fresh(cache, "numba"),
+                "numpy": _fresh(cache, "numpy")}
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--first-call"]:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, "blas"):
+            print(json.dumps(_first_call()))
+    else:
+        print(json.dumps(measure(), indent=1))

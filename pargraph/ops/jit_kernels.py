@@ -1,0 +1,98 @@
+"""The numba kernels: formulas numpy runs as many passes, here in one pass each.
+
+Imported only where numba is installed and chosen (:mod:`pargraph.ops.kernels` decides). Every
+kernel is float32, compiled with numpy's error model (a division is then no branch, so loops
+vectorize) and the fast-math flags that keep NaN and infinities (``_FAST``: LLVM's ``nnan``
+made a NaN gate 1), releases the GIL, and is cached on disk (``cache=True``: a first run in a
+fresh environment compiles, later processes load).
+
+libm's scalar ``tanh`` and ``exp`` keep loops from vectorizing, so :func:`tanh32` is Eigen's
+rational approximation of float32 ``tanh`` (within a few ulp of the exact value), and a
+sigmoid is ``0.5 + 0.5 tanh(x / 2)``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_FAST = {"contract", "arcp", "afn", "nsz"}
+_JIT = dict(fastmath=_FAST, nogil=True, cache=True, error_model="numpy")
+_HALF, _LIMIT = np.float32(0.5), np.float32(7.90531110763549805)
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def tanh32(x):  # pragma: no cover - compiled
+    """``tanh(x)`` of a float32, as Eigen's ``ptanh_float``: beyond ±7.905 it is ±1 in
+    float32, inside a 13/6 odd rational function."""
+    x = _LIMIT if x > _LIMIT else x
+    x = -_LIMIT if x < -_LIMIT else x
+    x2 = x * x
+    p = np.float32(-2.76076847742355e-16)
+    p = p * x2 + np.float32(2.00018790482477e-13)
+    p = p * x2 + np.float32(-8.60467152213735e-11)
+    p = p * x2 + np.float32(5.12229709037114e-08)
+    p = p * x2 + np.float32(1.48572235717979e-05)
+    p = p * x2 + np.float32(6.37261928875436e-04)
+    p = p * x2 + np.float32(4.89352455891786e-03)
+    q = np.float32(1.19825839466702e-06)
+    q = q * x2 + np.float32(1.18534705686654e-04)
+    q = q * x2 + np.float32(2.26843463243900e-03)
+    q = q * x2 + np.float32(4.89352518554385e-03)
+    return p * x / q
+
+
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy")
+def sigmoid32(x):  # pragma: no cover - compiled
+    return _HALF + _HALF * tanh32(_HALF * x)
+
+
+@numba.njit(**_JIT)
+def lstm_forward(hw, gx, bias, c, out):  # pragma: no cover - compiled
+    """An LSTM cell from its hidden part of the gates ``hw`` (``h W_hh^T``), its input part
+    ``gx`` and the hidden bias (gate order i, f, g, o): ``out`` gets ``[h', c', i, f, o, g]``."""
+    rows, n = c.shape
+    for b in range(rows):
+        for j in range(n):
+            i = sigmoid32(hw[b, j] + gx[b, j] + bias[j])
+            f = sigmoid32(hw[b, n + j] + gx[b, n + j] + bias[n + j])
+            g = tanh32(hw[b, 2 * n + j] + gx[b, 2 * n + j] + bias[2 * n + j])
+            o = sigmoid32(hw[b, 3 * n + j] + gx[b, 3 * n + j] + bias[3 * n + j])
+            c_new = f * c[b, j] + i * g
+            out[0, b, j] = o * tanh32(c_new)
+            out[1, b, j] = c_new
+            out[2, b, j] = i
+            out[3, b, j] = f
+            out[4, b, j] = o
+            out[5, b, j] = g
+
+
+@numba.njit(**_JIT)
+def lstm_backward(grad, out, c, result):  # pragma: no cover - compiled
+    """The gradient of :func:`lstm_forward` with respect to its gates' pre-activations
+    (``result``'s first ``4n`` columns) and the last cell state (the last ``n``), from the
+    gradient of its six rows ``grad`` and its result ``out``. One loop per part: a loop that
+    reads and writes more arrays than LLVM checks for overlap at run time does not
+    vectorize."""
+    rows, n = c.shape
+    one = np.float32(1)
+    d_c, tanh_c = np.empty(n, np.float32), np.empty(n, np.float32)
+    for b in range(rows):
+        for j in range(n):
+            tanh_c[j] = tanh32(out[1, b, j])
+        for j in range(n):
+            d_c[j] = grad[1, b, j] + grad[0, b, j] * out[4, b, j] * (one - tanh_c[j] ** 2)
+        for j in range(n):
+            i = out[2, b, j]
+            result[b, j] = (d_c[j] * out[5, b, j] + grad[2, b, j]) * i * (one - i)
+        for j in range(n):
+            f = out[3, b, j]
+            result[b, n + j] = (d_c[j] * c[b, j] + grad[3, b, j]) * f * (one - f)
+        for j in range(n):
+            g = out[5, b, j]
+            result[b, 2 * n + j] = (d_c[j] * out[2, b, j] + grad[5, b, j]) * (one - g * g)
+        for j in range(n):
+            o = out[4, b, j]
+            result[b, 3 * n + j] = (grad[0, b, j] * tanh_c[j] + grad[4, b, j]) * o * (one - o)
+        for j in range(n):
+            result[b, 4 * n + j] = d_c[j] * out[3, b, j]

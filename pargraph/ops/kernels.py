@@ -1,0 +1,109 @@
+"""Which fused kernels run: numba's compiled ones, or none (the ops' numpy formulas).
+
+An op with a fused kernel calls it here first; a call answers False where no kernel takes
+the arrays (numba absent or not chosen, a dtype other than float32), and the op then runs its
+numpy formula, which agrees within float32 rounding (``tests/test_kernels.py``).
+
+The dask setting ``pargraph.kernels`` (``"auto"``, ``"numba"`` or ``"numpy"``) picks them;
+``"auto"`` takes numba's where ``pip install 'pargraph[numba]'`` installed it. It is read at
+the first fused op of a process; :meth:`Kernels.reset` reads it again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import types
+from typing import Any
+
+import numpy as np
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+class Kernels:
+    """The compiled kernels of this process, loaded on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._module: Any = None
+        self._chosen = False
+        #: ``"numba"`` where the compiled kernels run, else ``"numpy"``.
+        self.name = "numpy"
+
+    def module(self) -> Any:
+        """:mod:`pargraph.ops.jit_kernels`' kernels, or None where numpy's formulas run."""
+        if not self._chosen:
+            with self._lock:
+                if not self._chosen:
+                    self._module = _choose()
+                    self.name = "numpy" if self._module is None else "numba"
+                    self._chosen = True
+        return self._module
+
+    def reset(self) -> None:
+        """Read ``pargraph.kernels`` again at the next fused op."""
+        with self._lock:
+            self._module, self._chosen, self.name = None, False, "numpy"
+
+    def lstm_forward(self, hw: np.ndarray, gx: np.ndarray, bias: np.ndarray | None,
+                     c: np.ndarray, out: np.ndarray) -> bool:
+        """``out[:] = [h', c', i, f, o, g]`` of an LSTM cell (``ops.lstm_cell``) in one pass;
+        False where no kernel takes these arrays.
+
+        Examples
+        --------
+        >>> z = np.zeros((2, 4), np.float32); out = np.empty((6, 2, 1), np.float32)
+        >>> ran = kernels.lstm_forward(z, z, None, z[:, :1], out)  # gates of 0: i = 0.5
+        >>> not ran or out[2].ravel().tolist() == [0.5, 0.5]
+        True
+        """
+        module = self.module()
+        n = c.shape[-1] if c.ndim else 0
+        if (module is None or not n or not c.size
+                or any(a.dtype != _FLOAT32 for a in (hw, gx, c, out))
+                or (bias is not None and bias.dtype != _FLOAT32)
+                or hw.shape != gx.shape or hw.shape[:-1] != c.shape[:-1]):
+            return False
+        if bias is None:
+            bias = np.zeros(4 * n, _FLOAT32)
+        module.lstm_forward(hw.reshape(-1, 4 * n), gx.reshape(-1, 4 * n),
+                            np.broadcast_to(bias, (4 * n,)), c.reshape(-1, n),
+                            out.reshape(6, -1, n))
+        return True
+
+    def lstm_backward(self, grad: np.ndarray, out: np.ndarray, c: np.ndarray,
+                      result: np.ndarray) -> bool:
+        """``result[:]`` = the gradient of an LSTM cell (``ops.lstm_cell_grads``) in one pass;
+        False where no kernel takes these arrays."""
+        module = self.module()
+        n = c.shape[-1] if c.ndim else 0
+        if (module is None or not n or not c.size
+                or any(a.dtype != _FLOAT32 for a in (grad, out, c, result))
+                or grad.shape != out.shape):
+            return False
+        module.lstm_backward(grad.reshape(6, -1, n), out.reshape(6, -1, n), c.reshape(-1, n),
+                             result.reshape(-1, 5 * n))
+        return True
+
+
+def _choose() -> Any:
+    import dask
+
+    wanted = dask.config.get("pargraph.kernels", "auto")
+    if wanted not in ("auto", "numba", "numpy"):
+        raise ValueError(f"pargraph.kernels is {wanted!r}; expected 'auto', 'numba' or 'numpy'")
+    if wanted == "numpy":
+        return None
+    if importlib.util.find_spec("numba") is None:
+        if wanted == "numba":
+            raise RuntimeError("pargraph.kernels is 'numba' but numba is not installed: "
+                               "pip install 'pargraph[numba]'")
+        return None
+    from pargraph.ops.jit_kernels import lstm_backward, lstm_forward
+
+    return types.SimpleNamespace(lstm_forward=lstm_forward, lstm_backward=lstm_backward)
+
+
+#: The fused kernels of this process, chosen once.
+kernels = Kernels()

@@ -1,0 +1,125 @@
+"""The fused kernels (pargraph.ops.kernels): numba's compiled LSTM cell agrees with numpy's
+formula on generated shapes and values (NaN, infinities, saturated gates), a float32 LSTM on
+them equals PyTorch's, and the ``pargraph.kernels`` setting picks them or refuses clearly."""
+
+import importlib.util
+
+import dask
+import numba  # noqa: F401  the test extra installs it: the compiled kernels are under test
+import numpy as np
+import pytest
+
+import pargraph
+from pargraph import ops
+from pargraph.ops.kernels import kernels
+
+torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+
+
+@pytest.fixture
+def chosen():
+    """``chosen(name)``: run the fused ops with ``pargraph.kernels = name`` from now on."""
+    settings = []
+
+    def choose(name):
+        if settings:
+            settings.pop().__exit__(None, None, None)
+        settings.append(dask.config.set({"pargraph.kernels": name}))
+        settings[-1].__enter__()
+        kernels.reset()
+        return kernels
+
+    yield choose
+    if settings:
+        settings.pop().__exit__(None, None, None)
+    kernels.reset()
+
+
+def _cell_cases(count=40):
+    """Generated LSTM cell arguments: batch dimensions from none to two, hidden sizes from 1
+    to 33, gates from small to saturated, and NaN and infinities at random places."""
+    rng = np.random.default_rng(0)
+    for k in range(count):
+        lead = tuple(int(d) for d in rng.integers(1, 6, size=k % 3))
+        n = int(rng.choice([1, 2, 7, 16, 33]))
+        scale = float(rng.choice([0.1, 1.0, 5.0, 40.0]))
+        gx = (rng.standard_normal(lead + (4 * n,)) * scale).astype(np.float32)
+        h = rng.standard_normal(lead + (n,)).astype(np.float32)
+        c = (rng.standard_normal(lead + (n,)) * scale).astype(np.float32)
+        w = (rng.standard_normal((4 * n, n)) / np.sqrt(n)).astype(np.float32)
+        b = rng.standard_normal(4 * n).astype(np.float32) if k % 4 else None
+        if k % 5 == 4:
+            flat = gx.reshape(-1)
+            flat[rng.integers(0, flat.size, 3)] = rng.choice([np.nan, np.inf, -np.inf], 3)
+        grad = rng.standard_normal((6,) + lead + (n,)).astype(np.float32)
+        grad[2:, ...] *= k % 2  # the gates' own gradients: zeros unless something read them
+        yield gx, h, c, w, b, grad
+
+
+def _both(chosen, function):
+    chosen("numba")
+    fused = function()
+    assert kernels.name == "numba"
+    chosen("numpy")
+    return fused, function()
+
+
+def test_the_fused_lstm_cell_agrees_with_numpys_formula(chosen):
+    for gx, h, c, w, b, grad in _cell_cases():
+        fused, plain = _both(chosen, lambda: ops.lstm_cell.forward(gx, h, c, w, b))
+        assert fused.shape == plain.shape and fused.dtype == plain.dtype == np.float32
+        np.testing.assert_array_equal(np.isnan(fused), np.isnan(plain))
+        np.testing.assert_allclose(fused, plain, rtol=2e-6, atol=2e-6 * max(1, abs(c).max()))
+        fused_grads, plain_grads = _both(
+            chosen, lambda: ops.lstm_cell_grads.forward(grad, plain, c))
+        np.testing.assert_array_equal(np.isnan(fused_grads), np.isnan(plain_grads))
+        finite = np.isfinite(plain_grads)
+        np.testing.assert_allclose(fused_grads[finite], plain_grads[finite], rtol=1e-5,
+                                   atol=1e-5 * max(1, abs(c).max()))
+
+
+def test_other_dtypes_take_numpys_formula(chosen):
+    gx, h, c, w, b, grad = list(_cell_cases(2))[1]
+    for dtype in (np.float64, np.float16):
+        args = [a.astype(dtype) for a in (gx, h, c, w, b)]
+        fused, plain = _both(chosen, lambda: ops.lstm_cell.forward(*args))
+        np.testing.assert_array_equal(fused, plain)
+        assert fused.dtype == dtype
+        fused, plain = _both(chosen, lambda: ops.lstm_cell_grads.forward(
+            grad.astype(dtype), fused, args[2]))
+        np.testing.assert_array_equal(fused, plain)
+
+
+@pytest.mark.parametrize("layers,bidirectional,batch_first", [(1, False, False),
+                                                             (2, True, True)])
+def test_a_float32_lstm_on_the_fused_kernels_equals_pytorch(chosen, layers, bidirectional,
+                                                            batch_first):
+    chosen("numba")
+    torch.manual_seed(0)
+    options = dict(num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    theirs = torch.nn.LSTM(5, 12, **options)
+    ours = pargraph.nn.LSTM(5, 12, **options)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(1).standard_normal((4, 9, 5)).astype(np.float32) * 2
+    a, b = pargraph.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (out_a, (h_a, c_a)), (out_b, (h_b, c_b)) = ours(a), theirs(b)
+    for p, q in ((out_a, out_b), (h_a, h_b), (c_a, c_b)):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    (out_a.square().sum() + c_a.sum()).backward()
+    (out_b.square().sum() + c_b.sum()).backward()
+    for (name, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_setting_is_checked_and_numba_asked_for_must_be_there(chosen, monkeypatch):
+    with pytest.raises(ValueError, match="pargraph.kernels is 'fast'; expected 'auto'"):
+        chosen("fast").module()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "numba" else real(name, *a))
+    with pytest.raises(RuntimeError, match=r"numba is not installed: pip install"):
+        chosen("numba").module()
+    assert chosen("auto").module() is None and kernels.name == "numpy"
