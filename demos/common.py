@@ -205,9 +205,57 @@ def train_classifier(model, data: tuple, prepare, args: argparse.Namespace, wher
     seconds = time.perf_counter() - start
     result = {"model": model, "test_accuracy": accuracy(model, test_x, test_y, prepare),
               "seconds": seconds, "where": where, "step": step}
+    result["cluster_comparison"] = compare_with_threads(step, model, opt, next(iter(loader)),
+                                                        args)
     result["trace"] = trace_one_step(model, opt, loss_fn, next(iter(loader)))
     print_forecast(result["trace"], args)
     return result
+
+
+def compare_with_threads(step, model, opt, batch, args: argparse.Namespace,
+                         repeats: int = 5) -> dict | None:
+    """With ``--address``: time ``repeats`` steps of ``step(*batch)`` on the cluster and on
+    this machine's threads (after two of each), print both with the step's work (traced on
+    the threads), then put the model's and optimizer's state back as training left them.
+    Returns ``{"cluster": s, "threads": s, "work": s}`` a step, or None without
+    ``--address``."""
+    if not args.address:
+        return None
+    import io
+
+    import pargraph
+
+    saved = io.BytesIO()
+    pargraph.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, saved)
+
+    def seconds_per_step() -> float:
+        for _ in range(2):
+            step(*batch).item()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            step(*batch).item()
+        return (time.perf_counter() - start) / repeats
+
+    cluster = seconds_per_step()
+    with dask.config.set(scheduler="threads"):
+        threads = seconds_per_step()
+        with pargraph.trace() as tr:
+            step(*batch).item()
+    work = tr.summary(print_it=False).work
+    saved.seek(0)
+    state = pargraph.load(saved)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    cores = os.cpu_count() or 1
+    verdict = ("the cluster's step is faster" if cluster < threads else
+               f"the cluster's step costs {(cluster - threads) * 1e3:.1f} ms more: its "
+               "transfers and scheduling outweigh what its cores add to this one's")
+    print(f"a step on the cluster: {cluster * 1e3:.1f} ms; on this machine's {cores} threads: "
+          f"{threads * 1e3:.1f} ms (the cluster's takes {cluster / threads:.2f}x); the step's "
+          f"work: {work * 1e3:.1f} ms. So {verdict}. A cluster pays once each worker has more "
+          "work per step than its share of the step's transfers and scheduling, and more "
+          "cores than this machine: docs/cluster.md, 'When does a cluster pay?'")
+    return {"cluster": cluster, "threads": threads, "work": work}
 
 
 def trace_one_step(model, opt, loss_fn, batch):

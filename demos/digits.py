@@ -115,11 +115,13 @@ def train(args: argparse.Namespace) -> dict:
                            "hidden": args.hidden}, args.checkpoint)
     bar.close()
     elapsed = time.perf_counter() - start
+    comparison = common.compare_with_threads(step, model, opt, next(iter(loader)), args)
     if args.forecast:  # one more step, traced, after the last checkpoint
         with pargraph.trace() as traced:
             step(*next(iter(loader))).item()
         common.print_forecast(traced, args)
     return {"model": model, "history": history, "seconds": elapsed, "step": step,
+            "cluster_comparison": comparison,
             "steps_per_epoch": steps_per_epoch, "test_accuracy": accuracy(model, test_x, test_y)}
 
 

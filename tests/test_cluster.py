@@ -1016,7 +1016,7 @@ def test_the_digits_demo_resumes_after_a_scheduler_restart(tmp_path):
         os.killpg(running.scheduler.pid, signal.SIGKILL)  # mid-training
         out, err = demo.communicate(timeout=90)
         assert demo.returncode != 0, out
-        assert "lost values it held" in err and "--resume" in err
+        assert "lost values it held" in err and "--resume" in err, (demo.returncode, out, err)
         finished = pargraph.load(checkpoint)["epoch"]
         assert finished < 39
 
@@ -1052,6 +1052,35 @@ def test_demos_run_on_the_cluster_at_address(cluster, tmp_path):
                               timeout=120)
         assert done.returncode == 0, done.stderr
         assert f"on the dask cluster at {cluster.address}" in done.stdout, demo
+        if demo in ("digits.py", "cnn.py", "attention.py"):
+            assert "a step on the cluster: " in done.stdout and " threads: " in done.stdout, \
+                demo
+
+
+def test_the_cluster_comparison_times_both_and_leaves_the_trained_state(cluster):
+    """``--address``'s comparison runs steps on the cluster and on threads, then puts the
+    parameters and Adam's moments back as training left them."""
+    import argparse
+
+    from demos import common
+
+    pargraph.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = pargraph.optim.Adam(model.parameters(), lr=0.1)
+    step = common.training_step(model, opt, nn.CrossEntropyLoss())
+    batch = (pargraph.randn(32, 8), pargraph.randint(0, 3, (32,)))
+    with dask.config.set(scheduler=cluster.client):
+        step(*batch).item()
+        before = [p.detach().numpy().copy() for p in model.parameters()]
+        moments = [opt.state[p]["exp_avg"].numpy().copy() for p in model.parameters()]
+        found = common.compare_with_threads(step, model, opt, batch,
+                                            argparse.Namespace(address=cluster.address))
+    assert set(found) == {"cluster", "threads", "work"} and min(found.values()) > 0
+    for p, value, moment in zip(model.parameters(), before, moments):
+        np.testing.assert_array_equal(p.detach().numpy(), value)
+        np.testing.assert_array_equal(opt.state[p]["exp_avg"].numpy(), moment)
+    assert common.compare_with_threads(step, model, opt, batch,
+                                       argparse.Namespace(address=None)) is None
 
 
 def test_a_scheduler_gone_when_asked_for_its_workers_is_a_lost_cluster(cluster, monkeypatch):
