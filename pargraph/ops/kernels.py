@@ -1,8 +1,9 @@
 """Which fused kernels run: numba's compiled ones, or none (the ops' numpy formulas).
 
-An op with a fused kernel calls it here first; a call answers False where no kernel takes
-the arrays (numba absent or not chosen, a dtype other than float32), and the op then runs its
-numpy formula, which agrees within float32 rounding (``tests/test_kernels.py``).
+An op with a fused kernel calls it here first, with a C-ordered array for the result; a call
+answers False where no kernel takes the arrays (numba absent or not chosen, a dtype other
+than float32, a bias of another shape), and the op then runs its numpy formula, which agrees
+within float32 rounding (``tests/test_kernels.py``).
 
 The dask setting ``pargraph.kernels`` (``"auto"``, ``"numba"`` or ``"numpy"``) picks them;
 ``"auto"`` takes numba's where ``pip install 'pargraph[numba]'`` installed it. It is read at
@@ -60,16 +61,15 @@ class Kernels:
         """
         module = self.module()
         n = c.shape[-1] if c.ndim else 0
-        if (module is None or not n or not c.size
+        if (module is None or not n or not c.size or not out.flags.c_contiguous
                 or any(a.dtype != _FLOAT32 for a in (hw, gx, c, out))
-                or (bias is not None and bias.dtype != _FLOAT32)
+                or (bias is not None and (bias.dtype != _FLOAT32 or bias.shape != (4 * n,)))
                 or hw.shape != gx.shape or hw.shape[:-1] != c.shape[:-1]):
             return False
         if bias is None:
             bias = np.zeros(4 * n, _FLOAT32)
-        module.lstm_forward(hw.reshape(-1, 4 * n), gx.reshape(-1, 4 * n),
-                            np.broadcast_to(bias, (4 * n,)), c.reshape(-1, n),
-                            out.reshape(6, -1, n))
+        module.lstm_forward(hw.reshape(-1, 4 * n), gx.reshape(-1, 4 * n), bias,
+                            c.reshape(-1, n), out.reshape(6, -1, n))
         return True
 
     def lstm_backward(self, grad: np.ndarray, out: np.ndarray, c: np.ndarray,
@@ -78,7 +78,7 @@ class Kernels:
         False where no kernel takes these arrays."""
         module = self.module()
         n = c.shape[-1] if c.ndim else 0
-        if (module is None or not n or not c.size
+        if (module is None or not n or not c.size or not result.flags.c_contiguous
                 or any(a.dtype != _FLOAT32 for a in (grad, out, c, result))
                 or grad.shape != out.shape):
             return False

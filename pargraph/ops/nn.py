@@ -289,7 +289,7 @@ def lstm_cell_grads(grad, out, c):
     parts[2] += grad[5]
     parts[2] *= 1 - g * g  # through the tanh
     np.multiply(d_c, f, out=parts[4])
-    return np.concatenate(parts, -1)
+    return np.concatenate(parts, -1, out=result)
 
 
 def _lstm_cell_vjp_of_many(grad, out, positions, gates_x, h, c, w_hh, b_hh=None):
