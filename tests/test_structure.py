@@ -66,8 +66,9 @@ def test_low_layers_import_nothing_above_them():
 
 
 #: ``ops``' families in the order they stand: each imports only those before it.
-OPS_ORDER = ["core", "gemm", "jit_kernels", "kernels", "shapes", "elementwise", "reductions",
-             "composites", "convolution", "linalg", "sampling", "optimizers", "nn", "rewrites"]
+OPS_ORDER = ["core", "gemm", "intra_op", "jit_kernels", "kernels", "shapes", "elementwise",
+             "reductions", "composites", "convolution", "linalg", "sampling", "optimizers", "nn",
+             "rewrites"]
 
 
 def test_the_ops_families_import_one_way():

@@ -24,6 +24,7 @@ constant kernel. All work for any number of spatial dimensions; ``nn.functional`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 from pargraph.graph import Node
 from pargraph.ops.core import ShapeError, is_floating, primitive, result_dtype
 from pargraph.ops.gemm import gemm
+from pargraph.ops.intra_op import intra_op
 from pargraph.ops.shapes import index, sum_
 
 
@@ -147,10 +149,10 @@ class _Grid:
         grid[(slice(None), slice(None)) + region] = np.moveaxis(x, 1, 0)
         return flat
 
-    def gather(self, flat: np.ndarray, region: tuple) -> np.ndarray:
-        """Rows ``(rows, C)`` of the grid, ``region`` of it as a contiguous (N, C, *S)."""
+    def gather(self, flat: np.ndarray, region: tuple, into: np.ndarray) -> None:
+        """Rows ``(rows, C)`` of the grid, ``region`` of it copied into ``into`` (N, C, *S)."""
         grid = flat[:self.rows].reshape((self.n,) + self.padded + (flat.shape[1],))
-        return np.ascontiguousarray(np.moveaxis(grid[(slice(None),) + region], -1, 1))
+        np.copyto(into, np.moveaxis(grid[(slice(None),) + region], -1, 1))
 
     def outputs(self, out: tuple) -> tuple:
         return tuple(slice(0, o) for o in out)
@@ -161,28 +163,30 @@ def _kernel_blocks(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(w.reshape(w.shape[:2] + (-1,)), -1, 0))
 
 
-def _shifted_conv(x: np.ndarray, w: np.ndarray, out: tuple, padding: tuple,
-                  dilation: tuple) -> np.ndarray:
-    """conv at stride 1: the shifted input rows times each kernel position's (C, O) block,
-    summed in place into the output rows ``(rows, O)``."""
+def _shifted_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, padding: tuple,
+                  dilation: tuple, into: np.ndarray) -> None:
+    """conv at stride 1 into ``into`` (N, O, *out): the shifted input rows times each kernel
+    position's (C, O) block, summed in place into the output rows ``(rows, O)``."""
     grid = _Grid(x.shape, w.shape[2:], padding, dilation)
     flat = grid.spread(x, grid.inside)
     result = np.empty((grid.rows, w.shape[0]), x.dtype)
     for k, (block, offset) in enumerate(zip(_kernel_blocks(w), grid.offsets)):
         gemm(flat[offset:offset + grid.rows], block.T, result, accumulate=k > 0)
-    return grid.gather(result, grid.outputs(out))
+    if b is not None:
+        result += b
+    grid.gather(result, grid.outputs(into.shape[2:]), into)
 
 
-def _shifted_input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, padding: tuple,
-                        dilation: tuple) -> np.ndarray:
-    """conv_input_grad at stride 1: the output gradient's rows times each kernel position's
-    block, added in place into the input rows that position read."""
-    grid = _Grid(input_shape, w.shape[2:], padding, dilation)
+def _shifted_input_grad(g: np.ndarray, w: np.ndarray, padding: tuple, dilation: tuple,
+                        into: np.ndarray) -> None:
+    """conv_input_grad at stride 1 into ``into`` (N, C, *S): the output gradient's rows times
+    each kernel position's block, added in place into the input rows that position read."""
+    grid = _Grid(into.shape, w.shape[2:], padding, dilation)
     rows = grid.spread(g, grid.outputs(g.shape[2:]))[:grid.rows]
     grad = np.zeros((grid.rows + grid.reach, w.shape[1]), g.dtype)
     for block, offset in zip(_kernel_blocks(w), grid.offsets):
         gemm(rows, block, grad[offset:offset + grid.rows], accumulate=True)
-    return grid.gather(grad, grid.inside)
+    grid.gather(grad, grid.inside, into)
 
 
 def _shifted_weight_grad(x: np.ndarray, g: np.ndarray, kernel: tuple, padding: tuple,
@@ -226,13 +230,18 @@ def _conv_shape(x, w, b=None, *, stride, padding, dilation, groups):
     return (x.shape[0], w.shape[0]) + out, result_dtype(x, w)
 
 
+def _seconds(out: tuple, weight: tuple) -> float:
+    """One thread's time on a convolution op with output ``out`` and weight ``weight``: all
+    three ops do 2 * outputs * (channels per group x kernel) flops."""
+    return 5e-6 + 2 * math.prod(out) * math.prod(weight[1:]) / 15e9
+
+
 def _conv_cost(node: Node) -> float:
-    """All three convolution ops do 2 * outputs * (channels per group x kernel) flops."""
     name = node.op.name
     out = node.shape if name == "conv" else (node.inputs[0] if name == "conv_input_grad"
                                              else node.inputs[1]).shape
     weight = node.shape if name == "conv_weight_grad" else node.inputs[1].shape
-    return 5e-6 + 2 * math.prod(out) * math.prod(weight[1:]) / 15e9
+    return _seconds(out, weight)
 
 
 @primitive("conv", _conv_shape, grad_name="ConvolutionBackward0", blas=True, cost=_conv_cost)
@@ -241,14 +250,15 @@ def conv(x, w, b=None, *, stride, padding, dilation, groups):
     out = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
     if _pointwise(w.shape[2:], stride, padding, groups):
         result = np.matmul(w.reshape(w.shape[:2]), x.reshape(x.shape[:2] + (-1,)))
-    elif _shifted(x.dtype, x.shape, w.shape[2:], stride, padding, dilation, groups):
-        result = _shifted_conv(x, w, out, padding, dilation)
-    else:
-        result = None
-    if result is not None:
         if b is not None:
             result += b.reshape((-1,) + (1,) * (result.ndim - 2))
         return result.reshape((x.shape[0], w.shape[0]) + out)
+    if _shifted(x.dtype, x.shape, w.shape[2:], stride, padding, dilation, groups):
+        result = np.empty((x.shape[0], w.shape[0]) + out, x.dtype)
+        intra_op.run(lambda lo, hi: _shifted_conv(x[lo:hi], w, b, padding, dilation,
+                                                  result[lo:hi]),
+                     intra_op.parts(x.shape[0], _seconds(result.shape, w.shape)))
+        return result
     padded = _channels_last(x, padding)
     n, positions = x.shape[0], math.prod(out)
     if groups == 1:  # each sample's product lands in (O, positions): NCHW without a copy
@@ -275,7 +285,11 @@ def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
         return np.matmul(w.reshape(w.shape[:2]).T, g.reshape(g.shape[:2] + (-1,))).reshape(
             input_shape)
     if _shifted(g.dtype, input_shape, w.shape[2:], stride, padding, dilation, groups, True):
-        return _shifted_input_grad(g, w, input_shape, padding, dilation)
+        result = np.empty(input_shape, g.dtype)
+        intra_op.run(lambda lo, hi: _shifted_input_grad(g[lo:hi], w, padding, dilation,
+                                                        result[lo:hi]),
+                     intra_op.parts(g.shape[0], _seconds(g.shape, w.shape)))
+        return result
     n, c = input_shape[:2]
     out, kernel = g.shape[2:], w.shape[2:]
     rows = np.moveaxis(g, 1, -1).reshape(-1, g.shape[1])
@@ -301,7 +315,10 @@ def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
                          x.reshape(n, x.shape[1], positions).transpose(0, 2, 1)).sum(0).reshape(
             weight_shape)
     if _shifted(g.dtype, x.shape, kernel, stride, padding, dilation, groups):
-        return _shifted_weight_grad(x, g, kernel, padding, dilation)
+        parts = intra_op.run(lambda lo, hi: _shifted_weight_grad(x[lo:hi], g[lo:hi], kernel,
+                                                                 padding, dilation),
+                             intra_op.parts(x.shape[0], _seconds(g.shape, weight_shape)))
+        return functools.reduce(np.add, parts)
     padded = _channels_last(x, padding)
     grad = np.empty((weight_shape[0],) + kernel + (weight_shape[1],), dtype=g.dtype)
     if groups == 1:  # a product per sample, read from g as it lies (no transposed copy)

@@ -61,6 +61,9 @@ class Blas:
         #: How many times libraries were chosen: threadpoolctl's users scan the process's
         #: libraries again when it changes (MKL loads without an import).
         self.loads = 0
+        #: Per thread: ``one`` is True inside a part of a split op (``ops.intra_op``), whose
+        #: products then stay on one thread.
+        self.local = threading.local()
 
     def functions(self) -> dict:
         """``{dtype: cblas function}`` for the products one thread runs; empty where no
@@ -185,6 +188,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, accumulate: bool) -> None:
         return
     (m, k), n = a.shape, b.shape[1]
     if (blas.name != "numpy" and blas.numpys_threads is not None
+            and not getattr(blas.local, "one", False)
             and m * n * k > (ONE_THREAD_VECTOR if min(m, n) == 1 else ONE_THREAD)
             and blas.numpys_threads() > 1):
         function = blas.numpys.get(c.dtype, function)  # OpenBLAS's threads split it
