@@ -291,6 +291,21 @@ CASES = [
          lambda g, gx, h, c, w, b: _lstm_grads_ref(g, gx, h, c, w, b),
          [normal(6, 2, 3), normal(2, 12), normal(2, 3), normal(2, 3), normal(12, 3), normal(12)],
          differentiable=False),
+    # a whole direction as one node, both ways; gradients of every input by differences
+    Case("lstm_sequence", lambda gx, h, c, w, b: node_op(ops.lstm_sequence, gx, h, c, w, b,
+                                                       reverse=False),
+         lambda gx, h, c, w, b: _lstm_sequence_ref(gx, h, c, w, b, False),
+         [normal(3, 2, 8), normal(2, 2), normal(2, 2), normal(8, 2), normal(8)]),
+    Case("lstm_sequence_reverse", lambda gx, h, c, w: node_op(
+             ops.lstm_sequence, gx, h, c, w, None, reverse=True),
+         lambda gx, h, c, w: _lstm_sequence_ref(gx, h, c, w, 0.0, True),
+         [normal(4, 8), normal(2), normal(2), normal(8, 2)]),
+    Case("lstm_sequence_grads", lambda g, gx, h, c, w, b: node_op(
+             ops.lstm_sequence_grads, g, node_op(ops.lstm_sequence, gx, h, c, w, b,
+                                                 reverse=True), h, c, w, reverse=True),
+         lambda g, gx, h, c, w, b: _lstm_sequence_grads_ref(g, gx, h, c, w, b, True),
+         [normal(3, 6, 2, 2), normal(3, 2, 8), normal(2, 2), normal(2, 2), normal(8, 2),
+          normal(8)], differentiable=False),
     Case("remainder", lambda x, y: x % y + x, lambda x, y: np.remainder(x, y) + x,
          [normal(3, 4), positive(4) + 1.0]),
     Case("floor_divide_int", lambda x, y: x // y, np.floor_divide,
@@ -822,6 +837,39 @@ def _lstm_grads_ref(grad, gates_x, h, c, w, b):
             d[k] = (loss(*args[0]) - loss(*args[1])) / 2e-6
         out.append(d)
     return np.concatenate(out, -1)
+
+
+def _lstm_sequence_ref(gates_x, h, c, w, b, reverse):
+    """``_lstm_ref`` step by step, the last step first when ``reverse``."""
+    out = np.empty((gates_x.shape[0], 6) + c.shape)
+    steps = range(gates_x.shape[0])
+    for t in (reversed(steps) if reverse else steps):
+        out[t] = _lstm_ref(gates_x[t], h, c, w, b)
+        h, c = out[t, 0], out[t, 1]
+    return out
+
+
+def _lstm_sequence_grads_ref(grad, gates_x, h, c, w, b, reverse):
+    """d sum(grad * lstm_sequence) / d (gates_x, h, c), by central differences: the gates'
+    rows, then h's and c's in the last row (zeros after them)."""
+    def loss(*args):
+        return float((grad * _lstm_sequence_ref(*args, w, b, reverse)).sum())
+
+    args = [gates_x, h, c]
+    found = []
+    for which, base in enumerate(args):
+        d = np.zeros_like(base)
+        for k in np.ndindex(base.shape):
+            up, down = list(args), list(args)
+            up[which], down[which] = base.copy(), base.copy()
+            up[which][k] += 1e-6
+            down[which][k] -= 1e-6
+            d[k] = (loss(*up) - loss(*down)) / 2e-6
+        found.append(d)
+    last = np.zeros((1,) + gates_x.shape[1:])
+    n = c.shape[-1]
+    last[0, ..., :n], last[0, ..., n:2 * n] = found[1], found[2]
+    return np.concatenate([found[0], last])
 
 
 def _attention_ref(q, k, v):

@@ -174,13 +174,15 @@ def _blas_threads_of_products(monkeypatch):
 
 def test_a_run_with_big_products_keeps_all_of_blas_threads(monkeypatch):
     """A float32 product's bits depend on BLAS's threads (not on what runs beside it): a run
-    with a big one keeps them all, on whichever thread runs its products, and its branches
-    still run side by side; its values are those of the run in one thread."""
+    with a big one, narrower than its threads (two branches on three), keeps them all, on
+    whichever thread runs its products, and its branches still run side by side; its values
+    are those of the run in one thread."""
     from threadpoolctl import threadpool_info
 
     threads_seen = _blas_threads_of_products(monkeypatch)
+    ops.gemm.blas.functions()  # MKL, where installed, loads at a run's first product
     outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    with dask.config.set(scheduler="threads", num_workers=2,
+    with dask.config.set(scheduler="threads", num_workers=3,
                          **{"pargraph.single-task-below": 0}):
         left, right = pargraph.compute(*_two_branches(size=300, products=3))
     assert threads_seen == [outside] * 6
@@ -193,8 +195,9 @@ def test_a_run_with_big_products_keeps_all_of_blas_threads(monkeypatch):
 def test_a_wide_run_of_big_products_runs_its_branches_on_one_blas_thread_each(monkeypatch):
     """Towers of big products, several times more than the run has threads, keep every
     thread busy side by side: such a run limits BLAS to one thread (by its shapes, whichever
-    way it goes), and its values are those of the same run on one BLAS thread. A chain of
-    the same products, or two branches on two threads, keeps all of BLAS's threads."""
+    way it goes), and its values are those of the same run on one BLAS thread, as does a
+    graph just as wide as the threads (two branches on two). A chain of the same products,
+    or two branches on three threads, keeps all of BLAS's threads."""
     from threadpoolctl import threadpool_limits
 
     def towers(n):
@@ -213,9 +216,10 @@ def test_a_wide_run_of_big_products_runs_its_branches_on_one_blas_thread_each(mo
     with dask.config.set(scheduler="threads", num_workers=2):
         order, computed = lowering.plan([t._node for t in towers(8)])
         assert lowering.blas_threads_of(computed, 2) == runtime.ONE_BLAS
-        assert lowering.blas_threads_of(computed, 8) == runtime.ALL_BLAS  # not wide enough
+        assert lowering.blas_threads_of(computed, 16) == runtime.ALL_BLAS  # not wide enough
         order, computed = lowering.plan([t._node for t in towers(2)])
-        assert lowering.blas_threads_of(computed, 2) == runtime.ALL_BLAS
+        assert lowering.blas_threads_of(computed, 2) == runtime.ONE_BLAS  # as wide as threads
+        assert lowering.blas_threads_of(computed, 3) == runtime.ALL_BLAS
         chain = towers(1)[0]
         for _ in range(7):
             chain = (chain @ chain).tanh()

@@ -168,14 +168,16 @@ def _graph_size(layers, bidirectional):
 
 def test_directions_are_parallel_branches_and_each_layer_projects_its_input_once():
     """A bidirectional layer's two directions are independent chains (twice the nodes, the
-    same longest chain); each layer projects its whole input sequence in one matrix product
-    per direction (not one per step), so a deeper LSTM adds a chain per layer."""
+    same longest chain but the concatenation of their outputs); each layer projects its whole
+    input sequence in one matrix product per direction (not one per step), and runs its
+    recurrence as one node per direction and pass, so a deeper LSTM adds a few nodes per
+    layer to the chain, whatever the sequence's length."""
     nodes, chain = _graph_size(1, False)
     both_nodes, both_chain = _graph_size(1, True)
-    assert both_nodes >= 1.9 * nodes and both_chain <= 1.1 * chain, (nodes, chain, both_nodes,
-                                                                    both_chain)
+    assert both_nodes >= 1.9 * nodes and both_chain <= chain + 1, (nodes, chain, both_nodes,
+                                                                   both_chain)
     _, deep_chain = _graph_size(3, False)
-    assert 2.5 * chain <= deep_chain <= 3.5 * chain, (chain, deep_chain)
+    assert 2 * chain <= deep_chain <= 3 * chain, (chain, deep_chain)
     pargraph.manual_seed(0)
     lstm = pargraph.nn.LSTM(8, 16, num_layers=3, bidirectional=True)
     with pargraph.trace() as trace:

@@ -24,11 +24,13 @@ be called, the same products run through numpy.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.metadata
 import itertools
 import re
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -75,6 +77,19 @@ class Blas:
                     self.name, self._functions = _choose(self.numpys)
                     self.loads += 1
         return self._functions
+
+    @contextlib.contextmanager
+    def one_thread(self) -> Iterator[None]:
+        """Within it, this thread's products (:func:`gemm`, :func:`product`) run on MKL's
+        one-thread kernels where MKL is loaded, whatever numpy's BLAS thread count: for a
+        split op's parts (``ops.intra_op``) and for a chain of small products whose branches
+        run side by side (a recurrence per direction)."""
+        before = getattr(self.local, "one", False)
+        self.local.one = True
+        try:
+            yield
+        finally:
+            self.local.one = before
 
     def reset(self) -> None:
         """Read ``pargraph.blas`` again at the next product."""
@@ -212,7 +227,8 @@ def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             or a.dtype != b.dtype:
         return np.matmul(a, b)
     size = a.shape[0] * a.shape[1] * b.shape[1]
-    if (size < SMALL or (size < LARGE and min(a.shape[0], b.shape[1]) > THIN)
+    kept = getattr(blas.local, "one", False) and size > ONE_THREAD  # OpenBLAS would split it
+    if (not kept and (size < SMALL or (size < LARGE and min(a.shape[0], b.shape[1]) > THIN))
             or a.dtype not in found):
         return np.matmul(a, b)
     c = np.empty((a.shape[0], b.shape[1]), a.dtype)

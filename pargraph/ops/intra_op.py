@@ -89,12 +89,8 @@ class IntraOp:
 
 def _one_thread(part: Callable[[int, int], Any], start: int, stop: int) -> Any:
     """``part(start, stop)`` with this thread's products on one BLAS thread."""
-    before = getattr(blas.local, "one", False)
-    blas.local.one = True
-    try:
+    with blas.one_thread():
         return part(start, stop)
-    finally:
-        blas.local.one = before
 
 
 #: The process's intra-op pool.

@@ -3,6 +3,8 @@ fused backwards."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pargraph.graph import Node
@@ -18,6 +20,7 @@ from pargraph.ops.core import (
     shape_of,
 )
 from pargraph.ops.elementwise import (
+    add,
     div,
     exp,
     log,
@@ -28,7 +31,7 @@ from pargraph.ops.elementwise import (
     neg,
     sub,
 )
-from pargraph.ops.gemm import product
+from pargraph.ops.gemm import blas, product
 from pargraph.ops.kernels import kernels
 from pargraph.ops.linalg import linear_weight_grad, matmul
 from pargraph.ops.shapes import index, reshaped, sum_
@@ -226,8 +229,15 @@ def lstm_cell(gates_x, h, c, w_hh, b_hh=None):
     again. A fused kernel (:mod:`pargraph.ops.kernels`) computes the gates in one pass where
     it takes the arrays; numpy's formula activates the three sigmoid gates, side by side, in
     one pass each."""
+    return _lstm_step(gates_x, h, c, w_hh, b_hh)
+
+
+def _lstm_step(gates_x, h, c, w_hh, b_hh, out=None):
+    """:func:`lstm_cell`'s numbers, into ``out`` (6, ..., H) where it has their dtype (else
+    into a fresh array)."""
     hidden = product(h, w_hh.T)
-    out = np.empty((6,) + c.shape, hidden.dtype)
+    if out is None or out.dtype != hidden.dtype:
+        out = np.empty((6,) + c.shape, hidden.dtype)
     if kernels.lstm_forward(hidden, gates_x, b_hh, c, out):
         return out
     gates, n = _lstm_gates(hidden, gates_x, b_hh), c.shape[-1]
@@ -306,6 +316,113 @@ def _lstm_cell_vjp_of_many(grad, out, positions, gates_x, h, c, w_hh, b_hh=None)
 
 
 lstm_cell.defvjp_of_many(_lstm_cell_vjp_of_many)
+
+
+def _lstm_sequence_shape(gates_x, h0, c0, w_hh, b_hh=None, *, reverse):
+    n = c0.shape[-1] if c0.shape else 0
+    if (len(gates_x.shape) < 2 or not gates_x.shape[0] or gates_x.shape[-1] != 4 * n
+            or gates_x.shape[1:-1] != c0.shape[:-1] or h0.shape != c0.shape
+            or w_hh.shape != (4 * n, n)):
+        raise ShapeError(f"an LSTM sequence needs gates (steps >= 1, ..., 4H), states "
+                         f"(..., H) and a hidden weight (4H, H); got gates {gates_x.shape}, "
+                         f"states {h0.shape} and {c0.shape}, weight {w_hh.shape}")
+    return (gates_x.shape[0], 6) + c0.shape, result_dtype(gates_x, h0, c0)
+
+
+def _lstm_sequence_cost(node: Node) -> float:
+    """Per step: the hidden product and a pass over the gates."""
+    steps, c = node.inputs[0].shape[0], node.inputs[2].shape
+    rows, n = math.prod(c[:-1]), c[-1]
+    return steps * (10e-6 + 2 * rows * n * 4 * n / 15e9 + 20 * rows * n / 1e9)
+
+
+def _steps(count: int, reverse: bool) -> range:
+    return range(count - 1, -1, -1) if reverse else range(count)
+
+
+@primitive("lstm_sequence", _lstm_sequence_shape, grad_name="LstmSequenceBackward0", blas=True,
+           cost=_lstm_sequence_cost)
+def lstm_sequence(gates_x, h0, c0, w_hh, b_hh=None, *, reverse):
+    """A whole LSTM direction as one node: :func:`lstm_cell` at every step of the input's
+    gates ``gates_x`` (steps, ..., 4H), last step first with ``reverse``, into one
+    ``(steps, 6, ..., H)`` array of each step's ``[h', c', i, f, o, g]``. One node in place
+    of a few per step: a recurrence has nothing to run side by side within a direction, and
+    a node costs the same Python whatever its work (``nn.LSTM`` takes it)."""
+    out = np.empty((gates_x.shape[0], 6) + c0.shape, np.result_type(gates_x, h0, c0))
+    h, c = h0, c0
+    with blas.one_thread():
+        for t in _steps(gates_x.shape[0], reverse):
+            slot = out[t]
+            step = _lstm_step(gates_x[t], h, c, w_hh, b_hh, slot)
+            if step is not slot:
+                slot[...] = step
+            h, c = slot[0], slot[1]
+    return out
+
+
+@primitive("lstm_sequence_grads", blas=True, cost=_lstm_sequence_cost,
+           shape=lambda grad, out, h0, c0, w_hh, *, reverse: (
+               (out.shape[0] + 1,) + c0.shape[:-1] + (4 * c0.shape[-1],), c0.dtype))
+def lstm_sequence_grads(grad, out, h0, c0, w_hh, *, reverse):
+    """The gradient of :func:`lstm_sequence` with respect to each step's gate
+    pre-activations (rows ``0..steps-1``) and, in row ``steps``, to the first states: ``h0``'s
+    in its first ``H`` columns, ``c0``'s in the next ``H``. The steps run backward through
+    :func:`lstm_cell_grads`' formula, each passing its states' gradients to the step before."""
+    count, n = out.shape[0], c0.shape[-1]
+    result = np.zeros((count + 1,) + c0.shape[:-1] + (4 * n,), c0.dtype)
+    with blas.one_thread():
+        _backward_steps(grad, out, c0, w_hh, reverse, result)
+    return result
+
+
+def _backward_steps(grad, out, c0, w_hh, reverse, result):
+    count, n = out.shape[0], c0.shape[-1]
+    d_h = d_c = None
+    for t in reversed(_steps(count, reverse)):
+        before = t + 1 if reverse else t - 1
+        c_before = c0 if before in (-1, count) else out[before, 1]
+        g = grad[t]
+        if d_h is not None:
+            g = g.copy()
+            g[0] += d_h
+            g[1] += d_c
+        cell = lstm_cell_grads.forward(g, out[t], c_before)
+        result[t] = cell[..., :4 * n]
+        d_c = cell[..., 4 * n:]
+        d_h = product(result[t].reshape(-1, 4 * n), w_hh).reshape(c0.shape)
+    result[count, ..., :n] = d_h
+    result[count, ..., n:2 * n] = d_c
+
+
+def _lstm_sequence_vjp_of_many(grad, out, positions, gates_x, h0, c0, w_hh, b_hh=None, *,
+                               reverse):
+    grads = lstm_sequence_grads(grad, out, h0, c0, w_hh, reverse=reverse)
+    count, n = gates_x.shape[0], c0.shape[-1]
+    lead = (slice(None),) * (len(c0.shape) - 1)
+    d_gates = index(grads, spec=(slice(0, count),))
+
+    def hidden_weight():
+        # step t read the state of the step before it: h0 at the first step, else an output
+        first = count - 1 if reverse else 0
+        total = linear_weight_grad(reshaped(index(d_gates, spec=(first,)), (-1, 4 * n)),
+                                   reshaped(h0, (-1, n)))
+        if count == 1:
+            return total
+        rest, read = (slice(0, count - 1), slice(1, count)) if reverse else \
+            (slice(1, count), slice(0, count - 1))
+        return add(total, linear_weight_grad(
+            reshaped(index(d_gates, spec=(rest,)), (-1, 4 * n)),
+            reshaped(index(out, spec=(read, 0)), (-1, n))))
+
+    wanted = {0: lambda: d_gates,
+              1: lambda: index(grads, spec=(count,) + lead + (slice(0, n),)),
+              2: lambda: index(grads, spec=(count,) + lead + (slice(n, 2 * n),)),
+              3: hidden_weight,
+              4: lambda: sum_(reshaped(d_gates, (-1, 4 * n)), dim=(0,))}
+    return [wanted[k]() for k in positions]
+
+
+lstm_sequence.defvjp_of_many(_lstm_sequence_vjp_of_many)
 
 
 def _ctc_shape(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):

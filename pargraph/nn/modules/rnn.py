@@ -152,8 +152,7 @@ class RNNBase(Module):
                 last_c.append(c)
             # The whole sequence at once: the next layer projects it in one matrix product
             # per direction; the directions stay parallel branches.
-            layer_input = stack(outputs[0]) if directions == 1 else \
-                cat([stack(outputs[0]), stack(outputs[1])], -1)
+            layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
         output, h_n = layer_input, stack(last_h)
@@ -206,13 +205,20 @@ class RNNBase(Module):
         return h0, c0
 
     def _run_direction(self, x: Tensor, layer: int, direction: int, h: Tensor,
-                       c: Tensor | None, mask: Tensor | None) -> tuple[list, Tensor, Any]:
+                       c: Tensor | None, mask: Tensor | None) -> tuple[Tensor, Tensor, Any]:
         """One direction of one layer over the sequence ``x`` (the input, or the last layer's
-        outputs): its outputs step by step, and its last states. The input's part of the
-        gates is one matrix product for the whole sequence."""
+        outputs): its outputs (steps, batch, hidden), and its last states. The input's part
+        of the gates is one matrix product for the whole sequence; an LSTM's recurrence over
+        whole sequences without a projection is one node (``ops.lstm_sequence``), others a
+        few nodes per step."""
         w = self._weights(layer, direction)
         length = x.shape[0]
         gates_x = F.linear(x, w["weight_ih"], w["bias_ih"])
+        if self.mode == "LSTM" and mask is None and w["weight_hr"] is None and length:
+            states = apply(ops.lstm_sequence, gates_x, h, c, w["weight_hh"], w["bias_hh"],
+                           reverse=bool(direction))
+            last = 0 if direction else length - 1
+            return states[:, 0], states[last, 0], states[last, 1]
         steps = range(length - 1, -1, -1) if direction else range(length)
         outputs: list[Tensor | None] = [None] * length
         for t in steps:
@@ -225,7 +231,7 @@ class RNNBase(Module):
             else:
                 outputs[t] = new_h
             h, c = new_h, new_c
-        return outputs, h, c
+        return stack(outputs), h, c
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
