@@ -306,6 +306,24 @@ CASES = [
          lambda g, gx, h, c, w, b: _lstm_sequence_grads_ref(g, gx, h, c, w, b, True),
          [normal(3, 6, 2, 2), normal(3, 2, 8), normal(2, 2), normal(2, 2), normal(8, 2),
           normal(8)], differentiable=False),
+    Case("rnn_sequence_gru", lambda gx, h, w, b: node_op(ops.rnn_sequence, gx, h, w, b,
+                                                       mode="GRU", reverse=False),
+         lambda gx, h, w, b: _rnn_sequence_ref(gx, h, w, b, "GRU", False),
+         [normal(3, 2, 6), normal(2, 2), normal(6, 2), normal(6)]),
+    Case("rnn_sequence_tanh_reverse", lambda gx, h, w: node_op(
+             ops.rnn_sequence, gx, h, w, None, mode="RNN_TANH", reverse=True),
+         lambda gx, h, w: _rnn_sequence_ref(gx, h, w, 0.0, "RNN_TANH", True),
+         [normal(4, 2, 3), normal(2, 3), normal(3, 3)]),
+    Case("rnn_sequence_relu", lambda gx, h, w, b: node_op(
+             ops.rnn_sequence, gx, h, w, b, mode="RNN_RELU", reverse=False),
+         lambda gx, h, w, b: _rnn_sequence_ref(gx, h, w, b, "RNN_RELU", False),
+         [away(4, 3), away(3), normal(3, 3) * 0.1, normal(3) * 0.1]),
+    Case("rnn_sequence_grads", lambda g, gx, h, w, b: node_op(
+             ops.rnn_sequence_grads, g, node_op(ops.rnn_sequence, gx, h, w, b, mode="GRU",
+                                                reverse=True), h, w, mode="GRU", reverse=True),
+         lambda g, gx, h, w, b: _rnn_sequence_grads_ref(g, gx, h, w, b),
+         [normal(3, 5, 2, 2), normal(3, 2, 6), normal(2, 2), normal(6, 2), normal(6)],
+         differentiable=False),
     Case("remainder", lambda x, y: x % y + x, lambda x, y: np.remainder(x, y) + x,
          [normal(3, 4), positive(4) + 1.0]),
     Case("floor_divide_int", lambda x, y: x // y, np.floor_divide,
@@ -870,6 +888,54 @@ def _lstm_sequence_grads_ref(grad, gates_x, h, c, w, b, reverse):
     n = c.shape[-1]
     last[0, ..., :n], last[0, ..., n:2 * n] = found[1], found[2]
     return np.concatenate([found[0], last])
+
+
+def _rnn_sequence_ref(gates_x, h, w, b, mode, reverse):
+    """An Elman or GRU recurrence step by step: ``[h']``, or a GRU's ``[h', r, z, n, hn]``."""
+    rows = 5 if mode == "GRU" else 1
+    out = np.empty((gates_x.shape[0], rows) + h.shape)
+    steps = range(gates_x.shape[0])
+    for t in (reversed(steps) if reverse else steps):
+        hidden = h @ w.T + b
+        if mode == "GRU":
+            x_r, x_z, x_n = np.split(gates_x[t], 3, -1)
+            h_r, h_z, h_n = np.split(hidden, 3, -1)
+            r, z = 1 / (1 + np.exp(-(x_r + h_r))), 1 / (1 + np.exp(-(x_z + h_z)))
+            n = np.tanh(x_n + r * h_n)
+            out[t] = np.stack([(1 - z) * n + z * h, r, z, n, h_n])
+        else:
+            total = gates_x[t] + hidden
+            out[t, 0] = np.tanh(total) if mode == "RNN_TANH" else np.maximum(total, 0)
+        h = out[t, 0]
+    return out
+
+
+def _rnn_sequence_grads_ref(grad, gates_x, h, w, b):
+    """A reversed GRU's gradient by central differences, in rnn_sequence_grads' layout: per
+    step the input gates' (r, z, n) then the hidden product's (r, z, hn: by the chain rule
+    through ``n``'s ``r * hn``, checked against the differences of the gates), h0's last."""
+    def loss(gx, hh):
+        return float((grad * _rnn_sequence_ref(gx, hh, w, b, "GRU", True)).sum())
+
+    found = []
+    for which, base in enumerate((gates_x, h)):
+        d = np.zeros_like(base)
+        for k in np.ndindex(base.shape):
+            up, down = base.copy(), base.copy()
+            up[k] += 1e-6
+            down[k] -= 1e-6
+            args = ((up, h), (down, h)) if which == 0 else ((gates_x, up), (gates_x, down))
+            d[k] = (loss(*args[0]) - loss(*args[1])) / 2e-6
+        found.append(d)
+    n = h.shape[-1]
+    forward = _rnn_sequence_ref(gates_x, h, w, b, "GRU", True)
+    r = forward[:, 1]
+    d_npre = found[0][..., 2 * n:]
+    hidden = np.concatenate([found[0][..., :2 * n], d_npre * r + grad[:, 4]], -1)
+    rows = np.concatenate([found[0], hidden], -1)
+    last = np.zeros((1,) + rows.shape[1:])
+    last[0, ..., :n] = found[1]
+    return np.concatenate([rows, last])
 
 
 def _attention_ref(q, k, v):

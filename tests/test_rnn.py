@@ -183,3 +183,51 @@ def test_directions_are_parallel_branches_and_each_layer_projects_its_input_once
     with pargraph.trace() as trace:
         lstm(pargraph.randn(16, 4, 8))[0].sum().item()
     assert sum(r.op == "linear" for r in trace.nodes()) == 3 * 2
+
+
+def _generated_layers(count=12):
+    """Recurrent layers of generated kinds and options, their inputs of generated lengths
+    (one step too), float32 and float64."""
+    rng = np.random.default_rng(7)
+    for k in range(count):
+        kind = ["RNN", "LSTM", "GRU"][k % 3]
+        options = {"num_layers": int(rng.integers(1, 4)), "bidirectional": bool(k % 2),
+                   "batch_first": bool(rng.integers(2)), "bias": bool(rng.integers(2))}
+        if kind == "RNN" and rng.integers(2):
+            options["nonlinearity"] = "relu"
+        sizes = (int(rng.integers(1, 6)), int(rng.integers(1, 9)))  # features, hidden
+        steps, batch = int(rng.choice([1, 2, 9])), int(rng.integers(1, 4))
+        yield kind, options, sizes, steps, batch, ["float32", "float64"][k % 2]
+
+
+@pytest.mark.parametrize("case", list(_generated_layers()), ids=str)
+def test_whole_sequence_recurrences_equal_pytorch_on_generated_layers(case):
+    """Over whole sequences a direction's recurrence is one node (ops.lstm_sequence,
+    ops.rnn_sequence) and one for its gradient: outputs, final states and every gradient
+    equal PyTorch's, under a loss that weighs each output and state differently."""
+    kind, options, (features, hidden), steps, batch, dtype = case
+    torch.manual_seed(0)
+    theirs = getattr(torch.nn, kind)(features, hidden, **options).to(getattr(torch, dtype))
+    ours = getattr(pargraph.nn, kind)(features, hidden, **options).to(getattr(pargraph, dtype))
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(steps * 10 + batch)
+    x = rng.standard_normal((batch, steps, features) if options["batch_first"]
+                            else (steps, batch, features)).astype(dtype)
+    results = []
+    for lib, model in ((pargraph, ours), (torch, theirs)):
+        inputs = lib.tensor(x, requires_grad=True)
+        output, states = model(inputs)
+        flat = [output] + _flat(states)
+        weights = [lib.tensor(np.random.default_rng(k).standard_normal(tuple(t.shape))
+                              .astype(dtype)) for k, t in enumerate(flat)]
+        sum((t * w).sum() for t, w in zip(flat, weights)).backward()
+        results.append([t.detach().numpy() for t in flat] + [inputs.grad.numpy()]
+                       + [p.grad.numpy() for p in model.parameters()])
+    tolerance = 2e-5 if dtype == "float32" else 1e-10
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance)
+    with pargraph.trace() as trace:
+        ours(pargraph.tensor(x))[0].sum().item()
+    names = {"LSTM": "lstm_sequence"}.get(kind, "rnn_sequence")
+    directions = (1 + options["bidirectional"]) * options["num_layers"]
+    assert sum(r.op == names for r in trace.nodes()) == directions

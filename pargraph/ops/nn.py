@@ -394,35 +394,153 @@ def _backward_steps(grad, out, c0, w_hh, reverse, result):
     result[count, ..., n:2 * n] = d_c
 
 
+def _hidden_weight_grad(d_hidden, out, h0, reverse):
+    """``sum_t d_hidden[t]^T h_before(t)`` of a recurrence: step ``t`` read the state of the
+    step before it, ``h0`` at its first step, else an output (row 0 of ``out``); as two
+    whole-sequence products."""
+    count, width, n = d_hidden.shape[0], d_hidden.shape[-1], h0.shape[-1]
+    first = count - 1 if reverse else 0
+    total = linear_weight_grad(reshaped(index(d_hidden, spec=(first,)), (-1, width)),
+                               reshaped(h0, (-1, n)))
+    if count == 1:
+        return total
+    rest, read = (slice(0, count - 1), slice(1, count)) if reverse else \
+        (slice(1, count), slice(0, count - 1))
+    return add(total, linear_weight_grad(reshaped(index(d_hidden, spec=(rest,)), (-1, width)),
+                                         reshaped(index(out, spec=(read, 0)), (-1, n))))
+
+
 def _lstm_sequence_vjp_of_many(grad, out, positions, gates_x, h0, c0, w_hh, b_hh=None, *,
                                reverse):
     grads = lstm_sequence_grads(grad, out, h0, c0, w_hh, reverse=reverse)
     count, n = gates_x.shape[0], c0.shape[-1]
     lead = (slice(None),) * (len(c0.shape) - 1)
     d_gates = index(grads, spec=(slice(0, count),))
-
-    def hidden_weight():
-        # step t read the state of the step before it: h0 at the first step, else an output
-        first = count - 1 if reverse else 0
-        total = linear_weight_grad(reshaped(index(d_gates, spec=(first,)), (-1, 4 * n)),
-                                   reshaped(h0, (-1, n)))
-        if count == 1:
-            return total
-        rest, read = (slice(0, count - 1), slice(1, count)) if reverse else \
-            (slice(1, count), slice(0, count - 1))
-        return add(total, linear_weight_grad(
-            reshaped(index(d_gates, spec=(rest,)), (-1, 4 * n)),
-            reshaped(index(out, spec=(read, 0)), (-1, n))))
-
     wanted = {0: lambda: d_gates,
               1: lambda: index(grads, spec=(count,) + lead + (slice(0, n),)),
               2: lambda: index(grads, spec=(count,) + lead + (slice(n, 2 * n),)),
-              3: hidden_weight,
+              3: lambda: _hidden_weight_grad(d_gates, out, h0, reverse),
               4: lambda: sum_(reshaped(d_gates, (-1, 4 * n)), dim=(0,))}
     return [wanted[k]() for k in positions]
 
 
 lstm_sequence.defvjp_of_many(_lstm_sequence_vjp_of_many)
+
+#: The recurrences :func:`rnn_sequence` runs: gates per step, rows kept per step.
+_RNN_GATES, _RNN_ROWS = {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 3}, \
+    {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 5}
+
+
+def _rnn_sequence_shape(gates_x, h0, w_hh, b_hh=None, *, mode, reverse):
+    n = h0.shape[-1] if h0.shape else 0
+    gates = _RNN_GATES.get(mode)
+    if gates is None:
+        raise ShapeError(f"rnn_sequence: mode {mode!r}; expected one of {sorted(_RNN_GATES)}")
+    if (len(gates_x.shape) < 2 or not gates_x.shape[0] or gates_x.shape[-1] != gates * n
+            or gates_x.shape[1:-1] != h0.shape[:-1] or w_hh.shape != (gates * n, n)):
+        raise ShapeError(f"a {mode} sequence needs gates (steps >= 1, ..., {gates}H), a state "
+                         f"(..., H) and a hidden weight ({gates}H, H); got gates "
+                         f"{gates_x.shape}, state {h0.shape}, weight {w_hh.shape}")
+    return (gates_x.shape[0], _RNN_ROWS[mode]) + h0.shape, result_dtype(gates_x, h0)
+
+
+def _rnn_sequence_cost(node: Node) -> float:
+    steps, h = node.inputs[0].shape[0], node.inputs[1].shape
+    rows, n, gates = math.prod(h[:-1]), h[-1], _RNN_GATES[node.attrs["mode"]]
+    return steps * (10e-6 + 2 * rows * n * gates * n / 15e9 + 10 * gates * rows * n / 1e9)
+
+
+@primitive("rnn_sequence", _rnn_sequence_shape, grad_name="RnnSequenceBackward0", blas=True,
+           cost=_rnn_sequence_cost)
+def rnn_sequence(gates_x, h0, w_hh, b_hh=None, *, mode, reverse):
+    """A whole Elman (``RNN_TANH``, ``RNN_RELU``) or GRU direction as one node, as
+    :func:`lstm_sequence` is for an LSTM: each step's rows into one ``(steps, rows, ..., H)``
+    array, ``[h']`` for an Elman step and ``[h', r, z, n, h W_hn^T + b_hn]`` for a GRU's
+    (what its gradient needs), with PyTorch's gate order (r, z, n) and formulas."""
+    out = np.empty((gates_x.shape[0], _RNN_ROWS[mode]) + h0.shape,
+                   np.result_type(gates_x, h0, w_hh))
+    n, h = h0.shape[-1], h0
+    with blas.one_thread():
+        for t in _steps(gates_x.shape[0], reverse):
+            hidden = product(h.reshape(-1, n), w_hh.T).reshape(h.shape[:-1] + (-1,))
+            if b_hh is not None:
+                hidden += b_hh
+            row = out[t]
+            if mode == "GRU":
+                x, r, z, g, hn = gates_x[t], row[1], row[2], row[3], row[4]
+                np.add(x[..., :n], hidden[..., :n], out=r)
+                np.add(x[..., n:2 * n], hidden[..., n:2 * n], out=z)
+                for s in (r, z):
+                    s[...] = logistic(s)
+                hn[...] = hidden[..., 2 * n:]
+                np.tanh(x[..., 2 * n:] + r * hn, out=g)
+                np.add(g, z * (h - g), out=row[0])  # (1 - z) n + z h, as nn.GRU computes
+            elif mode == "RNN_TANH":
+                np.tanh(gates_x[t] + hidden, out=row[0])
+            else:
+                np.maximum(gates_x[t] + hidden, 0, out=row[0])
+            h = row[0]
+    return out
+
+
+@primitive("rnn_sequence_grads", blas=True, cost=_rnn_sequence_cost,
+           shape=lambda grad, out, h0, w_hh, *, mode, reverse: (
+               (out.shape[0] + 1,) + h0.shape[:-1]
+               + ((6 if mode == "GRU" else 1) * h0.shape[-1],), h0.dtype))
+def rnn_sequence_grads(grad, out, h0, w_hh, *, mode, reverse):
+    """The gradient of :func:`rnn_sequence`: per step, of the input's gates (the first
+    ``gH`` columns) and of the hidden product ``h W_hh^T + b_hh`` (the last ``gH``; a GRU's
+    differ in their third block, an Elman step's are one block), and in row ``steps`` of
+    ``h0`` (its first ``H`` columns), each step passing its state's gradient to the one
+    before."""
+    count, n = out.shape[0], h0.shape[-1]
+    width = 6 * n if mode == "GRU" else n
+    result = np.zeros((count + 1,) + h0.shape[:-1] + (width,), h0.dtype)
+    d_h = None
+    with blas.one_thread():
+        for t in reversed(_steps(count, reverse)):
+            before = t + 1 if reverse else t - 1
+            h_before = h0 if before in (-1, count) else out[before, 0]
+            row, g = out[t], grad[t]
+            d_out = g[0] if d_h is None else g[0] + d_h
+            d = result[t]
+            if mode == "GRU":
+                r, z, new, hn = row[1], row[2], row[3], row[4]
+                d_new = d_out * (1 - z) + g[3]
+                d_z = d_out * (h_before - new) + g[2]
+                d_npre = d_new * (1 - new * new)
+                d[..., :n] = (d_npre * hn + g[1]) * r * (1 - r)
+                d[..., n:2 * n] = d_z * z * (1 - z)
+                d[..., 2 * n:3 * n] = d_npre
+                d[..., 3 * n:5 * n] = d[..., :2 * n]
+                d[..., 5 * n:] = d_npre * r + g[4]
+                hidden = d[..., 3 * n:]
+                direct = d_out * z
+            else:
+                d[...] = d_out * ((1 - row[0] * row[0]) if mode == "RNN_TANH" else row[0] > 0)
+                hidden, direct = d, 0
+            d_h = product(hidden.reshape(-1, hidden.shape[-1]), w_hh).reshape(h0.shape)
+            d_h += direct
+    result[count, ..., :n] = d_h
+    return result
+
+
+def _rnn_sequence_vjp_of_many(grad, out, positions, gates_x, h0, w_hh, b_hh=None, *, mode,
+                              reverse):
+    grads = rnn_sequence_grads(grad, out, h0, w_hh, mode=mode, reverse=reverse)
+    count, n, gates = gates_x.shape[0], h0.shape[-1], _RNN_GATES[mode]
+    lead = (slice(None),) * (len(h0.shape) - 1)
+    d_gates = index(grads, spec=(slice(0, count),) + lead + (slice(0, gates * n),))
+    d_hidden = d_gates if mode != "GRU" else \
+        index(grads, spec=(slice(0, count),) + lead + (slice(3 * n, 6 * n),))
+    wanted = {0: lambda: d_gates,
+              1: lambda: index(grads, spec=(count,) + lead + (slice(0, n),)),
+              2: lambda: _hidden_weight_grad(d_hidden, out, h0, reverse),
+              3: lambda: sum_(reshaped(d_hidden, (-1, gates * n)), dim=(0,))}
+    return [wanted[k]() for k in positions]
+
+
+rnn_sequence.defvjp_of_many(_rnn_sequence_vjp_of_many)
 
 
 def _ctc_shape(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):

@@ -208,17 +208,21 @@ class RNNBase(Module):
                        c: Tensor | None, mask: Tensor | None) -> tuple[Tensor, Tensor, Any]:
         """One direction of one layer over the sequence ``x`` (the input, or the last layer's
         outputs): its outputs (steps, batch, hidden), and its last states. The input's part
-        of the gates is one matrix product for the whole sequence; an LSTM's recurrence over
-        whole sequences without a projection is one node (``ops.lstm_sequence``), others a
-        few nodes per step."""
+        of the gates is one matrix product for the whole sequence; the recurrence over whole
+        sequences without a projection is one node (``ops.lstm_sequence``,
+        ``ops.rnn_sequence``), over packed ones a few nodes per step."""
         w = self._weights(layer, direction)
         length = x.shape[0]
         gates_x = F.linear(x, w["weight_ih"], w["bias_ih"])
-        if self.mode == "LSTM" and mask is None and w["weight_hr"] is None and length:
-            states = apply(ops.lstm_sequence, gates_x, h, c, w["weight_hh"], w["bias_hh"],
-                           reverse=bool(direction))
+        if mask is None and w["weight_hr"] is None and length:
             last = 0 if direction else length - 1
-            return states[:, 0], states[last, 0], states[last, 1]
+            if self.mode == "LSTM":
+                states = apply(ops.lstm_sequence, gates_x, h, c, w["weight_hh"], w["bias_hh"],
+                               reverse=bool(direction))
+                return states[:, 0], states[last, 0], states[last, 1]
+            states = apply(ops.rnn_sequence, gates_x, h, w["weight_hh"], w["bias_hh"],
+                           mode=self.mode, reverse=bool(direction))
+            return states[:, 0], states[last, 0], None
         steps = range(length - 1, -1, -1) if direction else range(length)
         outputs: list[Tensor | None] = [None] * length
         for t in steps:
