@@ -285,8 +285,9 @@ WIDE_SECONDS = 0.5e-3
 #: A graph this many times wider than the run's threads (estimated work over the longest
 #: chain of estimated work) runs its branches side by side, one BLAS thread each: towers of
 #: big products keep every thread busy that way, and between products too; with all of
-#: BLAS's threads in each branch, their products and the ops between them contend.
-WIDE_GRAPH = 1.0
+#: BLAS's threads in each branch, their products, the ops between them and the parts of
+#: split ops (``ops.intra_op``) contend.
+WIDE_GRAPH = 0.75
 #: Products BLAS runs on one thread, whatever its count (OpenBLAS's rule; ``ops.gemm``
 #: keeps MKL to it).
 OPENBLAS_ONE_THREAD, OPENBLAS_ONE_THREAD_VECTOR = ONE_THREAD, ONE_THREAD_VECTOR

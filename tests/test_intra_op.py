@@ -53,7 +53,8 @@ def test_a_split_convolution_agrees_with_the_unsplit_one_and_pytorch(case):
     results = {}
     for split in (True, False):
         before = intra_op.splits
-        with threadpool_limits(2, "blas"), dask.config.set({"pargraph.intra-op": split}):
+        with threadpool_limits(2, "blas"), dask.config.set({"pargraph.intra-op": split,
+                                                           "scheduler": "sync"}):
             results[split] = _conv_step(pargraph, x, w, b, pad, dilation)
         # the input gradient splits at any padding; the op and the weight gradient where the
         # padded grid is not much larger than the output (convolution.OVERCOMPUTE)

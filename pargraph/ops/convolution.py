@@ -259,14 +259,22 @@ def conv(x, w, b=None, *, stride, padding, dilation, groups):
                                                   result[lo:hi]),
                      intra_op.parts(x.shape[0], _seconds(result.shape, w.shape)))
         return result
+    if groups == 1:  # one product per part of the samples: columns times the kernel's rows
+        result = np.empty((x.shape[0], w.shape[0]) + out, x.dtype)
+        kernel_rows = _kernel_rows(w)
+
+        def part(lo: int, hi: int) -> None:
+            cols = _columns(_channels_last(x[lo:hi], padding), slice(0, x.shape[1]),
+                            w.shape[2:], stride, dilation, out)
+            rows = np.empty((cols.shape[0], w.shape[0]), x.dtype)
+            gemm(cols, kernel_rows.T, rows, accumulate=False)
+            if b is not None:
+                rows += b
+            np.copyto(result[lo:hi], np.moveaxis(rows.reshape((hi - lo,) + out + (-1,)), -1, 1))
+
+        intra_op.run(part, intra_op.parts(x.shape[0], _seconds(result.shape, w.shape)))
+        return result
     padded = _channels_last(x, padding)
-    n, positions = x.shape[0], math.prod(out)
-    if groups == 1:  # each sample's product lands in (O, positions): NCHW without a copy
-        cols = _columns(padded, slice(0, x.shape[1]), w.shape[2:], stride, dilation, out)
-        result = np.matmul(_kernel_rows(w), cols.reshape(n, positions, -1).transpose(0, 2, 1))
-        if b is not None:
-            result += b[:, None]
-        return result.reshape((n, w.shape[0]) + out)
     rows = np.empty((x.shape[0] * math.prod(out), w.shape[0]), dtype=x.dtype)
     for channels, outputs in _groups(groups, x.shape[1], w.shape[0]):
         cols = _columns(padded, channels, w.shape[2:], stride, dilation, out)
@@ -319,14 +327,21 @@ def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
                                                                  padding, dilation),
                              intra_op.parts(x.shape[0], _seconds(g.shape, weight_shape)))
         return functools.reduce(np.add, parts)
+    if groups == 1:  # one product per part of the samples: g's rows times the columns
+        def part(lo: int, hi: int) -> np.ndarray:
+            cols = _columns(_channels_last(x[lo:hi], padding), slice(0, x.shape[1]), kernel,
+                            stride, dilation, out)
+            rows = np.moveaxis(g[lo:hi], 1, -1).reshape(-1, g.shape[1])
+            found = np.empty((g.shape[1], cols.shape[1]), g.dtype)
+            gemm(rows.T, cols, found, accumulate=False)
+            return found
+
+        grad = functools.reduce(np.add, intra_op.run(part, intra_op.parts(
+            x.shape[0], _seconds(g.shape, weight_shape))))
+        return np.ascontiguousarray(np.moveaxis(
+            grad.reshape((weight_shape[0],) + kernel + (weight_shape[1],)), -1, 1))
     padded = _channels_last(x, padding)
     grad = np.empty((weight_shape[0],) + kernel + (weight_shape[1],), dtype=g.dtype)
-    if groups == 1:  # a product per sample, read from g as it lies (no transposed copy)
-        n, positions = g.shape[0], math.prod(out)
-        cols = _columns(padded, slice(0, x.shape[1]), kernel, stride, dilation, out)
-        grad[:] = np.matmul(g.reshape(n, g.shape[1], positions),
-                            cols.reshape(n, positions, -1)).sum(0).reshape(grad.shape)
-        return np.ascontiguousarray(np.moveaxis(grad, -1, 1))
     rows = np.moveaxis(g, 1, -1).reshape(-1, g.shape[1])
     for channels, outputs in _groups(groups, x.shape[1], weight_shape[0]):
         cols = _columns(padded, channels, kernel, stride, dilation, out)
