@@ -20,6 +20,7 @@ import textwrap
 import warnings
 import weakref
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -884,9 +885,12 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if p == "fro":
             p = 2
         if p == "nuc":  # the sum of the singular values, over the last two dims or ``dim``
-            from pargraph.linalg import matrix_norm
-
-            return matrix_norm(self, "nuc", (-2, -1) if dim is None else dim, keepdim)
+            rows, columns = (ops.normalize_dim(d, self.ndim) for d in
+                             ((-2, -1) if dim is None else dim))
+            out = apply(ops.svdvals, self.movedim((rows, columns), (-2, -1))).sum(-1)
+            if keepdim:
+                out = out.unsqueeze(min(rows, columns)).unsqueeze(max(rows, columns))
+            return out
         if not isinstance(p, (int, float)) or isinstance(p, bool):
             raise NotImplementedError(f"norm: p={p!r} is not supported (expected a number, "
                                       "inf, -inf, 'fro' or 'nuc')")
@@ -1643,6 +1647,49 @@ def apply(op: ops.Primitive, *inputs: Any, **attrs: Any) -> Tensor:
 Tensor._apply = staticmethod(apply)
 
 
+def drawn(draw: Callable[[], np.ndarray], requires_grad: bool = False) -> Tensor:
+    """A leaf holding ``draw()``, a draw from a random generator. A compiled step draws again
+    at every replay, so that it takes the numbers an eager run would.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> drawn(lambda: np.zeros(2, np.float32)).tolist()
+    [0.0, 0.0]
+    """
+    t = apply(ops.constant, draw())
+    if requires_grad:
+        t.requires_grad_(True)
+    recorder = recording.recorder
+    if recorder is not None:
+        recorder.random(t._node, draw)
+    return t
+
+
+#: Random leaves for the in-place fills of the mixins (``x.uniform_()``).
+Tensor._drawn = staticmethod(drawn)
+
+
+def attach_methods(**functions: Callable) -> None:
+    """Give ``Tensor`` the method forms of functions implemented above it: ``x.allclose(y)``
+    is ``pargraph.allclose(x, y)``. The module that implements a function attaches its
+    method, so the class and its mixins never import a module above them. A name the class
+    already has is refused.
+
+    Examples
+    --------
+    >>> def halves(input): return input / 2
+    >>> attach_methods(halves_example=halves)
+    >>> Tensor([2.0]).halves_example().tolist()
+    [1.0]
+    >>> del Tensor.halves_example
+    """
+    for name, function in functions.items():
+        if hasattr(Tensor, name):
+            raise TypeError(f"Tensor already has {name!r}: attach_methods adds new methods")
+        setattr(Tensor, name, function)
+
+
 def _node_of(value: Any) -> Any:
     if isinstance(value, Tensor):
         return value._node
@@ -1799,6 +1846,10 @@ def _index_spec(key: Any, shape: tuple) -> tuple[tuple, list[Node]]:
             raise IndexError(f"index: unsupported index type {type(item).__name__} (expected "
                              "int, slice, None, ..., a list, or an integer or bool tensor)")
     return tuple(spec), index_nodes
+
+
+#: Indexing's spec for the mixins' in-place writes (``index_put_``).
+Tensor._index_spec = staticmethod(_index_spec)
 
 
 def _as_mask(item: Any) -> np.ndarray | None:

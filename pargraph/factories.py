@@ -16,8 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor, apply, int64, leaf_of, scalar, shape_arg
-from pargraph.capturing import recording
+from pargraph._tensor import Tensor, apply, drawn, int64, leaf_of, scalar, shape_arg
 from pargraph.devices import check_device
 from pargraph.graph import user_stacklevel
 from pargraph.ops import defaults
@@ -191,16 +190,6 @@ def _leaf(array: np.ndarray, requires_grad: bool) -> Tensor:
     t = apply(ops.constant, array)
     if requires_grad:
         t.requires_grad_(True)
-    return t
-
-
-def drawn(draw: Callable[[], np.ndarray], requires_grad: bool = False) -> Tensor:
-    """A leaf holding ``draw()``, a draw from a random generator. A compiled step draws again
-    at every replay, so that it takes the numbers an eager run would."""
-    t = _leaf(draw(), requires_grad)
-    recorder = recording.recorder
-    if recorder is not None:
-        recorder.random(t._node, draw)
     return t
 
 

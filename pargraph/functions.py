@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from pargraph import amp, autograd, dtypes, execution, ops
-from pargraph._tensor import Tensor, apply, operand
+from pargraph._tensor import Tensor, apply, attach_methods, operand
 from pargraph.factories import as_tensor, full_like, rand
 from pargraph.graph import user_stacklevel
 
@@ -1067,3 +1067,6 @@ def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False,
                            f"{boundaries.dim()})")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
+
+attach_methods(allclose=allclose, bernoulli=bernoulli, take=take, bincount=bincount,
+               histogram=histogram)

@@ -14,6 +14,7 @@ import numpy as np
 from pargraph import ops
 from pargraph._tensor import Tensor, apply
 from pargraph.factories import as_tensor
+from pargraph.methods.products import kept_reciprocal, pseudoinverse, singular_tolerance
 from pargraph.ops.linalg import LinAlgError
 
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh",
@@ -540,13 +541,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> 
     >>> pargraph.linalg.svd(pargraph.tensor([[3.0, 0.0], [0.0, -4.0]])).S
     tensor([4., 3.])
     """
-    A = as_tensor(A)
-    packed = apply(ops.svd, A, full_matrices=bool(full_matrices))
-    m, n = A.shape[-2:]
-    k = min(m, n)
-    u = packed[..., :m, :m if full_matrices else k]
-    v = packed[..., m + 1:, :n if full_matrices else k]
-    return SvdResult(u, packed[..., m, :k], v.mT)
+    return SvdResult(*as_tensor(A)._svd_factors(bool(full_matrices)))
 
 
 def qr(A: Tensor, mode: str = "reduced") -> QrResult:
@@ -565,14 +560,7 @@ def qr(A: Tensor, mode: str = "reduced") -> QrResult:
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            "'reduced' (default), 'r', or 'complete'")
-    A = as_tensor(A)
-    packed = apply(ops.qr, A, mode=mode)
-    m, n = A.shape[-2:]
-    q_columns = m if mode == "complete" else min(m, n)
-    r = packed[..., m:, :n]
-    if mode == "r":
-        return QrResult(A.new_zeros((0,)), r)
-    return QrResult(packed[..., :m, :q_columns], r)
+    return QrResult(*as_tensor(A)._qr_factors(mode))
 
 
 def householder_product(A: Tensor, tau: Tensor) -> Tensor:
@@ -605,17 +593,6 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     return q
 
 
-def _tolerance(S: Tensor, A: Tensor, atol: Any, rtol: Any) -> Tensor:
-    """PyTorch's cut for small singular values: ``max(atol, rtol * S_max)``, ``rtol``
-    ``eps * max(m, n)`` when neither is given, and 0 when only ``atol`` is."""
-    if rtol is None:
-        rtol = np.finfo(A.dtype).eps * max(A.shape[-2:]) if atol is None or (
-            not isinstance(atol, Tensor) and atol <= 0) else 0.0
-    atol = 0.0 if atol is None else atol
-    largest = S.amax(-1, keepdim=True) if S.shape[-1] else S.new_zeros(S.shape[:-1] + (1,))
-    return (largest * rtol).maximum(as_tensor(atol, dtype=S.dtype))
-
-
 def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
     """The Moore-Penrose pseudoinverse of each matrix, from its singular values above
     PyTorch's tolerance (``hermitian``: from a symmetric matrix's eigenvalues);
@@ -631,21 +608,11 @@ def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = Fal
     A = as_tensor(A)
     if hermitian:
         w, v = eigh(A)
-        keep = w.abs() > _tolerance(w.abs(), A, atol, rtol)
-        return (v * _kept_reciprocal(w, keep).unsqueeze(-2)) @ v.mT
+        keep = w.abs() > singular_tolerance(w.abs(), A, atol, rtol)
+        return (v * kept_reciprocal(w, keep).unsqueeze(-2)) @ v.mT
     u, s, vh = svd(A, full_matrices=False)
-    keep = s > _tolerance(s, A, atol, rtol)
-    return _pseudoinverse(u, s, vh, keep)
-
-
-def _kept_reciprocal(values: Tensor, keep: Tensor) -> Tensor:
-    """``1 / values`` where ``keep``, 0 elsewhere (no division by the values dropped)."""
-    return (1 / values.where(keep, values.new_ones(()))).where(keep, values.new_zeros(()))
-
-
-def _pseudoinverse(u: Tensor, s: Tensor, vh: Tensor, keep: Tensor) -> Tensor:
-    """``V diag(1 / S) U^T`` from a reduced SVD, over the singular values ``keep`` marks."""
-    return (vh.mT * _kept_reciprocal(s, keep).unsqueeze(-2)) @ u.mT
+    keep = s > singular_tolerance(s, A, atol, rtol)
+    return pseudoinverse(u, s, vh, keep)
 
 
 def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None,
@@ -661,7 +628,7 @@ def matrix_rank(A: Tensor, *, atol: Any = None, rtol: Any = None,
     """
     A = as_tensor(A)
     s = eigvalsh(A).abs() if hermitian else svdvals(A)
-    return (s > _tolerance(s, A, atol, rtol)).sum(-1)
+    return (s > singular_tolerance(s, A, atol, rtol)).sum(-1)
 
 
 def cond(A: Tensor, p: Any = None) -> Tensor:
@@ -703,8 +670,9 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *,
     B = B.unsqueeze(-1) if vector else B
     m, n = A.shape[-2:]
     u, s, vh = svd(A, full_matrices=False)  # one factorization: solution, rank, values
-    keep = s > _tolerance(s, A, None, rcond if rcond is not None and rcond > 0 else None)
-    solution = _pseudoinverse(u, s, vh, keep) @ B
+    keep = s > singular_tolerance(s, A, None,
+                                  rcond if rcond is not None and rcond > 0 else None)
+    solution = pseudoinverse(u, s, vh, keep) @ B
     rank = keep.sum(-1)
     empty = A.new_zeros((0,))
     residuals = empty

@@ -101,14 +101,7 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     >>> f"{pargraph.special.multigammaln(pargraph.tensor([2.5]), 2).item():.4f}"
     '0.8570'
     """
-    x = as_tensor(input)
-    if p < 1:
-        raise RuntimeError(f"p has to be greater than or equal to 1, but got {p}")
-    if bool((x <= (p - 1) / 2).any().item()):
-        raise RuntimeError(f"All elements must be greater than (p-1)/2, but got {(p - 1) / 2}")
-    total = p * (p - 1) / 4 * math.log(math.pi)
-    terms = [(x + (1 - j) / 2).lgamma() for j in range(1, p + 1)]
-    return sum(terms[1:], terms[0]) + total
+    return as_tensor(input).mvlgamma(p)
 
 
 def entr(input: Tensor) -> Tensor:

@@ -65,6 +65,67 @@ def test_low_layers_import_nothing_above_them():
             assert imports <= allowed, (path.name, imports - allowed)
 
 
+def _import_graph(root: pathlib.Path) -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}`` for the package at ``root``, imports
+    inside functions included (either ties two modules), those under ``if TYPE_CHECKING``
+    not; ``from a import b`` names module ``a.b`` where that is one, else ``a``."""
+    def name_of(path: pathlib.Path) -> str:
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    paths = {name_of(p): p for p in root.rglob("*.py")}
+    graph = {}
+    for me, path in paths.items():
+        tree = ast.parse(path.read_text())
+        skipped = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for sub in ast.walk(node)}
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, up level - 1
+                    anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base
+                             for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[me] = (found & set(paths)) - {me}
+    return graph
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str] | None:
+    import graphlib
+
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        return error.args[1]
+    return None
+
+
+def test_the_package_has_no_import_circles():
+    """No module of the package imports, even inside a function, a module that imports it
+    back through any chain: every room stands above all it imports (farm-studio's floors)."""
+    circle = _circle(_import_graph(PACKAGE))
+    assert circle is None, f"an import circle: {' -> '.join(circle)}"
+
+
+def test_the_circle_check_sees_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "house"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "low.py").write_text("def later():\n    from house import high\n")
+    (package / "high.py").write_text("from house.low import later\n")
+    assert _circle(_import_graph(package)) is not None
+    (package / "low.py").write_text("from typing import TYPE_CHECKING\n"
+                                    "if TYPE_CHECKING:\n    from house import high\n")
+    assert _circle(_import_graph(package)) is None
+
+
 #: ``ops``' families in the order they stand: each imports only those before it.
 OPS_ORDER = ["core", "gemm", "intra_op", "jit_kernels", "kernels", "shapes", "elementwise",
              "reductions", "composites", "convolution", "linalg", "sampling", "optimizers", "nn",

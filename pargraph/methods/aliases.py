@@ -176,31 +176,6 @@ class AliasMethods:
         ones = tuple(d for d, (s, n) in enumerate(zip(size, shape[lead:])) if s == 1 and n != 1)
         return result.sum(ones, keepdim=True) if ones else result
 
-    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
-                 equal_nan: bool = False) -> bool:
-        """``pargraph.allclose(self, other, ...)``."""
-        from pargraph.functions import allclose
-
-        return allclose(self, other, rtol, atol, equal_nan)
-
-    def bernoulli(self, p: float | None = None, *, generator: Any = None) -> Any:
-        """``pargraph.bernoulli(self, p)``: ones with this tensor's probabilities (or ``p``)."""
-        from pargraph.functions import bernoulli
-
-        return bernoulli(self, p, generator=generator)
-
-    def hardshrink(self, lambd: float = 0.5) -> Any:
-        """``nn.functional.hardshrink``."""
-        from pargraph.nn.functional.activation import hardshrink
-
-        return hardshrink(self, lambd)
-
-    def prelu(self, weight: Any) -> Any:
-        """``nn.functional.prelu``."""
-        from pargraph.nn.functional.activation import prelu
-
-        return prelu(self, weight)
-
     def cumprod_(self, dim: int, dtype: Any = None) -> Any:
         """``cumprod`` in place."""
         return self._in_place(self.cumprod(dim, dtype=dtype).to(self.dtype))

@@ -57,8 +57,9 @@ class ElementwiseMethods:
         return self._apply(ops.nextafter, self._node, self._operand(other))
 
     def mvlgamma(self, p: int) -> Any:
-        """The log of the multivariate gamma function of dimension ``p``
-        (``special.multigammaln``).
+        """The log of the multivariate gamma function of dimension ``p``: ``p (p - 1) / 4
+        log(pi) + sum_j lgamma(x + (1 - j) / 2)``; PyTorch's error where an element is
+        ``<= (p - 1) / 2`` (``special.multigammaln``).
 
         Examples
         --------
@@ -66,9 +67,14 @@ class ElementwiseMethods:
         >>> round(pargraph.tensor([2.5]).mvlgamma(2).item(), 4)
         0.857
         """
-        from pargraph.special import multigammaln
-
-        return multigammaln(self, p)
+        if p < 1:
+            raise RuntimeError(f"p has to be greater than or equal to 1, but got {p}")
+        if bool((self <= (p - 1) / 2).any().item()):
+            raise RuntimeError(f"All elements must be greater than (p-1)/2, but got "
+                               f"{(p - 1) / 2}")
+        total = p * (p - 1) / 4 * math.log(math.pi)
+        terms = [(self + (1 - j) / 2).lgamma() for j in range(1, p + 1)]
+        return sum(terms[1:], terms[0]) + total
 
     def lerp(self, end: Any, weight: Any) -> Any:
         """``self + weight * (end - self)``, as PyTorch computes it: that formula where

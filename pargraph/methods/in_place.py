@@ -336,46 +336,6 @@ class InPlaceMethods:
                                f"{self.dim()}")
         return self.diagonal().sum()
 
-    def take(self, index: Any) -> Any:
-        """The elements at the flat positions ``index`` (as if one-dimensional).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([[1, 2], [3, 4]]).take(pargraph.tensor([3, 0])).tolist()
-        [4, 1]
-        """
-        from pargraph import functions
-
-        return functions.take(self, index)
-
-    def bincount(self, weights: Any = None, minlength: int = 0) -> Any:
-        """How many times each non-negative integer occurs (``weights``: summed instead).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([1, 1, 3]).bincount().tolist()
-        [0, 2, 0, 1]
-        """
-        from pargraph import functions
-
-        return functions.bincount(self, weights, minlength)
-
-    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,
-                  density: bool = False) -> Any:
-        """``pargraph.histogram`` of this tensor's elements.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([0.0, 1.0, 1.0]).histogram(2).hist.tolist()
-        [1.0, 2.0]
-        """
-        from pargraph import functions
-
-        return functions.histogram(self, bins, range=range, weight=weight, density=density)
-
     def fmax(self, other: Any) -> Any:
         """The larger of each pair of elements, a NaN giving way to a number.
 
@@ -551,12 +511,9 @@ class InPlaceMethods:
     def _fill_drawn(self, draw: Any, generator: Any) -> Any:
         """Fill with ``draw(numpy generator, shape)``: a random leaf, which a compiled step
         draws again at every replay (``factories.drawn``)."""
-        from pargraph import factories
-
         source = ops.defaults.generator if generator is None else generator.numpy_generator
         shape, dtype = tuple(self.shape), self.dtype
-        return self.copy_(factories.drawn(
-            lambda: np.asarray(draw(source, shape)).astype(dtype)))
+        return self.copy_(self._drawn(lambda: np.asarray(draw(source, shape)).astype(dtype)))
 
     def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Any:
         """Fill with draws of Bernoulli(``p``): ones with probability ``p`` (a number or a
@@ -693,11 +650,9 @@ class InPlaceMethods:
         if not accumulate:
             self[key] = values
             return self
-        from pargraph._tensor import _index_spec
-
         values = values if hasattr(values, "_node") else self._constant(values, self.dtype)
         target = self[key]
-        spec, index_nodes = _index_spec(key, tuple(self.shape))
+        spec, index_nodes = self._index_spec(key, tuple(self.shape))
         spread = values.to(self.dtype).expand(target.shape)
         added = ops.index_add(spread._node, *index_nodes, shape=tuple(self.shape), spec=spec)
         return self._in_place(self + self._wrap(added))

@@ -305,14 +305,22 @@ class ProductMethods:
         >>> pargraph.tensor([[3.0, 0.0], [0.0, -4.0]]).svd().S
         tensor([4., 3.])
         """
-        from pargraph import linalg
-
         if not compute_uv:  # zeros of the square shapes, whatever ``some`` says
             m, n = self.shape[-2:]
-            return SvdResult(self.new_zeros(self.shape[:-2] + (m, m)), linalg.svdvals(self),
+            return SvdResult(self.new_zeros(self.shape[:-2] + (m, m)),
+                             self._apply(ops.svdvals, self._node),
                              self.new_zeros(self.shape[:-2] + (n, n)))
-        u, s, vh = linalg.svd(self, full_matrices=not some)
+        u, s, vh = self._svd_factors(not some)
         return SvdResult(u, s, vh.mT)
+
+    def _svd_factors(self, full_matrices: bool) -> tuple:
+        """``(U, S, Vh)`` of ``linalg.svd``, from one node holding all three."""
+        packed = self._apply(ops.svd, self._node, full_matrices=full_matrices)
+        m, n = self.shape[-2:]
+        k = min(m, n)
+        u = packed[..., :m, :m if full_matrices else k]
+        v = packed[..., m + 1:, :n if full_matrices else k]
+        return u, packed[..., m, :k], v.mT
 
     def qr(self, some: bool = True) -> Any:
         """``(Q, R)`` with ``self = Q R`` (``some=False``: square ``Q``), as ``torch.qr``.
@@ -323,9 +331,16 @@ class ProductMethods:
         >>> pargraph.tensor([[3.0], [4.0]]).qr().R.abs()
         tensor([[5.]])
         """
-        from pargraph import linalg
+        return QrResult(*self._qr_factors("reduced" if some else "complete"))
 
-        return QrResult(*linalg.qr(self, "reduced" if some else "complete"))
+    def _qr_factors(self, mode: str) -> tuple:
+        """``(Q, R)`` of ``linalg.qr`` in ``mode``, from one node holding both."""
+        packed = self._apply(ops.qr, self._node, mode=mode)
+        m, n = self.shape[-2:]
+        r = packed[..., m:, :n]
+        if mode == "r":
+            return self.new_zeros((0,)), r
+        return packed[..., :m, :m if mode == "complete" else min(m, n)], r
 
     def geqrf(self) -> Any:
         """LAPACK's QR factorization in its compact form ``(a, tau)``: ``R`` in the upper
@@ -358,9 +373,8 @@ class ProductMethods:
         tensor([[0.5000, 0.0000],
                 [0.0000, 0.0000]])
         """
-        from pargraph import linalg
-
-        return linalg.pinv(self, rtol=rcond)
+        u, s, vh = self._svd_factors(False)
+        return pseudoinverse(u, s, vh, s > singular_tolerance(s, self, None, rcond))
 
     def matrix_exp(self) -> Any:
         """The exponential of each square matrix (``linalg.matrix_exp``).
@@ -471,3 +485,25 @@ class ProductMethods:
         spread_a = a.reshape(tuple(x for s in a.shape for x in (s, 1)))
         spread_b = b.reshape(tuple(x for s in b.shape for x in (1, s)))
         return (spread_a * spread_b).reshape(tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def singular_tolerance(S: Any, A: Any, atol: Any, rtol: Any) -> Any:
+    """PyTorch's cut for small singular values of ``A``: ``max(atol, rtol * S_max)``,
+    ``rtol`` ``eps * max(m, n)`` when neither is given, and 0 when only ``atol`` is."""
+    if rtol is None:
+        rtol = np.finfo(A.dtype).eps * max(A.shape[-2:]) if atol is None or (
+            not hasattr(atol, "_node") and atol <= 0) else 0.0
+    atol = 0.0 if atol is None else atol
+    largest = S.amax(-1, keepdim=True) if S.shape[-1] else S.new_zeros(S.shape[:-1] + (1,))
+    bound = atol.to(S.dtype) if hasattr(atol, "_node") else S._constant(atol, S.dtype)
+    return (largest * rtol).maximum(bound)
+
+
+def kept_reciprocal(values: Any, keep: Any) -> Any:
+    """``1 / values`` where ``keep``, 0 elsewhere (no division by the values dropped)."""
+    return (1 / values.where(keep, values.new_ones(()))).where(keep, values.new_zeros(()))
+
+
+def pseudoinverse(u: Any, s: Any, vh: Any, keep: Any) -> Any:
+    """``V diag(1 / S) U^T`` from a reduced SVD, over the singular values ``keep`` marks."""
+    return (vh.mT * kept_reciprocal(s, keep).unsqueeze(-2)) @ u.mT

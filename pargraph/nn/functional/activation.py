@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from pargraph import amp, ops
-from pargraph._tensor import Tensor, apply
+from pargraph._tensor import Tensor, apply, attach_methods
 from pargraph.factories import as_tensor, default_generator, drawn, zeros
 from pargraph.functions import where
 from pargraph.functions import where as pargraph_where
@@ -494,3 +494,6 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         raise RuntimeError(f"approximate argument must be either none or tanh, got "
                            f"{approximate!r}")
     return apply(ops.gelu, as_tensor(input), approximate=approximate)
+
+
+attach_methods(hardshrink=hardshrink, prelu=prelu)

@@ -11,13 +11,13 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.nn.functional.normalization import normalize
 from pargraph.nn.module import Module
-from pargraph.nn.utils import (
+from pargraph.nn.utils import parametrize
+from pargraph.nn.utils.norms import (
     _keep,
     _norm_except_dim,
     _output_dim,
     _positive_iterations,
     _spectral_matrix,
-    parametrize,
 )
 
 
