@@ -69,8 +69,7 @@ from pargraph.backends import (
     set_float32_matmul_precision,
     use_deterministic_algorithms,
 )
-from pargraph.compiled import GraphBreak
-from pargraph.compiling import compile  # noqa: A004  (PyTorch's name)
+from pargraph.compiler import GraphBreak, compile  # noqa: A004  (PyTorch's name)
 from pargraph.devices import (
     channels_last,
     channels_last_3d,

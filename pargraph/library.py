@@ -447,7 +447,7 @@ def _check_faketensor(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None
 
 def _check_aot_dispatch_dynamic(op: CustomOp, values: tuple, atol: Any, rtol: Any) -> None:
     from pargraph.autograd.functional import grad
-    from pargraph.compiling import compile as compiled
+    from pargraph.compiler import compile as compiled
     from pargraph.testing import assert_close
 
     positions = [k for k, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad

@@ -24,8 +24,9 @@ import dask
 import numpy as np
 
 import pargraph
-from pargraph import compiled, graph, nn, optim
+from pargraph import graph, nn, optim
 from pargraph._tensor import Tensor
+from pargraph.compiler import capture, program
 from pargraph.utils.data import DataLoader, TensorDataset
 
 # Python's own handler, even when started with SIGINT ignored (a shell's background job).
@@ -157,7 +158,7 @@ class Injector:
         self.per_step = 40 * TOWERS
         self.random = random.Random(SEED + 1)
         for owner, name in ((Tensor, "_rebind"), (graph.Node, "realize"),
-                            (compiled, "_land")):  # a replay's landing of each result
+                            (program, "land"), (capture, "land")):  # a replay's landings
             setattr(owner, name, self.wrapped(getattr(owner, name)))
 
     def wrapped(self, function):

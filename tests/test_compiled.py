@@ -375,12 +375,12 @@ def test_an_interrupted_replay_leaves_the_state_all_old(monkeypatch):
 
 @pytest.mark.parametrize("where", ["the optimizer", "planning", "the first run"])
 def test_a_capture_interrupted_anywhere_changes_nothing(monkeypatch, where):
-    from pargraph import compiled
+    from pargraph.compiler import capture, program
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
-    target = {"the optimizer": (optim.Adam, "update"), "planning": (compiled, "plan"),
-              "the first run": (compiled.Program, "replay")}[where]
+    target = {"the optimizer": (optim.Adam, "update"), "planning": (capture, "plan"),
+              "the first run": (program.Program, "replay")}[where]
     pargraph.manual_seed(0)
     model = Branches()
     opt = optim.Adam(model.parameters(), lr=0.01)
@@ -544,7 +544,7 @@ def test_a_compiled_module_replays_its_forward_and_trains_as_eager():
 
 
 def test_an_interrupted_capture_of_a_module_leaves_its_running_statistics(monkeypatch):
-    from pargraph.compiled_module import ForwardCapture
+    from pargraph.compiler.module import ForwardCapture
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt

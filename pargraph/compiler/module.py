@@ -19,16 +19,10 @@ from typing import Any
 from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.capturing import Symbol, recording
-from pargraph.compiled import (
-    CACHE_SIZE,
-    CONSTANT,
-    DRAW,
-    FAILED,
-    TENSOR,
-    Capture,
-    Guards,
-    _concrete,
-)
+from pargraph.compiler.capture import Capture
+from pargraph.compiler.guards import FAILED, Guards, concrete
+from pargraph.compiler.step import CACHE_SIZE
+from pargraph.compiler.writes import CONSTANT, DRAW, TENSOR
 from pargraph.graph import Node, toposort
 from pargraph.nn.module import Module
 from pargraph.pytree import flatten, unflatten
@@ -88,9 +82,9 @@ class OptimizedModule(Module):
             result = capture.call(self._orig_mod, spec)
             if capture.broken is not None:
                 self.eager = f"graph break at {capture.broken}"
-                return _concrete(result)
+                return concrete(result)
             self.templates.insert(0, capture.template(result))
-            return _concrete(result)  # the recorded nodes: the first call ran as eager code
+            return concrete(result)  # the recorded nodes: the first call ran as eager code
 
 
 class ForwardCapture(Capture):

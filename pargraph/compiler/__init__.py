@@ -1,5 +1,12 @@
-"""``pargraph.compile``: the entry point, which compiles a function (:mod:`pargraph.compiled`)
-or a module's forward (:mod:`pargraph.compiled_module`)."""
+"""``pargraph.compile``: capture a training step (or a module's forward) once and replay it.
+
+The rooms, from the bottom: :mod:`~pargraph.compiler.record` (what a capture saw, as data),
+:mod:`~pargraph.compiler.guards` (what must hold for a replay),
+:mod:`~pargraph.compiler.writes` (where a program's values come from and go),
+:mod:`~pargraph.compiler.tasks` (what its tasks run), :mod:`~pargraph.compiler.program` (a
+captured call: bind, run, land), :mod:`~pargraph.compiler.capture` (the recorder of the first
+call), :mod:`~pargraph.compiler.step` (a compiled function's programs by guards) and
+:mod:`~pargraph.compiler.module` (``pargraph.compile(model)``)."""
 
 from __future__ import annotations
 
@@ -7,8 +14,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from pargraph.compiled import CACHE_SIZE, Compiled
-from pargraph.compiled_module import OptimizedModule
+from pargraph.compiler.guards import GraphBreak as GraphBreak
+from pargraph.compiler.module import OptimizedModule
+from pargraph.compiler.step import CACHE_SIZE, Compiled
 from pargraph.nn.module import Module
 
 
