@@ -12,7 +12,7 @@ import pytest
 import pargraph
 from pargraph import nn, ops, optim
 from pargraph.nn import functional as F
-from tests.test_compiled import OPTIMIZERS, _assert_same, _batches, _compiled_step, _train
+from tests.test_compiler import OPTIMIZERS, _assert_same, _batches, _compiled_step, _train
 
 #: Every state in place, whatever its size (the test models are small).
 EVERY_STATE = {"pargraph.in-place-bytes": 0}

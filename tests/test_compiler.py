@@ -258,7 +258,7 @@ def test_a_value_read_mid_step_is_a_graph_break_that_names_the_line():
 
     run = pargraph.compile(step)
     x = pargraph.tensor([1.0, 1.0])
-    with pytest.warns(UserWarning, match=r"reads a value at .*test_compiled.py.*line"):
+    with pytest.warns(UserWarning, match=r"reads a value at .*test_compiler.py.*line"):
         run(x)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
@@ -268,7 +268,7 @@ def test_a_value_read_mid_step_is_a_graph_break_that_names_the_line():
     np.testing.assert_allclose(w.detach().numpy(), [0.8, 1.8], rtol=1e-6)
 
     strict = pargraph.compile(step, fullgraph=True)
-    with pytest.raises(pargraph.GraphBreak, match=r"test_compiled.py.*line"):
+    with pytest.raises(pargraph.GraphBreak, match=r"test_compiler.py.*line"):
         strict(x)
 
 
@@ -299,11 +299,11 @@ def test_a_scheduler_stepped_inside_the_function_is_a_graph_break_and_still_move
         return opt.param_groups[0]["lr"], model.weight.detach().numpy()
 
     eager = train(False)
-    with pytest.warns(UserWarning, match=r"\.step\(\) runs at .*test_compiled.py.*line"):
+    with pytest.warns(UserWarning, match=r"\.step\(\) runs at .*test_compiler.py.*line"):
         compiled = train(True)
     assert compiled[0] == eager[0]
     np.testing.assert_array_equal(compiled[1], eager[1])
-    with pytest.raises(pargraph.GraphBreak, match=r"step\(\) runs at .*test_compiled.py"):
+    with pytest.raises(pargraph.GraphBreak, match=r"step\(\) runs at .*test_compiler.py"):
         train(True, fullgraph=True)
 
 
@@ -329,7 +329,7 @@ def test_errors_in_a_replayed_step_name_the_op_and_the_line():
     x, y = _batches(1)[0]
     step(x, y)
     step(x, y)
-    with pytest.raises(IndexError, match=r"(?s)Target 7 is out of bounds.*test_compiled.py"):
+    with pytest.raises(IndexError, match=r"(?s)Target 7 is out of bounds.*test_compiler.py"):
         step(x, pargraph.tensor([0, 1, 7, 2, 0]))
 
 
