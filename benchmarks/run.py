@@ -610,7 +610,7 @@ def machine() -> str:
         pass
     torch = torch_or_none()
     versions = (f"Python {platform.python_version()}, numpy {np.__version__}, dask "
-                f"{dask.__version__}, pargraph {pargraph.__version__}"
+                f"{dask.__version__}, pargraph {pargraph.version.release}"
                 + (f", torch {torch.__version__}" if torch else ", torch not installed"))
     return f"{os.cpu_count()} cores ({cpu}), {platform.system()}; {versions}"
 

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     pargraph.alias_torch()
     module = args[0] == "-m"
     target = args[1] if module else args[0]
-    print(f"pargraph {pargraph.__version__}: running {target} with every torch import "
+    print(f"pargraph {pargraph.version.release}: running {target} with every torch import "
           f"resolving to pargraph (python -m pargraph)", file=sys.stderr, flush=True)
     sys.argv = args[1:] if module else args
     if module:

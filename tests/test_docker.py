@@ -43,7 +43,7 @@ def test_compose_file_structure():
 
 def test_services_name_the_release_restart_and_are_bounded():
     for name, service in SERVICES.items():
-        assert service["image"] == f"pargraph:{pargraph.__version__}", name  # not :latest
+        assert service["image"] == f"pargraph:{pargraph.version.release}", name  # not :latest
         limits = service["deploy"]["resources"]["limits"]
         assert float(limits["cpus"]) > 0 and re.fullmatch(r"\d+[kmg]", limits["memory"]), name
     assert SERVICES["scheduler"]["restart"] == SERVICES["worker"]["restart"] == "unless-stopped"

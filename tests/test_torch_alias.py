@@ -96,6 +96,38 @@ def test_a_module_runs_with_dash_m_and_sees_its_arguments(program):
     assert done.stdout.strip() == "pargraph ['a', '--b']"
 
 
+#: How programs test the PyTorch they run on, each expected True on a PyTorch 2 API.
+VERSION_CHECKS = (
+    "torch.__version__ >= (2, 0)", "torch.__version__ >= '1.9'", "torch.__version__ < '3'",
+    "version.parse(torch.__version__) >= version.parse('2.0')",
+    "int(torch.__version__.split('.')[0]) >= 2",
+    "tuple(map(int, torch.__version__.split('+')[0].split('.')[:2])) >= (1, 8)",
+    "torch.version.__version__ == torch.__version__", "torch.version.cuda is None",
+    "not torch.cuda.is_available()",
+)
+
+
+def test_programs_that_check_the_torch_version_take_their_pytorch_2_paths(program):
+    """``torch.__version__`` names the PyTorch API pargraph follows (the one its tests
+    compare against, with pargraph's release as its local label, as PyTorch's is ``+cpu``) and
+    compares as PyTorch's does: with strings, tuples and ``packaging`` versions."""
+    torch = pytest.importorskip("torch")  # the test extra installs the CPU build
+    import importlib.metadata
+
+    (program / "checks.py").write_text(
+        "import torch\nfrom packaging import version\n"
+        + "".join(f"print({check})\n" for check in VERSION_CHECKS)
+        + "print(torch.__version__)\n")
+    done = _run(["-m", "pargraph", "checks.py"], program)
+    assert done.returncode == 0, done.stderr
+    *results, shown = done.stdout.split()
+    assert results == ["True"] * len(VERSION_CHECKS)
+    release, label = shown.split("+")
+    assert release == torch.__version__.split("+")[0]  # the PyTorch the suite compares with
+    assert label == f"pargraph.{importlib.metadata.version('pargraph')}"
+    assert f"pargraph {importlib.metadata.version('pargraph')}: running" in done.stderr
+
+
 def test_a_torch_module_pargraph_lacks_is_an_error_naming_both(program):
     (program / "uses_missing.py").write_text("import torch.multiprocessing as mp\n")
     done = _run(["-m", "pargraph", "uses_missing.py"], program)
