@@ -23,6 +23,7 @@ from pargraph import (
     profiler,
     pytree,
     random,
+    sparse,
     special,
     testing,
     utils,
@@ -79,6 +80,7 @@ from pargraph.devices import (
     memory_format,
     preserve_format,
     set_default_device,
+    sparse_coo,
     strided,
 )
 from pargraph.execution import local as _local
@@ -194,6 +196,7 @@ from pargraph.remote.connect import connect
 from pargraph.remote.dashboard import dashboard
 from pargraph.remote.recovery import ClusterLostError
 from pargraph.serialization import CheckpointError, load, save
+from pargraph.sparse import SparseTensor, sparse_coo_tensor, spmm
 from pargraph.threads import (
     get_num_interop_threads,
     get_num_threads,
@@ -252,6 +255,7 @@ __all__ = [
     "accelerator", "linalg", "random", "is_tensor",
     "allclose", "Generator",
     "einsum", "randperm", "compile", "GraphBreak", "library", "profiler", "version", "special",
+    "sparse", "sparse_coo", "sparse_coo_tensor", "spmm", "SparseTensor",
     "testing",
     "empty", "empty_like",
     "clip", "get_default_dtype", "set_default_dtype", "finfo", "iinfo", "hstack", "vstack", "take",

@@ -65,7 +65,10 @@ class Size(tuple):
     def __repr__(self) -> str:
         return f"pargraph.Size({list(self)})"
 
+
 MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
 class GradFn:
     """The backward function of a non-leaf tensor, as PyTorch shows it: of a class named
     after it (``type(y.grad_fn).__name__`` is ``"SumBackward0"``, which tools print)."""

@@ -91,7 +91,8 @@ preserve_format = memory_format("preserve_format")
 
 
 class layout(_Named):  # noqa: N801  (PyTorch's name)
-    """How a tensor's values are stored: pargraph's are dense arrays, ``strided``.
+    """How a tensor's values are stored: dense arrays, ``strided``, or ``sparse_coo``
+    (``pargraph.sparse``).
 
     Examples
     --------
@@ -102,3 +103,4 @@ class layout(_Named):  # noqa: N801  (PyTorch's name)
 
 
 strided = layout("strided")
+sparse_coo = layout("sparse_coo")

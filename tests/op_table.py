@@ -324,6 +324,17 @@ CASES = [
          lambda g, gx, h, w, b: _rnn_sequence_grads_ref(g, gx, h, w, b),
          [normal(3, 5, 2, 2), normal(3, 2, 6), normal(2, 2), normal(6, 2), normal(6)],
          differentiable=False),
+    # sparse COO: duplicates add up; gradients of the values and of the dense operand
+    Case("sparse_to_dense", lambda v: node_op(ops.sparse_to_dense, pargraph.tensor(
+             [[0, 2, 0], [1, 0, 1]]), v, shape=(3, 2, 2)),
+         lambda v: _sparse_dense_ref(np.array([[0, 2, 0], [1, 0, 1]]), v, (3, 2, 2)),
+         [normal(3, 2)]),
+    Case("sparse_gather", lambda x: node_op(ops.sparse_gather, x, pargraph.tensor(
+             [[2, 0, 2]])), lambda x: x[[2, 0, 2]], [normal(3, 4)]),
+    Case("sparse_mm", lambda v, d: node_op(ops.sparse_mm, pargraph.tensor(
+             [[0, 2, 0, 1], [1, 0, 1, 1]]), v, d, shape=(3, 2)),
+         lambda v, d: _sparse_dense_ref(np.array([[0, 2, 0, 1], [1, 0, 1, 1]]), v, (3, 2)) @ d,
+         [normal(4), normal(2, 5)]),
     Case("remainder", lambda x, y: x % y + x, lambda x, y: np.remainder(x, y) + x,
          [normal(3, 4), positive(4) + 1.0]),
     Case("floor_divide_int", lambda x, y: x // y, np.floor_divide,
@@ -936,6 +947,13 @@ def _rnn_sequence_grads_ref(grad, gates_x, h, w, b):
     last = np.zeros((1,) + rows.shape[1:])
     last[0, ..., :n] = found[1]
     return np.concatenate([rows, last])
+
+
+def _sparse_dense_ref(indices, values, shape):
+    out = np.zeros(shape)
+    for k, where in enumerate(indices.T):
+        out[tuple(where)] += values[k]
+    return out
 
 
 def _attention_ref(q, k, v):

@@ -749,3 +749,16 @@ def test_an_optimizer_with_step_hooks_is_not_captured_and_its_hooks_run_every_st
     _assert_same(eager[:2], compiled[:2])
     with pytest.raises(pargraph.GraphBreak, match="step hooks"):
         _train(True, with_hooks, batches, fullgraph=True)
+
+
+def test_a_replay_follows_the_arguments_structure_not_only_their_leaves():
+    """Arguments with the same leaves nested otherwise (dict keys in another order, a list
+    for a tuple) are another structure: a new capture, never a replay that binds the old
+    positions."""
+    step = pargraph.compile(lambda d: d["a"] * 2 + d["b"])
+    x, y = pargraph.tensor([1.0]), pargraph.tensor([10.0])
+    assert step({"a": x, "b": y}).item() == 12.0
+    assert step({"b": y, "a": x}).item() == 12.0  # the same leaves, in the other order
+    assert step({"a": x, "b": y}).item() == 12.0 and step.captures == 2 and step.replays == 1
+    pair = pargraph.compile(lambda p: p[0] - p[1])
+    assert pair((x, y)).item() == pair([x, y]).item() == -9.0 and pair.captures == 2

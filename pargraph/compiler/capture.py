@@ -67,6 +67,7 @@ class Capture(Record):
 
     def call(self, fn: Callable, spec: Any) -> Any:
         """``fn`` on the call's arguments with this capture installed."""
+        self.argument_spec = spec
         args, kwargs = unflatten(spec, iter(self.arguments))
         recording.recorder = self
         try:

@@ -64,7 +64,7 @@ class Guards:
     numbers (see :mod:`pargraph.capturing`)."""
 
     def __init__(self, capture: Record) -> None:
-        self.arguments = capture.argument_guards
+        self.arguments, self.spec = capture.argument_guards, capture.argument_spec
         self.grad_mode = capture.grad_mode
         self.autocast = capture.autocast
         self.registry_version = versions.registry
@@ -76,9 +76,12 @@ class Guards:
         self.symbols, self.readers = capture.symbols, capture.readers
         self.failed = ""
 
-    def check(self, flat: list) -> Any:
+    def check(self, flat: list, spec: Any) -> Any:
         """This call's values of the symbols (None without symbols), or ``FAILED`` (then
-        ``failed`` names the guard)."""
+        ``failed`` names the guard), for the arguments ``flat`` nested as ``spec``."""
+        if spec != self.spec:
+            return self._fail("the arguments' structure (their nesting, dict keys, a sparse "
+                              "tensor's size)")
         guards = self.arguments
         if len(flat) != len(guards):
             return self._fail("the number of arguments")

@@ -66,7 +66,7 @@ class OptimizedModule(Module):
         flat, spec = flatten((args, kwargs))
         failed = None
         for template in self.templates:
-            made = template.replay(flat)
+            made = template.replay(flat, spec)
             if made is not FAILED:
                 self.replays += 1
                 return made
@@ -163,9 +163,10 @@ class ForwardTemplate:
         self.rebound = [(capture.argument_nodes.get(id(old)), tensor, position[id(node)])
                         for tensor, old, node in rebound if id(node) in position]
 
-    def replay(self, flat: list) -> Any:
-        """The forward's nodes, made again for this call; FAILED if a guard fails."""
-        symbols = self.guards.check(flat)
+    def replay(self, flat: list, spec: Any) -> Any:
+        """The forward's nodes, made again for this call (its arguments ``flat`` nested as
+        ``spec``); FAILED if a guard fails."""
+        symbols = self.guards.check(flat, spec)
         if symbols is FAILED:
             return FAILED
         values = [draw() for draw in self.draws]

@@ -298,10 +298,10 @@ class Program:
 
     # calling -----------------------------------------------------------------------------
 
-    def bind(self, flat: list) -> list | None:
-        """The values of this call's slots, or None if a guard fails (``failed`` says
-        which)."""
-        symbols = self.guards.check(flat)
+    def bind(self, flat: list, spec: Any) -> list | None:
+        """The values of this call's slots, its arguments ``flat`` nested as ``spec``, or
+        None if a guard fails (``failed`` says which)."""
+        symbols = self.guards.check(flat, spec)
         if symbols is FAILED:
             self.failed = self.guards.failed
             return None

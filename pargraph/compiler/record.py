@@ -54,6 +54,9 @@ class Record:
         self.autocast = amp.state.cpu
         self.argument_nodes: dict[int, int] = {}  # an argument's node id -> its position
         self.mark = 0  # node uids from here on were made by the call
+        #: The arguments' nesting (``pytree.flatten``'s spec: containers, dict keys, a
+        #: sparse tensor's size), set as the call starts.
+        self.argument_spec: Any = None
 
 
 class OptimizerRecord:

@@ -40,7 +40,7 @@ class Compiled:
         failed = None
         with self._lock:
             for program in self.programs:
-                bound = program.bind(flat)
+                bound = program.bind(flat, spec)
                 if bound is not None:
                     self.replays += 1
                     return program.replay(bound, flat)

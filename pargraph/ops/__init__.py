@@ -298,6 +298,7 @@ from pargraph.ops.shapes import (
     transpose,
     unbroadcast,
 )
+from pargraph.ops.sparse import sparse_gather, sparse_mm, sparse_to_dense
 
 __all__ = [
     "heaviside",
@@ -552,4 +553,7 @@ __all__ = [
     "unsqueeze",
     "var",
     "where",
+    "sparse_gather",
+    "sparse_mm",
+    "sparse_to_dense",
 ]
