@@ -123,3 +123,46 @@ def test_the_setting_is_checked_and_numba_asked_for_must_be_there(chosen, monkey
     with pytest.raises(RuntimeError, match=r"numba is not installed: pip install"):
         chosen("numba").module()
     assert chosen("auto").module() is None and kernels.name == "numpy"
+
+
+def _pool_cases(count=60):
+    """Generated 2-d max pooling: kernels 1-3, strides 1-2, dilations 1-2, paddings up to
+    half the kernel plus a ceil-mode row or column, small integer values (ties), NaN and
+    whole -inf inputs, float32 and float64; windows that hold an input position, as
+    PyTorch's geometry makes them."""
+    from pargraph.ops.convolution import _geometry
+
+    rng = np.random.default_rng(5)
+    made = 0
+    while made < count:
+        kernel, stride, dilation = (tuple(int(v) for v in rng.integers(1, hi, 2))
+                                    for hi in (4, 3, 3))
+        low = [int(rng.integers(0, (k - 1) * d // 2 + 1)) for k, d in zip(kernel, dilation)]
+        padding = tuple((lo, lo + int(rng.integers(0, 2))) for lo in low)
+        size = tuple(int(rng.integers(max(k * d, 2), 9)) for k, d in zip(kernel, dilation))
+        x = rng.integers(-3, 3, (2, 2) + size).astype([np.float32, np.float64][made % 2])
+        if made % 3 == 0:
+            x.ravel()[rng.integers(0, x.size, 4)] = np.nan
+        if made % 7 == 0:
+            x[:] = -np.inf
+        out = _geometry(x.shape, kernel, stride, padding, dilation)
+        if any(all(not 0 <= i * s - p[0] + a * d < n for a in range(k)) for o, s, p, k, d, n
+               in zip(out, stride, padding, kernel, dilation, size) for i in range(o)):
+            continue  # a window of padding alone: PyTorch's geometry never makes one
+        made += 1
+        yield x, dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+
+
+def test_the_fused_pooling_indices_equal_numpys_and_pytorchs(chosen):
+    """Max pooling's indices in one pass (numba) equal numpy's formula on generated windows
+    (ties: the first; NaN: the last; never padding), and PyTorch's where its geometry
+    applies (symmetric padding, at most half the kernel)."""
+    for x, attrs in _pool_cases():
+        fused, plain = _both(chosen, lambda: ops.pool_argmax.forward(x, **attrs))
+        np.testing.assert_array_equal(fused, plain)
+        if all(lo == hi and 2 * lo <= k for (lo, hi), k in zip(attrs["padding"],
+                                                                attrs["kernel"])):
+            _, theirs = torch.nn.functional.max_pool2d(
+                torch.tensor(x), attrs["kernel"], attrs["stride"],
+                [lo for lo, _ in attrs["padding"]], attrs["dilation"], return_indices=True)
+            np.testing.assert_array_equal(fused, theirs.numpy())

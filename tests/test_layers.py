@@ -289,3 +289,22 @@ def test_multihead_attention_options_equal_pytorchs(options):
     np.testing.assert_allclose(seen[0][1], seen[1][1], rtol=1e-10, atol=1e-12)
     for ours, theirs in zip(seen[0][2], seen[1][2]):
         np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name,shape", [("max_pool1d", (1, 1, 9)), ("max_pool2d", (1, 1, 7, 7)),
+                                        ("max_pool3d", (1, 1, 7, 7, 7))])
+@pytest.mark.parametrize("padding,dilation", [(2, 2), (2, 1), (1, 3)])
+def test_max_pooling_refuses_padding_over_half_its_kernel_as_pytorch_does(name, shape, padding,
+                                                                          dilation):
+    """PyTorch compares the padding with half the dilated kernel (2-d and 3-d), then with
+    half the kernel itself, and says so in words of its own per dimension."""
+    torch = pytest.importorskip("torch")
+    outcomes = []
+    for lib in (pargraph, torch):
+        try:
+            getattr(lib.nn.functional, name)(lib.ones(*shape), 3, padding=padding,
+                                             dilation=dilation)
+            outcomes.append("ok")
+        except RuntimeError as error:
+            outcomes.append(str(error))
+    assert outcomes[0] == outcomes[1]

@@ -35,6 +35,7 @@ from pargraph.graph import Node
 from pargraph.ops.core import ShapeError, is_floating, primitive, result_dtype
 from pargraph.ops.gemm import gemm
 from pargraph.ops.intra_op import intra_op
+from pargraph.ops.kernels import kernels
 from pargraph.ops.shapes import index, sum_
 
 
@@ -451,7 +452,12 @@ def _windows_argmax(windows: list[np.ndarray], valid: list, fill: Any) -> np.nda
 @primitive("pool_argmax", _argmax_shape)
 def pool_argmax(x, *, kernel, stride, padding, dilation):
     """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
-    pooling ``indices``): the first of equal values, the last NaN, never padding."""
+    pooling ``indices``): the first of equal values, the last NaN, never padding. 2-d
+    windows of floats take a fused kernel (:mod:`pargraph.ops.kernels`), one pass."""
+    out = np.empty(x.shape[:2] + _geometry(x.shape, kernel, stride, padding, dilation),
+                   np.int64)
+    if kernels.pool_argmax(x, kernel, stride, padding, dilation, out):
+        return out
     fill = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
     padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
     out = _geometry(x.shape, kernel, stride, padding, dilation)

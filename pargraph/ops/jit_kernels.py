@@ -96,3 +96,40 @@ def lstm_backward(grad, out, c, result):  # pragma: no cover - compiled
             result[b, 3 * n + j] = (grad[0, b, j] * tanh_c[j] + grad[4, b, j]) * o * (one - o)
         for j in range(n):
             result[b, 4 * n + j] = d_c[j] * out[3, b, j]
+
+
+@numba.njit(nogil=True, cache=True)
+def pool_argmax2d(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
+                  dilation_w, out):  # pragma: no cover - compiled
+    """Max pooling's indices over (N, C, H, W) in one pass, as PyTorch's CPU kernel scans a
+    window: from its first position inside the input, a value replaces the maximum when
+    larger or NaN (so the first of equal values, the last NaN), padding never."""
+    height, width = x.shape[2], x.shape[3]
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            plane = x[n, c]
+            for i in range(out.shape[2]):
+                top = i * stride_h - pad_h
+                h0 = top
+                while h0 < 0:
+                    h0 += dilation_h
+                for j in range(out.shape[3]):
+                    left = j * stride_w - pad_w
+                    w0 = left
+                    while w0 < 0:
+                        w0 += dilation_w
+                    best_index = h0 * width + w0
+                    best = -np.inf
+                    for a in range(kernel_h):
+                        h = top + a * dilation_h
+                        if h < 0 or h >= height:
+                            continue
+                        for b in range(kernel_w):
+                            w = left + b * dilation_w
+                            if w < 0 or w >= width:
+                                continue
+                            value = plane[h, w]
+                            if value > best or np.isnan(value):
+                                best = value
+                                best_index = h * width + w
+                    out[n, c, i, j] = best_index

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-_FLOAT32 = np.dtype(np.float32)
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 class Kernels:
@@ -86,6 +86,30 @@ class Kernels:
                              result.reshape(-1, 5 * n))
         return True
 
+    def pool_argmax(self, x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple,
+                    dilation: tuple, out: np.ndarray) -> bool:
+        """``out[:]`` = 2-d max pooling's indices into each unpadded input plane
+        (``ops.pool_argmax``) in one pass; False where no kernel takes these arrays (not 2-d,
+        not float32 or float64, a result that is not C-ordered int64).
+
+        Examples
+        --------
+        >>> x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+        >>> out = np.empty((1, 1, 2, 2), np.int64)
+        >>> ran = kernels.pool_argmax(x, (2, 2), (2, 2), ((0, 0), (0, 0)), (1, 1), out)
+        >>> not ran or out.ravel().tolist() == [5, 7, 13, 15]
+        True
+        """
+        module = self.module()
+        if (module is None or len(kernel) != 2 or x.ndim != 4 or out.dtype != np.int64
+                or x.dtype not in (_FLOAT32, _FLOAT64) or not out.flags.c_contiguous
+                or not x.size or not out.size):
+            return False
+        module.pool_argmax2d(np.ascontiguousarray(x), kernel[0], kernel[1], stride[0],
+                             stride[1], padding[0][0], padding[1][0], dilation[0],
+                             dilation[1], out)
+        return True
+
 
 def _choose() -> Any:
     import dask
@@ -100,9 +124,10 @@ def _choose() -> Any:
             raise RuntimeError("pargraph.kernels is 'numba' but numba is not installed: "
                                "pip install 'pargraph[numba]'")
         return None
-    from pargraph.ops.jit_kernels import lstm_backward, lstm_forward
+    from pargraph.ops.jit_kernels import lstm_backward, lstm_forward, pool_argmax2d
 
-    return types.SimpleNamespace(lstm_forward=lstm_forward, lstm_backward=lstm_backward)
+    return types.SimpleNamespace(lstm_forward=lstm_forward, lstm_backward=lstm_backward,
+                                 pool_argmax2d=pool_argmax2d)
 
 
 #: The fused kernels of this process, chosen once.

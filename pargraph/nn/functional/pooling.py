@@ -16,6 +16,19 @@ from pargraph.nn.functional.conv import _batched, _tuple
 from pargraph.ops import convolution
 
 
+def _pad_error(padding: tuple, kernel: tuple) -> str:
+    """PyTorch's message for a max pooling's padding over half its kernel, per dimension."""
+    if len(kernel) == 1:
+        return (f"max_pool1d() padding should be at most half of kernel size, but got "
+                f"padding={padding[0]} and kernel_size={kernel[0]}")
+    if len(kernel) == 2:
+        return (f"pad should be smaller than or equal to half of kernel size, but got "
+                f"padW = {padding[1]}, padH = {padding[0]}, kW = {kernel[1]}, kH = {kernel[0]}")
+    return (f"pad should be smaller than or equal to half of kernel size, but got kT: "
+            f"{kernel[0]} kW: {kernel[2]} kH: {kernel[1]} padT: {padding[0]} padW: "
+            f"{padding[2]} padH: {padding[1]}")
+
+
 def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
               ceil_mode: bool, return_indices: bool, spatial: int, op: str) -> Any:
     input = as_tensor(input)
@@ -23,8 +36,16 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
     kernel = _tuple(kernel_size, spatial, "kernel_size", op)
     stride = kernel if stride is None or stride == [] else _tuple(stride, spatial, "stride", op)
     dilation = _tuple(dilation, spatial, "dilation", op)
-    pads = convolution.pool_padding(tuple(x.shape), kernel, stride,
-                                    _tuple(padding, spatial, "padding", op), dilation, ceil_mode)
+    padding = _tuple(padding, spatial, "padding", op)
+    if spatial > 1:  # PyTorch checks the dilated kernel first, then (as 1-d) the kernel
+        for p, k, d in zip(padding, kernel, dilation):
+            if 2 * p > (k - 1) * d + 1:
+                raise RuntimeError(f"pad should be at most half of effective kernel size, "
+                                   f"but got pad={p}, kernel_size={k} and dilation={d}")
+    if any(2 * p > k for p, k in zip(padding, kernel)):
+        raise RuntimeError(_pad_error(padding, kernel))
+    pads = convolution.pool_padding(tuple(x.shape), kernel, stride, padding, dilation,
+                                    ceil_mode)
     indices = apply(convolution.pool_argmax, x, kernel=kernel, stride=stride, padding=pads,
                     dilation=dilation)
     planes = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
