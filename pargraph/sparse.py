@@ -14,7 +14,6 @@ scipy's CSR product; gradients reach ``D`` and the values), ``to_dense``, ``coal
 
 from __future__ import annotations
 
-import builtins
 import warnings
 from typing import Any
 
@@ -164,11 +163,14 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
                                           np.full(found.shape[0], -1))) + \
             tuple(values.shape[1:])
     size = tuple(int(n) for n in size)
-    if found.size and builtins.any(int(found[d].max()) >= size[d]
-                                   for d in range(found.shape[0])):
-        d = next(d for d in range(found.shape[0]) if found[d].max() >= size[d])
-        raise RuntimeError(f"size is inconsistent with indices: for dim {d}, size is "
-                           f"{size[d]} but found index {int(found[d].max())}")
+    if len(size) != found.shape[0] + len(values.shape) - 1:
+        raise RuntimeError(f"'len(size) == sparse_dim + dense_dim' is not satisfied: "
+                           f"len(size) = {len(size)}, sparse_dim = {found.shape[0]}, "
+                           f"dense_dim = {len(values.shape) - 1}")
+    for d in range(found.shape[0] if found.size else 0):
+        if int(found[d].max()) >= size[d]:
+            raise RuntimeError(f"size is inconsistent with indices: for dim {d}, size is "
+                               f"{size[d]} but found index {int(found[d].max())}")
     if requires_grad:
         values = values.detach().requires_grad_(True)
     return SparseTensor(as_tensor(found), values, size, bool(is_coalesced))

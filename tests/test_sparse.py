@@ -79,6 +79,9 @@ def test_bad_sparse_input_raises_as_pytorch_does():
                                                "size is 3 but found index 3"):
             lib.sparse_coo_tensor(lib.tensor([[0, 3]]), lib.tensor([1.0, 2.0]), (3,),
                                   check_invariants=True)
+        with pytest.raises(RuntimeError, match=r"len\(size\) = 1, sparse_dim = 2, "
+                                               r"dense_dim = 0"):
+            lib.sparse_coo_tensor(lib.tensor([[0, 1], [1, 0]]), lib.tensor([1.0, 2.0]), (2,))
         s = lib.sparse_coo_tensor(lib.tensor([[0, 0], [1, 1]]), lib.tensor([1.0, 2.0]), (2, 2))
         with pytest.raises(RuntimeError, match="uncoalesced"):
             s.indices()
