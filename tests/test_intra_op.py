@@ -102,3 +102,19 @@ def test_a_failing_part_raises_in_the_op_after_every_part_finished():
     with pytest.raises(ValueError, match="part 2-4 failed"):
         pool.run(part, [(0, 2), (2, 4)])
     assert finished == [0]
+
+
+@pytest.mark.parametrize("stride,padding,groups", [(1, 1, 1), (2, 1, 1), (1, 0, 2), (1, 2, 1)])
+def test_an_empty_batch_convolves_to_an_empty_result_as_pytorchs(stride, padding, groups):
+    """No samples: one empty part, PyTorch's shapes and a zero weight gradient, on every
+    path (shifted products, columns, groups)."""
+    found = []
+    for lib in (pargraph, torch):
+        x = lib.zeros(0, 4, 9, 9, requires_grad=True)
+        w = lib.ones(6, 4 // groups, 3, 3, requires_grad=True)
+        with threadpool_limits(2, "blas"), dask.config.set(scheduler="sync"):
+            y = lib.nn.functional.conv2d(x, w, stride=stride, padding=padding, groups=groups)
+            y.sum().backward()
+            found.append((tuple(y.shape), tuple(x.grad.shape), w.grad.detach().numpy()))
+    assert found[0][:2] == found[1][:2]
+    np.testing.assert_array_equal(found[0][2], found[1][2])

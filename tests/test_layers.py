@@ -308,3 +308,22 @@ def test_max_pooling_refuses_padding_over_half_its_kernel_as_pytorch_does(name, 
         except RuntimeError as error:
             outcomes.append(str(error))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("name", ["max_pool1d", "max_pool2d", "avg_pool2d", "conv1d", "conv2d",
+                                  "conv_transpose2d"])
+def test_an_empty_batch_passes_through_as_pytorchs(name):
+    """No samples: PyTorch's shapes forward and back, on every path that reshapes planes."""
+    torch = pytest.importorskip("torch")
+    found = []
+    for lib in (pargraph, torch):
+        F = lib.nn.functional
+        spatial = (7,) if name.endswith("1d") else (7, 7)
+        x = lib.zeros(0, 2, *spatial, requires_grad=True)
+        if name.startswith("conv"):
+            y = getattr(F, name)(x, lib.ones(2, 2, *(3,) * len(spatial), requires_grad=True))
+        else:
+            y = getattr(F, name)(x, 2)
+        y.sum().backward()
+        found.append((tuple(y.shape), tuple(x.grad.shape)))
+    assert found[0] == found[1]

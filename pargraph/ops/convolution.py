@@ -78,7 +78,7 @@ def _columns(padded: np.ndarray, channels: slice, kernel: tuple, stride: tuple,
         group, (n, *out, *kernel, group.shape[-1]),
         (steps[0], *(steps[1 + i] * stride[i] for i in range(spatial)),
          *(steps[1 + i] * dilation[i] for i in range(spatial)), steps[-1]), writeable=False)
-    return windows.reshape(n * math.prod(out), -1)
+    return windows.reshape(n * math.prod(out), math.prod(kernel) * group.shape[-1])
 
 
 def _kernel_rows(w: np.ndarray) -> np.ndarray:
@@ -249,6 +249,11 @@ def _conv_cost(node: Node) -> float:
 def conv(x, w, b=None, *, stride, padding, dilation, groups):
     """N-d cross-correlation (PyTorch's convolution): im2col and one matmul per group."""
     out = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
+    if not x.size or not w.size:  # no samples or no channels: sums over nothing (and bias)
+        result = np.zeros((x.shape[0], w.shape[0]) + out, x.dtype)
+        if b is not None:
+            result += b.reshape((-1,) + (1,) * len(out))
+        return result
     if _pointwise(w.shape[2:], stride, padding, groups):
         result = np.matmul(w.reshape(w.shape[:2]), x.reshape(x.shape[:2] + (-1,)))
         if b is not None:
@@ -290,6 +295,8 @@ def conv(x, w, b=None, *, stride, padding, dilation, groups):
 def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dx: the output gradient's rows times the kernel, each kernel
     position's block added back where it was read (col2im)."""
+    if not g.size or not w.size:
+        return np.zeros(input_shape, g.dtype)
     if _pointwise(w.shape[2:], stride, padding, groups) and input_shape[2:] == g.shape[2:]:
         return np.matmul(w.reshape(w.shape[:2]).T, g.reshape(g.shape[:2] + (-1,))).reshape(
             input_shape)
@@ -317,6 +324,8 @@ def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
            shape=lambda x, g, *, weight_shape, **geometry: (weight_shape, g.dtype))
 def conv_weight_grad(x, g, *, weight_shape, stride, padding, dilation, groups):
     """d<conv(x, w), g>/dw: the output gradient's rows times the input's columns."""
+    if not x.size or not g.size:
+        return np.zeros(weight_shape, g.dtype)
     out, kernel = g.shape[2:], tuple(weight_shape[2:])
     if _pointwise(kernel, stride, padding, groups) and x.shape[2:] == g.shape[2:]:
         n, positions = x.shape[0], math.prod(out)

@@ -46,11 +46,11 @@ class IntraOp:
 
         Examples
         --------
-        >>> IntraOp().parts(1, 1.0)
-        [(0, 1)]
+        >>> IntraOp().parts(1, 1.0), IntraOp().parts(0, 1.0)
+        ([(0, 1)], [(0, 0)])
         """
         threads = self._threads() if seconds >= SPLIT_SECONDS and samples > 1 else 1
-        threads = min(threads, samples)
+        threads = max(1, min(threads, samples))  # an empty batch: one empty part
         bounds = [samples * k // threads for k in range(threads + 1)]
         return list(zip(bounds[:-1], bounds[1:]))
 

@@ -48,8 +48,11 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
                                     ceil_mode)
     indices = apply(convolution.pool_argmax, x, kernel=kernel, stride=stride, padding=pads,
                     dilation=dilation)
-    planes = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
-    values = x.reshape(planes).gather(2, indices.reshape(planes)).reshape(indices.shape)
+    # each max is gathered from its flattened plane (sizes spelled out: -1 is refused when a
+    # batch is empty)
+    values = x.reshape(tuple(x.shape[:2]) + (math.prod(x.shape[2:]),)).gather(
+        2, indices.reshape(tuple(indices.shape[:2]) + (math.prod(indices.shape[2:]),))
+    ).reshape(indices.shape)
     values = apply(ops.shown_as, values, f"MaxPool{spatial}DWithIndicesBackward0")
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
@@ -470,8 +473,11 @@ def _adaptive_max_pool(input: Tensor, output_size: Any, return_indices: bool, sp
                            f"{tuple(input.shape)}")
     sizes = _output_sizes(x, output_size, spatial, op)
     indices = apply(ops.adaptive_pool_argmax, x, sizes=sizes)
-    planes = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
-    values = x.reshape(planes).gather(2, indices.reshape(planes)).reshape(indices.shape)
+    # each max is gathered from its flattened plane (sizes spelled out: -1 is refused when a
+    # batch is empty)
+    values = x.reshape(tuple(x.shape[:2]) + (math.prod(x.shape[2:]),)).gather(
+        2, indices.reshape(tuple(indices.shape[:2]) + (math.prod(indices.shape[2:]),))
+    ).reshape(indices.shape)
     values = apply(ops.shown_as, values, f"AdaptiveMaxPool{spatial}DBackward0")
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
