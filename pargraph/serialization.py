@@ -48,6 +48,7 @@ from pargraph.interrupts import interrupts
 from pargraph.nn.module import Buffer, Parameter
 from pargraph.ops import BFLOAT16
 from pargraph.remote.state import clusters
+from pargraph.sparse import SparseTensor
 
 _STRUCTURE = "__structure__"
 _FORMAT = "pargraph-checkpoint"
@@ -71,6 +72,10 @@ class CheckpointError(ValueError):
 # --- saving ------------------------------------------------------------------------------------
 
 def _encode(obj: Any, arrays: dict) -> Any:
+    if isinstance(obj, SparseTensor):
+        return {"sparse_coo": {"indices": _store(obj._indices().detach()._value(), arrays),
+                               "values": _store(obj._values().detach()._value(), arrays),
+                               "size": list(obj.shape), "coalesced": obj.is_coalesced()}}
     if isinstance(obj, Tensor):
         return {"tensor": _store(obj.detach()._value(), arrays)}
     if isinstance(obj, np.ndarray):
@@ -108,6 +113,8 @@ class _TensorPickler(pickle.Pickler):
         self.seen: dict[int, tuple[Any, tuple]] = {}
 
     def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, SparseTensor):
+            return None  # pickled as its parts (SparseTensor.__reduce_ex__), each a member
         if isinstance(obj, Tensor):
             kind = "parameter" if isinstance(obj, Parameter) else \
                 "buffer" if isinstance(obj, Buffer) else "tensor"
@@ -648,6 +655,10 @@ def _decode(obj: Any, reader: _MemberReader) -> Any:
                                   "not uint16 bits")
             array = array.view(BFLOAT16)
         return from_numpy(array) if kind == "tensor" else array
+    if kind == "sparse_coo" and isinstance(value, dict) and \
+            {"indices", "values", "size", "coalesced"} <= set(value):
+        parts = [_decode({"tensor": value[name]}, reader) for name in ("indices", "values")]
+        return SparseTensor(*parts, tuple(value["size"]), bool(value["coalesced"]))
     if kind == "tuple" and isinstance(value, list):
         return tuple(_decode(v, reader) for v in value)
     if kind == "dict" and isinstance(value, list):

@@ -128,11 +128,26 @@ class SparseTensor(Tensor):
 
     matmul = __matmul__ = mm
 
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Pickled (and deep-copied) as its indices, values and size: a sparse tensor comes
+        back sparse, its values' ``requires_grad`` kept."""
+        return _rebuilt, (self._sparse_indices.detach(), self._sparse_values.detach(),
+                          tuple(self.shape), self._sparse_coalesced,
+                          self._sparse_values.requires_grad)
+
     def __repr__(self) -> str:
         return (f"tensor(indices={self._sparse_indices!r},\n"
                 f"       values={self._sparse_values!r},\n"
                 f"       size={tuple(self.shape)}, nnz={self._nnz()}, layout=torch.sparse_coo"
                 + (", requires_grad=True)" if self.requires_grad else ")"))
+
+
+def _rebuilt(indices: Tensor, values: Tensor, size: tuple, coalesced: bool,
+             requires_grad: bool) -> SparseTensor:
+    """A pickled or loaded sparse tensor, made again from its parts."""
+    if requires_grad:
+        values = values.requires_grad_(True)
+    return SparseTensor(indices, values, size, coalesced)
 
 
 def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any = None,

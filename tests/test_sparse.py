@@ -208,3 +208,34 @@ def test_a_compiled_step_binds_each_calls_sparse_argument():
         assert abs(loss.item() - expected.item()) < 1e-5
     np.testing.assert_allclose(w.detach().numpy(), eager_w.detach().numpy(), rtol=1e-5)
     assert replayed == [0, 0, 1, 0, 0]  # the third matrix replayed with its own numbers
+
+
+class Holder:
+    """An object a checkpoint can only pickle (a module-level class, so pickle finds it)."""
+
+
+def test_a_sparse_tensor_stays_sparse_through_pickle_deepcopy_and_checkpoints(tmp_path):
+    """Copies and checkpoints keep the indices, values, size and coalescing (a dense tensor
+    came back before), and the values' requires_grad."""
+    import copy
+    import pickle
+
+    values = pargraph.tensor([2.0, 3.0, 4.0], requires_grad=True)
+    s = pargraph.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], values, (2, 3))
+    pargraph.save({"adj": s, "coalesced": s.coalesce()}, tmp_path / "graph.pt")
+    loaded = pargraph.load(tmp_path / "graph.pt")
+
+    holder = Holder()
+    holder.adj = s
+    pargraph.save(holder, tmp_path / "holder.pt")  # the pickled form of a checkpoint
+    copies = {"pickle": pickle.loads(pickle.dumps(s)), "deepcopy": copy.deepcopy(s),
+              "save": loaded["adj"],
+              "pickled save": pargraph.load(tmp_path / "holder.pt", weights_only=False).adj}
+    for how, copied in copies.items():
+        assert copied.is_sparse and copied.layout is pargraph.sparse_coo, how
+        assert tuple(copied.shape) == (2, 3) and copied._nnz() == 3, how
+        np.testing.assert_array_equal(copied.to_dense().detach().numpy(),
+                                      s.to_dense().detach().numpy())
+    assert copies["pickle"].requires_grad and copies["deepcopy"].requires_grad
+    assert loaded["coalesced"].is_coalesced()
+    np.testing.assert_array_equal(loaded["coalesced"].indices().numpy(), [[0, 1, 1], [2, 0, 2]])
