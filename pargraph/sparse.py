@@ -96,14 +96,13 @@ class SparseTensor(Tensor):
         if self._sparse_coalesced:
             return self
         found = self._sparse_indices.detach().numpy()
-        flat = np.ravel_multi_index(found, self.shape[:found.shape[0]]) if found.size else \
-            np.zeros(0, np.int64)
-        unique, position = np.unique(flat, return_inverse=True)
-        rows = np.stack(np.unravel_index(unique, self.shape[:found.shape[0]])) if \
-            unique.size else np.zeros((found.shape[0], 0), np.int64)
+        sparse_shape = tuple(self.shape[:found.shape[0]])
+        unique, position = np.unique(np.ravel_multi_index(found, sparse_shape),
+                                     return_inverse=True)
+        rows = np.stack(np.unravel_index(unique, sparse_shape))
         summed = apply(ops.sparse_to_dense, as_tensor(position[None].astype(np.int64)),
                        self._sparse_values,
-                       shape=(len(unique),) + tuple(self.shape[found.shape[0]:]))
+                       shape=(len(unique),) + tuple(self.shape[len(sparse_shape):]))
         return SparseTensor(as_tensor(rows.astype(np.int64)), summed, tuple(self.shape), True)
 
     def to_dense(self, dtype: Any = None, *, masked_grad: Any = None) -> Tensor:

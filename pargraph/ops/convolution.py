@@ -463,13 +463,12 @@ def pool_argmax(x, *, kernel, stride, padding, dilation):
     """Each window's maximum as a flat index into its unpadded input plane (PyTorch's max
     pooling ``indices``): the first of equal values, the last NaN, never padding. 2-d
     windows of floats take a fused kernel (:mod:`pargraph.ops.kernels`), one pass."""
-    out = np.empty(x.shape[:2] + _geometry(x.shape, kernel, stride, padding, dilation),
-                   np.int64)
-    if kernels.pool_argmax(x, kernel, stride, padding, dilation, out):
-        return out
+    out = _geometry(x.shape, kernel, stride, padding, dilation)
+    indices = np.empty(x.shape[:2] + out, np.int64)
+    if kernels.pool_argmax(x, kernel, stride, padding, dilation, indices):
+        return indices
     fill = -np.inf if is_floating(x.dtype) else np.iinfo(x.dtype).min
     padded = np.pad(x, ((0, 0), (0, 0)) + tuple(padding), constant_values=fill)
-    out = _geometry(x.shape, kernel, stride, padding, dilation)
     positions = list(itertools.product(*(range(k) for k in kernel)))
     valid = [None] * len(positions)
     if any(p != (0, 0) for p in padding):

@@ -36,8 +36,8 @@ class IntraOp:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        #: How many ops were split, and into how many parts in all (for tests and profiles).
-        self.splits = self.parts_run = 0
+        #: How many ops were split (for tests and profiles).
+        self.splits = 0
 
     def parts(self, samples: int, seconds: float) -> list[tuple[int, int]]:
         """``[(start, stop), ...]`` ranges of ``samples`` to run side by side: one per BLAS
@@ -61,7 +61,6 @@ class IntraOp:
             return [part(*ranges[0])]
         pool = self._started()
         self.splits += 1
-        self.parts_run += len(ranges)
         futures = [pool.submit(_one_thread, part, *bounds) for bounds in ranges[1:]]
         try:
             first = _one_thread(part, *ranges[0])

@@ -340,6 +340,13 @@ def _steps(count: int, reverse: bool) -> range:
     return range(count - 1, -1, -1) if reverse else range(count)
 
 
+def _state_before(out, row: int, first, t: int, reverse: bool):
+    """The state step ``t`` of a recurrence read: ``first`` at its first step, else row
+    ``row`` of the step run before it."""
+    before = t + 1 if reverse else t - 1
+    return first if before in (-1, out.shape[0]) else out[before, row]
+
+
 @primitive("lstm_sequence", _lstm_sequence_shape, grad_name="LstmSequenceBackward0", blas=True,
            cost=_lstm_sequence_cost)
 def lstm_sequence(gates_x, h0, c0, w_hh, b_hh=None, *, reverse):
@@ -370,28 +377,21 @@ def lstm_sequence_grads(grad, out, h0, c0, w_hh, *, reverse):
     :func:`lstm_cell_grads`' formula, each passing its states' gradients to the step before."""
     count, n = out.shape[0], c0.shape[-1]
     result = np.zeros((count + 1,) + c0.shape[:-1] + (4 * n,), c0.dtype)
-    with blas.one_thread():
-        _backward_steps(grad, out, c0, w_hh, reverse, result)
-    return result
-
-
-def _backward_steps(grad, out, c0, w_hh, reverse, result):
-    count, n = out.shape[0], c0.shape[-1]
     d_h = d_c = None
-    for t in reversed(_steps(count, reverse)):
-        before = t + 1 if reverse else t - 1
-        c_before = c0 if before in (-1, count) else out[before, 1]
-        g = grad[t]
-        if d_h is not None:
-            g = g.copy()
-            g[0] += d_h
-            g[1] += d_c
-        cell = lstm_cell_grads.forward(g, out[t], c_before)
-        result[t] = cell[..., :4 * n]
-        d_c = cell[..., 4 * n:]
-        d_h = product(result[t].reshape(-1, 4 * n), w_hh).reshape(c0.shape)
+    with blas.one_thread():
+        for t in reversed(_steps(count, reverse)):
+            g = grad[t]
+            if d_h is not None:
+                g = g.copy()
+                g[0] += d_h
+                g[1] += d_c
+            cell = lstm_cell_grads.forward(g, out[t], _state_before(out, 1, c0, t, reverse))
+            result[t] = cell[..., :4 * n]
+            d_c = cell[..., 4 * n:]
+            d_h = product(result[t].reshape(-1, 4 * n), w_hh).reshape(c0.shape)
     result[count, ..., :n] = d_h
     result[count, ..., n:2 * n] = d_c
+    return result
 
 
 def _hidden_weight_grad(d_hidden, out, h0, reverse):
@@ -499,8 +499,7 @@ def rnn_sequence_grads(grad, out, h0, w_hh, *, mode, reverse):
     d_h = None
     with blas.one_thread():
         for t in reversed(_steps(count, reverse)):
-            before = t + 1 if reverse else t - 1
-            h_before = h0 if before in (-1, count) else out[before, 0]
+            h_before = _state_before(out, 0, h0, t, reverse)
             row, g = out[t], grad[t]
             d_out = g[0] if d_h is None else g[0] + d_h
             d = result[t]
