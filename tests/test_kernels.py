@@ -166,3 +166,41 @@ def test_the_fused_pooling_indices_equal_numpys_and_pytorchs(chosen):
                 torch.tensor(x), attrs["kernel"], attrs["stride"],
                 [lo for lo, _ in attrs["padding"]], attrs["dilation"], return_indices=True)
             np.testing.assert_array_equal(fused, theirs.numpy())
+
+
+def _along_cases(count=40):
+    """Generated gathers and scatters along the last dimension: 1-4 dimensions, sizes from 1
+    to 9, indices negative and positive with repeats, float32, float64, int32 and int64."""
+    rng = np.random.default_rng(11)
+    for k in range(count):
+        lead = tuple(int(d) for d in rng.integers(1, 5, size=k % 4))
+        n, m = int(rng.integers(1, 10)), int(rng.integers(1, 10))
+        dtype = [np.float32, np.float64, np.int32, np.int64][k % 4]
+        x = (rng.standard_normal(lead + (n,)) * 10).astype(dtype)
+        index = rng.integers(-n, n, lead + (m,))
+        yield x, index, (rng.standard_normal(lead + (m,)) * 10).astype(dtype)
+
+
+def test_the_gather_and_scatter_kernels_equal_numpys_and_pytorchs(chosen):
+    """take_along_dim and put_along_dim through the numba kernels equal numpy's
+    ``take_along_axis`` and ``np.add.at`` (in order: an integer sum is exact) and PyTorch's
+    gather and scatter_add, and an index out of range raises as numpy's does."""
+    for x, index, g in _along_cases():
+        dim = x.ndim - 1
+        fused, plain = _both(chosen, lambda: ops.take_along_dim.forward(x, index, dim))
+        np.testing.assert_array_equal(fused, plain)
+        positive = index % x.shape[-1]
+        np.testing.assert_array_equal(fused, torch.gather(torch.tensor(x), dim,
+                                                          torch.tensor(positive)).numpy())
+        added, plain = _both(chosen, lambda: ops.put_along_dim.forward(
+            g, index, shape=x.shape, dim=dim))
+        np.testing.assert_allclose(added, plain, rtol=1e-6)
+        theirs = torch.zeros(x.shape, dtype=torch.tensor(g).dtype).scatter_add(
+            dim, torch.tensor(positive), torch.tensor(g))
+        np.testing.assert_allclose(added, theirs.numpy(), rtol=1e-6)
+        for name in ("numba", "numpy"):
+            chosen(name)
+            with pytest.raises(IndexError, match="out of bounds"):
+                ops.take_along_dim.forward(x, index + 2 * x.shape[-1], dim)
+            with pytest.raises(IndexError, match="out of bounds"):
+                ops.put_along_dim.forward(g, index - 2 * x.shape[-1], shape=x.shape, dim=dim)

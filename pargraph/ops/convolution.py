@@ -117,6 +117,33 @@ def _pointwise(kernel: tuple, stride: tuple, padding: tuple, groups: int) -> boo
         all(p == (0, 0) for p in padding)
 
 
+def _flipped(out: tuple, shape: tuple, kernel: tuple, stride: tuple, padding: tuple,
+             dilation: tuple, groups: int) -> bool:
+    """Whether an input gradient runs as the forward convolution of the output gradient with
+    the flipped kernel: where the shifted form would compute over a padded grid much larger
+    than the input, and the columns it copies (outputs x positions) are fewer than twice the
+    shifted form's accumulated rows (channels x padded positions; with few input channels the
+    shifted products are cheap)."""
+    if _full_padding(out, shape, kernel, stride, padding, dilation, groups) is None:
+        return False
+    padded = math.prod(n + lo + hi for n, (lo, hi) in zip(shape[2:], padding))
+    return padded > OVERCOMPUTE * math.prod(out[2:]) and \
+        out[1] * math.prod(out[2:]) <= 2 * shape[1] * padded
+
+
+def _full_padding(out: tuple, shape: tuple, kernel: tuple, stride: tuple, padding: tuple,
+                  dilation: tuple, groups: int) -> tuple | None:
+    """The padding under which a stride-1 convolution of an output gradient of shape ``out``
+    with the flipped kernel gives the input gradient of ``shape``: the kernel's reach less the
+    forward's padding before, and after whatever makes the input's size (more than the reach
+    less the padding where a transposed convolution's ``output_padding`` grew the input).
+    None where that form does not apply (strides, groups, a padding beyond the reach)."""
+    if groups != 1 or any(s != 1 for s in stride):
+        return None
+    full = tuple((d * (k - 1) - lo, n - o + lo)
+                 for k, (lo, _), d, n, o in zip(kernel, padding, dilation, shape[2:], out[2:]))
+    return None if any(lo < 0 or hi < 0 for lo, hi in full) else full
+
 class _Grid:
     """The channels-last padded input of a stride-1 convolution flattened to rows
     ``(N * prod(padded), channels)``: output position ``r`` of the padded grid reads row
@@ -300,6 +327,11 @@ def conv_input_grad(g, w, *, input_shape, stride, padding, dilation, groups):
     if _pointwise(w.shape[2:], stride, padding, groups) and input_shape[2:] == g.shape[2:]:
         return np.matmul(w.reshape(w.shape[:2]).T, g.reshape(g.shape[:2] + (-1,))).reshape(
             input_shape)
+    if _flipped(g.shape, input_shape, w.shape[2:], stride, padding, dilation, groups):
+        return conv.forward(g, np.flip(w, tuple(range(2, w.ndim))).swapaxes(0, 1), None,
+                            stride=stride, dilation=dilation, groups=1,
+                            padding=_full_padding(g.shape, input_shape, w.shape[2:], stride,
+                                                  padding, dilation, groups))
     if _shifted(g.dtype, input_shape, w.shape[2:], stride, padding, dilation, groups, True):
         result = np.empty(input_shape, g.dtype)
         intra_op.run(lambda lo, hi: _shifted_input_grad(g[lo:hi], w, padding, dilation,

@@ -1,10 +1,12 @@
 """The numba kernels: formulas numpy runs as many passes, here in one pass each.
 
 Imported only where numba is installed and chosen (:mod:`pargraph.ops.kernels` decides). Every
-kernel is float32, compiled with numpy's error model (a division is then no branch, so loops
-vectorize) and the fast-math flags that keep NaN and infinities (``_FAST``: LLVM's ``nnan``
-made a NaN gate 1), releases the GIL, and is cached on disk (``cache=True``: a first run in a
-fresh environment compiles, later processes load).
+kernel releases the GIL and is cached on disk (``cache=True``: a first run in a fresh
+environment compiles, later processes load). The LSTM cell's are float32, compiled with
+numpy's error model (a division is then no branch, so loops vectorize) and the fast-math
+flags that keep NaN and infinities (``_FAST``: LLVM's ``nnan`` made a NaN gate 1); pooling's
+indices and the row gather and scatter compile per dtype at first use and do no arithmetic
+that fast-math would change.
 
 libm's scalar ``tanh`` and ``exp`` keep loops from vectorizing, so :func:`tanh32` is Eigen's
 rational approximation of float32 ``tanh`` (within a few ulp of the exact value), and a
@@ -103,33 +105,67 @@ def pool_argmax2d(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilat
                   dilation_w, out):  # pragma: no cover - compiled
     """Max pooling's indices over (N, C, H, W) in one pass, as PyTorch's CPU kernel scans a
     window: from its first position inside the input, a value replaces the maximum when
-    larger or NaN (so the first of equal values, the last NaN), padding never."""
+    larger or NaN (so the first of equal values, the last NaN), padding never. Each window's
+    rows and columns inside the input are found first, so the scan has no bounds tests."""
     height, width = x.shape[2], x.shape[3]
     for n in range(x.shape[0]):
         for c in range(x.shape[1]):
-            plane = x[n, c]
             for i in range(out.shape[2]):
                 top = i * stride_h - pad_h
-                h0 = top
-                while h0 < 0:
-                    h0 += dilation_h
+                a0, a1 = 0, kernel_h
+                while top + a0 * dilation_h < 0:
+                    a0 += 1
+                while a1 > a0 and top + (a1 - 1) * dilation_h >= height:
+                    a1 -= 1
                 for j in range(out.shape[3]):
                     left = j * stride_w - pad_w
-                    w0 = left
-                    while w0 < 0:
-                        w0 += dilation_w
-                    best_index = h0 * width + w0
-                    best = -np.inf
-                    for a in range(kernel_h):
+                    b0, b1 = 0, kernel_w
+                    while left + b0 * dilation_w < 0:
+                        b0 += 1
+                    while b1 > b0 and left + (b1 - 1) * dilation_w >= width:
+                        b1 -= 1
+                    h, w = top + a0 * dilation_h, left + b0 * dilation_w
+                    if a0 == a1 or b0 == b1:  # a window of padding only: no value to read
+                        out[n, c, i, j] = h * width + w
+                        continue
+                    best, best_index = x[n, c, h, w], h * width + w
+                    for a in range(a0, a1):
                         h = top + a * dilation_h
-                        if h < 0 or h >= height:
-                            continue
-                        for b in range(kernel_w):
+                        for b in range(b0, b1):
                             w = left + b * dilation_w
-                            if w < 0 or w >= width:
-                                continue
-                            value = plane[h, w]
-                            if value > best or np.isnan(value):
-                                best = value
-                                best_index = h * width + w
+                            value = x[n, c, h, w]
+                            if value > best or value != value:
+                                best, best_index = value, h * width + w
                     out[n, c, i, j] = best_index
+
+
+@numba.njit(nogil=True, cache=True)
+def take_rows(x, index, out):  # pragma: no cover - compiled
+    """``out[r, j] = x[r, index[r, j]]`` (a negative index counts from the end, as numpy's);
+    False, with ``out`` partly written, at the first index out of range."""
+    n = x.shape[1]
+    for r in range(index.shape[0]):
+        for j in range(index.shape[1]):
+            k = index[r, j]
+            if k < 0:
+                k += n
+            if k < 0 or k >= n:
+                return False
+            out[r, j] = x[r, k]
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def put_rows(g, index, out):  # pragma: no cover - compiled
+    """``out[r, index[r, j]] += g[r, j]`` in order (a negative index counts from the end);
+    False at the first index out of range."""
+    n = out.shape[1]
+    for r in range(index.shape[0]):
+        for j in range(index.shape[1]):
+            k = index[r, j]
+            if k < 0:
+                k += n
+            if k < 0 or k >= n:
+                return False
+            out[r, k] += g[r, j]
+    return True

@@ -1,9 +1,9 @@
 """Which fused kernels run: numba's compiled ones, or none (the ops' numpy formulas).
 
 An op with a fused kernel calls it here first, with a C-ordered array for the result; a call
-answers False where no kernel takes the arrays (numba absent or not chosen, a dtype other
-than float32, a bias of another shape), and the op then runs its numpy formula, which agrees
-within float32 rounding (``tests/test_kernels.py``).
+answers False (or None) where no kernel takes the arrays (numba absent or not chosen, a dtype
+it is not built for, a bias of another shape), and the op then runs its numpy formula, which
+agrees within float32 rounding (``tests/test_kernels.py``).
 
 The dask setting ``pargraph.kernels`` (``"auto"``, ``"numba"`` or ``"numpy"``) picks them;
 ``"auto"`` takes numba's where ``pip install 'pargraph[numba]'`` installed it. It is read at
@@ -13,6 +13,7 @@ the first fused op of a process; :meth:`Kernels.reset` reads it again.
 from __future__ import annotations
 
 import importlib.util
+import math
 import threading
 import types
 from typing import Any
@@ -110,6 +111,65 @@ class Kernels:
                              dilation[1], out)
         return True
 
+    def take_along(self, x: np.ndarray, index: np.ndarray, dim: int) -> np.ndarray | None:
+        """``np.take_along_axis(x, index, dim)`` (``ops.take_along_dim``) in one pass, or
+        None where no kernel takes these arrays (``dim`` not the last, shapes that broadcast,
+        a dtype the kernel is not built for). An index out of range raises numpy's error.
+
+        Examples
+        --------
+        >>> x = np.array([[1.0, 2.0, 3.0]]); i = np.array([[2, 0]])
+        >>> out = kernels.take_along(x, i, 1)
+        >>> out is None or out.tolist() == [[3.0, 1.0]]
+        True
+        """
+        module = self.module()
+        if (module is None or not _along_last(x.shape, index, dim) or x.dtype not in _GATHERED
+                or not index.size or not x.shape[-1]):
+            return None
+        out = np.empty(index.shape, x.dtype)
+        rows = math.prod(index.shape[:-1])
+        if not module.take_rows(np.ascontiguousarray(x).reshape(rows, -1),
+                                np.ascontiguousarray(index).reshape(rows, -1),
+                                out.reshape(rows, -1)):
+            raise IndexError(f"index out of bounds for axis {dim} with size {x.shape[dim]}")
+        return out
+
+    def put_along(self, g: np.ndarray, index: np.ndarray, shape: tuple,
+                  dim: int) -> np.ndarray | None:
+        """``g`` added into zeros of ``shape`` at ``index`` along ``dim``, in order
+        (``ops.put_along_dim``), or None where no kernel takes these arrays.
+
+        Examples
+        --------
+        >>> g = np.array([[1.0, 2.0, 4.0]]); i = np.array([[1, 1, 0]])
+        >>> out = kernels.put_along(g, i, (1, 2), 1)
+        >>> out is None or out.tolist() == [[4.0, 3.0]]
+        True
+        """
+        module = self.module()
+        if (module is None or not _along_last(shape, index, dim) or g.shape != index.shape
+                or g.dtype not in _GATHERED or not index.size or not shape[-1]):
+            return None
+        out = np.zeros(shape, g.dtype)
+        rows = math.prod(index.shape[:-1])
+        if not module.put_rows(np.ascontiguousarray(g).reshape(rows, -1),
+                               np.ascontiguousarray(index).reshape(rows, -1),
+                               out.reshape(rows, -1)):
+            raise IndexError(f"index out of bounds for axis {dim} with size {shape[dim]}")
+        return out
+
+
+#: The dtypes the gather and scatter kernels are compiled for.
+_GATHERED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def _along_last(shape: tuple, index: np.ndarray, dim: int) -> bool:
+    """Whether a gather or scatter along ``dim`` is one along the last dimension of rows that
+    match: an int64 index of ``shape``'s other sizes."""
+    return (index.dtype == np.int64 and len(shape) == index.ndim >= 1
+            and dim in (-1, len(shape) - 1) and tuple(shape[:-1]) == index.shape[:-1])
+
 
 def _choose() -> Any:
     import dask
@@ -124,10 +184,17 @@ def _choose() -> Any:
             raise RuntimeError("pargraph.kernels is 'numba' but numba is not installed: "
                                "pip install 'pargraph[numba]'")
         return None
-    from pargraph.ops.jit_kernels import lstm_backward, lstm_forward, pool_argmax2d
+    from pargraph.ops.jit_kernels import (
+        lstm_backward,
+        lstm_forward,
+        pool_argmax2d,
+        put_rows,
+        take_rows,
+    )
 
     return types.SimpleNamespace(lstm_forward=lstm_forward, lstm_backward=lstm_backward,
-                                 pool_argmax2d=pool_argmax2d)
+                                 pool_argmax2d=pool_argmax2d, take_rows=take_rows,
+                                 put_rows=put_rows)
 
 
 #: The fused kernels of this process, chosen once.

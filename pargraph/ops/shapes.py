@@ -1,7 +1,8 @@
 """Shapes and indexing: views (reshape, permute, expand), indexing, gathering and
 scattering, concatenation, padding, and the graph helpers that reshape gradients; and the
 sum, the adjoint of broadcasting (an expand's gradient is a sum, a sum's an expand), so that
-this family stands on ``core`` alone and the others on it."""
+this family stands on ``core`` (and the fused gather and scatter of ``kernels``) alone and the
+others on it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pargraph.ops.core import (
     result_dtype,
     shape_of,
 )
+from pargraph.ops.kernels import kernels
 
 
 def unbroadcast(g: Node, shape: tuple) -> Node:
@@ -72,7 +74,8 @@ def _along_grid(index: np.ndarray, dim: int) -> tuple:
 
 @primitive("take_along_dim", _along_shape, grad_name="GatherBackward0")
 def take_along_dim(x, index, dim):
-    return np.take_along_axis(x, index, axis=dim)
+    found = kernels.take_along(x, index, dim)
+    return np.take_along_axis(x, index, axis=dim) if found is None else found
 
 
 take_along_dim.defvjp(
@@ -86,11 +89,17 @@ def put_along_dim(g, index, shape, dim):
     PyTorch's kernels add): through flat positions, numpy's fast one-dimensional
     ``np.add.at``, where ``g`` has the other dimensions of ``shape``."""
     g = np.asarray(g)
+    added = kernels.put_along(g, index, shape, dim)
+    if added is not None:
+        return added
     if any(g.shape[k] != shape[k] for k in range(len(shape)) if k != dim):
         out = np.zeros(shape, dtype=g.dtype)
         np.add.at(out, _along_grid(index, dim), g)
         return out
     moved = np.moveaxis(np.broadcast_to(index, g.shape), dim, -1)
+    if moved.size and (moved.min() < -shape[dim] or moved.max() >= shape[dim]):
+        raise IndexError(f"index out of bounds for axis {dim} with size {shape[dim]}")
+    moved = np.where(moved < 0, moved + shape[dim], moved)  # counted from the end, per row
     out = np.zeros(moved.shape[:-1] + (shape[dim],), dtype=g.dtype)  # ``dim`` last
     rows = np.arange(math.prod(moved.shape[:-1])).reshape(moved.shape[:-1] + (1,))
     np.add.at(out.reshape(-1), (moved + rows * shape[dim]).ravel(),

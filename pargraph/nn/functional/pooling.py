@@ -16,6 +16,16 @@ from pargraph.nn.functional.conv import _batched, _tuple
 from pargraph.ops import convolution
 
 
+def _winners(x: Tensor, indices: Tensor) -> Tensor:
+    """Each window's maximum, taken from its flattened input plane at the pooling's own
+    indices (in range by construction, so unchecked; sizes spelled out: -1 is refused when a
+    batch is empty)."""
+    planes = tuple(x.shape[:2])
+    return apply(ops.take_along_dim, x.reshape(planes + (math.prod(x.shape[2:]),)),
+                 indices.reshape(planes + (math.prod(indices.shape[2:]),)), dim=2
+                 ).reshape(indices.shape)
+
+
 def _pad_error(padding: tuple, kernel: tuple) -> str:
     """PyTorch's message for a max pooling's padding over half its kernel, per dimension."""
     if len(kernel) == 1:
@@ -48,11 +58,7 @@ def _max_pool(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilati
                                     ceil_mode)
     indices = apply(convolution.pool_argmax, x, kernel=kernel, stride=stride, padding=pads,
                     dilation=dilation)
-    # each max is gathered from its flattened plane (sizes spelled out: -1 is refused when a
-    # batch is empty)
-    values = x.reshape(tuple(x.shape[:2]) + (math.prod(x.shape[2:]),)).gather(
-        2, indices.reshape(tuple(indices.shape[:2]) + (math.prod(indices.shape[2:]),))
-    ).reshape(indices.shape)
+    values = _winners(x, indices)
     values = apply(ops.shown_as, values, f"MaxPool{spatial}DWithIndicesBackward0")
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
@@ -473,11 +479,7 @@ def _adaptive_max_pool(input: Tensor, output_size: Any, return_indices: bool, sp
                            f"{tuple(input.shape)}")
     sizes = _output_sizes(x, output_size, spatial, op)
     indices = apply(ops.adaptive_pool_argmax, x, sizes=sizes)
-    # each max is gathered from its flattened plane (sizes spelled out: -1 is refused when a
-    # batch is empty)
-    values = x.reshape(tuple(x.shape[:2]) + (math.prod(x.shape[2:]),)).gather(
-        2, indices.reshape(tuple(indices.shape[:2]) + (math.prod(indices.shape[2:]),))
-    ).reshape(indices.shape)
+    values = _winners(x, indices)
     values = apply(ops.shown_as, values, f"AdaptiveMaxPool{spatial}DBackward0")
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
@@ -521,8 +523,7 @@ def _fractional_max_pool(input: Tensor, kernel_size: Any, output_size: Any, outp
         samples = rand(x.shape[0], x.shape[1], spatial, dtype=x.dtype)
     samples = as_tensor(samples)  # no detach: a drawn sample stays a draw in a compiled step
     indices = apply(ops.fractional_pool_argmax, x, samples, kernel=kernel, sizes=sizes)
-    flat = tuple(x.shape[:2]) + (-1,)  # each max is gathered from its flattened plane
-    values = x.reshape(flat).gather(2, indices.reshape(flat)).reshape(indices.shape)
+    values = _winners(x, indices)
     values = apply(ops.shown_as, values, f"FractionalMaxPool{spatial}DBackward0")
     if unbatched:
         values, indices = values.squeeze(0), indices.squeeze(0)
