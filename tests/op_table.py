@@ -709,6 +709,10 @@ CASES = [
                                                    normal(2, 3, 5)]),
     Case("gather_smaller_index", lambda x: x.gather(1, pargraph.tensor([[3, 0], [1, 1]])),
          lambda x: np.take_along_axis(x[:2], np.array([[3, 0], [1, 1]]), 1), [normal(3, 4)]),
+    # an index the graph computes is checked in its task (check_index)
+    Case("gather_computed_index", lambda x: x.gather(1, x.argsort(1)[:, :2]),
+         lambda x: np.take_along_axis(x, np.argsort(x, 1, kind="stable")[:, :2], 1),
+         [distinct(3, 4)]),
     Case("scatter", lambda x, s: x.scatter(1, pargraph.tensor([[3, 0], [1, 2]]), s),
          lambda x, s: _scatter_ref(x, s), [normal(3, 4), normal(2, 2)]),
     Case("scatter_add", lambda x, s: x.scatter_add(0, pargraph.tensor([[2, 0, 2, 1]]), s),
