@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 #: The parts a program draws from.
-LAYERS = ("linear", "conv", "batchnorm", "dropout", "lstm", "attention", "leaky")
+LAYERS = ("linear", "conv", "batchnorm", "dropout", "lstm", "gru", "rnn", "attention", "leaky")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 #: The changes made between calls.
 CHANGES = ("freeze", "unfreeze", "attribute", "save_state", "load_state", "add_param_group",
@@ -87,6 +87,9 @@ def build(torch, spec: ProgramSpec):
                     "batchnorm": lambda: nn.BatchNorm1d(8),
                     "dropout": lambda: nn.Dropout(0.25),
                     "lstm": lambda: nn.LSTM(8, 4, batch_first=True, bidirectional=True),
+                    "gru": lambda: nn.GRU(8, 4, batch_first=True, bidirectional=True),
+                    "rnn": lambda: nn.RNN(8, 8, num_layers=2, nonlinearity="relu",
+                                          batch_first=True),
                     "attention": lambda: nn.MultiheadAttention(8, 2, batch_first=True),
                     "leaky": lambda: nn.LeakyReLU(0.1),
                 }[name]()
@@ -97,7 +100,7 @@ def build(torch, spec: ProgramSpec):
             for name, part in self.parts.items():
                 if name in ("conv", "batchnorm"):
                     h = part(h.transpose(1, 2)).transpose(1, 2)
-                elif name == "lstm":
+                elif name in ("lstm", "gru", "rnn"):
                     h = part(h)[0]
                 elif name == "attention":
                     mask = torch.triu(torch.ones(SEQUENCE, SEQUENCE, dtype=torch.bool), 1)

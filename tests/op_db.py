@@ -505,6 +505,55 @@ def _mha_samples(rng: np.random.Generator) -> Iterator[Sample]:
     yield Sample([x, Input(causal.astype(np.int64), "int64")], note="int mask")
 
 
+def _recurrent_call(kind: str) -> Callable:
+    """``nn.<kind>``'s output, last states and every parameter's gradient (of a fixed
+    weighting of the output), with fixed weights; the input's and first state's gradients
+    are the database's own."""
+    def call(t: Any, form: str, x: Any, *state: Any, **options: Any) -> Any:
+        t.manual_seed(0)
+        layer = getattr(t.nn, kind)(x.shape[-1], 3, dtype=x.dtype, **options)
+        with t.no_grad():
+            for k, (_, p) in enumerate(sorted(layer.named_parameters())):
+                p.copy_(t.tensor(np.random.default_rng(k).standard_normal(tuple(p.shape))
+                                 * 0.5))
+        if kind == "LSTM" and state:  # (h0, c0), each an input of its own here
+            state = (tuple(state),)
+        output, last = layer(x, *state)
+        if x.dtype != t.float64:
+            return output, last
+        weights = [p for _, p in sorted(layer.named_parameters())]
+        weighting = t.tensor(np.random.default_rng(99).standard_normal(tuple(output.shape)))
+        found = t.autograd.grad((output * weighting).sum(), weights, retain_graph=True)
+        return output, last, [g.detach() for g in found]
+    return call
+
+
+def _recurrent_samples(kind: str) -> Callable:
+    """Generated layers: 1-2 layers, one or both directions, batch first or not, with and
+    without biases and first states, 1-4 steps, an unbatched input, float32 and float64
+    (and tanh and relu for ``RNN``)."""
+    def samples(rng: np.random.Generator) -> Iterator[Sample]:
+        for k in range(12):
+            bidirectional, given, layers = k % 2 == 1, k // 2 % 2 == 1, 1 + k // 4 % 2
+            batch_first, steps = k % 3 == 0, 1 if k == 8 else int(rng.integers(2, 5))
+            dtype = "float32" if k == 10 else "float64"
+            unbatched = k == 9
+            shape = (steps, 4) if unbatched else (2, steps, 4) if batch_first else (steps, 2, 4)
+            options = dict(num_layers=layers, bidirectional=bidirectional,
+                           batch_first=batch_first, bias=k != 5)
+            if kind == "RNN":
+                options["nonlinearity"] = ("tanh", "relu")[k // 3 % 2]
+            state = []
+            if given:
+                first = (layers * (2 if bidirectional else 1),) + (() if unbatched else (2,)) \
+                    + (3,)
+                state = [Input(values(rng, first, dtype), dtype, requires_grad=True)
+                         for _ in range(2 if kind == "LSTM" else 1)]
+            yield Sample([Input(values(rng, shape, dtype), dtype, requires_grad=True), *state],
+                         options, note=f"{layers} layers, {options}")
+    return samples
+
+
 def _index_samples(rng: np.random.Generator) -> Iterator[Sample]:
     """Random keys of every kind: ints, slices, None, ..., lists, tuples, ranges, index and
     mask tensors, in every order."""
@@ -737,6 +786,8 @@ def build() -> list[OpInfo]:
         OpInfo("F.cross_entropy", _function("cross_entropy", "nn.functional"),
                _cross_entropy_samples, family="nn"),
         OpInfo("nn.MultiheadAttention", _mha_call, _mha_samples, family="nn"),
+        *(OpInfo(f"nn.{kind}", _recurrent_call(kind), _recurrent_samples(kind), family="nn")
+          for kind in ("LSTM", "GRU", "RNN")),
         OpInfo("index", _index_call, _index_samples, ("getitem", "setitem"), family="indexing"),
         OpInfo("isclose", _function("isclose"), _isclose_samples, ("function", "method"),
                grad=False, family="binary"),
