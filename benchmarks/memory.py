@@ -2,15 +2,17 @@
 
     python -m benchmarks.memory pargraph|torch
     python -m benchmarks.memory adam pargraph|pargraph-compiled|pargraph-compiled-new-arrays|torch
+    python -m benchmarks.memory conv pargraph|pargraph-compiled|torch
 
 The first form steps the wide model; the baseline is the resident memory once the model and
 the data exist, before any step. The second steps Adam on a 4096 x 4096 layer (64 MiB of
 weight), eager, compiled (its replays update the weight and moments in their own arrays), or
 compiled with that turned off (``pargraph.in-place-bytes`` None); its baseline is the resident
 memory after three steps, so it is what a steady step needs beyond what training holds, and it
-also reports the median of ten steps' times. The peak is the highest resident memory over
-three steps (VmHWM, reset by writing "5" to /proc/self/clear_refs), so memory an allocator
-keeps cached between steps counts too.
+also reports the median of ten steps' times. The third steps the conv workload from a fresh
+model; its baseline is the memory before the first step. The peak is the highest resident
+memory over the steps (VmHWM, reset by writing "5" to /proc/self/clear_refs), so memory an
+allocator keeps cached between steps counts too.
 """
 
 from __future__ import annotations
@@ -105,8 +107,38 @@ def adam(variant: str) -> None:
                       "step_seconds": statistics.median(times)}))
 
 
+def conv(variant: str) -> None:
+    """The conv workload's steps (``benchmarks.layer_models``) from a fresh model: peak beyond
+    the memory before the first step (so what training holds between steps counts), and the
+    bytes of its layer's columns (positions x channels x kernel)."""
+    from benchmarks import layer_models
+
+    if variant == "torch":
+        import torch as lib
+
+        lib.set_num_threads(2)
+    else:
+        import dask
+
+        import pargraph as lib
+
+        dask.config.set(scheduler="threads", num_workers=2)
+    step = layer_models.step_of(lib, "conv", "step" if variant.endswith("compiled") else None)
+
+    def steps() -> None:
+        for _ in range(2):
+            step()
+
+    (batch, channels, height, width), _ = layer_models.SHAPES["conv"]
+    columns = batch * height * width * channels * 9 * 4  # its 3 x 3 kernel, float32
+    print(json.dumps({"variant": variant, "peak_bytes": peak_of(steps),
+                      "columns_bytes": columns}))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "adam":
         adam(sys.argv[2])
+    elif sys.argv[1] == "conv":
+        conv(sys.argv[2])
     else:
         main(sys.argv[1])
