@@ -593,3 +593,55 @@ def test_detect_anomaly_checks_a_compiled_step_too():
         with pargraph.autograd.detect_anomaly(), pytest.raises(RuntimeError,
                                                                match="SqrtBackward0"):
             step(pargraph.ones(1, 2))
+
+
+def _slab_cases(count=24):
+    """Generated slices of one dimension of 1-4-d tensors: partitions of the dimension into
+    1-4 slabs (tiling it, or with a gap or an overlap), spelled with ``...``, with explicit
+    ``:`` or with negative bounds."""
+    rng = np.random.default_rng(17)
+    for k in range(count):
+        shape = tuple(int(n) for n in rng.integers(1, 5, int(rng.integers(1, 5))))
+        d = int(rng.integers(0, len(shape)))
+        n = shape[d] + int(rng.integers(1, 4))
+        shape = shape[:d] + (n,) + shape[d + 1:]
+        cuts = sorted(set(int(c) for c in rng.integers(1, n, int(rng.integers(0, 3)))))
+        bounds = list(zip([0] + cuts, cuts + [n]))
+        kind = ("tiling", "gap", "overlap")[k % 3]
+        if kind == "gap" and len(bounds) > 1:
+            bounds = bounds[1:]
+        elif kind == "overlap":
+            bounds.append((0, n))
+        yield shape, d, bounds, k % 2
+
+
+def _slab_spec(ndim, d, start, stop, ellipsis, n):
+    if ellipsis and d == ndim - 1:
+        return (Ellipsis, slice(start - n, stop - n if stop < n else None))
+    return (slice(None),) * d + (slice(start, stop),)
+
+
+def test_gradients_of_slabs_that_tile_a_dimension_are_one_concatenation():
+    """The gradients of ``x[..., a:b]`` for slices tiling one dimension (attention's heads)
+    are joined by one ``cat``, no scatter into zeros per slab; slabs with a gap or an overlap
+    keep their scatters. Both against the gradient worked out in numpy."""
+    from pargraph.graph import toposort
+
+    rng = np.random.default_rng(3)
+    for shape, d, bounds, ellipsis in _slab_cases():
+        x = rng.standard_normal(shape)
+        xt = pargraph.tensor(x, requires_grad=True)
+        weights = [rng.standard_normal(shape[:d] + (b - a,) + shape[d + 1:]) for a, b in bounds]
+        loss = sum(((xt[_slab_spec(len(shape), d, a, b, ellipsis, shape[d])] ** 2)
+                    * pargraph.tensor(w)).sum() for (a, b), w in zip(bounds, weights))
+        loss.backward()
+        expected = np.zeros(shape)
+        for (a, b), w in zip(bounds, weights):
+            part = (slice(None),) * d + (slice(a, b),)
+            expected[part] += 2 * x[part] * w
+        backward_ops = [node.op.name for node in toposort([xt.grad._node])]
+        np.testing.assert_allclose(xt.grad.numpy(), expected, rtol=1e-12)
+        tiles = len(bounds) > 1 and bounds[0][0] == 0 and bounds[-1][1] == shape[d] and all(
+            p[1] == q[0] for p, q in zip(bounds, bounds[1:]))
+        assert ("index_add" not in backward_ops and "cat" in backward_ops) is tiles, \
+            (shape, d, bounds, backward_ops)

@@ -18,6 +18,9 @@ a user writes. The rules:
   time steps; an LSTM cell's state rows): one ``stack`` of them where they tile the tensor,
   else one ``rows_into_zeros``, where the sum of their scatters into zeros of the whole made
   a full-size array per row;
+- **the gradients of slabs of a tensor** (``x[..., a:b]`` for slices that tile one
+  dimension: attention's heads): one ``cat`` of them, where the sum of their scatters into
+  zeros made a full-size array per slab;
 - **a weight's gradients from many products** (a recurrent layer's hidden weights, read at
   every time step): the sum of ``linear_weight_grad(g_k, x_k)`` is one
   ``linear_weight_grad`` of the rows of every ``g_k`` and every ``x_k`` concatenated, one
@@ -79,7 +82,8 @@ def _sum_of_gradients(*parts: Node) -> Node | None:
     gradients from many products."""
     if recording_phase() == FORWARD or len(parts) < 2:
         return None
-    return _slices_tiling_a_tensor(*parts) or _weight_gradients_at_once(*parts)
+    return (_slices_tiling_a_tensor(*parts) or _slabs_tiling_a_tensor(*parts)
+            or _weight_gradients_at_once(*parts))
 
 
 #: The fewest products whose weight gradients are joined into one (below it, the copies of
@@ -133,6 +137,51 @@ def _slices_tiling_a_tensor(*parts: Node) -> Node | None:
         rows = tuple(sorted(by_position))
         return rows_into_zeros(*(by_position[k] for k in rows), shape=shape, rows=rows)
     return stacked(*(by_position[k] for k in range(shape[0])), dim=0)
+
+
+def _slab(spec: tuple, shape: tuple) -> tuple[int, int, int] | None:
+    """``(dimension, start, stop)`` of a spec that takes one step-1 slice of one dimension
+    and the whole of every other (``x[..., a:b]``, ``x[:, a:b]``), or None."""
+    if any(i is None or type(i) is not slice for i in spec if i is not Ellipsis) or \
+            spec.count(Ellipsis) > 1 or len(spec) - spec.count(Ellipsis) > len(shape):
+        return None
+    if Ellipsis in spec:
+        k = spec.index(Ellipsis)
+        spec = spec[:k] + (slice(None),) * (len(shape) - len(spec) + 1) + spec[k + 1:]
+    found = None
+    for d, (part, n) in enumerate(zip(spec, shape)):
+        start, stop, step = part.indices(n)
+        if (start, stop, step) == (0, n, 1):
+            continue
+        if step != 1 or found is not None or start >= stop:
+            return None
+        found = (d, start, stop)
+    return found
+
+
+def _slabs_tiling_a_tensor(*parts: Node) -> Node | None:
+    """``add_n`` of ``index_add(g_k, shape, spec)`` whose specs are slices of one dimension
+    that tile it (attention's heads, each a slice of the projections' last dimension): the
+    ``cat`` of the ``g_k`` in order, with no array of zeros per part."""
+    first = parts[0]
+    if type(first) is not Node or first.op is not index_add:
+        return None
+    shape, slabs = first.attrs["shape"], []
+    for part in parts:
+        if (type(part) is not Node or part.op is not index_add or len(part.inputs) != 1
+                or part.attrs["shape"] != shape or part.dtype != first.dtype
+                or type(part.inputs[0]) is not Node or part.inputs[0].dtype != first.dtype):
+            return None
+        slab = _slab(part.attrs["spec"], shape)
+        if slab is None or (slabs and slab[0] != slabs[0][0]):
+            return None
+        slabs.append(slab + (part.inputs[0],))
+    slabs.sort(key=lambda slab: slab[1])
+    d = slabs[0][0]
+    if slabs[0][1] != 0 or slabs[-1][2] != shape[d] or any(
+            a[2] != b[1] for a, b in zip(slabs, slabs[1:])):
+        return None
+    return cat(*(slab[3] for slab in slabs), dim=d)
 
 
 @rule(index)
