@@ -20,6 +20,9 @@ import numpy as np
 
 _FAST = {"contract", "arcp", "afn", "nsz"}
 _JIT = dict(fastmath=_FAST, nogil=True, cache=True, error_model="numpy")
+#: For kernels that sum a row: reassociation lets the sum run in vector lanes (the order of
+#: the additions changes, as in PyTorch's vectorized sums).
+_SUM_JIT = dict(_JIT, fastmath=_FAST | {"reassoc"})
 _HALF, _LIMIT = np.float32(0.5), np.float32(7.90531110763549805)
 
 
@@ -169,3 +172,44 @@ def put_rows(g, index, out):  # pragma: no cover - compiled
                 return False
             out[r, k] += g[r, j]
     return True
+
+
+@numba.njit(**_JIT)
+def softmax_shift_rows(x, out):  # pragma: no cover - compiled
+    """``out[r] = x[r] - max(x[r])``, the maximum by ``>`` from the row's first value: a
+    NaN then makes its row NaN through the sum (first: the maximum; later: its own ``exp``),
+    as numpy's NaN-propagating maximum does."""
+    rows, n = x.shape
+    for r in range(rows):
+        top = x[r, 0]
+        for j in range(1, n):
+            v = x[r, j]
+            top = v if v > top else top
+        for j in range(n):
+            out[r, j] = x[r, j] - top
+
+
+@numba.njit(**_SUM_JIT)
+def softmax_scale_rows(out):  # pragma: no cover - compiled
+    """``out[r] /= sum(out[r])`` (summed in float64)."""
+    rows, n = out.shape
+    for r in range(rows):
+        total = 0.0
+        for j in range(n):
+            total += out[r, j]
+        scale = 1.0 / total
+        for j in range(n):
+            out[r, j] = out[r, j] * scale
+
+
+@numba.njit(**_SUM_JIT)
+def softmax_grad_rows(g, y, out):  # pragma: no cover - compiled
+    """``out[r] = y[r] * (g[r] - sum(g[r] * y[r]))``: softmax's gradient from its result,
+    one read of each row for the sum and one for the result (summed in float64)."""
+    rows, n = g.shape
+    for r in range(rows):
+        total = 0.0
+        for j in range(n):
+            total += g[r, j] * y[r, j]
+        for j in range(n):
+            out[r, j] = y[r, j] * (g[r, j] - total)

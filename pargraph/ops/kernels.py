@@ -159,9 +159,60 @@ class Kernels:
             raise IndexError(f"index out of bounds for axis {dim} with size {shape[dim]}")
         return out
 
+    def softmax(self, x: np.ndarray, dim: tuple) -> np.ndarray | None:
+        """Softmax over the last dimension (``ops.softmax``): the shift by each row's maximum
+        and the scaling by its sum in one pass each, numpy's vectorized ``exp`` between; None
+        where no kernel takes the array (another dimension, not float32 or float64, empty).
+
+        Examples
+        --------
+        >>> out = kernels.softmax(np.zeros((1, 4), np.float32), (1,))
+        >>> out is None or out.tolist() == [[0.25, 0.25, 0.25, 0.25]]
+        True
+        """
+        module = self.module()
+        if module is None or not _last_rows(x, dim):
+            return None
+        n = x.shape[-1]
+        out = np.empty(x.shape, x.dtype)
+        rows = out.reshape(-1, n)
+        module.softmax_shift_rows(np.ascontiguousarray(x).reshape(-1, n), rows)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.exp(rows, out=rows)
+        module.softmax_scale_rows(rows)
+        return out
+
+    def softmax_backward(self, g: np.ndarray, y: np.ndarray, dim: tuple) -> np.ndarray | None:
+        """Softmax's gradient ``y * (g - sum(g * y))`` over the last dimension
+        (``ops.softmax_backward``) in one kernel; None where no kernel takes the arrays.
+
+        Examples
+        --------
+        >>> y = np.full((1, 2), 0.5, np.float32); g = np.array([[1.0, 0.0]], np.float32)
+        >>> out = kernels.softmax_backward(g, y, (1,))
+        >>> out is None or out.tolist() == [[0.25, -0.25]]
+        True
+        """
+        module = self.module()
+        if module is None or not _last_rows(y, dim) or g.shape != y.shape or \
+                g.dtype != y.dtype:
+            return None
+        n = y.shape[-1]
+        out = np.empty(y.shape, y.dtype)
+        module.softmax_grad_rows(np.ascontiguousarray(g).reshape(-1, n),
+                                 np.ascontiguousarray(y).reshape(-1, n), out.reshape(-1, n))
+        return out
+
 
 #: The dtypes the gather and scatter kernels are compiled for.
 _GATHERED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def _last_rows(x: np.ndarray, dim: tuple) -> bool:
+    """Whether ``dim`` is ``x``'s last dimension alone, over float32 or float64 rows that are
+    not empty."""
+    return (x.ndim >= 1 and tuple(dim) == (x.ndim - 1,) and x.dtype in (_FLOAT32, _FLOAT64)
+            and x.size > 0)
 
 
 def _along_last(shape: tuple, index: np.ndarray, dim: int) -> bool:
@@ -189,12 +240,17 @@ def _choose() -> Any:
         lstm_forward,
         pool_argmax2d,
         put_rows,
+        softmax_grad_rows,
+        softmax_scale_rows,
+        softmax_shift_rows,
         take_rows,
     )
 
     return types.SimpleNamespace(lstm_forward=lstm_forward, lstm_backward=lstm_backward,
                                  pool_argmax2d=pool_argmax2d, take_rows=take_rows,
-                                 put_rows=put_rows)
+                                 put_rows=put_rows, softmax_shift_rows=softmax_shift_rows,
+                                 softmax_scale_rows=softmax_scale_rows,
+                                 softmax_grad_rows=softmax_grad_rows)
 
 
 #: The fused kernels of this process, chosen once.

@@ -172,6 +172,9 @@ def softmax_of(x, *, dim):
         return softmax_of.forward(x.astype(np.float32), dim=dim).astype(x.dtype)
     if not x.size:
         return x.copy()
+    fused = kernels.softmax(x, dim)
+    if fused is not None:
+        return fused
     shifted = np.exp(x - x.max(axis=dim, keepdims=True))
     return shifted / shifted.sum(axis=dim, keepdims=True)
 
@@ -185,6 +188,9 @@ def softmax_backward(g, result, *, dim):
     if g.dtype in HALVES:
         return softmax_backward.forward(g.astype(np.float32), result.astype(np.float32),
                                         dim=dim).astype(g.dtype)
+    fused = kernels.softmax_backward(g, result, dim)
+    if fused is not None:
+        return fused
     return result * (g - (g * result).sum(axis=dim, keepdims=True))
 
 
