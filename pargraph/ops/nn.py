@@ -34,7 +34,7 @@ from pargraph.ops.elementwise import (
 from pargraph.ops.gemm import blas, product
 from pargraph.ops.kernels import kernels
 from pargraph.ops.linalg import linear_weight_grad, matmul
-from pargraph.ops.shapes import index, reshaped, sum_
+from pargraph.ops.shapes import index, index_add, reshaped, sum_
 
 
 def log_softmax(x: Node, dim: int) -> Node:
@@ -360,13 +360,15 @@ def lstm_sequence(gates_x, h0, c0, w_hh, b_hh=None, *, reverse):
     gates ``gates_x`` (steps, ..., 4H), last step first with ``reverse``, into one
     ``(steps, 6, ..., H)`` array of each step's ``[h', c', i, f, o, g]``. One node in place
     of a few per step: a recurrence has nothing to run side by side within a direction, and
-    a node costs the same Python whatever its work (``nn.LSTM`` takes it)."""
+    a node costs the same Python whatever its work (``nn.LSTM`` takes it). A step's gates are
+    copied to contiguous rows first (a ``batch_first`` layer's are strided, and the fused cell
+    vectorizes over contiguous rows only)."""
     out = np.empty((gates_x.shape[0], 6) + c0.shape, np.result_type(gates_x, h0, c0))
     h, c = h0, c0
     with blas.one_thread():
         for t in _steps(gates_x.shape[0], reverse):
             slot = out[t]
-            step = _lstm_step(gates_x[t], h, c, w_hh, b_hh, slot)
+            step = _lstm_step(np.ascontiguousarray(gates_x[t]), h, c, w_hh, b_hh, slot)
             if step is not slot:
                 slot[...] = step
             h, c = slot[0], slot[1]
@@ -380,17 +382,29 @@ def lstm_sequence_grads(grad, out, h0, c0, w_hh, *, reverse):
     """The gradient of :func:`lstm_sequence` with respect to each step's gate
     pre-activations (rows ``0..steps-1``) and, in row ``steps``, to the first states: ``h0``'s
     in its first ``H`` columns, ``c0``'s in the next ``H``. The steps run backward through
-    :func:`lstm_cell_grads`' formula, each passing its states' gradients to the step before."""
+    :func:`lstm_cell_grads`' formula, each passing its states' gradients to the step before.
+    ``grad`` is of every row ``(steps, 6, ..., H)``, or of the outputs ``h'`` alone
+    ``(steps, ..., H)`` (:func:`hidden_gradient`)."""
     count, n = out.shape[0], c0.shape[-1]
     result = np.zeros((count + 1,) + c0.shape[:-1] + (4 * n,), c0.dtype)
+    hidden_only = grad.ndim == out.ndim - 1
+    rows = np.zeros(out.shape[1:], np.result_type(grad, c0)) if hidden_only else None
     d_h = d_c = None
     with blas.one_thread():
         for t in reversed(_steps(count, reverse)):
-            g = grad[t]
-            if d_h is not None:
-                g = g.copy()
-                g[0] += d_h
-                g[1] += d_c
+            if hidden_only:  # the other rows' gradients are zeros, set once
+                g = rows
+                if d_h is None:
+                    g[0] = grad[t]
+                else:
+                    np.add(grad[t], d_h, out=g[0])
+                    g[1] = d_c
+            else:
+                g = grad[t]
+                if d_h is not None:
+                    g = g.copy()
+                    g[0] += d_h
+                    g[1] += d_c
             cell = lstm_cell_grads.forward(g, out[t], _state_before(out, 1, c0, t, reverse))
             result[t] = cell[..., :4 * n]
             d_c = cell[..., 4 * n:]
@@ -416,9 +430,20 @@ def _hidden_weight_grad(d_hidden, out, h0, reverse):
                                          reshaped(index(out, spec=(read, 0)), (-1, n))))
 
 
+def hidden_gradient(grad: Node, out: Node) -> Node:
+    """The gradient of a sequence op's result ``out`` ``(steps, rows, ..., H)`` as the sequence
+    gradients take it: where only the outputs ``h'`` (row 0 of every step) were read, the
+    gradient of those rows ``(steps, ..., H)``, not the mostly-zero array of every row."""
+    if (type(grad) is Node and grad.op is index_add and len(grad.inputs) == 1
+            and type(grad.inputs[0]) is Node and grad.attrs["shape"] == out.shape
+            and grad.attrs["spec"] == (slice(None), 0)):
+        return grad.inputs[0]
+    return grad
+
+
 def _lstm_sequence_vjp_of_many(grad, out, positions, gates_x, h0, c0, w_hh, b_hh=None, *,
                                reverse):
-    grads = lstm_sequence_grads(grad, out, h0, c0, w_hh, reverse=reverse)
+    grads = lstm_sequence_grads(hidden_gradient(grad, out), out, h0, c0, w_hh, reverse=reverse)
     count, n = gates_x.shape[0], c0.shape[-1]
     lead = (slice(None),) * (len(c0.shape) - 1)
     d_gates = index(grads, spec=(slice(0, count),))
@@ -498,15 +523,19 @@ def rnn_sequence_grads(grad, out, h0, w_hh, *, mode, reverse):
     ``gH`` columns) and of the hidden product ``h W_hh^T + b_hh`` (the last ``gH``; a GRU's
     differ in their third block, an Elman step's are one block), and in row ``steps`` of
     ``h0`` (its first ``H`` columns), each step passing its state's gradient to the one
-    before."""
+    before. ``grad`` is of every row, or of the outputs ``h'`` alone ``(steps, ..., H)``
+    (:func:`hidden_gradient`)."""
     count, n = out.shape[0], h0.shape[-1]
     width = 6 * n if mode == "GRU" else n
     result = np.zeros((count + 1,) + h0.shape[:-1] + (width,), h0.dtype)
+    hidden_only = grad.ndim == out.ndim - 1
     d_h = None
     with blas.one_thread():
         for t in reversed(_steps(count, reverse)):
             h_before = _state_before(out, 0, h0, t, reverse)
-            row, g = out[t], grad[t]
+            row = out[t]
+            # the gradients of a GRU step's other rows: zeros where only h' was read
+            g = (grad[t],) + (0,) * 4 if hidden_only else grad[t]
             d_out = g[0] if d_h is None else g[0] + d_h
             d = result[t]
             if mode == "GRU":
@@ -532,7 +561,8 @@ def rnn_sequence_grads(grad, out, h0, w_hh, *, mode, reverse):
 
 def _rnn_sequence_vjp_of_many(grad, out, positions, gates_x, h0, w_hh, b_hh=None, *, mode,
                               reverse):
-    grads = rnn_sequence_grads(grad, out, h0, w_hh, mode=mode, reverse=reverse)
+    grads = rnn_sequence_grads(hidden_gradient(grad, out), out, h0, w_hh, mode=mode,
+                               reverse=reverse)
     count, n, gates = gates_x.shape[0], h0.shape[-1], _RNN_GATES[mode]
     lead = (slice(None),) * (len(h0.shape) - 1)
     d_gates = index(grads, spec=(slice(0, count),) + lead + (slice(0, gates * n),))
