@@ -19,7 +19,6 @@ import math
 import textwrap
 import warnings
 import weakref
-from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,8 @@ from pargraph.collection import DaskCollection
 from pargraph.devices import check_device, device, strided
 from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks, user_stacklevel
 from pargraph.methods import EverydayMethods
+from pargraph.methods.in_place import checked_alpha
+from pargraph.methods.shapes import shape_arg
 from pargraph.ops import defaults
 from pargraph.printing import format_tensor
 from pargraph.remote.recovery import fetch
@@ -64,9 +65,6 @@ class Size(tuple):
 
     def __repr__(self) -> str:
         return f"pargraph.Size({list(self)})"
-
-
-MinMax = namedtuple("MinMax", ["values", "indices"])
 
 
 class GradFn:
@@ -685,7 +683,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([1.0]).add(pargraph.tensor([2.0]), alpha=3).tolist()
         [7.0]
         """
-        alpha = _alpha(self, other, alpha)
+        alpha = checked_alpha(self, other, alpha)
         return self + (other if alpha == 1 else other * alpha)
 
     def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -697,7 +695,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.tensor([7.0]).sub(pargraph.tensor([1.0]), alpha=3).tolist()
         [4.0]
         """
-        alpha = _alpha(self, other, alpha)
+        alpha = checked_alpha(self, other, alpha)
         return self - (other if alpha == 1 else other * alpha)
 
     def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -761,171 +759,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def where(self, condition: Tensor, other: Any) -> Tensor:
         return apply(ops.where, operand(condition), self._node, operand(other))
 
-    # --- reductions ---------------------------------------------------------------------
-
-    def sum(self, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-        x = self if dtype is None else self.to(dtype)
-        out = ops.sum_(x._node, dim=ops.normalize_dims(dim, self.ndim), keepdim=keepdim)
-        return _wrap(out if dim is None else ops.shown_as(out, "SumBackward1"))
-
-    def mean(self, dim=None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        """The mean over ``dim`` (all by default), in ``dtype`` if given; integer tensors
-        need one, as in PyTorch.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([1, 2]).mean(dtype=pargraph.float32).item()
-        1.5
-        """
-        if dtype is not None:
-            return self.to(dtype).mean(dim, keepdim)
-        if not ops.is_floating(self.dtype) and self.dtype.kind != "c":
-            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be "
-                               "either a floating point or complex dtype. Got: "
-                               f"{ops.torch_name(self.dtype)}")
-        return apply(ops.mean, self._node, dim, keepdim=keepdim)
-
-    def prod(self, dim=None, keepdim: bool = False) -> Tensor:
-        if dim is not None and not isinstance(dim, (int, np.integer)):
-            raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
-        dims = ops.normalize_dims(dim, self.ndim)
-        return apply(ops.prod, self._node, dim=dims, keepdim=keepdim)
-
-    def max(self, dim=None, keepdim: bool = False):
-        """The maximum; with ``dim``, the ``(values, indices)`` along it."""
-        return _extreme(self, dim, keepdim, ops.amax, ops.argmax, other_op=ops.maximum)
-
-    def min(self, dim=None, keepdim: bool = False):
-        """The minimum; with ``dim``, the ``(values, indices)`` along it."""
-        return _extreme(self, dim, keepdim, ops.amin, ops.argmin, other_op=ops.minimum)
-
-    def amax(self, dim=None, keepdim: bool = False) -> Tensor:
-        return apply(ops.amax, self._node, dim=ops.normalize_dims(dim, self.ndim),
-                              keepdim=keepdim)
-
-    def amin(self, dim=None, keepdim: bool = False) -> Tensor:
-        return apply(ops.amin, self._node, dim=ops.normalize_dims(dim, self.ndim),
-                              keepdim=keepdim)
-
-    def argmax(self, dim=None, keepdim: bool = False) -> Tensor:
-        if self.dtype == bool:
-            raise RuntimeError("argmax(): does not support bool input")
-        d = None if dim is None else ops.normalize_dim(dim, self.ndim)
-        return apply(ops.argmax, self._node, dim=d, keepdim=keepdim)
-
-    def argmin(self, dim=None, keepdim: bool = False) -> Tensor:
-        if self.dtype == bool:
-            raise RuntimeError("argmin(): does not support bool input")
-        d = None if dim is None else ops.normalize_dim(dim, self.ndim)
-        return apply(ops.argmin, self._node, dim=d, keepdim=keepdim)
-
-    def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-            correction: int | None = None) -> Tensor:
-        _floating_only(self, "std and var")
-        correction = _correction(unbiased, correction)
-        _warn_degrees_of_freedom(self, dim, correction, "var")
-        return apply(ops.var, self._node, dim, correction, keepdim)
-
-    def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-            correction: int | None = None) -> Tensor:
-        _floating_only(self, "std and var")
-        correction = _correction(unbiased, correction)
-        _warn_degrees_of_freedom(self, dim, correction, "std")
-        return apply(ops.std, self._node, dim, correction, keepdim)
-
-    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Whether every element is nonzero (over ``dim``: an int, a tuple, or all).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([[True, False], [True, True]]).all(1).tolist()
-        [False, True]
-        """
-        dims = ops.normalize_dims(dim, self.ndim)
-        return _uint8_stays(self, apply(ops.eq, ops.sum_(ops.logical_not(self._node), dim=dims,
-                                                        keepdim=keepdim), 0))
-
-    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Whether any element is nonzero (over ``dim``: an int, a tuple, or all).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([[0.0, 2.0], [0.0, 0.0]]).any(1).tolist()
-        [True, False]
-        """
-        dims = ops.normalize_dims(dim, self.ndim)
-        return _uint8_stays(self, apply(ops.gt, ops.sum_(ops.ne(self._node, 0), dim=dims,
-                                                        keepdim=keepdim), 0))
-
-    def softmax(self, dim: int) -> Tensor:
-        return apply(ops.softmax, self._node, dim)
-
-    def log_softmax(self, dim: int) -> Tensor:
-        return apply(ops.log_softmax, self._node, dim)
-
-    def logsumexp(self, dim, keepdim: bool = False) -> Tensor:
-        if type(dim) in (tuple, list) and not dim:  # every dimension, as PyTorch reads it
-            dim = tuple(range(self.ndim))
-        return apply(ops.logsumexp, self._node, dim, keepdim=keepdim)
-
-    def norm(self, p: Any = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The ``p``-norm over ``dim`` (all elements by default): 2, 1, ``inf``, ``-inf``, 0
-        (the elements not zero) or any other number; ``"fro"`` is the 2-norm of all the
-        elements, ``"nuc"`` the nuclear norm of matrices.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([[3.0, 4.0]]).norm(2, 1, keepdim=True)
-        tensor([[5.]])
-        """
-        if not ops.is_floating(self.dtype) and self.dtype.kind != "c":
-            raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor "
-                               f"as input. Got {ops.torch_name(self.dtype)}")
-        if p == "fro":
-            p = 2
-        if p == "nuc":  # the sum of the singular values, over the last two dims or ``dim``
-            rows, columns = (ops.normalize_dim(d, self.ndim) for d in
-                             ((-2, -1) if dim is None else dim))
-            out = apply(ops.svdvals, self.movedim((rows, columns), (-2, -1))).sum(-1)
-            if keepdim:
-                out = out.unsqueeze(min(rows, columns)).unsqueeze(max(rows, columns))
-            return out
-        if not isinstance(p, (int, float)) or isinstance(p, bool):
-            raise NotImplementedError(f"norm: p={p!r} is not supported (expected a number, "
-                                      "inf, -inf, 'fro' or 'nuc')")
-        if p == 0:  # how many elements are not zero (no gradient)
-            return self.ne(0).sum(dim, keepdim).to(self.dtype)
-        magnitude = self.abs()
-        if p == np.inf:
-            return magnitude.amax(dim, keepdim)
-        if p == -np.inf:
-            return magnitude.amin(dim, keepdim)
-        if p == 2:
-            return apply(ops.norm, self._node, dim=ops.normalize_dims(dim, self.ndim),
-                                  keepdim=keepdim)
-        if p == 1:
-            return magnitude.sum(dim, keepdim)
-        total = (magnitude ** p).sum(dim, keepdim)
-        # The root's gradient is infinite at 0: the norm of zeros gets none, as PyTorch's.
-        nonzero = total > 0
-        root = total.where(nonzero, 1.0) ** (1.0 / p)
-        return root.where(nonzero, 0.0)
-
-    def cumsum(self, dim: int, dtype: Any = None) -> Tensor:
-        """Running sums along ``dim`` (in ``dtype``, the input cast to it first, if given).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([1, 2, 3]).cumsum(0).tolist()
-        [1, 3, 6]
-        """
-        x = self if dtype is None else self.to(dtype)
-        return apply(ops.cumsum, x._node, dim=ops.normalize_dim(dim, x.ndim))
+    # --- membership (the reductions are methods.reductions') ------------------------------
 
     def __contains__(self, element: Any) -> bool:
         """Whether any element equals ``element`` (a number or a tensor), as PyTorch's."""
@@ -934,15 +768,13 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                                f"passed in a {type(element)}.")
         return bool((self == element).any().item())
 
-    # --- more elementwise math ------------------------------------------------------------
-
     def square(self) -> Tensor:
         return self.to(int64) * self.to(int64) if self.dtype == bool_ else self * self
 
     def rsqrt(self) -> Tensor:
         return 1.0 / self.sqrt()
 
-    # --- shapes -------------------------------------------------------------------------
+    # --- shapes (views; the other shape methods are methods.shapes') ----------------------
 
     def reshape(self, *shape, **given) -> Tensor:
         if given:
@@ -983,41 +815,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def view_as(self, other: Tensor) -> Tensor:
         return self.reshape(other.shape)
 
-    def flip(self, *dims, **given) -> Tensor:
-        """The elements in reverse order along ``dims``.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([[1, 2], [3, 4]]).flip(1).tolist()
-        [[2, 1], [4, 3]]
-        """
-        if given:
-            dims = ops.keyword_sizes(given, "dims", dims, "flip")
-        dims = ops.normalize_dims(shape_arg(dims), self.ndim)
-        return apply(ops.flip, self._node, dims=dims)
-
-    def repeat(self, *sizes, **given) -> Tensor:
-        """Tile the tensor ``sizes[i]`` times along each dimension (new leading ones too).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([1, 2]).repeat(2, 2).tolist()
-        [[1, 2, 1, 2], [1, 2, 1, 2]]
-        """
-        if given:
-            sizes = ops.keyword_sizes(given, "repeats", sizes, "repeat")
-        sizes = shape_arg(sizes)
-        if len(sizes) < self.ndim:
-            raise RuntimeError("Number of dimensions of repeat dims can not be smaller than "
-                               "number of dimensions of tensor")
-        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
-        interleaved = tuple(n for pair in zip((1,) * len(shape), shape) for n in pair)
-        wide = tuple(n for pair in zip(sizes, shape) for n in pair)
-        tiled = self.reshape(interleaved).expand(*wide)
-        return tiled.reshape(tuple(r * n for r, n in zip(sizes, shape)))
-
     def masked_fill(self, mask: Any, value: Any) -> Tensor:
         """``value`` where ``mask`` (broadcast to this shape) is true, else this tensor.
 
@@ -1039,36 +836,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask.shape)} is not "
                                f"broadcastable to the tensor's shape {tuple(self.shape)}")
         return apply(ops.where, mask._node, operand(value), self._node)
-
-    def tril(self, diagonal: int = 0) -> Tensor:
-        """The lower triangle of the last two dimensions (others zero).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(2, 2).tril().tolist()
-        [[1.0, 0.0], [1.0, 1.0]]
-        """
-        return self._triangle(np.tril, diagonal)
-
-    def triu(self, diagonal: int = 0) -> Tensor:
-        """The upper triangle of the last two dimensions (others zero).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(2, 2).triu(1).tolist()
-        [[0.0, 1.0], [0.0, 0.0]]
-        """
-        return self._triangle(np.triu, diagonal)
-
-    def _triangle(self, which: Any, diagonal: int) -> Tensor:
-        if self.ndim < 2:
-            raise RuntimeError(f"{which.__name__}: input tensor must have at least 2 "
-                               f"dimensions, got {self.ndim}")
-        keep = which(np.ones(self.shape[-2:], dtype=bool), diagonal)
-        zero = False if self.dtype == bool else 0  # keeps the dtype: bool stays bool
-        return apply(ops.where, ops.constant(keep), self._node, zero)
 
     @amp.autocasts("lower")
     def mm(self, mat2: Tensor) -> Tensor:
@@ -1128,25 +895,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     def unsqueeze(self, dim: int) -> Tensor:
         return ShapedView(ops.unsqueeze(self._node, dim), self, None)
 
-    def expand(self, *sizes, **given) -> Tensor:
-        if given:
-            sizes = ops.keyword_sizes(given, "size", sizes, "expand")
-        sizes = shape_arg(sizes)
-        lead = len(sizes) - self.ndim
-        shape = tuple(
-            self.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes)
-        )
-        return apply(ops.expand, self._node, shape=shape)
-
-    def expand_as(self, other: Tensor) -> Tensor:
-        return self.expand(*other.shape)
-
-    def split(self, split_size, dim: int = 0) -> tuple[Tensor, ...]:
-        return self._parts(ops.split(self._node, split_size, dim), dim)
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-        return self._parts(ops.chunk(self._node, chunks, dim), dim)
-
     def _parts(self, nodes: list[Node], dim: int) -> tuple[Tensor, ...]:
         """Consecutive parts along ``dim`` as views: each one's in-place changes reach this
         tensor, as PyTorch's (``b.data.chunk(4)[1].fill_(1.0)``, an LSTM's forget gates)."""
@@ -1158,7 +906,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             start = stop
         return tuple(parts)
 
-    # --- in place -----------------------------------------------------------------------
+    # --- in place (rebinding; the in-place forms are methods.in_place') -------------------
 
     def _rebind(self, node: Node, begun: int | None = None) -> Tensor:
         """Point this tensor at ``node``: how in-place ops work on an immutable graph.
@@ -1206,43 +954,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
 
-    def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
-        self._check_in_place()
-        alpha = _alpha(self, other, alpha)
-        other = other if alpha == 1 else apply(ops.mul, operand(other), operand(alpha))
-        return self._rebind(apply(ops.add, self, operand(other))._node)
-
-    def sub_(self, other: Any, *, alpha: float = 1) -> Tensor:
-        self._check_in_place()
-        alpha = _alpha(self, other, alpha)
-        other = other if alpha == 1 else apply(ops.mul, operand(other), operand(alpha))
-        return self._rebind(apply(ops.sub, self, operand(other))._node)
-
-    def mul_(self, other: Any) -> Tensor:
-        self._check_in_place()
-        return self._rebind(apply(ops.mul, self, operand(other))._node)
-
-    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
-        self._check_in_place()
-        return self._rebind(self.clamp(min, max)._node)
-
-    def pow_(self, exponent: Any) -> Tensor:
-        self._check_in_place()
-        return self._rebind(apply(ops.pow_, self, operand(exponent))._node)
-
-    # ``w -= lr * w.grad`` is in place, as in PyTorch: the tensor object stays the same, so a
-    # loop variable over ``model.parameters()`` updates the model.
-    def __iadd__(self, other): return self.add_(other)
-    def __isub__(self, other): return self.sub_(other)
-    def __imul__(self, other): return self.mul_(other)
-    def __itruediv__(self, other): return self.div_(other)
-    def __ipow__(self, other): return self.pow_(other)
-    def __iand__(self, other): return self.bitwise_and_(other)
-    def __ior__(self, other): return self.bitwise_or_(other)
-    def __ixor__(self, other): return self.bitwise_xor_(other)
-    def __ilshift__(self, other): return self.bitwise_left_shift_(other)
-    def __irshift__(self, other): return self.bitwise_right_shift_(other)
-
     def __setitem__(self, key: Any, value: Any) -> None:
         """``x[key] = value`` in place (ints, slices, masks, index tensors), as in PyTorch."""
         self._check_in_place()
@@ -1258,10 +969,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             value = ops.cast(value, dtype=self.dtype)
         self._rebind(ops.index_put(self._node, value, *index_nodes, spec=spec))
 
-    def div_(self, other: Any) -> Tensor:
-        self._check_in_place()
-        return self._rebind(apply(ops.div, self, operand(other))._node)
-
     def copy_(self, src: Any) -> Tensor:
         self._check_in_place()
         src = src if isinstance(src, Tensor) else Tensor(leaf_of(src))
@@ -1272,21 +979,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             node = ops.clone(node)
         return self._rebind(node)
 
-    def fill_(self, value: float) -> Tensor:
-        self._check_in_place()
-        ops.check_fits(value, self.dtype)
-        return self._rebind(ops.constant(np.full(self.shape, value, dtype=self.dtype)))
-
-    def zero_(self) -> Tensor:
-        """Set every element to zero, in place.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(2).zero_()
-        tensor([0., 0.])
-        """
-        return self.fill_(0)
 
 def _method_of(prim: ops.Primitive):
     def method(self: Tensor) -> Tensor:
@@ -1328,25 +1020,6 @@ NON_LEAF_GRAD = (
     "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
-
-
-def _uint8_stays(x: Tensor, result: Tensor) -> Tensor:
-    """``any``/``all`` of a uint8 tensor are uint8 in PyTorch (of any other dtype, bool)."""
-    return result.to(x.dtype) if x.dtype == np.uint8 else result
-
-
-def _floating_only(x: Tensor, name: str) -> None:
-    if not ops.is_floating(x.dtype) and x.dtype.kind != "c":
-        raise RuntimeError(f"{name} only support floating point and complex dtypes")
-
-
-def _warn_degrees_of_freedom(x: Tensor, dim: Any, correction: float, name: str) -> None:
-    """PyTorch's warning when a variance divides by zero or less (its value is inf or nan)."""
-    count = math.prod(x.shape[d] for d in ops.normalize_dims(dim, x.ndim))
-    if count - correction <= 0:
-        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
-                      "less than the reduction factor (input numel divided by output numel).",
-                      UserWarning, stacklevel=user_stacklevel())
 
 
 def _is_dtype(value: Any) -> bool:
@@ -1715,52 +1388,6 @@ def operand(value: Any) -> Node | int | float | bool:
                     "Python number, a numpy array or a list)")
 
 
-def _alpha(x: Tensor, other: Any, alpha: Any) -> Any:
-    """``add``'s and ``sub``'s ``alpha`` checked against the result's dtype as PyTorch does,
-    and as the result's dtype takes it (a bool result: whether it is nonzero)."""
-    if type(alpha) is int and alpha == 1:
-        return alpha
-    kind = ops.result_dtype(x._node, operand(other)).kind
-    if isinstance(alpha, bool) and kind != "b":
-        raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    if kind in "biu" and not isinstance(alpha, (int, np.integer)):
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
-                           "point number.")
-    return bool(alpha) if kind == "b" else alpha
-
-
-def shape_arg(shape: tuple) -> tuple:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return tuple(int(n) for n in shape)
-
-
-def _correction(unbiased: bool | None, correction: int | None) -> int:
-    if correction is not None:
-        return correction
-    return 0 if unbiased is False else 1
-
-
-def _extreme(x: Tensor, dim, keepdim: bool, reduce_op, arg_op, other_op):
-    if isinstance(dim, Tensor):
-        return apply(other_op, operand(x), operand(dim))
-    if dim is None:
-        if 0 in x.shape:
-            name = "max" if reduce_op is ops.amax else "min"
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
-                               "argument.")
-        return apply(reduce_op, x._node, dim=ops.normalize_dims(None, x.ndim))
-    d = ops.normalize_dim(dim, x.ndim)
-    with no_grad():
-        indices = arg_op(x._node, dim=d, keepdim=True)
-    values = ops.take_along_dim(x._node, indices, dim=d)
-    if not keepdim:
-        values = ops.squeeze(values, d)
-        indices = ops.squeeze(indices, d)
-    return MinMax(_wrap(values), _wrap(indices))
-
-
 def _as_torch_key(key: Any, ndim: int) -> Any:
     """``key`` as PyTorch reads it: a list holding a sequence, slice, None, ``...`` or tensor
     is a tuple of indices (``x[[(0, 1), (1, 2)]]`` is ``x[(0, 1), (1, 2)]``), as in numpy
@@ -1880,8 +1507,6 @@ def _check_mask(mask: np.ndarray, shape: tuple, position: int) -> None:
             raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not "
                              f"match the shape of the indexed tensor {list(shape)} at index "
                              f"{position + k}")
-
-
 
 
 def _dtype_of(value: Any) -> np.dtype:

@@ -10,13 +10,15 @@ from pargraph.methods.elementwise import ElementwiseMethods
 from pargraph.methods.in_place import InPlaceMethods
 from pargraph.methods.layout import LayoutMethods
 from pargraph.methods.products import ProductMethods
+from pargraph.methods.reductions import ReductionMethods
 from pargraph.methods.shapes import ShapeMethods
 from pargraph.methods.statistics import StatisticsMethods
 from pargraph.methods.values import ValueMethods
 
 
-class EverydayMethods(LayoutMethods, ShapeMethods, ProductMethods, StatisticsMethods,
-                      ValueMethods, ElementwiseMethods, InPlaceMethods, AliasMethods):
+class EverydayMethods(LayoutMethods, ShapeMethods, ProductMethods, ReductionMethods,
+                      StatisticsMethods, ValueMethods, ElementwiseMethods, InPlaceMethods,
+                      AliasMethods):
     """The methods; the class they join has ``_node``, ``shape``, ``dtype``, ``_apply`` (the
     one way to apply an op), ``_wrap`` (a tensor around a node), ``_operand`` (a value as an
     op's input), ``_rebind``, ``_replace``, ``_check_in_place`` and the core arithmetic,

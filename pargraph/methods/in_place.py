@@ -736,6 +736,74 @@ class InPlaceMethods:
         raise AssertionError("Torch not compiled with CUDA enabled (pargraph computes on the "
                              "CPU; drop .cuda() or use .to(device) with a CPU device)")
 
+    def add_(self, other: Any, *, alpha: float = 1) -> Any:
+        self._check_in_place()
+        alpha = checked_alpha(self, other, alpha)
+        if alpha != 1:
+            other = self._apply(ops.mul, self._operand(other), self._operand(alpha))
+        return self._rebind(self._apply(ops.add, self, self._operand(other))._node)
+
+    def sub_(self, other: Any, *, alpha: float = 1) -> Any:
+        self._check_in_place()
+        alpha = checked_alpha(self, other, alpha)
+        if alpha != 1:
+            other = self._apply(ops.mul, self._operand(other), self._operand(alpha))
+        return self._rebind(self._apply(ops.sub, self, self._operand(other))._node)
+
+    def mul_(self, other: Any) -> Any:
+        self._check_in_place()
+        return self._rebind(self._apply(ops.mul, self, self._operand(other))._node)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Any:
+        self._check_in_place()
+        return self._rebind(self.clamp(min, max)._node)
+
+    def pow_(self, exponent: Any) -> Any:
+        self._check_in_place()
+        return self._rebind(self._apply(ops.pow_, self, self._operand(exponent))._node)
+
+    def div_(self, other: Any) -> Any:
+        self._check_in_place()
+        return self._rebind(self._apply(ops.div, self, self._operand(other))._node)
+
+    def fill_(self, value: float) -> Any:
+        self._check_in_place()
+        ops.check_fits(value, self.dtype)
+        return self._rebind(ops.constant(np.full(self.shape, value, dtype=self.dtype)))
+
+    def zero_(self) -> Any:
+        """Set every element to zero, in place.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).zero_()
+        tensor([0., 0.])
+        """
+        return self.fill_(0)
+
+    # ``w -= lr * w.grad`` is in place, as in PyTorch: the tensor object stays the same, so a
+    # loop variable over ``model.parameters()`` updates the model.
+    def __iadd__(self, other): return self.add_(other)
+
+    def __isub__(self, other): return self.sub_(other)
+
+    def __imul__(self, other): return self.mul_(other)
+
+    def __itruediv__(self, other): return self.div_(other)
+
+    def __ipow__(self, other): return self.pow_(other)
+
+    def __iand__(self, other): return self.bitwise_and_(other)
+
+    def __ior__(self, other): return self.bitwise_or_(other)
+
+    def __ixor__(self, other): return self.bitwise_xor_(other)
+
+    def __ilshift__(self, other): return self.bitwise_left_shift_(other)
+
+    def __irshift__(self, other): return self.bitwise_right_shift_(other)
+
 
 #: Elementwise methods whose in-place forms (``sigmoid_``, ``eq_``) are generated below: the
 #: out-of-place result, cast to the tensor's dtype (a comparison's booleans become 1 and 0), put
@@ -781,3 +849,17 @@ for _name in IN_PLACE_BINARY:
 for _name in IN_PLACE_INTEGER:
     setattr(InPlaceMethods, f"{_name}_", _in_place_form(_name, True, integer=True))
 del _name
+
+
+def checked_alpha(x: Any, other: Any, alpha: Any) -> Any:
+    """``add``'s and ``sub``'s ``alpha`` checked against the result's dtype as PyTorch does,
+    and as the result's dtype takes it (a bool result: whether it is nonzero)."""
+    if type(alpha) is int and alpha == 1:
+        return alpha
+    kind = ops.result_dtype(x._node, x._operand(other)).kind
+    if isinstance(alpha, bool) and kind != "b":
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if kind in "biu" and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    return bool(alpha) if kind == "b" else alpha

@@ -441,3 +441,94 @@ class ShapeMethods:
             raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size "
                                f"of dim {dim} ({length}) in the input tensor")
         return self.reshape(*self.shape[:dim], *sizes, *self.shape[dim + 1:])
+
+    def flip(self, *dims, **given) -> Any:
+        """The elements in reverse order along ``dims``.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([[1, 2], [3, 4]]).flip(1).tolist()
+        [[2, 1], [4, 3]]
+        """
+        if given:
+            dims = ops.keyword_sizes(given, "dims", dims, "flip")
+        dims = ops.normalize_dims(shape_arg(dims), self.ndim)
+        return self._apply(ops.flip, self._node, dims=dims)
+
+    def repeat(self, *sizes, **given) -> Any:
+        """Tile the tensor ``sizes[i]`` times along each dimension (new leading ones too).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1, 2]).repeat(2, 2).tolist()
+        [[1, 2, 1, 2], [1, 2, 1, 2]]
+        """
+        if given:
+            sizes = ops.keyword_sizes(given, "repeats", sizes, "repeat")
+        sizes = shape_arg(sizes)
+        if len(sizes) < self.ndim:
+            raise RuntimeError("Number of dimensions of repeat dims can not be smaller than "
+                               "number of dimensions of tensor")
+        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+        interleaved = tuple(n for pair in zip((1,) * len(shape), shape) for n in pair)
+        wide = tuple(n for pair in zip(sizes, shape) for n in pair)
+        tiled = self.reshape(interleaved).expand(*wide)
+        return tiled.reshape(tuple(r * n for r, n in zip(sizes, shape)))
+
+    def tril(self, diagonal: int = 0) -> Any:
+        """The lower triangle of the last two dimensions (others zero).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 2).tril().tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return self._triangle(np.tril, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Any:
+        """The upper triangle of the last two dimensions (others zero).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 2).triu(1).tolist()
+        [[0.0, 1.0], [0.0, 0.0]]
+        """
+        return self._triangle(np.triu, diagonal)
+
+    def _triangle(self, which: Any, diagonal: int) -> Any:
+        if self.ndim < 2:
+            raise RuntimeError(f"{which.__name__}: input tensor must have at least 2 "
+                               f"dimensions, got {self.ndim}")
+        keep = which(np.ones(self.shape[-2:], dtype=bool), diagonal)
+        zero = False if self.dtype == bool else 0  # keeps the dtype: bool stays bool
+        return self._apply(ops.where, ops.constant(keep), self._node, zero)
+
+    def expand(self, *sizes, **given) -> Any:
+        if given:
+            sizes = ops.keyword_sizes(given, "size", sizes, "expand")
+        sizes = shape_arg(sizes)
+        lead = len(sizes) - self.ndim
+        shape = tuple(
+            self.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes)
+        )
+        return self._apply(ops.expand, self._node, shape=shape)
+
+    def expand_as(self, other: Any) -> Any:
+        return self.expand(*other.shape)
+
+    def split(self, split_size, dim: int = 0) -> tuple:
+        return self._parts(ops.split(self._node, split_size, dim), dim)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple:
+        return self._parts(ops.chunk(self._node, chunks, dim), dim)
+
+
+def shape_arg(shape: tuple) -> tuple:
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``, as ints."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(n) for n in shape)
