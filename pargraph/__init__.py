@@ -137,7 +137,6 @@ from pargraph.functions import (
     broadcast_shapes,
     broadcast_tensors,
     bucketize,
-    can_cast,
     cartesian_prod,
     cat,
     cdist,
@@ -152,12 +151,9 @@ from pargraph.functions import (
     dstack,
     einsum,
     expand_copy,
-    finfo,
-    get_default_dtype,
     gradient,
     histogram,
     hstack,
-    iinfo,
     is_tensor,
     isin,
     logical_not,
@@ -166,10 +162,7 @@ from pargraph.functions import (
     pdist,
     poisson,
     polygamma,
-    promote_types,
-    result_type,
     searchsorted,
-    set_default_dtype,
     stack,
     take,
     tensordot,
@@ -205,6 +198,15 @@ from pargraph.threads import (
 )
 from pargraph.torch_alias import alias_torch
 from pargraph.trace import Trace, trace
+from pargraph.type_info import (
+    can_cast,
+    finfo,
+    get_default_dtype,
+    iinfo,
+    promote_types,
+    result_type,
+    set_default_dtype,
+)
 from pargraph.viz import progress, visualize
 
 __version__ = version.__version__

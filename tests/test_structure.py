@@ -128,7 +128,7 @@ def test_the_circle_check_sees_an_import_inside_a_function(tmp_path):
 
 #: ``ops``' families in the order they stand: each imports only those before it.
 OPS_ORDER = ["core", "gemm", "intra_op", "jit_kernels", "kernels", "shapes", "elementwise",
-             "reductions", "composites", "convolution", "linalg", "sparse", "sampling",
+             "special", "reductions", "composites", "convolution", "linalg", "sparse", "sampling",
              "optimizers", "nn", "rewrites"]
 
 

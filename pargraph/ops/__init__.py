@@ -8,16 +8,16 @@ nothing is computed. vjps take ``(g, out, *inputs, **attrs)``: ``g`` is the inco
 ``out`` the forward node.
 
 The families, each a module of this package: :mod:`~pargraph.ops.core` (the ``Primitive``
-type, dtype promotion, shared shape rules), :mod:`~pargraph.ops.elementwise`,
-:mod:`~pargraph.ops.reductions`, :mod:`~pargraph.ops.shapes` (shapes and indexing),
-:mod:`~pargraph.ops.linalg`, :mod:`~pargraph.ops.nn` (softmax, losses),
-:mod:`~pargraph.ops.convolution`, :mod:`~pargraph.ops.sampling` (grid sampling),
-:mod:`~pargraph.ops.optimizers` (update kernels, no
-gradient) and :mod:`~pargraph.ops.composites` (compositions of primitives, no rule of their
-own). :mod:`~pargraph.ops.rewrites` holds the rules that record a fused node in place of a
-pattern. Every node costs the same serial Python whatever its work, so what a training step
-records often (softmax, log_softmax, stack and their backwards) is a primitive, beside the
-composite that fronts it. This module gathers every family's names: ``ops.add``,
+type, dtype promotion, shared shape rules), :mod:`~pargraph.ops.elementwise` (with the less
+common elementwise math in :mod:`~pargraph.ops.special`), :mod:`~pargraph.ops.reductions`,
+:mod:`~pargraph.ops.shapes` (shapes and indexing), :mod:`~pargraph.ops.linalg`,
+:mod:`~pargraph.ops.nn` (softmax, losses), :mod:`~pargraph.ops.convolution`,
+:mod:`~pargraph.ops.sampling` (grid sampling), :mod:`~pargraph.ops.optimizers` (update
+kernels, no gradient) and :mod:`~pargraph.ops.composites` (compositions of primitives, no
+rule of their own). :mod:`~pargraph.ops.rewrites` holds the rules that record a fused node in
+place of a pattern. Every node costs the same serial Python whatever its work, so what a
+training step records often (softmax, log_softmax, stack and their backwards) is a primitive,
+beside the composite that fronts it. This module gathers every family's names: ``ops.add``,
 ``ops.REGISTRY``.
 
 The families import each other one way (``tests/test_structure.py`` holds the order):
@@ -85,16 +85,10 @@ from pargraph.ops.core import (
 )
 from pargraph.ops.elementwise import (
     abs_,
-    acos,
-    acosh,
     add,
     add_n,
     after,
-    asin,
-    asinh,
-    atan,
     atan2,
-    atanh,
     bitwise_and,
     bitwise_left_shift,
     bitwise_not,
@@ -106,49 +100,30 @@ from pargraph.ops.elementwise import (
     clamp,
     clone,
     constant,
-    copysign,
     cos,
     cosh,
-    digamma,
     div,
     eq,
     erf,
-    erfc,
-    erfinv,
     exp,
-    exp2,
-    expm1,
     floor,
     floor_divide,
-    fmod,
     frexp_exponent,
     frexp_mantissa,
-    gamma_reparameterized,
     gcd,
     ge,
     gelu,
     gt,
-    heaviside,
-    hypot,
-    i0,
-    i0e,
-    i1,
-    i1e,
-    igamma,
-    igammac,
     isfinite,
     isinf,
     isnan,
     lcm,
     le,
     leaf,
-    lgamma,
     log,
     log1p,
     log2,
     log10,
-    log_ndtr,
-    logaddexp,
     logical_and,
     logical_not,
     logical_or,
@@ -157,11 +132,9 @@ from pargraph.ops.elementwise import (
     maximum,
     minimum,
     mul,
-    ndtri,
     ne,
     neg,
     nextafter,
-    polygamma,
     pow_,
     reciprocal,
     relu,
@@ -170,10 +143,8 @@ from pargraph.ops.elementwise import (
     sigmoid,
     sign,
     sin,
-    sinc,
     sinh,
     sqrt,
-    standard_gamma_grad,
     stop_gradient,
     sub,
     tan,
@@ -182,7 +153,6 @@ from pargraph.ops.elementwise import (
     trunc,
     view_dtype,
     where,
-    xlogy,
 )
 from pargraph.ops.linalg import (
     cholesky,
@@ -299,6 +269,38 @@ from pargraph.ops.shapes import (
     unbroadcast,
 )
 from pargraph.ops.sparse import sparse_gather, sparse_mm, sparse_to_dense
+from pargraph.ops.special import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atanh,
+    copysign,
+    digamma,
+    erfc,
+    erfinv,
+    exp2,
+    expm1,
+    fmod,
+    gamma_reparameterized,
+    heaviside,
+    hypot,
+    i0,
+    i0e,
+    i1,
+    i1e,
+    igamma,
+    igammac,
+    lgamma,
+    log_ndtr,
+    logaddexp,
+    ndtri,
+    polygamma,
+    sinc,
+    standard_gamma_grad,
+    xlogy,
+)
 
 __all__ = [
     "heaviside",
