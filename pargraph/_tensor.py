@@ -39,6 +39,7 @@ from pargraph.ops import defaults
 from pargraph.printing import format_tensor
 from pargraph.remote.recovery import fetch
 from pargraph.selection import SelectionMethods
+from pargraph.shared_memory import shared_tensors
 
 float16 = dtypes.dtype(np.float16)
 bfloat16 = dtypes.dtype(ops.BFLOAT16)
@@ -313,6 +314,37 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             recorder.read(node)
         execution.realize([node])
         return fetch(node)
+
+    def share_memory_(self) -> Tensor:
+        """Move the values into memory that processes started from now on (forked, or given
+        the tensor through ``multiprocessing``) map too, so that their updates reach each
+        other: Hogwild training (``model.share_memory()``). Returns the tensor.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).share_memory_().is_shared()
+        True
+        """
+        if self._node.history:
+            raise RuntimeError("share_memory_: only a tensor without autograd history (a "
+                               "leaf, a parameter, a buffer) can be moved to shared memory")
+        owner = self._base if isinstance(self, SharedData) else self  # detached data: its base
+        if shared_tensors.buffer_of(owner) is None:
+            shared_tensors.share(owner, owner._value())
+        return self
+
+    def is_shared(self) -> bool:
+        """Whether the values are in shared memory (:meth:`share_memory_`).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2).is_shared()
+        False
+        """
+        owner = self._base if isinstance(self, SharedData) else self
+        return shared_tensors.buffer_of(owner) is not None
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (realizing it if needed).

@@ -47,6 +47,7 @@ from pargraph.runtime import (
     TaskTimes,
     annotate,
 )
+from pargraph.shared_memory import shared_tensors
 from pargraph.threads import get_num_threads, run_on_threads
 
 DEFAULT_GET = dask.threaded.get
@@ -603,6 +604,8 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
             targets += more_targets
             release += more_release
     target_ids = {id(n) for n in targets}
+    if shared_tensors:  # an update of a shared tensor reads a copy taken now
+        shared_tensors.snapshot()
     pending = [node for node in targets if node.value is None]
     keep: list[Node] = []
     values: Sequence[Any] = ()
@@ -657,6 +660,8 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
             node.free(keep_value=id(node) in target_ids or is_live(node))
         if release:
             _forget_structure([node for node in release if node.value is not None])
+        if shared_tensors:  # a shared tensor's new values go to its mapping
+            shared_tensors.write_back()
 
     return commit
 

@@ -6,7 +6,8 @@ torch.utils.data import DataLoader`` give pargraph's modules (``torch.X`` is ``p
 in the program and in every library it imports afterwards. A ``torch.X`` that pargraph does
 not have is an ImportError naming both modules, never a silent fall back to PyTorch (mixing
 the two fails far from the import). ``python -m pargraph train.py [args]`` does this, then runs
-the program as ``python train.py [args]`` would.
+the program as ``python train.py [args]`` would. Processes that ``multiprocessing`` spawns
+afterwards alias torch before they import the program again.
 """
 
 from __future__ import annotations
@@ -73,3 +74,30 @@ def alias_torch() -> None:
                            "call pargraph.alias_torch() before anything imports torch")
     if not any(isinstance(finder, TorchFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, TorchFinder())
+    _alias_in_spawned_processes()
+
+
+#: What a process ``multiprocessing`` spawns runs first: the alias, before it imports the
+#: program's main module again (which imports torch).
+_SPAWNED_FIRST = "import pargraph.torch_alias; pargraph.torch_alias.alias_torch(); "
+
+
+def _alias_in_spawned_processes() -> None:
+    """Make the processes ``multiprocessing`` spawns from now on (its ``spawn`` start method,
+    as ``torch.multiprocessing.spawn`` uses) alias torch too: their command line, which
+    ``multiprocessing.spawn.get_command_line`` makes, runs :func:`alias_torch` first."""
+    from multiprocessing import spawn
+
+    made = spawn.get_command_line
+    if getattr(made, "aliases_torch", False):
+        return
+
+    def get_command_line(**kwds: Any) -> list:
+        line = made(**kwds)
+        if "-c" in line:
+            k = line.index("-c") + 1
+            line[k] = _SPAWNED_FIRST + line[k]
+        return line
+
+    get_command_line.aliases_torch = True  # type: ignore[attr-defined]
+    spawn.get_command_line = get_command_line

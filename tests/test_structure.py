@@ -32,9 +32,11 @@ ALLOWED = {
     "lowering.py": {"pargraph.graph", "pargraph.costs", "pargraph.partition", "pargraph.runtime",
                     "pargraph.remote", "pargraph.ops"},
     "threads.py": {"pargraph.interrupts"},
+    "shared_memory.py": {"pargraph.graph", "pargraph.ops"},
     "execution.py": {"pargraph.graph", "pargraph.capturing", "pargraph.interrupts",
                      "pargraph.lowering", "pargraph.partition", "pargraph.runtime",
-                     "pargraph.remote", "pargraph.threads", "pargraph.ops"},
+                     "pargraph.remote", "pargraph.threads", "pargraph.ops",
+                     "pargraph.shared_memory"},
     "autograd": {"pargraph.graph", "pargraph.ops", "pargraph.execution", "pargraph.interrupts",
                  "pargraph.capturing", "pargraph.remote", "pargraph.runtime", "pargraph.dtypes"},
 }

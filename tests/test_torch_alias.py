@@ -129,11 +129,11 @@ def test_programs_that_check_the_torch_version_take_their_pytorch_2_paths(progra
 
 
 def test_a_torch_module_pargraph_lacks_is_an_error_naming_both(program):
-    (program / "uses_missing.py").write_text("import torch.multiprocessing as mp\n")
+    (program / "uses_missing.py").write_text("import torch.cuda.nccl as nccl\n")
     done = _run(["-m", "pargraph", "uses_missing.py"], program)
     assert done.returncode == 1
-    assert "No module named 'torch.multiprocessing': pargraph has no " \
-           "'pargraph.multiprocessing'" in done.stderr
+    assert "No module named 'torch.cuda.nccl': pargraph has no " \
+           "'pargraph.cuda.nccl'" in done.stderr
     (program / "uses_name.py").write_text("from torch.nn import NoSuchLayer\n")
     done = _run(["-m", "pargraph", "uses_name.py"], program)
     assert "cannot import name 'NoSuchLayer' from 'pargraph.nn'" in done.stderr

@@ -69,6 +69,7 @@ from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.waiting import asked
 from pargraph.remote.workers import replicas, threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, node_by_node, straight_line
+from pargraph.shared_memory import shared_tensors
 from pargraph.threads import run_on_threads
 
 
@@ -324,6 +325,8 @@ class Program:
             if (p.grad is None) != was_none:
                 self.failed = "which parameters have a .grad"
                 return None
+        if shared_tensors:  # the call reads a copy of each shared tensor, taken now
+            shared_tensors.snapshot()
         values: list = [symbols]
         pending = []
         for slot, requires_grad in zip(self.slots, self.slot_requires_grad):
@@ -666,6 +669,8 @@ class Program:
                 land(module._buffers[name], leaf(source))
         for module, name, source in self.land_attributes:
             object.__setattr__(module, name, Tensor(leaf(source)))
+        if shared_tensors:  # a shared tensor's new values go to its mapping
+            shared_tensors.write_back()
         if not first:
             for record in self.optimizers:
                 optimizer = record.optimizer

@@ -355,7 +355,17 @@ class Module:
         return type(self).get_extra_state is not Module.get_extra_state
 
     def share_memory(self) -> Module:
-        """For ``torch.multiprocessing``: pargraph's values are shared already; the module."""
+        """Move every parameter and buffer into shared memory (``Tensor.share_memory_``), for
+        Hogwild training with ``torch.multiprocessing``; the module.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.nn.Linear(2, 1).share_memory().weight.is_shared()
+        True
+        """
+        for tensor in [*self.parameters(), *self.buffers()]:
+            tensor.share_memory_()
         return self
 
     def to_empty(self, *, device: Any = None, recurse: bool = True) -> Module:

@@ -31,6 +31,7 @@ from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
 from pargraph.remote.recovery import mirror_every
 from pargraph.remote.replication import keep_until_copied
+from pargraph.shared_memory import shared_tensors
 
 _required = object()
 
@@ -243,6 +244,8 @@ class Optimizer:
                 p._rebind(new_param._node)
                 self._commit_state(p, new_state, recorder is None)
             self._step_count += 1
+            if shared_tensors:  # a shared parameter's change goes to its mapping
+                shared_tensors.write_back()
         keep_until_copied(replaced)
         if recorder is None:
             self._after_step()
