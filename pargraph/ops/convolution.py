@@ -144,6 +144,7 @@ def _full_padding(out: tuple, shape: tuple, kernel: tuple, stride: tuple, paddin
                  for k, (lo, _), d, n, o in zip(kernel, padding, dilation, shape[2:], out[2:]))
     return None if any(lo < 0 or hi < 0 for lo, hi in full) else full
 
+
 class _Grid:
     """The channels-last padded input of a stride-1 convolution flattened to rows
     ``(N * prod(padded), channels)``: output position ``r`` of the padded grid reads row
