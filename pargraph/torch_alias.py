@@ -6,8 +6,10 @@ torch.utils.data import DataLoader`` give pargraph's modules (``torch.X`` is ``p
 in the program and in every library it imports afterwards. A ``torch.X`` that pargraph does
 not have is an ImportError naming both modules, never a silent fall back to PyTorch (mixing
 the two fails far from the import). ``python -m pargraph train.py [args]`` does this, then runs
-the program as ``python train.py [args]`` would. Processes that ``multiprocessing`` spawns
-afterwards alias torch before they import the program again.
+the program as ``python train.py [args]`` would. Processes that ``multiprocessing`` starts
+afterwards (``spawn``, ``forkserver``) alias torch before they import the program again, and
+so does a Python process of the run that imports pargraph before torch
+(``PARGRAPH_ALIAS_TORCH``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
+import os
 import sys
 from types import ModuleType
 from typing import Any
@@ -82,12 +85,24 @@ def alias_torch() -> None:
 _SPAWNED_FIRST = "import pargraph.torch_alias; pargraph.torch_alias.alias_torch(); "
 
 
-def _alias_in_spawned_processes() -> None:
-    """Make the processes ``multiprocessing`` spawns from now on (its ``spawn`` start method,
-    as ``torch.multiprocessing.spawn`` uses) alias torch too: their command line, which
-    ``multiprocessing.spawn.get_command_line`` makes, runs :func:`alias_torch` first."""
-    from multiprocessing import spawn
+#: The environment variable under which importing this module aliases torch: set for the
+#: processes of this one, so that a ``forkserver`` server, which imports this module first
+#: (its preload), aliases torch before it forks the program's processes.
+ENVIRONMENT = "PARGRAPH_ALIAS_TORCH"
 
+
+def _alias_in_spawned_processes() -> None:
+    """Make the processes ``multiprocessing`` starts from now on alias torch too: with its
+    ``spawn`` start method (``torch.multiprocessing.spawn``'s), their command line, which
+    ``multiprocessing.spawn.get_command_line`` makes, runs :func:`alias_torch` first; with
+    ``forkserver``, the server preloads this module, which aliases torch under
+    :data:`ENVIRONMENT` (a server started before this call keeps what it has)."""
+    from multiprocessing import forkserver, spawn
+
+    os.environ[ENVIRONMENT] = "1"
+    preload = list(getattr(forkserver._forkserver, "_preload_modules", ()))
+    if __name__ not in preload:
+        forkserver.set_forkserver_preload([__name__, *preload])
     made = spawn.get_command_line
     if getattr(made, "aliases_torch", False):
         return
@@ -101,3 +116,7 @@ def _alias_in_spawned_processes() -> None:
 
     get_command_line.aliases_torch = True  # type: ignore[attr-defined]
     spawn.get_command_line = get_command_line
+
+
+if os.environ.get(ENVIRONMENT) == "1" and PREFIX not in sys.modules:
+    alias_torch()  # a forkserver's server (see ENVIRONMENT), before it forks a process

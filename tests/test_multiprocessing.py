@@ -146,7 +146,7 @@ HOGWILD = """
 """
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_pytorchs_hogwild_program_trains_one_model_from_two_processes(tmp_path, method):
     """PyTorch's Hogwild example, its imports untouched, through ``python -m pargraph``: two
     processes of 100 steps each bring the shared model's loss below what one process's 100
