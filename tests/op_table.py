@@ -73,6 +73,7 @@ class Case:
 
 
 _SAMPLES = np.random.default_rng(9).random((2, 3, 2))
+_UNIFORMS = np.stack([np.random.default_rng(10 + k).random(4) for k in range(2)])
 
 
 def _fractional_ref(x, kernel, out):
@@ -366,6 +367,11 @@ CASES = [
          lambda s, v: np.searchsorted(s, v), [np.array([1.0, 3.0, 5.0]),
                                               np.array([0.5, 3.0, 6.0])],
          differentiable=False),
+    # numpy's Generator.choice draws these uniforms (a generator seeded 10 + row) and picks
+    Case("multinomial_draws", lambda w, u: node_op(ops.multinomial_draws, w, u),
+         lambda w, u: np.stack([np.random.default_rng(10 + k).choice(3, 4, p=row / row.sum())
+                                for k, row in enumerate(w)]),
+         [np.array([[0.2, 0.0, 0.8], [1.0, 1.0, 2.0]]), _UNIFORMS], differentiable=False),
     # x once t is computed (an order for recomputation): x's gradient passes, t gets none
     Case("after", lambda x, t: node_op(ops.after, x, t) + t, lambda x, t: x + t,
          [normal(3, 4), normal(3, 4)]),

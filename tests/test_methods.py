@@ -1300,3 +1300,34 @@ def test_a_tensors_dtype_is_the_named_object():
     assert pargraph.tensor([1]).dtype is pargraph.long and pargraph.get_default_dtype() is \
         pargraph.float32
     assert pargraph.promote_types(pargraph.int32, pargraph.float16) is pargraph.float16
+
+
+def test_drawing_with_replacement_is_a_node_that_realizes_nothing_and_matches_the_weights():
+    """``multinomial(n, replacement=True)`` (``Categorical.sample``) records a draw instead
+    of realizing the weights: a policy's step (forward, sample, log_prob) runs once, at its
+    ``.item()``. Generated weights' frequencies match them; bad weights raise PyTorch's
+    errors, at the call when they are known and in the task when they are computed."""
+    rng = np.random.default_rng(6)
+    for k in range(6):
+        weights = rng.random((int(rng.integers(1, 4)), int(rng.integers(2, 6)))) ** 3
+        weights[0, int(rng.integers(weights.shape[1]))] = 0.0  # a category never drawn
+        pargraph.manual_seed(k)
+        lazy = pargraph.tensor(weights, requires_grad=True) * 1.0
+        drawn = lazy.multinomial(40000, replacement=True)
+        assert drawn._node.value is None and lazy._node.value is None
+        counts = np.stack([np.bincount(row, minlength=weights.shape[1]) for row in
+                           drawn.numpy()]) / 40000
+        np.testing.assert_allclose(counts, weights / weights.sum(1, keepdims=True), atol=0.01)
+        assert (counts[weights == 0] == 0).all()
+    policy = pargraph.distributions.Categorical(probs=pargraph.tensor([[0.3, 0.7]]) * 1.0)
+    action = policy.sample()
+    log_prob = policy.log_prob(action)
+    assert action._node.value is None and log_prob._node.value is None
+    assert action.item() in (0, 1)
+    with pytest.raises(RuntimeError, match="sum of probabilities <= 0"):
+        pargraph.tensor([[0.0, 0.0]]).multinomial(2, replacement=True)
+    with pytest.raises(RuntimeError, match="`inf`, `nan` or element < 0"):
+        pargraph.tensor([1.0, -1.0]).multinomial(2, replacement=True)
+    computed = (pargraph.tensor([1.0, 2.0]) * float("nan")).multinomial(2, replacement=True)
+    with pytest.raises(RuntimeError, match="`inf`, `nan` or element < 0"):
+        computed.tolist()

@@ -270,6 +270,16 @@ class ValueMethods:
         >>> pargraph.tensor([0.0, 1.0, 0.0]).multinomial(2, replacement=True).tolist()
         [1, 1]
         """
+        source = ops.defaults.generator if generator is None else generator.numpy_generator
+        if replacement and self.dim():
+            # lazily: the draws are a node of the graph, so sampling realizes nothing (a
+            # policy's step runs once, at its .item())
+            shape = tuple(self.shape[:-1]) + (int(num_samples),)
+            uniforms = self._drawn(lambda: source.random(shape))
+            if isinstance(self._node.value, np.ndarray):  # here now: refused at this line
+                ops.checked_weights(np.asarray(self._node.value, np.float64).reshape(
+                    -1, self.shape[-1]))
+            return self._apply(ops.multinomial_draws, self.detach()._node, uniforms._node)
         weights = np.asarray(self._value(), dtype=np.float64)
         rows = weights.reshape(-1, weights.shape[-1])
         if (rows < 0).any() or not np.isfinite(rows).all():
@@ -280,7 +290,6 @@ class ValueMethods:
         if not replacement and ((rows > 0).sum(-1) < num_samples).any():
             raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
                                "enough non-negative category to sample)")
-        source = ops.defaults.generator if generator is None else generator.numpy_generator
         drawn = [source.choice(rows.shape[-1], num_samples, replace=replacement,
                                p=row / row.sum()) for row in rows]
         shape = weights.shape[:-1] + (num_samples,)

@@ -7,6 +7,7 @@ import numpy as np
 from pargraph.ops.core import (
     _INT64,
     HALVES,
+    ShapeError,
     _reduced_shape,
     _reduction,
     _reduction_same,
@@ -39,6 +40,41 @@ from pargraph.ops.shapes import (
 
 def _cumsum_shape(x, dim, reverse=False):
     return x.shape, x.dtype if category(x.dtype) == 2 else _INT64
+
+
+def _draws_shape(weights, uniforms):
+    if len(weights.shape) < 1 or tuple(uniforms.shape[:-1]) != tuple(weights.shape[:-1]):
+        raise ShapeError(f"weights of shape {weights.shape} and uniform draws of shape "
+                         f"{uniforms.shape} do not match (expected the same rows)")
+    return tuple(uniforms.shape), np.dtype(np.int64)
+
+
+def checked_weights(rows: np.ndarray) -> np.ndarray:
+    """Each row's total of multinomial weights ``rows`` (float64), once PyTorch's checks
+    passed: no negative, infinite or NaN weight, no row of zeros."""
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    totals = rows.sum(-1, keepdims=True)
+    if (totals <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    return totals
+
+
+@primitive("multinomial_draws", _draws_shape)
+def multinomial_draws(weights, uniforms):
+    """Category indices drawn with replacement per row of ``weights`` (unnormalized, the last
+    dimension) from ``uniforms`` in [0, 1): the first index whose cumulative probability
+    exceeds the draw, as numpy's ``choice`` finds it. Raises PyTorch's errors for weights it
+    refuses."""
+    rows = np.asarray(weights, dtype=np.float64).reshape(-1, weights.shape[-1])
+    totals = checked_weights(rows)
+    bounds = np.cumsum(rows / totals, axis=-1)
+    bounds[:, -1] = 1.0  # the last bound is the whole mass, whatever the rounding
+    draws = np.asarray(uniforms, dtype=np.float64).reshape(rows.shape[0], -1)
+    found = np.empty(draws.shape, np.int64)
+    for k in range(rows.shape[0]):
+        found[k] = np.searchsorted(bounds[k], draws[k], side="right")
+    return found.reshape(uniforms.shape)
 
 
 @primitive("cumsum", _cumsum_shape)
