@@ -588,6 +588,13 @@ def realize(targets: Sequence[Node], release: Sequence[Node] = (),
             with interrupts.deferred():
                 if _deferred.entries is not taken[0]:  # taken, not only read
                     _deferred.entries[:0], _deferred.state[:0], _deferred.replaced[:0] = taken
+                if shared_tensors:  # shared tensors read their mapping again
+                    shared_tensors.write_back()
+            raise
+        except Exception:
+            if shared_tensors:
+                with interrupts.deferred():
+                    shared_tensors.write_back()
             raise
         with interrupts.deferred(), local.structure:
             commit()

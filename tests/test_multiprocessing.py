@@ -160,3 +160,14 @@ def test_pytorchs_hogwild_program_trains_one_model_from_two_processes(tmp_path, 
     assert done.returncode == 0, done.stderr
     loss, codes = done.stdout.strip().splitlines()[-1].split(" ", 1)
     assert codes == "[0, 0]" and float(loss) < 0.9, done.stdout
+
+
+def test_a_failed_run_leaves_a_shared_tensor_reading_its_mapping():
+    """A run reads a copy of each shared tensor; when it fails, the tensor reads the memory
+    file again, so another process's later writes are seen without a successful run."""
+    p = pargraph.zeros(3).share_memory_()
+    bad = (p * float("nan")).multinomial(1, replacement=True)
+    with pytest.raises(RuntimeError, match="`inf`, `nan` or element < 0"):
+        bad.tolist()
+    shared_tensors.buffer_of(p).array[:] = 5.0  # what another process writes
+    np.testing.assert_array_equal(p.numpy(), [5.0, 5.0, 5.0])
