@@ -6,14 +6,11 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.graph import user_site
-
-if TYPE_CHECKING:
-    from pargraph.nn.module import Module
 
 
 class BackwardHooks:
@@ -21,7 +18,7 @@ class BackwardHooks:
     identity nodes whose gradient hooks (``Tensor.register_hook``) collect ``grad_output``
     and call the module's hooks with ``grad_input``, as PyTorch's ``BackwardHook`` does."""
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Any) -> None:
         self.module = module
         self.count = 0  # positional tensor inputs
         self.wanted = False  # whether one requires grad
@@ -113,7 +110,7 @@ class ForwardHook:
     def __init__(self, function: Callable, with_kwargs: bool, always_call: bool) -> None:
         self.function, self.with_kwargs, self.always_call = function, with_kwargs, always_call
 
-    def call(self, module: Module, args: tuple, kwargs: dict, output: Any) -> Any:
+    def call(self, module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
         if self.with_kwargs:
             return self.function(module, args, kwargs, output)
         return self.function(module, args, output)
