@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import tempfile
 import threading
 import weakref
 from typing import Any
@@ -49,8 +50,12 @@ class SharedBuffer:
 
     @classmethod
     def new(cls, shape: tuple, dtype: np.dtype) -> SharedBuffer:
-        """A fresh memory file for values of ``shape`` and ``dtype`` (zeros)."""
-        return cls(os.memfd_create("pargraph-shared", os.MFD_CLOEXEC), shape, dtype)
+        """A fresh memory file for values of ``shape`` and ``dtype`` (zeros): an anonymous
+        one where the system has ``memfd_create`` (Linux), else an unlinked temporary file."""
+        if hasattr(os, "memfd_create"):
+            return cls(os.memfd_create("pargraph-shared", os.MFD_CLOEXEC), shape, dtype)
+        with tempfile.TemporaryFile() as file:
+            return cls(os.dup(file.fileno()), shape, dtype)
 
     def close(self) -> None:
         """Unmap and close (the memory goes when no process maps it any more)."""
