@@ -968,6 +968,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         self._node = node
         node.owner = weakref.ref(self)
         self._changes = getattr(self, "_changes", 0) + 1
+        if shared_tensors and node.value is None and shared_tensors.buffer_of(self) is not None:
+            execution.realize([node])  # shared memory changes at once, as PyTorch's does
         return self
 
     def _replace(self, node: Node) -> None:

@@ -8,8 +8,10 @@ Between runs the tensor's node holds an array over the mapping, so a read sees w
 last wrote; a run reads a copy of it taken as the run starts (one copy of every shared tensor
 per run: sharing is for Hogwild's small models).
 
-pargraph computes an update into a new array and points the tensor at it. For a shared tensor,
-the run that computes the update reads a copy of the values taken as it starts
+pargraph computes an update into a new array and points the tensor at it; for a shared tensor
+that happens at once, as an in-place change of shared storage does in PyTorch
+(``Tensor._rebind`` realizes the new node), so a process that ends right after it loses
+nothing. The run that computes the update reads a copy of the values taken as it starts
 (:meth:`SharedTensors.snapshot`), and :meth:`SharedTensors.write_back` then adds the update's
 change (new values less that copy) into the mapping, element by element, and points the node at
 the mapping again: after each run (``execution``), optimizer step and compiled step (whose
