@@ -331,9 +331,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if self._node.history:
             raise RuntimeError("share_memory_: only a tensor without autograd history (a "
                                "leaf, a parameter, a buffer) can be moved to shared memory")
-        owner = self._base if isinstance(self, SharedData) else self  # detached data: its base
-        if shared_tensors.buffer_of(owner) is None:
-            shared_tensors.share(owner, owner._value())
+        if shared_tensors.buffer_of(self) is None:
+            shared_tensors.share(self, self._value())
         return self
 
     def is_shared(self) -> bool:
@@ -345,8 +344,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         >>> pargraph.ones(2).is_shared()
         False
         """
-        owner = self._base if isinstance(self, SharedData) else self
-        return shared_tensors.buffer_of(owner) is not None
+        return shared_tensors.buffer_of(self) is not None
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (realizing it if needed).
@@ -1175,6 +1173,13 @@ class SharedData(Tensor):
 
     def _replace(self, node: Node) -> None:
         self._base._replace(node)
+
+    def share_memory_(self) -> Tensor:
+        self._base.share_memory_()  # the data is its base's: the base moves
+        return self
+
+    def is_shared(self) -> bool:
+        return self._base.is_shared()
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         """A tensor of its own holding a copy of the values, as PyTorch's deepcopy of detached
