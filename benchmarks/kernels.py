@@ -1,6 +1,6 @@
 """The fused kernels' costs: numba's first run (compiling) and later processes' (loading the
-kernels cached on disk), and one LSTM cell's forward and gradient on numba's kernels against
-numpy's formulas, each in a fresh process.
+kernels cached on disk), and one LSTM cell's and one whole direction's forward and gradient on
+numba's kernels against numpy's formulas, each in a fresh process.
 
     python -m benchmarks.kernels              # prints the figures as JSON
 """
@@ -14,13 +14,13 @@ import sys
 import tempfile
 import time
 
-#: One cell of benchmarks/layer_models.py's LSTM: batch 32, hidden 128.
-BATCH, HIDDEN = 32, 128
+#: One cell of benchmarks/layer_models.py's LSTM: batch 32, hidden 128; a direction of 64 steps.
+BATCH, HIDDEN, STEPS = 32, 128, 64
 
 
 def _first_call() -> dict:
-    """In this process: seconds of the first float32 LSTM cell and its gradient (numba
-    compiles or loads them then), and microseconds per call after."""
+    """In this process: seconds of the first float32 LSTM cell, direction and their gradients
+    (numba compiles or loads them then), and microseconds per call after."""
     import numpy as np
 
     start = time.perf_counter()
@@ -32,9 +32,13 @@ def _first_call() -> dict:
     w = rng.standard_normal((4 * HIDDEN, HIDDEN)).astype(np.float32)
     b = rng.standard_normal(4 * HIDDEN).astype(np.float32)
     grad = rng.standard_normal((6, BATCH, HIDDEN)).astype(np.float32)
+    gates = rng.standard_normal((STEPS, BATCH, 4 * HIDDEN)).astype(np.float32)
+    d_h = rng.standard_normal((STEPS, BATCH, HIDDEN)).astype(np.float32)
     imported = time.perf_counter()
     out = ops.lstm_cell.forward(gx, h, c, w, b)
     ops.lstm_cell_grads.forward(grad, out, c)
+    rows = ops.lstm_sequence.forward(gates, h, c, w, b, reverse=False)
+    ops.lstm_sequence_grads.forward(d_h, rows, h, c, w, reverse=False)
     first = time.perf_counter() - imported
 
     def per_call(function, calls=2000) -> float:
@@ -48,7 +52,11 @@ def _first_call() -> dict:
 
     return {"kernels": kernels.name, "import_seconds": imported - start, "first_seconds": first,
             "forward_us": per_call(lambda: ops.lstm_cell.forward(gx, h, c, w, b)),
-            "gradient_us": per_call(lambda: ops.lstm_cell_grads.forward(grad, out, c))}
+            "gradient_us": per_call(lambda: ops.lstm_cell_grads.forward(grad, out, c)),
+            "sequence_forward_us": per_call(
+                lambda: ops.lstm_sequence.forward(gates, h, c, w, b, reverse=False), 50),
+            "sequence_gradient_us": per_call(
+                lambda: ops.lstm_sequence_grads.forward(d_h, rows, h, c, w, reverse=False), 50)}
 
 
 def _fresh(cache: str, kernels: str) -> dict:

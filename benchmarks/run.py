@@ -585,10 +585,10 @@ def scaling(repeats: int) -> dict:
 
 
 def fused_kernels(repeats: int) -> dict:
-    """Fused kernels: numba's LSTM cell (benchmarks/kernels.py), its first run in a fresh
-    environment (compiling), in a later process (loading numba's disk cache), and one cell's
-    forward (with its hidden product) and gradient against numpy's formulas, one BLAS thread,
-    a fresh process each"""
+    """Fused kernels: numba's LSTM cell and direction (benchmarks/kernels.py), their first run
+    in a fresh environment (compiling), in a later process (loading numba's disk cache), and
+    one cell's and one direction's forward (with the hidden products) and gradient against
+    numpy's formulas, one BLAS thread, a fresh process each"""
     from benchmarks import kernels
 
     found = kernels.measure()
@@ -596,7 +596,7 @@ def fused_kernels(repeats: int) -> dict:
         return {"skipped": "numba is not installed (pip install 'pargraph[numba]')"}
     first, cached, plain = found["compiling"], found["cached"], found["numpy"]
     notes = [f"first run in a fresh environment: {first['first_seconds']:.2f} s (numba "
-             f"compiles the two kernels and writes them to its disk cache)",
+             f"compiles the four kernels and writes them to its disk cache)",
              f"first run in a later process: {cached['first_seconds']:.2f} s (loading numba "
              f"and the cached kernels); numpy's formulas: {plain['first_seconds']:.3f} s"]
     for part in ("forward", "gradient"):
@@ -604,6 +604,11 @@ def fused_kernels(repeats: int) -> dict:
         notes.append(f"LSTM cell {part} ({kernels.BATCH} x {kernels.HIDDEN}): {ours:.1f} us on "
                      f"numba's kernel, {theirs:.1f} us on numpy's formula "
                      f"({theirs / ours:.2f}x faster)")
+    for part in ("forward", "gradient"):
+        ours, theirs = cached[f"sequence_{part}_us"], plain[f"sequence_{part}_us"]
+        notes.append(f"LSTM direction {part} ({kernels.STEPS} steps of {kernels.BATCH} x "
+                     f"{kernels.HIDDEN}): {ours / 1e3:.2f} ms on numba's kernel, "
+                     f"{theirs / 1e3:.2f} ms on numpy's steps ({theirs / ours:.2f}x faster)")
     return {"notes": notes}
 
 

@@ -78,6 +78,46 @@ def test_the_fused_lstm_cell_agrees_with_numpys_formula(chosen):
                                    atol=1e-5 * max(1, abs(c).max()))
 
 
+def _sequence_cases(count=36):
+    """Generated LSTM directions: 1 to 6 steps, batch dimensions from none to two, either
+    direction, gates laid out time-major or batch-first (strided steps), with and without a
+    hidden bias, a gradient of the outputs alone or of every row, NaN and infinities."""
+    rng = np.random.default_rng(1)
+    for k in range(count):
+        steps, n = int(rng.integers(1, 7)), int(rng.choice([1, 2, 7, 16, 33]))
+        lead = tuple(int(d) for d in rng.integers(1, 5, size=k % 3))
+        scale = float(rng.choice([0.1, 1.0, 5.0]))
+        gx = (rng.standard_normal(lead + (steps, 4 * n)) * scale).astype(np.float32)
+        gx = np.moveaxis(gx, -2, 0) if k % 2 else np.ascontiguousarray(np.moveaxis(gx, -2, 0))
+        h0, c0 = (rng.standard_normal(lead + (n,)).astype(np.float32) for _ in range(2))
+        w = (rng.standard_normal((4 * n, n)) / np.sqrt(n)).astype(np.float32)
+        b = rng.standard_normal(4 * n).astype(np.float32) if k % 3 else None
+        if k % 7 == 6:
+            gx[tuple(rng.integers(0, d) for d in gx.shape)] = rng.choice([np.nan, np.inf])
+        every = (steps, 6) + lead + (n,)
+        grad = rng.standard_normal(every if k % 4 == 3 else (steps,) + lead + (n,))
+        yield gx, h0, c0, w, b, grad.astype(np.float32), bool(k % 5 % 2)
+
+
+def test_the_fused_lstm_sequence_agrees_with_numpys_steps(chosen):
+    for gx, h0, c0, w, b, grad, reverse in _sequence_cases():
+        chosen("numba")
+        out = np.empty((gx.shape[0], 6) + c0.shape, np.float32)
+        assert kernels.lstm_sequence(gx, h0, c0, w, b, out, reverse)  # the kernel ran
+        fused, plain = _both(chosen, lambda: ops.lstm_sequence.forward(gx, h0, c0, w, b,
+                                                                       reverse=reverse))
+        np.testing.assert_array_equal(fused, out)
+        np.testing.assert_array_equal(np.isnan(fused), np.isnan(plain))
+        np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5)
+        fused_grads, plain_grads = _both(chosen, lambda: ops.lstm_sequence_grads.forward(
+            grad, plain, h0, c0, w, reverse=reverse))
+        assert fused_grads.shape == plain_grads.shape and fused_grads.dtype == np.float32
+        np.testing.assert_array_equal(np.isnan(fused_grads), np.isnan(plain_grads))
+        finite = np.isfinite(plain_grads)
+        np.testing.assert_allclose(fused_grads[finite], plain_grads[finite], rtol=1e-4,
+                                   atol=1e-4 * max(1, abs(plain_grads[finite]).max()))
+
+
 def test_other_dtypes_take_numpys_formula(chosen):
     gx, h, c, w, b, grad = list(_cell_cases(2))[1]
     for dtype in (np.float64, np.float16):

@@ -103,6 +103,99 @@ def lstm_backward(grad, out, c, result):  # pragma: no cover - compiled
             result[b, 4 * n + j] = d_c[j] * out[3, b, j]
 
 
+#: ``cblas_?gemm``'s row-major layout and transposition flags.
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+@numba.njit(**_JIT)
+def lstm_sequence_forward(gemm, gx, h0, c0, w_hh, bias, out, reverse):  # pragma: no cover
+    """A whole LSTM direction (``ops.lstm_sequence``): at every step of the input's gates
+    ``gx`` (steps, rows, 4n), last first with ``reverse``, the hidden product through BLAS's
+    ``gemm`` (a ``cblas_sgemm`` pointer), then :func:`lstm_forward` into ``out[t]``. One call
+    for the sequence: a step costs no Python."""
+    count = gx.shape[0]
+    rows, n = c0.shape
+    hw = np.empty((rows, 4 * n), np.float32)
+    for s in range(count):
+        t = count - 1 - s if reverse else s
+        if s == 0:
+            h, c = h0, c0
+        else:
+            before = t + 1 if reverse else t - 1
+            h, c = out[before, 0], out[before, 1]
+        gemm(_ROW_MAJOR, _NO_TRANS, _TRANS, rows, 4 * n, n, 1.0, h.ctypes.data, n,
+             w_hh.ctypes.data, n, 0.0, hw.ctypes.data, 4 * n)
+        lstm_forward(hw, gx[t], bias, c, out[t])
+
+
+@numba.njit(**_JIT)
+def lstm_sequence_backward(gemm, gh, rest, has_rest, out, c0, w_hh, result,
+                           reverse):  # pragma: no cover - compiled
+    """The gradient of :func:`lstm_sequence_forward` (``ops.lstm_sequence_grads``): ``gh``
+    (steps, rows, n) is the gradient of the outputs h', ``rest`` (steps, 5, rows, n) that of
+    the other rows where ``has_rest``. Steps run backward, each passing its states' gradients
+    to the step before (h''s through BLAS's ``gemm``); ``result[t]`` gets step ``t``'s gates'
+    gradient (i, f, g, o) and ``result[steps]`` the first states' (h0's columns, then c0's).
+    One loop per part, as in :func:`lstm_backward`."""
+    count, _, rows, n = out.shape
+    one = np.float32(1)
+    d_h = np.zeros((rows, n), np.float32)
+    d_c = np.zeros((rows, n), np.float32)
+    g0, total, tanh_c = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
+    for s in range(count):
+        t = s if reverse else count - 1 - s
+        first = t == count - 1 if reverse else t == 0
+        c = c0 if first else out[t + 1 if reverse else t - 1, 1]
+        o_t, d_gates = out[t], result[t]
+        for b in range(rows):
+            for j in range(n):
+                g0[j] = gh[t, b, j] + d_h[b, j]
+            for j in range(n):
+                tanh_c[j] = tanh32(o_t[1, b, j])
+            if has_rest:
+                for j in range(n):
+                    d_c[b, j] += rest[t, 0, b, j]
+            for j in range(n):  # the gradient of c': its own, then through h' = o tanh(c')
+                total[j] = d_c[b, j] + g0[j] * o_t[4, b, j] * (one - tanh_c[j] ** 2)
+            for j in range(n):
+                d_gates[b, j] = total[j] * o_t[5, b, j]
+            for j in range(n):
+                d_gates[b, n + j] = total[j] * c[b, j]
+            for j in range(n):
+                d_gates[b, 2 * n + j] = total[j] * o_t[2, b, j]
+            for j in range(n):
+                d_gates[b, 3 * n + j] = g0[j] * tanh_c[j]
+            if has_rest:
+                for j in range(n):
+                    d_gates[b, j] += rest[t, 1, b, j]
+                for j in range(n):
+                    d_gates[b, n + j] += rest[t, 2, b, j]
+                for j in range(n):
+                    d_gates[b, 2 * n + j] += rest[t, 4, b, j]
+                for j in range(n):
+                    d_gates[b, 3 * n + j] += rest[t, 3, b, j]
+            for j in range(n):  # through the sigmoids and the tanh
+                i = o_t[2, b, j]
+                d_gates[b, j] *= i * (one - i)
+            for j in range(n):
+                f = o_t[3, b, j]
+                d_gates[b, n + j] *= f * (one - f)
+            for j in range(n):
+                g = o_t[5, b, j]
+                d_gates[b, 2 * n + j] *= one - g * g
+            for j in range(n):
+                o = o_t[4, b, j]
+                d_gates[b, 3 * n + j] *= o * (one - o)
+            for j in range(n):
+                d_c[b, j] = total[j] * o_t[3, b, j]
+        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, rows, n, 4 * n, 1.0, d_gates.ctypes.data,
+             4 * n, w_hh.ctypes.data, n, 0.0, d_h.ctypes.data, n)
+    for b in range(rows):
+        for j in range(n):
+            result[count, b, j] = d_h[b, j]
+            result[count, b, n + j] = d_c[b, j]
+
+
 @numba.njit(nogil=True, cache=True)
 def pool_argmax2d(x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
                   dilation_w, out):  # pragma: no cover - compiled

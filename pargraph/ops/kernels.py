@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.ops.gemm import blas
+
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
@@ -85,6 +87,58 @@ class Kernels:
             return False
         module.lstm_backward(grad.reshape(6, -1, n), out.reshape(6, -1, n), c.reshape(-1, n),
                              result.reshape(-1, 5 * n))
+        return True
+
+    def lstm_sequence(self, gates_x: np.ndarray, h0: np.ndarray, c0: np.ndarray,
+                      w_hh: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+                      reverse: bool) -> bool:
+        """``out[:]`` = a whole LSTM direction (``ops.lstm_sequence``), the steps' hidden
+        products called from the kernel through BLAS (:mod:`pargraph.ops.gemm`); False where
+        no kernel takes these arrays (not all float32, no BLAS to call).
+
+        Examples
+        --------
+        >>> z = np.zeros((3, 2, 4), np.float32); s = np.zeros((2, 1), np.float32)
+        >>> out = np.empty((3, 6, 2, 1), np.float32)
+        >>> ran = kernels.lstm_sequence(z, s, s, np.zeros((4, 1), np.float32), None, out, False)
+        >>> not ran or out[:, 2].ravel().tolist() == [0.5] * 6  # gates of 0: i = 0.5
+        True
+        """
+        module, gemm = self.module(), _gemm32()
+        n = c0.shape[-1] if c0.ndim else 0
+        if (module is None or gemm is None or not n or not c0.size or not out.flags.c_contiguous
+                or any(a.dtype != _FLOAT32 for a in (gates_x, h0, c0, w_hh, out))
+                or (bias is not None and (bias.dtype != _FLOAT32 or bias.shape != (4 * n,)))):
+            return False
+        rows = c0.size // n
+        module.lstm_sequence_forward(
+            gemm, gates_x.reshape(gates_x.shape[0], rows, 4 * n),
+            np.ascontiguousarray(h0).reshape(rows, n), np.ascontiguousarray(c0).reshape(rows, n),
+            np.ascontiguousarray(w_hh), np.zeros(4 * n, _FLOAT32) if bias is None else bias,
+            out.reshape(out.shape[0], 6, rows, n), reverse)
+        return True
+
+    def lstm_sequence_backward(self, grad: np.ndarray, out: np.ndarray, c0: np.ndarray,
+                               w_hh: np.ndarray, result: np.ndarray, reverse: bool) -> bool:
+        """``result[:]`` = the gradient of an LSTM direction (``ops.lstm_sequence_grads``) from
+        ``grad``, of its outputs h' alone (steps, ..., n) or of every row (steps, 6, ..., n);
+        ``result`` starts as zeros. False where no kernel takes these arrays."""
+        module, gemm = self.module(), _gemm32()
+        n = c0.shape[-1] if c0.ndim else 0
+        if (module is None or gemm is None or not n or not c0.size
+                or not result.flags.c_contiguous or not out.flags.c_contiguous
+                or any(a.dtype != _FLOAT32 for a in (grad, out, c0, w_hh, result))):
+            return False
+        count, rows = out.shape[0], c0.size // n
+        if grad.ndim == out.ndim - 1:
+            gh, rest = grad, np.zeros((1, 5, 1, 1), _FLOAT32)
+        else:
+            gh, rest = grad[:, 0], np.ascontiguousarray(grad[:, 1:]).reshape(count, 5, rows, n)
+        module.lstm_sequence_backward(
+            gemm, np.ascontiguousarray(gh).reshape(count, rows, n), rest,
+            grad.ndim == out.ndim, out.reshape(count, 6, rows, n),
+            np.ascontiguousarray(c0).reshape(rows, n), np.ascontiguousarray(w_hh),
+            result.reshape(count + 1, rows, 4 * n), reverse)
         return True
 
     def pool_argmax(self, x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple,
@@ -222,6 +276,12 @@ def _along_last(shape: tuple, index: np.ndarray, dim: int) -> bool:
             and dim in (-1, len(shape) - 1) and tuple(shape[:-1]) == index.shape[:-1])
 
 
+def _gemm32() -> Any:
+    """The ``cblas_sgemm`` the process's one-thread products run (:mod:`pargraph.ops.gemm`),
+    or None where no BLAS can be called."""
+    return blas.functions().get(_FLOAT32)
+
+
 def _choose() -> Any:
     import dask
 
@@ -238,6 +298,8 @@ def _choose() -> Any:
     from pargraph.ops.jit_kernels import (
         lstm_backward,
         lstm_forward,
+        lstm_sequence_backward,
+        lstm_sequence_forward,
         pool_argmax2d,
         put_rows,
         softmax_grad_rows,
@@ -247,6 +309,8 @@ def _choose() -> Any:
     )
 
     return types.SimpleNamespace(lstm_forward=lstm_forward, lstm_backward=lstm_backward,
+                                 lstm_sequence_forward=lstm_sequence_forward,
+                                 lstm_sequence_backward=lstm_sequence_backward,
                                  pool_argmax2d=pool_argmax2d, take_rows=take_rows,
                                  put_rows=put_rows, softmax_shift_rows=softmax_shift_rows,
                                  softmax_scale_rows=softmax_scale_rows,

@@ -364,6 +364,8 @@ def lstm_sequence(gates_x, h0, c0, w_hh, b_hh=None, *, reverse):
     copied to contiguous rows first (a ``batch_first`` layer's are strided, and the fused cell
     vectorizes over contiguous rows only)."""
     out = np.empty((gates_x.shape[0], 6) + c0.shape, np.result_type(gates_x, h0, c0))
+    if kernels.lstm_sequence(gates_x, h0, c0, w_hh, b_hh, out, reverse):
+        return out
     h, c = h0, c0
     with blas.one_thread():
         for t in _steps(gates_x.shape[0], reverse):
@@ -387,6 +389,8 @@ def lstm_sequence_grads(grad, out, h0, c0, w_hh, *, reverse):
     ``(steps, ..., H)`` (:func:`hidden_gradient`)."""
     count, n = out.shape[0], c0.shape[-1]
     result = np.zeros((count + 1,) + c0.shape[:-1] + (4 * n,), c0.dtype)
+    if kernels.lstm_sequence_backward(grad, out, c0, w_hh, result, reverse):
+        return result
     hidden_only = grad.ndim == out.ndim - 1
     rows = np.zeros(out.shape[1:], np.result_type(grad, c0)) if hidden_only else None
     d_h = d_c = None
