@@ -256,10 +256,11 @@ def _numpy_step(cfg: dict, threads: int, towers: list | None = None):
     return step
 
 
-#: glibc's ``mallopt`` parameters and the values the numpy variants run with: freed memory
-#: stays in the heap (``M_TRIM_THRESHOLD``) and arrays under 32 MiB come from it
+#: glibc's ``mallopt`` parameters and the values the numpy and PyTorch variants run with,
+#: those pargraph's compiled steps set (``pargraph.runtime.Allocator``): freed memory stays in
+#: the heap (``M_TRIM_THRESHOLD``) and arrays under 64 MiB come from it
 #: (``M_MMAP_THRESHOLD``), so that no step pays for the kernel to map pages again.
-KEPT_HEAP = {-1: 256 << 20, -3: 32 << 20}
+KEPT_HEAP = {-1: 256 << 20, -3: 64 << 20}
 
 
 def keep_heap() -> bool:
@@ -267,7 +268,8 @@ def keep_heap() -> bool:
     where the C library is not glibc. With glibc's adaptive thresholds, some processes of the
     hand-written numpy step gave pages back to the kernel and faulted them in again at every
     step, others did not: the floor pargraph is measured against moved from process to
-    process (docs/performance.md has the figures)."""
+    process (docs/performance.md has the figures). PyTorch's processes keep it too: its
+    best setting, as pargraph's compiled steps keep theirs."""
     import ctypes
     import ctypes.util
 
@@ -308,9 +310,11 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
         if variant.endswith(("1 BLAS thread", "1 thread")):
             blas = 1
     elif variant.startswith("PyTorch"):
+        keep_heap()  # the glibc thresholds pargraph's compiled steps set: PyTorch's best too
         step = step_of(torch, workload) if cfg.get("layers") else \
             _torch_step(cfg, 1 if "1 thread" in variant else 2)
     elif variant.startswith("torch.compile"):
+        keep_heap()
         step = step_of(torch, workload, "model") if cfg.get("layers") else \
             _torch_step(cfg, 1 if "1 thread" in variant else 2, compiled=True)
     elif variant.startswith("numpy"):

@@ -255,7 +255,8 @@ def loops(repeats: int) -> dict:
     64-128-128-10, batch 128) and small (32-64-64-4, batch 32), each framework and setting in
     its own process, no pause between timed steps; "numpy by hand" is the step's work written
     in plain numpy (one BLAS thread; two threads: half the towers each), the floor pargraph's
-    overhead is measured against"""
+    overhead is measured against; numpy's and PyTorch's processes keep freed memory in glibc's
+    heap, as pargraph's compiled steps do"""
     rounds = 3 if repeats < 7 else 5  # whole processes vary by up to ~30% on this machine
     rows, targets, notes = {}, [], []
     for workload in ("wide", "branchy", "small"):
@@ -435,7 +436,8 @@ def layers(repeats: int) -> dict:
     demos/attention.py's transformer, a 2-layer bidirectional LSTM and PyTorch's char-RNN
     tutorial (benchmarks/layer_models.py), the same program on pargraph and PyTorch, each in
     its own process; one thread means pargraph on the sync scheduler with one BLAS thread
-    against PyTorch with ``set_num_threads(1)``; the targets are #56's"""
+    against PyTorch with ``set_num_threads(1)``; PyTorch keeps freed memory in glibc's heap,
+    as pargraph's compiled steps do (``benchmarks.loop.KEPT_HEAP``); the targets are #56's"""
     rounds = 2 if repeats < 7 else 3
     rows, costs, targets = {}, [], []
     for workload in ("conv", "cnn", "attention", "lstm", "charrnn"):

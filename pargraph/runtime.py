@@ -16,7 +16,7 @@ so a member of a group reports its own timing. Everything here pickles (code obj
 as formatted source lines, ops by name), so it runs on cluster workers too.
 
 The first task a dask worker process runs tunes that process's allocator
-(:func:`tune_worker_allocator`): distributed starts workers with ``MALLOC_TRIM_THRESHOLD_``
+(:class:`Allocator`): distributed starts workers with ``MALLOC_TRIM_THRESHOLD_``
 set, which makes glibc hand every large array back to the system when it is freed, so each
 temporary of a numpy expression costs fresh pages: elementwise ops ran many times slower in
 a worker than in a plain process.
@@ -172,40 +172,71 @@ def stop_task_times() -> list:
     return events
 
 
-#: glibc's mallopt parameters (malloc.h), and the values a worker process gets: arrays below
+#: glibc's mallopt parameters (malloc.h), and the values a tuned process gets: arrays below
 #: 64 MiB come from the heap, and up to 256 MiB of freed memory stays for the next step.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_WORKER_MMAP_THRESHOLD, _WORKER_TRIM_THRESHOLD = 64 << 20, 256 << 20
-_allocator = {"checked": False, "tuned": False}
+_KEPT_MMAP_THRESHOLD, _KEPT_TRIM_THRESHOLD = 64 << 20, 256 << 20
 
 
-def tune_worker_allocator() -> bool:
-    """Once per process: in a process hosting a dask worker whose allocator is glibc's, keep
-    freed arrays for reuse (``pargraph.worker-malloc: False`` in the worker's dask config, or
-    ``DASK_PARGRAPH__WORKER_MALLOC=False``, leaves it alone). Returns whether it is tuned."""
-    if _allocator["checked"]:
-        return _allocator["tuned"]
-    _allocator["checked"] = True
-    worker = sys.modules.get("distributed.worker")
-    if worker is None or not worker.Worker._instances or not sys.platform.startswith("linux"):
-        return False  # no worker lives here: the user's own process keeps its settings
-    import dask
+class Allocator:
+    """glibc's thresholds of this process, set at most once. With its defaults a training
+    loop's large arrays are handed back to the system when freed and fault in again at the
+    next step; tuned, freed arrays stay in the heap for reuse, as a framework's own allocator
+    keeps its blocks (XLA's, PyTorch's on a GPU). The dask setting ``pargraph.malloc``
+    (``DASK_PARGRAPH__MALLOC``): ``"auto"`` tunes a dask worker's process at its first task
+    and the user's process at a compiled step's first run; ``"system"`` leaves both alone."""
 
-    if not dask.config.get("pargraph.worker-malloc", True):  # DASK_PARGRAPH__WORKER_MALLOC
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        tuned = bool(libc.mallopt(_M_MMAP_THRESHOLD, _WORKER_MMAP_THRESHOLD)) and bool(
-            libc.mallopt(_M_TRIM_THRESHOLD, _WORKER_TRIM_THRESHOLD))
-    except (OSError, AttributeError):  # not glibc
-        tuned = False
-    _allocator["tuned"] = tuned
-    return tuned
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Whether this process ran a task yet (a worker's first task decides).
+        self.checked = False
+        #: Whether this process's thresholds were set.
+        self.tuned = False
+
+    def for_worker(self) -> bool:
+        """At a task's start: tune a process hosting a dask worker. Returns whether tuned."""
+        if self.checked:
+            return self.tuned
+        self.checked = True
+        worker = sys.modules.get("distributed.worker")
+        if worker is None or not worker.Worker._instances:
+            return self.tuned  # no worker lives here: steps decide (:meth:`for_steps`)
+        return self._tune()
+
+    def for_steps(self) -> bool:
+        """At a compiled step's run in the user's process: tune it. Returns whether tuned."""
+        return self.tuned or self._tune()
+
+    def _tune(self) -> bool:
+        import dask
+
+        wanted = dask.config.get("pargraph.malloc", "auto")
+        if wanted not in ("auto", "system"):
+            raise ValueError(f"pargraph.malloc is {wanted!r}; expected 'auto' or 'system'")
+        if wanted == "system" or not sys.platform.startswith("linux"):
+            return False
+        with self._lock:
+            if not self.tuned:
+                try:
+                    libc = ctypes.CDLL("libc.so.6")
+                    self.tuned = bool(libc.mallopt(_M_MMAP_THRESHOLD, _KEPT_MMAP_THRESHOLD)) \
+                        and bool(libc.mallopt(_M_TRIM_THRESHOLD, _KEPT_TRIM_THRESHOLD))
+                except (OSError, AttributeError):  # not glibc
+                    self.tuned = False
+        return self.tuned
+
+    def state(self) -> tuple[bool, bool]:
+        """(whether this process has run a task yet, whether its allocator is tuned)."""
+        return self.checked, self.tuned
+
+
+#: This process's allocator settings.
+allocator = Allocator()
 
 
 def allocator_state() -> tuple[bool, bool]:
-    """(whether this process has run a task yet, whether its allocator is tuned)."""
-    return _allocator["checked"], _allocator["tuned"]
+    """:meth:`Allocator.state` of the process this runs in (for ``client.run``)."""
+    return allocator.state()
 
 
 def run_node(node: Any, args: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -367,8 +398,8 @@ class FusedTask:
         self.straight: Any = None
 
     def __call__(self, *external: Any) -> Any:
-        if not _allocator["checked"]:
-            tune_worker_allocator()
+        if not allocator.checked:
+            allocator.for_worker()
         # As in PyTorch, floating point errors give inf/nan silently: on a worker too, where
         # the caller's numpy error state does not reach.
         with np.errstate(all="ignore"):

@@ -68,7 +68,7 @@ from pargraph.remote.state import clusters
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.waiting import asked
 from pargraph.remote.workers import replicas, threads_by_worker
-from pargraph.runtime import LIT, Arg, FusedTask, node_by_node, straight_line
+from pargraph.runtime import LIT, Arg, FusedTask, allocator, node_by_node, straight_line
 from pargraph.shared_memory import shared_tensors
 from pargraph.threads import run_on_threads
 
@@ -378,6 +378,8 @@ class Program:
         with self.lock:
             get = execution.choose_scheduler()
             client = execution.client_of(get)
+            if client is None and not allocator.tuned:
+                allocator.for_steps()  # a loop of steps: keep freed arrays for the next
             if first:
                 symbols = [s.value for s in self.symbols.symbols]
                 values, self.first_values = self.first_values, None
