@@ -5,8 +5,11 @@ raise at once); values are realized on demand. In-place methods rebind the tenso
 node, so the graph itself never mutates.
 
 Named ``_tensor`` (as PyTorch's ``torch/_tensor.py``) so that the module does not hide the
-``pargraph.tensor`` factory. The rest of the facade, by concern: :mod:`pargraph.factories`
-(new tensors, the random generator), :mod:`pargraph.functions` (``cat``, ``stack``,
+``pargraph.tensor`` factory. This module holds the class's core (its node, properties,
+values, autograd, views and in-place rebinding); its methods by job are mixins in
+:mod:`pargraph.methods` (operators, layout and dtype conversions, shapes, products, ...). The
+rest of the facade, by concern: :mod:`pargraph.leaves` (data into leaf nodes),
+:mod:`pargraph.factories` (new tensors, the random generator), :mod:`pargraph.functions` (``cat``, ``stack``,
 ``compute``, function forms of methods), :mod:`pargraph.printing` (``repr``),
 :mod:`pargraph.collection` (dask's collection protocol), :mod:`pargraph.remote`
 (``connect``). ``backward()`` calls into :mod:`pargraph.autograd`. Methods of primitives
@@ -25,19 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import amp, autograd, dtypes, execution, ops, spellings
+from pargraph import autograd, dtypes, execution, ops, spellings
 from pargraph.autograd.backward_graph import accumulate
 from pargraph.autograd.engine import post_accumulate_hooks
+from pargraph.autograd.graph import GradFn
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
-from pargraph.devices import check_device, device, strided
+from pargraph.devices import device, strided
 from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks, user_stacklevel
 from pargraph.indexing import as_torch_key, index_spec, ints_first
+from pargraph.leaves import leaf_of, legacy_leaf, scalar
 from pargraph.methods import EverydayMethods
-from pargraph.methods.in_place import checked_alpha
-from pargraph.methods.shapes import shape_arg
-from pargraph.ops import defaults
 from pargraph.printing import format_tensor
 from pargraph.remote.recovery import fetch
 from pargraph.selection import SelectionMethods
@@ -70,53 +72,6 @@ class Size(tuple):
         return f"pargraph.Size({list(self)})"
 
 
-class GradFn:
-    """The backward function of a non-leaf tensor, as PyTorch shows it: of a class named
-    after it (``type(y.grad_fn).__name__`` is ``"SumBackward0"``, which tools print)."""
-
-    #: The subclass of each backward function's name, made once.
-    kinds: dict[str, type] = {}
-
-    def __init__(self, node: Node) -> None:
-        self._node = node
-
-    @classmethod
-    def of(cls, node: Node) -> GradFn:
-        name = node.backward_name()
-        kind = cls.kinds.get(name)
-        if kind is None:
-            kind = cls.kinds[name] = type(name, (cls,), {"__module__": cls.__module__})
-        return kind(node)
-
-    def name(self) -> str:
-        return self._node.backward_name()
-
-    @property
-    def next_functions(self) -> tuple:
-        return tuple((_grad_fn_of_input(i), 0) for i in self._node.input_nodes())
-
-    def __repr__(self) -> str:
-        return f"<{self.name()} object at {id(self):#x}>"
-
-
-class AccumulateGrad:
-    """Where a leaf's gradient ends up: ``variable`` is the leaf tensor."""
-
-    def __init__(self, node: Node) -> None:
-        self.variable = node.owner_tensor()
-
-    def name(self) -> str:
-        return "torch::autograd::AccumulateGrad"
-
-    next_functions = ()
-
-
-def _grad_fn_of_input(node: Node):
-    if node.history:
-        return GradFn.of(node)
-    return AccumulateGrad(node) if node.requires_grad else None
-
-
 class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
     """A multi-dimensional array that records the operations applied to it.
 
@@ -138,7 +93,7 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
 
     def __init__(self, node: Any = None, *more: int) -> None:
         if not isinstance(node, Node):  # PyTorch's legacy constructor: Tensor(data) is float32
-            node = _legacy_leaf(node, more)
+            node = legacy_leaf(node, more)
         self._node = node
         self._grad: Tensor | None = None
         node.owner = weakref.ref(self)
@@ -558,130 +513,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         """
         autograd.backward([self], [gradient], retain_graph, create_graph, inputs=inputs)
 
-    # --- dtype conversions --------------------------------------------------------------
-
-    def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """Convert to a dtype (``"cpu"`` as a device is accepted and ignored).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(1).to(pargraph.float64).dtype
-        pargraph.float64
-        """
-        dtype = dtype_of_to(args, kwargs, "to")
-        if dtype is None or np.dtype(dtype) == self.dtype:
-            return self
-        return apply(ops.cast, self._node, dtype=np.dtype(dtype))
-
-    def cpu(self) -> Tensor:
-        return self
-
-    def float(self) -> Tensor:
-        return self.to(float32)
-
-    def double(self) -> Tensor:
-        return self.to(float64)
-
-    def long(self) -> Tensor:
-        return self.to(int64)
-
-    def bool(self) -> Tensor:
-        return self.to(bool_)
-
-    def half(self) -> Tensor:
-        return self.to(float16)
-
-    def bfloat16(self) -> Tensor:
-        return self.to(bfloat16)
-
-    def int(self) -> Tensor:
-        return self.to(int32)
-
-    def type(self, dtype: Any = None) -> Any:
-        """Without ``dtype``, PyTorch's type name (``"torch.FloatTensor"``); else ``to(dtype)``,
-        where ``dtype`` may also be a legacy type (``pargraph.LongTensor``) or its name.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(1).type(), pargraph.ones(1).type(pargraph.float64).dtype
-        ('torch.FloatTensor', pargraph.float64)
-        >>> pargraph.ones(1).type("torch.LongTensor").dtype
-        pargraph.int64
-        """
-        if dtype is None:
-            return TYPE_NAMES.get(self.dtype, f"torch.{self.dtype.name}Tensor")
-        if isinstance(dtype, str):
-            named = {name: d for d, name in TYPE_NAMES.items()}
-            if dtype not in named:
-                raise ValueError(f"invalid type: '{dtype}'")
-            dtype = named[dtype]
-        elif isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), np.dtype):
-            dtype = dtype.dtype
-        return self.to(dtype)
-
-    def clone(self, *, memory_format: Any = None) -> Tensor:
-        return apply(ops.clone, self._node)
-
-    def type_as(self, other: Tensor) -> Tensor:
-        return self.to(other.dtype)
-
-    # --- operators ----------------------------------------------------------------------
-
-    def __add__(self, other): return apply(ops.add, self, operand(other))
-    def __radd__(self, other): return apply(ops.add, operand(other), self)
-    def __sub__(self, other): return apply(ops.sub, self, operand(other))
-    def __rsub__(self, other): return apply(ops.sub, operand(other), self)
-    def __mul__(self, other): return apply(ops.mul, self, operand(other))
-    def __rmul__(self, other): return apply(ops.mul, operand(other), self)
-    def __truediv__(self, other): return apply(ops.div, self, operand(other))
-    def __rtruediv__(self, other): return apply(ops.div, operand(other), self)
-    def __pow__(self, other): return apply(ops.pow_, self, operand(other))
-    def __rpow__(self, other): return apply(ops.pow_, operand(other), self)
-
-    @amp.autocasts("lower")
-    def __matmul__(self, other): return apply(ops.matmul, self, operand(other))
-
-    @amp.autocasts("lower")
-    def __rmatmul__(self, other): return apply(ops.matmul, operand(other), self)
-
-    def __neg__(self): return apply(ops.neg, self._node)
-    def __pos__(self): return self
-    def __abs__(self): return self.abs()
-    def __eq__(self, other):  # type: ignore[override]
-        return False if other is None else apply(ops.eq, self, operand(other))  # PyTorch's None
-
-    def __ne__(self, other):  # type: ignore[override]
-        return True if other is None else apply(ops.ne, self, operand(other))
-
-    def __lt__(self, other): return apply(ops.lt, self, operand(other))
-    def __le__(self, other): return apply(ops.le, self, operand(other))
-    def __gt__(self, other): return apply(ops.gt, self, operand(other))
-    def __ge__(self, other): return apply(ops.ge, self, operand(other))
-    def __and__(self, other): return apply(ops.bitwise_and, self, operand(other))
-    def __rand__(self, other): return apply(ops.bitwise_and, operand(other), self)
-    def __or__(self, other): return apply(ops.bitwise_or, self, operand(other))
-    def __ror__(self, other): return apply(ops.bitwise_or, operand(other), self)
-    def __xor__(self, other): return apply(ops.bitwise_xor, self, operand(other))
-    def __rxor__(self, other): return apply(ops.bitwise_xor, operand(other), self)
-    def __invert__(self):
-        if self.dtype.kind not in "biu":
-            raise TypeError("~ (operator.invert) is only implemented on integer and "
-                            "Boolean-type tensors")
-        return apply(ops.bitwise_not, self._node)
-
-    def __lshift__(self, other): return apply(ops.bitwise_left_shift, self, operand(other))
-    def __rlshift__(self, other): return apply(ops.bitwise_left_shift, operand(other), self)
-    def __rshift__(self, other): return apply(ops.bitwise_right_shift, self, operand(other))
-    def __rrshift__(self, other): return apply(ops.bitwise_right_shift, operand(other), self)
-
-    mul = __mul__
-    pow = __pow__
-    matmul = __matmul__
-    neg = __neg__
-    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
-
     def __reduce_ex__(self, protocol: int) -> tuple:
         """Pickled as its values and ``requires_grad``, as PyTorch's tensors are (its graph
         stays behind; a view comes back as a tensor of its own)."""
@@ -705,54 +536,6 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
                     or isinstance(item, (int, np.integer)) and not isinstance(item, bool)
                     for item in (key if type(key) is tuple else (key,)))
         return IndexedView(out, self, key) if basic else _wrap(out)
-
-    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
-        """``self + alpha * other``.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([1.0]).add(pargraph.tensor([2.0]), alpha=3).tolist()
-        [7.0]
-        """
-        alpha = checked_alpha(self, other, alpha)
-        return self + (other if alpha == 1 else other * alpha)
-
-    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
-        """``self - alpha * other``.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([7.0]).sub(pargraph.tensor([1.0]), alpha=3).tolist()
-        [4.0]
-        """
-        alpha = checked_alpha(self, other, alpha)
-        return self - (other if alpha == 1 else other * alpha)
-
-    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
-        """``self / other``; ``rounding_mode`` ``"trunc"`` or ``"floor"`` rounds the quotient
-        (integers stay integers then, as in PyTorch).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([7.0, -7.0]).div(2, rounding_mode="floor").tolist()
-        [3.0, -4.0]
-        """
-        if rounding_mode is None:
-            return self / other
-        if rounding_mode not in ("trunc", "floor"):
-            raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
-                               f"'floor' but found '{rounding_mode}'")
-        integral = self.dtype.kind in "iub" and _dtype_of(other).kind in "iub"
-        if integral and rounding_mode == "floor":
-            return self // other
-        # The rounded quotient, whose gradient is zero, as PyTorch's.
-        quotient = self / other
-        quotient = quotient.trunc() if rounding_mode == "trunc" else quotient.floor()
-        return quotient.to(ops.promote_types(self.dtype, _dtype_of(other))) if integral \
-            else quotient
 
     # --- elementwise math (exp, log, ... come from the op registry: see below the class) -
 
@@ -782,150 +565,17 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
             out = out.where(~(out > max), max)
         return out
 
-    def maximum(self, other: Tensor) -> Tensor:
-        return apply(ops.maximum, self, operand(other))
-
-    def minimum(self, other: Tensor) -> Tensor:
-        return apply(ops.minimum, self, operand(other))
-
-    def where(self, condition: Tensor, other: Any) -> Tensor:
-        return apply(ops.where, operand(condition), self._node, operand(other))
-
-    # --- membership (the reductions are methods.reductions') ------------------------------
-
-    def __contains__(self, element: Any) -> bool:
-        """Whether any element equals ``element`` (a number or a tensor), as PyTorch's."""
-        if not isinstance(element, (Tensor, int, float, bool)):
-            raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you "
-                               f"passed in a {type(element)}.")
-        return bool((self == element).any().item())
-
-    def square(self) -> Tensor:
-        return self.to(int64) * self.to(int64) if self.dtype == bool_ else self * self
-
-    def rsqrt(self) -> Tensor:
-        return 1.0 / self.sqrt()
-
     # --- shapes (views; the other shape methods are methods.shapes') ----------------------
-
-    def reshape(self, *shape, **given) -> Tensor:
-        if given:
-            shape = ops.keyword_sizes(given, "shape", shape, "reshape")
-        return ShapedView(ops.reshape(self._node, shape=shape_arg(shape)), self, None)
-
-    def view(self, *shape, **given) -> Tensor:
-        """The same elements in another shape, or (``view(dtype)``) the same bytes read as
-        another dtype; in-place changes of either reach this tensor.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.tensor([1.0]).view(pargraph.int32).tolist()
-        [1065353216]
-        """
-        if given:
-            if "dtype" in given and not shape:
-                return self._bits_as(given["dtype"])
-            shape = ops.keyword_sizes(given, "size", shape, "view")
-        if len(shape) == 1 and _is_dtype(shape[0]):
-            return self._bits_as(shape[0])
-        return self.reshape(*shape)
-
-    def _bits_as(self, dtype: Any) -> Tensor:
-        dtype = np.dtype(dtype)
-        if dtype == self.dtype:
-            return self._viewed_by(apply(ops.view_dtype, self._node, dtype=dtype),
-                                   lambda base, value: value)
-        return self._viewed_by(apply(ops.view_dtype, self._node, dtype=dtype),
-                               lambda base, value: value._bits_as(base.dtype))
 
     def _viewed_by(self, result: Tensor, writer: Any) -> Tensor:
         """``result`` as a view of this tensor whose in-place changes ``writer(self, result)``
         writes back (see :class:`ScatteredView`)."""
         return ScatteredView(result._node, self, writer)
 
-    def view_as(self, other: Tensor) -> Tensor:
-        return self.reshape(other.shape)
-
-    def masked_fill(self, mask: Any, value: Any) -> Tensor:
-        """``value`` where ``mask`` (broadcast to this shape) is true, else this tensor.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> x = pargraph.zeros(3); x.masked_fill(pargraph.tensor([True, False, True]), 5.0)
-        tensor([5., 0., 5.])
-        """
-        mask = mask if isinstance(mask, Tensor) else Tensor(leaf_of(mask))
-        if mask.dtype != bool_:
-            raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with "
-                               f"dtype {mask.dtype}")
-        try:
-            fits = np.broadcast_shapes(mask.shape, self.shape) == tuple(self.shape)
-        except ValueError:
-            fits = False
-        if not fits:
-            raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask.shape)} is not "
-                               f"broadcastable to the tensor's shape {tuple(self.shape)}")
-        return apply(ops.where, mask._node, operand(value), self._node)
-
-    @amp.autocasts("lower")
-    def mm(self, mat2: Tensor) -> Tensor:
-        """Matrix product of two 2-D tensors (no broadcasting, unlike ``@``).
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(2, 3).mm(pargraph.ones(3, 1)).tolist()
-        [[3.0], [3.0]]
-        """
-        return _checked_product(self, mat2, 2, "mm")
-
-    @amp.autocasts("lower")
-    def bmm(self, mat2: Tensor) -> Tensor:
-        """Batched matrix product of two 3-D tensors with the same batch size.
-
-        Examples
-        --------
-        >>> import pargraph
-        >>> pargraph.ones(4, 2, 3).bmm(pargraph.ones(4, 3, 5)).shape
-        pargraph.Size([4, 2, 5])
-        """
-        return _checked_product(self, mat2, 3, "bmm")
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        if self.ndim and ops.normalize_dim(start_dim, self.ndim) > ops.normalize_dim(
-                end_dim, self.ndim):
-            raise RuntimeError("flatten() has invalid args: start_dim cannot come after "
-                               "end_dim")
-        return ShapedView(ops.flatten(self._node, start_dim, end_dim), self, None)
-
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
-        dims = list(range(self.ndim))
-        if self.ndim:
-            a, b = ops.normalize_dim(dim0, self.ndim), ops.normalize_dim(dim1, self.ndim)
-            dims[a], dims[b] = dims[b], dims[a]
-        return ShapedView(ops.transpose(self._node, dim0, dim1), self, tuple(dims))
-
-    def t(self) -> Tensor:
-        if self.ndim > 2:
-            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                               f"{self.ndim}D")
-        out = self.T
-        return ShapedView(ops.shown_as(out._node, "TBackward0", self._node), self,
-                          tuple(reversed(range(self.ndim))))
-
-    def permute(self, *dims, **given) -> Tensor:
-        if given:
-            dims = ops.keyword_sizes(given, "dims", dims, "permute")
-        dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
-        return ShapedView(ops.permute(self._node, dims=dims), self, dims)
-
-    def squeeze(self, dim=None) -> Tensor:
-        return ShapedView(ops.squeeze(self._node, dim), self, None)
-
-    def unsqueeze(self, dim: int) -> Tensor:
-        return ShapedView(ops.unsqueeze(self._node, dim), self, None)
+    def _shaped(self, node: Node, dims: tuple | None) -> Tensor:
+        """``node``, a reshaping of this tensor (``dims``: its permutation, if it is one), as a
+        view whose in-place changes reach this tensor (see :class:`ShapedView`)."""
+        return ShapedView(node, self, dims)
 
     def _parts(self, nodes: list[Node], dim: int) -> tuple[Tensor, ...]:
         """Consecutive parts along ``dim`` as views: each one's in-place changes reach this
@@ -1054,12 +704,6 @@ NON_LEAF_GRAD = (
     "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information.")
-
-
-def _is_dtype(value: Any) -> bool:
-    """Whether ``value`` names a dtype (``pargraph.int32``, ``np.float16``)."""
-    return isinstance(value, (np.dtype, dtypes.dtype)) or (isinstance(value, type) and
-                                                           issubclass(value, np.generic))
 
 
 class _View(Tensor):
@@ -1205,21 +849,6 @@ def _detached_node(node: Node) -> Node:
         return ops.stop_gradient(node)
 
 
-def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
-    """The dtype a ``.to(...)`` call asks for (a dtype, or another tensor's), or ``None``;
-    devices other than the CPU are refused."""
-    dtype = kwargs.get("dtype")
-    check_device(kwargs.get("device"), where)
-    for arg in args:
-        if isinstance(arg, Tensor):
-            dtype = arg.dtype
-        elif isinstance(arg, str) or type(arg).__name__ == "device":
-            check_device(arg, where)
-        else:
-            dtype = arg
-    return dtype
-
-
 _wrap = Tensor._wrap  # a plain tensor around a node, for the methods above
 
 
@@ -1235,109 +864,7 @@ class RemovableHandle:
             self._hooks.remove(self._hook)
 
 
-def _checked_product(a: Tensor, b: Any, ndim: int, op: str) -> Tensor:
-    b = b if isinstance(b, Tensor) else Tensor(leaf_of(b))
-    what = "2D" if ndim == 2 else "3D"
-    for name, t in (("self", a), ("mat2", b)):
-        if t.ndim != ndim:
-            raise RuntimeError(f"{op}: {name} must be a {what} tensor, got {t.ndim}D")
-    if ndim == 3 and a.shape[0] != b.shape[0]:
-        raise RuntimeError(f"{op}: batch1 and batch2 must have the same batch size, got "
-                           f"{a.shape[0]} and {b.shape[0]}")
-    if a.shape[-1] != b.shape[-2]:
-        raise RuntimeError(f"{op}: mat1 and mat2 shapes cannot be multiplied "
-                           f"({'x'.join(map(str, a.shape[-2:]))} and "
-                           f"{'x'.join(map(str, b.shape[-2:]))})")
-    return a @ b
-
-
 _CPU = device("cpu")
-#: PyTorch's names of the tensor types of each dtype (``Tensor.type()``, ``pargraph.legacy``).
-TYPE_NAMES = {dtype: f"torch.{name}Tensor" for dtype, name in ops.TORCH_NAMES.items()}
-
-
-def _legacy_leaf(data: Any, more: tuple) -> Node:
-    """``Tensor(data)``: float32 values; ``Tensor(2, 3)``: a float32 tensor of that size (zeros,
-    where PyTorch leaves the memory uninitialized); ``Tensor()``: an empty one."""
-    if data is None or isinstance(data, int) and not isinstance(data, bool):
-        sizes = (0,) if data is None else (data, *more)
-        return ops.constant(np.zeros(sizes, dtype=np.float32))
-    if more:
-        raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got "
-                        f"{type(data).__name__} and {len(more)} more argument(s)")
-    return leaf_of(data, float32)
-
-
-def leaf_of(data: Any, dtype: Any = None) -> Node:
-    """A new leaf node holding a copy of ``data``: Python floats become float32 and Python
-    ints int64, as in PyTorch; numpy arrays keep their dtype."""
-    if isinstance(data, Tensor):
-        data = data.detach()._value()
-    from_python = not isinstance(data, (np.ndarray, np.generic))
-    try:
-        array = np.array(data)
-    except ValueError:
-        if from_python:
-            _check_rectangular(data)
-        raise
-    if from_python and array.size and (array.dtype in (object, np.uint64) or (
-            array.dtype.kind == "f" and float(np.abs(array).max()) >= 2.0 ** 63)) \
-            and _only_ints(data):
-        # Python ints beyond int64, which numpy keeps as uint64, objects or (beside smaller
-        # ints) float64: PyTorch refuses them.
-        raise ValueError("Overflow when unpacking long long")
-    if array.dtype == object or (array.dtype.kind not in "biuf"
-                                 and array.dtype != ops.BFLOAT16):
-        raise TypeError(f"tensor: could not infer a numeric dtype from {type(data).__name__}")
-    if dtype is not None:
-        target = np.dtype(dtype)
-    elif from_python and array.dtype.kind == "f":
-        target = defaults.float
-    elif from_python and array.dtype.kind in "iu":
-        target = int64
-    else:
-        target = array.dtype
-    if from_python:
-        ops.check_fits(array, target)
-    return ops.constant(array.astype(target, copy=False))
-
-
-def _check_rectangular(data: Any) -> None:
-    """Raise PyTorch's error for nested lists of uneven lengths."""
-    level = [data]
-    for dim in range(64):
-        sequences = [x for x in level if isinstance(x, (list, tuple))]
-        if not sequences:
-            return
-        length = len(sequences[0])
-        for x in level:
-            if not isinstance(x, (list, tuple)):
-                raise TypeError(f"expected a sequence at dim {dim}, as its other elements "
-                                f"are, but got {type(x).__name__}")
-            if len(x) != length:
-                raise ValueError(f"expected sequence of length {length} at dim {dim} "
-                                 f"(got {len(x)})")
-        level = [item for x in sequences for item in x]
-
-
-def _only_ints(data: Any) -> bool:
-    """Whether nested lists and tuples ``data`` hold Python ints only (bools are not)."""
-    pending = [data]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, (list, tuple)):
-            pending.extend(item)
-        elif type(item) is not int:
-            return False
-    return True
-
-
-def scalar(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Tensor):
-        return value.item()
-    return value
 
 
 def apply(op: ops.Primitive, *inputs: Any, **attrs: Any) -> Tensor:
@@ -1427,10 +954,6 @@ def operand(value: Any) -> Node | int | float | bool:
         return leaf_of(value)
     raise TypeError(f"unsupported operand type: {type(value).__name__} (expected a Tensor, a "
                     "Python number, a numpy array or a list)")
-
-
-def _dtype_of(value: Any) -> np.dtype:
-    return value.dtype if isinstance(value, Tensor) else ops.scalar_dtype(value)
 
 
 #: Indexing's spec for the mixins' in-place writes (``index_put_``).

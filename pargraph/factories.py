@@ -16,9 +16,10 @@ import ml_dtypes
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import Tensor, apply, drawn, int64, leaf_of, scalar
+from pargraph._tensor import Tensor, apply, drawn, int64
 from pargraph.devices import check_device
 from pargraph.graph import user_stacklevel
+from pargraph.leaves import leaf_of, scalar
 from pargraph.methods.shapes import shape_arg
 from pargraph.ops import defaults
 from pargraph.ops.core import fresh_seed

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from pargraph._tensor import TYPE_NAMES, Tensor
+from pargraph._tensor import Tensor
 from pargraph.factories import tensor, zeros
+from pargraph.methods.layout import TYPE_NAMES
 
 
 class TensorType(type):

@@ -206,3 +206,10 @@ def test_function_forms_hide_no_other_name_of_the_package():
         (pargraph.float32, pargraph.float64, pargraph.int64)
     assert all(getattr(pargraph, name) is method_functions[name] for name in METHOD_FUNCTIONS
                )
+
+
+def test_no_module_is_over_a_thousand_lines():
+    """A room a newcomer reads whole: a module that grows past 1,000 lines is split by job."""
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 1000}
+    assert not long, f"split these by job: {long}"

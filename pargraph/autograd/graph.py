@@ -1,4 +1,5 @@
-"""``pargraph.autograd.graph``: PyTorch's hooks on the tensors a backward keeps.
+"""``pargraph.autograd.graph``: the backward functions a tensor shows (``y.grad_fn``), and
+PyTorch's hooks on the tensors a backward keeps.
 
 PyTorch's ops save tensors for their backward, and these hooks see each one as it is saved
 and used. pargraph's vjps read their forward nodes directly, whose values stay where the
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from pargraph.graph import Node
 
 
 class saved_tensors_hooks:  # noqa: N801 (PyTorch's name)
@@ -84,3 +87,52 @@ class disable_saved_tensors_hooks:  # noqa: N801 (PyTorch's name)
 
     def __exit__(self, *exc: Any) -> None:
         return None
+
+
+class GradFn:
+    """The backward function of a non-leaf tensor, as PyTorch shows it: of a class named
+    after it (``type(y.grad_fn).__name__`` is ``"SumBackward0"``, which tools print)."""
+
+    #: The subclass of each backward function's name, made once.
+    kinds: dict[str, type] = {}
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    @classmethod
+    def of(cls, node: Node) -> GradFn:
+        name = node.backward_name()
+        kind = cls.kinds.get(name)
+        if kind is None:
+            kind = cls.kinds[name] = type(name, (cls,), {"__module__": cls.__module__})
+        return kind(node)
+
+    def name(self) -> str:
+        return self._node.backward_name()
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple((grad_fn_of(i), 0) for i in self._node.input_nodes())
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad:
+    """Where a leaf's gradient ends up: ``variable`` is the leaf tensor."""
+
+    def __init__(self, node: Node) -> None:
+        self.variable = node.owner_tensor()
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    next_functions = ()
+
+
+def grad_fn_of(node: Node) -> GradFn | AccumulateGrad | None:
+    """The backward function that takes the gradient of ``node``'s value: its own, an
+    accumulation into a leaf that requires grad, or None."""
+    if node.history:
+        return GradFn.of(node)
+    return AccumulateGrad(node) if node.requires_grad else None

@@ -1,5 +1,6 @@
 """Tensor methods: layout queries (one contiguous CPU array per tensor, as far as a program can
-tell), device flags, and ``new_*`` tensors like this one."""
+tell), device flags, conversions to another dtype (``to``, ``float``, ``type``), and ``new_*``
+tensors like this one."""
 
 from __future__ import annotations
 
@@ -8,11 +9,82 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
+from pargraph.devices import check_device
+
+#: PyTorch's names of the tensor types of each dtype (``Tensor.type()``, ``pargraph.legacy``).
+TYPE_NAMES = {dtype: f"torch.{name}Tensor" for dtype, name in ops.TORCH_NAMES.items()}
 
 
 class LayoutMethods:
-    """Tensor's layout queries, device flags and ``new_*`` tensors: a mixin of ``Tensor``
-    (``pargraph.methods`` says what the class it joins has)."""
+    """Tensor's layout queries, device flags, dtype conversions and ``new_*`` tensors: a mixin
+    of ``Tensor`` (``pargraph.methods`` says what the class it joins has)."""
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """Convert to a dtype (``"cpu"`` as a device is accepted and ignored).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).to(pargraph.float64).dtype
+        pargraph.float64
+        """
+        dtype = dtype_of_to(args, kwargs, "to")
+        if dtype is None or np.dtype(dtype) == self.dtype:
+            return self
+        return self._apply(ops.cast, self._node, dtype=np.dtype(dtype))
+
+    def cpu(self) -> Any:
+        return self
+
+    def float(self) -> Any:
+        return self.to(np.float32)
+
+    def double(self) -> Any:
+        return self.to(np.float64)
+
+    def long(self) -> Any:
+        return self.to(np.int64)
+
+    def bool(self) -> Any:
+        return self.to(np.bool_)
+
+    def half(self) -> Any:
+        return self.to(np.float16)
+
+    def bfloat16(self) -> Any:
+        return self.to(ops.BFLOAT16)
+
+    def int(self) -> Any:
+        return self.to(np.int32)
+
+    def type(self, dtype: Any = None) -> Any:
+        """Without ``dtype``, PyTorch's type name (``"torch.FloatTensor"``); else ``to(dtype)``,
+        where ``dtype`` may also be a legacy type (``pargraph.LongTensor``) or its name.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(1).type(), pargraph.ones(1).type(pargraph.float64).dtype
+        ('torch.FloatTensor', pargraph.float64)
+        >>> pargraph.ones(1).type("torch.LongTensor").dtype
+        pargraph.int64
+        """
+        if dtype is None:
+            return TYPE_NAMES.get(self.dtype, f"torch.{self.dtype.name}Tensor")
+        if isinstance(dtype, str):
+            named = {name: d for d, name in TYPE_NAMES.items()}
+            if dtype not in named:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = named[dtype]
+        elif isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), np.dtype):
+            dtype = dtype.dtype
+        return self.to(dtype)
+
+    def clone(self, *, memory_format: Any = None) -> Any:
+        return self._apply(ops.clone, self._node)
+
+    def type_as(self, other: Any) -> Any:
+        return self.to(other.dtype)
 
     def _constant(self, array: Any, dtype: Any = None) -> Any:
         return self._apply(ops.constant, np.array(array, dtype=dtype))
@@ -215,3 +287,18 @@ for _flag in NOT_HERE:
     setattr(LayoutMethods, _flag, property(lambda self: False,
                                              doc="Always False (see ``is_cuda``)."))
 del _flag
+
+
+def dtype_of_to(args: tuple, kwargs: dict, where: str) -> Any:
+    """The dtype a ``.to(...)`` call asks for (a dtype, or another tensor's), or ``None``;
+    devices other than the CPU are refused."""
+    dtype = kwargs.get("dtype")
+    check_device(kwargs.get("device"), where)
+    for arg in args:
+        if hasattr(arg, "_node"):  # a tensor
+            dtype = arg.dtype
+        elif isinstance(arg, str) or type(arg).__name__ == "device":
+            check_device(arg, where)
+        else:
+            dtype = arg
+    return dtype

@@ -22,6 +22,30 @@ class ProductMethods:
     """Tensor's linear algebra: a mixin of ``Tensor`` (``pargraph.methods`` says what the class it
     joins has)."""
 
+    @amp.autocasts("lower")
+    def mm(self, mat2: Any) -> Any:
+        """Matrix product of two 2-D tensors (no broadcasting, unlike ``@``).
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(2, 3).mm(pargraph.ones(3, 1)).tolist()
+        [[3.0], [3.0]]
+        """
+        return _checked_product(self, mat2, 2, "mm")
+
+    @amp.autocasts("lower")
+    def bmm(self, mat2: Any) -> Any:
+        """Batched matrix product of two 3-D tensors with the same batch size.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.ones(4, 2, 3).bmm(pargraph.ones(4, 3, 5)).shape
+        pargraph.Size([4, 2, 5])
+        """
+        return _checked_product(self, mat2, 3, "bmm")
+
     def dot(self, other: Any) -> Any:
         """The inner product of two 1-D tensors.
 
@@ -507,3 +531,21 @@ def kept_reciprocal(values: Any, keep: Any) -> Any:
 def pseudoinverse(u: Any, s: Any, vh: Any, keep: Any) -> Any:
     """``V diag(1 / S) U^T`` from a reduced SVD, over the singular values ``keep`` marks."""
     return (vh.mT * kept_reciprocal(s, keep).unsqueeze(-2)) @ u.mT
+
+
+def _checked_product(a: Any, b: Any, ndim: int, op: str) -> Any:
+    """``a @ b`` of two 2-d (``ndim`` 2) or 3-d tensors, with PyTorch's errors."""
+    if not hasattr(b, "_node"):  # data, as PyTorch takes it
+        b = a._wrap(a._operand(b))
+    what = "2D" if ndim == 2 else "3D"
+    for name, t in (("self", a), ("mat2", b)):
+        if t.ndim != ndim:
+            raise RuntimeError(f"{op}: {name} must be a {what} tensor, got {t.ndim}D")
+    if ndim == 3 and a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"{op}: batch1 and batch2 must have the same batch size, got "
+                           f"{a.shape[0]} and {b.shape[0]}")
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"{op}: mat1 and mat2 shapes cannot be multiplied "
+                           f"({'x'.join(map(str, a.shape[-2:]))} and "
+                           f"{'x'.join(map(str, b.shape[-2:]))})")
+    return a @ b

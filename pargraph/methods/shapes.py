@@ -7,12 +7,80 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import ops
+from pargraph import dtypes, ops
 
 
 class ShapeMethods:
     """Tensor's reshaping, selecting, splitting, flipping and scattering: a mixin of ``Tensor``
     (``pargraph.methods`` says what the class it joins has)."""
+
+    def reshape(self, *shape, **given) -> Any:
+        if given:
+            shape = ops.keyword_sizes(given, "shape", shape, "reshape")
+        return self._shaped(ops.reshape(self._node, shape=shape_arg(shape)), None)
+
+    def view(self, *shape, **given) -> Any:
+        """The same elements in another shape, or (``view(dtype)``) the same bytes read as
+        another dtype; in-place changes of either reach this tensor.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> pargraph.tensor([1.0]).view(pargraph.int32).tolist()
+        [1065353216]
+        """
+        if given:
+            if "dtype" in given and not shape:
+                return self._bits_as(given["dtype"])
+            shape = ops.keyword_sizes(given, "size", shape, "view")
+        if len(shape) == 1 and _is_dtype(shape[0]):
+            return self._bits_as(shape[0])
+        return self.reshape(*shape)
+
+    def _bits_as(self, dtype: Any) -> Any:
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype:
+            return self._viewed_by(self._apply(ops.view_dtype, self._node, dtype=dtype),
+                                   lambda base, value: value)
+        return self._viewed_by(self._apply(ops.view_dtype, self._node, dtype=dtype),
+                               lambda base, value: value._bits_as(base.dtype))
+
+    def view_as(self, other: Any) -> Any:
+        return self.reshape(other.shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
+        if self.ndim and ops.normalize_dim(start_dim, self.ndim) > ops.normalize_dim(
+                end_dim, self.ndim):
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after "
+                               "end_dim")
+        return self._shaped(ops.flatten(self._node, start_dim, end_dim), None)
+
+    def transpose(self, dim0: int, dim1: int) -> Any:
+        dims = list(range(self.ndim))
+        if self.ndim:
+            a, b = ops.normalize_dim(dim0, self.ndim), ops.normalize_dim(dim1, self.ndim)
+            dims[a], dims[b] = dims[b], dims[a]
+        return self._shaped(ops.transpose(self._node, dim0, dim1), tuple(dims))
+
+    def t(self) -> Any:
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D")
+        out = self.T
+        return self._shaped(ops.shown_as(out._node, "TBackward0", self._node),
+                            tuple(reversed(range(self.ndim))))
+
+    def permute(self, *dims, **given) -> Any:
+        if given:
+            dims = ops.keyword_sizes(given, "dims", dims, "permute")
+        dims = tuple(ops.normalize_dim(d, self.ndim) for d in shape_arg(dims))
+        return self._shaped(ops.permute(self._node, dims=dims), dims)
+
+    def squeeze(self, dim=None) -> Any:
+        return self._shaped(ops.squeeze(self._node, dim), None)
+
+    def unsqueeze(self, dim: int) -> Any:
+        return self._shaped(ops.unsqueeze(self._node, dim), None)
 
     def reshape_as(self, other: Any) -> Any:
         """This tensor in ``other``'s shape.
@@ -532,3 +600,9 @@ def shape_arg(shape: tuple) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     return tuple(int(n) for n in shape)
+
+
+def _is_dtype(value: Any) -> bool:
+    """Whether ``value`` names a dtype (``pargraph.int32``, ``np.float16``)."""
+    return isinstance(value, (np.dtype, dtypes.dtype)) or (isinstance(value, type) and
+                                                           issubclass(value, np.generic))

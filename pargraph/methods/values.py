@@ -14,6 +14,29 @@ class ValueMethods:
     """Tensor's results shaped by the values: a mixin of ``Tensor`` (``pargraph.methods`` says
     what the class it joins has)."""
 
+    def masked_fill(self, mask: Any, value: Any) -> Any:
+        """``value`` where ``mask`` (broadcast to this shape) is true, else this tensor.
+
+        Examples
+        --------
+        >>> import pargraph
+        >>> x = pargraph.zeros(3); x.masked_fill(pargraph.tensor([True, False, True]), 5.0)
+        tensor([5., 0., 5.])
+        """
+        if not hasattr(mask, "_node"):
+            mask = self._wrap(self._operand(mask))
+        if mask.dtype.kind != "b":
+            raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with "
+                               f"dtype {mask.dtype}")
+        try:
+            fits = np.broadcast_shapes(mask.shape, self.shape) == tuple(self.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask.shape)} is not "
+                               f"broadcastable to the tensor's shape {tuple(self.shape)}")
+        return self._apply(ops.where, mask._node, self._operand(value), self._node)
+
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         """The indices of the nonzero elements: a (count, dims) tensor, or one tensor per
         dimension with ``as_tuple``.

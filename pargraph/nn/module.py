@@ -11,13 +11,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import RemovableHandle, Size, Tensor, dtype_of_to
+from pargraph._tensor import RemovableHandle, Size, Tensor
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import recording
 from pargraph.factories import as_tensor, empty_for_init
 from pargraph.graph import grad_mode, in_package, naming_state, user_site
 from pargraph.interrupts import interrupts
+from pargraph.methods.layout import dtype_of_to
 from pargraph.nn.hooks import BackwardHooks, ForwardHook
 
 
