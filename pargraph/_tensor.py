@@ -9,8 +9,9 @@ Named ``_tensor`` (as PyTorch's ``torch/_tensor.py``) so that the module does no
 values, autograd, views and in-place rebinding); its methods by job are mixins in
 :mod:`pargraph.methods` (operators, layout and dtype conversions, shapes, products, ...). The
 rest of the facade, by concern: :mod:`pargraph.leaves` (data into leaf nodes),
-:mod:`pargraph.factories` (new tensors, the random generator), :mod:`pargraph.functions` (``cat``, ``stack``,
-``compute``, function forms of methods), :mod:`pargraph.printing` (``repr``),
+:mod:`pargraph.factories` (new tensors, the random generator), :mod:`pargraph.functions`
+(``cat``, ``stack``, ``compute``, function forms of methods), :mod:`pargraph.printing`
+(``repr``),
 :mod:`pargraph.collection` (dask's collection protocol), :mod:`pargraph.remote`
 (``connect``). ``backward()`` calls into :mod:`pargraph.autograd`. Methods of primitives
 declared with ``method=True`` (``exp``, ``relu``, ...) are added from the op registry.

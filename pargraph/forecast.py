@@ -101,8 +101,10 @@ class _Simulation:
     def __init__(self, tasks: list[_Task], nodes: list[Node], seconds: list[float],
                  shares: list[float], workers: int, threads: int, remote: bool,
                  network: Network | None, start: float, outcome: Outcome,
-                 task_cost: float = 0.0) -> None:
+                 task_cost: float = 0.0, penalties: list[float] | None = None) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: per node, the seconds it adds when it takes its GIL from another lane
+        self.penalties = penalties or [0.0] * len(nodes)
         self.task_cost = task_cost  # seconds of the GIL a local task costs the scheduler
         self.workers, self.threads, self.remote = workers, threads, remote
         self.network, self.outcome, self.start = network, outcome, start
@@ -199,9 +201,14 @@ class _Simulation:
         w = self.tasks[t].worker
         self.gil_held[w] = True
         self.outcome.gil_wait += now - asked
-        if steps[k][2] is None:
+        member = steps[k][2]
+        if member is None:
             self.outcome.scheduling += steps[k][1] + now - asked
-        self._at(now + steps[k][1], self._release, t, lane, steps, k, began)
+        # taken from another lane (it waited, or another waits): the call's contention
+        penalty = self.penalties[member] if member is not None and (
+            now > asked or self.gil_queue[w]) else 0.0
+        self.outcome.gil_wait += penalty
+        self._at(now + steps[k][1] + penalty, self._release, t, lane, steps, k, began)
 
     def _release(self, now: float, t: int, lane: int, steps: list, k: int,
                  began: float) -> None:
@@ -317,10 +324,15 @@ class Forecast:
         kinds = self.trace.samples.kinds
         given: dict = gil if isinstance(gil, dict) else {}
         costs = call_costs(self.trace) if measure else {}
-        #: each node's seconds on one thread with BLAS on one, where its kind was measured
-        self.one_thread = {key: costs[kind].seconds for key, kind in kinds.items()
-                           if kind in costs}
+        #: per node whose kind was measured, its time with BLAS on one thread over its time
+        #: with BLAS on every core (as the trace's run on one thread had it)
+        self.one_blas_thread = {key: costs[kind].seconds / costs[kind].seconds_all_blas
+                                for key, kind in kinds.items()
+                                if kind in costs and costs[kind].seconds_all_blas > 0}
         measured = {kind: cost.gil_share for kind, cost in costs.items()}
+        #: each node's measured contention (``CallCost.contention``), where its kind was
+        self.contention = {key: costs[kind].contention for key, kind in kinds.items()
+                           if kind in costs and gil is None}
         shares = {}
         for key, record in self.trace.records.items():
             if isinstance(gil, (int, float)):
@@ -369,13 +381,15 @@ class Forecast:
         seconds = [records[n.key].duration if n.key in records and records[n.key].stop
                    else 0.0 for n in nodes]
         shares = [self.shares.get(n.key, 1.0) for n in nodes]
+        contention = [self.contention.get(n.key, 0.0) for n in nodes]
         workers = count if remote else 1
         threads = self.threads_per_worker if remote else count
         if not (run.blas is ALL_BLAS and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
-            # A node takes its kind's time measured alone, where measured: a trace runs node
-            # by node, each timed (in a compiled step, in place of its generated code), and
-            # where BLAS had every core in the trace, it has one thread per task here.
-            seconds = [self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
+            # Where BLAS had every core in the trace, it has one thread per task here: a node
+            # takes its traced time, scaled by its kind's measured ratio of the two (its
+            # traced time keeps what the step's context costs it: caches, allocation).
+            seconds = [s * self.one_blas_thread.get(n.key, 1.0) for n, s in zip(nodes, seconds)]
+        penalties = [c * s for c, s in zip(contention, seconds)]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
         granularity = execution.configured_granularity(remote, workers * threads, hosts)
@@ -399,17 +413,19 @@ class Forecast:
             # takes when faster (execution.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
             inline_end = _Simulation([_Task([k for t in tasks for k in t.members], 0)], nodes,
-                                     seconds, shares, 1, 1, False, None, now, inline).run()
+                                     seconds, shares, 1, 1, False, None, now, inline,
+                                     penalties=penalties).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             costs = local_costs()
             threaded_end = _Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
-                                       now + costs.run, trial, costs.task).run()
+                                       now + costs.run, trial, costs.task, penalties).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
             return end
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
-                                 self.network if remote else None, now, outcome)
+                                 self.network if remote else None, now, outcome,
+                                 penalties=penalties)
         end = simulation.run()
         if remote and workers > 1 and wanted_replicas() > 1:
             end = max(end, self._copies_done(tasks, nodes, outcome))

@@ -34,6 +34,8 @@ GIL_MEASURE_SECONDS, GIL_MEASURE_CALLS = 20e-3, 3
 #: Seconds all GIL measurements of one forecast may take; kinds of op past it (the ones with
 #: the least traced time) are taken to hold the GIL throughout.
 GIL_BUDGET_SECONDS = 3.0
+#: The largest measured share kept: a pair at most this many times one thread's calls.
+MAX_SHARE = 4.0
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,16 @@ def _timed_calls(call: Any, repeats: int) -> float:
 
 @dataclass(frozen=True)
 class CallCost:
-    """One kind of op's measured call: the share of its time that holds the GIL, and its
-    seconds on one thread with BLAS on one thread."""
+    """One kind of op's measured call: the share of its time that holds the GIL, its seconds
+    on one thread with BLAS on one thread (and on every core), and the share of its time a
+    call adds when it takes the GIL from another thread (``contention``: passing the lock,
+    waking a thread and sharing caches cost small ops more than their own time)."""
 
     gil_share: float
     seconds: float
+    contention: float = 0.0
+    #: its seconds with BLAS on every core, as a run on one thread gives it
+    seconds_all_blas: float = 0.0
 
 
 def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost:
@@ -144,13 +151,17 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
                 pairs.append((took - offset, offset))
             if len(pairs) == trials:
                 break
+    all_blas = min(_timed_calls(calls[0], repeats) for _ in range(trials)) / repeats
     if not pairs:  # the threads never ran at once: the machine is too busy to tell
-        return CallCost(1.0, alone / repeats)
+        return CallCost(1.0, alone / repeats, 0.0, all_blas)
     # The best of the trials, alone and together: the GIL takes its share in every trial,
     # while the machine's other work (another process, a core's sibling) only adds to some.
     together, offset = min(pairs)
     share = (together - alone) / (alone - offset)  # over the stretch both threads ran
-    return CallCost(min(max(share, 0.0), 1.0), alone / repeats)
+    # A pair slower than one thread making both threads' calls (share over 1): each call
+    # that took the lock from the other thread cost half the excess more.
+    return CallCost(min(max(share, 0.0), 1.0), alone / repeats,
+                    min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2, all_blas)
 
 
 def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:

@@ -82,9 +82,9 @@ def test_independent_branches_forecast_their_parallelism_and_no_more():
     assert all(a < b for a, b in zip(speedups, speedups[1:]))  # more threads, faster
     assert 1.6 < speedups[1] <= 2.0 + 1e-9
     assert 4.0 < speedups[3] <= min(8.0, available) + 1e-9
-    # one thread: each node's time alone (its kind's, measured, else its traced time) one
-    # after another, and the step's time outside its runs
-    work = sum(fc.one_thread.get(r.key, r.duration) for r in tr.nodes())
+    # one thread: each node's traced time (scaled where BLAS had fewer threads) one after
+    # another, and the step's time outside its runs
+    work = sum(r.duration * fc.one_blas_thread.get(r.key, 1.0) for r in tr.nodes())
     assert fc.step_time(threads=1) == pytest.approx(work + fc.outcome(threads=1).outside,
                                                     rel=0.01)
 
@@ -242,3 +242,21 @@ def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
     assert 0 < network.scheduler_task <= network.task_latency < 1.0
     assert network.run_latency >= 0 and network.run_node >= 0
     assert 0 < network.transfer_latency < 1.0 and network.bandwidth > 1e6
+
+
+def test_a_call_that_takes_the_gil_from_another_thread_pays_its_contention():
+    """Two one-node tasks that hold the GIL throughout, each adding 3 ms when it takes the
+    lock from the other thread: on two threads the second waits for the first, then pays
+    its contention; on one thread neither contends."""
+    from pargraph.forecast import Outcome, _Simulation, _Task
+
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+
+    def end(threads: int) -> float:
+        tasks = [_Task([0], 0), _Task([1], 0)]
+        return _Simulation(tasks, nodes, [0.01, 0.01], [1.0, 1.0], 1, threads, False, None,
+                           0.0, Outcome(("threads", threads), 0.0, threads),
+                           penalties=[0.003, 0.003]).run()
+
+    assert end(1) == pytest.approx(0.02)
+    assert end(2) == pytest.approx(0.023)
