@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -139,13 +138,14 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
 
     from pargraph.threads import state
 
-    alone, pairs = math.inf, []
+    alones, pairs = [], []
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
         single = _timed_calls(calls[0], 1)
         repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
         for _ in range(3 * trials):  # a pair whose second thread started late does not count
-            alone = min(alone, _timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats))
+            alones += [_timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats)]
+            alone = min(alones)
             took, offset = pair(repeats, single / 2)
             if offset < alone / 2:
                 pairs.append((took - offset, offset))
@@ -157,7 +157,10 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     # The best of the trials, alone and together: the GIL takes its share in every trial,
     # while the machine's other work (another process, a core's sibling) only adds to some.
     together, offset = min(pairs)
-    share = (together - alone) / (alone - offset)  # over the stretch both threads ran
+    # Less the timing's own noise, the spread of the times alone: a call that waits (a
+    # sleep, I/O) holds the GIL for microseconds, but wakes up late by a varying margin.
+    noise = float(np.median(alones)) - alone
+    share = max(together - alone - noise, 0.0) / (alone - offset)  # over the stretch both ran
     # A pair slower than one thread making both threads' calls (share over 1): each call
     # that took the lock from the other thread cost half the excess more.
     return CallCost(min(max(share, 0.0), 1.0), alone / repeats,
