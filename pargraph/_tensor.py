@@ -271,7 +271,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if recorder is not None:  # a compiled step reads a value: a graph break
             recorder.read(node)
         execution.realize([node])
-        return fetch(node)
+        value = node.value
+        return value if type(value) is np.ndarray else fetch(node)
 
     def share_memory_(self) -> Tensor:
         """Move the values into memory that processes started from now on (forked, or given

@@ -36,6 +36,7 @@ from pargraph.ops.gemm import blas as products
 from pargraph.partition import Granularity
 from pargraph.remote.recovery import check_held_values, cluster_lost
 from pargraph.remote.replication import keep_until_copied
+from pargraph.remote.state import clusters
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
 from pargraph.remote.workers import hosts, replicas, threads_by_worker
 from pargraph.runtime import (
@@ -300,7 +301,7 @@ def granularity(get: Callable, client: Any = None) -> Granularity:
     cluster of several worker processes pargraph places the tasks itself
     (``pargraph.placement``, default True; see :mod:`pargraph.placement`)."""
     return configured_granularity(client is not None, tasks_at_once(get, client),
-                                  hosts(client))
+                                  hosts(client) if client is not None else ())
 
 
 def configured_granularity(remote: bool, workers: int,
@@ -621,7 +622,8 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
         # Planned and lowered while no other thread commits (see LocalState.structure).
         with local.structure:
             order, computed = plan(pending)
-            check_held_values(order)
+            if clusters.used:
+                check_held_values(order)
             keep = _kept(computed, target_ids, {id(n) for n in release})
             get = choose_scheduler()
             client = client_of(get)
@@ -661,7 +663,7 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
     def commit() -> None:
         for node, value in zip(keep, values):
             node.realize(value, keep_inputs=node.history)
-        if pending and replaced:
+        if pending and replaced and clusters.used:
             keep_until_copied([node.value for node in replaced])
         for node in release:
             node.free(keep_value=id(node) in target_ids or is_live(node))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.costs import StructureCosts, decisions, describe
@@ -138,7 +139,7 @@ def _realized_values(order: list[Node], held: dict[str, Any], remote: bool) -> d
     for node in order:
         if node.value is None or node.key in held:
             continue
-        if not is_future(node.value):
+        if type(node.value) is np.ndarray or not is_future(node.value):
             values[node.key] = node.value
         elif not remote:
             values[node.key] = fetch(node)
@@ -635,7 +636,7 @@ def _single_task(graph: dict, task: FusedTask, external: list[Node], outputs: li
 def local_value(node: Node, value: Any) -> Any:
     """``value``, read from ``node`` when its run was planned, as a local array (a value a
     cluster holds is gathered)."""
-    return fetch(node) if is_future(value) else value
+    return value if type(value) is np.ndarray or not is_future(value) else fetch(node)
 
 
 def group_label(members: list[Node]) -> str:

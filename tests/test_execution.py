@@ -643,3 +643,47 @@ def test_the_garbage_collector_is_paused_while_graphs_are_built_and_run(monkeypa
     with dask.config.set({"pargraph.pause-gc": False}):
         pargraph.ones(2).exp().numpy()
     assert seen == [True] and gc.isenabled()
+
+
+_LOCAL_STEP_PROBE = """
+import collections, sys
+import dask, pargraph
+from pargraph import nn, optim
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = optim.Adam(model.parameters(), lr=0.1)
+x, y = pargraph.randn(16, 4), pargraph.randint(0, 2, (16,))
+
+def step():
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+compiled = pargraph.compile(step)
+for _ in range(3):
+    step().item(), compiled().item()
+entered = collections.Counter()
+
+def listen(frame, event, arg):
+    name = frame.f_globals.get("__name__", "")
+    if event == "call" and name.startswith("pargraph.remote"):
+        entered[name + "." + frame.f_code.co_name] += 1
+
+for scheduler in ("sync", "threads"):
+    with dask.config.set(scheduler=scheduler):
+        sys.setprofile(listen)
+        step().item(), compiled().item()
+        sys.setprofile(None)
+print(dict(entered))
+"""
+
+
+def test_a_local_step_enters_no_function_of_the_cluster_wing():
+    """Eager and compiled steps on sync and on threads, with no cluster ever used in the
+    process, call nothing in ``pargraph.remote`` (a fresh process: another test's cluster
+    would leave held values to check)."""
+    done = subprocess.run([sys.executable, "-c", _LOCAL_STEP_PROBE], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{}"

@@ -31,6 +31,7 @@ from pargraph.ops import Primitive
 from pargraph.optim.mirror import StateMirror
 from pargraph.remote.recovery import mirror_every
 from pargraph.remote.replication import keep_until_copied
+from pargraph.remote.state import clusters
 from pargraph.shared_memory import shared_tensors
 
 _required = object()
@@ -204,7 +205,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         recorder = recording.recorder  # a compiled step capturing: numbers become inputs
-        if self._mirror is None and mirror_every() and recorder is None:
+        if self._mirror is None and recorder is None and clusters.used and mirror_every():
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         if any(group.get("capturable") for group in self.param_groups):
@@ -246,7 +247,8 @@ class Optimizer:
             self._step_count += 1
             if shared_tensors:  # a shared parameter's change goes to its mapping
                 shared_tensors.write_back()
-        keep_until_copied(replaced)
+        if clusters.used:
+            keep_until_copied(replaced)
         if recorder is None:
             self._after_step()
         return loss

@@ -42,6 +42,9 @@ class ClusterState:
         self.recovery_sources: list = []
         #: Key of a lost Future -> the value a recovery source put back for it.
         self.recovered: dict[str, np.ndarray] = {}
+        #: Whether a run of this process went to a cluster: only then can a value be held
+        #: there, and a local step skips every check of held values.
+        self.used = False
         #: The path of the last checkpoint ``pargraph.save`` wrote, for error messages.
         self.last_checkpoint: str | None = None
 

@@ -44,6 +44,7 @@ def threads_by_worker(client: Any) -> dict[str, int]:
     ``MEMBERSHIP_SECONDS`` (a worker that joined is used from then on; one that left is
     annotated on loosely, so its tasks go elsewhere)."""
     now = time.monotonic()
+    clusters.used = True
     known = clusters.membership.get(client)
     if known is None or now - known[0] > MEMBERSHIP_SECONDS:
         known = clusters.membership[client] = (now, dict(asked(client.nthreads)))
