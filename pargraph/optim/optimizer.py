@@ -205,7 +205,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         recorder = recording.recorder  # a compiled step capturing: numbers become inputs
-        if self._mirror is None and recorder is None and clusters.used and mirror_every():
+        if self._mirror is None and recorder is None and _on_cluster() and mirror_every():
             self._mirror = StateMirror(self)
             self._mirror.start(self._step_count)
         if any(group.get("capturable") for group in self.param_groups):
@@ -431,3 +431,9 @@ def _restore(value: Any, param: Tensor, where: str, name: str = "") -> Any:
 
 
 required = _required
+
+
+def _on_cluster() -> bool:
+    """Whether this process's runs went, or the next one goes, to a cluster: only then does
+    a mirror of the training state have anything to copy."""
+    return clusters.used or execution.client_of(execution.choose_scheduler()) is not None
