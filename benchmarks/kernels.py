@@ -18,9 +18,10 @@ import time
 BATCH, HIDDEN, STEPS = 32, 128, 64
 
 
-def _first_call() -> dict:
+def _first_call(calls: int = 2000) -> dict:
     """In this process: seconds of the first float32 LSTM cell, direction and their gradients
-    (numba compiles or loads them then), and microseconds per call after."""
+    (numba compiles or loads them then), and microseconds per call after (``calls`` of a
+    cell, a fortieth as many of a direction)."""
     import numpy as np
 
     start = time.perf_counter()
@@ -41,7 +42,7 @@ def _first_call() -> dict:
     ops.lstm_sequence_grads.forward(d_h, rows, h, c, w, reverse=False)
     first = time.perf_counter() - imported
 
-    def per_call(function, calls=2000) -> float:
+    def per_call(function, calls=calls) -> float:
         function()
         started = time.perf_counter()
         for _ in range(calls):
@@ -54,32 +55,35 @@ def _first_call() -> dict:
             "forward_us": per_call(lambda: ops.lstm_cell.forward(gx, h, c, w, b)),
             "gradient_us": per_call(lambda: ops.lstm_cell_grads.forward(grad, out, c)),
             "sequence_forward_us": per_call(
-                lambda: ops.lstm_sequence.forward(gates, h, c, w, b, reverse=False), 50),
+                lambda: ops.lstm_sequence.forward(gates, h, c, w, b, reverse=False),
+                max(calls // 40, 1)),
             "sequence_gradient_us": per_call(
-                lambda: ops.lstm_sequence_grads.forward(d_h, rows, h, c, w, reverse=False), 50)}
+                lambda: ops.lstm_sequence_grads.forward(d_h, rows, h, c, w, reverse=False),
+                max(calls // 40, 1))}
 
 
-def _fresh(cache: str, kernels: str) -> dict:
+def _fresh(cache: str, kernels: str, calls: int) -> dict:
     environ = dict(os.environ, NUMBA_CACHE_DIR=cache, DASK_PARGRAPH__KERNELS=kernels)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.kernels", "--first-call"],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.kernels", "--first-call",
+                           str(calls)],
                           capture_output=True, text=True, env=environ, check=True,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def measure() -> dict:
+def measure(calls: int = 2000) -> dict:
     """``{"compiling": ..., "cached": ..., "numpy": ...}``: one fresh process each, the first
     with an empty numba cache, the second with the cache the first wrote."""
     with tempfile.TemporaryDirectory() as cache:
-        return {"compiling": _fresh(cache, "numba"), "cached": _fresh(cache, "numba"),
-                "numpy": _fresh(cache, "numpy")}
+        return {"compiling": _fresh(cache, "numba", calls),
+                "cached": _fresh(cache, "numba", calls), "numpy": _fresh(cache, "numpy", calls)}
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--first-call"]:
+    if sys.argv[1:2] == ["--first-call"]:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1, "blas"):
-            print(json.dumps(_first_call()))
+            print(json.dumps(_first_call(int(sys.argv[2]) if len(sys.argv) > 2 else 2000)))
     else:
         print(json.dumps(measure(), indent=1))

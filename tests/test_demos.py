@@ -186,7 +186,7 @@ FLAG_TESTS = {
         "--compile": "test_compile_flag_trains_as_the_eager_step",
         "--forecast": "test_forecast_prints_the_forecast_and_its_timeline",
     },
-    "cnn.py": CLASSIFIER_FLAGS,
+    "cnn.py": {**CLASSIFIER_FLAGS, "--workers": "test_quiet_hides_the_progress_bar"},
     "attention.py": {**CLASSIFIER_FLAGS, "--heads": "test_cnn_and_attention_size_flags",
                      "--layers": "test_cnn_and_attention_size_flags"},
     "fit_line.py": {
@@ -360,18 +360,23 @@ def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
             on_cluster.stdout
 
 
-# attention.py's bar is cnn.py's: both train through common.train_classifier.
+# attention.py's bar is cnn.py's: both train through common.train_classifier. The loud run
+# also sets the threads where the demo has --workers (test_workers_sets_the_threads).
 @pytest.mark.parametrize("demo", sorted(set(SMALL) - {"attention.py"}))
 def test_quiet_hides_the_progress_bar(demo, tmp_path):
-    loud = _run(demo, timeout=120, check=True, tmp_path=tmp_path)
+    workers = [] if demo == "towers.py" else ["--workers", "3"]
+    loud = _run(demo, *workers, timeout=120, check=True, tmp_path=tmp_path)
     quiet = _run(demo, "--quiet", timeout=120, check=True, tmp_path=tmp_path)
     assert "step/s" in loud.stderr or "s/step" in loud.stderr
     assert "step/s" not in quiet.stderr and "s/step" not in quiet.stderr
+    if workers:
+        assert "on the threads scheduler (3 threads)" in loud.stdout
 
 
-@pytest.mark.parametrize("demo", ["digits.py", "fit_line.py", "cnn.py", "attention.py"])
-def test_workers_sets_the_threads(demo, tmp_path):
-    done = _run(demo, "--quiet", "--workers", "3", timeout=120, check=True, tmp_path=tmp_path)
+def test_workers_sets_the_threads(tmp_path):
+    # the other demos' --workers runs are test_quiet_hides_the_progress_bar's loud ones
+    done = _run("attention.py", "--quiet", "--workers", "3", timeout=120, check=True,
+                tmp_path=tmp_path)
     assert "on the threads scheduler (3 threads)" in done.stdout
 
 
