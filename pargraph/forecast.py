@@ -324,6 +324,9 @@ class Forecast:
         kinds = self.trace.samples.kinds
         given: dict = gil if isinstance(gil, dict) else {}
         costs = call_costs(self.trace) if measure else {}
+        #: each node's seconds on one thread with BLAS on one, where its kind was measured
+        self.one_thread = {key: costs[kind].seconds for key, kind in kinds.items()
+                           if kind in costs}
         #: per node whose kind was measured, its time with BLAS on one thread over its time
         #: with BLAS on every core (as the trace's run on one thread had it)
         self.one_blas_thread = {key: costs[kind].seconds / costs[kind].seconds_all_blas
@@ -385,10 +388,14 @@ class Forecast:
         workers = count if remote else 1
         threads = self.threads_per_worker if remote else count
         if not (run.blas is ALL_BLAS and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
-            # Where BLAS had every core in the trace, it has one thread per task here: a node
-            # takes its traced time, scaled by its kind's measured ratio of the two (its
-            # traced time keeps what the step's context costs it: caches, allocation).
-            seconds = [s * self.one_blas_thread.get(n.key, 1.0) for n, s in zip(nodes, seconds)]
+            # Where BLAS had every core in the trace, it has one thread per task here. A node
+            # whose op calls BLAS takes its traced time scaled by its kind's measured ratio of
+            # the two (the traced time keeps what the step's context costs a big product:
+            # caches, fresh memory); any other node its kind's time alone, where measured (a
+            # trace runs node by node, each timed, which costs a small op more than its own
+            # work).
+            seconds = [s * self.one_blas_thread.get(n.key, 1.0) if n.op.blas
+                       else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
         penalties = [c * s for c, s in zip(contention, seconds)]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
