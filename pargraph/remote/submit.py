@@ -31,6 +31,7 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
     ready, then lose their history on the scheduler and the workers."""
     if client.status != "running":  # reconnecting or closed: every value it held is gone
         raise cluster_lost(client, f"the client's connection is {client.status}")
+    clusters.used = True  # values may be held there from now on
     graph = untokenized(graph, workers, keys, urgent)
     settle_replication(client)
     send_promptly(client)
