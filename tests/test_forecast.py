@@ -80,8 +80,12 @@ def test_independent_branches_forecast_their_parallelism_and_no_more():
     speedups = [fc.speedup(threads=n) for n in (1, 2, 4, 8)]
     assert speedups[0] == 1.0
     assert all(a < b for a, b in zip(speedups, speedups[1:]))  # more threads, faster
-    assert 1.6 < speedups[1] <= 2.0 + 1e-9
-    assert 4.0 < speedups[3] <= min(8.0, available) + 1e-9
+    assert speedups[3] <= min(8.0, available) + 1e-9
+    # The runs alone (the step less its time outside them, recording ops, which a busy
+    # machine stretches and no thread shortens) scale with the branches.
+    runs = [fc.step_time(threads=n) - fc.outcome(threads=n).outside for n in (1, 2, 4, 8)]
+    assert 1.6 < runs[0] / runs[1] <= 2.0 + 1e-9
+    assert 4.0 < runs[0] / runs[3] <= 8.0 + 1e-9
     # one thread: each node's time alone (its kind's, measured, else its traced time) one
     # after another (no op here calls BLAS), and the step's time outside its runs
     work = sum(fc.one_thread.get(r.key, r.duration) for r in tr.nodes())
