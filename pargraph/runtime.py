@@ -192,6 +192,8 @@ class Allocator:
         self.checked = False
         #: Whether this process's thresholds were set.
         self.tuned = False
+        #: Whether the setting was read (tuned or not, it is read once per process).
+        self.decided = False
 
     def for_worker(self) -> bool:
         """At a task's start: tune a process hosting a dask worker. Returns whether tuned."""
@@ -205,7 +207,7 @@ class Allocator:
 
     def for_steps(self) -> bool:
         """At a compiled step's run in the user's process: tune it. Returns whether tuned."""
-        return self.tuned or self._tune()
+        return self.tuned if self.decided else self._tune()
 
     def _tune(self) -> bool:
         import dask
@@ -213,6 +215,7 @@ class Allocator:
         wanted = dask.config.get("pargraph.malloc", "auto")
         if wanted not in ("auto", "system"):
             raise ValueError(f"pargraph.malloc is {wanted!r}; expected 'auto' or 'system'")
+        self.decided = True
         if wanted == "system" or not sys.platform.startswith("linux"):
             return False
         with self._lock:

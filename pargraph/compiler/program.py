@@ -378,7 +378,7 @@ class Program:
         with self.lock:
             get = execution.choose_scheduler()
             client = execution.client_of(get)
-            if client is None and not allocator.tuned:
+            if client is None and not allocator.decided:
                 allocator.for_steps()  # a loop of steps: keep freed arrays for the next
             if first:
                 symbols = [s.value for s in self.symbols.symbols]
