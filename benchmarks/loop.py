@@ -334,7 +334,7 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
             step()
             warmed += 1
         if variant.startswith("pargraph"):
-            from pargraph import execution
+            from pargraph.engine import execution
 
             original = execution.execute
 
@@ -352,7 +352,7 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
     if getattr(step, "compiled", None) is not None and step.compiled.programs:
         tasks = len(step.compiled.programs[0].tasks)  # a replay runs the program's tasks
     if variant.startswith("pargraph"):
-        from pargraph import execution
+        from pargraph.engine import execution
 
         execution.execute = original
         del pargraph

@@ -30,9 +30,9 @@ def _on_dask_threads(graph: dict, keys: list, threads: int) -> list:
 def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[float]]:
     """Seconds per step of each way, ``blocks`` blocks of ``steps`` steps each, alternating;
     the two steps after each switch are not timed (they pay for it)."""
-    from pargraph import execution
+    from pargraph.engine import modes as engine_modes
 
-    own = execution.run_on_threads
+    own = engine_modes.run_on_threads
     ways = {"pargraph's threads": ("threads", own),
             "dask's threads": ("threads", _on_dask_threads),
             "one thread, one BLAS thread": ("inline, one BLAS thread", own),
@@ -42,7 +42,7 @@ def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[fl
     def switch_to(mode: str, runner: Callable) -> Callable[[], None]:
         def switch() -> None:
             dask.config.set({"pargraph.adaptive": mode})  # a mode's name forces it
-            execution.run_on_threads = runner
+            engine_modes.run_on_threads = runner
         return switch
 
     try:
@@ -54,7 +54,7 @@ def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[fl
                                for name, (mode, runner) in ways.items()}, blocks, steps)
     finally:
         dask.config.set({"pargraph.adaptive": original_choice})
-        execution.run_on_threads = own
+        engine_modes.run_on_threads = own
     return times
 
 

@@ -110,8 +110,8 @@ def overhead(repeats: int) -> dict:
 
 def building(repeats: int) -> dict:
     """Workload 4: recording nodes and lowering them, per op."""
-    from pargraph.lowering import lower, plan
-    from pargraph.partition import Granularity
+    from pargraph.engine.lowering import lower, plan
+    from pargraph.engine.partition import Granularity
 
     x = pargraph.ones(16, requires_grad=True)
 
@@ -189,7 +189,7 @@ def cluster(repeats: int) -> dict:
     round by round."""
     from distributed import Client, LocalCluster
 
-    from pargraph import execution
+    from pargraph.engine import execution
 
     cfg = models.WIDE
     rng = np.random.default_rng(0)
@@ -565,7 +565,7 @@ def scaling(repeats: int) -> dict:
     caches: the first time a structure is seen), with the exponent of a power-law fit of time
     against size (1.0: linear)"""
     from pargraph.autograd.backward_graph import BackwardTemplate
-    from pargraph.lowering import PlanCache
+    from pargraph.engine.lowering import PlanCache
 
     def cold(graph, size: int) -> float:
         PlanCache.clear()

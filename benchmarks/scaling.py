@@ -8,7 +8,7 @@ forward and again in its backward, so a step's work is known exactly and needs n
 what is measured is how much of it the scheduler runs at once. For each graph and thread
 count, the speed-up is the one-thread step's time over this one's (medians of steady-state
 steps: the first steps of a structure measure its ops' costs, see ``pargraph.costs``, and
-the next ones try each way of running it, see ``execution.run_adaptively``), and
+the next ones try each way of running it, see ``modes.run_adaptively``), and
 the ideal is the smaller of the thread count and the graph's available parallelism (work /
 critical path, from a trace). The per-task overhead is what the step took beyond the ideal,
 per task.
@@ -199,7 +199,7 @@ def threads_table(steps: int, warmup: int) -> list[dict]:
             for n in THREADS:
                 with dask.config.set(scheduler="threads", num_workers=n):
                     # Warm for a second at least: the runner times each way of running a
-                    # structure only after its first 0.15 s of runs (execution.ModeChoice),
+                    # structure only after its first 0.15 s of runs (modes.ModeChoice),
                     # so a fast step is still trying the slower ways after 20 steps.
                     times[n] = median_step(step, steps, warmup, WARM_SECONDS, TIMED_SECONDS)
             available, nodes = available_parallelism(step_of(model))

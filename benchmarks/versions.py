@@ -73,8 +73,7 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
     with tempfile.TemporaryDirectory() as into:
         packages = {"this": "pargraph", against: import_other(against, into)}
         # Versions before pargraph.adaptive could name a mode chose it in GroupPlan.
-        plans = [plan for plan in (importlib.import_module(package + ".lowering").GroupPlan
-                                   for package in packages.values())
+        plans = [plan for plan in (_lowering(package).GroupPlan for package in packages.values())
                  if hasattr(plan, "choose_mode")]
         chosen = [plan.choose_mode for plan in plans]
         if mode is not None:
@@ -95,6 +94,14 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
         finally:
             for plan, choose in zip(plans, chosen):
                 plan.choose_mode = choose
+
+
+def _lowering(package: str):
+    """The lowering module of a version: under ``engine`` since the engine had a package."""
+    try:
+        return importlib.import_module(package + ".engine.lowering")
+    except ModuleNotFoundError:
+        return importlib.import_module(package + ".lowering")
 
 
 def _nothing() -> None:

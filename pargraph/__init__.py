@@ -83,8 +83,14 @@ from pargraph.devices import (
     sparse_coo,
     strided,
 )
-from pargraph.execution import local as _local
-from pargraph.execution import worker_threads
+from pargraph.engine.execution import local as _local
+from pargraph.engine.modes import worker_threads
+from pargraph.engine.threads import (
+    get_num_interop_threads,
+    get_num_threads,
+    set_num_interop_threads,
+    set_num_threads,
+)
 from pargraph.factories import (
     Generator,
     arange,
@@ -190,12 +196,6 @@ from pargraph.remote.dashboard import dashboard
 from pargraph.remote.recovery import ClusterLostError
 from pargraph.serialization import CheckpointError, load, save
 from pargraph.sparse import SparseTensor, sparse_coo_tensor, spmm
-from pargraph.threads import (
-    get_num_interop_threads,
-    get_num_threads,
-    set_num_interop_threads,
-    set_num_threads,
-)
 from pargraph.torch_alias import alias_torch
 from pargraph.trace import Trace, trace
 from pargraph.type_info import (

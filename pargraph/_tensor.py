@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import autograd, dtypes, execution, ops, spellings
+from pargraph import autograd, dtypes, ops, spellings
 from pargraph.autograd.backward_graph import accumulate
 from pargraph.autograd.engine import post_accumulate_hooks
 from pargraph.autograd.graph import GradFn
@@ -37,6 +37,7 @@ from pargraph.autograd.mode import no_grad
 from pargraph.capturing import Symbol, recording
 from pargraph.collection import DaskCollection
 from pargraph.devices import device, strided
+from pargraph.engine import execution
 from pargraph.graph import REPLACED_OUTRIGHT, Node, grad_mode, keep_hooks, user_stacklevel
 from pargraph.indexing import as_torch_key, index_spec, ints_first
 from pargraph.leaves import leaf_of, legacy_leaf, scalar

@@ -116,7 +116,7 @@ def get_float32_matmul_precision() -> str:
 def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
     """Keep the flag, as PyTorch does. On the CPU, every op pargraph has gives the same bits
     on every run with the same thread counts (a fan-in sums in a fixed order, and a run's BLAS
-    threads come from its shapes, see ``execution.BlasThreads``), so no op refuses to run.
+    threads come from its shapes, see ``modes.BlasThreads``), so no op refuses to run.
 
     Examples
     --------

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, ops
-from pargraph.lowering import lower, plan
+from pargraph import ops
+from pargraph.engine import execution, modes
+from pargraph.engine.lowering import lower, plan
 
 
 class DaskCollection:
@@ -27,7 +28,7 @@ class DaskCollection:
             order, computed = plan([self._node])
             outputs = [self._node] if computed else []
             return lower(order, computed, outputs,
-                         execution.granularity(execution.DEFAULT_GET), named_outputs=True).graph
+                         modes.granularity(modes.DEFAULT_GET), named_outputs=True).graph
 
     def __dask_keys__(self) -> list:
         return [self._node.key]
@@ -51,7 +52,7 @@ class DaskCollection:
     def __dask_optimize__(graph, keys, **kwargs):
         return graph
 
-    __dask_scheduler__ = staticmethod(execution.DEFAULT_GET)
+    __dask_scheduler__ = staticmethod(modes.DEFAULT_GET)
 
 
 def _first(results: Sequence) -> np.ndarray:

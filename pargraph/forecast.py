@@ -4,7 +4,7 @@
 ``with pargraph.trace() as tr:`` block in simulation, on each configuration asked for:
 
 1. Each dask run of the step is partitioned again, by the partitioner a real run on that
-   configuration uses (:func:`pargraph.partition.placed_partition`, dask's config read as a
+   configuration uses (:func:`pargraph.engine.partition.placed_partition`, dask's config read as a
    run reads it), with the work a steady run partitions with: the estimates, or the measured
    times where they disagree (on a cluster, whose runs are not timed, the estimates).
 2. Its tasks run on simulated threads, one lane per thread, in dependency order. A node's
@@ -12,7 +12,7 @@
    *GIL share*, measured per kind of op by :mod:`pargraph.machine_costs`): one lock per
    process serializes the held parts, first come first served. A run and each task cost what
    pargraph's thread pool costs here. Where the real runner would run a structure in the
-   calling thread, group after group, because that is faster (``execution.run_adaptively``),
+   calling thread, group after group, because that is faster (``modes.run_adaptively``),
    the forecast takes that way too.
 3. On ``W`` workers each worker is a process with its own GIL and ``threads_per_worker``
    lanes. Tasks go where pargraph's placement puts them; the scheduler takes them up one at a
@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, lowering
 from pargraph.costs import disagree
+from pargraph.engine import lowering, modes
+from pargraph.engine.lowering import ALL_BLAS
+from pargraph.engine.partition import estimated_seconds, placed_partition
 from pargraph.graph import Node
-from pargraph.lowering import ALL_BLAS
 from pargraph.machine_costs import Network, call_costs, local_costs, loopback
-from pargraph.partition import estimated_seconds, placed_partition
 from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
@@ -399,7 +399,7 @@ class Forecast:
         penalties = [c * s for c, s in zip(contention, seconds)]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
-        granularity = execution.configured_granularity(remote, workers * threads, hosts)
+        granularity = modes.configured_granularity(remote, workers * threads, hosts)
         if remote:
             submitted = self.network.run_latency + self.network.run_node * len(nodes)
             now += submitted
@@ -417,7 +417,7 @@ class Forecast:
                  for g, group in enumerate(groups)]
         if not remote and len(tasks) > 1:
             # the runner's other way: in the calling thread, group after group, which it
-            # takes when faster (execution.run_adaptively); the forecast takes the faster too
+            # takes when faster (modes.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
             inline_end = _Simulation([_Task([k for t in tasks for k in t.members], 0)], nodes,
                                      seconds, shares, 1, 1, False, None, now, inline,

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import amp, autograd, execution, ops
+from pargraph import amp, autograd, ops
 from pargraph._tensor import Tensor, apply, attach_methods, operand
+from pargraph.engine import execution
 from pargraph.factories import as_tensor, full_like, rand
 from pargraph.graph import user_stacklevel
 

@@ -35,12 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import dtypes, execution
+from pargraph import dtypes
 from pargraph._tensor import Tensor
 from pargraph.autograd.function import FunctionCtx, gradient_node
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import has_symbols
 from pargraph.devices import device
+from pargraph.engine import execution
 from pargraph.graph import Node, grad_mode
 from pargraph.ops import Primitive, defaults
 from pargraph.remote.recovery import fetch

@@ -136,7 +136,7 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
         # it), from whichever thread started first: a busy machine may hold either back
         return max(ends) - min(starts), abs(starts[1] - starts[0])
 
-    from pargraph.threads import state
+    from pargraph.engine.threads import state
 
     alones, pairs = [], []
     # BLAS on one thread, and the switch interval of pargraph's runs
@@ -392,7 +392,7 @@ def local_costs() -> LocalCosts:
     """
     from dask.task_spec import Task, TaskRef
 
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     def graph(tasks: int) -> dict:
         made = {f"t{k}": Task(f"t{k}", int) for k in range(tasks)}

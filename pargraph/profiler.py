@@ -219,7 +219,7 @@ class profile:  # noqa: N801  (PyTorch's name)
         if self.schedule is not None:
             action = self.schedule(self.step_num)
             if action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
-                from pargraph import execution
+                from pargraph.engine import execution
 
                 execution.flush()  # the step's deferred work runs inside its window
                 now = time.time()

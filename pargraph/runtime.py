@@ -1,10 +1,10 @@
 """The task runtime: what runs inside a dask task, on any scheduler or worker.
 
 A task of pargraph's is a :class:`FusedTask`: a group of nodes run one after another (see
-:mod:`pargraph.partition` for how groups are chosen and :mod:`pargraph.lowering` for how they
-become dask tasks). It returns the tuple of the values its consumers and the caller need, and
-drops every other member's value as soon as its last reader in the task has run. Its members
-are the graph's own Nodes, whose ops, attributes, dtypes, keys and sites a run reads: a
+:mod:`pargraph.engine.partition` for how groups are chosen and :mod:`pargraph.engine.lowering`
+for how they become dask tasks). It returns the tuple of the values its consumers and the caller
+need, and drops every other member's value as soon as its last reader in the task has run. Its
+members are the graph's own Nodes, whose ops, attributes, dtypes, keys and sites a run reads: a
 training step makes no object per member. A task that travels to a cluster worker carries
 :class:`NodeTask` s instead, the same fields without the graph.
 
@@ -410,7 +410,8 @@ class FusedTask:
 
     def run(self, external: tuple) -> Any:
         """The members' values from the task's arguments, under the caller's numpy error
-        state (:func:`pargraph.execution.execute` sets it for a run in the calling thread)."""
+        state (:func:`pargraph.engine.execution.execute` sets it for a run in the calling
+        thread)."""
         if self.straight is not None and not node_by_node():  # a trace or check: per node
             return self.straight(external, self.nodes, self.sources)
         results: list = []

@@ -37,8 +37,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pargraph import costs, execution, lowering, runtime
+from pargraph import costs, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
+from pargraph.engine import execution, lowering, modes
 from pargraph.graph import Node
 from pargraph.remote.waiting import asked
 
@@ -191,7 +192,7 @@ class Trace:
                            or i.key in self.records)
             self.records[node.key] = NodeRecord(node.key, node.op.name, node.phase,
                                                 node.scope, inputs)
-        client = execution.client_of(get)
+        client = modes.client_of(get)
         start = time.time()
         if client is not None:
             # Each worker records its tasks' members itself: the task stream would only know
@@ -214,7 +215,7 @@ class Trace:
             self._add_events(events, computed_keys, "local")
         stop = time.time()
         self.runs.append((start, stop))
-        threads = execution.tasks_at_once(get, client)
+        threads = modes.tasks_at_once(get, client)
         self.run_records.append(RunRecord(structure, [structure[k] for k in returned],
                                           threads, client is not None,
                                           lowering.blas_threads_of(structure, threads)))

@@ -7,9 +7,9 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.backward_graph import gradients, history_region
+from pargraph.engine import execution
 from pargraph.graph import CUT, Node, toposort
 from pargraph.ops import constant, leaf
 

@@ -48,7 +48,7 @@ def scheduler(request):
 @pytest.fixture(autouse=True)
 def no_deferred_work_leaks_between_tests():
     """backward() defers its run to the next realization: never into another test's."""
-    from pargraph import execution
+    from pargraph.engine import execution
 
     yield
     execution.clear_deferred()
@@ -63,7 +63,7 @@ def rng():
 @pytest.fixture
 def record_runs(monkeypatch):
     """A list that receives the dask graph (a dict) of every run pargraph makes."""
-    from pargraph import execution
+    from pargraph.engine import execution
 
     runs = []
     original = execution.execute

@@ -83,15 +83,15 @@ def test_a_run_measures_the_blas_kernels_a_stock_numpy_picks():
 
 def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
     from benchmarks import modes
-    from pargraph import execution
+    from pargraph.engine import modes as engine_modes
 
-    choose, run = dask.config.get("pargraph.adaptive", True), execution.run_on_threads
+    choose, run = dask.config.get("pargraph.adaptive", True), engine_modes.run_on_threads
     times = modes.compare("small", blocks=1, steps=2)
     assert set(times) == {"pargraph's threads", "dask's threads", "one thread, one BLAS thread",
                           "one thread, BLAS free"}
     assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
     assert dask.config.get("pargraph.adaptive", True) == choose
-    assert execution.run_on_threads is run
+    assert engine_modes.run_on_threads is run
 
 
 def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():

@@ -9,7 +9,8 @@ import dask
 import numpy as np
 
 import pargraph
-from pargraph import costs, execution, lowering
+from pargraph import costs
+from pargraph.engine import execution, lowering, modes
 
 
 @pargraph.library.custom_op("test::slow_copy", mutates_args=())
@@ -106,7 +107,7 @@ def test_disagreement_is_in_total_or_on_most_of_the_time():
 
 def _ways_chosen(seconds: dict, runs: int = 700) -> list[str]:
     """The ways a new runner picks, run after run, when each takes ``seconds[way]``."""
-    plan = execution.ModeChoice()
+    plan = modes.ModeChoice()
     chosen = []
     for _ in range(runs):
         mode = plan.choose()
@@ -117,13 +118,13 @@ def _ways_chosen(seconds: dict, runs: int = 700) -> list[str]:
 
 def test_the_runner_never_chooses_blas_free_by_timing():
     """A float32 product's bits depend on BLAS's threads: a run's threads come from its
-    graph (execution.BlasThreads), so the way with BLAS free for every op, however fast, is
+    graph (modes.BlasThreads), so the way with BLAS free for every op, however fast, is
     never explored; only ``pargraph.adaptive`` picks it."""
     chosen = _ways_chosen({"threads": 0.0090, "inline": 0.0010,
                            "inline, one BLAS thread": 0.013}, runs=300)
     assert "inline" not in chosen and chosen[-100:] == ["threads"] * 100
     with dask.config.set({"pargraph.adaptive": "inline"}):
-        assert execution.choose_mode(object()) == ("inline", None)
+        assert modes.choose_mode(object()) == ("inline", None)
 
 
 def test_a_way_slower_than_any_switch_explains_is_run_once():

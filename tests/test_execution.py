@@ -16,7 +16,8 @@ from dask.callbacks import Callback
 from dask.utils import key_split
 
 import pargraph
-from pargraph import execution, lowering, ops, runtime, threads
+from pargraph import ops, runtime
+from pargraph.engine import lowering, modes, threads
 from tests.op_table import CASES, tensors_of
 
 
@@ -125,7 +126,7 @@ def _record_matmul_intervals(monkeypatch):
 
 def _two_branches(size: int = 160, products: int = 64):
     """Two chains of products: of 160 x 160 matrices (a run of them limits BLAS to one thread,
-    execution.BlasThreads), 64 of them a branch (~10 ms), so that a thread that starts a few ms
+    modes.BlasThreads), 64 of them a branch (~10 ms), so that a thread that starts a few ms
     late on a busy machine still overlaps the other."""
     rng = np.random.default_rng(0)
     a = pargraph.tensor(rng.standard_normal((size, size)))
@@ -325,13 +326,13 @@ def test_the_gil_switch_interval_is_lowered_during_threaded_runs_and_restored(mo
 
 def test_default_scheduler_is_threaded():
     with dask.config.set(scheduler=None):
-        assert execution.choose_scheduler() is dask.threaded.get
+        assert modes.choose_scheduler() is dask.threaded.get
 
 
 def test_a_named_local_scheduler_is_dasks_own_and_imports_no_distributed():
     for name in [*dask.base.named_schedulers, "Threads"]:
         with dask.config.set(scheduler=name):
-            assert execution.choose_scheduler() is dask.base.get_scheduler(scheduler=name)
+            assert modes.choose_scheduler() is dask.base.get_scheduler(scheduler=name)
     # dask's own lookup imports distributed to look for a Client (0.5 s on the first run)
     program = ("import sys, dask, pargraph\n"
                "with dask.config.set(scheduler='threads'):\n"
@@ -492,7 +493,7 @@ def test_connect_names_a_missing_port():
 def test_a_structure_run_again_and_again_reads_each_runs_numbers(name):
     # From its third run a one-task structure runs as generated straight-line code that
     # reads each run's literal arguments, attributes and dtypes from the run's own nodes.
-    from pargraph import lowering
+    from pargraph.engine import lowering
 
     data = np.arange(6.0).reshape(2, 3) - 2
     with dask.config.set(scheduler=name):
@@ -511,7 +512,7 @@ def test_a_structure_run_again_and_again_reads_each_runs_numbers(name):
 
 @pytest.mark.parametrize("name", ["sync", "threads"])
 def test_group_tasks_of_a_structure_run_again_and_again_read_each_runs_numbers(name):
-    from pargraph import lowering
+    from pargraph.engine import lowering
 
     branches = [np.full((4, 4), k + 1.0) for k in range(4)]
     with dask.config.set({"scheduler": name, "pargraph.single-task-below": 0,
@@ -559,7 +560,7 @@ def test_products_that_leave_blas_alone_give_the_same_bits_on_any_blas_threads()
 
     from threadpoolctl import threadpool_limits
 
-    from pargraph import lowering
+    from pargraph.engine import lowering
     from pargraph.ops.gemm import blas
     from pargraph.ops.gemm import product as blas_product
 

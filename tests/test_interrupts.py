@@ -173,7 +173,7 @@ def test_other_threads_defer_nothing_and_change_no_handler():
 
 
 def test_an_interrupted_run_keeps_the_deferred_backward_for_the_next(monkeypatch):
-    from pargraph import execution
+    from pargraph.engine import execution
 
     w = pargraph.tensor([1.0, 2.0], requires_grad=True)
     (w * 3).sum().backward()
@@ -199,7 +199,7 @@ def test_a_sigint_stops_a_threaded_run_between_tasks_and_leaves_its_pool_usable(
 
     from dask.task_spec import Task
 
-    from pargraph.execution import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     main = threading.main_thread().ident
     started = []

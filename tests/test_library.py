@@ -13,7 +13,7 @@ import pytest
 from scipy import signal
 
 import pargraph
-from pargraph import execution
+from pargraph.engine import modes
 
 
 @pargraph.library.custom_op("test::fftconvolve", mutates_args=())
@@ -211,7 +211,7 @@ def test_a_custom_op_runs_on_a_cluster():
     x0, k0 = rng.standard_normal(9), np.array([1.0, -1.0])
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                       dashboard_address=None) as cluster, Client(cluster), \
-            dask.config.set(scheduler=execution.choose_scheduler()):
+            dask.config.set(scheduler=modes.choose_scheduler()):
         x = pargraph.tensor(x0, requires_grad=True)
         loss = fftconvolve(x, pargraph.tensor(k0)).pow(2).sum()
         loss.backward()

@@ -5,8 +5,8 @@ import dask
 import numpy as np
 
 from pargraph import ops
-from pargraph.lowering import PlanCache, SinglePlan, lower, member_sources, plan
-from pargraph.partition import Granularity
+from pargraph.engine.lowering import PlanCache, SinglePlan, lower, member_sources, plan
+from pargraph.engine.partition import Granularity
 from pargraph.runtime import ENV, EXT, LIT, PART, Arg
 
 

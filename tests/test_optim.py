@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import pargraph
-from pargraph import execution, optim
+from pargraph import optim
+from pargraph.engine import execution
 from pargraph.optim import lr_scheduler
 
 R = np.random.default_rng(11)

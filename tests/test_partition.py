@@ -12,11 +12,13 @@ import pytest
 from dask.task_spec import TaskRef
 
 import pargraph
-from pargraph import execution, nn
-from pargraph.execution import ModeChoice
+from pargraph import nn
+from pargraph.engine import modes
+from pargraph.engine.lowering import PlanCache, is_small, lower, plan
+from pargraph.engine.modes import MODES as WAYS
+from pargraph.engine.modes import RETRY_PERIOD, ModeChoice
+from pargraph.engine.partition import Granularity, partition, placed_partition
 from pargraph.graph import format_site
-from pargraph.lowering import PlanCache, is_small, lower, plan
-from pargraph.partition import Granularity, partition, placed_partition
 from pargraph.runtime import FusedTask, NodeTask
 from tests.models import MeanOfTowers
 
@@ -166,7 +168,7 @@ def test_the_directions_of_a_stacked_bidirectional_rnn_run_side_by_side():
     loss = pargraph.stack(inputs).sum()
     loss.backward()
     computed = plan([x.grad._node, loss._node])[1]
-    from pargraph.partition import estimated_seconds
+    from pargraph.engine.partition import estimated_seconds
 
     work = {id(n): estimated_seconds(n) for n in computed}
     groups = partition(computed, Granularity(workers=4))
@@ -183,7 +185,7 @@ def test_branches_that_read_one_input_share_out_the_workers(workers):
     loss = pargraph.stack([_cell(x * (k + 1)) for k in range(16)]).sum()
     loss.backward()
     computed = plan([x.grad._node, loss._node])[1]
-    from pargraph.partition import estimated_seconds
+    from pargraph.engine.partition import estimated_seconds
 
     hosts = tuple((f"tcp://127.0.0.1:{k + 1}", 1) for k in range(workers))
     groups, where = placed_partition(computed, Granularity.of(True, workers, hosts=hosts))
@@ -525,7 +527,7 @@ def test_the_faster_way_wins_though_switching_ways_costs_a_run():
     assert ways[:2] == explored and ways[2][0] == "threads" and ways[-1][0] == "threads"
     assert ways[3] == ("inline, one BLAS thread", 2)
     first = sum(n for _, n in explored) + ways[2][1]
-    assert sum(recorded[:first]) >= execution.RETRY_PERIOD > sum(recorded[:first - 1])
+    assert sum(recorded[:first]) >= RETRY_PERIOD > sum(recorded[:first - 1])
 
 
 def _ways(slowdown: Callable[[int], float], runs: int) -> list[str]:
@@ -592,7 +594,7 @@ def test_every_way_the_runner_may_choose_trains_to_the_same_bits(width):
                 opt.step()
         return [p.detach().numpy() for p in model.parameters()]
 
-    first, *others = [train(mode) for mode in execution.MODES]
+    first, *others = [train(mode) for mode in WAYS]
     for params in others:
         for a, b in zip(first, params):
             np.testing.assert_array_equal(a, b)
@@ -663,7 +665,7 @@ def test_trace_reports_group_members_on_a_cluster(local_client):
 def test_group_tasks_are_named_after_their_module_and_phase():
     from dask.utils import key_split
 
-    from pargraph.lowering import group_label
+    from pargraph.engine.lowering import group_label
 
     model, computed = _towers_step()
     labels = {group_label(g) for g in partition(computed, Granularity(workers=2))}
@@ -737,15 +739,14 @@ def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeyp
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(relu, "forward", recording)
-    from pargraph import execution
 
-    on_threads, run_on_threads = [], execution.run_on_threads
+    on_threads, run_on_threads = [], modes.run_on_threads
 
     def counted(graph, keys, threads):
         on_threads.append(threads)
         return run_on_threads(graph, keys, threads)
 
-    monkeypatch.setattr(execution, "run_on_threads", counted)
+    monkeypatch.setattr(modes, "run_on_threads", counted)
     results = {}
     for mode, adaptive in (("threads", True), ("inline, one BLAS thread", True),
                            ("threads", False)):
@@ -783,7 +784,7 @@ def test_run_on_threads_runs_each_task_after_its_inputs_and_frees_what_was_read(
 
     from dask.task_spec import Task, TaskRef
 
-    from pargraph.execution import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     alive = []
 
@@ -808,7 +809,7 @@ def test_run_on_threads_runs_each_task_after_its_inputs_and_frees_what_was_read(
 def test_run_on_threads_raises_the_first_error_as_itself_and_stops():
     from dask.task_spec import Task, TaskRef
 
-    from pargraph.execution import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     ran = []
 
@@ -846,7 +847,7 @@ def test_a_failing_op_on_pargraphs_threads_names_the_op_and_loses_nothing():
 def test_run_on_threads_called_from_inside_one_of_its_tasks_does_not_wait_for_itself():
     from dask.task_spec import Task
 
-    from pargraph.execution import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     def nested(k):
         return run_on_threads({"x": Task("x", lambda: k)}, ["x"], threads=2)[0]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import pargraph
-from pargraph import execution, nn
+from pargraph import nn
+from pargraph.engine import execution
 from pargraph.graph import Node
 
 

@@ -1,7 +1,7 @@
 """Several threads training their own models at once get exactly the sequential results, and
 a thread reading a model while another trains it reads values the model really had; pargraph's
-helper threads (``pargraph.threads``) run each task after its inputs, wake no more threads than
-tasks are ready, keep nothing of a finished run, and follow PyTorch's thread counts."""
+helper threads (``pargraph.engine.threads``) run each task after its inputs, wake no more threads
+than tasks are ready, keep nothing of a finished run, and follow PyTorch's thread counts."""
 
 import functools
 import operator
@@ -163,7 +163,7 @@ def test_a_target_another_thread_realizes_while_this_one_plans_is_not_run_again(
     # Thread B realizing the target after thread A's plan listed it, before A kept the nodes
     # it computes: A's plan held the target's inputs but not the target, and A lowered a run
     # with no output (an IndexError when three threads read one tensor at once).
-    from pargraph import execution
+    from pargraph.engine import execution
 
     x = pargraph.randn(3, 4)
     y = ((x * 2).tanh() + 1).relu()
@@ -184,7 +184,7 @@ def test_a_node_another_thread_realizes_while_this_one_plans_is_planned_again(mo
     # Thread B realizing (and cutting the inputs of) a node thread A is planning must not
     # leave A with a plan that reads no inputs for it, let alone cache that plan: every later
     # run of the structure would call the op without arguments.
-    from pargraph import lowering
+    from pargraph.engine import lowering
 
     a, b = pargraph.randn(3, 4), pargraph.randn(3, 4)
     shared = (a + b) * 2
@@ -211,7 +211,7 @@ def test_reading_a_tensor_another_thread_rebinds_meanwhile_reads_one_value(monke
     # A detached tensor (what state_dict() returns) reads its base's node at every access:
     # A detached tensor reads its base's node at every access: numpy() must fetch the node
     # it realized, even when an optimizer step in another thread rebinds the base between.
-    from pargraph import execution
+    from pargraph.engine import execution
 
     p = nn.Parameter(pargraph.tensor([1.0, 2.0]) * 1)
     detached = p.detach()
@@ -236,7 +236,7 @@ def test_a_planned_run_reads_its_inputs_values_when_it_is_planned():
     # from the values it planned with, inline or as a graph.
     import dask
 
-    from pargraph import execution, lowering
+    from pargraph.engine import lowering, modes
 
     a = pargraph.ones(3) * 2
     a.numpy()
@@ -244,12 +244,12 @@ def test_a_planned_run_reads_its_inputs_values_when_it_is_planned():
     order, computed = lowering.plan([b._node])
     lowered = lowering.lower(order, computed, [b._node])
     a._node.value = None  # freed meanwhile
-    assert execution.run_inline(lowered)[0].tolist() == [3.0, 3.0, 3.0]
+    assert modes.run_inline(lowered)[0].tolist() == [3.0, 3.0, 3.0]
     assert dask.get(lowered.graph, lowered.keys)[0].tolist() == [3.0, 3.0, 3.0]
 
 
 def test_threads_plan_and_commit_their_runs_one_at_a_time(monkeypatch):
-    from pargraph import execution
+    from pargraph.engine import execution
 
     planning, go = threading.Event(), threading.Event()
     original = execution.plan
@@ -298,7 +298,7 @@ def _named_tasks(count: int, chained: bool, seconds: float = 0.0):
 
 
 def test_a_chain_runs_in_the_calling_thread_and_wakes_no_helper():
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     graph, ran_in = _named_tasks(30, chained=True)
     assert run_on_threads(graph, ["t29"], threads=8) == [29]
@@ -309,7 +309,7 @@ def test_a_chain_runs_in_the_calling_thread_and_wakes_no_helper():
 def test_one_thread_is_the_calling_thread_alone():
     from dask.task_spec import Task, TaskRef
 
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     graph, ran_in = _named_tasks(4, chained=False, seconds=0.01)
     run_on_threads(graph, list(graph), threads=2)  # a helper exists
@@ -323,7 +323,7 @@ def test_one_thread_is_the_calling_thread_alone():
 
 
 def test_runs_from_two_threads_share_the_helpers_and_each_gets_its_own_values():
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     results = {}
 
@@ -342,7 +342,7 @@ def test_runs_from_two_threads_share_the_helpers_and_each_gets_its_own_values():
 def test_a_forked_child_runs_on_helper_threads_of_its_own():
     import multiprocessing
 
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     graph, ran_in = _named_tasks(4, chained=False, seconds=0.05)
     run_on_threads(graph, list(graph), threads=2)  # the parent's helpers exist
@@ -353,7 +353,7 @@ def test_a_forked_child_runs_on_helper_threads_of_its_own():
 
 
 def _threads_a_run_takes(tasks: int) -> int:
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     graph, ran_in = _named_tasks(tasks, chained=False, seconds=0.05)
     run_on_threads(graph, list(graph), threads=2)
@@ -365,7 +365,7 @@ def test_no_helper_keeps_a_finished_runs_values():
 
     from dask.task_spec import Task, TaskRef
 
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     made = []
 
@@ -393,7 +393,7 @@ def test_random_graphs_from_three_threads_at_once_give_the_sync_schedulers_value
     import dask
     from dask.task_spec import Task, TaskRef
 
-    from pargraph.threads import run_on_threads
+    from pargraph.engine.threads import run_on_threads
 
     class Boom(Exception):
         pass

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pargraph import execution, ops
+from pargraph import ops
 from pargraph.autograd.anomaly import anomaly_mode
 from pargraph.autograd.backward_graph import gradients
 from pargraph.capturing import recording
+from pargraph.engine import execution
 from pargraph.graph import Node, user_site
 from pargraph.interrupts import interrupts
 

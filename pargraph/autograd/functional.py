@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, ops
+from pargraph import ops
 from pargraph.autograd import engine, mode
 from pargraph.autograd.engine import gradient_nodes
+from pargraph.engine import execution
 from pargraph.remote.recovery import fetch
 
 #: The facade's Tensor, as these functions see it: anything with ``_node``, ``requires_grad``,

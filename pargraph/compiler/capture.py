@@ -8,13 +8,15 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pargraph import execution, ops
+from pargraph import ops
 from pargraph._tensor import Tensor
 from pargraph.capturing import Symbol, recording
 from pargraph.compiler.guards import ABSENT, GraphBreak, argument_guard, module_constants, name_of
 from pargraph.compiler.program import Program
 from pargraph.compiler.record import Compiling, OptimizerRecord, Record
 from pargraph.compiler.writes import Writes, land
+from pargraph.engine import execution
+from pargraph.engine.lowering import plan
 from pargraph.graph import (
     Node,
     format_site,
@@ -22,7 +24,6 @@ from pargraph.graph import (
     user_site,
 )
 from pargraph.interrupts import interrupts
-from pargraph.lowering import plan
 from pargraph.nn.module import Module
 from pargraph.pytree import flatten, unflatten
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.capturing import Symbol, recording
 from pargraph.compiler.capture import Capture
 from pargraph.compiler.guards import FAILED, Guards, concrete
 from pargraph.compiler.step import CACHE_SIZE
 from pargraph.compiler.writes import CONSTANT, DRAW, TENSOR
+from pargraph.engine import execution
 from pargraph.graph import Node, toposort
 from pargraph.nn.module import Module
 from pargraph.pytree import flatten, unflatten

@@ -4,7 +4,7 @@ replays it.
 The first call with new guards *captures*: it runs the function with a recorder installed
 (:mod:`pargraph.capturing`), so that nothing runs until the function returns. Then the whole
 call is one graph: every ``optimizer.step()``, ``backward()`` and returned tensor of it. That
-graph is partitioned once into group tasks, as a run is (:mod:`pargraph.lowering`), and kept
+graph is partitioned once into group tasks, as a run is (:mod:`pargraph.engine.lowering`), and kept
 as a :class:`Program`:
 
 - *slots*: where its leaves come from at each call (an argument, a tensor the function read,
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, lowering, ops
+from pargraph import ops
 from pargraph._tensor import SharedData, Tensor
 from pargraph.capturing import Symbol
 from pargraph.compiler.guards import FAILED, Guards, name_of
@@ -52,6 +52,9 @@ from pargraph.compiler.writes import (
     reference_baseline,
     slot_name,
 )
+from pargraph.engine import execution, lowering, modes
+from pargraph.engine.lowering import GroupPlan, SinglePlan, make_plan
+from pargraph.engine.threads import run_on_threads
 from pargraph.graph import (
     FORWARD,
     Node,
@@ -59,7 +62,6 @@ from pargraph.graph import (
 )
 from pargraph.in_place import InPlaceUpdates
 from pargraph.interrupts import interrupts
-from pargraph.lowering import GroupPlan, SinglePlan, make_plan
 from pargraph.pytree import unflatten
 from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_future
 from pargraph.remote.recovery import cluster_lost, fetch
@@ -70,7 +72,6 @@ from pargraph.remote.waiting import asked
 from pargraph.remote.workers import replicas, threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, allocator, node_by_node, straight_line
 from pargraph.shared_memory import shared_tensors
-from pargraph.threads import run_on_threads
 
 
 class Program:
@@ -156,9 +157,9 @@ class Program:
 
     def _compile(self, order: list[Node], computed: list[Node], outputs: list[Node],
                  capture: Record, writes: Writes) -> None:
-        get = execution.choose_scheduler()
-        client = execution.client_of(get)
-        granularity = execution.granularity(get, client)
+        get = modes.choose_scheduler()
+        client = modes.client_of(get)
+        granularity = modes.granularity(get, client)
         self.remote, self.granularity = granularity.remote, granularity
         slot = {k: s for s, k in enumerate(self.leaf_positions)}
         #: The updates that run after the group tasks, into the arrays they replace.
@@ -306,12 +307,12 @@ class Program:
         if symbols is FAILED:
             self.failed = self.guards.failed
             return None
-        get = execution.choose_scheduler()
-        client = execution.client_of(get)
+        get = modes.choose_scheduler()
+        client = modes.client_of(get)
         if (client is not None) != self.remote:
             self.failed = "the scheduler (a cluster or local threads)"
             return None
-        if execution.granularity(get, client) != self.granularity:
+        if modes.granularity(get, client) != self.granularity:
             self.failed = "the number of threads or workers (the partition is made for them)"
             return None
         for record in self.optimizers:
@@ -376,8 +377,8 @@ class Program:
         """Run the program on the bound slots (from :meth:`bind`) and land its results. The
         capturing call runs it too (``first``), on the values its leaves had."""
         with self.lock:
-            get = execution.choose_scheduler()
-            client = execution.client_of(get)
+            get = modes.choose_scheduler()
+            client = modes.client_of(get)
             if client is None and not allocator.decided:
                 allocator.for_steps()  # a loop of steps: keep freed arrays for the next
             if first:
@@ -449,7 +450,7 @@ class Program:
                     return self._run_on_cluster(values, client)
                 if len(self.tasks) == 1:
                     external = tuple([values[v] for _, v in self.recipes[0]])
-                    with execution.blas_limited(get, self.plan.blas):
+                    with modes.blas_limited(get, self.plan.blas):
                         if node_by_node() or self.straight is None:
                             return list(self.tasks[0].run(external))
                         return list(self.straight[0](external))
@@ -463,15 +464,15 @@ class Program:
 
     def _run_groups(self, get: Any) -> list:
         plan = self.plan
-        threaded = execution.is_threaded(get)
-        mode, choice = execution.choose_mode(plan) if threaded else ("in order", None)
+        threaded = modes.is_threaded(get)
+        mode, choice = modes.choose_mode(plan) if threaded else ("in order", None)
         start = time.perf_counter()
         if mode == "threads":
-            with execution.blas_limited(get, self.plan.blas):
-                wanted = run_on_threads(self.graph, self.wanted, execution.worker_threads())
+            with modes.blas_limited(get, self.plan.blas):
+                wanted = run_on_threads(self.graph, self.wanted, modes.worker_threads())
             results = [wanted[k][e] for k, e in self.picks]
         else:
-            with execution.blas_limited(get, self.plan.blas):
+            with modes.blas_limited(get, self.plan.blas):
                 if self.in_order is not None and not node_by_node():
                     results = self.in_order(self.values)
                 else:

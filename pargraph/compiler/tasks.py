@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pargraph.engine.threads import run_on_threads
 from pargraph.runtime import LIT, FusedTask, straight_line
-from pargraph.threads import run_on_threads
 
 
 class WholeProgram:

@@ -4,7 +4,7 @@ cluster, on its own worker)."""
 from __future__ import annotations
 
 from pargraph._tensor import Tensor
-from pargraph.execution import worker_threads
+from pargraph.engine.modes import worker_threads
 from pargraph.functions import cat
 from pargraph.nn.module import Module
 

@@ -78,7 +78,7 @@ class Primitive:
         self.writes_state = writes_state
         #: ``forward`` calls BLAS or LAPACK (a matrix product, a factorization): its float32
         #: results depend on BLAS's thread count, which a run therefore sets from its graph
-        #: (``lowering.blas_threads_of``, ``execution.BlasThreads``).
+        #: (``lowering.blas_threads_of``, ``modes.BlasThreads``).
         self.blas = blas
         #: ``products(node)``: the (m, n, k) of each matrix product ``forward`` hands BLAS, by
         #: the node's shapes; a run whose products are all small leaves BLAS's count alone

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
+from pargraph.engine import execution
 from pargraph.factories import as_tensor
 from pargraph.remote.layout import HeldPart, futures_of, is_future
 from pargraph.remote.recovery import mirror_every, register_recovery

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, ops
+from pargraph import ops
 from pargraph._tensor import RemovableHandle, Tensor, apply
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import enable_grad, no_grad
 from pargraph.capturing import recording
+from pargraph.engine import execution, modes
 from pargraph.factories import as_tensor
 from pargraph.graph import REPLACED_OUTRIGHT, UPDATE, naming, recorded_at, user_site
 from pargraph.interrupts import interrupts
@@ -436,4 +437,4 @@ required = _required
 def _on_cluster() -> bool:
     """Whether this process's runs went, or the next one goes, to a cluster: only then does
     a mirror of the training state have anything to copy."""
-    return clusters.used or execution.client_of(execution.choose_scheduler()) is not None
+    return clusters.used or modes.client_of(modes.choose_scheduler()) is not None

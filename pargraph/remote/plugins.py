@@ -29,7 +29,7 @@ Quiet logs
     those lines, for pargraph's per-step functions only.
 
 The plugins apply both on the scheduler (to every worker's and client's comm, present and
-future) and on every worker. Imported by :mod:`pargraph.execution` only when a run goes to a
+future) and on every worker. Imported by :mod:`pargraph.engine.execution` only when a run goes to a
 cluster; the scheduler and the workers import it by name to unpickle the plugins (they need
 pargraph installed, as for every pargraph task).
 """

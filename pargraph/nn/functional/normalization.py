@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from pargraph import execution, ops
+from pargraph import ops
 from pargraph._tensor import Tensor, apply
 from pargraph.autograd.mode import no_grad
+from pargraph.engine import execution
 from pargraph.factories import as_tensor
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pargraph import execution
 from pargraph._tensor import Tensor, int64
 from pargraph.autograd.mode import no_grad
 from pargraph.devices import check_device
+from pargraph.engine import execution
 from pargraph.factories import ones, zeros
 from pargraph.nn.functional.normalization import batch_norm
 from pargraph.nn.module import Module

@@ -8,9 +8,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from pargraph import execution
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
+from pargraph.engine import execution
 from pargraph.nn.functional.normalization import normalize
 from pargraph.nn.module import Parameter
 from pargraph.nn.modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d

@@ -8,8 +8,8 @@ topological order. The algorithm, in three steps: linear clustering along domina
 predecessors (:func:`_linear_clusters`), coarsening of small groups (``_Groups.coarsen``),
 and duplication of next-to-free nodes into the groups that read them
 (``_Groups.duplicate_sources``); on a cluster of several workers the linear clusters are
-placed first (:mod:`pargraph.placement`). Reachability is kept as integer bitsets. docs/design.md
-("Partitioning") describes each step and why.
+placed first (:mod:`pargraph.engine.placement`). Reachability is kept as integer bitsets.
+docs/design.md ("Partitioning") describes each step and why.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pargraph.engine.placement import SECONDS_PER_BYTE, TRANSFER_LATENCY, place, transfer_seconds
 from pargraph.graph import Node
-from pargraph.placement import SECONDS_PER_BYTE, TRANSFER_LATENCY, place, transfer_seconds
 
 #: Seconds one task costs the scheduler and the worker: dask's threaded scheduler and a
 #: distributed cluster (its scheduler's per-task work plus a round trip).
@@ -78,7 +78,7 @@ class Granularity:
     single_task_below: float = DEFAULT_SINGLE_TASK_BELOW  # seconds of work: one task
     grain: float = DEFAULT_GRAIN * TASK_COST_LOCAL  # seconds: smaller groups merge
     #: (address, threads) of each worker process that pargraph places the run's nodes on
-    #: (:mod:`pargraph.placement`); empty: dask's scheduler places the tasks.
+    #: (:mod:`pargraph.engine.placement`); empty: dask's scheduler places the tasks.
     hosts: tuple[tuple[str, int], ...] = ()
 
     @classmethod
@@ -107,7 +107,7 @@ def placed_partition(computed: Sequence[Node], granularity: Granularity = LOCAL,
                      outputs: Sequence[Node] = (), work: Sequence[float] | None = None
                      ) -> tuple[list[list[Node]], list[int]]:
     """``partition``, and the worker (index into ``granularity.hosts``) of each group: with
-    several hosts, the linear clusters are placed on them (:mod:`pargraph.placement`) before
+    several hosts, the linear clusters are placed on them (:mod:`pargraph.engine.placement`) before
     coarsening, which then merges only groups of one worker. A node whose work, with all it
     depends on in the run, is next to nothing is copied into each group that reads it (a
     group left with such nodes only goes unless it holds one of the run's ``outputs``): a
@@ -439,7 +439,7 @@ class _Groups:
         return added
 
     def place(self, computed: Sequence[Node], work: list[float], threads: list[int]) -> None:
-        """Put each group on a worker (:func:`pargraph.placement.place`): what a group reads
+        """Put each group on a worker (:func:`pargraph.engine.placement.place`): what a group reads
         from another group costs a transfer when the two are on different workers, and groups
         that read one parameter share a worker."""
         # An ancestor has fewer ancestors than its descendant: a topological order.

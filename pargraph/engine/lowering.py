@@ -2,7 +2,7 @@
 
 A run lowers the not-yet-realized nodes its targets need; a realized node is a boundary whose
 value enters as a literal argument (on a cluster, a key on a worker). Each group the
-partitioner chose (:mod:`pargraph.partition`) becomes one task, ``Task(group key,
+partitioner chose (:mod:`pargraph.engine.partition`) becomes one task, ``Task(group key,
 FusedTask(...), *inputs)``, returning the tuple of its members used outside it; a run too
 small to profit from parallelism is one task. The partition and the tasks' templates are a
 plan (:class:`GroupPlan`, :class:`SinglePlan`), cached by the run's structure
@@ -24,9 +24,9 @@ import numpy as np
 from dask.task_spec import DataNode, Task, TaskRef
 
 from pargraph.costs import StructureCosts, decisions, describe
+from pargraph.engine.partition import LOCAL, Granularity, estimated_seconds, placed_partition
 from pargraph.graph import FORWARD, UPDATE, Node, StructureCache, last_model, toposort
 from pargraph.ops.gemm import ONE_THREAD, ONE_THREAD_VECTOR
-from pargraph.partition import LOCAL, Granularity, estimated_seconds, placed_partition
 from pargraph.remote.layout import (
     INLINE_BYTES,
     HeldPart,
@@ -281,7 +281,7 @@ def member_sources(members: list[Node], outside: Callable[[Node], tuple]
 
 
 #: A run with a BLAS op that one thread would take this long on, by its shapes, keeps all
-#: of BLAS's threads (see ``execution.BlasThreads``), unless its graph is wide.
+#: of BLAS's threads (see ``modes.BlasThreads``), unless its graph is wide.
 WIDE_SECONDS = 0.5e-3
 #: A graph this many times wider than the run's threads (estimated work over the longest
 #: chain of estimated work) runs its branches side by side, one BLAS thread each: towers of

@@ -248,7 +248,7 @@ def set_num_threads(threads: int) -> None:
     """Run on ``threads`` threads, as ``torch.set_num_threads``: independent ops side by side
     (dask's ``num_workers``, global as ``dask.config.set`` outside a ``with``) and BLAS's
     threads within the matrix products of a run with a big one (threadpoolctl; other
-    threaded runs limit BLAS to one thread, see ``execution.BlasThreads``).
+    threaded runs limit BLAS to one thread, see ``modes.BlasThreads``).
 
     Examples
     --------
