@@ -7,23 +7,20 @@ them; docs/forecast.md says how each is measured and what it leaves out.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
 import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import dask
 import numpy as np
 
+from pargraph.remote.loopback import measure_messages
 from pargraph.trace import Trace
 
 #: Seconds of repeated calls each GIL measurement times, per thread, and the fewest calls:
@@ -198,44 +195,6 @@ def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
     return costs
 
 
-@contextlib.contextmanager
-def _two_workers() -> Iterator[Any]:
-    """A Client of a ``dask scheduler`` and two one-thread ``dask worker`` processes on
-    127.0.0.1, started as commands (a ``LocalCluster`` of processes would import the
-    caller's ``__main__`` again), stopped at the end."""
-    from distributed import Client
-
-    with tempfile.TemporaryDirectory() as folder:
-        address_file = os.path.join(folder, "scheduler.json")
-        processes = [subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--scheduler-file", address_file],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        try:
-            deadline = time.monotonic() + 60
-            while not os.path.exists(address_file):
-                if time.monotonic() > deadline or processes[0].poll() is not None:
-                    raise RuntimeError("pargraph.forecast: a dask scheduler on 127.0.0.1 did "
-                                       "not start, so the loopback's costs cannot be measured;"
-                                       " pass network=pargraph.forecast.Network(...)")
-                time.sleep(0.05)
-            processes += [subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
-            with Client(scheduler_file=address_file, set_as_default=False) as client:
-                client.wait_for_workers(2, timeout=60)
-                yield client
-        finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-
-
 def _cache_file() -> str:
     folder = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(folder, "pargraph", "loopback.json")
@@ -289,85 +248,23 @@ def measure_loopback(repeats: int = 5) -> Network:
     >>> print(network)  # doctest: +SKIP
     a task 3.25 ms after the scheduler takes it up (1.09 ms of the scheduler's time), ...
     """
-    import dask
+    def pargraph_run(client: Any, nodes: int) -> float:
+        from pargraph.factories import ones
 
-    from pargraph.remote.submit import send_promptly
+        def run() -> None:
+            h = x
+            for _ in range(nodes - 1):
+                h = h * 2
+            h.sum().item()
 
-    def make(size: int) -> np.ndarray:
-        return np.ones(size, np.uint8)
-
-    def touch(x: Any) -> int:
-        return 0 if x is None else 1
-
-    def chain(previous: int) -> int:
-        return previous + 1
-
-    def median_of(measure: Any, more: int = 0) -> float:
-        return float(np.median([measure() for _ in range(max(repeats + more, 1))]))
-
-    with _two_workers() as client:
-        send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
-        a, b = sorted(client.scheduler_info()["workers"])
-        client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
-
-        def task_chain(length: int = 20) -> float:
+        x = ones(4)
+        with dask.config.set(scheduler=client):
+            run()
             start = time.perf_counter()
-            future = client.submit(chain, 0, workers=[a], pure=False)
-            for _ in range(length - 1):
-                future = client.submit(chain, future, workers=[a], pure=False)
-            future.result()
-            return (time.perf_counter() - start) / length
-
-        def burst(tasks: int = 200) -> float:
-            start = time.perf_counter()
-            client.gather(client.map(chain, range(tasks), pure=False))
-            return (time.perf_counter() - start) / tasks
-
-        def pargraph_run(nodes: int) -> float:
-            from pargraph.factories import ones
-
-            def run() -> None:
-                h = x
-                for _ in range(nodes - 1):
-                    h = h * 2
-                h.sum().item()
-
-            x = ones(4)
-            with dask.config.set(scheduler=client):
-                run()
-                start = time.perf_counter()
-                run()
-                return time.perf_counter() - start
-
-        def moved(size: int) -> float:
-            made = client.submit(make, size, workers=[a], pure=False)
-            client.submit(touch, made, workers=[a], pure=False).result()  # made, and on a
-            start = time.perf_counter()
-            client.submit(touch, made, workers=[b], pure=False).result()
-            across = time.perf_counter() - start
-            start = time.perf_counter()
-            client.submit(touch, made, workers=[a], pure=False).result()
-            return max(across - (time.perf_counter() - start), 1e-6)
-
-        def replicated() -> float:
-            made = client.submit(make, 1 << 10, workers=[a], pure=False)
-            client.submit(touch, made, workers=[a], pure=False).result()
-            start = time.perf_counter()
-            client.replicate([made], n=2)
+            run()
             return time.perf_counter() - start
 
-        task_latency = median_of(task_chain, -2)
-        scheduler_task = median_of(burst, -2)
-        one, many = median_of(lambda: pargraph_run(2)), median_of(lambda: pargraph_run(302))
-        per_node = max((many - one) / 300, 0.0)
-        run_latency = max(one - task_latency - 2 * per_node, 0.0)
-        small, big = 1 << 10, 64 << 20
-        small_time = median_of(lambda: moved(small), 2)
-        big_time = median_of(lambda: moved(big), 2)
-        replicate_latency = median_of(replicated)
-    bandwidth = (big - small) / max(big_time - small_time, 1e-6)
-    return Network(task_latency, min(scheduler_task, task_latency), run_latency, per_node,
-                   small_time, bandwidth, replicate_latency)
+    return Network(*measure_messages(pargraph_run, repeats))
 
 
 @dataclass(frozen=True)

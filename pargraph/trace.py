@@ -41,7 +41,7 @@ from pargraph import costs, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
 from pargraph.engine import execution, lowering, modes
 from pargraph.graph import Node
-from pargraph.remote.waiting import asked
+from pargraph.remote.workers import on_every_worker
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
                 "update": "#EDAE49"}
@@ -197,11 +197,11 @@ class Trace:
         if client is not None:
             # Each worker records its tasks' members itself: the task stream would only know
             # tasks, and a fused task holds several nodes.
-            asked(lambda: client.run(runtime.start_task_times))
+            on_every_worker(client, runtime.start_task_times)
             try:
                 yield
             finally:
-                recorded = asked(lambda: client.run(runtime.stop_task_times))
+                recorded = on_every_worker(client, runtime.stop_task_times)
             for worker, events in recorded.items():
                 self._add_events(events, computed_keys, worker)
         else:

@@ -136,6 +136,37 @@ def test_the_circle_check_sees_an_import_inside_a_function(tmp_path):
     assert _circle(_import_graph(package)) is None
 
 
+def _client_calls(path: pathlib.Path) -> list[str]:
+    """Where the module at ``path`` reaches into a ``distributed.Client``: an attribute of a
+    name ``client`` or of a ``.client``, or an import of ``distributed``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and (
+                isinstance(node.value, ast.Name) and node.value.id == "client"
+                or isinstance(node.value, ast.Attribute) and node.value.attr == "client"):
+            found.append(f"{path.name}:{node.lineno} client.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("distributed"):
+            found.append(f"{path.name}:{node.lineno} from {node.module}")
+    return found
+
+
+def test_only_the_cluster_wing_talks_to_a_client():
+    """Every call to a client, and every import of distributed, is in ``remote/``; the
+    engine only finds the client a run goes to (``modes.current_client``) and its ``get``."""
+    found = [call for path in sorted(PACKAGE.rglob("*.py"))
+             if PACKAGE / "remote" not in path.parents for call in _client_calls(path)]
+    assert sorted(call.split(":")[0] + " " + call.split(" ", 1)[1] for call in found) == [
+        "modes.py client.get", "modes.py from distributed"], found
+
+
+def test_the_client_check_sees_a_call(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f(run):\n    return run.client.gather([])\n")
+    assert _client_calls(module) == ["m.py:2 client.gather"]
+    module.write_text("def f(client):\n    return client\n")
+    assert _client_calls(module) == []
+
+
 #: ``ops``' families in the order they stand: each imports only those before it.
 OPS_ORDER = ["core", "gemm", "intra_op", "jit_kernels", "kernels", "shapes", "elementwise",
              "special", "reductions", "composites", "convolution", "linalg", "sparse", "sampling",

@@ -63,13 +63,10 @@ from pargraph.graph import (
 from pargraph.in_place import InPlaceUpdates
 from pargraph.interrupts import interrupts
 from pargraph.pytree import unflatten
-from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_future
-from pargraph.remote.recovery import cluster_lost, fetch
+from pargraph.remote import programs
+from pargraph.remote.recovery import fetch
 from pargraph.remote.replication import keep_until_copied
-from pargraph.remote.state import clusters
-from pargraph.remote.submit import held_on_cluster, run_on_cluster
-from pargraph.remote.waiting import asked
-from pargraph.remote.workers import replicas, threads_by_worker
+from pargraph.remote.workers import threads_by_worker
 from pargraph.runtime import LIT, Arg, FusedTask, allocator, node_by_node, straight_line
 from pargraph.shared_memory import shared_tensors
 
@@ -394,7 +391,7 @@ class Program:
                     v.value) is np.ndarray) else fetch(v) if type(v) is Node else v
                     for v in bound[1:]]
                 if client is not None:
-                    _refer_to_copies(values, bound[1:], client)
+                    programs.refer_to_copies(values, bound[1:], client)
                 bound.clear()  # holds the nodes, which landing may give the new values
                 for s, slot in enumerate(self.slots):
                     if slot[0] == DRAW:
@@ -447,7 +444,7 @@ class Program:
         try:
             with np.errstate(all="ignore"):
                 if client is not None:
-                    return self._run_on_cluster(values, client)
+                    return programs.run_program(self, values, client, run_held)
                 if len(self.tasks) == 1:
                     external = tuple([values[v] for _, v in self.recipes[0]])
                     with modes.blas_limited(get, self.plan.blas):
@@ -485,96 +482,6 @@ class Program:
         if choice is not None:
             choice.record(mode, time.perf_counter() - start)
         return results
-
-    def _run_on_cluster(self, values: list, client: Any) -> list:
-        """Submit the program's tasks under new keys; the results stay on the workers (a
-        0-d one comes back), as a run of :func:`execution.realize` does."""
-        from dask.task_spec import DataNode, Task, TaskRef
-
-        from pargraph.runtime import Selection
-
-        if client.status != "running":
-            raise cluster_lost(client, f"the client's connection is {client.status}")
-        run = f"r{next(clusters.runs)}"
-        graph: dict = {}
-        arguments = []
-        for s, value in enumerate(values):
-            if type(value) is HeldPart:
-                arguments.append(value.ref())
-            elif is_future(value):
-                arguments.append(TaskRef(value.key))
-            elif getattr(value, "nbytes", 0) <= INLINE_BYTES:
-                arguments.append(value)
-            else:
-                key = f"slot-{s}{run}-{id(self):x}"
-                graph[key] = DataNode(key, value)
-                arguments.append(TaskRef(key))
-        made = self.plan
-        if self.whole is not None:
-            return self._run_whole(graph, arguments, run, client)
-        keys = []
-        for task, label in zip(self.tasks, self.labels):
-            _, serial, session = task.nodes[-1].key.rsplit("-", 2)
-            keys.append(f"{label}-{serial}t{run}-{session}")  # "t": never a node's key
-        sent = []
-        for s, (producers, picks) in enumerate(getattr(made, "selections", ())):
-            _, serial, session = keys[producers[-1]].rsplit("-", 2)
-            sent.append(f"{self.labels[producers[-1]]}_send-{serial}s{s}-{session}")
-            graph[sent[-1]] = Task(sent[-1], Selection(picks),
-                                   *(TaskRef(keys[g]) for g in producers))
-        for g, (task, recipe) in enumerate(zip(self.tasks, self.recipes)):
-            args = [arguments[v] if not is_group else
-                    TaskRef(keys[v] if kind == Arg.GROUP else sent[v])
-                    for (is_group, v), (kind, _) in zip(recipe, self.kinds[g])]
-            graph[keys[g]] = Task(keys[g], task, *args)
-        wanted = sorted({g for g, _ in self.unpack})
-        position = {g: k for k, g in enumerate(wanted)}
-        picks = [(position[g], e) for g, e in self.unpack]
-        workers = None
-        hosts = getattr(made, "hosts", None)
-        if hosts:
-            workers = dict(zip(keys, hosts))
-            workers.update((key, hosts[producers[0]])
-                           for key, (producers, _) in zip(sent, made.selections))
-        elif self.granularity.hosts:  # one task: on one worker step after step, as eager's
-            workers = {key: self.granularity.hosts[0][0] for key in keys}
-        scalar = [k for k, g in enumerate(wanted) if all(
-            type(j) is int and not self.tasks[g].nodes[j].shape
-            for j in self.tasks[g].outputs)]
-        return self._submit(graph, [keys[g] for g in wanted], picks, scalar, workers,
-                            frozenset(sent) | {keys[wanted[k]] for k in scalar}, client)
-
-    def _run_whole(self, graph: dict, arguments: list, run: str, client: Any) -> list:
-        """Submit the program as one task (:class:`WholeProgram`) on the arguments: the
-        program itself goes to the cluster once and stays there (again if its worker was
-        lost); each step sends its numbers and slots."""
-        from dask.task_spec import Task, TaskRef
-
-        held = self.held
-        if held is None or held.client is not client or held.status != "finished":
-            held = self.held = asked(lambda: client.scatter(self.whole, hash=False))
-        _, serial, session = self.tasks[-1].nodes[-1].key.rsplit("-", 2)
-        key = f"{self.whole_label}-{serial}t{run}-{session}"  # "t": never a node's key
-        graph[key] = Task(key, run_held, TaskRef(held.key), self.last_symbols, *arguments)
-        scalar = [0] if all(not node.shape for node in self.outputs) else []
-        return self._submit(graph, [key], [(0, e) for e in range(len(self.outputs))], scalar,
-                            None, frozenset({key}) if scalar else frozenset(), client)
-
-    def _submit(self, graph: dict, keys: list[str], picks: list, scalar: list,
-                workers: dict | None, urgent: frozenset, client: Any) -> list:
-        """Run ``graph`` on the cluster; output ``i`` is element ``picks[i][1]`` of
-        ``keys[picks[i][0]]``'s tuple, held there (a 0-d one comes back)."""
-        state = frozenset(i for i, node in enumerate(self.outputs)
-                          if id(node) in self.state_ids) if replicas(client) \
-            else frozenset()
-        lowered = held_results(graph, keys, picks, self.outputs, len(graph), scalar, state,
-                               workers, urgent)
-        if state:
-            lowered.state = frozenset(lowered.holders[i] for i in state
-                                      if lowered.holders[i] is not None)
-        results = run_on_cluster(client, lowered.graph, lowered.keys, lowered.workers,
-                                 lowered.fetched, lowered.urgent, lowered.state)
-        return list(lowered.values(results))
 
     def _prepare_landing(self, writes: Writes, outputs: list[Node], leaves: list[Node]) -> None:
         """Per write, where its value comes from (result ``k`` of ``outputs``, or slot
@@ -713,16 +620,3 @@ class GroupTask:
         if node_by_node() or program.straight is None:  # a trace listens, or
             return program.tasks[self.group].run(external)  # the capturing call runs
         return program.straight[self.group](external)
-
-
-def _refer_to_copies(values: list, nodes: list, client: Any) -> None:
-    """Where a slot's value is an array held here that an earlier run sent to ``client``'s
-    cluster, refer to the copy kept there (as an eager run does: ``held_on_cluster``), so
-    that an input a loop passes to every step (a whole dataset, a fixed batch) travels once."""
-    big = {s: node for s, node in enumerate(nodes)
-           if type(node) is Node and type(node.value) is np.ndarray
-           and node.value.nbytes > INLINE_BYTES}
-    if big:
-        copies = held_on_cluster(list(big.values()), client)
-        for s, node in big.items():
-            values[s] = copies.get(node.key, values[s])

@@ -38,7 +38,7 @@ from pargraph.engine.modes import (
 )
 from pargraph.graph import FREED, Node
 from pargraph.interrupts import interrupts
-from pargraph.remote.recovery import check_held_values, cluster_lost
+from pargraph.remote.recovery import check_held_values, ensure_running
 from pargraph.remote.replication import keep_until_copied
 from pargraph.remote.state import clusters
 from pargraph.remote.submit import held_on_cluster, run_on_cluster
@@ -291,8 +291,8 @@ def _run(targets: Sequence[Node], release: Sequence[Node], replicate: Sequence[N
             keep = _kept(computed, target_ids, {id(n) for n in release})
             get = choose_scheduler()
             client = client_of(get)
-            if client is not None and client.status != "running":  # every value it held is gone
-                raise cluster_lost(client, f"the client's connection is {client.status}")
+            if client is not None:
+                ensure_running(client)
             held = held_on_cluster(order, client) if client is not None else None
             try:
                 lowered = lower(order, computed, keep, granularity_or_lost(get, client),

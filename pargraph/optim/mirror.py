@@ -22,8 +22,8 @@ from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
 from pargraph.engine import execution
 from pargraph.factories import as_tensor
-from pargraph.remote.layout import HeldPart, futures_of, is_future
-from pargraph.remote.recovery import mirror_every, register_recovery
+from pargraph.remote.layout import is_future
+from pargraph.remote.recovery import local_copies, mirror_every, register_recovery
 
 _gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")
 
@@ -76,19 +76,10 @@ class StateMirror:
         return held, held_states, futures
 
     def _gather(self, step: int, held: list, held_states: list, futures: list) -> None:
-        distinct = futures_of(futures)  # a group's Future once, however many parts it holds
-        gathered = dict(zip((f.key for f in distinct), distinct[0].client.gather(distinct))) \
-            if distinct else {}
-
-        def local(value: Any) -> Any:
-            if isinstance(value, HeldPart):
-                return np.array(gathered[value.future.key][value.index])
-            if is_future(value):
-                return np.array(gathered[value.key])
-            return np.array(value) if isinstance(value, np.ndarray) else value
-
-        copy = (step, [local(v) for v in held],
-                [{k: local(v) for k, v in state.items()} for state in held_states])
+        copies = iter(local_copies(held + [v for state in held_states for v in state.values()],
+                                   futures))
+        copy = (step, [next(copies) for _ in held],
+                [{k: next(copies) for k in state} for state in held_states])
         with self.lock:
             self.copy = copy
 

@@ -14,10 +14,15 @@ Rooms, lowest first:
 - :mod:`~pargraph.remote.recovery`: losing the cluster, fetching values back;
 - :mod:`~pargraph.remote.replication`: training state on two workers, provenance forgotten;
 - :mod:`~pargraph.remote.submit`: a run submitted and waited for;
+- :mod:`~pargraph.remote.programs`: a compiled step's run, its tasks under new keys per call;
 - :mod:`~pargraph.remote.plugins`: the scheduler's and the workers' message batching;
 - :mod:`~pargraph.remote.connect`: ``pargraph.connect``;
 - :mod:`~pargraph.remote.dashboard`: ``pargraph.dashboard()``, an in-process cluster whose
-  dashboard stays up after the block.
+  dashboard stays up after the block;
+- :mod:`~pargraph.remote.loopback`: what the cluster's messages cost on this machine, for
+  forecasts.
 
-Nothing here imports the execution layer; the execution layer calls in.
+Every call to a ``distributed.Client`` is made here (``tests/test_structure.py`` checks it);
+the engine, the compiler and the optimizers hand the client they were given to these
+functions. Nothing here imports the engine; the engine calls in.
 """

@@ -19,7 +19,7 @@ import dask
 import numpy as np
 
 from pargraph.graph import Node
-from pargraph.remote.layout import HeldPart, is_future
+from pargraph.remote.layout import HeldPart, futures_of, is_future
 from pargraph.remote.state import clusters
 from pargraph.remote.waiting import settled
 
@@ -90,6 +90,30 @@ def fetch(node: Node) -> np.ndarray:
         node.value = clusters.recovered[value.key]
         return node.value
     raise error
+
+
+def local_copies(values: list, futures: list) -> list:
+    """``values`` (arrays, Futures, parts of a group's Future) as arrays here, copied: every
+    Future among ``futures`` (those of ``values``) gathered in one round trip."""
+    distinct = futures_of(futures)  # a group's Future once, however many parts it holds
+    gathered = dict(zip((f.key for f in distinct), distinct[0].client.gather(distinct))) \
+        if distinct else {}
+
+    def local(value: Any) -> Any:
+        if isinstance(value, HeldPart):
+            return np.array(gathered[value.future.key][value.index])
+        if is_future(value):
+            return np.array(gathered[value.key])
+        return np.array(value) if isinstance(value, np.ndarray) else value
+
+    return [local(value) for value in values]
+
+
+def ensure_running(client: Any) -> None:
+    """Raise ``ClusterLostError`` if ``client``'s connection is closed: every value the
+    cluster held for this process is gone with it."""
+    if client.status != "running":
+        raise cluster_lost(client, f"the client's connection is {client.status}")
 
 
 def cluster_lost(client: Any, cause: str) -> ClusterLostError:

@@ -56,3 +56,9 @@ def replicas(client: Any) -> int:
     that is one (``pargraph.replicas`` is 1, or the cluster has one worker)."""
     wanted = wanted_replicas()
     return wanted if wanted > 1 and len(threads_by_worker(client)) > 1 else 0
+
+
+def on_every_worker(client: Any, function: Any) -> dict[str, Any]:
+    """``function()`` run in every worker process of ``client``'s cluster: its result by
+    worker address."""
+    return asked(lambda: client.run(function))

@@ -1,0 +1,126 @@
+"""What a dask cluster's messages cost on this machine's loopback, measured on real processes:
+a ``dask scheduler`` and two one-thread ``dask worker`` processes on 127.0.0.1.
+:func:`pargraph.machine_costs.measure_loopback` turns the figures into a forecast's
+``Network``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from pargraph.remote.submit import send_promptly
+
+
+@contextlib.contextmanager
+def two_workers() -> Iterator[Any]:
+    """A Client of a ``dask scheduler`` and two one-thread ``dask worker`` processes on
+    127.0.0.1, started as commands (a ``LocalCluster`` of processes would import the
+    caller's ``__main__`` again), stopped at the end."""
+    from distributed import Client
+
+    with tempfile.TemporaryDirectory() as folder:
+        address_file = os.path.join(folder, "scheduler.json")
+        processes = [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard", "--scheduler-file", address_file],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(address_file):
+                if time.monotonic() > deadline or processes[0].poll() is not None:
+                    raise RuntimeError("pargraph.forecast: a dask scheduler on 127.0.0.1 did "
+                                       "not start, so the loopback's costs cannot be measured;"
+                                       " pass network=pargraph.forecast.Network(...)")
+                time.sleep(0.05)
+            processes += [subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+            with Client(scheduler_file=address_file, set_as_default=False) as client:
+                client.wait_for_workers(2, timeout=60)
+                yield client
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -> tuple:
+    """``(task latency, scheduler time per task, run latency, time per node, transfer
+    latency, bandwidth, replication latency)`` in seconds (bytes per second for the
+    bandwidth), each the median of about ``repeats`` measurements (see
+    :func:`pargraph.machine_costs.measure_loopback`); ``run_nodes(client, n)`` times a
+    pargraph run of ``n`` tiny nodes on the client's cluster, the second of two."""
+    def make(size: int) -> np.ndarray:
+        return np.ones(size, np.uint8)
+
+    def touch(x: Any) -> int:
+        return 0 if x is None else 1
+
+    def chain(previous: int) -> int:
+        return previous + 1
+
+    def median_of(measure: Any, more: int = 0) -> float:
+        return float(np.median([measure() for _ in range(max(repeats + more, 1))]))
+
+    with two_workers() as client:
+        send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
+        a, b = sorted(client.scheduler_info()["workers"])
+        client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
+
+        def task_chain(length: int = 20) -> float:
+            start = time.perf_counter()
+            future = client.submit(chain, 0, workers=[a], pure=False)
+            for _ in range(length - 1):
+                future = client.submit(chain, future, workers=[a], pure=False)
+            future.result()
+            return (time.perf_counter() - start) / length
+
+        def burst(tasks: int = 200) -> float:
+            start = time.perf_counter()
+            client.gather(client.map(chain, range(tasks), pure=False))
+            return (time.perf_counter() - start) / tasks
+
+        def moved(size: int) -> float:
+            made = client.submit(make, size, workers=[a], pure=False)
+            client.submit(touch, made, workers=[a], pure=False).result()  # made, and on a
+            start = time.perf_counter()
+            client.submit(touch, made, workers=[b], pure=False).result()
+            across = time.perf_counter() - start
+            start = time.perf_counter()
+            client.submit(touch, made, workers=[a], pure=False).result()
+            return max(across - (time.perf_counter() - start), 1e-6)
+
+        def replicated() -> float:
+            made = client.submit(make, 1 << 10, workers=[a], pure=False)
+            client.submit(touch, made, workers=[a], pure=False).result()
+            start = time.perf_counter()
+            client.replicate([made], n=2)
+            return time.perf_counter() - start
+
+        task_latency = median_of(task_chain, -2)
+        scheduler_task = median_of(burst, -2)
+        one, many = (median_of(lambda: run_nodes(client, 2)),
+                     median_of(lambda: run_nodes(client, 302)))
+        per_node = max((many - one) / 300, 0.0)
+        run_latency = max(one - task_latency - 2 * per_node, 0.0)
+        small, big = 1 << 10, 64 << 20
+        small_time = median_of(lambda: moved(small), 2)
+        big_time = median_of(lambda: moved(big), 2)
+        replicate_latency = median_of(replicated)
+    bandwidth = (big - small) / max(big_time - small_time, 1e-6)
+    return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
+            small_time, bandwidth, replicate_latency)
