@@ -21,13 +21,11 @@ from pargraph.capturing import Symbol, recording
 from pargraph.compiler.capture import Capture
 from pargraph.compiler.guards import FAILED, Guards, concrete
 from pargraph.compiler.step import CACHE_SIZE
-from pargraph.compiler.writes import CONSTANT, DRAW, TENSOR
+from pargraph.compiler.writes import CONSTANT, DRAW, leaf_origins, leaf_slot, slot_node
 from pargraph.engine import execution
 from pargraph.graph import Node, toposort
 from pargraph.nn.module import Module
 from pargraph.pytree import flatten, unflatten
-
-ARGUMENT = -1  # a slot read from the call's arguments
 
 
 class OptimizedModule(Module):
@@ -130,27 +128,17 @@ class ForwardTemplate:
         self.symbols = capture.symbols
         self.result, self.spec = result, spec
         self.draws = [draw for _, draw in capture.draws.values()]
-        draw_of = {id(node): k for k, (node, _) in enumerate(capture.draws.values())}
-        old_of = {id(old): tensor for tensor, old in capture.rebinds.values()}
+        #: What a replay makes each draw's leaf like.
+        self.drawn_like = [_describe_node(node) for node, _ in capture.draws.values()]
+        origins = leaf_origins(capture)
         self.slots: list[tuple] = []
         position: dict[int, tuple] = {}
         self.nodes = []
         for node in made:
             if node.uid < capture.mark or node.value is not None:
-                argument = capture.argument_nodes.get(id(node))
-                if argument is not None:
-                    slot = (ARGUMENT, argument, node.requires_grad)
-                elif id(node) in draw_of:
-                    slot = (DRAW, draw_of[id(node)], _describe_node(node))
-                elif id(node) in old_of:
-                    slot = (TENSOR, old_of[id(node)], node.requires_grad)
-                else:
-                    owner = node.owner_tensor()
-                    live = owner is not None and owner._node is node
-                    slot = (TENSOR, owner, node.requires_grad) if live and \
-                        node.uid < capture.mark else (CONSTANT, node)
+                slot = leaf_slot(node, capture, origins)
                 position[id(node)] = (True, len(self.slots))
-                self.slots.append(slot)
+                self.slots.append((*slot, node.requires_grad))
                 continue
             inputs = tuple(position[id(i)] if type(i) is Node else (None, i)
                            for i in node.inputs)
@@ -170,23 +158,19 @@ class ForwardTemplate:
         if symbols is FAILED:
             return FAILED
         values = [draw() for draw in self.draws]
-        drawn = [values[slot[1]] if slot[0] == DRAW else None for slot in self.slots]
         leaves = []
-        for k, slot in enumerate(self.slots):
+        for slot in self.slots:
             kind = slot[0]
-            if kind == ARGUMENT:
-                node = flat[slot[1]]._node
-            elif kind == TENSOR:
-                node = slot[1]._node
-            elif kind == DRAW:
-                node = _leaf_like(slot[2], drawn[k])
-                leaves.append(node)
+            if kind == DRAW:
+                leaves.append(_leaf_like(self.drawn_like[slot[1]], values[slot[1]]))
                 continue
-            else:
+            if kind == CONSTANT:
                 leaves.append(slot[1])
                 continue
-            if node.requires_grad != slot[2]:
-                self.guards.failed = "requires_grad of a tensor the forward reads"
+            node = slot_node(slot, flat)
+            if type(node) is str or node.requires_grad != slot[-1]:
+                self.guards.failed = node if type(node) is str else \
+                    "requires_grad of a tensor the forward reads"
                 return FAILED
             leaves.append(node)
         made: list[Node] = []

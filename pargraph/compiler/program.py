@@ -33,14 +33,12 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
-from pargraph._tensor import SharedData, Tensor
+from pargraph._tensor import Tensor
 from pargraph.capturing import Symbol
 from pargraph.compiler.guards import FAILED, Guards, name_of
 from pargraph.compiler.record import Record, settings_of
 from pargraph.compiler.tasks import WholeProgram, run_held
 from pargraph.compiler.writes import (
-    ARGUMENT,
-    BUFFER,
     CONSTANT,
     DRAW,
     GRAD,
@@ -48,9 +46,12 @@ from pargraph.compiler.writes import (
     TENSOR,
     Writes,
     land,
+    leaf_origins,
+    leaf_slot,
     placeholder,
     reference_baseline,
     slot_name,
+    slot_node,
 )
 from pargraph.engine import execution, lowering, modes
 from pargraph.engine.lowering import GroupPlan, SinglePlan, make_plan
@@ -111,39 +112,16 @@ class Program:
 
     def _slots(self, capture: Record, order: list[Node]) -> list[tuple]:
         """Where each leaf of ``order`` comes from at each call."""
-        origin: dict[int, tuple] = {}
-        for p, _, node in capture.grads.values():
-            if node is not None:
-                origin.setdefault(id(node), (GRAD, p))
-        for tensor, old in capture.rebinds.values():
-            origin.setdefault(id(old), (TENSOR, tensor))
-        for record in capture.optimizers.values():
-            for node, p, name in record.reads.values():
-                origin.setdefault(id(node), (STATE, record.optimizer, p, name))
-        for module, name, before in capture.buffers.values():
-            if before is not None:
-                origin.setdefault(id(before._node), (BUFFER, module, name))
+        origins = leaf_origins(capture)
         #: Every random draw of the call, in its order: a replay draws them all again.
         self.draws = [draw for _, draw in capture.draws.values()]
-        for k, (node, _) in enumerate(capture.draws.values()):
-            origin.setdefault(id(node), (DRAW, k))
         slots, self.leaf_positions = [], []
         for k, node in enumerate(order):
             if node.value is None:
                 continue
             self.leaf_positions.append(k)
-            position = capture.argument_nodes.get(id(node))
-            if position is not None:
-                slots.append((ARGUMENT, position, node.shape, node.dtype))
-                continue
-            found = origin.get(id(node))
-            if found is None and node.uid < capture.mark:
-                owner = node.owner_tensor()
-                if owner is not None and owner._node is node:
-                    found = (TENSOR, owner)
-                elif isinstance(owner, SharedData):
-                    found = (TENSOR, owner)
-            if found is None:
+            found = leaf_slot(node, capture, origins)
+            if found[0] == CONSTANT:
                 found = (CONSTANT, node.value)
             slots.append((*found, node.shape, node.dtype))
         #: The capturing call's own values, for its run (its tensors point at new nodes).
@@ -329,34 +307,16 @@ class Program:
         pending = []
         for slot, requires_grad in zip(self.slots, self.slot_requires_grad):
             kind = slot[0]
-            if kind == ARGUMENT:
-                node = flat[slot[1]]._node
-            elif kind == TENSOR:
-                node = slot[1]._node
-            elif kind == GRAD:
-                grad = slot[1].grad
-                if grad is None:
-                    self.failed = "which parameters have a .grad"
-                    return None
-                node = grad._node
-            elif kind == STATE:
-                try:
-                    node = slot[1].state[slot[2]][slot[3]]._node
-                except (KeyError, AttributeError):
-                    self.failed = f"{type(slot[1]).__name__}'s state"
-                    return None
-            elif kind == BUFFER:
-                buffer = slot[1]._buffers.get(slot[2])
-                if buffer is None:
-                    self.failed = f"buffer {slot[2]}"
-                    return None
-                node = buffer._node
-            elif kind == DRAW:
+            if kind == DRAW:
                 values.append(None)  # drawn when the call runs, all in the capture's order
                 continue
-            else:
+            if kind == CONSTANT:
                 values.append(slot[1])
                 continue
+            node = slot_node(slot, flat)
+            if type(node) is str:
+                self.failed = node
+                return None
             if node.shape != slot[-2] or node.dtype != slot[-1]:
                 self.failed = f"the shape or dtype of {slot_name(slot)}"
                 return None

@@ -68,6 +68,62 @@ class Writes:
 ARGUMENT, TENSOR, GRAD, STATE, BUFFER, DRAW, CONSTANT = range(7)
 
 
+def leaf_origins(capture: Record) -> dict[int, tuple]:
+    """Where the leaves a capture replaced or drew come from at each call, by node id: a
+    tensor it rebound (its old node), a ``.grad``, optimizer state or a buffer it replaced,
+    and its ``k``-th random draw ``(DRAW, k)``. The first origin found wins."""
+    origin: dict[int, tuple] = {}
+    for p, _, node in capture.grads.values():
+        if node is not None:
+            origin.setdefault(id(node), (GRAD, p))
+    for tensor, old in capture.rebinds.values():
+        origin.setdefault(id(old), (TENSOR, tensor))
+    for record in capture.optimizers.values():
+        for node, p, name in record.reads.values():
+            origin.setdefault(id(node), (STATE, record.optimizer, p, name))
+    for module, name, before in capture.buffers.values():
+        if before is not None:
+            origin.setdefault(id(before._node), (BUFFER, module, name))
+    for k, (node, _) in enumerate(capture.draws.values()):
+        origin.setdefault(id(node), (DRAW, k))
+    return origin
+
+
+def leaf_slot(node: Node, capture: Record, origins: dict[int, tuple]) -> tuple:
+    """The slot of a leaf ``node`` the captured call read: the call's argument, its origin
+    (:func:`leaf_origins`), the tensor that held it before the capture began, or else a
+    constant ``(CONSTANT, node)``."""
+    position = capture.argument_nodes.get(id(node))
+    if position is not None:
+        return (ARGUMENT, position)
+    found = origins.get(id(node))
+    if found is None and node.uid < capture.mark:
+        owner = node.owner_tensor()
+        if owner is not None and owner._node is node or isinstance(owner, SharedData):
+            found = (TENSOR, owner)
+    return found if found is not None else (CONSTANT, node)
+
+
+def slot_node(slot: tuple, flat: list) -> Node | str:
+    """The node a slot of kind ARGUMENT, TENSOR, GRAD, STATE or BUFFER holds at this call,
+    ``flat`` being the call's arguments; or what is missing, as a guard's failure."""
+    kind = slot[0]
+    if kind == ARGUMENT:
+        return flat[slot[1]]._node
+    if kind == TENSOR:
+        return slot[1]._node
+    if kind == GRAD:
+        grad = slot[1].grad
+        return "which parameters have a .grad" if grad is None else grad._node
+    if kind == STATE:
+        try:
+            return slot[1].state[slot[2]][slot[3]]._node
+        except (KeyError, AttributeError):
+            return f"{type(slot[1]).__name__}'s state"
+    buffer = slot[1]._buffers.get(slot[2])
+    return f"buffer {slot[2]}" if buffer is None else buffer._node
+
+
 def land(tensor: Tensor, node: Node) -> None:
     """Point ``tensor`` at ``node`` (a new leaf): what an optimizer's commit does, without its
     checks (the shapes and dtypes are the program's own)."""
