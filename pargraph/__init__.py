@@ -71,6 +71,7 @@ from pargraph.backends import (
     use_deterministic_algorithms,
 )
 from pargraph.compiler import GraphBreak, compile  # noqa: A004  (PyTorch's name)
+from pargraph.context import context
 from pargraph.devices import (
     channels_last,
     channels_last_3d,
@@ -83,7 +84,6 @@ from pargraph.devices import (
     sparse_coo,
     strided,
 )
-from pargraph.engine.execution import local as _local
 from pargraph.engine.modes import worker_threads
 from pargraph.engine.threads import (
     get_num_interop_threads,
@@ -242,7 +242,7 @@ __all__ = [
     "alias_torch",
     "Tensor", "autograd", "nn", "optim", "utils", "save", "load", "CheckpointError", "compute",
     "ClusterLostError", "trace", "Trace", "forecast", "Forecast",
-    "visualize", "progress", "worker_threads", "connect", "tensor",
+    "visualize", "progress", "worker_threads", "connect", "tensor", "context",
     "as_tensor", "from_numpy", "zeros", "ones", "full",
     "arange", "linspace", "logspace", "tril_indices", "triu_indices", "meshgrid",
     "cartesian_prod", "cdist", "searchsorted", "bucketize", "polygamma", "eye", "rand",
@@ -285,4 +285,4 @@ __all__ = [
 ]
 
 # Last: what importing made lives as long as the process (see CollectorPause).
-_local.collector.freeze_imports()
+context.execution.collector.freeze_imports()

@@ -27,6 +27,7 @@ import numpy as np
 
 from pargraph import dtypes
 from pargraph.autograd.mode import no_grad
+from pargraph.context import context
 from pargraph.ops import BFLOAT16, HALF
 
 #: The dtypes CPU autocast computes its lower-precision ops in.
@@ -44,7 +45,7 @@ class AutocastState(threading.local):
         self.cpu_default: np.dtype = BFLOAT16
 
 
-state = AutocastState()
+state = context.register("autocast", AutocastState())
 
 
 class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)

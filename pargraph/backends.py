@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import warnings
 
+from pargraph.context import context
+
 
 class CudnnFlags:
     """``torch.backends.cudnn``: ``enabled``, ``benchmark``, ``deterministic``,
@@ -58,8 +60,8 @@ class Unavailable:
         return False
 
 
-cudnn = CudnnFlags()
-cuda = CudaFlags()
+cudnn = context.register("cudnn_flags", CudnnFlags())
+cuda = context.register("cuda_flags", CudaFlags())
 mps = Unavailable()
 mkldnn = Unavailable()
 openmp = Unavailable()
@@ -77,7 +79,7 @@ class GlobalFlags:
         self.warn_only = False
 
 
-flags = GlobalFlags()
+flags = context.register("backend_flags", GlobalFlags())
 PRECISIONS = ("highest", "high", "medium")
 
 

@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pargraph.context import context
+
 
 class _Recording(threading.local):
     """The recorder of the capture running in this thread (``None``: none is)."""
@@ -32,7 +34,7 @@ class _Recording(threading.local):
     recorder: Any = None
 
 
-recording = _Recording()
+recording = context.register("recording", _Recording())
 
 
 def active() -> Any:

@@ -23,6 +23,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
+from pargraph.context import context
+
 #: Runs of a new structure that are timed before deciding, and then one run in how many.
 YOUNG_RUNS, SAMPLE_EVERY = 3, 50
 #: By how much measured times must differ from the planned ones to partition again: the
@@ -94,7 +96,7 @@ class CostDecisions:
         return [text for when, text in self.entries if start <= when <= stop]
 
 
-decisions = CostDecisions()
+decisions = context.register("cost_decisions", CostDecisions())
 
 
 def describe(costs: StructureCosts, before: int, after: int) -> str:

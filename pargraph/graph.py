@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.context import context
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _uids = itertools.count()
 # Keys are global on a dask scheduler that several client processes may share.
@@ -56,7 +58,7 @@ class _Naming(threading.local):
     model: str = ""  # the class of the outermost module called last: names one-task runs
 
 
-naming_state = _Naming()
+naming_state = context.register("naming", _Naming())
 
 
 def recording_phase() -> str:
@@ -77,7 +79,7 @@ class _GradMode(threading.local):
     site = None
 
 
-grad_mode = _GradMode()
+grad_mode = context.register("grad_mode", _GradMode())
 
 
 class recorded_at:  # noqa: N801 (a context manager)

@@ -18,6 +18,8 @@ import sys
 import threading
 from typing import Any
 
+from pargraph.context import context
+
 try:  # the C functions behind ``signal``'s, without its enum conversions (most of its cost)
     import _signal as raw_signal
 except ImportError:  # pragma: no cover (an interpreter without it)
@@ -165,4 +167,4 @@ def _in_own_code(frame: Any) -> bool:
 
 
 #: The process's one holder of SIGINT (signal handlers are per process).
-interrupts = Interrupts()
+interrupts = context.register("interrupts", Interrupts())

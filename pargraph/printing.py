@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.context import context
+
 _PLAIN_DTYPES = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(bool))
 
 #: PyTorch's profiles of ``set_printoptions``: precision, threshold, edgeitems, linewidth.
@@ -25,7 +27,7 @@ class PrintOptions:
         self.sci_mode: bool | None = None
 
 
-options = PrintOptions()
+options = context.register("print_options", PrintOptions())
 
 
 def set_printoptions(precision: int | None = None, threshold: float | None = None,

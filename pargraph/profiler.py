@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pargraph.context import context
 from pargraph.trace import Trace, trace
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
@@ -149,7 +150,7 @@ class _Active:
         self.lock = threading.Lock()
 
 
-_active = _Active()
+_active = context.register("profiler", _Active())
 
 
 class profile:  # noqa: N801  (PyTorch's name)

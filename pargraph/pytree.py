@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pargraph.context import context
+
 #: Where a leaf stands in a :func:`flatten` spec.
 LEAF = object()
 
@@ -38,7 +40,7 @@ class NodeKinds:
 
 
 #: The registered kinds of this process.
-node_kinds = NodeKinds()
+node_kinds = context.register("pytree_kinds", NodeKinds())
 
 
 def flatten(value: Any) -> tuple[list, Any]:

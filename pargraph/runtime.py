@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.context import context
 from pargraph.graph import format_site
 from pargraph.ops import REGISTRY, Primitive
 
@@ -234,7 +235,7 @@ class Allocator:
 
 
 #: This process's allocator settings.
-allocator = Allocator()
+allocator = context.register("allocator", Allocator())
 
 
 def allocator_state() -> tuple[bool, bool]:

@@ -42,6 +42,7 @@ from typing import IO, Any
 import numpy as np
 
 from pargraph._tensor import Tensor
+from pargraph.context import context
 from pargraph.devices import check_device
 from pargraph.factories import from_numpy
 from pargraph.interrupts import interrupts
@@ -443,7 +444,7 @@ class SafeGlobals:
 
 
 #: The process's allow-list (PyTorch's is per process too).
-allowed_globals = SafeGlobals()
+allowed_globals = context.register("safe_globals", SafeGlobals())
 
 
 def add_safe_globals(safe_globals: list) -> None:

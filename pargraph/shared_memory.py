@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
+from pargraph.context import context
 from pargraph.graph import Node
 
 
@@ -156,7 +157,7 @@ class SharedTensors:
 
 
 #: The shared tensors of this process.
-shared_tensors = SharedTensors()
+shared_tensors = context.register("shared_tensors", SharedTensors())
 
 
 def reduce_shared(tensor: Any, rebuild_as: Any) -> tuple | None:

@@ -15,9 +15,11 @@ from pargraph import ops
 
 PACKAGE = pathlib.Path(pargraph.__file__).parent
 
-#: What each low layer may import from pargraph (anything not listed is above it); a module of
-#: the engine is named whole, since its rooms stand on different floors.
+#: What each low layer may import from pargraph (anything not listed is above it), besides
+#: ``pargraph.context``, which stands below all; a module of the engine is named whole, since
+#: its rooms stand on different floors.
 ALLOWED = {
+    "context.py": set(),
     "graph.py": set(),
     "dtypes.py": set(),
     "capturing.py": set(),
@@ -70,8 +72,8 @@ def test_low_layers_import_nothing_above_them():
     for name, allowed in ALLOWED.items():
         paths = sorted((PACKAGE / name).glob("*.py")) if name in PACKAGES else [PACKAGE / name]
         for path in paths:
-            imports = {m for m in _pargraph_imports(path)
-                       if not (name in PACKAGES and m == f"pargraph.{name}")}
+            imports = {m for m in _pargraph_imports(path) if m != "pargraph.context"
+                       and not (name in PACKAGES and m == f"pargraph.{name}")}
             assert imports <= allowed, (path.name, imports - allowed)
 
 
@@ -165,6 +167,68 @@ def test_the_client_check_sees_a_call(tmp_path):
     assert _client_calls(module) == ["m.py:2 client.gather"]
     module.write_text("def f(client):\n    return client\n")
     assert _client_calls(module) == []
+
+
+#: Module-level instances that are constants, not state: nothing changes them after import.
+CONSTANT_INSTANCES = {"distributions/constraints.py", "distributions/transforms.py",
+                      "devices.py", "version.py:__version__", "backends.py:mps",
+                      "backends.py:mkldnn", "backends.py:openmp", "engine/partition.py:LOCAL",
+                      "context.py:context"}
+
+
+def _unregistered_state(path: pathlib.Path, name: str) -> list[str]:
+    """Module-level instances of the module's own classes that ``context.register`` does
+    not keep (``name``: the module's path under the package)."""
+    tree = ast.parse(path.read_text())
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                isinstance(node.value.func, ast.Name) and node.value.func.id in classes:
+            for target in node.targets:
+                label = f"{name}:{ast.unparse(target)}"
+                if name not in CONSTANT_INSTANCES and label not in CONSTANT_INSTANCES:
+                    found.append(label)
+    return found
+
+
+def test_the_process_state_lives_in_the_one_context():
+    """Every object of a room's own class made at import (its state between calls) is
+    registered in ``pargraph.context``, so one object lists all a process keeps."""
+    found = [label for path in sorted(PACKAGE.rglob("*.py"))
+             for label in _unregistered_state(path, str(path.relative_to(PACKAGE)))]
+    assert found == []
+    from pargraph.context import context
+
+    assert len(context.states()) >= 30
+    assert all(getattr(context, name) is state for name, state in context.states().items())
+
+
+def test_the_state_check_sees_an_unregistered_object(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("class State:\n    pass\n\n\nstate = State()\n")
+    assert _unregistered_state(module, "m.py") == ["m.py:state"]
+    module.write_text("from pargraph.context import context\n\n\nclass State:\n    pass\n"
+                      "\n\nstate = context.register('m', State())\n")
+    assert _unregistered_state(module, "m.py") == []
+
+
+def test_a_forked_child_resets_every_state_that_asks(monkeypatch):
+    from pargraph.context import Context
+
+    calls = []
+
+    class Threads:
+        def after_fork(self):
+            calls.append("threads")
+
+    own = Context()
+    own.register("threads", Threads())
+    own.register("plain", object())
+    own.after_fork()
+    assert calls == ["threads"]
+    with pytest.raises(ValueError, match="registered already"):
+        own.register("plain", object())
 
 
 #: ``ops``' families in the order they stand: each imports only those before it.

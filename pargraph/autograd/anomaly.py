@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pargraph import ops
+from pargraph.context import context
 from pargraph.graph import BACKWARD
 from pargraph.runtime import Checks
 
@@ -33,7 +34,7 @@ class AnomalyMode:
 
 
 #: The process's anomaly mode (PyTorch's is global too).
-anomaly_mode = AnomalyMode()
+anomaly_mode = context.register("anomaly_mode", AnomalyMode())
 
 
 def _nan_in_backward(node: Any, value: np.ndarray) -> None:

@@ -22,6 +22,7 @@ from pargraph import ops
 from pargraph.autograd.anomaly import anomaly_mode
 from pargraph.autograd.backward_graph import gradients
 from pargraph.capturing import recording
+from pargraph.context import context
 from pargraph.engine import execution
 from pargraph.graph import Node, user_site
 from pargraph.interrupts import interrupts
@@ -82,7 +83,7 @@ class PostAccumulateHooks:
         return True
 
 
-post_accumulate_hooks = PostAccumulateHooks()
+post_accumulate_hooks = context.register("post_accumulate_hooks", PostAccumulateHooks())
 
 
 def gradient_nodes(outputs: Sequence[Any], seeds: Sequence[Node | None],

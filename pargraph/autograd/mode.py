@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pargraph.context import context
 from pargraph.graph import grad_mode
 
 
@@ -125,7 +126,7 @@ class _InferenceState(threading.local):
     depth = 0
 
 
-inference_state = _InferenceState()
+inference_state = context.register("inference_mode", _InferenceState())
 
 
 def is_inference_mode_enabled() -> bool:

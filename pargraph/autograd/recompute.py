@@ -15,6 +15,7 @@ import itertools
 import weakref
 from typing import Any
 
+from pargraph.context import context
 from pargraph.graph import BACKWARD, Node, grad_mode, naming
 from pargraph.ops import after
 
@@ -40,7 +41,7 @@ class Recomputed:
 
 
 #: The process's checkpointed nodes.
-recomputed = Recomputed()
+recomputed = context.register("recomputed", Recomputed())
 
 
 class Twins:

@@ -16,6 +16,7 @@ import numpy as np
 from pargraph import ops
 from pargraph._tensor import Size, Tensor, apply
 from pargraph.autograd.mode import no_grad
+from pargraph.context import context
 from pargraph.distributions import constraints
 from pargraph.factories import as_tensor
 from pargraph.functions import broadcast_tensors
@@ -28,7 +29,7 @@ class ValidationDefault:
         self.enabled = True
 
 
-validation = ValidationDefault()
+validation = context.register("validation", ValidationDefault())
 
 
 class Distribution:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pargraph._tensor import Tensor
+from pargraph.context import context
 from pargraph.distributions.continuous import (
     Cauchy,
     Exponential,
@@ -49,7 +50,7 @@ def _depth(cls: type, base: type) -> int:
     return mro.index(base) if base in mro else -1
 
 
-registry = KLRegistry()
+registry = context.register("kl_registry", KLRegistry())
 
 
 def register_kl(type_p: type, type_q: type) -> Callable[[Callable], Callable]:

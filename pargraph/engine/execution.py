@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ import dask.threaded
 import numpy as np
 
 from pargraph.capturing import recording
+from pargraph.context import context
 from pargraph.engine.lowering import lower, plan, realized_meanwhile
 from pargraph.engine.modes import (
     blas_limited,
@@ -108,7 +108,6 @@ class LocalState:
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
         #: Python's garbage collector, paused while graphs are built and run.
         self.collector = CollectorPause()
-        os.register_at_fork(after_in_child=self.collector.after_fork)
         #: Held while a run plans and lowers, and while one commits: a commit stores values,
         #: cuts inputs and frees saved values, and a plan made meanwhile in another thread
         #: read some nodes before and others after (its structure's key could then name a
@@ -116,8 +115,14 @@ class LocalState:
         #: themselves go on side by side.
         self.structure = threading.RLock()
 
+    def after_fork(self) -> None:
+        """A forked child has only the forking thread: no pause of another is in progress,
+        and no other thread holds the structure's lock."""
+        self.collector.after_fork()
+        self.structure = threading.RLock()
 
-local = LocalState()
+
+local = context.register("execution", LocalState())
 
 
 def is_live(node: Node) -> bool:
@@ -166,7 +171,7 @@ class _DeferredWork(threading.local):
         self.replaced: list[Node] = []
 
 
-_deferred = _DeferredWork()
+_deferred = context.register("deferred", _DeferredWork())
 
 
 def defer(targets: Sequence[Node], release: Sequence[Node] = (), site: Any = None,
@@ -186,7 +191,7 @@ class _Progress(threading.local):
     minimum: float | None = None  # seconds: show a bar for runs longer than this
 
 
-_progress = _Progress()
+_progress = context.register("progress", _Progress())
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ import dask
 import dask.local
 import dask.threaded
 
+from pargraph.context import context
 from pargraph.engine.lowering import local_value
 from pargraph.engine.partition import Granularity
 from pargraph.engine.threads import get_num_threads, run_on_threads
@@ -48,7 +49,7 @@ class Scheduling:
         self.modes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-scheduling = Scheduling()
+scheduling = context.register("scheduling", Scheduling())
 
 
 def choose_scheduler() -> Callable:
@@ -134,7 +135,7 @@ class BlasThreads:
 #: What a run that leaves BLAS's threads alone enters.
 _UNLIMITED = contextlib.nullcontext()
 #: The process's BLAS threads during runs (BLAS's thread count is per process).
-blas_threads = BlasThreads()
+blas_threads = context.register("blas_threads", BlasThreads())
 
 
 def blas_limited(get: Callable, blas: str = ONE_BLAS):

@@ -29,6 +29,7 @@ from typing import Any
 import dask
 import numpy as np
 
+from pargraph.context import context
 from pargraph.interrupts import interrupts
 
 #: Seconds a thread holds the GIL before one waiting for it may take it, while a threaded run
@@ -213,8 +214,7 @@ class ThreadsState:
         self.__init__()
 
 
-state = ThreadsState()
-os.register_at_fork(after_in_child=state.after_fork)
+state = context.register("threads", ThreadsState())
 
 
 def helpers(size: int) -> Helpers:

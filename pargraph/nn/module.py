@@ -15,6 +15,7 @@ from pargraph._tensor import RemovableHandle, Size, Tensor
 from pargraph.autograd.engine import zero_grads
 from pargraph.autograd.mode import no_grad
 from pargraph.capturing import recording
+from pargraph.context import context
 from pargraph.factories import as_tensor, empty_for_init
 from pargraph.graph import grad_mode, in_package, naming_state, user_site
 from pargraph.interrupts import interrupts
@@ -953,7 +954,7 @@ class _Versions:
     attributes = 0
 
 
-versions = _Versions()
+versions = context.register("module_versions", _Versions())
 _OWN_FORWARD: dict[type, bool] = {}
 
 

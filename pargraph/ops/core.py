@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 
 from pargraph.capturing import has_symbols, recording
+from pargraph.context import context
 from pargraph.graph import Node, grad_mode, user_site
 
 REGISTRY: dict[str, Primitive] = {}
@@ -39,7 +40,7 @@ class Defaults:
         return self.generator
 
 
-defaults = Defaults()
+defaults = context.register("op_defaults", Defaults())
 
 
 _BOOL, _INT64 = np.dtype(bool), np.dtype(np.int64)

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.context import context
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 #: MKL's ``MKL_Set_Threading_Layer`` value for its sequential kernels.
 _MKL_SEQUENTIAL = 1
@@ -170,7 +172,7 @@ def _lookup() -> tuple[dict, Any]:
 
 
 #: The BLAS of this process's products, chosen once.
-blas = Blas()
+blas = context.register("blas", Blas())
 
 
 def _operand(a: np.ndarray) -> tuple[int, int] | None:

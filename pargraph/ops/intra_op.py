@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pargraph.context import context
 from pargraph.ops.gemm import blas
 
 #: An op splits its samples only where one thread would take at least this long on it: a
@@ -93,4 +94,4 @@ def _one_thread(part: Callable[[int, int], Any], start: int, stop: int) -> Any:
 
 
 #: The process's intra-op pool.
-intra_op = IntraOp()
+intra_op = context.register("intra_op", IntraOp())

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.context import context
 from pargraph.ops.gemm import blas
 
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -318,4 +319,4 @@ def _choose() -> Any:
 
 
 #: The fused kernels of this process, chosen once.
-kernels = Kernels()
+kernels = context.register("kernels", Kernels())

@@ -20,12 +20,14 @@ import numpy as np
 
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
+from pargraph.context import context
 from pargraph.engine import execution
 from pargraph.factories import as_tensor
 from pargraph.remote.layout import is_future
 from pargraph.remote.recovery import local_copies, mirror_every, register_recovery
 
-_gatherers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror")
+_gatherers = context.register(
+    "mirror_gatherers", ThreadPoolExecutor(max_workers=1, thread_name_prefix="pargraph-mirror"))
 
 
 class StateMirror:

@@ -8,6 +8,8 @@ import weakref
 
 import numpy as np
 
+from pargraph.context import context
+
 
 class ClusterState:
     """The cluster wing's mutable state, in one object (``clusters``): per client, per value
@@ -52,4 +54,4 @@ class ClusterState:
         return f"<ClusterState: {len(self.membership)} client(s) known>"
 
 
-clusters = ClusterState()
+clusters = context.register("clusters", ClusterState())

@@ -18,6 +18,7 @@ from typing import Any
 
 from pargraph._tensor import Tensor
 from pargraph.autograd.mode import no_grad
+from pargraph.context import context
 from pargraph.nn.module import Module, Parameter
 from pargraph.nn.modules.container import ModuleDict, ModuleList
 
@@ -31,7 +32,7 @@ class _Cache:
         self.values: dict[tuple[int, str], Tensor] = {}
 
 
-_cache = _Cache()
+_cache = context.register("parametrize_cache", _Cache())
 
 
 @contextlib.contextmanager

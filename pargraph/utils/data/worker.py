@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pargraph._tensor import Tensor
+from pargraph.context import context
 from pargraph.factories import from_numpy, manual_seed
 
 
@@ -37,7 +38,7 @@ class WorkerState:
         self.info: WorkerInfo | None = None
 
 
-state = WorkerState()
+state = context.register("data_worker", WorkerState())
 
 
 def get_worker_info() -> WorkerInfo | None:
