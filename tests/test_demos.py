@@ -156,7 +156,7 @@ CLASSIFIER_FLAGS = {
     "--quiet": "test_quiet_hides_the_progress_bar",
     "--scheduler": "test_cnn_and_attention_size_flags",
     "--workers": "test_workers_sets_the_threads",
-    "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+    "--address": "test_remote.py::test_demos_run_on_the_cluster_at_address",
     "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
     "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
     "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
@@ -179,7 +179,7 @@ FLAG_TESTS = {
         "--quiet": "test_quiet_hides_the_progress_bar",
         "--scheduler": "test_digits_runs_on_the_sync_scheduler",
         "--workers": "test_workers_sets_the_threads",
-        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--address": "test_remote.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
         "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
@@ -197,7 +197,7 @@ FLAG_TESTS = {
         "--quiet": "test_quiet_hides_the_progress_bar",
         "--scheduler": "test_fit_line_size_flags",
         "--workers": "test_workers_sets_the_threads",
-        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--address": "test_remote.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
         "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
@@ -214,7 +214,7 @@ FLAG_TESTS = {
         "--forecast": "test_forecast_prints_the_forecast_and_its_timeline",
         "--compile": "test_compile_flag_trains_as_the_eager_step",
         "--workers": "test_towers_reports_both_schedulers",
-        "--address": "test_cluster.py::test_demos_run_on_the_cluster_at_address",
+        "--address": "test_remote.py::test_demos_run_on_the_cluster_at_address",
         "--connect-timeout": "test_connect_timeout_bounds_an_unreachable_address",
         "--dashboard": "test_dashboard_flag_starts_a_local_cluster_and_says_so",
         "--dashboard-linger": "test_dashboard_linger_keeps_the_dashboard_up_after_training",
@@ -226,10 +226,10 @@ FLAG_TESTS = {
 def test_every_flag_in_help_has_a_test(demo):
     assert _help_flags(demo) == set(FLAG_TESTS[demo])
     here = globals()
-    with open(os.path.join(os.path.dirname(__file__), "test_cluster.py")) as file:
+    with open(os.path.join(os.path.dirname(__file__), "test_remote.py")) as file:
         cluster_tests = file.read()
     for test in FLAG_TESTS[demo].values():
-        if test.startswith("test_cluster.py::"):
+        if test.startswith("test_remote.py::"):
             assert f"def {test.split('::')[1]}(" in cluster_tests, test
         else:
             assert callable(here.get(test)), test
@@ -389,7 +389,7 @@ def test_connect_timeout_bounds_an_unreachable_address(demo, tmp_path):
                 tmp_path=tmp_path)
     assert done.returncode != 0
     # The demo passed its timeout on (the bound itself is pargraph.connect's, tested in
-    # tests/test_cluster.py; a wall clock around a whole interpreter measures the machine).
+    # tests/test_remote.py; a wall clock around a whole interpreter measures the machine).
     assert f"could not reach the dask scheduler at {address} within 1 s" in done.stderr
 
 

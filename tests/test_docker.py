@@ -13,7 +13,7 @@ import yaml
 from docker.utils.build import exclude_paths
 
 import pargraph
-from tests.test_cluster import COMPOSE, ROOT, Cluster, compose_commands
+from tests.test_remote import COMPOSE, ROOT, Cluster, compose_commands
 
 with open(COMPOSE) as _file:
     SERVICES = yaml.safe_load(_file)["services"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pargraph
-from pargraph.leaves import leaf_of, legacy_leaf, scalar
+from pargraph.leaves import leaf_of
 
 torch = pytest.importorskip("torch")  # the test extra installs the CPU build
 
@@ -65,13 +65,3 @@ def test_a_leaf_copies_its_data_and_a_tensors_values():
     t = pargraph.tensor([1.0, 2.0], requires_grad=True)
     copied = leaf_of(t * 2)
     assert copied.value.tolist() == [2.0, 4.0] and not copied.history
-
-
-def test_the_legacy_constructor_and_numbers_as_attributes():
-    assert legacy_leaf(2, (3,)).value.shape == (2, 3)
-    assert legacy_leaf(None, ()).value.shape == (0,)
-    assert legacy_leaf([1, 2], ()).value.dtype == np.float32  # Tensor(data) is float32
-    with pytest.raises(TypeError, match="expected sizes"):
-        legacy_leaf([1, 2], (3,))
-    assert scalar(np.float32(2.5)) == 2.5 and type(scalar(np.int64(3))) is int
-    assert scalar(pargraph.tensor(4.0)) == 4.0 and scalar(5) == 5

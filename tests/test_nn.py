@@ -441,3 +441,27 @@ def test_nodes_point_at_the_users_lines_through_layers_of_modules():
     scale_line = Scale.forward.__code__.co_firstlineno + 1
     assert nodes["linear"].site[1] == forward_line  # the user's line calling the Sequential
     assert nodes["mul"].site[1] == scale_line and nodes["sum"].site[1] == forward_line
+
+
+def test_pytorchs_module_paths_import_the_same_classes():
+    from pargraph.nn.modules.batchnorm import _BatchNorm
+    from pargraph.nn.modules.conv import Conv2d
+    from pargraph.nn.modules.loss import _Loss
+    from pargraph.nn.modules.module import Module
+    from pargraph.nn.parameter import Parameter
+
+    assert Conv2d is pargraph.nn.Conv2d and Module is pargraph.nn.Module
+    assert Parameter is pargraph.nn.Parameter
+    assert issubclass(pargraph.nn.BatchNorm1d, _BatchNorm)
+    assert issubclass(pargraph.nn.MSELoss, _Loss)
+    import importlib
+
+    import torch.nn.modules as theirs
+
+    for name in ("activation", "adaptive", "batchnorm", "container", "conv", "dropout", "linear",
+                 "loss", "normalization", "pooling", "rnn", "sparse", "transformer"):
+        ours = importlib.import_module(f"pargraph.nn.modules.{name}")
+        wanted = [n for n in importlib.import_module(f"torch.nn.modules.{name}").__all__
+                  if hasattr(pargraph.nn, n)]
+        assert wanted and all(getattr(ours, n) is getattr(pargraph.nn, n) for n in wanted)
+    assert theirs is not None

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 import pargraph
-from tests.test_cluster import free_port
+from tests.test_remote import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOOPBACK = {"127.0.0.1", "::1"}

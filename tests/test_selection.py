@@ -210,19 +210,6 @@ def test_random_fills_draw_their_distributions():
     assert float(pargraph.zeros(100).random_().max()) > 2 ** 20  # up to 2**24 for float32
 
 
-def test_jit_decorators_leave_the_python_to_run():
-    @pargraph.jit.script
-    def double(x):
-        return x * 2
-
-    layer = pargraph.nn.Linear(2, 1)
-    assert pargraph.jit.trace(layer, pargraph.ones(1, 2)) is layer
-    assert double(pargraph.ones(2)).tolist() == [2.0, 2.0]
-    assert not pargraph.jit.is_scripting()
-    with pytest.raises(NotImplementedError, match="TorchScript archives are not provided"):
-        pargraph.jit.save(layer, "model.pt")
-
-
 @pytest.mark.parametrize("name", ["sigmoid_", "sqrt_", "tanh_", "floor_", "log1p_", "neg_",
                                   "reciprocal_", "sgn_", "logit_"])
 def test_in_place_unary_forms_as_pytorchs(name):

@@ -93,18 +93,6 @@ def test_fuzz_result_type_of_random_operand_pairs():
         checked += 1
 
 
-@pytest.mark.parametrize("a,b", [("int64", "float32"), ("int32", "float16"), ("bool", "int8"),
-                                 ("uint8", "int8"), ("float16", "float64")])
-def test_cat_stack_and_where_promote_like_pytorch(a, b):
-    x, y = make(a), make(b)
-    expected = np.dtype(TABLE[a, b])
-    assert pargraph.cat([x, y]).dtype == expected
-    assert pargraph.stack([x, y]).dtype == expected
-    assert pargraph.where(pargraph.tensor([True, False]), x, y).dtype == expected
-    assert (x * y).dtype == expected
-    np.testing.assert_array_equal(pargraph.cat([x, y]).numpy(), np.ones(4, dtype=expected))
-
-
 def test_int64_plus_float32_is_float32_and_computes_in_it():
     out = pargraph.arange(3) + pargraph.tensor([0.5, 0.25, 0.125])
     assert out.dtype == pargraph.float32

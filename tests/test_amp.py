@@ -180,3 +180,26 @@ def test_custom_fwd_casts_the_inputs_and_custom_bwd_runs_under_the_forwards_auto
     out.float().sum().backward()
     assert seen == {"forward": (pargraph.float32, False), "backward": False}
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_cpu_grad_scaler_scales_skips_and_backs_off_as_pytorchs():
+    torch.manual_seed(0)
+    weights = np.array([[0.5, -1.0, 2.0]])
+    scales, steps = [], []
+    for lib in (pargraph, torch):
+        model = lib.nn.Linear(3, 1, bias=False)
+        with lib.no_grad():
+            model.weight.copy_(lib.tensor(weights, dtype=lib.float32))
+        opt = lib.optim.SGD(model.parameters(), lr=0.1)
+        scaler = lib.amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
+        trace = []
+        for x in ([1.0, 2.0, 3.0], [float("inf"), 1.0, 0.0], [0.5, 0.5, 0.5], [1.0, 0.0, 1.0]):
+            opt.zero_grad()
+            scaler.scale(model(lib.tensor([x])).sum()).backward()
+            scaler.step(opt)
+            scaler.update()
+            trace.append(scaler.get_scale())
+        scales.append(trace)
+        steps.append(model.weight.detach().numpy())
+    assert scales[0] == scales[1]
+    np.testing.assert_allclose(steps[0], steps[1], rtol=1e-6)
