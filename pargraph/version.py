@@ -9,6 +9,7 @@ PyTorch's own is ``2.13.0+cpu``. pip's metadata and :data:`release` give pargrap
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -30,33 +31,36 @@ class TorchVersion(str):
     (True, True, True, True)
     """
 
-    def _compare(self, other: Any, test: Any) -> bool:
-        if isinstance(other, tuple):
-            other = ".".join(str(part) for part in other)
+    def _compare(self, other: Any, method: str) -> bool:
+        # As PyTorch's: a string, tuple or ``packaging`` version compares by release; what is
+        # no version at all ("parrot") compares as a plain string.
         try:
-            return test(Version(self), other if isinstance(other, Version) else Version(other))
+            if isinstance(other, str):
+                theirs = Version(other)
+            elif isinstance(other, Version):
+                theirs = other
+            elif isinstance(other, Iterable):
+                theirs = Version(".".join(str(part) for part in other))
+            else:
+                raise InvalidVersion(other)
+            return getattr(Version(self), method)(theirs)
         except InvalidVersion:
-            raise TypeError(f"'{other}' cannot be compared with torch.__version__") from None
+            return getattr(super(), method)(other)
 
     def __gt__(self, other: Any) -> bool:
-        return self._compare(other, lambda a, b: a > b)
+        return self._compare(other, "__gt__")
 
     def __ge__(self, other: Any) -> bool:
-        return self._compare(other, lambda a, b: a >= b)
+        return self._compare(other, "__ge__")
 
     def __lt__(self, other: Any) -> bool:
-        return self._compare(other, lambda a, b: a < b)
+        return self._compare(other, "__lt__")
 
     def __le__(self, other: Any) -> bool:
-        return self._compare(other, lambda a, b: a <= b)
+        return self._compare(other, "__le__")
 
     def __eq__(self, other: Any) -> bool:
-        if isinstance(other, str) and str.__eq__(self, other):
-            return True
-        try:
-            return self._compare(other, lambda a, b: a == b)
-        except TypeError:
-            return False
+        return self._compare(other, "__eq__")
 
     __hash__ = str.__hash__
 

@@ -213,22 +213,38 @@ def test_the_state_check_sees_an_unregistered_object(tmp_path):
     assert _unregistered_state(module, "m.py") == []
 
 
-def test_a_forked_child_resets_every_state_that_asks(monkeypatch):
-    from pargraph.context import Context
+def _rooms_without_tests(package: pathlib.Path, tests: pathlib.Path) -> list[str]:
+    """The rooms of ``package`` (each module at its top, each sub-package whole) with no test
+    file named after them: ``test_<room>.py`` or ``test_<room>_<more>.py``, where a
+    sub-package's room may also be named by one of its modules or folders."""
+    names = [path.stem[len("test_"):] for path in tests.glob("test_*.py")]
 
-    calls = []
+    def named(room: str) -> bool:
+        return any(name == room or name.startswith(room + "_") for name in names)
 
-    class Threads:
-        def after_fork(self):
-            calls.append("threads")
+    missing = []
+    for path in sorted(package.iterdir()):
+        if path.name.startswith("__") or not (path.is_dir() or path.suffix == ".py"):
+            continue
+        inner = {p.stem for p in path.rglob("*.py")} | {p.name for p in path.rglob("*")
+                                                        if p.is_dir()} if path.is_dir() else set()
+        if not named(path.stem.strip("_")) and not any(named(n) for n in inner - {"__init__"}):
+            missing.append(path.stem)
+    return missing
 
-    own = Context()
-    own.register("threads", Threads())
-    own.register("plain", object())
-    own.after_fork()
-    assert calls == ["threads"]
-    with pytest.raises(ValueError, match="registered already"):
-        own.register("plain", object())
+
+def test_every_room_has_a_test_file_named_after_it():
+    assert _rooms_without_tests(PACKAGE, pathlib.Path(__file__).parent) == []
+
+
+def test_the_room_check_sees_a_room_without_tests(tmp_path):
+    (tmp_path / "house").mkdir()
+    (tmp_path / "house" / "hall.py").write_text("")
+    (tmp_path / "house" / "wing").mkdir()
+    (tmp_path / "house" / "wing" / "east.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_east_rooms.py").write_text("")
+    assert _rooms_without_tests(tmp_path / "house", tmp_path / "tests") == ["hall"]
 
 
 #: ``ops``' families in the order they stand: each imports only those before it.
