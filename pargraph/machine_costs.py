@@ -61,11 +61,16 @@ class Network:
                 f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms")
 
 
-def _timed_calls(call: Any, repeats: int) -> float:
-    start = time.perf_counter()
+def _timed_calls(call: Any, repeats: int, cpu: list | None = None) -> float:
+    """Seconds ``repeats`` calls take; ``cpu``: where to append the seconds this thread spent
+    on a core meanwhile."""
+    start, on_core = time.perf_counter(), time.thread_time()
     for _ in range(repeats):
         call()
-    return time.perf_counter() - start
+    took = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(time.thread_time() - on_core)
+    return took
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,9 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     compete only for the lock, for memory and for the core's hardware: on a machine of one
     core every share reads 1, and where two copies of a big elementwise op saturate memory,
     or two threads share a core (a virtual machine's two hyperthreads), the share counts
-    that too.
+    that too. A share is at most the call's time on a core over its time alone
+    (``time.thread_time``): a call that waits (a sleep, I/O) gives the GIL away, and its late
+    wake-ups would otherwise read as holding it.
 
     Examples
     --------
@@ -135,13 +142,14 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
 
     from pargraph.engine.threads import state
 
-    alones, pairs = [], []
+    alones, pairs, on_core = [], [], []
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
         single = _timed_calls(calls[0], 1)
         repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
         for _ in range(3 * trials):  # a pair whose second thread started late does not count
-            alones += [_timed_calls(calls[0], repeats), _timed_calls(calls[1], repeats)]
+            alones += [_timed_calls(calls[0], repeats, on_core),
+                       _timed_calls(calls[1], repeats, on_core)]
             alone = min(alones)
             took, offset = pair(repeats, single / 2)
             if offset < alone / 2:
@@ -158,10 +166,15 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     # sleep, I/O) holds the GIL for microseconds, but wakes up late by a varying margin.
     noise = float(np.median(alones)) - alone
     share = max(together - alone - noise, 0.0) / (alone - offset)  # over the stretch both ran
+    # No more than its share of time on a core: a thread that waits (a sleep, I/O, another
+    # thread) has given the GIL away, however late it woke.
+    on_core_share = min(on_core[alones.index(alone)] / alone, 1.0)
     # A pair slower than one thread making both threads' calls (share over 1): each call
-    # that took the lock from the other thread cost half the excess more.
-    return CallCost(min(max(share, 0.0), 1.0), alone / repeats,
-                    min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2, all_blas)
+    # that took the lock from the other thread cost half the excess more, on its time on a
+    # core.
+    contention = min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * on_core_share
+    return CallCost(min(max(share, 0.0), 1.0, on_core_share), alone / repeats, contention,
+                    all_blas)
 
 
 def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:

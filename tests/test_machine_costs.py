@@ -28,16 +28,18 @@ def test_measured_calls_tell_a_wait_from_python_work():
         return x
 
     x = np.ones(4, np.float32)
-    # The suite's other processes share the two cores, and a busy machine biases a share one
-    # way (docs/forecast.md, "Noise"): a wait's share up, Python work's down. The least
-    # disturbed of three measurements of each is the one to judge.
+    # The suite's other processes share the two cores, and a busy machine biases Python
+    # work's share down (docs/forecast.md, "Noise"): the least disturbed of three
+    # measurements is the one to judge.
     waits = [measure_call(Op(lambda x: (time.sleep(0.002), x + 1)[1]), {}, (x,))
              for _ in range(3)]
     works = [measure_call(Op(python_work), {}, (x,)) for _ in range(3)]
     assert all(isinstance(c, CallCost) and c.seconds >= 0.002 for c in waits)
     assert all(0.0 <= c.gil_share <= 1.0 for c in waits + works)
-    assert min(c.gil_share for c in waits) < 0.3
     assert max(c.gil_share for c in works) > 0.6
+    # A wait is off the core, so it holds the GIL at most that little of its time however
+    # late it wakes on a busy machine: every measurement says so, not only the best.
+    assert all(c.gil_share < 0.1 and c.contention < 0.05 for c in waits)
 
 
 def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
@@ -63,3 +65,27 @@ def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
     assert 0 < network.scheduler_task <= network.task_latency < 1.0
     assert network.run_latency >= 0 and network.run_node >= 0
     assert 0 < network.transfer_latency < 1.0 and network.bandwidth > 1e6
+
+
+def test_a_wait_that_lasts_longer_beside_another_is_not_read_as_holding_the_gil():
+    """Two threads that wait on the same device (a disk, a queue) each wait longer while the
+    other waits too: the pair runs slower than one thread alone, as a pair of calls that
+    hold the GIL would, but neither is on a core meanwhile, so neither holds the GIL."""
+    import threading
+
+    class Op:
+        def __init__(self):
+            self.lock, self.waiting = threading.Lock(), 0
+
+        def forward(self, x):
+            with self.lock:
+                self.waiting += 1
+                company = self.waiting
+            time.sleep(0.001 * company)  # the device serves one waiter at a time
+            with self.lock:
+                self.waiting -= 1
+            return x
+
+    cost = measure_call(Op(), {}, (np.ones(4, np.float32),))
+    assert cost.seconds >= 0.001
+    assert cost.gil_share < 0.1 and cost.contention < 0.05
