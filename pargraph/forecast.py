@@ -20,7 +20,9 @@
    transfer, and the training state's copies to a second worker end the step. The costs are
    this machine's loopback's, measured (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
-   calling thread's and stays as traced.
+   calling thread's, as traced, but for the machine's wake-up: the work after a run that left
+   the machine idle longer than the traced run did costs more, and after a shorter idle less,
+   by this machine's measured :class:`~pargraph.machine_costs.WakeUp`.
 
 What it leaves out, and so how far to trust it: docs/forecast.md.
 """
@@ -42,9 +44,20 @@ from pargraph.engine import lowering, modes
 from pargraph.engine.lowering import ALL_BLAS
 from pargraph.engine.partition import estimated_seconds, placed_partition
 from pargraph.graph import Node
-from pargraph.machine_costs import Network, call_costs, local_costs, loopback
+from pargraph.machine_costs import (
+    Network,
+    WakeUp,
+    call_costs,
+    local_costs,
+    loopback,
+    wake_up,
+)
 from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
+
+#: The least share of the traced time outside the runs a configuration is forecast to take:
+#: wake-up costs are measured apart from the step and may exceed the step's own.
+OUTSIDE_FLOOR = 0.25
 
 
 @dataclass
@@ -72,6 +85,8 @@ class Outcome:
     scheduling: float = 0.0
     outside: float = 0.0
     segments: list[Segment] = field(default_factory=list)
+    #: per run, the seconds it left the machine idle (no thread of it on a core)
+    idles: list[float] = field(default_factory=list)
 
     @property
     def busy(self) -> float:
@@ -283,7 +298,8 @@ class Forecast:
 
     def __init__(self, trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
                  threads_per_worker: int = 1, network: Network | None = None,
-                 gil: float | dict | None = None, measure_gil: bool = True) -> None:
+                 gil: float | dict | None = None, measure_gil: bool = True,
+                 wake: WakeUp | None = None) -> None:
         if not trace.run_records:
             raise ValueError("pargraph.forecast: the trace holds no run, so there is no step "
                              "to forecast; trace one training step: `with pargraph.trace() "
@@ -304,6 +320,11 @@ class Forecast:
         self.measured = summary.wall + self._outside()
         self.traced_threads = max(run.threads for run in trace.run_records)
         self.shares, self.measured_kinds = self._shares(gil, measure_gil)
+        #: What Python work costs more after the process sat idle (none unless measured).
+        self.wake = wake if wake is not None else wake_up() if measure_gil else WakeUp()
+        #: How long each traced run left the machine idle.
+        self.traced_idles = [self._idle(run.computed, stop - start, self._traced_seconds(run))
+                             for run, (start, stop) in zip(trace.run_records, trace.runs)]
         for n in _counts("threads", threads):
             self.outcome(threads=n)
         for n in _counts("workers", workers):
@@ -319,6 +340,26 @@ class Forecast:
         inside = sum(stop - start for start, stop in self.trace.runs) + self.trace.bookkeeping
         return max(self.trace.stopped - self.trace.started - inside, 0.0)
 
+    def _traced_seconds(self, run: Any) -> list[float]:
+        records = self.trace.records
+        return [records[n.key].duration if n.key in records and records[n.key].stop else 0.0
+                for n in run.computed]
+
+    def _idle(self, nodes: list[Node], wall: float, seconds: list[float]) -> float:
+        """Seconds of a run of ``wall`` seconds in which no thread of it was on a core: its
+        wall time less its nodes' time on a core (a kind not measured counts whole)."""
+        busy = sum(s * self.on_core.get(n.key, 1.0) for n, s in zip(nodes, seconds))
+        return max(wall - busy, 0.0)
+
+    def _outside_after(self, idles: list[float]) -> float:
+        """The time outside the runs, when the runs leave the machine idle for ``idles``
+        seconds instead of the traced runs' (the work after each run pays the machine's
+        wake-up, :class:`WakeUp`); never under :data:`OUTSIDE_FLOOR` of the traced time."""
+        outside = self._outside()
+        change = sum(self.wake.extra(i) for i in idles) - \
+            sum(self.wake.extra(i) for i in self.traced_idles)
+        return max(outside + change, OUTSIDE_FLOOR * outside)
+
     def _shares(self, gil: float | dict | None, measure: bool) -> tuple[dict[str, float], int]:
         """Each traced node's GIL share, by key; and how many kinds of op were measured."""
         kinds = self.trace.samples.kinds
@@ -333,6 +374,8 @@ class Forecast:
                                 for key, kind in kinds.items()
                                 if kind in costs and costs[kind].seconds_all_blas > 0}
         measured = {kind: cost.gil_share for kind, cost in costs.items()}
+        #: each node's share of its time on a core, where its kind was measured
+        self.on_core = {key: costs[kind].on_core for key, kind in kinds.items() if kind in costs}
         #: each node's measured contention (``CallCost.contention``), where its kind was
         self.contention = {key: costs[kind].contention for key, kind in kinds.items()
                            if kind in costs and gil is None}
@@ -370,19 +413,21 @@ class Forecast:
     def _simulate(self, where: str, count: int) -> Outcome:
         remote = where == "workers"
         lanes = count * self.threads_per_worker if remote else count
-        outcome = Outcome((where, count), 0.0, lanes, outside=self._outside())
+        outcome = Outcome((where, count), 0.0, lanes)
         now = 0.0
         for run in self.trace.run_records:
-            now = self._simulate_run(run, remote, count, now, outcome)
+            now = self._simulate_run(run, remote, count, now, outcome, outcome.idles)
+        outcome.outside = self._outside_after(outcome.idles)
         outcome.step_time = now + outcome.outside
         return outcome
 
     def _simulate_run(self, run: Any, remote: bool, count: int, now: float,
-                      outcome: Outcome) -> float:
+                      outcome: Outcome, idles: list[float]) -> float:
+        """Simulates one run from ``now``; returns when it ends, and appends to ``idles``
+        how long it leaves the machine idle."""
+        start = now
         nodes = run.computed
-        records = self.trace.records
-        seconds = [records[n.key].duration if n.key in records and records[n.key].stop
-                   else 0.0 for n in nodes]
+        seconds = self._traced_seconds(run)
         shares = [self.shares.get(n.key, 1.0) for n in nodes]
         contention = [self.contention.get(n.key, 0.0) for n in nodes]
         workers = count if remote else 1
@@ -429,6 +474,7 @@ class Forecast:
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
+            idles.append(self._idle(nodes, end - start, seconds))
             return end
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
@@ -436,6 +482,7 @@ class Forecast:
         end = simulation.run()
         if remote and workers > 1 and wanted_replicas() > 1:
             end = max(end, self._copies_done(tasks, nodes, outcome))
+        idles.append(self._idle(nodes, end - start, seconds))
         return end
 
     def _copies_done(self, tasks: list[_Task], nodes: list[Node], outcome: Outcome) -> float:
@@ -566,7 +613,8 @@ class Forecast:
 
 def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
              threads_per_worker: int = 1, network: Network | None = None,
-             gil: float | dict | None = None, measure_gil: bool = True) -> Forecast:
+             gil: float | dict | None = None, measure_gil: bool = True,
+             wake: WakeUp | None = None) -> Forecast:
     """Predict a traced step's time on other numbers of threads and of cluster workers.
 
     Parameters
@@ -583,7 +631,11 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     gil : float or dict, optional
         Every node's GIL share, or shares by op name; default: measured per kind of op.
     measure_gil : bool
-        False: kinds not given in ``gil`` hold the GIL throughout (nothing is measured).
+        False: kinds not given in ``gil`` hold the GIL throughout, and Python work costs no
+        more after an idle run (nothing is measured).
+    wake : WakeUp, optional
+        What Python work costs more after the process sat idle; default: measured once per
+        process (``machine_costs.wake_up``) when ``measure_gil``.
 
     Examples
     --------
@@ -596,7 +648,8 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     >>> fc.step_time(threads=4) <= fc.step_time(threads=1)
     True
     """
-    return Forecast(trace, threads, workers, threads_per_worker, network, gil, measure_gil)
+    return Forecast(trace, threads, workers, threads_per_worker, network, gil, measure_gil,
+                    wake)
 
 
 def _merge(into: Outcome, part: Outcome) -> None:

@@ -85,6 +85,8 @@ class CallCost:
     contention: float = 0.0
     #: its seconds with BLAS on every core, as a run on one thread gives it
     seconds_all_blas: float = 0.0
+    #: the share of its time alone that its thread spent on a core (``time.thread_time``)
+    on_core: float = 1.0
 
 
 def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost:
@@ -158,7 +160,8 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
                 break
     all_blas = min(_timed_calls(calls[0], repeats) for _ in range(trials)) / repeats
     if not pairs:  # the threads never ran at once: the machine is too busy to tell
-        return CallCost(1.0, alone / repeats, 0.0, all_blas)
+        return CallCost(1.0, alone / repeats, 0.0, all_blas,
+                        min(on_core[alones.index(alone)] / alone, 1.0))
     # The best of the trials, alone and together: the GIL takes its share in every trial,
     # while the machine's other work (another process, a core's sibling) only adds to some.
     together, offset = min(pairs)
@@ -174,7 +177,7 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     # core.
     contention = min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * on_core_share
     return CallCost(min(max(share, 0.0), 1.0, on_core_share), alone / repeats, contention,
-                    all_blas)
+                    all_blas, on_core_share)
 
 
 def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:
@@ -206,6 +209,90 @@ def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
             except Exception:  # a call that cannot run again alone (an op with side effects)
                 continue
     return costs
+
+
+#: How long the process sits idle before each wake-up measurement (seconds).
+WAKE_UP_IDLES = (0.01, 0.03, 0.1, 0.3)
+
+
+@dataclass(frozen=True)
+class WakeUp:
+    """What Python work costs this machine more right after the process sat idle: ``extras``
+    seconds after ``idles`` seconds of idling (a core clocked down, caches others filled).
+    Sleeping branches leave a machine idle for most of a step run on one thread, and the
+    step's work outside its runs (building the graph) then takes longer than it does between
+    the short runs of many threads.
+
+    Examples
+    --------
+    >>> round(WakeUp((0.01, 0.1), (0.0002, 0.002)).extra(0.055), 6)
+    0.0011
+    """
+
+    idles: tuple[float, ...] = ()
+    extras: tuple[float, ...] = ()
+
+    def extra(self, idle: float) -> float:
+        """Seconds more after ``idle`` seconds idle: interpolated, none after none, and no
+        more than after the longest idle measured."""
+        if not self.idles or idle <= 0:
+            return 0.0
+        return float(np.interp(idle, (0.0, *self.idles), (0.0, *self.extras)))
+
+
+def _graph_work() -> Any:
+    """What a step does outside its runs, about 2 ms of it: recording ops (240 nodes on a
+    small tensor, none run)."""
+    from pargraph.factories import ones
+
+    def record() -> Any:
+        h = x = ones(4)
+        for _ in range(120):
+            h = (h * 2).tanh()
+        return h, x
+
+    return record
+
+
+@functools.cache
+def wake_up() -> WakeUp:
+    """This process's measured :class:`WakeUp` (:func:`measure_wake_up`), once."""
+    return measure_wake_up()
+
+
+def measure_wake_up(repeats: int = 5) -> WakeUp:
+    """The :class:`WakeUp` of this machine: the median time of about 2 ms of recording ops right
+    after each of :data:`WAKE_UP_IDLES` of sleep, less its median time right after the same
+    work (about 2.5 s in all).
+
+    Examples
+    --------
+    >>> costs = measure_wake_up(repeats=1)  # doctest: +SKIP
+    >>> costs.extra(0.3) > costs.extra(0.01)  # doctest: +SKIP
+    True
+    """
+    work = _graph_work()
+
+    def timed() -> float:
+        start = time.perf_counter()
+        work()
+        return time.perf_counter() - start
+
+    warm = []
+    for _ in range(repeats):
+        work()
+        warm.append(timed())
+    base = float(np.median(warm))
+    extras = []
+    for idle in WAKE_UP_IDLES:
+        after = []
+        for _ in range(repeats):
+            time.sleep(idle)
+            after.append(timed())
+        extras.append(max(float(np.median(after)) - base, 0.0))
+    for k in range(1, len(extras)):  # a longer idle costs no less than a shorter one
+        extras[k] = max(extras[k], extras[k - 1])
+    return WakeUp(WAKE_UP_IDLES, tuple(extras))
 
 
 def _cache_file() -> str:

@@ -219,3 +219,42 @@ def test_a_call_that_takes_the_gil_from_another_thread_pays_its_contention():
 
     assert end(1) == pytest.approx(0.02)
     assert end(2) == pytest.approx(0.023)
+
+
+def test_the_work_outside_the_runs_pays_the_wake_up_of_the_runs_idle_time():
+    """Sleeping branches leave the machine idle: 8 x 20 ms on one thread, about 20 ms on
+    eight. With a machine whose recording costs 5 ms more after 100 ms idle (given), the
+    step's work outside its runs is forecast shorter on eight threads than as traced, by
+    the difference of the two wake-ups; with none (``WakeUp()``) it stays as traced."""
+    from pargraph.machine_costs import WakeUp
+
+    tr = traced(branches(8, 0.02))
+    costly = WakeUp((0.01, 0.1), (0.0005, 0.005))
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, wake=costly)
+    traced_outside = fc._outside()
+    assert len(fc.traced_idles) == len(tr.runs) and max(fc.traced_idles) > 0.1
+    one, eight = fc.outcome(threads=1), fc.outcome(threads=8)
+    assert one.outside == pytest.approx(traced_outside, abs=1e-4)
+    assert sum(eight.idles) < 0.06 < 0.1 < sum(one.idles)
+    expected = traced_outside + sum(costly.extra(i) for i in eight.idles) - \
+        sum(costly.extra(i) for i in fc.traced_idles)
+    assert eight.outside == pytest.approx(max(expected, 0.25 * traced_outside))
+    assert eight.outside < traced_outside
+    plain = pargraph.forecast(tr, threads=[1, 8], gil=0.0, wake=WakeUp())
+    assert plain.outcome(threads=8).outside == plain.outcome(threads=1).outside == \
+        pytest.approx(traced_outside)
+    assert plain.step_time(threads=8) > fc.step_time(threads=8)
+
+
+def test_a_wake_up_costs_nothing_after_no_idle_and_no_more_than_the_longest_measured():
+    from pargraph.machine_costs import WakeUp, measure_wake_up
+
+    wake = WakeUp((0.01, 0.1), (0.001, 0.004))
+    assert wake.extra(0.0) == 0.0 and wake.extra(-1.0) == 0.0
+    assert wake.extra(0.005) == pytest.approx(0.0005)
+    assert wake.extra(0.055) == pytest.approx(0.0025)
+    assert wake.extra(10.0) == pytest.approx(0.004)
+    assert WakeUp().extra(1.0) == 0.0
+    measured = measure_wake_up(repeats=1)
+    assert len(measured.extras) == len(measured.idles) and min(measured.extras) >= 0.0
+    assert list(measured.extras) == sorted(measured.extras)  # longer idles cost no less
