@@ -634,8 +634,8 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
         False: kinds not given in ``gil`` hold the GIL throughout, and Python work costs no
         more after an idle run (nothing is measured).
     wake : WakeUp, optional
-        What Python work costs more after the process sat idle; default: measured once per
-        process (``machine_costs.wake_up``) when ``measure_gil``.
+        What Python work costs more after the process sat idle; default: this machine's,
+        measured once and kept (``machine_costs.wake_up``), when ``measure_gil``.
 
     Examples
     --------

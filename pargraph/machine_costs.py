@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,9 +256,12 @@ def _graph_work() -> Any:
 
 
 @functools.cache
-def wake_up() -> WakeUp:
-    """This process's measured :class:`WakeUp` (:func:`measure_wake_up`), once."""
-    return measure_wake_up()
+def wake_up(measure: bool = False) -> WakeUp:
+    """This machine's :class:`WakeUp` (:func:`measure_wake_up`), kept in
+    ``~/.cache/pargraph/wake_up.json`` once measured (``measure=True``: again, now)."""
+    return _kept("wake_up", lambda fields: WakeUp(tuple(fields["idles"]),
+                                                  tuple(fields["extras"])),
+                 lambda: measure_wake_up(), measure)
 
 
 def measure_wake_up(repeats: int = 5) -> WakeUp:
@@ -295,9 +299,32 @@ def measure_wake_up(repeats: int = 5) -> WakeUp:
     return WakeUp(WAKE_UP_IDLES, tuple(extras))
 
 
-def _cache_file() -> str:
+def _cache_file(name: str) -> str:
     folder = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(folder, "pargraph", "loopback.json")
+    return os.path.join(folder, "pargraph", f"{name}.json")
+
+
+def _kept(name: str, read: Callable[[dict], Any], measure_now: Callable[[], Any],
+          measure: bool) -> Any:
+    """A measurement of this machine kept in ``~/.cache/pargraph/<name>.json``: read back
+    (``read`` makes it from the file's fields), unless ``measure`` or none is kept yet, in
+    which case ``measure_now()`` measures it and it is kept."""
+    path = _cache_file(name)
+    if not measure:
+        try:
+            with open(path) as file:
+                return read(json.load(file))
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # none yet, or unreadable: measured now
+    measured = measure_now()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as file:
+            json.dump(dataclasses.asdict(measured), file)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # a read-only home: measured again by the next process
+    return measured
 
 
 @functools.cache
@@ -311,22 +338,8 @@ def loopback(measure: bool = False) -> Network:
     >>> isinstance(loopback(), Network)
     True
     """
-    path = _cache_file()
-    if not measure:
-        try:
-            with open(path) as file:
-                return Network(**json.load(file))
-        except (OSError, ValueError, TypeError):
-            pass  # none yet, or unreadable: measured now
-    network = measure_loopback()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w") as file:
-            json.dump(dataclasses.asdict(network), file)
-        os.replace(path + ".tmp", path)
-    except OSError:
-        pass  # a read-only home: measured again by the next process
-    return network
+    return _kept("loopback", lambda fields: Network(**fields), lambda: measure_loopback(),
+                 measure)
 
 
 def measure_loopback(repeats: int = 5) -> Network:

@@ -89,3 +89,23 @@ def test_a_wait_that_lasts_longer_beside_another_is_not_read_as_holding_the_gil(
     cost = measure_call(Op(), {}, (np.ones(4, np.float32),))
     assert cost.seconds >= 0.001
     assert cost.gil_share < 0.1 and cost.contention < 0.05
+
+
+def test_the_wake_up_is_measured_once_and_kept(tmp_path, monkeypatch):
+    from pargraph import machine_costs as module
+    from pargraph.machine_costs import WakeUp, wake_up
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    wake_up.cache_clear()
+    given, measured = WakeUp((0.01, 0.1), (0.0001, 0.002)), []
+    monkeypatch.setattr(module, "measure_wake_up", lambda: measured.append(1) or given)
+    try:
+        assert wake_up() == given and measured == [1]
+        wake_up.cache_clear()
+        assert wake_up() == given and measured == [1]  # read back, not measured
+        assert wake_up(measure=True) == given and measured == [1, 1]
+        (tmp_path / "pargraph" / "wake_up.json").write_text("{}")
+        wake_up.cache_clear()
+        assert wake_up() == given and measured == [1, 1, 1]  # unreadable: measured again
+    finally:
+        wake_up.cache_clear()
