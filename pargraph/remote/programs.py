@@ -26,9 +26,9 @@ from pargraph.runtime import Arg
 
 
 def run_program(program: Any, values: list, client: Any, whole_task: Callable) -> list:
-    """Run a compiled ``program`` (a ``pargraph.compiler.Program``) on ``client``'s cluster,
-    on its slots' ``values``: its tasks submitted under new keys, the results held on the
-    workers (a 0-d one comes back), as an eager run's are. A program of one worker goes as
+    """Run a compiled ``program`` (``pargraph.compiler.program.Program``) on ``client``'s
+    cluster, on its slots' ``values``: its tasks submitted under new keys, the results held on
+    the workers (a 0-d one comes back), as an eager run's are. A program of one worker goes as
     one task, ``whole_task(held program, numbers, *slots)``."""
     from dask.task_spec import DataNode, Task, TaskRef
 
