@@ -160,9 +160,10 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
             if len(pairs) == trials:
                 break
     all_blas = min(_timed_calls(calls[0], repeats) for _ in range(trials)) / repeats
-    if not pairs:  # the threads never ran at once: the machine is too busy to tell
-        return CallCost(1.0, alone / repeats, 0.0, all_blas,
-                        min(on_core[alones.index(alone)] / alone, 1.0))
+    on_core_share = min(on_core[alones.index(alone)] / alone, 1.0)
+    if not pairs:  # the threads never ran at once: the machine is too busy to tell, but a
+        # call holds the GIL no longer than it is on a core
+        return CallCost(on_core_share, alone / repeats, 0.0, all_blas, on_core_share)
     # The best of the trials, alone and together: the GIL takes its share in every trial,
     # while the machine's other work (another process, a core's sibling) only adds to some.
     together, offset = min(pairs)
@@ -172,7 +173,6 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     share = max(together - alone - noise, 0.0) / (alone - offset)  # over the stretch both ran
     # No more than its share of time on a core: a thread that waits (a sleep, I/O, another
     # thread) has given the GIL away, however late it woke.
-    on_core_share = min(on_core[alones.index(alone)] / alone, 1.0)
     # A pair slower than one thread making both threads' calls (share over 1): each call
     # that took the lock from the other thread cost half the excess more, on its time on a
     # core.
