@@ -338,14 +338,15 @@ def _run(demo: str, *flags: str, tmp_path, **kwargs) -> subprocess.CompletedProc
 # attention.py prints its forecast as cnn.py does: both train through common.train_classifier.
 @pytest.mark.parametrize("demo", ["towers.py", "cnn.py", "digits.py"])
 def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
-    from pargraph.machine_costs import Network
+    from pargraph.machine_costs import Network, WakeUp
 
-    # this machine's loopback costs as if measured before: the demo reads them back
+    # this machine's loopback and wake-up costs as if measured before: the demo reads them
     cache = tmp_path / "cache" / "pargraph"
     cache.mkdir(parents=True)
     (cache / "loopback.json").write_text(json.dumps(Network(
         task_latency=3e-3, scheduler_task=1e-3, run_latency=9e-3, run_node=1e-5,
         transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3).__dict__))
+    (cache / "wake_up.json").write_text(json.dumps(WakeUp((0.01, 0.3), (2e-4, 5e-3)).__dict__))
     flags = ["--forecast"] + (["--trace", str(tmp_path / "step.json")]
                               if demo == "towers.py" else [])
     done = _run(demo, "--quiet", *flags, timeout=180, check=True, tmp_path=tmp_path,
