@@ -416,15 +416,15 @@ class Forecast:
         outcome = Outcome((where, count), 0.0, lanes)
         now = 0.0
         for run in self.trace.run_records:
-            now = self._simulate_run(run, remote, count, now, outcome, outcome.idles)
+            now = self._simulate_run(run, remote, count, now, outcome)
         outcome.outside = self._outside_after(outcome.idles)
         outcome.step_time = now + outcome.outside
         return outcome
 
     def _simulate_run(self, run: Any, remote: bool, count: int, now: float,
-                      outcome: Outcome, idles: list[float]) -> float:
-        """Simulates one run from ``now``; returns when it ends, and appends to ``idles``
-        how long it leaves the machine idle."""
+                      outcome: Outcome) -> float:
+        """Simulates one run from ``now``; returns when it ends, and appends to
+        ``outcome.idles`` how long it leaves the machine idle."""
         start = now
         nodes = run.computed
         seconds = self._traced_seconds(run)
@@ -474,7 +474,7 @@ class Forecast:
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
-            idles.append(self._idle(nodes, end - start, seconds))
+            outcome.idles.append(self._idle(nodes, end - start, seconds))
             return end
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
@@ -482,7 +482,7 @@ class Forecast:
         end = simulation.run()
         if remote and workers > 1 and wanted_replicas() > 1:
             end = max(end, self._copies_done(tasks, nodes, outcome))
-        idles.append(self._idle(nodes, end - start, seconds))
+        outcome.idles.append(self._idle(nodes, end - start, seconds))
         return end
 
     def _copies_done(self, tasks: list[_Task], nodes: list[Node], outcome: Outcome) -> float:

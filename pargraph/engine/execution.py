@@ -18,7 +18,6 @@ from typing import Any
 
 import dask
 import dask.local
-import dask.threaded
 import numpy as np
 
 from pargraph.capturing import recording
