@@ -1,4 +1,4 @@
-"""Plans and dask graphs (pargraph.lowering) through their own interface: what a run lowers
+"""Plans and dask graphs (pargraph.engine.lowering) through their own interface: what a run lowers
 to, one task or a task per group, plans cached by structure."""
 
 import dask
