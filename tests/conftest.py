@@ -1,5 +1,9 @@
 """Shared fixtures: the schedulers every shared test runs on."""
 
+import compileall
+import os
+import sys
+
 import dask
 import numpy as np
 import pytest
@@ -7,6 +11,19 @@ import pytest
 import pargraph
 
 SCHEDULERS = ["sync", "threads", "distributed"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+    """Compile the package's bytecode once, before the test processes start.
+
+    The suite starts over a hundred interpreters that import pargraph (demos, cluster workers,
+    interrupted programs). Where ``PYTHONDONTWRITEBYTECODE`` is set, as on CI machines, none of
+    them writes the bytecode it compiles, so each would compile the whole package again.
+    """
+    if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
+        for room in ("pargraph", "demos", "tests"):
+            compileall.compile_dir(os.path.join(ROOT, room), quiet=1)
 
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
 #: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,
