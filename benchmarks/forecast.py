@@ -10,7 +10,8 @@ step's median on one thread or one worker). The sleeping graphs of ``benchmarks.
 need no core, so this 2-core machine runs them on 1 to 16 threads and 1 to 4 worker
 processes for real; the numpy workloads use cores, so they are compared on the
 configurations this machine has: 1 and 2 threads, 1 and 2 workers. Worker processes run one
-thread each (a ``LocalCluster`` of processes on 127.0.0.1).
+thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
+and process of a configuration shares this machine's cores (``cores=``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import dask
 
 import pargraph
 from benchmarks import scaling
-from pargraph.machine_costs import loopback
+from pargraph.machine_costs import loopback, measure_wake_up
+from pargraph.remote.loopback import worker_processes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,12 +55,17 @@ def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
 
 
 def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.Forecast:
-    """The forecast of one steady step of ``step``, traced on one thread."""
+    """The forecast of one steady step of ``step``, traced on one thread, with the machine's
+    wake-up measured just before: on a shared virtual machine it drifts within minutes (2 to
+    15 ms for the same work after 300 ms of sleep), more than a kept measurement can follow."""
+    wake = measure_wake_up()
     with dask.config.set(scheduler="threads", num_workers=1):
         scaling.median_step(step, 3, 20, scaling.WARM_SECONDS)
         with pargraph.trace() as tr:
             step()
-    return pargraph.forecast(tr, threads=threads, workers=workers)
+    # every configuration runs on this machine, so its threads and processes share its cores
+    return pargraph.forecast(tr, threads=threads, workers=workers, wake=wake,
+                             cores=os.cpu_count())
 
 
 def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, float]:
@@ -74,14 +81,12 @@ def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, flo
 
 def measure_workers(makers: dict[str, Callable], workers: tuple, steps: int
                     ) -> dict[str, dict[int, float]]:
-    from distributed import Client, LocalCluster
-
+    """Each workload's median step on a ``dask scheduler`` and ``count`` one-thread
+    ``dask worker`` processes on 127.0.0.1: the cluster the loopback's costs are measured
+    on (a ``LocalCluster`` would run its scheduler in this process, beside the client)."""
     times: dict[str, dict[int, float]] = {name: {} for name in makers}
     for count in workers:
-        with LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                          host="127.0.0.1", dashboard_address=None,
-                          worker_dashboard_address="127.0.0.1:0") as cluster, \
-                Client(cluster) as client, dask.config.set(scheduler=client):
+        with worker_processes(count) as client, dask.config.set(scheduler=client):
             for name, make in makers.items():
                 times[name][count] = scaling.median_step(make(), steps, 5)
     return times

@@ -81,6 +81,8 @@ class Outcome:
     lanes: int
     compute: float = 0.0
     gil_wait: float = 0.0
+    #: waiting for a core, where the processes share a machine's (``cores=``)
+    core_wait: float = 0.0
     transfers: float = 0.0
     scheduling: float = 0.0
     outside: float = 0.0
@@ -105,21 +107,41 @@ class _Task:
     done: float = 0.0
 
 
+@dataclass
+class _Ask:
+    """A stretch of work that holds a process's GIL (``process`` None: none) and, where the
+    processes share cores, a core: asked at ``asked``, ``then`` called when it ends."""
+
+    asked: float
+    process: int | None
+    seconds: float
+    member: int | None  # the node it is part of; None: scheduling
+    then: tuple
+    lane: bool = True  # a lane's step (else the scheduler's or a worker's own loop)
+    held_at: float = 0.0  # when it got the GIL
+
+
 class _Simulation:
     """One run on ``workers`` processes of ``threads`` lanes each (one process: threads),
     as events in time order. A lane runs a task's steps one after another: its scheduling
-    (``task_cost`` of the GIL locally, a round trip on a cluster), then per member the part
-    that holds the GIL and the part that does not. Each process's GIL goes to the lanes that
-    ask, first come first served, and each ready task to the first free lane of its
+    (``task_cost`` of the GIL locally), then per member the part that holds the GIL, the part
+    on a core without it, and the part that waits. Each process's GIL goes to the steps that
+    ask, first come first served; where all processes share ``cores`` cores, a step on a core
+    also waits for one, in the order asked. On a cluster, the scheduler (a process of its
+    own) takes up one task at a time, and of each task's latency its worker spends
+    ``worker_task`` holding its GIL. Each ready task goes to the first free lane of its
     process, in the tasks' order."""
 
     def __init__(self, tasks: list[_Task], nodes: list[Node], seconds: list[float],
                  shares: list[float], workers: int, threads: int, remote: bool,
                  network: Network | None, start: float, outcome: Outcome,
-                 task_cost: float = 0.0, penalties: list[float] | None = None) -> None:
+                 task_cost: float = 0.0, penalties: list[float] | None = None,
+                 on_core: list[float] | None = None, cores: int | None = None) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
         #: per node, the seconds it adds when it takes its GIL from another lane
         self.penalties = penalties or [0.0] * len(nodes)
+        #: per node, the share of its time on a core (the rest waits: a sleep, a device)
+        self.on_core = on_core or [1.0] * len(nodes)
         self.task_cost = task_cost  # seconds of the GIL a local task costs the scheduler
         self.workers, self.threads, self.remote = workers, threads, remote
         self.network, self.outcome, self.start = network, outcome, start
@@ -127,9 +149,11 @@ class _Simulation:
         self.order = 0
         self.free_lanes = [list(range(threads)) for _ in range(workers)]
         self.ready: list[list[int]] = [[] for _ in range(workers)]
-        self.gil_held = [False] * workers
-        self.gil_queue: list[list[tuple]] = [[] for _ in range(workers)]
-        self.scheduler_free = start
+        self.scheduler = workers  # the scheduler's process, after the workers'
+        self.gil_held = [False] * (workers + 1)
+        self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
+        self.free_cores = cores
+        self.core_queue: list[_Ask] = []
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
         self.order += 1
@@ -164,17 +188,74 @@ class _Simulation:
             action(now, *args)
         return end
 
+    # --- the GILs and the cores ---
+
+    def _ask(self, now: float, ask: _Ask) -> None:
+        if ask.process is None:
+            self._core(now, ask)
+        elif self.gil_held[ask.process]:
+            self.gil_queue[ask.process].append(ask)
+        else:
+            self._gil(now, ask)
+
+    def _gil(self, now: float, ask: _Ask) -> None:
+        self.gil_held[ask.process] = True
+        ask.held_at = now
+        self._core(now, ask)
+
+    def _core(self, now: float, ask: _Ask) -> None:
+        if self.free_cores is not None:
+            if self.free_cores == 0:
+                self.core_queue.append(ask)
+                return
+            self.free_cores -= 1
+        waited = now - ask.asked
+        queued = ask.held_at - ask.asked if ask.process is not None else 0.0
+        outcome = self.outcome
+        outcome.core_wait += waited - queued
+        if ask.lane:
+            outcome.gil_wait += queued
+        if ask.member is None:
+            outcome.scheduling += ask.seconds + waited
+        penalty = 0.0
+        if ask.member is not None and ask.process is not None and (
+                ask.held_at > ask.asked or self.gil_queue[ask.process]):
+            # taken from another lane (it waited, or another waits): the call's contention
+            penalty = self.penalties[ask.member]
+            outcome.gil_wait += penalty
+        self._at(now + ask.seconds + penalty, self._release, ask)
+
+    def _release(self, now: float, ask: _Ask) -> None:
+        if self.free_cores is not None:
+            self.free_cores += 1
+            if self.core_queue:
+                self._core(now, self.core_queue.pop(0))
+        if ask.process is not None:
+            self.gil_held[ask.process] = False
+            queue = self.gil_queue[ask.process]
+            if queue:
+                self._gil(now, queue.pop(0))
+        action, *args = ask.then
+        action(now, *args)
+
     # --- tasks ---
 
     def _ready(self, now: float, t: int) -> None:
         if self.remote:  # the scheduler takes tasks up one at a time, then sends them off
-            network = self.network
-            taken = max(now, self.scheduler_free)
-            self.scheduler_free = taken + network.scheduler_task
-            self.outcome.scheduling += taken + network.task_latency - now
-            self._at(taken + network.task_latency, self._sent, t)
+            self._ask(now, _Ask(now, self.scheduler, self.network.scheduler_task, None,
+                                (self._taken, t), lane=False))
         else:
             self._sent(now, t)
+
+    def _taken(self, now: float, t: int) -> None:
+        network = self.network
+        travel = max(network.task_latency - network.scheduler_task - network.worker_task, 0.0)
+        self.outcome.scheduling += travel
+        self._at(now + travel, self._arrived, t)
+
+    def _arrived(self, now: float, t: int) -> None:
+        self._ask(now, _Ask(now, self.tasks[t].worker, self.network.worker_task, None,
+                            (self._sent, t), lane=False))
 
     def _sent(self, now: float, t: int) -> None:
         w = self.tasks[t].worker
@@ -190,7 +271,9 @@ class _Simulation:
                 steps.append(("gil", self.task_cost, None))
             for m in task.members:
                 seconds, share = self.seconds[m], self.shares[m]
-                steps += [("gil", seconds * share, m), ("free", seconds * (1.0 - share), m)]
+                on_core = max(self.on_core[m], share)
+                steps += [("gil", seconds * share, m), ("core", seconds * (on_core - share), m),
+                          ("free", seconds * (1.0 - on_core), m)]
             self._step(now, t, lane, steps, 0, now)
 
     def _step(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
@@ -202,37 +285,13 @@ class _Simulation:
         kind, seconds, member = steps[k]
         if k and steps[k - 1][2] != member:
             began = now
+        then = (self._after, t, lane, steps, k, began)
         if kind == "gil":
-            w = self.tasks[t].worker
-            if self.gil_held[w]:
-                self.gil_queue[w].append((now, t, lane, steps, k, began))
-            else:
-                self._hold(now, now, t, lane, steps, k, began)
-            return
-        self._at(now + seconds, self._after, t, lane, steps, k, began)
-
-    def _hold(self, now: float, asked: float, t: int, lane: int, steps: list, k: int,
-              began: float) -> None:
-        w = self.tasks[t].worker
-        self.gil_held[w] = True
-        self.outcome.gil_wait += now - asked
-        member = steps[k][2]
-        if member is None:
-            self.outcome.scheduling += steps[k][1] + now - asked
-        # taken from another lane (it waited, or another waits): the call's contention
-        penalty = self.penalties[member] if member is not None and (
-            now > asked or self.gil_queue[w]) else 0.0
-        self.outcome.gil_wait += penalty
-        self._at(now + steps[k][1] + penalty, self._release, t, lane, steps, k, began)
-
-    def _release(self, now: float, t: int, lane: int, steps: list, k: int,
-                 began: float) -> None:
-        w = self.tasks[t].worker
-        self.gil_held[w] = False
-        if self.gil_queue[w]:
-            asked, *waiting = self.gil_queue[w].pop(0)
-            self._hold(now, asked, *waiting)
-        self._after(now, t, lane, steps, k, began)
+            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then))
+        elif kind == "core" and self.free_cores is not None and seconds > 0:
+            self._ask(now, _Ask(now, None, seconds, member, then))
+        else:
+            self._at(now + seconds, *then)
 
     def _after(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
         kind, seconds, member = steps[k]
@@ -299,7 +358,7 @@ class Forecast:
     def __init__(self, trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
                  threads_per_worker: int = 1, network: Network | None = None,
                  gil: float | dict | None = None, measure_gil: bool = True,
-                 wake: WakeUp | None = None) -> None:
+                 wake: WakeUp | None = None, cores: int | None = None) -> None:
         if not trace.run_records:
             raise ValueError("pargraph.forecast: the trace holds no run, so there is no step "
                              "to forecast; trace one training step: `with pargraph.trace() "
@@ -311,7 +370,14 @@ class Forecast:
         if threads_per_worker < 1:
             raise ValueError(f"pargraph.forecast: threads_per_worker must be at least 1, got "
                              f"{threads_per_worker}")
+        if cores is not None and (isinstance(cores, bool) or not isinstance(
+                cores, (int, np.integer)) or cores < 1):
+            raise ValueError(f"pargraph.forecast: cores must be a whole number of at least 1 "
+                             f"(or None: each thread or worker process has cores of its "
+                             f"own), got {cores!r}")
         self.trace = trace
+        #: The cores every simulated thread and process shares (None: as many as they need).
+        self.cores = None if cores is None else int(cores)
         self.threads_per_worker = int(threads_per_worker)
         self._network = network
         self._outcomes: dict[tuple[str, int], Outcome] = {}
@@ -334,11 +400,15 @@ class Forecast:
 
     def _outside(self) -> float:
         """The calling thread's time between and around the runs, but for the trace's own
-        bookkeeping."""
+        bookkeeping and the garbage collector's passes: pargraph pauses the collector while
+        it builds and runs graphs, so its passes fall outside the runs, and one full pass
+        in the traced step (tens of milliseconds, every few hundred steps) would stand for
+        every step."""
         if self.trace.stopped is None:
             return 0.0
         inside = sum(stop - start for start, stop in self.trace.runs) + self.trace.bookkeeping
-        return max(self.trace.stopped - self.trace.started - inside, 0.0)
+        return max(self.trace.stopped - self.trace.started - inside - self.trace.collecting,
+                   0.0)
 
     def _traced_seconds(self, run: Any) -> list[float]:
         records = self.trace.records
@@ -442,13 +512,10 @@ class Forecast:
             seconds = [s * self.one_blas_thread.get(n.key, 1.0) if n.op.blas
                        else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
         penalties = [c * s for c, s in zip(contention, seconds)]
+        on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
         granularity = modes.configured_granularity(remote, workers * threads, hosts)
-        if remote:
-            submitted = self.network.run_latency + self.network.run_node * len(nodes)
-            now += submitted
-            outcome.scheduling += submitted
         # the work a steady run partitions with: the estimates, unless measured times
         # disagree with them (lowering.Timing; cluster runs are not timed)
         estimated = [estimated_seconds(node) for node in nodes]
@@ -460,17 +527,33 @@ class Forecast:
         index = {id(node): k for k, node in enumerate(nodes)}
         tasks = [_Task([index[id(m)] for m in group], placed[g] if hosts else 0)
                  for g, group in enumerate(groups)]
+        if remote:
+            # An eager run records, lowers and sends each node; a compiled step sends its
+            # group tasks only, the program itself being held on the cluster.
+            sent = len(tasks) if run.compiled else len(nodes)
+            submitted = self.network.run_latency + self.network.run_node * sent
+            now += submitted
+            outcome.scheduling += submitted
+            if run.compiled and workers == 1 and len(tasks) > 1:
+                # A compiled step on one worker process goes as one task, which runs its
+                # groups on the worker's threads (remote.programs, WholeProgram).
+                taken = self.network.task_latency + self.network.scheduler_task
+                now += taken
+                outcome.scheduling += taken
+                remote = False
         if not remote and len(tasks) > 1:
             # the runner's other way: in the calling thread, group after group, which it
             # takes when faster (modes.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
             inline_end = _Simulation([_Task([k for t in tasks for k in t.members], 0)], nodes,
                                      seconds, shares, 1, 1, False, None, now, inline,
-                                     penalties=penalties).run()
+                                     penalties=penalties, on_core=on_core,
+                                     cores=self.cores).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             costs = local_costs()
             threaded_end = _Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
-                                       now + costs.run, trial, costs.task, penalties).run()
+                                       now + costs.run, trial, costs.task, penalties, on_core,
+                                       self.cores).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
@@ -478,7 +561,7 @@ class Forecast:
             return end
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
-                                 penalties=penalties)
+                                 penalties=penalties, on_core=on_core, cores=self.cores)
         end = simulation.run()
         if remote and workers > 1 and wanted_replicas() > 1:
             end = max(end, self._copies_done(tasks, nodes, outcome))
@@ -516,7 +599,8 @@ class Forecast:
         for (where, count), o in sorted(self._outcomes.items()):
             rows.append({"where": where, "count": count, "step_time": o.step_time,
                          "speedup": self.speedup(**{where: count}), "busy": o.busy,
-                         "gil_wait": o.gil_wait, "transfers": o.transfers,
+                         "gil_wait": o.gil_wait, "core_wait": o.core_wait,
+                         "transfers": o.transfers,
                          "scheduling": o.scheduling, "outside": o.outside})
         return rows
 
@@ -531,16 +615,19 @@ class Forecast:
             f"{self.measured * ms:.2f} ms, forecast {traced.step_time * ms:.2f} ms",
             f"GIL shares measured for {self.measured_kinds} kind(s) of op; share of the "
             f"work holding the GIL: {self.gil_held_share():.0%}",
-            "",
-            f"{'configuration':<26}{'step':>11}{'speed-up':>10}{'busy':>7}{'GIL wait':>11}"
-            f"{'transfers':>11}{'scheduling':>12}",
         ]
+        if self.cores is not None:
+            lines.append(f"every thread and process shares {self.cores} core(s)")
+        lines += ["", f"{'configuration':<26}{'step':>11}{'speed-up':>10}{'busy':>7}"
+                  f"{'GIL wait':>11}" + (f"{'core wait':>11}" if self.cores else "")
+                  + f"{'transfers':>11}{'scheduling':>12}"]
         for row in self.rows():
             label = _name(row["where"], row["count"])
             if row["where"] == "workers":
                 label += f" x {_name('threads', self.threads_per_worker)}"
+            core_wait = f"{row['core_wait'] * ms:8.2f} ms" if self.cores else ""
             lines.append(f"{label:<26}{row['step_time'] * ms:8.2f} ms{row['speedup']:9.2f}x"
-                         f"{row['busy']:7.0%}{row['gil_wait'] * ms:8.2f} ms"
+                         f"{row['busy']:7.0%}{row['gil_wait'] * ms:8.2f} ms{core_wait}"
                          f"{row['transfers'] * ms:8.2f} ms{row['scheduling'] * ms:9.2f} ms")
         return "\n".join(lines)
 
@@ -614,7 +701,7 @@ class Forecast:
 def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
              threads_per_worker: int = 1, network: Network | None = None,
              gil: float | dict | None = None, measure_gil: bool = True,
-             wake: WakeUp | None = None) -> Forecast:
+             wake: WakeUp | None = None, cores: int | None = None) -> Forecast:
     """Predict a traced step's time on other numbers of threads and of cluster workers.
 
     Parameters
@@ -636,6 +723,11 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     wake : WakeUp, optional
         What Python work costs more after the process sat idle; default: this machine's,
         measured once and kept (``machine_costs.wake_up``), when ``measure_gil``.
+    cores : int, optional
+        The cores of the one machine every simulated thread, worker process and the
+        scheduler share, as a ``LocalCluster`` on a laptop does; their steps on a core wait
+        for a free one. Default: each thread (``threads=``) or worker process has cores of
+        its own, as on a cluster of machines.
 
     Examples
     --------
@@ -649,12 +741,13 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     True
     """
     return Forecast(trace, threads, workers, threads_per_worker, network, gil, measure_gil,
-                    wake)
+                    wake, cores)
 
 
 def _merge(into: Outcome, part: Outcome) -> None:
     into.compute += part.compute
     into.gil_wait += part.gil_wait
+    into.core_wait += part.core_wait
     into.transfers += part.transfers
     into.scheduling += part.scheduling
     into.segments += part.segments

@@ -44,7 +44,9 @@ class Network:
     sent by this process, taken in by the scheduler); a value moves between two workers in
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
     to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
-    ``bandwidth``."""
+    ``bandwidth``. Of a task's latency, ``worker_task`` is its worker's time on a core
+    (taking the task in, running it, reporting it), which needs the worker's GIL and, where
+    the processes share a machine, one of its cores."""
 
     task_latency: float
     scheduler_task: float
@@ -53,13 +55,15 @@ class Network:
     transfer_latency: float
     bandwidth: float
     replicate_latency: float
+    worker_task: float
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
                 f"({self.scheduler_task * 1e3:.2f} ms of the scheduler's time), a run "
                 f"{self.run_latency * 1e3:.2f} ms + {self.run_node * 1e6:.1f} us per node, a "
                 f"transfer {self.transfer_latency * 1e3:.2f} ms + {self.bandwidth / 1e6:.0f} "
-                f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms")
+                f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms, a "
+                f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms")
 
 
 def _timed_calls(call: Any, repeats: int, cpu: list | None = None) -> float:
@@ -346,7 +350,7 @@ def measure_loopback(repeats: int = 5) -> Network:
     """The :class:`Network` of this machine's loopback, measured on a ``dask scheduler`` and
     two ``dask worker`` processes of one thread on 127.0.0.1, tuned as pargraph tunes a
     cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
-    (the scheduler's time per task), pargraph runs of 2 and of 302 tiny nodes and their
+    (the scheduler's time per task, and the workers' time on a core), pargraph runs of 2 and of 302 tiny nodes and their
     result (the run latency beyond its task's, and the cost per node), and a task on one
     worker reading 1 KiB and 64 MiB made on the other (the transfer latency and the
     bandwidth), and the copy of 1 KiB to the second worker (the replication latency). Each

@@ -28,6 +28,7 @@ What the summary computes
 from __future__ import annotations
 
 import contextlib
+import gc
 import graphlib
 import json
 import os
@@ -149,6 +150,8 @@ class RunRecord:
     remote: bool
     #: BLAS's threads in the run (``lowering.blas_threads_of``)
     blas: str = lowering.ONE_BLAS
+    #: whether a compiled step's program made the run (it sends tasks, not nodes)
+    compiled: bool = False
 
 
 class Trace:
@@ -167,6 +170,9 @@ class Trace:
         self.started, self.stopped = time.time(), None
         #: Seconds the trace spent on its own records around the runs.
         self.bookkeeping = 0.0
+        #: Seconds Python's cyclic garbage collector ran inside the block.
+        self.collecting = 0.0
+        self._collection_start = 0.0
         #: Structures partitioned again from measured times inside the block (pargraph.costs).
         self.cost_decisions: list[str] = []
 
@@ -177,11 +183,18 @@ class Trace:
 
     # --- recording ----------------------------------------------------------------------
 
+    def _collecting(self, phase: str, info: dict) -> None:
+        """A ``gc.callbacks`` entry: adds up the collections' time."""
+        if phase == "start":
+            self._collection_start = time.perf_counter()
+        else:
+            self.collecting += time.perf_counter() - self._collection_start
+
     @contextlib.contextmanager
-    def run(self, computed: list[Node], get: Any, outputs: Sequence[Node] = ()
-            ) -> Iterator[None]:
+    def run(self, computed: list[Node], get: Any, outputs: Sequence[Node] = (),
+            compiled: bool = False) -> Iterator[None]:
         """Entered by the execution layer around each dask run of ``computed``, which returns
-        ``outputs``."""
+        ``outputs``; ``compiled``: the run is a compiled step's program."""
         entered = time.time()
         structure = _copy_structure(computed)  # a run cuts its nodes' inputs
         position = {id(node): k for k, node in enumerate(computed)}
@@ -218,7 +231,8 @@ class Trace:
         threads = modes.tasks_at_once(get, client)
         self.run_records.append(RunRecord(structure, [structure[k] for k in returned],
                                           threads, client is not None,
-                                          lowering.blas_threads_of(structure, threads)))
+                                          lowering.blas_threads_of(structure, threads),
+                                          compiled))
         self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
 
@@ -429,10 +443,12 @@ def trace(input: Any = None) -> Any:
 def _recording() -> Iterator[Trace]:
     recorder = Trace()
     execution.local.observers.append(recorder)
+    gc.callbacks.append(recorder._collecting)
     try:
         yield recorder
         execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
+        gc.callbacks.remove(recorder._collecting)
         execution.local.observers.remove(recorder)
         recorder.stopped = time.time()
         recorder._count_cache_use()

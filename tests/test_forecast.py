@@ -1,5 +1,6 @@
 """Forecasts of a traced step on other threads and workers (pargraph.forecast)."""
 
+import gc
 import json
 import time
 
@@ -14,7 +15,7 @@ from pargraph.machine_costs import (
 #: A cluster whose messages cost little next to the ops below, given rather than measured.
 FAST_NETWORK = Network(task_latency=1e-3, scheduler_task=1e-4, run_latency=2e-3, run_node=0.0,
                        transfer_latency=1e-3, bandwidth=1e9,
-                       replicate_latency=2e-3)
+                       replicate_latency=2e-3, worker_task=2e-4)
 _ops: dict = {}
 
 
@@ -159,6 +160,83 @@ def test_compiled_and_eager_steps_forecast_alike():
         # the forecast sees every node the step ran, each once
         segments = fc.outcome(threads=2).segments
         assert {s.key for s in segments} == {r.key for r in tr.nodes()}
+
+
+def test_threads_and_workers_that_share_a_machines_cores_wait_for_them():
+    tr = traced(branches(8, 0.02))
+    # no GIL, and (not measured) all on a core: the branches scale with the cores alone
+    own = pargraph.forecast(tr, threads=[1, 8], workers=[1, 4], network=FAST_NETWORK,
+                            gil=0.0, measure_gil=False)
+    shared = pargraph.forecast(tr, threads=[1, 8], workers=[1, 4], network=FAST_NETWORK,
+                               gil=0.0, measure_gil=False, cores=2)
+    assert runs_speedup(own, threads=8) > 4.0
+    assert 1.5 < runs_speedup(shared, threads=8) <= 2.0 + 1e-9
+    assert shared.outcome(threads=8).core_wait > 0.0 == own.outcome(threads=8).core_wait
+    assert runs_speedup(own, workers=4) > 2.5
+    assert runs_speedup(shared, workers=4) <= 2.0 + 1e-9
+    assert shared.step_time(threads=1) == pytest.approx(own.step_time(threads=1))
+    # sleeps measured as waiting need no core: two cores hold sixteen threads of them
+    waiting = pargraph.forecast(tr, threads=[1, 8], cores=2)
+    assert runs_speedup(waiting, threads=8) > 4.0
+    with pytest.raises(ValueError, match="cores must be a whole number of at least 1"):
+        pargraph.forecast(tr, cores=0)
+
+
+def test_a_compiled_step_goes_to_one_worker_as_one_task():
+    sleep = sleeper(0.005)
+    x = pargraph.ones(4, requires_grad=True)
+
+    def train(x):
+        x.grad = None
+        loss = pargraph.stack([sleep(x * (k + 1)) for k in range(6)]).sum()
+        loss.backward()
+        return loss
+
+    for run, compiled in ((train, False), (pargraph.compile(train), True)):
+        with dask.config.set(scheduler="threads", num_workers=1):
+            for _ in range(3):
+                run(x).item()
+            with pargraph.trace() as tr:
+                run(x).item()
+        assert all(r.compiled == compiled for r in tr.run_records)
+        network = Network(**{**FAST_NETWORK.__dict__, "run_node": 1e-3})
+        fc = pargraph.forecast(tr, threads=[], workers=[1], network=network, gil=0.0)
+        one = fc.outcome(workers=1)
+        nodes = sum(len(r.computed) for r in tr.run_records)
+        sent = network.run_latency + network.run_node * nodes
+        if compiled:  # the program is on the cluster: its call sends one task per group
+            assert one.scheduling < sent
+        else:  # each node is recorded, lowered and sent
+            assert one.scheduling >= sent
+
+
+def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():
+    x = pargraph.ones(4, requires_grad=True)
+    model = branches(4, 0.002)
+
+    def step():
+        x.grad = None
+        model(x).backward()
+        x.grad.numpy()
+
+    step()
+    cycles = []
+    for _ in range(300_000):  # garbage only a full pass of the collector frees
+        cell: list = []
+        cell.append(cell)
+        cycles.append(cell)
+    with pargraph.trace() as tr:
+        step()
+        del cycles
+        start = time.perf_counter()
+        gc.collect()
+        took = time.perf_counter() - start
+    assert took > 0.005 and tr.collecting >= 0.9 * took
+    fc = pargraph.forecast(tr, threads=[1], gil=0.0, measure_gil=False)
+    traced_outside = (tr.stopped - tr.started - sum(b - a for a, b in tr.runs)
+                      - tr.bookkeeping)
+    assert fc.outcome(threads=1).outside == pytest.approx(traced_outside - tr.collecting)
+    assert fc.outcome(threads=1).outside < traced_outside - 0.9 * took
 
 
 def test_the_table_the_timeline_and_the_picture(tmp_path, capsys):

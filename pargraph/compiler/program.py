@@ -361,7 +361,8 @@ class Program:
             aside = {} if first else self._release_grads()
             with contextlib.ExitStack() as stack:
                 for observer in list(execution.local.observers):
-                    stack.enter_context(observer.run(self.computed, get, self.outputs))
+                    stack.enter_context(observer.run(self.computed, get, self.outputs,
+                                                     compiled=True))
                 results = self._run(values, get, client)
                 with interrupts.deferred():
                     if self.in_place is not None:

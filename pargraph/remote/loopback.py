@@ -1,5 +1,6 @@
 """What a dask cluster's messages cost on this machine's loopback, measured on real processes:
-a ``dask scheduler`` and two one-thread ``dask worker`` processes on 127.0.0.1.
+a ``dask scheduler`` and two one-thread ``dask worker`` processes on 127.0.0.1 (the cluster
+:func:`worker_processes` starts).
 :func:`pargraph.machine_costs.measure_loopback` turns the figures into a forecast's
 ``Network``.
 """
@@ -21,10 +22,11 @@ from pargraph.remote.submit import send_promptly
 
 
 @contextlib.contextmanager
-def two_workers() -> Iterator[Any]:
-    """A Client of a ``dask scheduler`` and two one-thread ``dask worker`` processes on
+def worker_processes(workers: int = 2) -> Iterator[Any]:
+    """A Client of a ``dask scheduler`` and ``workers`` one-thread ``dask worker`` processes on
     127.0.0.1, started as commands (a ``LocalCluster`` of processes would import the
-    caller's ``__main__`` again), stopped at the end."""
+    caller's ``__main__`` again, and runs its scheduler in the caller's process), stopped at
+    the end."""
     from distributed import Client
 
     with tempfile.TemporaryDirectory() as folder:
@@ -44,9 +46,9 @@ def two_workers() -> Iterator[Any]:
             processes += [subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
                  address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
             with Client(scheduler_file=address_file, set_as_default=False) as client:
-                client.wait_for_workers(2, timeout=60)
+                client.wait_for_workers(workers, timeout=60)
                 yield client
         finally:
             for process in processes:
@@ -60,8 +62,8 @@ def two_workers() -> Iterator[Any]:
 
 def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
-    latency, bandwidth, replication latency)`` in seconds (bytes per second for the
-    bandwidth), each the median of about ``repeats`` measurements (see
+    latency, bandwidth, replication latency, a worker's time on a core per task)`` in seconds
+    (bytes per second for the bandwidth), each the median of about ``repeats`` measurements (see
     :func:`pargraph.machine_costs.measure_loopback`); ``run_nodes(client, n)`` times a
     pargraph run of ``n`` tiny nodes on the client's cluster, the second of two."""
     def make(size: int) -> np.ndarray:
@@ -76,7 +78,7 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
     def median_of(measure: Any, more: int = 0) -> float:
         return float(np.median([measure() for _ in range(max(repeats + more, 1))]))
 
-    with two_workers() as client:
+    with worker_processes(2) as client:
         send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
         a, b = sorted(client.scheduler_info()["workers"])
         client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
@@ -89,10 +91,16 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
             future.result()
             return (time.perf_counter() - start) / length
 
+        worker_cpu: list[float] = []
+
         def burst(tasks: int = 200) -> float:
+            before = client.run(time.process_time)
             start = time.perf_counter()
             client.gather(client.map(chain, range(tasks), pure=False))
-            return (time.perf_counter() - start) / tasks
+            took = (time.perf_counter() - start) / tasks
+            after = client.run(time.process_time)
+            worker_cpu.append(sum(after[w] - before[w] for w in before) / tasks)
+            return took
 
         def moved(size: int) -> float:
             made = client.submit(make, size, workers=[a], pure=False)
@@ -123,4 +131,5 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
         replicate_latency = median_of(replicated)
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
-            small_time, bandwidth, replicate_latency)
+            small_time, bandwidth, replicate_latency,
+            min(float(np.median(worker_cpu)), task_latency))
