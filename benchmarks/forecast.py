@@ -55,14 +55,19 @@ def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
 
 
 def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.Forecast:
-    """The forecast of one steady step of ``step``, traced on one thread, with the machine's
-    wake-up measured just before: on a shared virtual machine it drifts within minutes (2 to
-    15 ms for the same work after 300 ms of sleep), more than a kept measurement can follow."""
+    """The forecast of one steady step of ``step``, traced on one thread: the median of three
+    traced steps (one step can meet a burst of the machine's other work), with the machine's
+    wake-up measured just before (on a shared virtual machine it drifts within minutes, 2 to
+    15 ms for the same work after 300 ms of sleep, more than a kept measurement follows)."""
     wake = measure_wake_up()
+    traces = []
     with dask.config.set(scheduler="threads", num_workers=1):
         scaling.median_step(step, 3, 20, scaling.WARM_SECONDS)
-        with pargraph.trace() as tr:
-            step()
+        for _ in range(3):
+            with pargraph.trace() as tr:
+                step()
+            traces.append(tr)
+    tr = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)[1]
     # every configuration runs on this machine, so its threads and processes share its cores
     return pargraph.forecast(tr, threads=threads, workers=workers, wake=wake,
                              cores=os.cpu_count())

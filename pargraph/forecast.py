@@ -104,6 +104,8 @@ class _Task:
     members: list[int]  # indices into the run's computed nodes
     worker: int
     needs: set[int] = field(default_factory=set)  # indices of the tasks it reads from
+    #: per task it reads from, the nodes of that task it reads (what a transfer moves)
+    reads: dict[int, set[int]] = field(default_factory=dict)
     done: float = 0.0
 
 
@@ -173,6 +175,7 @@ class _Simulation:
                     k = index.get(id(i)) if type(i) is Node else None
                     if k is not None and k not in own:
                         task.needs.add(producer[k])
+                        task.reads.setdefault(producer[k], set()).add(k)
         self.readers: dict[int, list[int]] = defaultdict(list)
         self.waiting = {t: len(task.needs) for t, task in enumerate(self.tasks)}
         for t, task in enumerate(self.tasks):
@@ -320,7 +323,7 @@ class _Simulation:
             source = self.tasks[n]
             when = source.done
             if self.remote and source.worker != task.worker:
-                moved = sum(_nbytes(self.nodes[m]) for m in source.members)
+                moved = sum(_nbytes(self.nodes[m]) for m in task.reads[n])
                 seconds = self.network.transfer_latency + moved / self.network.bandwidth
                 self.outcome.transfers += seconds
                 when += seconds
