@@ -137,6 +137,20 @@ def test_workers_pay_for_transfers_and_scheduling():
                              gil=0.0).step_time(workers=4) > fc.step_time(workers=4)
 
 
+def test_a_transfer_moves_what_the_reader_reads():
+    op = sleeper(0.02)
+
+    def model(x):  # each branch makes 8 MB and hands on one number
+        return sum(op(x.sum().expand(1000, 1000) * (k + 1)).sum() for k in range(2))
+
+    tr = traced(model)
+    slow = Network(**{**FAST_NETWORK.__dict__, "bandwidth": 1e6})  # a second per megabyte
+    two = pargraph.forecast(tr, threads=[], workers=[2], network=slow, gil=0.0).outcome(
+        workers=2)
+    assert two.transfers > 0.0  # the branches ran on both workers, and met
+    assert two.transfers < 0.5  # numbers and gradients of 4 values, not the 8 MB blocks
+
+
 def test_compiled_and_eager_steps_forecast_alike():
     pargraph.manual_seed(0)
     model = pargraph.nn.ModuleList([pargraph.nn.Linear(32, 32) for _ in range(4)])
