@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["sleeping", "real"], default=None)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    network = loopback()
+    network = loopback(measure=True)  # this machine's loopback now, as the wake-up
     sleeping = [] if args.only == "real" else compare(
         sleeping_workloads(), scaling.THREADS, scaling.WORKERS, args.steps)
     real = [] if args.only == "sleeping" else compare(

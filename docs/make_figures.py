@@ -86,7 +86,7 @@ def fresh_forecast_labels() -> list[str]:
     with pargraph.trace() as tr:
         (x * 2).sum().backward()
         x.grad.numpy()
-    network = Network(1e-3, 1e-4, 1e-3, 0.0, 1e-3, 1e9, 1e-3, 2e-4)
+    network = Network(1e-3, 1e-4, 1e-3, 0.0, 1e-3, 1e9, 1e-3, 2e-4, 1e-3)
     table = str(pargraph.forecast(tr, threads=common.FORECAST_THREADS,
                                   workers=common.FORECAST_WORKERS, network=network,
                                   measure_gil=False))

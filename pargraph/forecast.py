@@ -533,8 +533,9 @@ class Forecast:
         if remote:
             # An eager run records, lowers and sends each node; a compiled step sends its
             # group tasks only, the program itself being held on the cluster.
-            sent = len(tasks) if run.compiled else len(nodes)
-            submitted = self.network.run_latency + self.network.run_node * sent
+            network = self.network
+            submitted = (network.compiled_latency + network.run_node * len(tasks)
+                         if run.compiled else network.run_latency + network.run_node * len(nodes))
             now += submitted
             outcome.scheduling += submitted
             if run.compiled and workers == 1 and len(tasks) > 1:

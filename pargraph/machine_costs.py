@@ -44,9 +44,10 @@ class Network:
     sent by this process, taken in by the scheduler); a value moves between two workers in
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
     to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
-    ``bandwidth``. Of a task's latency, ``worker_task`` is its worker's time on a core
-    (taking the task in, running it, reporting it), which needs the worker's GIL and, where
-    the processes share a machine, one of its cores."""
+    ``bandwidth``. A compiled step's call (its program held on the cluster) costs
+    ``compiled_latency`` beyond its tasks'. Of a task's latency, ``worker_task`` is its
+    worker's time on a core (taking the task in, running it, reporting it), which needs the
+    worker's GIL and, where the processes share a machine, one of its cores."""
 
     task_latency: float
     scheduler_task: float
@@ -56,6 +57,7 @@ class Network:
     bandwidth: float
     replicate_latency: float
     worker_task: float
+    compiled_latency: float
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -63,7 +65,8 @@ class Network:
                 f"{self.run_latency * 1e3:.2f} ms + {self.run_node * 1e6:.1f} us per node, a "
                 f"transfer {self.transfer_latency * 1e3:.2f} ms + {self.bandwidth / 1e6:.0f} "
                 f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms, a "
-                f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms")
+                f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms, a "
+                f"compiled step's call {self.compiled_latency * 1e3:.2f} ms")
 
 
 def _timed_calls(call: Any, repeats: int, cpu: list | None = None) -> float:
@@ -350,12 +353,13 @@ def measure_loopback(repeats: int = 5) -> Network:
     """The :class:`Network` of this machine's loopback, measured on a ``dask scheduler`` and
     two ``dask worker`` processes of one thread on 127.0.0.1, tuned as pargraph tunes a
     cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
-    (the scheduler's time per task, and the workers' time on a core), pargraph runs of 2 and of 302 tiny nodes and their
-    result (the run latency beyond its task's, and the cost per node), and a task on one
-    worker reading 1 KiB and 64 MiB made on the other (the transfer latency and the
-    bandwidth), and the copy of 1 KiB to the second worker (the replication latency). Each
-    is the median of about ``repeats`` measurements (fewer of the slow ones, more of the
-    transfers).
+    (the scheduler's time per task, and the workers' time on a core), pargraph runs of 2 and
+    of 302 tiny nodes and their result (the run latency beyond its task's, and the cost per
+    node), the second call of a compiled step of 2 tiny nodes (a compiled run's latency
+    beyond its task's), a task on one worker reading 1 KiB and 64 MiB made on the other (the
+    transfer latency and the bandwidth), and the copy of 1 KiB to the second worker (the
+    replication latency). Each is the median of about ``repeats`` measurements (fewer of the
+    slow ones, more of the transfers).
 
     Examples
     --------
@@ -365,20 +369,22 @@ def measure_loopback(repeats: int = 5) -> Network:
     >>> print(network)  # doctest: +SKIP
     a task 3.25 ms after the scheduler takes it up (1.09 ms of the scheduler's time), ...
     """
-    def pargraph_run(client: Any, nodes: int) -> float:
+    def pargraph_run(client: Any, nodes: int, compiled: bool = False) -> float:
+        from pargraph.compiler import compile
         from pargraph.factories import ones
 
-        def run() -> None:
+        def chain(x: Any) -> Any:
             h = x
             for _ in range(nodes - 1):
                 h = h * 2
-            h.sum().item()
+            return h.sum()
 
+        run = compile(chain) if compiled else chain
         x = ones(4)
         with dask.config.set(scheduler=client):
-            run()
+            run(x).item()
             start = time.perf_counter()
-            run()
+            run(x).item()
             return time.perf_counter() - start
 
     return Network(*measure_messages(pargraph_run, repeats))

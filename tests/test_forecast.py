@@ -15,7 +15,8 @@ from pargraph.machine_costs import (
 #: A cluster whose messages cost little next to the ops below, given rather than measured.
 FAST_NETWORK = Network(task_latency=1e-3, scheduler_task=1e-4, run_latency=2e-3, run_node=0.0,
                        transfer_latency=1e-3, bandwidth=1e9,
-                       replicate_latency=2e-3, worker_task=2e-4)
+                       replicate_latency=2e-3, worker_task=2e-4,
+                       compiled_latency=1e-3)
 _ops: dict = {}
 
 

@@ -62,10 +62,12 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
 
 def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
-    latency, bandwidth, replication latency, a worker's time on a core per task)`` in seconds
+    latency, bandwidth, replication latency, a worker's time on a core per task, compiled
+    run latency)`` in seconds
     (bytes per second for the bandwidth), each the median of about ``repeats`` measurements (see
-    :func:`pargraph.machine_costs.measure_loopback`); ``run_nodes(client, n)`` times a
-    pargraph run of ``n`` tiny nodes on the client's cluster, the second of two."""
+    :func:`pargraph.machine_costs.measure_loopback`); ``run_nodes(client, n, compiled)`` times
+    a pargraph run of ``n`` tiny nodes on the client's cluster, the second of two (of a
+    compiled step, where ``compiled``)."""
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
 
@@ -125,6 +127,8 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
                      median_of(lambda: run_nodes(client, 302)))
         per_node = max((many - one) / 300, 0.0)
         run_latency = max(one - task_latency - 2 * per_node, 0.0)
+        compiled = median_of(lambda: run_nodes(client, 2, True))
+        compiled_latency = max(compiled - task_latency, 0.0)
         small, big = 1 << 10, 64 << 20
         small_time = median_of(lambda: moved(small), 2)
         big_time = median_of(lambda: moved(big), 2)
@@ -132,4 +136,4 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
             small_time, bandwidth, replicate_latency,
-            min(float(np.median(worker_cpu)), task_latency))
+            min(float(np.median(worker_cpu)), task_latency), compiled_latency)
