@@ -505,15 +505,19 @@ class Forecast:
         contention = [self.contention.get(n.key, 0.0) for n in nodes]
         workers = count if remote else 1
         threads = self.threads_per_worker if remote else count
-        if not (run.blas is ALL_BLAS and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
-            # Where BLAS had every core in the trace, it has one thread per task here. A node
-            # whose op calls BLAS takes its traced time scaled by its kind's measured ratio of
-            # the two (the traced time keeps what the step's context costs a big product:
-            # caches, fresh memory); any other node its kind's time alone, where measured (a
-            # trace runs node by node, each timed, which costs a small op more than its own
-            # work).
-            seconds = [s * self.one_blas_thread.get(n.key, 1.0) if n.op.blas
-                       else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
+        # A node whose op calls BLAS takes its traced time (which keeps what the step's
+        # context costs a big product: caches, fresh memory), scaled by its kind's measured
+        # ratio of BLAS on one thread to BLAS on every core where the trace and this
+        # configuration give BLAS different threads. Any other node takes its kind's time
+        # alone, where measured, on every configuration: a trace runs node by node, each
+        # timed, which costs a small op more than its own work, and more on one thread's
+        # configuration than on another's would inflate every speed-up.
+        traced_all = run.blas is ALL_BLAS
+        config_all = lowering.blas_threads_of(nodes, threads) is ALL_BLAS
+        blas_scale = {(True, False): lambda r: r, (False, True): lambda r: 1.0 / r}.get(
+            (traced_all, config_all), lambda r: 1.0)
+        seconds = [s * blas_scale(self.one_blas_thread.get(n.key, 1.0)) if n.op.blas
+                   else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
         penalties = [c * s for c, s in zip(contention, seconds)]
         on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
