@@ -52,6 +52,7 @@ from pargraph.machine_costs import (
     loopback,
     wake_up,
 )
+from pargraph.remote.layout import SEND_PARTS_SAVING
 from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
@@ -176,6 +177,11 @@ class _Simulation:
                     if k is not None and k not in own:
                         task.needs.add(producer[k])
                         task.reads.setdefault(producer[k], set()).add(k)
+        #: per task, the members other tasks read: the tuple its task returns
+        self.exported: dict[int, set[int]] = defaultdict(set)
+        for task in self.tasks:
+            for source, read in task.reads.items():
+                self.exported[source] |= read
         self.readers: dict[int, list[int]] = defaultdict(list)
         self.waiting = {t: len(task.needs) for t, task in enumerate(self.tasks)}
         for t, task in enumerate(self.tasks):
@@ -323,8 +329,16 @@ class _Simulation:
             source = self.tasks[n]
             when = source.done
             if self.remote and source.worker != task.worker:
-                moved = sum(_nbytes(self.nodes[m]) for m in task.reads[n])
-                seconds = self.network.transfer_latency + moved / self.network.bandwidth
+                # A worker fetches the whole tuple a task exports, unless picking the parts
+                # another worker reads keeps SEND_PARTS_SAVING bytes from travelling: then a
+                # task on the producer's worker picks them first (remote.layout).
+                exported = sum(_nbytes(self.nodes[m]) for m in self.exported[n])
+                read = sum(_nbytes(self.nodes[m]) for m in task.reads[n])
+                seconds = self.network.transfer_latency
+                if exported - read >= SEND_PARTS_SAVING:
+                    seconds += self.network.task_latency + read / self.network.bandwidth
+                else:
+                    seconds += exported / self.network.bandwidth
                 self.outcome.transfers += seconds
                 when += seconds
             arrive = max(arrive, when)
@@ -505,19 +519,15 @@ class Forecast:
         contention = [self.contention.get(n.key, 0.0) for n in nodes]
         workers = count if remote else 1
         threads = self.threads_per_worker if remote else count
-        # A node whose op calls BLAS takes its traced time (which keeps what the step's
-        # context costs a big product: caches, fresh memory), scaled by its kind's measured
-        # ratio of BLAS on one thread to BLAS on every core where the trace and this
-        # configuration give BLAS different threads. Any other node takes its kind's time
-        # alone, where measured, on every configuration: a trace runs node by node, each
-        # timed, which costs a small op more than its own work, and more on one thread's
-        # configuration than on another's would inflate every speed-up.
-        traced_all = run.blas is ALL_BLAS
-        config_all = lowering.blas_threads_of(nodes, threads) is ALL_BLAS
-        blas_scale = {(True, False): lambda r: r, (False, True): lambda r: 1.0 / r}.get(
-            (traced_all, config_all), lambda r: 1.0)
-        seconds = [s * blas_scale(self.one_blas_thread.get(n.key, 1.0)) if n.op.blas
-                   else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
+        if not (run.blas is ALL_BLAS and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
+            # Where BLAS had every core in the trace, it has one thread per task here. A node
+            # whose op calls BLAS takes its traced time scaled by its kind's measured ratio of
+            # the two (the traced time keeps what the step's context costs a big product:
+            # caches, fresh memory); any other node its kind's time alone, where measured (a
+            # trace runs node by node, each timed, which costs a small op more than its own
+            # work).
+            seconds = [s * self.one_blas_thread.get(n.key, 1.0) if n.op.blas
+                       else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
         penalties = [c * s for c, s in zip(contention, seconds)]
         on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
