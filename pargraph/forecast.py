@@ -548,7 +548,7 @@ class Forecast:
             # An eager run records, lowers and sends each node; a compiled step sends its
             # group tasks only, the program itself being held on the cluster.
             network = self.network
-            submitted = (network.compiled_latency + network.run_node * len(tasks)
+            submitted = (network.compiled_call + network.run_node * len(tasks)
                          if run.compiled else network.run_latency + network.run_node * len(nodes))
             now += submitted
             outcome.scheduling += submitted

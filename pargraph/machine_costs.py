@@ -56,8 +56,9 @@ class Network:
     transfer_latency: float
     bandwidth: float
     replicate_latency: float
-    worker_task: float
-    compiled_latency: float
+    worker_task: float = 0.0
+    #: None: a compiled call costs what an eager run does (``run_latency``)
+    compiled_latency: float | None = None
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -66,7 +67,12 @@ class Network:
                 f"transfer {self.transfer_latency * 1e3:.2f} ms + {self.bandwidth / 1e6:.0f} "
                 f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms, a "
                 f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms, a "
-                f"compiled step's call {self.compiled_latency * 1e3:.2f} ms")
+                f"compiled step's call {self.compiled_call * 1e3:.2f} ms")
+
+    @property
+    def compiled_call(self) -> float:
+        """Seconds a compiled step's call costs beyond its tasks'."""
+        return self.run_latency if self.compiled_latency is None else self.compiled_latency
 
 
 def _timed_calls(call: Any, repeats: int, cpu: list | None = None) -> float:
@@ -345,8 +351,16 @@ def loopback(measure: bool = False) -> Network:
     >>> isinstance(loopback(), Network)
     True
     """
-    return _kept("loopback", lambda fields: Network(**fields), lambda: measure_loopback(),
-                 measure)
+    return _kept("loopback", _kept_network, lambda: measure_loopback(), measure)
+
+
+def _kept_network(fields: dict) -> Network:
+    """A kept :class:`Network`, if it has every field this version measures (else KeyError:
+    an older version's file is measured again)."""
+    missing = {f.name for f in dataclasses.fields(Network)} - set(fields)
+    if missing:
+        raise KeyError(sorted(missing))
+    return Network(**fields)
 
 
 def measure_loopback(repeats: int = 5) -> Network:

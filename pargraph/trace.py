@@ -187,8 +187,9 @@ class Trace:
         """A ``gc.callbacks`` entry: adds up the collections' time."""
         if phase == "start":
             self._collection_start = time.perf_counter()
-        else:
+        elif self._collection_start:  # not a pass that began before the block
             self.collecting += time.perf_counter() - self._collection_start
+            self._collection_start = 0.0
 
     @contextlib.contextmanager
     def run(self, computed: list[Node], get: Any, outputs: Sequence[Node] = (),

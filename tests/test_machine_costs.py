@@ -56,6 +56,12 @@ def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
         loopback.cache_clear()
         assert loopback() == FAST_NETWORK and measured == [1]  # read back, not measured
         assert loopback(measure=True) == FAST_NETWORK and measured == [1, 1]
+        # an older version's file, without the fields measured since, is measured again
+        older = {k: v for k, v in saved.items() if k not in ("worker_task", "compiled_latency")}
+        (tmp_path / "pargraph" / "loopback.json").write_text(json.dumps(older))
+        loopback.cache_clear()
+        assert loopback() == FAST_NETWORK and measured == [1, 1, 1]
+        assert Network(**older).compiled_call == older["run_latency"]  # still a Network
     finally:
         loopback.cache_clear()
 
