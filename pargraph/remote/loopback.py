@@ -63,11 +63,10 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
 def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
-    run latency)`` in seconds
-    (bytes per second for the bandwidth), each the median of about ``repeats`` measurements (see
-    :func:`pargraph.machine_costs.measure_loopback`); ``run_nodes(client, n, compiled)`` times
-    a pargraph run of ``n`` tiny nodes on the client's cluster, the second of two (of a
-    compiled step, where ``compiled``)."""
+    run latency)`` in seconds (bytes per second for the bandwidth), each the median of about
+    ``repeats`` measurements (see :func:`pargraph.machine_costs.measure_loopback`);
+    ``run_nodes(client, n, compiled)`` times a pargraph run of ``n`` tiny nodes on the
+    client's cluster, the second of two (of a compiled step, where ``compiled``)."""
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
 
