@@ -57,8 +57,8 @@ def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
 def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.Forecast:
     """The forecast of one steady step of ``step``, traced on one thread: the median of three
     traced steps (one step can meet a burst of the machine's other work), with the machine's
-    wake-up measured just before (on a shared virtual machine it drifts within minutes, 2 to
-    15 ms for the same work after 300 ms of sleep, more than a kept measurement follows)."""
+    wake-up measured just before: on a shared virtual machine it drifts within minutes, more
+    than a kept measurement follows (docs/forecast.md)."""
     wake = measure_wake_up()
     traces = []
     with dask.config.set(scheduler="threads", num_workers=1):

@@ -104,8 +104,7 @@ class Outcome:
 class _Task:
     members: list[int]  # indices into the run's computed nodes
     worker: int
-    needs: set[int] = field(default_factory=set)  # indices of the tasks it reads from
-    #: per task it reads from, the nodes of that task it reads (what a transfer moves)
+    #: per task it reads from (by index), the nodes of that task it reads
     reads: dict[int, set[int]] = field(default_factory=dict)
     done: float = 0.0
 
@@ -175,7 +174,6 @@ class _Simulation:
                 for i in self.nodes[m].inputs:
                     k = index.get(id(i)) if type(i) is Node else None
                     if k is not None and k not in own:
-                        task.needs.add(producer[k])
                         task.reads.setdefault(producer[k], set()).add(k)
         #: per task, the members other tasks read: the tuple its task returns
         self.exported: dict[int, set[int]] = defaultdict(set)
@@ -183,9 +181,9 @@ class _Simulation:
             for source, read in task.reads.items():
                 self.exported[source] |= read
         self.readers: dict[int, list[int]] = defaultdict(list)
-        self.waiting = {t: len(task.needs) for t, task in enumerate(self.tasks)}
+        self.waiting = {t: len(task.reads) for t, task in enumerate(self.tasks)}
         for t, task in enumerate(self.tasks):
-            for n in task.needs:
+            for n in task.reads:
                 self.readers[n].append(t)
         for t, n in self.waiting.items():
             if n == 0:
@@ -325,7 +323,7 @@ class _Simulation:
 
     def _inputs_arrive(self, task: _Task) -> float:
         arrive = self.start
-        for n in task.needs:
+        for n in task.reads:
             source = self.tasks[n]
             when = source.done
             if self.remote and source.worker != task.worker:
@@ -555,7 +553,7 @@ class Forecast:
             if run.compiled and workers == 1 and len(tasks) > 1:
                 # A compiled step on one worker process goes as one task, which runs its
                 # groups on the worker's threads (remote.programs, WholeProgram).
-                taken = self.network.task_latency + self.network.scheduler_task
+                taken = network.task_latency + network.scheduler_task
                 now += taken
                 outcome.scheduling += taken
                 remote = False
