@@ -129,17 +129,26 @@ def train(steps: int, scheduler, shards: int | None = None, on_step=None, width:
     if shards:
         model = nn.DataParallel(model, shards=shards)
     opt = optim.Adam(model.parameters(), lr=0.01)
-    losses = []
     with dask.config.set(scheduler=scheduler):
-        for step in range(steps):
-            if on_step:
-                on_step(step)
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+        losses = _losses_of_steps(model, opt, x, y, steps, on_step)
     return losses, model, opt
+
+
+def _losses_of_steps(model, opt, x, y, steps: int, on_step=None) -> list[float]:
+    """``steps`` cross-entropy steps of ``model`` on ``(x, y)``, each loss read back (unlike
+    ``_steps``, whose steps leave theirs on the cluster); returns the losses.
+    ``on_step(k)`` runs before step ``k``, when nothing holds the last step's graph."""
+    losses = []
+    for step in range(steps):
+        if on_step:
+            on_step(step)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        del loss
+    return losses
 
 
 def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = False
@@ -156,17 +165,8 @@ def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = 
     model = nn.DataParallel(MeanOfTowers(towers), shards=2)
     opt = optim.SGD(model.parameters(), lr=0.1)
     x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
-    losses = []
     with dask.config.set({"scheduler": client, "pargraph.replicas": 1, **settings}):
-        for step in range(steps):
-            if on_step:
-                on_step(step)
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            del loss
+        losses = _losses_of_steps(model, opt, x, y, steps, on_step)
     return losses, towers
 
 

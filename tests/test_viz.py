@@ -19,6 +19,12 @@ def _node_count(path):
                 and not line.strip().startswith(("graph ", "node ", "edge "))])
 
 
+def _mlp():
+    """The small model every drawing here is of: two Linear layers around a ReLU."""
+    return pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
+                                  pargraph.nn.Linear(4, 2))
+
+
 #: Rendering needs Graphviz's programs, beyond what pip installs (.ci/run installs them);
 #: the graphs themselves are checked in their DOT source everywhere.
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
@@ -26,8 +32,7 @@ needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
 
 
 def test_visualize_draws_every_node(tmp_path):
-    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
-                                   pargraph.nn.Linear(4, 2))
+    model = _mlp()
     loss = model(pargraph.ones(5, 3)).sum()
     path = tmp_path / "graph.gv"
     pargraph.visualize(loss, path, params=dict(model.named_parameters()))
@@ -42,8 +47,7 @@ def test_visualize_draws_every_node(tmp_path):
 
 
 def test_visualize_collapses_by_module(tmp_path):
-    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
-                                   pargraph.nn.Linear(4, 2))
+    model = _mlp()
     loss = model(pargraph.ones(5, 3)).sum()
     source = tmp_path / "collapsed.gv"
     pargraph.visualize(loss, source, collapse="module")
@@ -56,8 +60,7 @@ def test_visualize_collapses_by_module(tmp_path):
 
 @needs_dot
 def test_visualize_renders_png_and_svg_with_graphviz(tmp_path):
-    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
-                                   pargraph.nn.Linear(4, 2))
+    model = _mlp()
     loss = model(pargraph.ones(5, 3)).sum()
     png = tmp_path / "collapsed.png"
     pargraph.visualize(loss, png, collapse="module")
@@ -69,8 +72,7 @@ def test_visualize_renders_png_and_svg_with_graphviz(tmp_path):
 
 
 def test_visualize_after_backward_and_step_draws_the_recorded_graph(tmp_path):
-    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
-                                   pargraph.nn.Linear(4, 2))
+    model = _mlp()
     opt = pargraph.optim.SGD(model.parameters(), lr=0.1)
     loss = model(pargraph.ones(5, 3)).sum()
     expected = len(_graph_nodes(loss, backward=True)[0])
@@ -86,8 +88,7 @@ def test_visualize_after_backward_and_step_draws_the_recorded_graph(tmp_path):
 
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
 def test_visualize_after_step_still_names_every_parameter(optimizer, tmp_path):
-    model = pargraph.nn.Sequential(pargraph.nn.Linear(3, 4), pargraph.nn.ReLU(),
-                                   pargraph.nn.Linear(4, 2))
+    model = _mlp()
     opt = getattr(pargraph.optim, optimizer)(model.parameters(), lr=0.1)
     loss = model(pargraph.ones(5, 3)).sum()
     loss.backward()
