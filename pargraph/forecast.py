@@ -121,6 +121,8 @@ class _Ask:
     then: tuple
     lane: bool = True  # a lane's step (else the scheduler's or a worker's own loop)
     held_at: float = 0.0  # when it got the GIL
+    #: scheduling time (else a transfer's, which counts its whole span when it ends)
+    scheduling: bool = True
 
 
 class _Simulation:
@@ -138,8 +140,11 @@ class _Simulation:
                  shares: list[float], workers: int, threads: int, remote: bool,
                  network: Network | None, start: float, outcome: Outcome,
                  task_cost: float = 0.0, penalties: list[float] | None = None,
-                 on_core: list[float] | None = None, cores: int | None = None) -> None:
+                 on_core: list[float] | None = None, cores: int | None = None,
+                 copied: set[int] | None = None, returned: set[int] | None = None) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: the members whose values are copied to a second worker, of the run's ``returned``
+        self.copied, self.returned = copied or set(), returned or set()
         #: per node, the seconds it adds when it takes its GIL from another lane
         self.penalties = penalties or [0.0] * len(nodes)
         #: per node, the share of its time on a core (the rest waits: a sleep, a device)
@@ -156,6 +161,8 @@ class _Simulation:
         self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
         self.free_cores = cores
         self.core_queue: list[_Ask] = []
+        #: per task whose inputs travel, the transfers not done yet
+        self.fetching: dict[int, int] = {}
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
         self.order += 1
@@ -222,7 +229,7 @@ class _Simulation:
         outcome.core_wait += waited - queued
         if ask.lane:
             outcome.gil_wait += queued
-        if ask.member is None:
+        if ask.member is None and ask.scheduling:
             outcome.scheduling += ask.seconds + waited
         penalty = 0.0
         if ask.member is not None and ask.process is not None and (
@@ -318,29 +325,97 @@ class _Simulation:
         for r in self.readers[t]:
             self.waiting[r] -= 1
             if self.waiting[r] == 0:
-                self._at(self._inputs_arrive(self.tasks[r]), self._ready, r)
+                self._fetch(now, r)
+        if self.copied:
+            self._copy(now, t)
         self._dispatch(now, task.worker)
 
-    def _inputs_arrive(self, task: _Task) -> float:
-        arrive = self.start
-        for n in task.reads:
+    def _travel(self, now: float, seconds: float, asks: list[tuple[int, float]],
+                then: tuple | None) -> None:
+        """Something that moves between processes from ``now``: it lasts ``seconds`` at
+        least, and until each of ``asks`` (a process, its seconds on a core, holding its
+        GIL) is done; then ``then`` is called. Its span counts as transfers."""
+        asks = [(process, cpu) for process, cpu in asks if cpu > 0]
+        step = (self._moved, [1 + len(asks)], now, then)
+        self._at(now + seconds, *step)
+        for process, cpu in asks:
+            self._ask(now, _Ask(now, process, cpu, None, step, lane=False, scheduling=False))
+
+    def _moved(self, now: float, left: list[int], began: float, then: tuple | None) -> None:
+        left[0] -= 1
+        if left[0]:
+            return
+        self.outcome.transfers += now - began
+        if then is not None:
+            action, *args = then
+            action(now, *args)
+
+    def _fetch(self, now: float, r: int) -> None:
+        """Task ``r``'s sources are done: what it reads from other workers travels, one
+        transfer per worker it reads from, then it is ready. A transfer lasts its wait at
+        least, and until its time on a core is done: half of ``worker_transfer`` on each
+        worker, ``scheduler_transfer`` on the scheduler, each holding its process's GIL."""
+        fetches = self._fetches(self.tasks[r]) if self.remote else {}
+        if not fetches:
+            self._ready(now, r)
+            return
+        network, reader = self.network, self.tasks[r].worker
+        self.fetching[r] = len(fetches)
+        for source, seconds in fetches.items():
+            self._travel(now, seconds, [(source, network.worker_transfer / 2),
+                                        (reader, network.worker_transfer / 2),
+                                        (self.scheduler, network.scheduler_transfer)],
+                         (self._fetched, r))
+
+    def _fetched(self, now: float, r: int) -> None:
+        self.fetching[r] -= 1
+        if not self.fetching[r]:
+            self._ready(now, r)
+
+    def _copy(self, now: float, t: int) -> None:
+        """Task ``t`` ended: the training state it holds is copied to another worker
+        (``remote.replication``). Where its tuple holds other values too, a ``_keep`` task
+        on its worker picks the state first (``remote.layout.keep_copied``)."""
+        task = self.tasks[t]
+        state = {m for m in task.members if m in self.copied}
+        if not state:
+            return
+        held = self.exported[t] | (set(task.members) & self.returned)
+        copy = (self._copy_out, t, sum(_nbytes(self.nodes[m]) for m in state))
+        if held - state:
+            network = self.network
+            self._travel(now, network.task_latency, [(self.scheduler, network.scheduler_task),
+                                                     (task.worker, network.worker_task)], copy)
+        else:
+            self._copy_out(now, *copy[1:])
+
+    def _copy_out(self, now: float, t: int, nbytes: int) -> None:
+        network, w = self.network, self.tasks[t].worker
+        self._travel(now, network.replicate_latency + nbytes / network.bandwidth,
+                     [(w, network.worker_replicate / 2),
+                      ((w + 1) % self.workers, network.worker_replicate / 2),
+                      (self.scheduler, network.scheduler_replicate)], None)
+
+    def _fetches(self, task: _Task) -> dict[int, float]:
+        """Per worker ``task`` reads from (not its own), the seconds its transfer waits.
+        A worker fetches the whole tuple a task exports, unless picking the parts another
+        worker reads keeps SEND_PARTS_SAVING bytes from travelling: then a task on the
+        producer's worker picks them first (remote.layout). What one worker sends goes in
+        one message."""
+        moved: dict[int, list] = {}
+        for n, read_members in task.reads.items():
             source = self.tasks[n]
-            when = source.done
-            if self.remote and source.worker != task.worker:
-                # A worker fetches the whole tuple a task exports, unless picking the parts
-                # another worker reads keeps SEND_PARTS_SAVING bytes from travelling: then a
-                # task on the producer's worker picks them first (remote.layout).
-                exported = sum(_nbytes(self.nodes[m]) for m in self.exported[n])
-                read = sum(_nbytes(self.nodes[m]) for m in task.reads[n])
-                seconds = self.network.transfer_latency
-                if exported - read >= SEND_PARTS_SAVING:
-                    seconds += self.network.task_latency + read / self.network.bandwidth
-                else:
-                    seconds += exported / self.network.bandwidth
-                self.outcome.transfers += seconds
-                when += seconds
-            arrive = max(arrive, when)
-        return arrive
+            if source.worker == task.worker:
+                continue
+            exported = sum(_nbytes(self.nodes[m]) for m in self.exported[n])
+            read = sum(_nbytes(self.nodes[m]) for m in read_members)
+            picked = exported - read >= SEND_PARTS_SAVING
+            entry = moved.setdefault(source.worker, [0, False])
+            entry[0] += read if picked else exported
+            entry[1] = entry[1] or picked
+        network = self.network
+        return {w: network.transfer_latency + (network.task_latency if picked else 0.0)
+                + nbytes / network.bandwidth for w, (nbytes, picked) in moved.items()}
 
     def _lane_name(self, t: int, lane: int) -> str:
         w = self.tasks[t].worker
@@ -517,7 +592,10 @@ class Forecast:
         contention = [self.contention.get(n.key, 0.0) for n in nodes]
         workers = count if remote else 1
         threads = self.threads_per_worker if remote else count
-        if not (run.blas is ALL_BLAS and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
+        # A cluster's workers run BLAS on one thread each (dask's nanny starts them so:
+        # ``distributed.nanny.pre-spawn-environ``); threads as the run's plan says.
+        if not (run.blas is ALL_BLAS and not remote
+                and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
             # Where BLAS had every core in the trace, it has one thread per task here. A node
             # whose op calls BLAS takes its traced time scaled by its kind's measured ratio of
             # the two (the traced time keeps what the step's context costs a big product:
@@ -544,18 +622,24 @@ class Forecast:
                  for g, group in enumerate(groups)]
         if remote:
             # An eager run records, lowers and sends each node; a compiled step sends its
-            # group tasks only, the program itself being held on the cluster.
+            # group tasks only, the program itself being held on the cluster, and lands each
+            # value it reads and writes.
             network = self.network
-            submitted = (network.compiled_call + network.run_node * len(tasks)
-                         if run.compiled else network.run_latency + network.run_node * len(nodes))
+            if run.compiled:
+                inside = {id(node) for node in nodes}
+                read = len({id(i) for node in nodes for i in node.input_nodes()
+                            if id(i) not in inside})
+                submitted = (network.compiled_call + network.run_node * len(tasks)
+                             + network.compiled_value * (read + len(run.outputs)) / 2)
+            else:
+                submitted = network.run_latency + network.run_node * len(nodes)
             now += submitted
             outcome.scheduling += submitted
             if run.compiled and workers == 1 and len(tasks) > 1:
                 # A compiled step on one worker process goes as one task, which runs its
                 # groups on the worker's threads (remote.programs, WholeProgram).
-                taken = network.task_latency + network.scheduler_task
-                now += taken
-                outcome.scheduling += taken
+                now += network.task_latency
+                outcome.scheduling += network.task_latency
                 remote = False
         if not remote and len(tasks) > 1:
             # the runner's other way: in the calling thread, group after group, which it
@@ -575,27 +659,19 @@ class Forecast:
             _merge(outcome, chosen)
             outcome.idles.append(self._idle(nodes, end - start, seconds))
             return end
+        # Training state (the optimizer's updates the run returns) is copied to a second
+        # worker as each task holding it ends, and the next run waits for the copies.
+        copied = {index[id(node)] for node in run.outputs if id(node) in index
+                  and node.phase == "update"} \
+            if remote and workers > 1 and wanted_replicas() > 1 else set()
+        returned = {index[id(node)] for node in run.outputs if id(node) in index}
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
-                                 penalties=penalties, on_core=on_core, cores=self.cores)
+                                 penalties=penalties, on_core=on_core, cores=self.cores,
+                                 copied=copied, returned=returned)
         end = simulation.run()
-        if remote and workers > 1 and wanted_replicas() > 1:
-            end = max(end, self._copies_done(tasks, nodes, outcome))
         outcome.idles.append(self._idle(nodes, end - start, seconds))
         return end
-
-    def _copies_done(self, tasks: list[_Task], nodes: list[Node], outcome: Outcome) -> float:
-        """When the copies of the run's training state (the optimizer's updates) to a second
-        worker are done: each task's are copied once it ends, and the next run waits for
-        them (``remote.replication``)."""
-        network, done = self.network, 0.0
-        for task in tasks:
-            moved = sum(_nbytes(nodes[m]) for m in task.members if nodes[m].phase == "update")
-            if moved:
-                seconds = network.replicate_latency + moved / network.bandwidth
-                outcome.transfers += seconds
-                done = max(done, task.done + seconds)
-        return done
 
     # --- reading ---
 

@@ -45,9 +45,14 @@ class Network:
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
     to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
     ``bandwidth``. A compiled step's call (its program held on the cluster) costs
-    ``compiled_latency`` beyond its tasks'. Of a task's latency, ``worker_task`` is its
+    ``compiled_latency`` beyond its tasks', and ``compiled_value`` more per value it reads
+    and writes (a parameter, an optimizer's state: the mean of the two counts). Of a task's
+    latency, ``worker_task`` is its
     worker's time on a core (taking the task in, running it, reporting it), which needs the
-    worker's GIL and, where the processes share a machine, one of its cores."""
+    worker's GIL and, where the processes share a machine, one of its cores. A transfer
+    costs the two workers ``worker_transfer`` on a core between them (the sender's half and
+    the reader's), and the scheduler ``scheduler_transfer``, within its latency; a copy of
+    training state ``worker_replicate`` and ``scheduler_replicate``."""
 
     task_latency: float
     scheduler_task: float
@@ -59,6 +64,11 @@ class Network:
     worker_task: float = 0.0
     #: None: a compiled call costs what an eager run does (``run_latency``)
     compiled_latency: float | None = None
+    compiled_value: float = 0.0
+    worker_transfer: float = 0.0
+    scheduler_transfer: float = 0.0
+    worker_replicate: float = 0.0
+    scheduler_replicate: float = 0.0
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -66,8 +76,13 @@ class Network:
                 f"{self.run_latency * 1e3:.2f} ms + {self.run_node * 1e6:.1f} us per node, a "
                 f"transfer {self.transfer_latency * 1e3:.2f} ms + {self.bandwidth / 1e6:.0f} "
                 f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms, a "
-                f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms, a "
-                f"compiled step's call {self.compiled_call * 1e3:.2f} ms")
+                f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms and per "
+                f"transfer {self.worker_transfer * 1e3:.2f} ms (the scheduler's "
+                f"{self.scheduler_transfer * 1e3:.2f} ms) and per copy "
+                f"{self.worker_replicate * 1e3:.2f} ms (the scheduler's "
+                f"{self.scheduler_replicate * 1e3:.2f} ms), a compiled step's call "
+                f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_value * 1e6:.1f} us per "
+                f"value")
 
     @property
     def compiled_call(self) -> float:
@@ -367,12 +382,15 @@ def measure_loopback(repeats: int = 5) -> Network:
     """The :class:`Network` of this machine's loopback, measured on a ``dask scheduler`` and
     two ``dask worker`` processes of one thread on 127.0.0.1, tuned as pargraph tunes a
     cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
-    (the scheduler's time per task, and the workers' time on a core), pargraph runs of 2 and
-    of 302 tiny nodes and their result (the run latency beyond its task's, and the cost per
-    node), the second call of a compiled step of 2 tiny nodes (a compiled run's latency
-    beyond its task's), a task on one worker reading 1 KiB and 64 MiB made on the other (the
-    transfer latency and the bandwidth), and the copy of 1 KiB to the second worker (the
-    replication latency). Each is the median of about ``repeats`` measurements (fewer of the
+    (the scheduler's time per task, and the workers' time on a core), a chain that takes
+    turns on the two workers (a transfer's latency, and the workers' and the scheduler's time
+    on a core for it), pargraph runs of 2 and of 302 tiny nodes and their result (the run
+    latency beyond its task's, and the cost per node), the third call of compiled steps
+    that update 2 and 302 tiny tensors, not copied to the second worker (a compiled run's
+    latency beyond its task's, and the cost per value), a task on one worker reading
+    1 KiB and 64 MiB made on the other (the bandwidth), and the copy of 1 KiB to the second
+    worker (the replication latency; of four at once as a step makes them, the time on a
+    core per copy). Each is the median of about ``repeats`` measurements (fewer of the
     slow ones, more of the transfers).
 
     Examples
@@ -383,22 +401,30 @@ def measure_loopback(repeats: int = 5) -> Network:
     >>> print(network)  # doctest: +SKIP
     a task 3.25 ms after the scheduler takes it up (1.09 ms of the scheduler's time), ...
     """
-    def pargraph_run(client: Any, nodes: int, compiled: bool = False) -> float:
+    def pargraph_run(client: Any, count: int, compiled: bool = False) -> float:
         from pargraph.compiler import compile
         from pargraph.factories import ones
 
-        def chain(x: Any) -> Any:
-            h = x
-            for _ in range(nodes - 1):
+        values = [ones(4) for _ in range(count)]
+
+        def chain() -> Any:
+            h = values[0]
+            for _ in range(count - 1):
                 h = h * 2
             return h.sum()
 
-        run = compile(chain) if compiled else chain
-        x = ones(4)
-        with dask.config.set(scheduler=client):
-            run(x).item()
+        def update() -> Any:  # reads and writes ``count`` values, as a training step does
+            for value in values:
+                value.mul_(1.0)
+            return values[0].sum()
+
+        run = compile(update) if compiled else chain
+        # the copies of what it writes are measured apart (``worker_replicate``)
+        with dask.config.set({"scheduler": client, "pargraph.replicas": 1}):
+            for _ in range(2 if compiled else 1):  # a compiled step: captured, replayed
+                run().item()
             start = time.perf_counter()
-            run(x).item()
+            run().item()
             return time.perf_counter() - start
 
     return Network(*measure_messages(pargraph_run, repeats))

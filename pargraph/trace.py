@@ -356,15 +356,17 @@ class Trace:
 
 def _copy_structure(computed: Sequence[Node]) -> list[Node]:
     """Copies of ``computed`` (a topological order) that keep what a partition reads: op,
-    attributes, shape, dtype, key, phase, scope and inputs, the inputs from outside the run
-    as copies without their values (a run cuts its nodes' inputs, and the trace must not
-    keep the values alive)."""
+    attributes, shape, dtype, key, phase, scope, ``requires_grad`` (placement keeps the
+    readers of one parameter on one worker) and inputs, the inputs from outside the run as
+    copies without their values (a run cuts its nodes' inputs, and the trace must not keep
+    the values alive)."""
     copies: dict[int, Node] = {}
 
     def copy_of(node: Node, inputs: tuple) -> Node:
         made = Node.replayed(node.op, inputs, node.attrs, node.shape, node.dtype, node.phase,
                              "copy", node.scope, node.site)
         made.key = node.key
+        made.requires_grad = node.requires_grad
         return made
 
     for node in computed:

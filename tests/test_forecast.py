@@ -138,6 +138,93 @@ def test_workers_pay_for_transfers_and_scheduling():
                              gil=0.0).step_time(workers=4) > fc.step_time(workers=4)
 
 
+def test_a_transfer_takes_the_workers_and_the_schedulers_cores():
+    tr = traced(branches(8, 0.02))
+    busy = Network(**{**FAST_NETWORK.__dict__, "worker_transfer": 0.01,
+                      "scheduler_transfer": 0.004})
+
+    def forecast(network: Network, cores: int | None = None) -> pargraph.Forecast:
+        return pargraph.forecast(tr, threads=[], workers=[1, 2], network=network, gil=0.0,
+                                 measure_gil=False, cores=cores)
+
+    fast, slow = forecast(FAST_NETWORK), forecast(busy)
+    assert slow.step_time(workers=1) == pytest.approx(fast.step_time(workers=1))  # no transfer
+    # each transfer lasts until the sender's and the reader's halves of 10 ms are done
+    assert slow.outcome(workers=2).transfers >= fast.outcome(workers=2).transfers + 0.005
+    assert slow.step_time(workers=2) > fast.step_time(workers=2)
+    # on one shared core, the transfers' time on it delays the branches' work too
+    shared = forecast(busy, cores=1).outcome(workers=2)
+    assert shared.core_wait > forecast(FAST_NETWORK, cores=1).outcome(workers=2).core_wait
+
+
+def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
+    pargraph.manual_seed(0)
+    model = pargraph.nn.ModuleList([pargraph.nn.Linear(16, 16) for _ in range(4)])
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
+    x = pargraph.randn(8, 16)
+
+    def train(x):
+        opt.zero_grad()
+        loss = sum(layer(x).tanh().sum() for layer in model)
+        loss.backward()
+        opt.step()
+        return loss
+
+    with dask.config.set(scheduler="threads", num_workers=1):
+        for _ in range(3):
+            train(x).item()
+        with pargraph.trace() as tr:
+            train(x).item()
+    slow_copy = Network(**{**FAST_NETWORK.__dict__, "replicate_latency": 0.05,
+                           "worker_replicate": 0.002, "scheduler_replicate": 0.001})
+
+    def step(replicas: int, network: Network = slow_copy) -> float:
+        with dask.config.set({"pargraph.replicas": replicas}):
+            return pargraph.forecast(tr, threads=[], workers=[2], network=network,
+                                     gil=0.0).step_time(workers=2)
+
+    assert step(2) >= step(1) + 0.05  # the step waits for the copies of the parameters
+    assert step(2, FAST_NETWORK) < step(2)
+    # a copy also lasts until its time on the two workers' cores is done (15 ms each)
+    busy_copy = Network(**{**FAST_NETWORK.__dict__, "replicate_latency": 1e-3,
+                           "worker_replicate": 0.03})
+    assert step(2, busy_copy) >= step(1, busy_copy) + 0.015
+    one = pargraph.forecast(tr, threads=[], workers=[1], network=slow_copy, gil=0.0)
+    assert one.outcome(workers=1).transfers == 0.0  # one worker: nowhere to copy to
+
+
+def test_a_compiled_steps_trace_keeps_which_nodes_read_each_parameter():
+    """A compiled step keeps its nodes, not the values they read: each leaf becomes one
+    value-less stand-in that keeps ``requires_grad``, so that a forecast places the readers
+    of a parameter together, as the program's plan does."""
+    pargraph.manual_seed(0)
+    model = pargraph.nn.ModuleList([pargraph.nn.Linear(32, 32) for _ in range(4)])
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
+    x = pargraph.randn(64, 32)
+
+    @pargraph.compile
+    def train(x):
+        opt.zero_grad()
+        loss = sum(layer(x).tanh().sum() for layer in model)
+        loss.backward()
+        opt.step()
+        return loss
+
+    with dask.config.set(scheduler="threads", num_workers=1):
+        for _ in range(3):
+            train(x).item()
+        with pargraph.trace() as tr:
+            train(x).item()
+    (run,) = tr.run_records
+    assert run.compiled
+    inside = {id(node) for node in run.computed}
+    read = {id(i): i for node in run.computed for i in node.input_nodes() if id(i) not in inside}
+    weights = [i for i in read.values() if i.shape == (32, 32)]
+    # each weight is read by its forward, its input's gradient and its update: one stand-in
+    assert len(weights) == 4 and all(w.requires_grad for w in weights)
+    assert sum(i.requires_grad for i in read.values()) == 8  # the weights and the biases
+
+
 def test_a_transfer_moves_what_the_reader_reads():
     op = sleeper(0.02)
 
@@ -219,10 +306,16 @@ def test_a_compiled_step_goes_to_one_worker_as_one_task():
         one = fc.outcome(workers=1)
         nodes = sum(len(r.computed) for r in tr.run_records)
         sent = network.run_latency + network.run_node * nodes
+        per_value = Network(**{**network.__dict__, "compiled_value": 0.01})
+        landing = pargraph.forecast(tr, threads=[], workers=[1], network=per_value,
+                                    gil=0.0).outcome(workers=1).scheduling - one.scheduling
         if compiled:  # the program is on the cluster: its call sends one task per group
             assert one.scheduling < sent
+            # and lands what it read and wrote: x and its gradient, at least
+            assert landing >= 0.01 - 1e-9
         else:  # each node is recorded, lowered and sent
             assert one.scheduling >= sent
+            assert landing == pytest.approx(0.0)
 
 
 def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():

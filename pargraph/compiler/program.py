@@ -232,12 +232,15 @@ class Program:
 
     def forget_inputs(self, order: list[Node]) -> None:
         """Once the capturing call landed: the program keeps its nodes' ops, attributes and
-        sites, not the values they read (their leaf inputs become value-less stand-ins)."""
+        sites, not the values they read (their leaf inputs become value-less stand-ins, one
+        per leaf, so that a trace still sees which nodes read the same parameter)."""
+        stand_ins: dict[int, Node] = {}
         for node in order:
             if node.value is not None:
                 continue
-            node.inputs = tuple(placeholder(i) if type(i) is Node and i.value is not None
-                                else i for i in node.inputs)
+            node.inputs = tuple(
+                (stand_ins.get(id(i)) or stand_ins.setdefault(id(i), placeholder(i)))
+                if type(i) is Node and i.value is not None else i for i in node.inputs)
 
     def _generate(self) -> None:
         """The straight-line code of each group, and of the whole run group after group."""

@@ -147,9 +147,12 @@ def reference_baseline() -> tuple[int, int]:
 
 
 def placeholder(node: Node) -> Node:
-    """A value-less stand-in for a leaf the program read at capture (traces read inputs)."""
-    return Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, node.phase,
+    """A value-less stand-in for a leaf the program read at capture (traces read inputs, and
+    a forecast's placement reads ``requires_grad``: the parameters)."""
+    made = Node.replayed(ops.leaf, (), {}, node.shape, node.dtype, node.phase,
                          node.key_prefix(), node.scope, node.site)
+    made.requires_grad = node.requires_grad
+    return made
 
 
 def slot_name(slot: tuple) -> str:

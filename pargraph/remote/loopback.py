@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.remote.replication import settle_replication, start_replication
+from pargraph.remote.state import clusters
 from pargraph.remote.submit import send_promptly
 
 
@@ -63,10 +65,13 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
 def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
-    run latency)`` in seconds (bytes per second for the bandwidth), each the median of about
-    ``repeats`` measurements (see :func:`pargraph.machine_costs.measure_loopback`);
+    run latency and time per value, the workers' and the scheduler's time on a core per
+    transfer and per copy of training state)`` in seconds
+    (bytes per second for the bandwidth), each the median of about ``repeats`` measurements
+    (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, compiled)`` times a pargraph run of ``n`` tiny nodes on the
-    client's cluster, the second of two (of a compiled step, where ``compiled``)."""
+    client's cluster, the second of two (``compiled``: the third call of a compiled step
+    that updates ``n`` tiny tensors)."""
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
 
@@ -84,13 +89,21 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
         a, b = sorted(client.scheduler_info()["workers"])
         client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
 
-        def task_chain(length: int = 20) -> float:
+        def task_chain(hosts: tuple[str, ...], length: int = 20) -> tuple[float, float, float]:
+            """Per task of a chain whose tasks take turns on ``hosts``: seconds, and the
+            workers' and the scheduler's time on a core."""
+            workers_before = sum(client.run(time.process_time).values())
+            scheduler_before = client.run_on_scheduler(time.process_time)
             start = time.perf_counter()
-            future = client.submit(chain, 0, workers=[a], pure=False)
-            for _ in range(length - 1):
-                future = client.submit(chain, future, workers=[a], pure=False)
+            future = client.submit(chain, 0, workers=[hosts[0]], pure=False)
+            for k in range(1, length):
+                future = client.submit(chain, future, workers=[hosts[k % len(hosts)]],
+                                       pure=False)
             future.result()
-            return (time.perf_counter() - start) / length
+            took = time.perf_counter() - start
+            workers = sum(client.run(time.process_time).values()) - workers_before
+            scheduler = client.run_on_scheduler(time.process_time) - scheduler_before
+            return took / length, workers / length, scheduler / length
 
         worker_cpu: list[float] = []
 
@@ -120,7 +133,33 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
             client.replicate([made], n=2)
             return time.perf_counter() - start
 
-        task_latency = median_of(task_chain, -2)
+        def copied(count: int = 4) -> tuple[float, float]:
+            """The workers' and the scheduler's time on a core per copy of training state
+            as a step makes them (``remote.replication``: the copies, then the scheduler
+            and the workers forget the values' history), of ``count`` values at once."""
+            made = [client.submit(make, 1 << 10, workers=[a], pure=False)
+                    for _ in range(count)]
+            client.gather(made)
+            workers_before = sum(client.run(time.process_time).values())
+            scheduler_before = client.run_on_scheduler(time.process_time)
+            start_replication(client, made)
+            settle_replication(client)
+            deadline = time.monotonic() + 10
+            while clusters.forgetting and time.monotonic() < deadline:
+                time.sleep(1e-3)
+            workers = sum(client.run(time.process_time).values()) - workers_before
+            scheduler = client.run_on_scheduler(time.process_time) - scheduler_before
+            return workers / count, scheduler / count
+
+        # A task that reads another worker's result waits for a transfer, which costs both
+        # workers and the scheduler time on a core: a chain that takes turns on the two
+        # workers, against one on a single worker.
+        same = [task_chain((a,)) for _ in range(max(repeats, 1))]
+        across = [task_chain((a, b)) for _ in range(max(repeats, 1))]
+        task_latency = float(np.median([s[0] for s in same]))
+        transfer_latency, worker_transfer, scheduler_transfer = (
+            max(float(np.median([c[k] for c in across]) - np.median([s[k] for s in same])),
+                0.0) for k in range(3))
         scheduler_task = median_of(burst, -2)
         one, many = (median_of(lambda: run_nodes(client, 2)),
                      median_of(lambda: run_nodes(client, 302)))
@@ -128,11 +167,18 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
         run_latency = max(one - task_latency - 2 * per_node, 0.0)
         compiled = median_of(lambda: run_nodes(client, 2, True))
         compiled_latency = max(compiled - task_latency, 0.0)
+        compiled_value = max((median_of(lambda: run_nodes(client, 302, True)) - compiled)
+                             / 300, 0.0)
         small, big = 1 << 10, 64 << 20
         small_time = median_of(lambda: moved(small), 2)
         big_time = median_of(lambda: moved(big), 2)
         replicate_latency = median_of(replicated)
+        copied()  # the first copies also stop the scheduler's memory manager
+        copies = [copied() for _ in range(max(repeats, 1))]
+        worker_replicate, scheduler_replicate = (float(np.median([c[k] for c in copies]))
+                                                 for k in range(2))
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
-            small_time, bandwidth, replicate_latency,
-            min(float(np.median(worker_cpu)), task_latency), compiled_latency)
+            transfer_latency, bandwidth, replicate_latency,
+            min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_value,
+            worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate)
