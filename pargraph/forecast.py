@@ -133,8 +133,9 @@ class _Simulation:
     ask, first come first served; where all processes share ``cores`` cores, a step on a core
     also waits for one, in the order asked. On a cluster, the scheduler (a process of its
     own) takes up one task at a time, and of each task's latency its worker spends
-    ``worker_task`` holding its GIL. Each ready task goes to the first free lane of its
-    process, in the tasks' order."""
+    ``worker_task`` holding its GIL; transfers and copies of training state take the
+    workers' and the scheduler's time on a core too. Each ready task goes to the first free
+    lane of its process, in the tasks' order."""
 
     def __init__(self, tasks: list[_Task], nodes: list[Node], seconds: list[float],
                  shares: list[float], workers: int, threads: int, remote: bool,
@@ -361,9 +362,9 @@ class _Simulation:
             return
         network, reader = self.network, self.tasks[r].worker
         self.fetching[r] = len(fetches)
-        for source, seconds in fetches.items():
-            self._travel(now, seconds, [(source, network.worker_transfer / 2),
-                                        (reader, network.worker_transfer / 2),
+        for source, (seconds, arrays) in fetches.items():
+            cpu = (network.worker_transfer + network.worker_value * arrays) / 2
+            self._travel(now, seconds, [(source, cpu), (reader, cpu),
                                         (self.scheduler, network.scheduler_transfer)],
                          (self._fetched, r))
 
@@ -381,7 +382,7 @@ class _Simulation:
         if not state:
             return
         held = self.exported[t] | (set(task.members) & self.returned)
-        copy = (self._copy_out, t, sum(_nbytes(self.nodes[m]) for m in state))
+        copy = (self._copy_out, t, sum(_nbytes(self.nodes[m]) for m in state), len(state))
         if held - state:
             network = self.network
             self._travel(now, network.task_latency, [(self.scheduler, network.scheduler_task),
@@ -389,15 +390,16 @@ class _Simulation:
         else:
             self._copy_out(now, *copy[1:])
 
-    def _copy_out(self, now: float, t: int, nbytes: int) -> None:
+    def _copy_out(self, now: float, t: int, nbytes: int, arrays: int) -> None:
         network, w = self.network, self.tasks[t].worker
+        cpu = (network.worker_replicate + network.worker_value * arrays) / 2
         self._travel(now, network.replicate_latency + nbytes / network.bandwidth,
-                     [(w, network.worker_replicate / 2),
-                      ((w + 1) % self.workers, network.worker_replicate / 2),
+                     [(w, cpu), ((w + 1) % self.workers, cpu),
                       (self.scheduler, network.scheduler_replicate)], None)
 
-    def _fetches(self, task: _Task) -> dict[int, float]:
-        """Per worker ``task`` reads from (not its own), the seconds its transfer waits.
+    def _fetches(self, task: _Task) -> dict[int, tuple[float, int]]:
+        """Per worker ``task`` reads from (not its own), the seconds its transfer waits and
+        the arrays it moves.
         A worker fetches the whole tuple a task exports, unless picking the parts another
         worker reads keeps SEND_PARTS_SAVING bytes from travelling: then a task on the
         producer's worker picks them first (remote.layout). What one worker sends goes in
@@ -410,12 +412,14 @@ class _Simulation:
             exported = sum(_nbytes(self.nodes[m]) for m in self.exported[n])
             read = sum(_nbytes(self.nodes[m]) for m in read_members)
             picked = exported - read >= SEND_PARTS_SAVING
-            entry = moved.setdefault(source.worker, [0, False])
+            entry = moved.setdefault(source.worker, [0, False, 0])
             entry[0] += read if picked else exported
             entry[1] = entry[1] or picked
+            entry[2] += len(read_members) if picked else len(self.exported[n])
         network = self.network
-        return {w: network.transfer_latency + (network.task_latency if picked else 0.0)
-                + nbytes / network.bandwidth for w, (nbytes, picked) in moved.items()}
+        return {w: (network.transfer_latency + (network.task_latency if picked else 0.0)
+                    + nbytes / network.bandwidth, arrays)
+                for w, (nbytes, picked, arrays) in moved.items()}
 
     def _lane_name(self, t: int, lane: int) -> str:
         w = self.tasks[t].worker

@@ -52,7 +52,8 @@ class Network:
     worker's GIL and, where the processes share a machine, one of its cores. A transfer
     costs the two workers ``worker_transfer`` on a core between them (the sender's half and
     the reader's), and the scheduler ``scheduler_transfer``, within its latency; a copy of
-    training state ``worker_replicate`` and ``scheduler_replicate``."""
+    training state ``worker_replicate`` and ``scheduler_replicate``; and each array either
+    moves costs the two workers ``worker_value`` more ((de)serializing it)."""
 
     task_latency: float
     scheduler_task: float
@@ -69,6 +70,7 @@ class Network:
     scheduler_transfer: float = 0.0
     worker_replicate: float = 0.0
     scheduler_replicate: float = 0.0
+    worker_value: float = 0.0
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -80,7 +82,8 @@ class Network:
                 f"transfer {self.worker_transfer * 1e3:.2f} ms (the scheduler's "
                 f"{self.scheduler_transfer * 1e3:.2f} ms) and per copy "
                 f"{self.worker_replicate * 1e3:.2f} ms (the scheduler's "
-                f"{self.scheduler_replicate * 1e3:.2f} ms), a compiled step's call "
+                f"{self.scheduler_replicate * 1e3:.2f} ms) + {self.worker_value * 1e6:.1f} "
+                f"us per array, a compiled step's call "
                 f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_value * 1e6:.1f} us per "
                 f"value")
 
@@ -390,8 +393,9 @@ def measure_loopback(repeats: int = 5) -> Network:
     latency beyond its task's, and the cost per value), a task on one worker reading
     1 KiB and 64 MiB made on the other (the bandwidth), and the copy of 1 KiB to the second
     worker (the replication latency; of four at once as a step makes them, the time on a
-    core per copy). Each is the median of about ``repeats`` measurements (fewer of the
-    slow ones, more of the transfers).
+    core per copy, and, from copies of tuples of 1 and of 101 arrays, per array). Each is
+    the median of about ``repeats`` measurements (fewer of the slow ones, more of the
+    transfers).
 
     Examples
     --------

@@ -155,6 +155,10 @@ def test_a_transfer_takes_the_workers_and_the_schedulers_cores():
     # on one shared core, the transfers' time on it delays the branches' work too
     shared = forecast(busy, cores=1).outcome(workers=2)
     assert shared.core_wait > forecast(FAST_NETWORK, cores=1).outcome(workers=2).core_wait
+    # each array a transfer moves costs its two workers more time on a core
+    per_array = Network(**{**FAST_NETWORK.__dict__, "worker_value": 0.01})
+    assert forecast(per_array).outcome(workers=2).transfers >= \
+        fast.outcome(workers=2).transfers + 0.005
 
 
 def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
@@ -189,6 +193,10 @@ def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
     busy_copy = Network(**{**FAST_NETWORK.__dict__, "replicate_latency": 1e-3,
                            "worker_replicate": 0.03})
     assert step(2, busy_copy) >= step(1, busy_copy) + 0.015
+    # and each array copied is (de)serialized on its own: 8 parameters of 10 ms each, half
+    # on the sender's core and half on the reader's
+    per_array = Network(**{**FAST_NETWORK.__dict__, "worker_value": 0.01})
+    assert step(2, per_array) >= step(2, FAST_NETWORK) + 0.035
     one = pargraph.forecast(tr, threads=[], workers=[1], network=slow_copy, gil=0.0)
     assert one.outcome(workers=1).transfers == 0.0  # one worker: nowhere to copy to
 

@@ -66,7 +66,7 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
     run latency and time per value, the workers' and the scheduler's time on a core per
-    transfer and per copy of training state)`` in seconds
+    transfer and per copy of training state, and the workers' per array moved)`` in seconds
     (bytes per second for the bandwidth), each the median of about ``repeats`` measurements
     (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, compiled)`` times a pargraph run of ``n`` tiny nodes on the
@@ -75,8 +75,11 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
 
-    def touch(x: Any) -> int:
-        return 0 if x is None else 1
+    def make_tuple(arrays: int) -> tuple:
+        return tuple(np.ones(1 << 10, np.uint8) for _ in range(arrays))
+
+    def touch(*values: Any) -> int:
+        return len(values)
 
     def chain(previous: int) -> int:
         return previous + 1
@@ -133,13 +136,14 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
             client.replicate([made], n=2)
             return time.perf_counter() - start
 
-        def copied(count: int = 4) -> tuple[float, float]:
+        def copied(arrays: int, count: int = 4) -> tuple[float, float]:
             """The workers' and the scheduler's time on a core per copy of training state
             as a step makes them (``remote.replication``: the copies, then the scheduler
-            and the workers forget the values' history), of ``count`` values at once."""
-            made = [client.submit(make, 1 << 10, workers=[a], pure=False)
+            and the workers forget the values' history), of ``count`` tuples of ``arrays``
+            arrays of 1 KiB at once."""
+            made = [client.submit(make_tuple, arrays, workers=[a], pure=False)
                     for _ in range(count)]
-            client.gather(made)
+            client.submit(touch, *made, workers=[a], pure=False).result()
             workers_before = sum(client.run(time.process_time).values())
             scheduler_before = client.run_on_scheduler(time.process_time)
             start_replication(client, made)
@@ -173,12 +177,16 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
         small_time = median_of(lambda: moved(small), 2)
         big_time = median_of(lambda: moved(big), 2)
         replicate_latency = median_of(replicated)
-        copied()  # the first copies also stop the scheduler's memory manager
-        copies = [copied() for _ in range(max(repeats, 1))]
+        copied(1)  # the first copies also stop the scheduler's memory manager
+        copies = [copied(1) for _ in range(max(repeats, 1))]
         worker_replicate, scheduler_replicate = (float(np.median([c[k] for c in copies]))
                                                  for k in range(2))
+        # each array of a tuple is (de)serialized on its own: its share of the workers' time
+        worker_value = max((float(np.median([copied(101)[0] for _ in range(max(repeats, 1))]))
+                            - worker_replicate) / 100, 0.0)
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
             transfer_latency, bandwidth, replicate_latency,
             min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_value,
-            worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate)
+            worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate,
+            worker_value)
