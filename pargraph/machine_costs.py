@@ -45,9 +45,10 @@ class Network:
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
     to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
     ``bandwidth``. A compiled step's call (its program held on the cluster) costs
-    ``compiled_latency`` beyond its tasks', and ``compiled_value`` more per value it reads
-    and writes (a parameter, an optimizer's state: the mean of the two counts). Of a task's
-    latency, ``worker_task`` is its
+    ``compiled_latency`` beyond its tasks', ``compiled_node`` more per node (its tasks
+    travel every call, and a worker runs their nodes one by one) and ``compiled_value`` per
+    value it reads and writes (a parameter, an optimizer's state: the mean of the two
+    counts). Of a task's latency, ``worker_task`` is its
     worker's time on a core (taking the task in, running it, reporting it), which needs the
     worker's GIL and, where the processes share a machine, one of its cores. A transfer
     costs the two workers ``worker_transfer`` on a core between them (the sender's half and
@@ -65,6 +66,7 @@ class Network:
     worker_task: float = 0.0
     #: None: a compiled call costs what an eager run does (``run_latency``)
     compiled_latency: float | None = None
+    compiled_node: float = 0.0
     compiled_value: float = 0.0
     worker_transfer: float = 0.0
     scheduler_transfer: float = 0.0
@@ -84,8 +86,8 @@ class Network:
                 f"{self.worker_replicate * 1e3:.2f} ms (the scheduler's "
                 f"{self.scheduler_replicate * 1e3:.2f} ms) + {self.worker_value * 1e6:.1f} "
                 f"us per array, a compiled step's call "
-                f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_value * 1e6:.1f} us per "
-                f"value")
+                f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_node * 1e6:.1f} us per "
+                f"node and {self.compiled_value * 1e6:.1f} us per value")
 
     @property
     def compiled_call(self) -> float:
@@ -389,8 +391,9 @@ def measure_loopback(repeats: int = 5) -> Network:
     turns on the two workers (a transfer's latency, and the workers' and the scheduler's time
     on a core for it), pargraph runs of 2 and of 302 tiny nodes and their result (the run
     latency beyond its task's, and the cost per node), the third call of compiled steps
-    that update 2 and 302 tiny tensors, not copied to the second worker (a compiled run's
-    latency beyond its task's, and the cost per value), a task on one worker reading
+    of 2 and 302 chained nodes that update 2 and 302 tiny tensors, not copied to the second
+    worker (a compiled run's latency beyond its task's, and the cost per node and per
+    value), a task on one worker reading
     1 KiB and 64 MiB made on the other (the bandwidth), and the copy of 1 KiB to the second
     worker (the replication latency; of four at once as a step makes them, the time on a
     core per copy, and, from copies of tuples of 1 and of 101 arrays, per array). Each is
@@ -405,27 +408,24 @@ def measure_loopback(repeats: int = 5) -> Network:
     >>> print(network)  # doctest: +SKIP
     a task 3.25 ms after the scheduler takes it up (1.09 ms of the scheduler's time), ...
     """
-    def pargraph_run(client: Any, count: int, compiled: bool = False) -> float:
+    def pargraph_run(client: Any, nodes: int, values: int = 0) -> float:
         from pargraph.compiler import compile
         from pargraph.factories import ones
 
-        values = [ones(4) for _ in range(count)]
+        x, written = ones(4), [ones(4) for _ in range(values)]
 
-        def chain() -> Any:
-            h = values[0]
-            for _ in range(count - 1):
+        def step() -> Any:  # reads and writes ``values`` values, as a training step does
+            for value in written:
+                value.mul_(1.0)
+            h = x
+            for _ in range(nodes - 1):
                 h = h * 2
             return h.sum()
 
-        def update() -> Any:  # reads and writes ``count`` values, as a training step does
-            for value in values:
-                value.mul_(1.0)
-            return values[0].sum()
-
-        run = compile(update) if compiled else chain
+        run = compile(step) if values else step
         # the copies of what it writes are measured apart (``worker_replicate``)
         with dask.config.set({"scheduler": client, "pargraph.replicas": 1}):
-            for _ in range(2 if compiled else 1):  # a compiled step: captured, replayed
+            for _ in range(2 if values else 1):  # a compiled step: captured, replayed
                 run().item()
             start = time.perf_counter()
             run().item()

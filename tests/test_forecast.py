@@ -317,13 +317,29 @@ def test_a_compiled_step_goes_to_one_worker_as_one_task():
         per_value = Network(**{**network.__dict__, "compiled_value": 0.01})
         landing = pargraph.forecast(tr, threads=[], workers=[1], network=per_value,
                                     gil=0.0).outcome(workers=1).scheduling - one.scheduling
+        def sent_nodes(workers: int) -> float:
+            """What 10 ms per node sent adds to the run's scheduling on ``workers``, each of
+            its sleeps a group of its own."""
+            with dask.config.set({"pargraph.single-task-below": 0, "pargraph.task-grain": 0}):
+                added = [pargraph.forecast(tr, threads=[], workers=[workers], gil=0.0,
+                                           network=Network(**{**network.__dict__,
+                                                              "compiled_node": per_node})
+                                           ).outcome(workers=workers).scheduling
+                         for per_node in (0.0, 0.01)]
+            return added[1] - added[0]
+
         if compiled:  # the program is on the cluster: its call sends one task per group
             assert one.scheduling < sent
             # and lands what it read and wrote: x and its gradient, at least
             assert landing >= 0.01 - 1e-9
+            # its groups, held on one worker process, travel no more; on two they travel
+            # every call, and run node by node there
+            assert sent_nodes(1) == pytest.approx(0.0, abs=1e-6)
+            assert sent_nodes(2) == pytest.approx(0.01 * nodes)
         else:  # each node is recorded, lowered and sent
             assert one.scheduling >= sent
-            assert landing == pytest.approx(0.0)
+            assert landing == pytest.approx(0.0, abs=1e-6)
+            assert sent_nodes(2) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():

@@ -62,16 +62,17 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
                     process.kill()
 
 
-def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -> tuple:
+def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int = 5
+                     ) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
-    run latency and time per value, the workers' and the scheduler's time on a core per
+    run latency and time per node and per value, the workers' and the scheduler's time on a core per
     transfer and per copy of training state, and the workers' per array moved)`` in seconds
     (bytes per second for the bandwidth), each the median of about ``repeats`` measurements
     (see :func:`pargraph.machine_costs.measure_loopback`);
-    ``run_nodes(client, n, compiled)`` times a pargraph run of ``n`` tiny nodes on the
-    client's cluster, the second of two (``compiled``: the third call of a compiled step
-    that updates ``n`` tiny tensors)."""
+    ``run_nodes(client, n, values)`` times a pargraph run of a chain of ``n`` tiny nodes on
+    the client's cluster, the second of two; with ``values``, the third call of a compiled
+    step that also updates ``values`` tiny tensors in place."""
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
 
@@ -169,10 +170,13 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
                      median_of(lambda: run_nodes(client, 302)))
         per_node = max((many - one) / 300, 0.0)
         run_latency = max(one - task_latency - 2 * per_node, 0.0)
-        compiled = median_of(lambda: run_nodes(client, 2, True))
+        compiled = median_of(lambda: run_nodes(client, 2, 2))
         compiled_latency = max(compiled - task_latency, 0.0)
-        compiled_value = max((median_of(lambda: run_nodes(client, 302, True)) - compiled)
-                             / 300, 0.0)
+        compiled_node = max((median_of(lambda: run_nodes(client, 302, 2)) - compiled) / 300,
+                            0.0)
+        # each value written is one node more
+        compiled_value = max((median_of(lambda: run_nodes(client, 2, 302)) - compiled) / 300
+                             - compiled_node, 0.0)
         small, big = 1 << 10, 64 << 20
         small_time = median_of(lambda: moved(small), 2)
         big_time = median_of(lambda: moved(big), 2)
@@ -187,6 +191,7 @@ def measure_messages(run_nodes: Callable[[Any, int], float], repeats: int = 5) -
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
             transfer_latency, bandwidth, replicate_latency,
-            min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_value,
+            min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_node,
+            compiled_value,
             worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate,
             worker_value)
