@@ -354,8 +354,9 @@ class _Simulation:
     def _fetch(self, now: float, r: int) -> None:
         """Task ``r``'s sources are done: what it reads from other workers travels, one
         transfer per worker it reads from, then it is ready. A transfer lasts its wait at
-        least, and until its time on a core is done: half of ``worker_transfer`` on each
-        worker, ``scheduler_transfer`` on the scheduler, each holding its process's GIL."""
+        least, and until its time on a core is done: half of ``worker_transfer`` and of
+        ``worker_value`` per array on each worker, ``scheduler_transfer`` on the scheduler,
+        each holding its process's GIL."""
         fetches = self._fetches(self.tasks[r]) if self.remote else {}
         if not fetches:
             self._ready(now, r)
@@ -399,11 +400,10 @@ class _Simulation:
 
     def _fetches(self, task: _Task) -> dict[int, tuple[float, int]]:
         """Per worker ``task`` reads from (not its own), the seconds its transfer waits and
-        the arrays it moves.
-        A worker fetches the whole tuple a task exports, unless picking the parts another
-        worker reads keeps SEND_PARTS_SAVING bytes from travelling: then a task on the
-        producer's worker picks them first (remote.layout). What one worker sends goes in
-        one message."""
+        the arrays it moves. A worker fetches the whole tuple a task exports, unless picking
+        the parts another worker reads keeps SEND_PARTS_SAVING bytes from travelling: then
+        a task on the producer's worker picks them first (remote.layout). What one worker
+        sends goes in one message."""
         moved: dict[int, list] = {}
         for n, read_members in task.reads.items():
             source = self.tasks[n]

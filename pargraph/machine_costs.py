@@ -44,13 +44,13 @@ class Network:
     sent by this process, taken in by the scheduler); a value moves between two workers in
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
     to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
-    ``bandwidth``. A compiled step's call (its program held on the cluster) costs
-    ``compiled_latency`` beyond its tasks', ``compiled_node`` more per node (its tasks
-    travel every call, and a worker runs their nodes one by one) and ``compiled_value`` per
-    value it reads and writes (a parameter, an optimizer's state: the mean of the two
-    counts). Of a task's latency, ``worker_task`` is its
-    worker's time on a core (taking the task in, running it, reporting it), which needs the
-    worker's GIL and, where the processes share a machine, one of its cores. A transfer
+    ``bandwidth``. A compiled step's call costs ``compiled_latency`` beyond its tasks',
+    ``compiled_node`` more per node (its tasks travel every call, and a worker runs their
+    nodes one by one; not where its whole program is held on one worker) and
+    ``compiled_value`` per value it reads and writes (a parameter, an optimizer's state: the
+    mean of the two counts). Of a task's latency, ``worker_task`` is its worker's time on a
+    core (taking the task in, running it, reporting it), which needs the worker's GIL and,
+    where the processes share a machine, one of its cores. A transfer
     costs the two workers ``worker_transfer`` on a core between them (the sender's half and
     the reader's), and the scheduler ``scheduler_transfer``, within its latency; a copy of
     training state ``worker_replicate`` and ``scheduler_replicate``; and each array either
@@ -390,15 +390,14 @@ def measure_loopback(repeats: int = 5) -> Network:
     (the scheduler's time per task, and the workers' time on a core), a chain that takes
     turns on the two workers (a transfer's latency, and the workers' and the scheduler's time
     on a core for it), pargraph runs of 2 and of 302 tiny nodes and their result (the run
-    latency beyond its task's, and the cost per node), the third call of compiled steps
-    of 2 and 302 chained nodes that update 2 and 302 tiny tensors, not copied to the second
+    latency beyond its task's, and the cost per node), the third call of compiled steps of
+    2 and 302 chained nodes that update 2 and 302 tiny tensors, not copied to the second
     worker (a compiled run's latency beyond its task's, and the cost per node and per
-    value), a task on one worker reading
-    1 KiB and 64 MiB made on the other (the bandwidth), and the copy of 1 KiB to the second
-    worker (the replication latency; of four at once as a step makes them, the time on a
-    core per copy, and, from copies of tuples of 1 and of 101 arrays, per array). Each is
-    the median of about ``repeats`` measurements (fewer of the slow ones, more of the
-    transfers).
+    value), a task on one worker reading 1 KiB and 64 MiB made on the other (the
+    bandwidth), and the copy of 1 KiB to the second worker (the replication latency; of four
+    at once as a step makes them, the time on a core per copy, and, from copies of tuples of
+    1 and of 101 arrays, per array). Each is the median of about ``repeats`` measurements
+    (fewer of the slow ones, more of the transfers).
 
     Examples
     --------

@@ -66,10 +66,10 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int =
                      ) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
-    run latency and time per node and per value, the workers' and the scheduler's time on a core per
-    transfer and per copy of training state, and the workers' per array moved)`` in seconds
-    (bytes per second for the bandwidth), each the median of about ``repeats`` measurements
-    (see :func:`pargraph.machine_costs.measure_loopback`);
+    run latency and time per node and per value, the workers' and the scheduler's time on a
+    core per transfer and per copy of training state, and the workers' per array moved)`` in
+    seconds (bytes per second for the bandwidth), each the median of about ``repeats``
+    measurements (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, values)`` times a pargraph run of a chain of ``n`` tiny nodes on
     the client's cluster, the second of two; with ``values``, the third call of a compiled
     step that also updates ``values`` tiny tensors in place."""
