@@ -82,6 +82,32 @@ def chain(n: int, seconds: float):
     return model
 
 
+def linears_step(width: int, batch: int):
+    """A training step of four Linear layers side by side with SGD, and its input."""
+    pargraph.manual_seed(0)
+    model = pargraph.nn.ModuleList([pargraph.nn.Linear(width, width) for _ in range(4)])
+    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
+
+    def train(x):
+        opt.zero_grad()
+        loss = sum(layer(x).tanh().sum() for layer in model)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return train, pargraph.randn(batch, width)
+
+
+def traced_call(run, x):
+    """A trace of one call of ``run(x)`` on one thread, after three that let it settle."""
+    with dask.config.set(scheduler="threads", num_workers=1):
+        for _ in range(3):
+            run(x).item()
+        with pargraph.trace() as tr:
+            run(x).item()
+    return tr
+
+
 def test_independent_branches_forecast_their_parallelism_and_no_more():
     tr = traced(branches(8, 0.02))
     fc = pargraph.forecast(tr, threads=[1, 2, 4, 8], gil=0.0)
@@ -162,23 +188,7 @@ def test_a_transfer_takes_the_workers_and_the_schedulers_cores():
 
 
 def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
-    pargraph.manual_seed(0)
-    model = pargraph.nn.ModuleList([pargraph.nn.Linear(16, 16) for _ in range(4)])
-    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
-    x = pargraph.randn(8, 16)
-
-    def train(x):
-        opt.zero_grad()
-        loss = sum(layer(x).tanh().sum() for layer in model)
-        loss.backward()
-        opt.step()
-        return loss
-
-    with dask.config.set(scheduler="threads", num_workers=1):
-        for _ in range(3):
-            train(x).item()
-        with pargraph.trace() as tr:
-            train(x).item()
+    tr = traced_call(*linears_step(16, 8))
     slow_copy = Network(**{**FAST_NETWORK.__dict__, "replicate_latency": 0.05,
                            "worker_replicate": 0.002, "scheduler_replicate": 0.001})
 
@@ -205,25 +215,8 @@ def test_a_compiled_steps_trace_keeps_which_nodes_read_each_parameter():
     """A compiled step keeps its nodes, not the values they read: each leaf becomes one
     value-less stand-in that keeps ``requires_grad``, so that a forecast places the readers
     of a parameter together, as the program's plan does."""
-    pargraph.manual_seed(0)
-    model = pargraph.nn.ModuleList([pargraph.nn.Linear(32, 32) for _ in range(4)])
-    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
-    x = pargraph.randn(64, 32)
-
-    @pargraph.compile
-    def train(x):
-        opt.zero_grad()
-        loss = sum(layer(x).tanh().sum() for layer in model)
-        loss.backward()
-        opt.step()
-        return loss
-
-    with dask.config.set(scheduler="threads", num_workers=1):
-        for _ in range(3):
-            train(x).item()
-        with pargraph.trace() as tr:
-            train(x).item()
-    (run,) = tr.run_records
+    train, x = linears_step(32, 64)
+    (run,) = traced_call(pargraph.compile(train), x).run_records
     assert run.compiled
     inside = {id(node) for node in run.computed}
     read = {id(i): i for node in run.computed for i in node.input_nodes() if id(i) not in inside}
@@ -248,18 +241,7 @@ def test_a_transfer_moves_what_the_reader_reads():
 
 
 def test_compiled_and_eager_steps_forecast_alike():
-    pargraph.manual_seed(0)
-    model = pargraph.nn.ModuleList([pargraph.nn.Linear(32, 32) for _ in range(4)])
-    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
-    x = pargraph.randn(64, 32)
-
-    def train(x):
-        opt.zero_grad()
-        loss = sum(layer(x).tanh().sum() for layer in model)
-        loss.backward()
-        opt.step()
-        return loss
-
+    train, x = linears_step(32, 64)
     for run in (train, pargraph.compile(train)):
         for _ in range(3):
             run(x).item()
