@@ -346,8 +346,9 @@ def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
     (cache / "loopback.json").write_text(json.dumps(Network(
         task_latency=3e-3, scheduler_task=1e-3, run_latency=9e-3, run_node=1e-5,
         transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3,
-        worker_task=1e-3, compiled_latency=5e-3, compiled_value=1e-5, worker_transfer=1e-3,
-        scheduler_transfer=5e-4, worker_replicate=1e-3, scheduler_replicate=5e-4).__dict__))
+        worker_task=1e-3, compiled_latency=5e-3, compiled_node=5e-6, compiled_value=1e-5,
+        worker_transfer=1e-3, scheduler_transfer=5e-4, worker_replicate=1e-3,
+        scheduler_replicate=5e-4, worker_value=2e-5).__dict__))
     (cache / "wake_up.json").write_text(json.dumps(WakeUp((0.01, 0.3), (2e-4, 5e-3)).__dict__))
     flags = ["--forecast"] + (["--trace", str(tmp_path / "step.json")]
                               if demo == "towers.py" else [])

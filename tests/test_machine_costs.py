@@ -72,11 +72,14 @@ def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
     assert network.run_latency >= 0 and network.run_node >= 0
     assert 0 < network.transfer_latency < 1.0 and network.bandwidth > 1e6
     assert 0 < network.worker_task <= network.task_latency  # the workers did run the tasks
-    assert 0 <= network.compiled_latency < 1.0 and 0 <= network.compiled_value < 1e-3
+    assert 0 <= network.compiled_latency < 1.0
+    assert network.compiled_node < 1e-3 and network.compiled_value < 1e-3
     # a transfer and a copy of training state cost the workers and the scheduler time on a
-    # core (a chain across the two workers against one on a single worker; four copies)
-    assert 0 <= network.worker_transfer < 1.0 and 0 <= network.scheduler_transfer < 1.0
+    # core (a chain across the two workers against one on a single worker; four copies),
+    # and each array a copy moves costs the workers more (tuples of 1 and of 101 arrays)
+    assert 0 < network.worker_transfer < 1.0 and network.scheduler_transfer < 1.0
     assert 0 < network.worker_replicate < 1.0 and 0 < network.scheduler_replicate < 1.0
+    assert 0 < network.worker_value < 1e-3
 
 
 def test_a_wait_that_lasts_longer_beside_another_is_not_read_as_holding_the_gil():

@@ -235,12 +235,17 @@ class Program:
         sites, not the values they read (their leaf inputs become value-less stand-ins, one
         per leaf, so that a trace still sees which nodes read the same parameter)."""
         stand_ins: dict[int, Node] = {}
+
+        def stand_in(leaf: Node) -> Node:
+            if id(leaf) not in stand_ins:
+                stand_ins[id(leaf)] = placeholder(leaf)
+            return stand_ins[id(leaf)]
+
         for node in order:
             if node.value is not None:
                 continue
-            node.inputs = tuple(
-                (stand_ins.get(id(i)) or stand_ins.setdefault(id(i), placeholder(i)))
-                if type(i) is Node and i.value is not None else i for i in node.inputs)
+            node.inputs = tuple(stand_in(i) if type(i) is Node and i.value is not None else i
+                                for i in node.inputs)
 
     def _generate(self) -> None:
         """The straight-line code of each group, and of the whole run group after group."""
