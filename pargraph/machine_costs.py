@@ -389,9 +389,9 @@ def measure_loopback(repeats: int = 5) -> Network:
     cluster: a chain of tiny tasks on one worker (the task latency), a burst of tiny tasks
     (the scheduler's time per task, and the workers' time on a core), a chain that takes
     turns on the two workers (a transfer's latency, and the workers' and the scheduler's time
-    on a core for it), pargraph runs of 2 and of 302 tiny nodes and their result (the run
+    on a core for it), pargraph runs of 2 and of 1202 tiny nodes and their result (the run
     latency beyond its task's, and the cost per node), the third call of compiled steps of
-    2 and 302 chained nodes that update 2 and 302 tiny tensors, not copied to the second
+    2 and 1202 chained nodes that update 2 and 1202 tiny tensors, not copied to the second
     worker (a compiled run's latency beyond its task's, and the cost per node and per
     value), a task on one worker reading 1 KiB and 64 MiB made on the other (the
     bandwidth), and the copy of 1 KiB to the second worker (the replication latency; of four

@@ -62,6 +62,10 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
                     process.kill()
 
 
+#: How many more nodes (or values) the long runs of :func:`measure_messages` have.
+LONG = 1200
+
+
 def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int = 5
                      ) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
@@ -166,17 +170,19 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int =
             max(float(np.median([c[k] for c in across]) - np.median([s[k] for s in same])),
                 0.0) for k in range(3))
         scheduler_task = median_of(burst, -2)
+        # Costs per node and per value are differences of whole runs: a long run keeps the
+        # runs' own noise (a millisecond or so) small beside them.
         one, many = (median_of(lambda: run_nodes(client, 2)),
-                     median_of(lambda: run_nodes(client, 302)))
-        per_node = max((many - one) / 300, 0.0)
+                     median_of(lambda: run_nodes(client, 2 + LONG)))
+        per_node = max((many - one) / LONG, 0.0)
         run_latency = max(one - task_latency - 2 * per_node, 0.0)
         compiled = median_of(lambda: run_nodes(client, 2, 2))
         compiled_latency = max(compiled - task_latency, 0.0)
-        compiled_node = max((median_of(lambda: run_nodes(client, 302, 2)) - compiled) / 300,
-                            0.0)
+        compiled_node = max((median_of(lambda: run_nodes(client, 2 + LONG, 2)) - compiled)
+                            / LONG, 0.0)
         # each value written is one node more
-        compiled_value = max((median_of(lambda: run_nodes(client, 2, 302)) - compiled) / 300
-                             - compiled_node, 0.0)
+        compiled_value = max((median_of(lambda: run_nodes(client, 2, 2 + LONG)) - compiled)
+                             / LONG - compiled_node, 0.0)
         small, big = 1 << 10, 64 << 20
         small_time = median_of(lambda: moved(small), 2)
         big_time = median_of(lambda: moved(big), 2)
