@@ -6,7 +6,8 @@ speed-ups the same step measures on threads and on a cluster of worker processes
 Each workload is warmed on one thread and one steady step is traced there; the forecast of
 that trace for every configuration is compared with the configuration's measured speed-up
 (the median of steady-state steps, as ``benchmarks.scaling`` measures them, over the same
-step's median on one thread or one worker). The sleeping graphs of ``benchmarks.scaling``
+step's median on one thread or one worker), all of a workload's measurements one after
+another (a cluster started for each worker count). The sleeping graphs of ``benchmarks.scaling``
 need no core, so this 2-core machine runs them on 1 to 16 threads and 1 to 4 worker
 processes for real; the numpy workloads use cores, so they are compared on the
 configurations this machine has: 1 and 2 threads, 1 and 2 workers. Worker processes run one
@@ -84,42 +85,34 @@ def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, flo
     return times
 
 
-def measure_workers(makers: dict[str, Callable], workers: tuple, steps: int
-                    ) -> dict[str, dict[int, float]]:
-    """Each workload's median step on a ``dask scheduler`` and ``count`` one-thread
+def measure_workers(make: Callable, workers: tuple, steps: int) -> dict[int, float]:
+    """Each worker count's median step on a ``dask scheduler`` and ``count`` one-thread
     ``dask worker`` processes on 127.0.0.1: the cluster the loopback's costs are measured
     on (a ``LocalCluster`` would run its scheduler in this process, beside the client)."""
-    times: dict[str, dict[int, float]] = {name: {} for name in makers}
+    times = {}
     for count in workers:
         with worker_processes(count) as client, dask.config.set(scheduler=client):
-            for name, make in makers.items():
-                times[name][count] = scaling.median_step(make(), steps, 5)
+            times[count] = scaling.median_step(make(), steps, 5)
     return times
 
 
 def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: int
             ) -> list[dict]:
-    rows = []
-    forecasts = {}
+    """Each workload's forecast and measured speed-ups, the workload's measurements one
+    right after the other: a machine whose speed drifts within minutes (a shared virtual
+    one) then moves the two sides of a speed-up alike."""
+    on_threads, on_workers = [], []
     for name, make in makers.items():
-        forecasts[name] = traced_forecast(make(), threads, workers)
-        measured = measure_threads(make, threads, steps)
-        for n in threads:
-            rows.append({"workload": name, "where": "threads", "count": n,
-                         "measured": measured[1] / measured[n],
-                         "forecast": forecasts[name].speedup(threads=n),
-                         "step": measured[n], "forecast_step":
-                         forecasts[name].step_time(threads=n)})
-    by_workers = measure_workers(makers, workers, steps)
-    for name in makers:
-        measured = by_workers[name]
-        for n in workers:
-            rows.append({"workload": name, "where": "workers", "count": n,
-                         "measured": measured[1] / measured[n],
-                         "forecast": forecasts[name].speedup(workers=n),
-                         "step": measured[n],
-                         "forecast_step": forecasts[name].step_time(workers=n)})
-    return rows
+        forecast = traced_forecast(make(), threads, workers)
+        for where, counts, measured, rows in (
+                ("threads", threads, measure_threads(make, threads, steps), on_threads),
+                ("workers", workers, measure_workers(make, workers, steps), on_workers)):
+            for n in counts:
+                rows.append({"workload": name, "where": where, "count": n,
+                             "measured": measured[1] / measured[n],
+                             "forecast": forecast.speedup(**{where: n}), "step": measured[n],
+                             "forecast_step": forecast.step_time(**{where: n})})
+    return on_threads + on_workers
 
 
 def table(rows: list[dict]) -> str:
