@@ -142,10 +142,13 @@ class _Simulation:
                  network: Network | None, start: float, outcome: Outcome,
                  task_cost: float = 0.0, penalties: list[float] | None = None,
                  on_core: list[float] | None = None, cores: int | None = None,
-                 copied: set[int] | None = None, returned: set[int] | None = None) -> None:
+                 returned: set[int] | None = None, copies: bool = False) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
-        #: the members whose values are copied to a second worker, of the run's ``returned``
-        self.copied, self.returned = copied or set(), returned or set()
+        #: the members the run returns, and of them the training state (the optimizer's
+        #: updates), which ``copies`` copies to a second worker
+        self.returned = returned or set()
+        self.copied = {m for m in self.returned if nodes[m].phase == "update"} \
+            if copies else set()
         #: per node, the seconds it adds when it takes its GIL from another lane
         self.penalties = penalties or [0.0] * len(nodes)
         #: per node, the share of its time on a core (the rest waits: a sleep, a device)
@@ -351,23 +354,29 @@ class _Simulation:
             action, *args = then
             action(now, *args)
 
+    def _between(self, now: float, seconds: float, sender: int, receiver: int,
+                 worker_cpu: float, scheduler_cpu: float, arrays: int,
+                 then: tuple | None) -> None:
+        """A message of ``arrays`` arrays from worker ``sender`` to ``receiver``, as
+        :meth:`_travel`: ``worker_cpu`` and ``worker_value`` per array on a core, half on
+        each worker, and ``scheduler_cpu`` on the scheduler's."""
+        cpu = (worker_cpu + self.network.worker_value * arrays) / 2
+        self._travel(now, seconds, [(sender, cpu), (receiver, cpu),
+                                    (self.scheduler, scheduler_cpu)], then)
+
     def _fetch(self, now: float, r: int) -> None:
         """Task ``r``'s sources are done: what it reads from other workers travels, one
-        transfer per worker it reads from, then it is ready. A transfer lasts its wait at
-        least, and until its time on a core is done: half of ``worker_transfer`` and of
-        ``worker_value`` per array on each worker, ``scheduler_transfer`` on the scheduler,
-        each holding its process's GIL."""
+        transfer per worker it reads from (``worker_transfer``, ``scheduler_transfer``),
+        then it is ready."""
         fetches = self._fetches(self.tasks[r]) if self.remote else {}
         if not fetches:
             self._ready(now, r)
             return
-        network, reader = self.network, self.tasks[r].worker
+        network = self.network
         self.fetching[r] = len(fetches)
         for source, (seconds, arrays) in fetches.items():
-            cpu = (network.worker_transfer + network.worker_value * arrays) / 2
-            self._travel(now, seconds, [(source, cpu), (reader, cpu),
-                                        (self.scheduler, network.scheduler_transfer)],
-                         (self._fetched, r))
+            self._between(now, seconds, source, self.tasks[r].worker, network.worker_transfer,
+                          network.scheduler_transfer, arrays, (self._fetched, r))
 
     def _fetched(self, now: float, r: int) -> None:
         self.fetching[r] -= 1
@@ -393,10 +402,9 @@ class _Simulation:
 
     def _copy_out(self, now: float, t: int, nbytes: int, arrays: int) -> None:
         network, w = self.network, self.tasks[t].worker
-        cpu = (network.worker_replicate + network.worker_value * arrays) / 2
-        self._travel(now, network.replicate_latency + nbytes / network.bandwidth,
-                     [(w, cpu), ((w + 1) % self.workers, cpu),
-                      (self.scheduler, network.scheduler_replicate)], None)
+        self._between(now, network.replicate_latency + nbytes / network.bandwidth, w,
+                      (w + 1) % self.workers, network.worker_replicate,
+                      network.scheduler_replicate, arrays, None)
 
     def _fetches(self, task: _Task) -> dict[int, tuple[float, int]]:
         """Per worker ``task`` reads from (not its own), the seconds its transfer waits and
@@ -665,16 +673,14 @@ class Forecast:
             _merge(outcome, chosen)
             outcome.idles.append(self._idle(nodes, end - start, seconds))
             return end
-        # Training state (the optimizer's updates the run returns) is copied to a second
-        # worker as each task holding it ends, and the next run waits for the copies.
-        copied = {index[id(node)] for node in run.outputs if id(node) in index
-                  and node.phase == "update"} \
-            if remote and workers > 1 and wanted_replicas() > 1 else set()
+        # Training state is copied to a second worker as each task holding it ends, and the
+        # next run waits for the copies.
         returned = {index[id(node)] for node in run.outputs if id(node) in index}
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
                                  penalties=penalties, on_core=on_core, cores=self.cores,
-                                 copied=copied, returned=returned)
+                                 returned=returned,
+                                 copies=remote and workers > 1 and wanted_replicas() > 1)
         end = simulation.run()
         outcome.idles.append(self._idle(nodes, end - start, seconds))
         return end

@@ -50,11 +50,11 @@ class Network:
     ``compiled_value`` per value it reads and writes (a parameter, an optimizer's state: the
     mean of the two counts). Of a task's latency, ``worker_task`` is its worker's time on a
     core (taking the task in, running it, reporting it), which needs the worker's GIL and,
-    where the processes share a machine, one of its cores. A transfer
-    costs the two workers ``worker_transfer`` on a core between them (the sender's half and
-    the reader's), and the scheduler ``scheduler_transfer``, within its latency; a copy of
-    training state ``worker_replicate`` and ``scheduler_replicate``; and each array either
-    moves costs the two workers ``worker_value`` more ((de)serializing it)."""
+    where the processes share a machine, one of its cores. A transfer costs the two workers
+    ``worker_transfer`` on a core between them (the sender's half and the reader's), and the
+    scheduler ``scheduler_transfer``, within its latency; a copy of training state
+    ``worker_replicate`` and ``scheduler_replicate``; and each array either moves costs the
+    two workers ``worker_value`` more ((de)serializing it)."""
 
     task_latency: float
     scheduler_task: float

@@ -89,39 +89,47 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int =
     def chain(previous: int) -> int:
         return previous + 1
 
+    def runs(measure: Any, more: int = 0) -> list:
+        return [measure() for _ in range(max(repeats + more, 1))]
+
     def median_of(measure: Any, more: int = 0) -> float:
-        return float(np.median([measure() for _ in range(max(repeats + more, 1))]))
+        return float(np.median(runs(measure, more)))
 
     with worker_processes(2) as client:
         send_promptly(client)  # batched messages as prompt as on a cluster pargraph runs on
         a, b = sorted(client.scheduler_info()["workers"])
         client.submit(chain, 0, workers=[a], pure=False).result()  # warm both ends
 
-        def task_chain(hosts: tuple[str, ...], length: int = 20) -> tuple[float, float, float]:
-            """Per task of a chain whose tasks take turns on ``hosts``: seconds, and the
-            workers' and the scheduler's time on a core."""
+        def on_cores(action: Callable[[], Any], count: int) -> tuple[float, float, float]:
+            """Per one of ``count`` things ``action()`` does: its seconds, and the workers'
+            (added up) and the scheduler's time on a core meanwhile."""
             workers_before = sum(client.run(time.process_time).values())
             scheduler_before = client.run_on_scheduler(time.process_time)
             start = time.perf_counter()
-            future = client.submit(chain, 0, workers=[hosts[0]], pure=False)
-            for k in range(1, length):
-                future = client.submit(chain, future, workers=[hosts[k % len(hosts)]],
-                                       pure=False)
-            future.result()
+            action()
             took = time.perf_counter() - start
             workers = sum(client.run(time.process_time).values()) - workers_before
             scheduler = client.run_on_scheduler(time.process_time) - scheduler_before
-            return took / length, workers / length, scheduler / length
+            return took / count, workers / count, scheduler / count
+
+        def task_chain(hosts: tuple[str, ...], length: int = 20) -> tuple[float, float, float]:
+            """Per task of a chain whose tasks take turns on ``hosts``: seconds, and the
+            workers' and the scheduler's time on a core."""
+            def run() -> None:
+                future = client.submit(chain, 0, workers=[hosts[0]], pure=False)
+                for k in range(1, length):
+                    future = client.submit(chain, future, workers=[hosts[k % len(hosts)]],
+                                           pure=False)
+                future.result()
+
+            return on_cores(run, length)
 
         worker_cpu: list[float] = []
 
         def burst(tasks: int = 200) -> float:
-            before = client.run(time.process_time)
-            start = time.perf_counter()
-            client.gather(client.map(chain, range(tasks), pure=False))
-            took = (time.perf_counter() - start) / tasks
-            after = client.run(time.process_time)
-            worker_cpu.append(sum(after[w] - before[w] for w in before) / tasks)
+            took, workers, _ = on_cores(
+                lambda: client.gather(client.map(chain, range(tasks), pure=False)), tasks)
+            worker_cpu.append(workers)
             return took
 
         def moved(size: int) -> float:
@@ -149,22 +157,20 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int =
             made = [client.submit(make_tuple, arrays, workers=[a], pure=False)
                     for _ in range(count)]
             client.submit(touch, *made, workers=[a], pure=False).result()
-            workers_before = sum(client.run(time.process_time).values())
-            scheduler_before = client.run_on_scheduler(time.process_time)
-            start_replication(client, made)
-            settle_replication(client)
-            deadline = time.monotonic() + 10
-            while clusters.forgetting and time.monotonic() < deadline:
-                time.sleep(1e-3)
-            workers = sum(client.run(time.process_time).values()) - workers_before
-            scheduler = client.run_on_scheduler(time.process_time) - scheduler_before
-            return workers / count, scheduler / count
+
+            def copy() -> None:
+                start_replication(client, made)
+                settle_replication(client)
+                deadline = time.monotonic() + 10
+                while clusters.forgetting and time.monotonic() < deadline:
+                    time.sleep(1e-3)
+
+            return on_cores(copy, count)[1:]
 
         # A task that reads another worker's result waits for a transfer, which costs both
         # workers and the scheduler time on a core: a chain that takes turns on the two
         # workers, against one on a single worker.
-        same = [task_chain((a,)) for _ in range(max(repeats, 1))]
-        across = [task_chain((a, b)) for _ in range(max(repeats, 1))]
+        same, across = runs(lambda: task_chain((a,))), runs(lambda: task_chain((a, b)))
         task_latency = float(np.median([s[0] for s in same]))
         transfer_latency, worker_transfer, scheduler_transfer = (
             max(float(np.median([c[k] for c in across]) - np.median([s[k] for s in same])),
@@ -188,12 +194,11 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int =
         big_time = median_of(lambda: moved(big), 2)
         replicate_latency = median_of(replicated)
         copied(1)  # the first copies also stop the scheduler's memory manager
-        copies = [copied(1) for _ in range(max(repeats, 1))]
+        copies = runs(lambda: copied(1))
         worker_replicate, scheduler_replicate = (float(np.median([c[k] for c in copies]))
                                                  for k in range(2))
         # each array of a tuple is (de)serialized on its own: its share of the workers' time
-        worker_value = max((float(np.median([copied(101)[0] for _ in range(max(repeats, 1))]))
-                            - worker_replicate) / 100, 0.0)
+        worker_value = max((median_of(lambda: copied(101)[0]) - worker_replicate) / 100, 0.0)
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
             transfer_latency, bandwidth, replicate_latency,
