@@ -633,10 +633,9 @@ class Forecast:
         tasks = [_Task([index[id(m)] for m in group], placed[g] if hosts else 0)
                  for g, group in enumerate(groups)]
         if remote:
-            # An eager run records, lowers and sends each node. A compiled step sends its
-            # group tasks, whose nodes travel and run one by one on the workers, but on one
-            # worker process, where its groups go as one task held there (remote.programs,
-            # WholeProgram); it lands each value it reads and writes.
+            # An eager run records, lowers and sends each node. A compiled step's program is
+            # held on the workers (remote.programs): a call sends its group tasks' arguments,
+            # as one task on one worker process, and lands each value it reads and writes.
             network = self.network
             whole = run.compiled and workers == 1 and len(tasks) > 1
             if run.compiled:
@@ -644,7 +643,7 @@ class Forecast:
                 read = len({id(i) for node in nodes for i in node.input_nodes()
                             if id(i) not in inside})
                 submitted = (network.compiled_call + network.run_node * len(tasks)
-                             + (0.0 if whole else network.compiled_node * len(nodes))
+                             + network.compiled_node * len(nodes)
                              + network.compiled_value * (read + len(run.outputs)) / 2)
             else:
                 submitted = network.run_latency + network.run_node * len(nodes)

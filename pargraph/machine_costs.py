@@ -45,8 +45,8 @@ class Network:
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied
     to a second worker, as training state is, in ``replicate_latency`` plus its bytes over
     ``bandwidth``. A compiled step's call costs ``compiled_latency`` beyond its tasks',
-    ``compiled_node`` more per node (its tasks travel every call, and a worker runs their
-    nodes one by one; not where its whole program is held on one worker) and
+    ``compiled_node`` more per node (its program is held on the workers, which run it as
+    straight-line code) and
     ``compiled_value`` per value it reads and writes (a parameter, an optimizer's state: the
     mean of the two counts). Of a task's latency, ``worker_task`` is its worker's time on a
     core (taking the task in, running it, reporting it), which needs the worker's GIL and,
@@ -338,26 +338,35 @@ def _cache_file(name: str) -> str:
 
 
 def _kept(name: str, read: Callable[[dict], Any], measure_now: Callable[[], Any],
-          measure: bool) -> Any:
+          measure: bool, form: int = 1) -> Any:
     """A measurement of this machine kept in ``~/.cache/pargraph/<name>.json``: read back
     (``read`` makes it from the file's fields), unless ``measure`` or none is kept yet, in
-    which case ``measure_now()`` measures it and it is kept."""
+    which case ``measure_now()`` measures it and it is kept. ``form`` says what the
+    measurement means: a kept one of another form (what pargraph did when it was measured
+    has changed since) is measured again."""
     path = _cache_file(name)
     if not measure:
         try:
             with open(path) as file:
-                return read(json.load(file))
-        except (OSError, ValueError, TypeError, KeyError):
+                fields = json.load(file)
+            if fields.pop("form", 1) == form:
+                return read(fields)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass  # none yet, or unreadable: measured now
     measured = measure_now()
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w") as file:
-            json.dump(dataclasses.asdict(measured), file)
+            json.dump({**dataclasses.asdict(measured), "form": form}, file)
         os.replace(path + ".tmp", path)
     except OSError:
         pass  # a read-only home: measured again by the next process
     return measured
+
+
+#: What a kept loopback measurement means: 2 since a compiled step's program is held on the
+#: workers (before, its nodes travelled every call, which ``compiled_node`` measured).
+LOOPBACK_FORM = 2
 
 
 @functools.cache
@@ -371,7 +380,8 @@ def loopback(measure: bool = False) -> Network:
     >>> isinstance(loopback(), Network)
     True
     """
-    return _kept("loopback", _kept_network, lambda: measure_loopback(), measure)
+    return _kept("loopback", _kept_network, lambda: measure_loopback(), measure,
+                 LOOPBACK_FORM)
 
 
 def _kept_network(fields: dict) -> Network:

@@ -475,7 +475,7 @@ def test_a_compiled_step_on_one_worker_is_one_task_and_trains_as_eager():
             compiled = _train(True, OPTIMIZERS["adam"], batches)
         run = compiled[3]
         program = run.programs[0]
-        assert run.replays == 3 and len(program.tasks) > 1 and program.whole is not None
+        assert run.replays == 3 and len(program.tasks) > 1 and program.whole
         # Each run's groups ran as one task on the worker's threads, named after the step.
         whole = [task["key"] for task in stream.data if task["key"].split("-")[0] == "step"]
         assert len(whole) == run.captures + run.replays  # a capturing call runs it too
@@ -503,10 +503,10 @@ def test_a_compiled_step_on_a_worker_process_is_sent_once_and_follows_its_lr_sch
         compiled = _train(True, OPTIMIZERS["adam"], batches, scheduler=schedule)
         run = compiled[3]
         program = run.programs[-1]  # the first step makes Adam's state, the second captures
-        assert run.captures == 2 and run.replays == 4 and program.whole is not None
-        held = program.held.key
+        assert run.captures == 2 and run.replays == 4 and program.whole
+        held = program.held[""].key
         run(*batches[0])  # one more step: the same copy of the program
-        assert program.held.key == held and program.held.status == "finished"
+        assert program.held[""].key == held and program.held[""].status == "finished"
     np.testing.assert_allclose(eager[0], compiled[0], rtol=1e-6)
     for key in eager[1]:
         np.testing.assert_allclose(eager[1][key], compiled[1][key], rtol=1e-5, atol=1e-7)

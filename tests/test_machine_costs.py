@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from pargraph.machine_costs import (
+    LOOPBACK_FORM,
     CallCost,
     Network,
     loopback,
@@ -52,16 +53,22 @@ def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
     try:
         assert loopback() == FAST_NETWORK and measured == [1]
         saved = json.loads((tmp_path / "pargraph" / "loopback.json").read_text())
-        assert Network(**saved) == FAST_NETWORK
+        assert saved.pop("form") == LOOPBACK_FORM and Network(**saved) == FAST_NETWORK
         loopback.cache_clear()
         assert loopback() == FAST_NETWORK and measured == [1]  # read back, not measured
         assert loopback(measure=True) == FAST_NETWORK and measured == [1, 1]
         # an older version's file, without the fields measured since, is measured again
         older = {k: v for k, v in saved.items() if k not in ("worker_task", "compiled_latency")}
-        (tmp_path / "pargraph" / "loopback.json").write_text(json.dumps(older))
+        (tmp_path / "pargraph" / "loopback.json").write_text(json.dumps(
+            {**older, "form": LOOPBACK_FORM}))
         loopback.cache_clear()
         assert loopback() == FAST_NETWORK and measured == [1, 1, 1]
         assert Network(**older).compiled_call == older["run_latency"]  # still a Network
+        # one measured before pargraph changed what it measures (another form) too
+        (tmp_path / "pargraph" / "loopback.json").write_text(json.dumps(
+            {**saved, "form": LOOPBACK_FORM - 1}))
+        loopback.cache_clear()
+        assert loopback() == FAST_NETWORK and measured == [1, 1, 1, 1]
     finally:
         loopback.cache_clear()
 

@@ -134,30 +134,43 @@ def train(steps: int, scheduler, shards: int | None = None, on_step=None, width:
     return losses, model, opt
 
 
-def _losses_of_steps(model, opt, x, y, steps: int, on_step=None) -> list[float]:
+def _losses_of_steps(model, opt, x, y, steps: int, on_step=None, compiled: bool = False,
+                     decay: bool = False) -> list[float]:
     """``steps`` cross-entropy steps of ``model`` on ``(x, y)``, each loss read back (unlike
     ``_steps``, whose steps leave theirs on the cluster); returns the losses.
-    ``on_step(k)`` runs before step ``k``, when nothing holds the last step's graph."""
-    losses = []
-    for step in range(steps):
-        if on_step:
-            on_step(step)
+    ``on_step(k)`` runs before step ``k``, when nothing holds the last step's graph.
+    ``compiled``: the step compiled (``pargraph.compile``); ``decay``: its learning rate
+    divided by the step's number, a new one every step."""
+    def step(x, y):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+        return loss
+
+    run = pargraph.compile(step) if compiled else step
+    schedule = optim.lr_scheduler.LambdaLR(opt, lambda k: 1 / (1 + k)) if decay else None
+    losses = []
+    for k in range(steps):
+        if on_step:
+            on_step(k)
+        loss = run(x, y)
         losses.append(loss.item())
         del loss
+        if schedule is not None:
+            schedule.step()
     return losses
 
 
-def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = False
+def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = False,
+                 compiled: bool = False, decay: bool = False
                  ) -> tuple[list[float], nn.ModuleList]:
     """SGD steps of four 256-512-512-10 towers in a 2-shard DataParallel on ``client``, with
     ``pargraph.replicas: 1`` (so who_has says where a value was computed) and ``settings``
     (which may override it); returns the losses and the towers. ``on_step(k)`` runs before
     step ``k``, when nothing holds the last step's graph (its loss tensor is gone). ``norm``:
-    a batch norm after each tower's first layer."""
+    a batch norm after each tower's first layer; ``compiled`` and ``decay`` as
+    :func:`_losses_of_steps` takes them."""
     pargraph.manual_seed(0)
     towers = nn.ModuleList(nn.Sequential(
         nn.Linear(256, 512), *([nn.BatchNorm1d(512)] if norm else []), nn.ReLU(),
@@ -166,7 +179,7 @@ def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = 
     opt = optim.SGD(model.parameters(), lr=0.1)
     x, y = pargraph.randn(512, 256), pargraph.randint(0, 10, (512,))
     with dask.config.set({"scheduler": client, "pargraph.replicas": 1, **settings}):
-        losses = _losses_of_steps(model, opt, x, y, steps, on_step)
+        losses = _losses_of_steps(model, opt, x, y, steps, on_step, compiled, decay)
     return losses, towers
 
 
@@ -327,6 +340,49 @@ def test_a_compiled_step_sends_an_input_it_reads_every_step_once(cluster, monkey
                    getattr(task.value, "nbytes", 0) == data.nbytes for task in graph.values())
 
     assert [carries_data(graph) for graph in graphs][-3:] == [False] * 3
+    np.testing.assert_allclose(compiled, eager, rtol=1e-6)
+
+
+def test_a_compiled_step_on_several_workers_sends_its_program_to_each_once(
+        cluster, monkeypatch):
+    """Each worker holds a copy of a compiled step's program from its first run there: later
+    steps' graphs carry the call's numbers and arguments, no nodes, their tasks read the copy
+    on their worker, and a learning rate that changes every step reaches every copy."""
+    from pargraph.compiler.tasks import HeldProgram, run_held_group
+    from pargraph.remote import programs, submit
+
+    graphs = []
+    original = submit.untokenized
+
+    def recording(graph, *args, **kwargs):
+        graphs.append((graph, args[0] if args else kwargs.get("workers")))
+        return original(graph, *args, **kwargs)
+
+    monkeypatch.setattr(submit, "untokenized", recording)
+    monkeypatch.setattr(programs, "untokenized", recording)
+    settings = {"pargraph.replicas": 2}
+    compiled, _ = train_towers(cluster.client, 6, settings, compiled=True, decay=True)
+    steps = [(graph, workers) for graph, workers in graphs
+             if any(getattr(t, "func", None) is run_held_group for t in graph.values())]
+    assert len(steps) == 6  # every call runs a program (the first two capture one each)
+    placed = {key: workers[key] for graph, workers in graphs for key, task in graph.items()
+              if isinstance(getattr(task, "value", None), HeldProgram)}
+    read = []
+    for graph, workers in steps:
+        assert not any(type(getattr(task, "func", None)).__name__ == "FusedTask"
+                       for task in graph.values())
+        groups = {key: task for key, task in graph.items()
+                  if getattr(task, "func", None) is run_held_group}
+        # each group reads the copy on its worker
+        copies = {key: task.dependencies & set(placed) for key, task in groups.items()}
+        assert all(len(found) == 1 and workers[key] == placed[next(iter(found))]
+                   for key, found in copies.items())
+        read.append(set().union(*copies.values()))
+    # the second program's four runs read the same copy on each of the two workers
+    assert all(found == read[-1] for found in read[-4:])
+    assert {placed[key] for key in read[-1]} == set(cluster.client.nthreads())
+    assert len(placed) == 4  # each program's two copies, sent once
+    eager, _ = train_towers(cluster.client, 6, settings, decay=True)
     np.testing.assert_allclose(compiled, eager, rtol=1e-6)
 
 
@@ -794,14 +850,16 @@ def killing_a_worker_at(running: Cluster, step: int):
     return on_step
 
 
-@pytest.mark.parametrize("model", ["mlp", "placed towers"])
+@pytest.mark.parametrize("model", ["mlp", "placed towers", "compiled towers"])
 def test_a_worker_killed_mid_training_loses_nothing(model):
     """Also with DataParallel towers placed on both workers, whose steps send parts of their
-    results from one worker to the other (the `_send` tasks)."""
+    results from one worker to the other (the `_send` tasks), and with their step compiled
+    (each worker holds a copy of the program, which dies with it)."""
     def losses(scheduler, on_step=None):
         if model == "mlp":
             return train(8, scheduler, on_step=on_step, width=256)[0]
-        return train_towers(scheduler, 8, {"pargraph.replicas": 2}, on_step=on_step)[0]
+        return train_towers(scheduler, 8, {"pargraph.replicas": 2}, on_step=on_step,
+                            compiled=model == "compiled towers")[0]
 
     reference = losses("threads")
     running = Cluster(workers=2)

@@ -37,7 +37,7 @@ from pargraph._tensor import Tensor
 from pargraph.capturing import Symbol
 from pargraph.compiler.guards import FAILED, Guards, name_of
 from pargraph.compiler.record import Record, settings_of
-from pargraph.compiler.tasks import WholeProgram, run_held
+from pargraph.compiler.tasks import HeldProgram, run_held, run_held_group
 from pargraph.compiler.writes import (
     CONSTANT,
     DRAW,
@@ -168,12 +168,15 @@ class Program:
             self.labels = made.labels
             self.unpack = list(made.outputs)
         self.outputs = outputs
-        #: On a cluster of one worker process, every group runs there anyway: the groups go
-        #: as one task that runs them on that worker's threads (no scheduler round trip
-        #: between groups), or None.
-        self.whole: WholeProgram | None = None
-        #: The cluster's copy of ``whole`` (a Future of the data it was scattered as).
-        self.held: Any = None
+        #: On a cluster, the groups as the workers hold them between steps, or None.
+        self.kept: HeldProgram | None = None
+        #: Whether they go as one task: on a cluster of one worker process, every group runs
+        #: there anyway, and one task runs them on its threads (no scheduler round trip
+        #: between groups).
+        self.whole = False
+        #: The cluster's copies of ``kept`` (Futures of the data each was scattered as), by
+        #: the address of the worker holding it ("" for the whole program's).
+        self.held: dict[str, Any] = {}
         # Symbols bound into the tasks: (task, member, input position, symbol) and
         # (node, attribute name, symbol); the first run has their values.
         self.literals = []
@@ -187,10 +190,11 @@ class Program:
                             sources[position] = (LIT, v.value)
         self.attributes = [(node, name, v) for node in self.computed if id(node) in capture.symbolic
                            for name, v in node.attrs.items() if type(v) is Symbol]
-        # (Groups pick parts of each other's tuples, selections, only across workers.)
-        if self.remote and len(self.tasks) > 1 and len(threads_by_worker(client)) == 1 \
-                and not made.selections:
-            self.whole = self._whole_program(granularity.workers)
+        if self.remote:
+            self.kept = self._held_program(granularity.workers)
+            # (Groups pick parts of each other's tuples, selections, only across workers.)
+            self.whole = len(self.tasks) > 1 and len(threads_by_worker(client)) == 1 \
+                and not made.selections
             short = re.sub(r"\W", "_", self.name.split(".")[-1])  # train_step, Net_step
             self.whole_label = short if "step" in short else f"{short}_step"
         self.last_symbols: list | None = None
@@ -201,8 +205,8 @@ class Program:
         self.straight: list | None = None
         self.in_order: Callable | None = None
 
-    def _whole_program(self, threads: int) -> WholeProgram:
-        """The groups as one :class:`WholeProgram`, its symbols placed by position."""
+    def _held_program(self, threads: int) -> HeldProgram:
+        """The groups as one :class:`HeldProgram`, its symbols placed by position."""
         group_of = {id(task): g for g, task in enumerate(self.tasks)}
         member_of = {id(node): (g, j) for g, task in enumerate(self.tasks)
                      for j, node in enumerate(task.nodes)}
@@ -210,8 +214,8 @@ class Program:
                     for task, j, position, symbol in self.literals]
         attributes = [(*member_of[id(node)], name, symbol.index)
                       for node, name, symbol in self.attributes if id(node) in member_of]
-        return WholeProgram(self.tasks, self.recipes, self.unpack, threads, literals,
-                            attributes)
+        return HeldProgram(self.tasks, self.recipes, self.unpack, threads, literals,
+                           attributes)
 
     def _replaced(self, writes: Writes, order: list[Node]) -> list[tuple[Node, Any, Node]]:
         """Per parameter or optimizer state the call writes: the node of its new value, what
@@ -413,7 +417,7 @@ class Program:
         try:
             with np.errstate(all="ignore"):
                 if client is not None:
-                    return programs.run_program(self, values, client, run_held)
+                    return programs.run_program(self, values, client, run_held, run_held_group)
                 if len(self.tasks) == 1:
                     external = tuple([values[v] for _, v in self.recipes[0]])
                     with modes.blas_limited(get, self.plan.blas):

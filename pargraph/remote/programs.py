@@ -3,9 +3,13 @@
 :class:`pargraph.compiler.program.Program` compiles a step once and hands its slots here when
 a Client is the scheduler. The program's fields read here are its group tasks (``tasks``,
 ``labels``, ``recipes``, ``kinds``, ``unpack``), its ``plan`` and ``granularity``, its
-``outputs`` and training state (``state_ids``), and, on a cluster of one worker process, the
-program as one task (``whole``, ``whole_label``, ``held``: the cluster's copy of it, and
-``last_symbols``).
+``outputs`` and training state (``state_ids``), and the program as the workers hold it
+(``kept``, ``whole``, ``whole_label``, ``last_symbols``; ``held``: the cluster's copies).
+
+The program travels to each worker it runs on once, as a persisted data task, and stays in
+its memory: each step's tasks send the call's numbers and read the copy on their worker, so
+a step's graph carries no nodes. A worker that dies with its copy loses nothing: the
+scheduler runs the data task again elsewhere.
 """
 
 from __future__ import annotations
@@ -19,17 +23,19 @@ from pargraph.graph import Node
 from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_future
 from pargraph.remote.recovery import ensure_running
 from pargraph.remote.state import clusters
-from pargraph.remote.submit import held_on_cluster, run_on_cluster
+from pargraph.remote.submit import held_on_cluster, run_on_cluster, submit, untokenized
 from pargraph.remote.waiting import asked
 from pargraph.remote.workers import replicas
 from pargraph.runtime import Arg
 
 
-def run_program(program: Any, values: list, client: Any, whole_task: Callable) -> list:
+def run_program(program: Any, values: list, client: Any, whole_task: Callable,
+                group_task: Callable) -> list:
     """Run a compiled ``program`` (``pargraph.compiler.program.Program``) on ``client``'s
     cluster, on its slots' ``values``: its tasks submitted under new keys, the results held on
     the workers (a 0-d one comes back), as an eager run's are. A program of one worker goes as
-    one task, ``whole_task(held program, numbers, *slots)``."""
+    one task, ``whole_task(held program, numbers, *slots)``; a placed group ``g`` as
+    ``group_task(held program, numbers, g, *arguments)`` on its worker."""
     from dask.task_spec import DataNode, Task, TaskRef
 
     from pargraph.runtime import Selection
@@ -50,7 +56,7 @@ def run_program(program: Any, values: list, client: Any, whole_task: Callable) -
             graph[key] = DataNode(key, value)
             arguments.append(TaskRef(key))
     made = program.plan
-    if program.whole is not None:
+    if program.whole:
         return _run_whole(program, graph, arguments, run, client, whole_task)
     keys = []
     for task, label in zip(program.tasks, program.labels):
@@ -62,14 +68,6 @@ def run_program(program: Any, values: list, client: Any, whole_task: Callable) -
         sent.append(f"{program.labels[producers[-1]]}_send-{serial}s{s}-{session}")
         graph[sent[-1]] = Task(sent[-1], Selection(picks),
                                *(TaskRef(keys[g]) for g in producers))
-    for g, (task, recipe) in enumerate(zip(program.tasks, program.recipes)):
-        args = [arguments[v] if not is_group else
-                TaskRef(keys[v] if kind == Arg.GROUP else sent[v])
-                for (is_group, v), (kind, _) in zip(recipe, program.kinds[g])]
-        graph[keys[g]] = Task(keys[g], task, *args)
-    wanted = sorted({g for g, _ in program.unpack})
-    position = {g: k for k, g in enumerate(wanted)}
-    picks = [(position[g], e) for g, e in program.unpack]
     workers = None
     hosts = getattr(made, "hosts", None)
     if hosts:
@@ -78,28 +76,54 @@ def run_program(program: Any, values: list, client: Any, whole_task: Callable) -
                        for key, (producers, _) in zip(sent, made.selections))
     elif program.granularity.hosts:  # one task: on one worker step after step, as eager's
         workers = {key: program.granularity.hosts[0][0] for key in keys}
+    for g, (task, recipe) in enumerate(zip(program.tasks, program.recipes)):
+        args = [arguments[v] if not is_group else
+                TaskRef(keys[v] if kind == Arg.GROUP else sent[v])
+                for (is_group, v), (kind, _) in zip(recipe, program.kinds[g])]
+        if workers:  # read the copy of the program its worker holds
+            held = _held(program, client, workers[keys[g]])
+            graph[keys[g]] = Task(keys[g], group_task, TaskRef(held.key),
+                                  program.last_symbols, g, *args)
+        else:  # placement is off: the task goes where the scheduler sends it
+            graph[keys[g]] = Task(keys[g], task, *args)
+    wanted = sorted({g for g, _ in program.unpack})
+    position = {g: k for k, g in enumerate(wanted)}
+    picks = [(position[g], e) for g, e in program.unpack]
     scalar = [k for k, g in enumerate(wanted) if all(
         type(j) is int and not program.tasks[g].nodes[j].shape
         for j in program.tasks[g].outputs)]
     return _submit(program, graph, [keys[g] for g in wanted], picks, scalar, workers,
-                        frozenset(sent) | {keys[wanted[k]] for k in scalar}, client)
+                   frozenset(sent) | {keys[wanted[k]] for k in scalar}, client)
+
 
 def _run_whole(program: Any, graph: dict, arguments: list, run: str, client: Any,
                whole_task: Callable) -> list:
-    """Submit the program as one task (:class:`WholeProgram`) on the arguments: the
-    program itself goes to the cluster once and stays there (again if its worker was
-    lost); each step sends its numbers and slots."""
+    """Submit the program as one task (:class:`~pargraph.compiler.tasks.HeldProgram`) on the
+    arguments: each step sends its numbers and slots."""
     from dask.task_spec import Task, TaskRef
 
-    held = program.held
-    if held is None or held.client is not client or held.status != "finished":
-        held = program.held = asked(lambda: client.scatter(program.whole, hash=False))
+    held = _held(program, client, "")
     _, serial, session = program.tasks[-1].nodes[-1].key.rsplit("-", 2)
     key = f"{program.whole_label}-{serial}t{run}-{session}"  # "t": never a node's key
     graph[key] = Task(key, whole_task, TaskRef(held.key), program.last_symbols, *arguments)
     scalar = [0] if all(not node.shape for node in program.outputs) else []
     return _submit(program, graph, [key], [(0, e) for e in range(len(program.outputs))], scalar,
-                        None, frozenset({key}) if scalar else frozenset(), client)
+                   None, frozenset({key}) if scalar else frozenset(), client)
+
+
+def _held(program: Any, client: Any, address: str) -> Any:
+    """The Future of ``program.kept`` held on the worker at ``address`` (anywhere for ""):
+    sent the first time, and again after the client or the copy was lost."""
+    from dask.task_spec import DataNode
+
+    held = program.held.get(address)
+    if held is None or held.client is not client or held.status in ("cancelled", "error"):
+        key = f"{program.whole_label}_program-{next(clusters.graphs)}-{clusters.session}"
+        graph = untokenized({key: DataNode(key, program.kept)},
+                            {key: address} if address else None, [key])
+        held = program.held[address] = asked(lambda: submit(client, graph, [key]))[0]
+    return held
+
 
 def _submit(program: Any, graph: dict, keys: list[str], picks: list, scalar: list,
             workers: dict | None, urgent: frozenset, client: Any) -> list:
