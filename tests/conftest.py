@@ -24,6 +24,13 @@ def pytest_configure(config):
     if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
         for room in ("pargraph", "demos", "tests"):
             compileall.compile_dir(os.path.join(ROOT, room), quiet=1)
+    if not hasattr(config, "workerinput"):
+        # The suite runs three test processes and their subprocesses (demos, cluster
+        # workers) on few cores. After each product numpy's OpenBLAS keeps its idle threads
+        # spinning for 2^28 cycles (0.1 s) before they sleep, on cores the other processes
+        # wait for: a quarter of the suite's time on two cores. They sleep at once instead
+        # (the shortest OpenBLAS allows); the thread counts, and so the numbers, are the same.
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
 #: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,
