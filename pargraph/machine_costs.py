@@ -364,8 +364,8 @@ def _kept(name: str, read: Callable[[dict], Any], measure_now: Callable[[], Any]
     return measured
 
 
-#: What a kept loopback measurement means: 2 since a compiled step's program is held on the
-#: workers (before, its nodes travelled every call, which ``compiled_node`` measured).
+#: What a kept loopback measurement means, raised whenever what pargraph does on a cluster
+#: changes what it measures (form 2: a compiled step's program held on the workers).
 LOOPBACK_FORM = 2
 
 

@@ -28,8 +28,8 @@ def pytest_configure(config):
         # The suite runs three test processes and their subprocesses (demos, cluster
         # workers) on few cores. After each product numpy's OpenBLAS keeps its idle threads
         # spinning for 2^28 cycles (0.1 s) before they sleep, on cores the other processes
-        # wait for: a quarter of the suite's time on two cores. They sleep at once instead
-        # (the shortest OpenBLAS allows); the thread counts, and so the numbers, are the same.
+        # wait for. They sleep at once instead (the shortest OpenBLAS allows); the thread
+        # counts, and so the numbers, are the same.
         os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk

@@ -349,7 +349,7 @@ def test_a_compiled_step_on_several_workers_sends_its_program_to_each_once(
     steps' graphs carry the call's numbers and arguments, no nodes, their tasks read the copy
     on their worker, and a learning rate that changes every step reaches every copy."""
     from pargraph.compiler.tasks import HeldProgram, run_held_group
-    from pargraph.remote import programs, submit
+    from pargraph.remote import submit
 
     graphs = []
     original = submit.untokenized
@@ -359,7 +359,6 @@ def test_a_compiled_step_on_several_workers_sends_its_program_to_each_once(
         return original(graph, *args, **kwargs)
 
     monkeypatch.setattr(submit, "untokenized", recording)
-    monkeypatch.setattr(programs, "untokenized", recording)
     settings = {"pargraph.replicas": 2}
     compiled, _ = train_towers(cluster.client, 6, settings, compiled=True, decay=True)
     steps = [(graph, workers) for graph, workers in graphs

@@ -23,8 +23,7 @@ from pargraph.graph import Node
 from pargraph.remote.layout import INLINE_BYTES, HeldPart, held_results, is_future
 from pargraph.remote.recovery import ensure_running
 from pargraph.remote.state import clusters
-from pargraph.remote.submit import held_on_cluster, run_on_cluster, submit, untokenized
-from pargraph.remote.waiting import asked
+from pargraph.remote.submit import held_on_cluster, lost, persisted, run_on_cluster
 from pargraph.remote.workers import replicas
 from pargraph.runtime import Arg
 
@@ -114,14 +113,10 @@ def _run_whole(program: Any, graph: dict, arguments: list, run: str, client: Any
 def _held(program: Any, client: Any, address: str) -> Any:
     """The Future of ``program.kept`` held on the worker at ``address`` (anywhere for ""):
     sent the first time, and again after the client or the copy was lost."""
-    from dask.task_spec import DataNode
-
     held = program.held.get(address)
-    if held is None or held.client is not client or held.status in ("cancelled", "error"):
+    if held is None or lost(held, client):
         key = f"{program.whole_label}_program-{next(clusters.graphs)}-{clusters.session}"
-        graph = untokenized({key: DataNode(key, program.kept)},
-                            {key: address} if address else None, [key])
-        held = program.held[address] = asked(lambda: submit(client, graph, [key]))[0]
+        held = program.held[address] = persisted(client, key, program.kept, address)
     return held
 
 

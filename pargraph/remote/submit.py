@@ -173,7 +173,7 @@ def held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
     by node key. The copy is a persisted data task, not scattered data: a worker that dies
     with it loses nothing, the scheduler runs the task again (and a copy a lost scheduler
     took along is sent again)."""
-    from dask.task_spec import DataNode, TaskRef
+    from dask.task_spec import TaskRef
 
     held: dict[str, Any] = {}
     for node in order:
@@ -186,10 +186,24 @@ def held_on_cluster(order: list[Node], client: Any) -> dict[str, Any]:
                 type(copy) is str or not copy.key.startswith(f"{node.key}-held-")):
             clusters.shipped[node] = node.key  # sent in this run's graph, kept if it comes back
             continue
-        if type(copy) is str or copy.client is not client or \
-                copy.status in ("cancelled", "error"):
+        if type(copy) is str or lost(copy, client):
             key = f"{node.key}-held-{next(clusters.graphs)}"  # groups with its op in the dashboard
-            graph = untokenized({key: DataNode(key, node.value)})
-            copy = clusters.shipped[node] = submit(client, graph, [key])[0]
+            copy = clusters.shipped[node] = persisted(client, key, node.value)
         held[node.key] = TaskRef(copy.key)
     return held
+
+
+def persisted(client: Any, key: str, value: Any, worker: str = "") -> Any:
+    """A Future of ``value`` kept on ``client``'s cluster as a persisted data task named
+    ``key`` (placed loosely on ``worker``, where given), not as scattered data: a worker that
+    dies with it loses nothing, the scheduler runs the task again."""
+    from dask.task_spec import DataNode
+
+    graph = untokenized({key: DataNode(key, value)}, {key: worker} if worker else None, [key])
+    return submit(client, graph, [key])[0]
+
+
+def lost(copy: Any, client: Any) -> bool:
+    """Whether a :func:`persisted` copy can no longer be read on ``client``'s cluster: it
+    belongs to another client, or was cancelled or failed (a lost scheduler)."""
+    return copy.client is not client or copy.status in ("cancelled", "error")
