@@ -9,10 +9,12 @@ seeds 0 to N - 1 and prints each failing seed with the program that failed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sys
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -245,21 +247,42 @@ def difference(torch, spec: ProgramSpec) -> str | None:
     return None
 
 
-def main(argv: list[str]) -> int:
-    import pargraph
+def on_cluster(client: Any) -> Any:
+    """The settings under which runs go to ``client``'s cluster a group task per worker: with
+    several worker processes, each holds its own copy of a compiled program."""
+    import dask
 
-    count = int(argv[0]) if argv else 200
+    return dask.config.set({"scheduler": client, "pargraph.single-task-below": 0,
+                            "pargraph.task-grain": 0})
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.compile_fuzz [COUNT] [--workers W]``: the first COUNT programs, on
+    local threads, or on W ``dask worker`` processes on 127.0.0.1 (:func:`on_cluster`)."""
+    import argparse
+
+    import pargraph
+    from pargraph.remote.loopback import worker_processes
+
+    parser = argparse.ArgumentParser(prog="python -m tests.compile_fuzz")
+    parser.add_argument("count", nargs="?", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=0)
+    args = parser.parse_args(argv)
     failed = 0
-    for seed in range(count):
-        spec = draw_spec(seed)
-        try:
-            found = difference(pargraph, spec)
-        except Exception as error:  # a crash is a finding too
-            found = f"{type(error).__name__}: {error}"
-        if found is not None:
-            failed += 1
-            print(f"{spec}\n    {found}")
-    print(f"{count - failed} of {count} programs: compiled equals eager")
+    with contextlib.ExitStack() as stack:
+        if args.workers:
+            stack.enter_context(on_cluster(stack.enter_context(worker_processes(args.workers))))
+        for seed in range(args.count):
+            spec = draw_spec(seed)
+            try:
+                found = difference(pargraph, spec)
+            except Exception as error:  # a crash is a finding too
+                found = f"{type(error).__name__}: {error}"
+            if found is not None:
+                failed += 1
+                print(f"{spec}\n    {found}")
+    where = f" on {args.workers} worker processes" if args.workers else ""
+    print(f"{args.count - failed} of {args.count} programs{where}: compiled equals eager")
     return 1 if failed else 0
 
 

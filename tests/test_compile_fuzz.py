@@ -19,6 +19,25 @@ def test_a_random_program_compiled_equals_eager(seed):
     assert compile_fuzz.difference(pargraph, spec) is None, str(spec)
 
 
+@pytest.fixture(scope="module")
+def two_workers():
+    """A ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1."""
+    from pargraph.remote.loopback import worker_processes
+
+    with worker_processes(2) as client:
+        yield client
+
+
+@pytest.mark.parametrize("seed", [49])
+def test_a_random_program_compiled_on_two_worker_processes_equals_eager(two_workers, seed):
+    """The programs' changes between calls (learning rates, attributes, frozen parameters,
+    loaded state) reach the copy of the program each worker process holds. ``.ci/run`` runs
+    twenty such programs."""
+    spec = compile_fuzz.draw_spec(seed)
+    with compile_fuzz.on_cluster(two_workers):
+        assert compile_fuzz.difference(pargraph, spec) is None, str(spec)
+
+
 def _twice(step_of, changes, args=()):
     """The losses and parameters of an eager and a compiled run of the same calls, with
     ``changes[k](model, opt)`` made before call ``k``."""
