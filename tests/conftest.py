@@ -31,6 +31,12 @@ def pytest_configure(config):
         # wait for. They sleep at once instead (the shortest OpenBLAS allows); the thread
         # counts, and so the numbers, are the same.
         os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+        # Every dask process the suite starts (the in-process clusters, the scheduler and
+        # worker processes, the demos' clusters) samples its threads' stacks every 10 ms for
+        # the dashboard's profile page, and checks its event loop every 20 ms, also while idle.
+        # No test reads the profile; the event loop is checked every second instead.
+        os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
+        os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL", "1s")
 
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
 #: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,
