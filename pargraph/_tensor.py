@@ -272,6 +272,8 @@ class Tensor(DaskCollection, SelectionMethods, EverydayMethods):
         if recorder is not None:  # a compiled step reads a value: a graph break
             recorder.read(node)
         execution.realize([node])
+        if execution.local.observers:
+            execution.observe_read(node)
         value = node.value
         return value if type(value) is np.ndarray else fetch(node)
 

@@ -587,8 +587,15 @@ class Forecast:
         lanes = count * self.threads_per_worker if remote else count
         outcome = Outcome((where, count), 0.0, lanes)
         now = 0.0
-        for run in self.trace.run_records:
+        for k, run in enumerate(self.trace.run_records):
             now = self._simulate_run(run, remote, count, now, outcome)
+            if remote:
+                # each value the caller read after this run travels back from the cluster
+                network = self.network
+                back = sum(network.read_latency + nbytes / network.bandwidth
+                           for after, nbytes in self.trace.reads if after == k + 1)
+                now += back
+                outcome.transfers += back
         outcome.outside = self._outside_after(outcome.idles)
         outcome.step_time = now + outcome.outside
         return outcome

@@ -54,7 +54,9 @@ class Network:
     ``worker_transfer`` on a core between them (the sender's half and the reader's), and the
     scheduler ``scheduler_transfer``, within its latency; a copy of training state
     ``worker_replicate`` and ``scheduler_replicate``; and each array either moves costs the
-    two workers ``worker_value`` more ((de)serializing it)."""
+    two workers ``worker_value`` more ((de)serializing it). A value a run kept on the cluster
+    (not a 0-d one, which comes back with its run) reaches the caller who reads it in
+    ``read_latency`` plus its bytes over ``bandwidth``."""
 
     task_latency: float
     scheduler_task: float
@@ -73,6 +75,7 @@ class Network:
     worker_replicate: float = 0.0
     scheduler_replicate: float = 0.0
     worker_value: float = 0.0
+    read_latency: float = 0.0
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -87,7 +90,8 @@ class Network:
                 f"{self.scheduler_replicate * 1e3:.2f} ms) + {self.worker_value * 1e6:.1f} "
                 f"us per array, a compiled step's call "
                 f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_node * 1e6:.1f} us per "
-                f"node and {self.compiled_value * 1e6:.1f} us per value")
+                f"node and {self.compiled_value * 1e6:.1f} us per value, a value read back "
+                f"{self.read_latency * 1e3:.2f} ms")
 
     @property
     def compiled_call(self) -> float:
@@ -365,8 +369,9 @@ def _kept(name: str, read: Callable[[dict], Any], measure_now: Callable[[], Any]
 
 
 #: What a kept loopback measurement means, raised whenever what pargraph does on a cluster
-#: changes what it measures (form 2: a compiled step's program held on the workers).
-LOOPBACK_FORM = 2
+#: changes what it measures (form 2: a compiled step's program held on the workers; 3: a
+#: value read back).
+LOOPBACK_FORM = 3
 
 
 @functools.cache
@@ -406,7 +411,8 @@ def measure_loopback(repeats: int = 5) -> Network:
     value), a task on one worker reading 1 KiB and 64 MiB made on the other (the
     bandwidth), and the copy of 1 KiB to the second worker (the replication latency; of four
     at once as a step makes them, the time on a core per copy, and, from copies of tuples of
-    1 and of 101 arrays, per array). Each is the median of about ``repeats`` measurements
+    1 and of 101 arrays, per array), and the read of a 4-element value a run kept, right after
+    the run (the read-back latency). Each is the median of about ``repeats`` measurements
     (fewer of the slow ones, more of the transfers).
 
     Examples
@@ -440,7 +446,18 @@ def measure_loopback(repeats: int = 5) -> Network:
             run().item()
             return time.perf_counter() - start
 
-    return Network(*measure_messages(pargraph_run, repeats))
+    def read_back(client: Any) -> float:
+        from pargraph.factories import ones
+        from pargraph.functions import compute
+
+        with dask.config.set({"scheduler": client, "pargraph.replicas": 1}):
+            kept, loss = compute(ones(4) * 2, ones(4).sum())  # a step's kept value, its loss
+            loss.item()
+            start = time.perf_counter()
+            kept.numpy()
+            return time.perf_counter() - start
+
+    return Network(*measure_messages(pargraph_run, read_back, repeats))
 
 
 @dataclass(frozen=True)

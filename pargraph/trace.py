@@ -31,6 +31,7 @@ import contextlib
 import gc
 import graphlib
 import json
+import math
 import os
 import time
 from collections import defaultdict
@@ -175,6 +176,9 @@ class Trace:
         self._collection_start = 0.0
         #: Structures partitioned again from measured times inside the block (pargraph.costs).
         self.cost_decisions: list[str] = []
+        #: The values the caller read that a run inside the block computed and kept (not a
+        #: 0-d one, which comes back with its run): each as (runs before it, its bytes).
+        self.reads: list[tuple[int, int]] = []
 
     def _count_cache_use(self) -> None:
         now = _cache_counts()
@@ -236,6 +240,13 @@ class Trace:
                                           compiled))
         self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
+
+    def read(self, node: Node) -> None:
+        """Called when the caller reads ``node``'s realized value: on a cluster, one its
+        run kept there travels back then (a round trip a forecast charges)."""
+        if node.shape and node.key in self.records:
+            self.reads.append((len(self.run_records), math.prod(node.shape)
+                               * node.dtype.itemsize))
 
     def _lane(self, where: Any) -> str:
         """A readable lane name per (host, thread); called after a run, on one thread."""

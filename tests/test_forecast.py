@@ -154,7 +154,8 @@ def test_workers_pay_for_transfers_and_scheduling():
     tr = traced(branches(8, 0.02))
     fc = pargraph.forecast(tr, threads=[1], workers=[1, 2, 4], network=FAST_NETWORK, gil=0.0)
     one, four = fc.outcome(workers=1), fc.outcome(workers=4)
-    assert one.transfers == 0.0  # one worker holds every value
+    # one worker holds every value: only x.grad (4 floats) travels, to the caller reading it
+    assert one.transfers == pytest.approx(16 / FAST_NETWORK.bandwidth)
     assert four.transfers > 0.0
     assert one.scheduling > 0.0
     assert fc.step_time(workers=1) > fc.step_time(threads=1)  # a cluster's latencies add
@@ -162,6 +163,47 @@ def test_workers_pay_for_transfers_and_scheduling():
     slow = Network(**{**FAST_NETWORK.__dict__, "transfer_latency": 0.05})
     assert pargraph.forecast(tr, threads=[], workers=[4], network=slow,
                              gil=0.0).step_time(workers=4) > fc.step_time(workers=4)
+
+
+def test_a_value_the_caller_reads_travels_back_from_the_cluster():
+    """A value a run kept on a cluster (x.grad here) comes back when the caller reads it: a
+    round trip, then its bytes, once per read; a 0-d loss comes back with its run, and a
+    value the block did not compute is no run's."""
+    op = sleeper(0.01)
+    before = pargraph.ones(3) * 2
+    before.numpy()
+
+    def model(x):
+        before.numpy()  # realized before the block: read where it is
+        return sum(op(x * (k + 1)).sum() for k in range(2))
+
+    tr = traced(model)
+    # after the step's one run: x.grad's 4 floats (the loss is 0-d)
+    assert tr.reads == [(len(tr.run_records), 16)]
+
+    def forecast(network: Network) -> pargraph.Forecast:
+        return pargraph.forecast(tr, threads=[1, 2], workers=[1, 2], network=network, gil=0.0,
+                                 measure_gil=False)
+
+    fast = forecast(FAST_NETWORK)
+    slow = forecast(Network(**{**FAST_NETWORK.__dict__, "read_latency": 0.05}))
+    narrow = forecast(Network(**{**FAST_NETWORK.__dict__, "bandwidth": 1e3}))  # 16 B: 16 ms
+    for n in (1, 2):
+        assert slow.step_time(workers=n) == pytest.approx(fast.step_time(workers=n) + 0.05)
+        more = narrow.outcome(workers=n).transfers - fast.outcome(workers=n).transfers
+        assert more >= 0.016 - 16 / FAST_NETWORK.bandwidth - 1e-12
+        assert slow.outcome(workers=n).transfers == pytest.approx(
+            fast.outcome(workers=n).transfers + 0.05)
+        assert slow.step_time(threads=n) == fast.step_time(threads=n)  # values stay here
+    # a value read twice travels twice; reads after each run follow that run
+    x = pargraph.ones(4)
+    with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as twice:
+        y = (x * 2).exp()
+        y.numpy(), y.numpy()
+        z = (y + 1).sum()
+        z.item()
+        (y * 3).tolist()
+    assert twice.reads == [(1, 16), (1, 16), (3, 16)]
 
 
 def test_a_transfer_takes_the_workers_and_the_schedulers_cores():

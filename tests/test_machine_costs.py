@@ -87,6 +87,7 @@ def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
     assert 0 < network.worker_transfer < 1.0 and network.scheduler_transfer < 1.0
     assert 0 < network.worker_replicate < 1.0 and 0 < network.scheduler_replicate < 1.0
     assert 0 < network.worker_value < 1e-3
+    assert 0 < network.read_latency < 1.0  # a kept value, read back: a round trip
 
 
 def test_a_wait_that_lasts_longer_beside_another_is_not_read_as_holding_the_gil():

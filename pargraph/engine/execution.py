@@ -101,7 +101,8 @@ class LocalState:
 
     def __init__(self) -> None:
         #: Objects with a ``run(computed_nodes, get)`` context manager, entered around every
-        #: run (the trace layer registers itself here; execution never imports it).
+        #: run, and a ``read(node)`` method, called when the caller reads a realized value
+        #: (the trace layer registers itself here; execution never imports it).
         self.observers: list = []
         #: The nodes the last backward freed that still hold a value (``_forget_structure``).
         self.structure_kept: weakref.WeakSet = weakref.WeakSet()
@@ -122,6 +123,13 @@ class LocalState:
 
 
 local = context.register("execution", LocalState())
+
+
+def observe_read(node: Node) -> None:
+    """Tells the observers (a trace) that the caller read ``node``'s realized value: on a
+    cluster, a value a run kept there travels back then."""
+    for observer in list(local.observers):
+        observer.read(node)
 
 
 def is_live(node: Node) -> bool:

@@ -66,17 +66,19 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
 LONG = 1200
 
 
-def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int = 5
-                     ) -> tuple:
+def measure_messages(run_nodes: Callable[[Any, int, int], float],
+                     read_back: Callable[[Any], float], repeats: int = 5) -> tuple:
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
     run latency and time per node and per value, the workers' and the scheduler's time on a
-    core per transfer and per copy of training state, and the workers' per array moved)`` in
+    core per transfer and per copy of training state, the workers' per array moved, and the
+    latency of a value read back)`` in
     seconds (bytes per second for the bandwidth), each the median of about ``repeats``
     measurements (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, values)`` times a pargraph run of a chain of ``n`` tiny nodes on
     the client's cluster, the second of two; with ``values``, the third call of a compiled
-    step that also updates ``values`` tiny tensors in place."""
+    step that also updates ``values`` tiny tensors in place; ``read_back(client)`` times the
+    caller's read of a value a pargraph run kept on the client's cluster."""
     def make(size: int) -> np.ndarray:
         return np.ones(size, np.uint8)
 
@@ -199,10 +201,11 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float], repeats: int =
                                                  for k in range(2))
         # each array of a tuple is (de)serialized on its own: its share of the workers' time
         worker_value = max((median_of(lambda: copied(101)[0]) - worker_replicate) / 100, 0.0)
+        read_latency = median_of(lambda: read_back(client))
     bandwidth = (big - small) / max(big_time - small_time, 1e-6)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
             transfer_latency, bandwidth, replicate_latency,
             min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_node,
             compiled_value,
             worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate,
-            worker_value)
+            worker_value, read_latency)
