@@ -212,6 +212,9 @@ class _CountComputed:
         self.counts.append(len(computed))
         yield
 
+    def read(self, node):
+        pass  # reads are not counted
+
 
 #: Hand-written updates of the PyTorch tutorials, through ``.data`` and under no_grad.
 HAND_UPDATES = {
