@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import threading
 import time
 from collections.abc import Callable
 
 import dask
+import numpy as np
 
 import pargraph
 from benchmarks import scaling
@@ -74,6 +77,39 @@ def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.
                              cores=os.cpu_count())
 
 
+def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
+    """How much of this machine's two cores two threads get right now: the median speed-up
+    of two threads making numpy products (BLAS on one thread each) over the same products
+    made one after the other, in rounds of about 25 ms for ``seconds``, and the share of
+    rounds under 1.5x. A shared virtual machine's host takes a vCPU away at times, without
+    counting it as stolen time (docs/forecast.md)."""
+    from threadpoolctl import threadpool_limits
+
+    a = np.random.default_rng(0).random((300, 300))
+
+    def products() -> None:
+        for _ in range(4):
+            a @ a
+
+    speedups = []
+    with threadpool_limits(1):
+        products()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            start = time.perf_counter()
+            products()
+            products()
+            alone = time.perf_counter() - start
+            pair = [threading.Thread(target=products) for _ in range(2)]
+            start = time.perf_counter()
+            for thread in pair:
+                thread.start()
+            for thread in pair:
+                thread.join()
+            speedups.append(alone / (time.perf_counter() - start))
+    return statistics.median(speedups), sum(s < 1.5 for s in speedups) / len(speedups)
+
+
 def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, float]:
     """Each thread count's median step, of a step made for it (a compiled step keeps the
     plan of the thread count it was captured on)."""
@@ -103,16 +139,31 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
     one) then moves the two sides of a speed-up alike."""
     on_threads, on_workers = [], []
     for name, make in makers.items():
+        before = cores_delivered()
         forecast = traced_forecast(make(), threads, workers)
+        measured_on = (measure_threads(make, threads, steps), measure_workers(make, workers, steps))
+        cores = (before, cores_delivered())
         for where, counts, measured, rows in (
-                ("threads", threads, measure_threads(make, threads, steps), on_threads),
-                ("workers", workers, measure_workers(make, workers, steps), on_workers)):
+                ("threads", threads, measured_on[0], on_threads),
+                ("workers", workers, measured_on[1], on_workers)):
             for n in counts:
                 rows.append({"workload": name, "where": where, "count": n,
                              "measured": measured[1] / measured[n],
                              "forecast": forecast.speedup(**{where: n}), "step": measured[n],
-                             "forecast_step": forecast.step_time(**{where: n})})
+                             "forecast_step": forecast.step_time(**{where: n}),
+                             "cores": cores})
     return on_threads + on_workers
+
+
+def cores_table(rows: list[dict]) -> str:
+    """Per workload, what the machine's two cores gave two threads of numpy products right
+    before its measurements and right after (:func:`cores_delivered`)."""
+    lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after |",
+             "|---|---|---|"]
+    for name, cores in {row["workload"]: row["cores"] for row in rows}.items():
+        lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
+                                                 for median, low in cores) + " |")
+    return "\n".join(lines)
 
 
 def table(rows: list[dict]) -> str:
@@ -161,6 +212,11 @@ def main(argv: list[str] | None = None) -> None:
         parts += ["## numpy workloads", "", table(real), ""]
     if sleeping and real:
         parts += targets(sleeping, real)
+    parts += ["", "## The machine's two cores", "",
+              "Two threads of numpy products against the same products one after the other "
+              "(`cores_delivered`, 2 s of rounds of about 25 ms): the median speed-up, and "
+              "the share of rounds under 1.5x, right before each workload's trace and right "
+              "after its last measurement.", "", cores_table(sleeping + real)]
     text = "\n".join(parts)
     print(text)
     if args.no_write:

@@ -136,3 +136,13 @@ def test_the_kernels_benchmark_compiles_then_loads_numbas_kernels_and_times_both
     assert [found[k]["kernels"] for k in ("compiling", "cached", "numpy")] == \
         ["numba", "numba", "numpy"]
     assert all(v > 0 for run in found.values() for k, v in run.items() if k != "kernels")
+
+
+def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload():
+    from benchmarks.forecast import cores_delivered, cores_table
+
+    median, low = cores_delivered(0.3)
+    assert 0.3 < median < 2.5 and 0.0 <= low <= 1.0  # two threads of products, two cores
+    rows = [{"workload": "towers", "cores": ((1.93, 0.05), (1.12, 0.6))},
+            {"workload": "towers", "cores": ((1.93, 0.05), (1.12, 0.6))}]
+    assert cores_table(rows).splitlines()[2:] == ["| towers | 1.93x (5%) | 1.12x (60%) |"]
