@@ -78,9 +78,12 @@ def fetch(node: Node) -> np.ndarray:
             return np.asarray(value.result() if isinstance(value, HeldPart)
                               else settled([value], value.result))
         except (Exception, asyncio.CancelledError) as error:
-            # Fetching a part runs a task: its cancellation can come before the part's own.
-            cancelled = isinstance(error, (asyncio.CancelledError, CancelledError))
-            if not is_lost(value) and not cancelled:
+            # Fetching a part runs a task: its cancellation can come before the part's own,
+            # and a scheduler that died can close the connection before either.
+            from distributed.comm.core import CommClosedError  # loaded: a Future is here
+
+            gone = isinstance(error, (asyncio.CancelledError, CancelledError, CommClosedError))
+            if not is_lost(value) and not gone:
                 raise
             cause = f"{value.key}: {error or type(error).__name__}"
     else:
