@@ -3,7 +3,8 @@ speed-ups the same step measures on threads and on a cluster of worker processes
 
     python -m benchmarks.forecast           # writes benchmarks/FORECAST.md
 
-Each workload is warmed on one thread and one steady step is traced there; the forecast of
+Each workload is warmed on one thread and one steady step is traced there, right after the
+machine's loopback and wake-up are measured again (both drift within minutes); the forecast of
 that trace for every configuration is compared with the configuration's measured speed-up
 (the median of steady-state steps, as ``benchmarks.scaling`` measures them, over the same
 step's median on one thread or one worker), all of a workload's measurements one after
@@ -29,7 +30,7 @@ import numpy as np
 
 import pargraph
 from benchmarks import scaling
-from pargraph.machine_costs import loopback, measure_wake_up
+from pargraph.machine_costs import Network, loopback, measure_loopback, measure_wake_up
 from pargraph.remote.loopback import worker_processes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,11 +59,13 @@ def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
             for name, make in scaling.GRAPHS.items()}
 
 
-def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.Forecast:
+def traced_forecast(step: Callable, threads: tuple, workers: tuple,
+                    network: Network | None = None) -> pargraph.Forecast:
     """The forecast of one steady step of ``step``, traced on one thread: the median of three
     traced steps (one step can meet a burst of the machine's other work), with the machine's
     wake-up measured just before: on a shared virtual machine it drifts within minutes, more
-    than a kept measurement follows (docs/forecast.md)."""
+    than a kept measurement follows (docs/forecast.md). ``network``: the loopback's costs
+    (None: the kept measurement)."""
     wake = measure_wake_up()
     traces = []
     with dask.config.set(scheduler="threads", num_workers=1):
@@ -74,7 +77,7 @@ def traced_forecast(step: Callable, threads: tuple, workers: tuple) -> pargraph.
     tr = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)[1]
     # every configuration runs on this machine, so its threads and processes share its cores
     return pargraph.forecast(tr, threads=threads, workers=workers, wake=wake,
-                             cores=os.cpu_count())
+                             cores=os.cpu_count(), network=network)
 
 
 def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
@@ -140,7 +143,9 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
     on_threads, on_workers = [], []
     for name, make in makers.items():
         before = cores_delivered()
-        forecast = traced_forecast(make(), threads, workers)
+        # the loopback drifts within minutes too: measured for each workload's forecast
+        network = measure_loopback() if workers else None
+        forecast = traced_forecast(make(), threads, workers, network)
         measured_on = (measure_threads(make, threads, steps), measure_workers(make, workers, steps))
         cores = (before, cores_delivered())
         for where, counts, measured, rows in (
@@ -151,18 +156,22 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
                              "measured": measured[1] / measured[n],
                              "forecast": forecast.speedup(**{where: n}), "step": measured[n],
                              "forecast_step": forecast.step_time(**{where: n}),
-                             "cores": cores})
+                             "cores": cores, "network": forecast.network})
     return on_threads + on_workers
 
 
 def cores_table(rows: list[dict]) -> str:
     """Per workload, what the machine's two cores gave two threads of numpy products right
-    before its measurements and right after (:func:`cores_delivered`)."""
-    lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after |",
-             "|---|---|---|"]
-    for name, cores in {row["workload"]: row["cores"] for row in rows}.items():
+    before its measurements and right after (:func:`cores_delivered`), and the loopback's
+    latencies its forecast used."""
+    lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after "
+             "| loopback: a task, a run, a transfer |", "|---|---|---|---|"]
+    for name, row in {row["workload"]: row for row in rows}.items():
+        network = row["network"]
         lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
-                                                 for median, low in cores) + " |")
+                                                 for median, low in row["cores"])
+                     + f" | {network.task_latency * 1e3:.2f}, {network.run_latency * 1e3:.2f}, "
+                       f"{network.transfer_latency * 1e3:.2f} ms |")
     return "\n".join(lines)
 
 
@@ -212,11 +221,12 @@ def main(argv: list[str] | None = None) -> None:
         parts += ["## numpy workloads", "", table(real), ""]
     if sleeping and real:
         parts += targets(sleeping, real)
-    parts += ["", "## The machine's two cores", "",
+    parts += ["", "## The machine during each workload", "",
               "Two threads of numpy products against the same products one after the other "
               "(`cores_delivered`, 2 s of rounds of about 25 ms): the median speed-up, and "
               "the share of rounds under 1.5x, right before each workload's trace and right "
-              "after its last measurement.", "", cores_table(sleeping + real)]
+              "after its last measurement; and the loopback's latencies, measured right "
+              "before the trace, that its forecast used.", "", cores_table(sleeping + real)]
     text = "\n".join(parts)
     print(text)
     if args.no_write:
@@ -226,7 +236,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(os.path.join(HERE, "FORECAST.md"), "w") as file:
         file.write(f"# Forecasts against measurements\n\n- machine: {machine()}\n- command: "
                    f"`python -m benchmarks.forecast` ({time.perf_counter() - start:.0f} s)\n"
-                   f"- this machine's loopback, as `pargraph.forecast` measured it: {network}\n"
+                   f"- this machine's loopback at the start, as `pargraph.forecast` measured it "
+                   f"(again before each workload, below): {network}\n"
                    f"\n{text}\n")
 
 

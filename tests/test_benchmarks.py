@@ -143,6 +143,10 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
 
     median, low = cores_delivered(0.3)
     assert 0.3 < median < 2.5 and 0.0 <= low <= 1.0  # two threads of products, two cores
-    rows = [{"workload": "towers", "cores": ((1.93, 0.05), (1.12, 0.6))},
-            {"workload": "towers", "cores": ((1.93, 0.05), (1.12, 0.6))}]
-    assert cores_table(rows).splitlines()[2:] == ["| towers | 1.93x (5%) | 1.12x (60%) |"]
+    from pargraph.machine_costs import Network
+
+    network = Network(task_latency=3e-3, scheduler_task=1e-3, run_latency=8e-3, run_node=0.0,
+                      transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3)
+    row = {"workload": "towers", "cores": ((1.93, 0.05), (1.12, 0.6)), "network": network}
+    assert cores_table([row, row]).splitlines()[2:] == [
+        "| towers | 1.93x (5%) | 1.12x (60%) | 3.00, 8.00, 2.00 ms |"]
