@@ -30,11 +30,14 @@ def test_measured_calls_tell_a_wait_from_python_work():
 
     x = np.ones(4, np.float32)
     # The suite's other processes share the two cores, and a busy machine biases Python
-    # work's share down (docs/forecast.md, "Noise"): the least disturbed of three
-    # measurements is the one to judge.
+    # work's share down (docs/forecast.md, "Noise"): the least disturbed measurement is the
+    # one to judge, of up to eight, until one is undisturbed enough to tell (three were not,
+    # once, while the suite's other processes kept both cores busy).
     waits = [measure_call(Op(lambda x: (time.sleep(0.002), x + 1)[1]), {}, (x,))
              for _ in range(3)]
-    works = [measure_call(Op(python_work), {}, (x,)) for _ in range(3)]
+    works = []
+    while len(works) < 8 and not any(c.gil_share > 0.6 for c in works):
+        works.append(measure_call(Op(python_work), {}, (x,)))
     assert all(isinstance(c, CallCost) and c.seconds >= 0.002 for c in waits)
     assert all(0.0 <= c.gil_share <= 1.0 for c in waits + works)
     assert max(c.gil_share for c in works) > 0.6
