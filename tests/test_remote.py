@@ -1151,7 +1151,8 @@ def test_a_scheduler_gone_when_asked_for_its_workers_is_a_lost_cluster(cluster, 
     monkeypatch.setattr(cluster.client, "nthreads", gone)
     x = pargraph.ones(4) * 2
     with dask.config.set(scheduler=cluster.client), \
-            pytest.raises(pargraph.ClusterLostError, match="asking the scheduler"):
+            pytest.raises(pargraph.ClusterLostError,
+                          match="its scheduler went away .asking the scheduler"):
         x.sum().item()
 
 
@@ -1172,7 +1173,9 @@ def test_a_scheduler_gone_while_a_held_value_is_read_is_a_lost_cluster(cluster, 
         _steps(model, opt, pargraph.randn(8, 4), pargraph.randint(0, 2, (8,)), 1)
     assert type(model.weight._node.value) is HeldPart
     monkeypatch.setattr(HeldPart, "result", gone)
-    with pytest.raises(pargraph.ClusterLostError, match="lost values it held"):
+    # the client may not know yet: the closed connection says the scheduler went away
+    with pytest.raises(pargraph.ClusterLostError,
+                       match="lost values it held: its scheduler went away"):
         model.weight.detach().numpy()
 
 

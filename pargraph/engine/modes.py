@@ -179,7 +179,8 @@ def granularity_or_lost(get: Callable, client: Any) -> Granularity:
     except (OSError, asyncio.CancelledError) as error:  # CommClosedError is an OSError
         if client is None:
             raise
-        raise cluster_lost(client, f"asking the scheduler for its workers: {error!r}") from None
+        raise cluster_lost(client, f"asking the scheduler for its workers: {error!r}",
+                           isinstance(error, OSError)) from None
 
 
 def granularity(get: Callable, client: Any = None) -> Granularity:

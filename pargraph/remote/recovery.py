@@ -86,9 +86,10 @@ def fetch(node: Node) -> np.ndarray:
             if not is_lost(value) and not gone:
                 raise
             cause = f"{value.key}: {error or type(error).__name__}"
+            closed = isinstance(error, CommClosedError)
     else:
-        cause = f"{value.key} was cancelled"
-    error = cluster_lost(value.client, cause)
+        cause, closed = f"{value.key} was cancelled", False
+    error = cluster_lost(value.client, cause, closed)
     if value.key in clusters.recovered:
         node.value = clusters.recovered[value.key]
         return node.value
@@ -119,8 +120,9 @@ def ensure_running(client: Any) -> None:
         raise cluster_lost(client, f"the client's connection is {client.status}")
 
 
-def cluster_lost(client: Any, cause: str) -> ClusterLostError:
-    """Put back what recovery sources kept and describe the loss (to be raised)."""
+def cluster_lost(client: Any, cause: str, closed: bool = False) -> ClusterLostError:
+    """Put back what recovery sources kept and describe the loss (to be raised); ``closed``:
+    the connection to the scheduler closed (the client may not know it yet)."""
     restored = []
     for reference in list(clusters.recovery_sources):
         source = reference()
@@ -135,8 +137,8 @@ def cluster_lost(client: Any, cause: str) -> ClusterLostError:
     # The scheduler answers still: data was lost with a worker, pure data (training state,
     # see forget_provenance) that no other worker had a copy of.
     how = ("a worker that left had the only copy of some of them (pargraph.replicas sets on "
-           "how many workers training state is kept)" if getattr(client, "status", None) ==
-           "running" else "its scheduler went away")
+           "how many workers training state is kept)" if not closed and getattr(
+               client, "status", None) == "running" else "its scheduler went away")
     saved = clusters.last_checkpoint
     message = f"the dask cluster at {address} lost values it held: {how} ({cause})."
     if restored:

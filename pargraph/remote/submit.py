@@ -47,7 +47,8 @@ def run_on_cluster(client: Any, graph: dict, keys: list, workers: dict | None = 
             values = asked(lambda: client.gather(futures[-fetched:]))  # finished: quick
         except (OSError, CancelledError, asyncio.CancelledError) as error:
             # The scheduler went away after the run (CommClosedError is an OSError).
-            raise cluster_lost(client, f"gathering the run's results: {error!r}") from None
+            raise cluster_lost(client, f"gathering the run's results: {error!r}",
+                               isinstance(error, OSError)) from None
     wait_for(client, futures, bar=progress)
     if fetched:
         futures[-fetched:] = values
