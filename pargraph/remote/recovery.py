@@ -82,11 +82,11 @@ def fetch(node: Node) -> np.ndarray:
             # and a scheduler that died can close the connection before either.
             from distributed.comm.core import CommClosedError  # loaded: a Future is here
 
-            gone = isinstance(error, (asyncio.CancelledError, CancelledError, CommClosedError))
-            if not is_lost(value) and not gone:
+            closed = isinstance(error, CommClosedError)
+            cancelled = isinstance(error, (asyncio.CancelledError, CancelledError))
+            if not is_lost(value) and not (closed or cancelled):
                 raise
             cause = f"{value.key}: {error or type(error).__name__}"
-            closed = isinstance(error, CommClosedError)
     else:
         cause, closed = f"{value.key} was cancelled", False
     error = cluster_lost(value.client, cause, closed)
