@@ -566,6 +566,23 @@ class Forecast:
                                  f"{self.trace.records[key].op}")
         return shares, len(measured)
 
+    def _alone(self, run: Any, nodes: list[Node], seconds: list[float],
+               all_blas: bool) -> list[float]:
+        """Each node's seconds alone in a configuration whose BLAS has every core
+        (``all_blas``) or one thread, from its traced ``seconds``."""
+        traced_all = run.blas is ALL_BLAS
+        if traced_all and all_blas:
+            return seconds
+        # A node whose op calls BLAS takes its traced time, scaled by its kind's measured
+        # ratio of BLAS on one thread over BLAS on every core where the trace ran it on every
+        # core and the configuration on one, by the inverse the other way round (the traced
+        # time keeps what the step's context costs a big product: caches, fresh memory); any
+        # other node its kind's time alone, where measured (a trace runs node by node, each
+        # timed, which costs a small op more than its own work).
+        power = 0 if traced_all == all_blas else 1 if traced_all else -1
+        return [s * self.one_blas_thread.get(n.key, 1.0) ** power if n.op.blas
+                else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
+
     @property
     def network(self) -> Network:
         """The cluster's message costs: as given, else this machine's loopback, measured."""
@@ -613,16 +630,8 @@ class Forecast:
         threads = self.threads_per_worker if remote else count
         # A cluster's workers run BLAS on one thread each (dask's nanny starts them so:
         # ``distributed.nanny.pre-spawn-environ``); threads as the run's plan says.
-        if not (run.blas is ALL_BLAS and not remote
-                and lowering.blas_threads_of(nodes, threads) is ALL_BLAS):
-            # Where BLAS had every core in the trace, it has one thread per task here. A node
-            # whose op calls BLAS takes its traced time scaled by its kind's measured ratio of
-            # the two (the traced time keeps what the step's context costs a big product:
-            # caches, fresh memory); any other node its kind's time alone, where measured (a
-            # trace runs node by node, each timed, which costs a small op more than its own
-            # work).
-            seconds = [s * self.one_blas_thread.get(n.key, 1.0) if n.op.blas
-                       else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
+        seconds = self._alone(run, nodes, seconds, not remote and lowering.blas_threads_of(
+            nodes, threads) is ALL_BLAS)
         penalties = [c * s for c, s in zip(contention, seconds)]
         on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \

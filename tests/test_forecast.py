@@ -492,3 +492,31 @@ def test_a_wake_up_costs_nothing_after_no_idle_and_no_more_than_the_longest_meas
     measured = measure_wake_up(repeats=1)
     assert len(measured.extras) == len(measured.idles) and min(measured.extras) >= 0.0
     assert list(measured.extras) == sorted(measured.extras)  # longer idles cost no less
+
+
+def test_a_step_traced_on_two_threads_keeps_the_blas_threads_its_trace_had():
+    """Four wide products side by side on two threads run BLAS on one thread each
+    (``lowering.blas_threads_of``), so their traced times are one BLAS thread's. The forecast
+    takes them as they are on the traced two threads, and divides each by its kind's measured
+    ratio (BLAS on one thread over BLAS on every core) on one thread, where a real run gives
+    BLAS every core."""
+    from pargraph.engine.lowering import ALL_BLAS, ONE_BLAS, blas_threads_of
+
+    train, x = linears_step(512, 256)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        for _ in range(3):
+            train(x).item()
+        with pargraph.trace() as tr:
+            train(x).item()
+    run = max(tr.run_records, key=lambda r: len(r.computed))
+    assert run.threads == 2 and run.blas is ONE_BLAS
+    assert blas_threads_of(run.computed, 1) is ALL_BLAS
+    products = {n.key for n in run.computed if n.op.blas}
+    fc = pargraph.forecast(tr, threads=[1, 2], gil=0.0)  # no GIL waits: times as given
+    assert products and products <= set(fc.one_blas_thread)
+    for threads, scale in ((2, lambda key: 1.0), (1, lambda key: 1 / fc.one_blas_thread[key])):
+        took = {s.key: s.stop - s.start for s in fc.outcome(threads=threads).segments
+                if s.key in products}
+        assert set(took) == products
+        for key, seconds in took.items():
+            assert seconds == pytest.approx(tr.records[key].duration * scale(key), rel=1e-6)
