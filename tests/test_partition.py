@@ -17,7 +17,7 @@ from pargraph.engine import modes
 from pargraph.engine.lowering import PlanCache, is_small, lower, plan
 from pargraph.engine.modes import MODES as WAYS
 from pargraph.engine.modes import RETRY_PERIOD, ModeChoice
-from pargraph.engine.partition import Granularity, partition, placed_partition
+from pargraph.engine.partition import Granularity, estimated_seconds, partition, placed_partition
 from pargraph.graph import format_site
 from pargraph.runtime import FusedTask, NodeTask
 from tests.models import MeanOfTowers
@@ -91,6 +91,21 @@ def _towers_step(towers=4, width=512, batch=512):
     loss.backward()
     targets = [p.grad._node for p in model.parameters()] + [loss._node]
     return model, plan(targets)[1]
+
+
+def test_more_threads_never_make_a_towers_step_a_longer_task():
+    """The towers' backward passes each read the loss's gradient, one group: joined into it,
+    they would run one after another in its task. They join it only where that costs no more
+    than the tasks it saves, so on more threads no task holds more work than on fewer, and
+    on one thread, where nothing runs side by side, they join."""
+    _, computed = _towers_step(towers=8, width=256, batch=256)
+    largest = []
+    for workers in (1, 2, 4, 8, 16, 32):
+        groups = partition(computed, Granularity(workers=workers))
+        assert _quotient_is_acyclic(groups)
+        largest.append(max(sum(estimated_seconds(n) for n in members) for members in groups))
+    assert largest == sorted(largest, reverse=True), largest
+    assert largest[-1] < largest[0] / 4
 
 
 def test_a_towers_step_becomes_a_few_tasks_per_tower():
@@ -168,7 +183,6 @@ def test_the_directions_of_a_stacked_bidirectional_rnn_run_side_by_side():
     loss = pargraph.stack(inputs).sum()
     loss.backward()
     computed = plan([x.grad._node, loss._node])[1]
-    from pargraph.engine.partition import estimated_seconds
 
     work = {id(n): estimated_seconds(n) for n in computed}
     groups = partition(computed, Granularity(workers=4))
@@ -627,7 +641,9 @@ def test_a_run_in_one_thread_gives_blas_every_core_or_one(monkeypatch, mode):
 def test_the_sync_scheduler_runs_group_tasks_in_order_without_its_costs_per_task():
     """dask's sync scheduler runs tasks one after another in the calling thread, at ~75 us a
     task: pargraph runs the group tasks so itself (the same results), unless
-    ``pargraph.adaptive`` is off (as the shared scheduler tests set it, to test dask's)."""
+    ``pargraph.adaptive`` is off (as the shared scheduler tests set it, to test dask's).
+    The step's chains stay groups of their own (``pargraph.task-grain`` 0): for one thread the
+    partition merges this small step into one task."""
     from dask.callbacks import Callback
 
     seen = []
@@ -636,7 +652,8 @@ def test_the_sync_scheduler_runs_group_tasks_in_order_without_its_costs_per_task
     for adaptive in (True, False):
         seen.clear()
         with counting, dask.config.set({"scheduler": "sync", "pargraph.adaptive": adaptive,
-                                        "pargraph.single-task-below": 0}):
+                                        "pargraph.single-task-below": 0,
+                                        "pargraph.task-grain": 0}):
             results[adaptive] = training_step({}, "sync")
         assert bool(seen) is not adaptive
     assert results[True][0] == results[False][0]

@@ -240,10 +240,10 @@ class _Groups:
 
     def coarsen(self, work: list[float], grain: float, workers: int,
                 patience: float = 0.0, per_thread: int = 2) -> None:
-        """Merge groups below ``grain`` of work: into the one group they read from (unless it
-        fans out to many such groups), then independent ones of one depth into bundles
-        (keeping at least ``per_thread`` tasks per worker thread at that depth where there
-        were that many), then what is left into the producer it waits on or its consumer,
+        """Merge groups below ``grain`` of work: into the one group they read from (unless,
+        run one after another there, they would lose more than the tasks saved), then
+        independent ones of one depth into bundles (keeping at least ``per_thread`` tasks per
+        worker thread at that depth where there were that many), then what is left into the producer it waits on or its consumer,
         unless that would hold back work by more than ``patience`` (a task's cost: what the
         merge saves).
 
@@ -271,8 +271,13 @@ class _Groups:
             if producer is not None:
                 tails.setdefault(producer, []).append(g)
         for producer, small in tails.items():
-            if len(small) > max(2, workers):
-                continue  # a fan-out (a loss feeding 32 towers): bundled below instead
+            # Joined, the tails run one after another in the producer's task: what that loses
+            # (their work, less their time side by side on the workers) must be no more than
+            # the tasks it saves. A fan-out (a loss feeding 32 towers) is bundled below.
+            total = sum(totals[g] for g in small)
+            side_by_side = max(total / workers, max(totals[g] for g in small))
+            if total - side_by_side > patience * len(small):
+                continue
             for g in small:
                 # A producer that was itself a small tail may have gone into its own producer.
                 # Only if its other inputs come no later than the producer's task could
