@@ -243,9 +243,9 @@ class _Groups:
         """Merge groups below ``grain`` of work: into the one group they read from (unless,
         run one after another there, they would lose more than the tasks saved), then
         independent ones of one depth into bundles (keeping at least ``per_thread`` tasks per
-        worker thread at that depth where there were that many), then what is left into the producer it waits on or its consumer,
-        unless that would hold back work by more than ``patience`` (a task's cost: what the
-        merge saves).
+        worker thread at that depth where there were that many), then what is left into the
+        producer it waits on or its consumer, unless that would hold back work by more than
+        ``patience`` (a task's cost: what the merge saves).
 
         Locally two bundles per thread even out the threads' loads. On a cluster one does:
         a worker learns of its next task only when the scheduler has heard that the one
