@@ -59,11 +59,17 @@ from pargraph.trace import PHASE_COLORS, Trace, critical_path
 #: The least share of the traced time outside the runs a configuration is forecast to take:
 #: wake-up costs are measured apart from the step and may exceed the step's own.
 OUTSIDE_FLOOR = 0.25
+#: The predicted timeline's lane of the caller, which reads values back from a cluster.
+CLIENT_LANE = "client"
+#: The colour of the timeline's transfers (the phases' colours are the trace's).
+TRANSFER_COLOR = "#8C8C8C"
 
 
 @dataclass
 class Segment:
-    """A simulated stretch of one lane: one node, from its start to its stop."""
+    """A simulated stretch of one lane: one node, from its start to its stop; or, on the
+    ``client`` lane of a cluster's configuration, the values the caller read back after a
+    run (op ``read back``, phase ``transfer``)."""
 
     lane: str
     key: str
@@ -611,6 +617,9 @@ class Forecast:
                 network = self.network
                 back = sum(network.read_latency + nbytes / network.bandwidth
                            for after, nbytes in self.trace.reads if after == k + 1)
+                if back:
+                    outcome.segments.append(Segment(CLIENT_LANE, f"read-back-{k}", "read back",
+                                                    "transfer", now, now + back))
                 now += back
                 outcome.transfers += back
         outcome.outside = self._outside_after(outcome.idles)
@@ -805,13 +814,14 @@ class Forecast:
             for lane, phase, start, stop in spans:
                 ax.broken_barh([(start * 1e3, max((stop - start) * 1e3, 1e-3))],
                                (lanes.index(lane) - 0.35, 0.7),
-                               facecolors=PHASE_COLORS.get(phase, "grey"))
+                               facecolors=PHASE_COLORS.get(phase, TRANSFER_COLOR))
             ax.set_yticks(range(len(lanes)), lanes)
             ax.invert_yaxis()
             ax.set_title(title, loc="left", fontsize=10)
         axes[-1].set_xlabel("time (ms); the measured lanes show the runs only")
-        fig.legend(handles=[Patch(color=c, label=p) for p, c in PHASE_COLORS.items()],
-                   loc="lower center", ncol=4, frameon=False)
+        colors = {**PHASE_COLORS, "read back": TRANSFER_COLOR}
+        fig.legend(handles=[Patch(color=c, label=p) for p, c in colors.items()],
+                   loc="lower center", ncol=5, frameon=False)
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         fig.savefig(path, dpi=110)
         plt.close(fig)

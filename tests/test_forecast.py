@@ -195,6 +195,13 @@ def test_a_value_the_caller_reads_travels_back_from_the_cluster():
         assert slow.outcome(workers=n).transfers == pytest.approx(
             fast.outcome(workers=n).transfers + 0.05)
         assert slow.step_time(threads=n) == fast.step_time(threads=n)  # values stay here
+        # the predicted timeline draws the read on the caller's lane, after the run's nodes
+        reads = [s for s in slow.outcome(workers=n).segments if s.lane == "client"]
+        assert [(s.op, s.phase) for s in reads] == [("read back", "transfer")]
+        assert reads[0].stop - reads[0].start == pytest.approx(0.05 + 16 / FAST_NETWORK.bandwidth)
+        assert reads[0].start >= max(s.stop for s in slow.outcome(workers=n).segments
+                                     if s.lane != "client")
+        assert not [s for s in slow.outcome(threads=n).segments if s.lane == "client"]
     # a value read twice travels twice; reads after each run follow that run
     x = pargraph.ones(4)
     with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as twice:
