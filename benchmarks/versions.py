@@ -9,6 +9,7 @@ same luck. A git revision is extracted with ``git archive``; a directory is copi
 
     python -m benchmarks.versions --against HEAD~3 --workload branchy
     python -m benchmarks.versions --against ../other/pargraph --workload small --mode threads
+    python -m benchmarks.versions --against HEAD~1 --workload attention --compiled step
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ import tempfile
 
 import dask
 
+from benchmarks import layer_models
 from benchmarks.harness import in_blocks
 from benchmarks.loop import WORKLOADS, _pargraph_step
+
+#: The towers of benchmarks.loop, and the models of benchmarks.layer_models.
+TOWERS = ("wide", "branchy", "small")
+CHOICES = TOWERS + tuple(layer_models.SHAPES)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IMPORTS = re.compile(r"^(\s*)(from|import) pargraph(?=[.\s]|$)", re.MULTILINE)
@@ -66,10 +72,12 @@ def import_other(against: str, into: str) -> str:
 
 
 def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
-            mode: str | None = None, scheduler: str = "threads") -> dict[str, list[float]]:
+            mode: str | None = None, scheduler: str = "threads",
+            compiled: str | None = None) -> dict[str, list[float]]:
     """Seconds per step of this pargraph and of ``against``'s, ``blocks`` alternating blocks
     of ``steps`` steps; the two steps after each switch are not timed. ``mode`` forces how
-    threaded runs go (``threads``, ``inline``, ``inline, one BLAS thread``), for both."""
+    threaded runs go (``threads``, ``inline``, ``inline, one BLAS thread``), for both;
+    ``compiled`` (``"step"`` or ``"model"``) is what each version compiles."""
     with tempfile.TemporaryDirectory() as into:
         packages = {"this": "pargraph", against: import_other(against, into)}
         # Versions before pargraph.adaptive could name a mode chose it in GroupPlan.
@@ -82,7 +90,7 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
         settings = {"scheduler": scheduler}
         if mode is not None:
             settings["pargraph.adaptive"] = mode
-        runs = {label: _pargraph_step(WORKLOADS[workload], package)
+        runs = {label: step_of(package, workload, compiled)
                 for label, package in packages.items()}
         try:
             with dask.config.set(settings):
@@ -94,6 +102,13 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
         finally:
             for plan, choose in zip(plans, chosen):
                 plan.choose_mode = choose
+
+
+def step_of(package: str, workload: str, compiled: str | None = None):
+    """The workload's training step, built with the pargraph imported as ``package``."""
+    if workload in TOWERS:
+        return _pargraph_step(WORKLOADS[workload], package, compiled)
+    return layer_models.step_of(importlib.import_module(package), workload, compiled)
 
 
 def _lowering(package: str):
@@ -112,14 +127,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", required=True,
                         help="a git revision of this repository, or a directory")
-    parser.add_argument("--workload", choices=["wide", "branchy", "small"], required=True)
+    parser.add_argument("--workload", choices=CHOICES, required=True)
+    parser.add_argument("--compiled", choices=["step", "model"],
+                        help="what each version compiles (default: nothing, eager)")
     parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--mode", choices=["threads", "inline", "inline, one BLAS thread"])
     parser.add_argument("--scheduler", default="threads")
     args = parser.parse_args(argv)
     times = compare(args.against, args.workload, args.blocks, args.steps, args.mode,
-                    args.scheduler)
+                    args.scheduler, args.compiled)
     medians = {label: statistics.median(seconds) for label, seconds in times.items()}
     for label, median in medians.items():
         print(f"{label:30} {median * 1000:8.3f} ms median step")

@@ -106,6 +106,14 @@ def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():
     assert other.__file__ != pargraph.__file__
     assert other.optim.optimizer.Tensor is other.Tensor is not pargraph.Tensor
     assert dask.config.get("pargraph.adaptive", True) is True  # the forced mode is undone
+    # a layer model, compiled by each version
+    times = versions.compare(here, "conv", blocks=1, steps=2, compiled="step")
+    assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
+    steps = {label: versions.step_of(package, "conv", "step")
+             for label, package in (("this", "pargraph"), ("other", "pargraph_pargraph"))}
+    assert [type(step.compiled).__module__.split(".")[0] for step in steps.values()] == \
+        ["pargraph", "pargraph_pargraph"]
+    assert all(isinstance(step(), float) for step in steps.values())
 
 
 def test_targets_report_their_spread_over_the_rounds():
