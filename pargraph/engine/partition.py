@@ -275,7 +275,7 @@ class _Groups:
             # (their work, less their time side by side on the workers) must be no more than
             # the tasks it saves. A fan-out (a loss feeding 32 towers) is bundled below.
             total = sum(totals[g] for g in small)
-            side_by_side = max(total / workers, max(totals[g] for g in small))
+            side_by_side = max(total / max(workers, 1), max(totals[g] for g in small))
             if total - side_by_side > patience * len(small):
                 continue
             for g in small:
