@@ -56,6 +56,19 @@ def _data(cfg: dict):
     return x, rng.integers(0, cfg["sizes"][-1], cfg["batch"])
 
 
+def pargraph_step(workload: str, package: str = "pargraph", compiled: str | None = None):
+    """The workload's pargraph training step (the towers here, the layer models in
+    :mod:`benchmarks.layer_models`), built with the pargraph imported as ``package``."""
+    import importlib
+
+    cfg = WORKLOADS[workload]
+    if cfg.get("layers"):
+        from benchmarks.layer_models import step_of
+
+        return step_of(importlib.import_module(package), workload, compiled)
+    return _pargraph_step(cfg, package, compiled)
+
+
 def _pargraph_step(cfg: dict, package: str = "pargraph", compiled: str | None = None):
     """The tower step, built with ``package`` (another version of pargraph imported under
     another name: ``benchmarks.versions``); ``compiled``: ``"step"`` compiles the step,
@@ -300,12 +313,9 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
 
             torch.set_num_threads(1 if "1 thread" in variant else 2)
     if variant.startswith("pargraph"):
-        import pargraph
-
         compiled = "model" if "compile(model)" in variant else \
             "step" if "compiled" in variant else None
-        step = step_of(pargraph, workload, compiled) if cfg.get("layers") else \
-            _pargraph_step(cfg, compiled=compiled)
+        step = pargraph_step(workload, compiled=compiled)
         settings["scheduler"] = "threads" if "threads" in variant else "sync"
         if variant.endswith(("1 BLAS thread", "1 thread")):
             blas = 1
@@ -355,7 +365,6 @@ def run_variant(workload: str, variant: str, steps: int, warmup: int) -> dict:
         from pargraph.engine import execution
 
         execution.execute = original
-        del pargraph
     return {"workload": workload, "variant": variant, "times": times, "loss": losses[-1],
             "tasks_per_step": tasks}
 

@@ -28,13 +28,8 @@ import tempfile
 
 import dask
 
-from benchmarks import layer_models
 from benchmarks.harness import in_blocks
-from benchmarks.loop import WORKLOADS, _pargraph_step
-
-#: The towers of benchmarks.loop, and the models of benchmarks.layer_models.
-TOWERS = ("wide", "branchy", "small")
-CHOICES = TOWERS + tuple(layer_models.SHAPES)
+from benchmarks.loop import WORKLOADS, pargraph_step
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IMPORTS = re.compile(r"^(\s*)(from|import) pargraph(?=[.\s]|$)", re.MULTILINE)
@@ -90,7 +85,7 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
         settings = {"scheduler": scheduler}
         if mode is not None:
             settings["pargraph.adaptive"] = mode
-        runs = {label: step_of(package, workload, compiled)
+        runs = {label: pargraph_step(workload, package, compiled)
                 for label, package in packages.items()}
         try:
             with dask.config.set(settings):
@@ -102,13 +97,6 @@ def compare(against: str, workload: str, blocks: int = 8, steps: int = 8,
         finally:
             for plan, choose in zip(plans, chosen):
                 plan.choose_mode = choose
-
-
-def step_of(package: str, workload: str, compiled: str | None = None):
-    """The workload's training step, built with the pargraph imported as ``package``."""
-    if workload in TOWERS:
-        return _pargraph_step(WORKLOADS[workload], package, compiled)
-    return layer_models.step_of(importlib.import_module(package), workload, compiled)
 
 
 def _lowering(package: str):
@@ -127,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", required=True,
                         help="a git revision of this repository, or a directory")
-    parser.add_argument("--workload", choices=CHOICES, required=True)
+    parser.add_argument("--workload", choices=list(WORKLOADS), required=True)
     parser.add_argument("--compiled", choices=["step", "model"],
                         help="what each version compiles (default: nothing, eager)")
     parser.add_argument("--blocks", type=int, default=8)

@@ -61,8 +61,8 @@ from pargraph.trace import PHASE_COLORS, Trace, critical_path
 OUTSIDE_FLOOR = 0.25
 #: The predicted timeline's lane of the caller, which reads values back from a cluster.
 CLIENT_LANE = "client"
-#: The colour of the timeline's transfers (the phases' colours are the trace's).
-TRANSFER_COLOR = "#8C8C8C"
+#: The predicted timeline's colours: the trace's by phase, and the caller's read-backs'.
+TIMELINE_COLORS = {**PHASE_COLORS, "transfer": "#8C8C8C"}
 
 
 @dataclass
@@ -814,13 +814,13 @@ class Forecast:
             for lane, phase, start, stop in spans:
                 ax.broken_barh([(start * 1e3, max((stop - start) * 1e3, 1e-3))],
                                (lanes.index(lane) - 0.35, 0.7),
-                               facecolors=PHASE_COLORS.get(phase, TRANSFER_COLOR))
+                               facecolors=TIMELINE_COLORS.get(phase, "grey"))
             ax.set_yticks(range(len(lanes)), lanes)
             ax.invert_yaxis()
             ax.set_title(title, loc="left", fontsize=10)
         axes[-1].set_xlabel("time (ms); the measured lanes show the runs only")
-        colors = {**PHASE_COLORS, "read back": TRANSFER_COLOR}
-        fig.legend(handles=[Patch(color=c, label=p) for p, c in colors.items()],
+        fig.legend(handles=[Patch(color=c, label="read back" if p == "transfer" else p)
+                            for p, c in TIMELINE_COLORS.items()],
                    loc="lower center", ncol=5, frameon=False)
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         fig.savefig(path, dpi=110)

@@ -109,7 +109,9 @@ def test_the_versions_benchmark_runs_another_pargraph_beside_this_one():
     # a layer model, compiled by each version
     times = versions.compare(here, "conv", blocks=1, steps=2, compiled="step")
     assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
-    steps = {label: versions.step_of(package, "conv", "step")
+    from benchmarks.loop import pargraph_step
+
+    steps = {label: pargraph_step("conv", package, "step")
              for label, package in (("this", "pargraph"), ("other", "pargraph_pargraph"))}
     assert [type(step.compiled).__module__.split(".")[0] for step in steps.values()] == \
         ["pargraph", "pargraph_pargraph"]
