@@ -6,11 +6,11 @@ speed-ups the same step measures on threads and on a cluster of worker processes
 Each workload is warmed on one thread and one steady step is traced there, right after the
 machine's loopback and wake-up are measured again (both drift within minutes); the forecast of
 that trace for every configuration is compared with the configuration's measured speed-up
-(the median of steady-state steps, as ``benchmarks.scaling`` measures them, over the same
-step's median on one thread or one worker), all of a workload's measurements one after
-another (a cluster started for each worker count). The sleeping graphs of ``benchmarks.scaling``
-need no core, so this 2-core machine runs them on 1 to 16 threads and 1 to 4 worker
-processes for real; the numpy workloads use cores, so they are compared on the
+(the median of steady-state steps over the same step's median on one thread or one worker),
+all of a workload's measurements one after another, its configurations taking turns in
+rounds (a cluster started for each worker count in each round). The sleeping graphs of
+``benchmarks.scaling`` need no core, so this 2-core machine runs them on 1 to 16 threads
+and 1 to 4 worker processes for real; the numpy workloads use cores, so they are compared on the
 configurations this machine has: 1 and 2 threads, 1 and 2 workers. Worker processes run one
 thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
 and process of a configuration shares this machine's cores (``cores=``).
@@ -29,7 +29,7 @@ import dask
 import numpy as np
 
 import pargraph
-from benchmarks import scaling
+from benchmarks import harness, scaling
 from pargraph.machine_costs import Network, loopback, measure_loopback, measure_wake_up
 from pargraph.remote.loopback import worker_processes
 
@@ -40,6 +40,10 @@ ROOT = os.path.dirname(HERE)
 REAL_THREADS, REAL_WORKERS = (1, 2), (1, 2)
 #: How far a forecast speed-up may be from the measured one (issue #59).
 SLEEPING_LIMIT, REAL_LIMIT = 0.10, 0.15
+#: Rounds in which a workload's configurations take turns: the machine gives two threads
+#: less than two cores in stretches of up to seconds (docs/forecast.md), which should slow
+#: every configuration's measurement a little rather than one of them a lot.
+ROUNDS, WORKER_ROUNDS = 4, 2
 
 
 def real_workloads() -> dict[str, Callable[[], Callable]]:
@@ -115,24 +119,38 @@ def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
 
 def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, float]:
     """Each thread count's median step, of a step made for it (a compiled step keeps the
-    plan of the thread count it was captured on)."""
-    times = {}
+    plan of the thread count it was captured on), the counts taking turns in
+    :data:`ROUNDS` rounds of at least ``steps / ROUNDS`` steps each."""
+    runs = {}
     for n in threads:
+        runs[n] = _on_threads(n, make())
+        scaling.median_step(runs[n], 1, 20, scaling.WARM_SECONDS)
+    timings = harness.in_rounds(runs, ROUNDS, -(-steps // ROUNDS), warmup=1,
+                                seconds=scaling.TIMED_SECONDS / 2)
+    return {n: timing.median for n, timing in timings.items()}
+
+
+def _on_threads(n: int, step: Callable) -> Callable[[], None]:
+    def run() -> None:
         with dask.config.set(scheduler="threads", num_workers=n):
-            times[n] = scaling.median_step(make(), steps, 20, scaling.WARM_SECONDS,
-                                           scaling.TIMED_SECONDS)
-    return times
+            step()
+    return run
 
 
 def measure_workers(make: Callable, workers: tuple, steps: int) -> dict[int, float]:
     """Each worker count's median step on a ``dask scheduler`` and ``count`` one-thread
     ``dask worker`` processes on 127.0.0.1: the cluster the loopback's costs are measured
-    on (a ``LocalCluster`` would run its scheduler in this process, beside the client)."""
-    times = {}
-    for count in workers:
-        with worker_processes(count) as client, dask.config.set(scheduler=client):
-            times[count] = scaling.median_step(make(), steps, 5)
-    return times
+    on (a ``LocalCluster`` would run its scheduler in this process, beside the client).
+    The counts take turns in :data:`WORKER_ROUNDS` rounds, each on a cluster of its own
+    (an idle cluster beside the one measured would take a share of a core)."""
+    samples: dict[int, list[float]] = {count: [] for count in workers}
+    for _ in range(WORKER_ROUNDS):
+        for count in workers:
+            with worker_processes(count) as client, dask.config.set(scheduler=client):
+                timing = harness.in_rounds({count: make()}, 1, -(-steps // WORKER_ROUNDS),
+                                           warmup=5)
+            samples[count] += timing[count].samples
+    return {count: statistics.median(times) for count, times in samples.items()}
 
 
 def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: int

@@ -74,18 +74,19 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int 
 
 
 def in_rounds(fns: dict[str, Callable[[], object]], rounds: int, steps: int,
-              warmup: int = 2) -> dict[str, Timing]:
+              warmup: int = 2, seconds: float = 0.0) -> dict[str, Timing]:
     """Steady-state loops: each round runs every variant ``warmup`` times, then times
-    ``steps`` consecutive calls, with no pause between them (what a training loop does: work
-    a step leaves running, such as copies to another worker, slows the next one). Rounds
-    interleave the variants, so that machine noise hits them all alike."""
+    ``steps`` consecutive calls (more, until ``seconds`` have passed), with no pause between
+    them (what a training loop does: work a step leaves running, such as copies to another
+    worker, slows the next one). Rounds interleave the variants, so that machine noise hits
+    them all alike."""
     timings = {name: Timing([]) for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             for _ in range(warmup):
                 fn()
-            times = []
-            for _ in range(steps):
+            times: list[float] = []
+            while len(times) < steps or sum(times) < seconds:
                 start = time.perf_counter()
                 fn()
                 times.append(time.perf_counter() - start)
