@@ -171,8 +171,9 @@ class _Simulation:
         self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
         self.free_cores = cores
         self.core_queue: list[_Ask] = []
-        #: per task whose inputs travel, the transfers not done yet
+        #: per task whose inputs travel, the transfers not done yet; and all of them
         self.fetching: dict[int, int] = {}
+        self.moving = 0
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
         self.order += 1
@@ -372,19 +373,21 @@ class _Simulation:
 
     def _fetch(self, now: float, r: int) -> None:
         """Task ``r``'s sources are done: what it reads from other workers travels, one
-        transfer per worker it reads from (``worker_transfer``, ``scheduler_transfer``),
-        then it is ready."""
+        transfer per worker it reads from (``Network.transfer_costs``: less for one that
+        starts while another moves), then it is ready."""
         fetches = self._fetches(self.tasks[r]) if self.remote else {}
         if not fetches:
             self._ready(now, r)
             return
-        network = self.network
         self.fetching[r] = len(fetches)
         for source, (seconds, arrays) in fetches.items():
-            self._between(now, seconds, source, self.tasks[r].worker, network.worker_transfer,
-                          network.scheduler_transfer, arrays, (self._fetched, r))
+            worker_cpu, scheduler_cpu = self.network.transfer_costs(self.moving > 0)
+            self.moving += 1
+            self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
+                          scheduler_cpu, arrays, (self._fetched, r))
 
     def _fetched(self, now: float, r: int) -> None:
+        self.moving -= 1
         self.fetching[r] -= 1
         if not self.fetching[r]:
             self._ready(now, r)

@@ -52,7 +52,10 @@ class Network:
     core (taking the task in, running it, reporting it), which needs the worker's GIL and,
     where the processes share a machine, one of its cores. A transfer costs the two workers
     ``worker_transfer`` on a core between them (the sender's half and the reader's), and the
-    scheduler ``scheduler_transfer``, within its latency; a copy of training state
+    scheduler ``scheduler_transfer``, within its latency; one that starts while another is
+    moving costs ``worker_transfer_overlap`` and ``scheduler_transfer_overlap`` instead (the
+    processes are awake, and a turn of their loops handles several messages); a copy of
+    training state
     ``worker_replicate`` and ``scheduler_replicate``; and each array either moves costs the
     two workers ``worker_value`` more ((de)serializing it). A value a run kept on the cluster
     (not a 0-d one, which comes back with its run) reaches the caller who reads it in
@@ -76,6 +79,9 @@ class Network:
     scheduler_replicate: float = 0.0
     worker_value: float = 0.0
     read_latency: float = 0.0
+    #: None: as ``worker_transfer`` and ``scheduler_transfer``
+    worker_transfer_overlap: float | None = None
+    scheduler_transfer_overlap: float | None = None
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -85,13 +91,22 @@ class Network:
                 f"MB/s, a copy of training state {self.replicate_latency * 1e3:.2f} ms, a "
                 f"worker's time on a core per task {self.worker_task * 1e3:.2f} ms and per "
                 f"transfer {self.worker_transfer * 1e3:.2f} ms (the scheduler's "
-                f"{self.scheduler_transfer * 1e3:.2f} ms) and per copy "
+                f"{self.scheduler_transfer * 1e3:.2f} ms; beside another "
+                f"{self.transfer_costs(True)[0] * 1e3:.2f} and "
+                f"{self.transfer_costs(True)[1] * 1e3:.2f} ms) and per copy "
                 f"{self.worker_replicate * 1e3:.2f} ms (the scheduler's "
                 f"{self.scheduler_replicate * 1e3:.2f} ms) + {self.worker_value * 1e6:.1f} "
                 f"us per array, a compiled step's call "
                 f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_node * 1e6:.1f} us per "
                 f"node and {self.compiled_value * 1e6:.1f} us per value, a value read back "
                 f"{self.read_latency * 1e3:.2f} ms")
+
+    def transfer_costs(self, overlap: bool) -> tuple[float, float]:
+        """The workers' and the scheduler's seconds on a core per transfer, for one that
+        starts while another is moving (``overlap``) or alone."""
+        if overlap and self.worker_transfer_overlap is not None:
+            return self.worker_transfer_overlap, self.scheduler_transfer_overlap or 0.0
+        return self.worker_transfer, self.scheduler_transfer
 
     @property
     def compiled_call(self) -> float:

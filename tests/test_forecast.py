@@ -236,6 +236,28 @@ def test_a_transfer_takes_the_workers_and_the_schedulers_cores():
         fast.outcome(workers=2).transfers + 0.005
 
 
+def test_a_transfer_that_starts_beside_another_costs_the_cores_less():
+    """Processes already awake handle several messages a turn of their loops: a transfer
+    that starts while another moves costs the overlap's time on a core, one alone the
+    full."""
+    tr = traced(branches(8, 0.02))
+    alone = Network(**{**FAST_NETWORK.__dict__, "worker_transfer": 0.01,
+                       "scheduler_transfer": 0.004})
+    beside = Network(**{**alone.__dict__, "worker_transfer_overlap": 0.002,
+                        "scheduler_transfer_overlap": 0.0005})
+    assert alone.transfer_costs(True) == alone.transfer_costs(False) == (0.01, 0.004)
+    assert beside.transfer_costs(True) == (0.002, 0.0005)
+    assert beside.transfer_costs(False) == (0.01, 0.004)
+
+    def outcome(network: Network, workers: int):
+        return pargraph.forecast(tr, threads=[], workers=[workers], network=network, gil=0.0,
+                                 measure_gil=False, cores=1).outcome(workers=workers)
+
+    # a wide fan-out over four workers moves several values at once: cheaper beside
+    assert outcome(beside, 4).transfers < outcome(alone, 4).transfers
+    assert outcome(beside, 4).step_time < outcome(alone, 4).step_time
+
+
 def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
     tr = traced_call(*linears_step(16, 8))
     slow_copy = Network(**{**FAST_NETWORK.__dict__, "replicate_latency": 0.05,

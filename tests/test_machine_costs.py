@@ -88,6 +88,9 @@ def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
     # core (a chain across the two workers against one on a single worker; four copies),
     # and each array a copy moves costs the workers more (tuples of 1 and of 101 arrays)
     assert 0 < network.worker_transfer < 1.0 and network.scheduler_transfer < 1.0
+    # and less where two chains take turns side by side, so two transfers move at once
+    assert 0 < network.worker_transfer_overlap < 1.0
+    assert network.scheduler_transfer_overlap < 1.0
     assert 0 < network.worker_replicate < 1.0 and 0 < network.scheduler_replicate < 1.0
     assert 0 < network.worker_value < 1e-3
     assert 0 < network.read_latency < 1.0  # a kept value, read back: a round trip

@@ -71,8 +71,9 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
     """``(task latency, scheduler time per task, run latency, time per node, transfer
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
     run latency and time per node and per value, the workers' and the scheduler's time on a
-    core per transfer and per copy of training state, the workers' per array moved, and the
-    latency of a value read back)`` in
+    core per transfer and per copy of training state, the workers' per array moved, the
+    latency of a value read back, and the workers' and the scheduler's time on a core per
+    transfer beside another)`` in
     seconds (bytes per second for the bandwidth), each the median of about ``repeats``
     measurements (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, values)`` times a pargraph run of a chain of ``n`` tiny nodes on
@@ -126,6 +127,18 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
 
             return on_cores(run, length)
 
+        def two_chains(across: bool, length: int = 10) -> tuple[float, float, float]:
+            """As :func:`task_chain`, two chains side by side, one starting on each worker:
+            across, each takes turns on the two, so two transfers move at once."""
+            def run() -> None:
+                ends = [client.submit(chain, 0, workers=[w], pure=False) for w in (a, b)]
+                for k in range(1, length):
+                    ends = [client.submit(chain, end, workers=[(a, b)[(j + k * across) % 2]],
+                                          pure=False) for j, end in enumerate(ends)]
+                client.gather(ends)
+
+            return on_cores(run, 2 * length)
+
         worker_cpu: list[float] = []
 
         def burst(tasks: int = 200) -> float:
@@ -177,6 +190,11 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
         transfer_latency, worker_transfer, scheduler_transfer = (
             max(float(np.median([c[k] for c in across]) - np.median([s[k] for s in same])),
                 0.0) for k in range(3))
+        # Two transfers at once cost each less than one alone (the processes are awake)
+        side, crossing = runs(lambda: two_chains(False)), runs(lambda: two_chains(True))
+        worker_overlap, scheduler_overlap = (
+            max(float(np.median([c[k] for c in crossing]) - np.median([s[k] for s in side])),
+                0.0) for k in (1, 2))
         scheduler_task = median_of(burst, -2)
         # Costs per node and per value are differences of whole runs: a long run keeps the
         # runs' own noise (a millisecond or so) small beside them.
@@ -208,4 +226,4 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
             min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_node,
             compiled_value,
             worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate,
-            worker_value, read_latency)
+            worker_value, read_latency, worker_overlap, scheduler_overlap)
