@@ -11,7 +11,10 @@ all of a workload's measurements one after another, its configurations taking tu
 rounds (a cluster started for each worker count in each round). The sleeping graphs of
 ``benchmarks.scaling`` need no core, so this 2-core machine runs them on 1 to 16 threads
 and 1 to 4 worker processes for real; the numpy workloads use cores, so they are compared on the
-configurations this machine has: 1 and 2 threads, 1 and 2 workers. Worker processes run one
+configurations this machine has: 1 and 2 threads, 1 and 2 workers, and since the machine's
+shared cores move their speed-ups from minute to minute, each is traced, forecast and
+measured three times in a row (``--repeats``), its rows holding the medians of the three
+forecast and of the three measured speed-ups. Worker processes run one
 thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
 and process of a configuration shares this machine's cores (``cores=``).
 """
@@ -153,55 +156,78 @@ def measure_workers(make: Callable, workers: tuple, steps: int) -> dict[int, flo
     return {count: statistics.median(times) for count, times in samples.items()}
 
 
-def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: int
-            ) -> list[dict]:
+def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: int,
+            repeats: int = 1) -> list[dict]:
     """Each workload's forecast and measured speed-ups, the workload's measurements one
     right after the other: a machine whose speed drifts within minutes (a shared virtual
-    one) then moves the two sides of a speed-up alike."""
+    one) then moves the two sides of a speed-up alike. With ``repeats``, the workload is
+    traced, forecast and measured that many times in a row, and each row holds the medians
+    of the forecast and of the measured speed-ups (``offs``: each repetition's own)."""
     on_threads, on_workers = [], []
     for name, make in makers.items():
-        before = cores_delivered()
-        # the loopback drifts within minutes too: measured for each workload's forecast
-        network = measure_loopback() if workers else None
-        forecast = traced_forecast(make(), threads, workers, network)
-        measured_on = (measure_threads(make, threads, steps), measure_workers(make, workers, steps))
-        cores = (before, cores_delivered())
-        for where, counts, measured, rows in (
-                ("threads", threads, measured_on[0], on_threads),
-                ("workers", workers, measured_on[1], on_workers)):
-            for n in counts:
-                rows.append({"workload": name, "where": where, "count": n,
-                             "measured": measured[1] / measured[n],
-                             "forecast": forecast.speedup(**{where: n}), "step": measured[n],
-                             "forecast_step": forecast.step_time(**{where: n}),
-                             "cores": cores, "network": forecast.network})
+        passes = [_one_pass(name, make, threads, workers, steps) for _ in range(repeats)]
+        for k, row in enumerate(passes[0]):
+            rows = [rows[k] for rows in passes]
+            merged = {**row, "offs": [r["forecast"] / r["measured"] - 1 for r in rows],
+                      "cores": [r["cores"] for r in rows],
+                      "network": [r["network"] for r in rows]}
+            for field in ("measured", "forecast", "step", "forecast_step"):
+                merged[field] = statistics.median(r[field] for r in rows)
+            (on_threads if row["where"] == "threads" else on_workers).append(merged)
     return on_threads + on_workers
+
+
+def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: int
+              ) -> list[dict]:
+    """One workload's trace, forecast and measurements, as rows of :func:`compare`."""
+    before = cores_delivered()
+    # the loopback drifts within minutes too: measured for each workload's forecast
+    network = measure_loopback() if workers else None
+    forecast = traced_forecast(make(), threads, workers, network)
+    measured_on = (measure_threads(make, threads, steps), measure_workers(make, workers, steps))
+    cores = (before, cores_delivered())
+    rows = []
+    for where, counts, measured in (("threads", threads, measured_on[0]),
+                                    ("workers", workers, measured_on[1])):
+        for n in counts:
+            rows.append({"workload": name, "where": where, "count": n,
+                         "measured": measured[1] / measured[n],
+                         "forecast": forecast.speedup(**{where: n}), "step": measured[n],
+                         "forecast_step": forecast.step_time(**{where: n}),
+                         "cores": cores, "network": forecast.network})
+    return rows
 
 
 def cores_table(rows: list[dict]) -> str:
     """Per workload, what the machine's two cores gave two threads of numpy products right
     before its measurements and right after (:func:`cores_delivered`), and the loopback's
-    latencies its forecast used."""
+    latencies its forecast used: one line per repetition."""
     lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after "
              "| loopback: a task, a run, a transfer |", "|---|---|---|---|"]
     for name, row in {row["workload"]: row for row in rows}.items():
-        network = row["network"]
-        lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
-                                                 for median, low in row["cores"])
-                     + f" | {network.task_latency * 1e3:.2f}, {network.run_latency * 1e3:.2f}, "
-                       f"{network.transfer_latency * 1e3:.2f} ms |")
+        for cores, network in zip(row["cores"], row["network"]):
+            lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
+                                                     for median, low in cores)
+                         + f" | {network.task_latency * 1e3:.2f}, "
+                           f"{network.run_latency * 1e3:.2f}, "
+                           f"{network.transfer_latency * 1e3:.2f} ms |")
     return "\n".join(lines)
 
 
 def table(rows: list[dict]) -> str:
+    """The rows as a markdown table; where a workload was repeated, each repetition's own
+    distance too."""
+    each = any(len(row["offs"]) > 1 for row in rows)
     lines = ["| workload | configuration | measured step | forecast step | measured speed-up "
-             "| forecast speed-up | off by |", "|---|---|---|---|---|---|---|"]
+             "| forecast speed-up | off by |" + (" each repetition |" if each else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if each else "")]
     for row in rows:
         where = f"{row['count']} {row['where'][:-1] if row['count'] == 1 else row['where']}"
         off = row["forecast"] / row["measured"] - 1
         lines.append(f"| {row['workload']} | {where} | {row['step'] * 1e3:.1f} ms | "
                      f"{row['forecast_step'] * 1e3:.1f} ms | {row['measured']:.2f}x | "
-                     f"{row['forecast']:.2f}x | {off:+.1%} |")
+                     f"{row['forecast']:.2f}x | {off:+.1%} |"
+                     + (f" {', '.join(f'{o:+.1%}' for o in row['offs'])} |" if each else ""))
     return "\n".join(lines)
 
 
@@ -225,13 +251,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per setting")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--only", choices=["sleeping", "real"], default=None)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="times each numpy workload is traced, forecast and measured")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     network = loopback(measure=True)  # this machine's loopback now, as the wake-up
     sleeping = [] if args.only == "real" else compare(
         sleeping_workloads(), scaling.THREADS, scaling.WORKERS, args.steps)
     real = [] if args.only == "sleeping" else compare(
-        real_workloads(), REAL_THREADS, REAL_WORKERS, args.steps)
+        real_workloads(), REAL_THREADS, REAL_WORKERS, args.steps, args.repeats)
     parts = []
     if sleeping:
         parts += ["## Sleeping graphs (benchmarks.scaling)", "", table(sleeping), ""]
@@ -244,7 +272,8 @@ def main(argv: list[str] | None = None) -> None:
               "(`cores_delivered`, 2 s of rounds of about 25 ms): the median speed-up, and "
               "the share of rounds under 1.5x, right before each workload's trace and right "
               "after its last measurement; and the loopback's latencies, measured right "
-              "before the trace, that its forecast used.", "", cores_table(sleeping + real)]
+              "before the trace, that its forecast used; a line per repetition.", "",
+              cores_table(sleeping + real)]
     text = "\n".join(parts)
     print(text)
     if args.no_write:

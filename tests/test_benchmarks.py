@@ -163,6 +163,15 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
 
     network = Network(task_latency=3e-3, scheduler_task=1e-3, run_latency=8e-3, run_node=0.0,
                       transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3)
-    row = {"workload": "towers", "cores": ((1.93, 0.05), (1.12, 0.6)), "network": network}
+    row = {"workload": "towers", "cores": [((1.93, 0.05), (1.12, 0.6))], "network": [network]}
     assert cores_table([row, row]).splitlines()[2:] == [
         "| towers | 1.93x (5%) | 1.12x (60%) | 3.00, 8.00, 2.00 ms |"]
+    # a repeated workload: a line per repetition, and each repetition's distance per row
+    again = {**row, "cores": row["cores"] * 2, "network": [network] * 2}
+    assert len(cores_table([again]).splitlines()) == 4
+    from benchmarks.forecast import table
+
+    rows = [{"workload": "towers", "where": "threads", "count": 2, "measured": 1.5,
+             "forecast": 1.65, "step": 0.01, "forecast_step": 0.009, "offs": [0.1, -0.05]}]
+    assert table(rows).splitlines()[2] == \
+        "| towers | 2 threads | 10.0 ms | 9.0 ms | 1.50x | 1.65x | +10.0% | +10.0%, -5.0% |"
