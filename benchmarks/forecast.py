@@ -50,14 +50,13 @@ ROUNDS, WORKER_ROUNDS = 4, 2
 
 
 def real_workloads() -> dict[str, Callable[[], Callable]]:
-    from benchmarks import layer_models, loop
+    from benchmarks.loop import pargraph_step
 
     return {
-        "wide towers (eager)": lambda: loop._pargraph_step(loop.WORKLOADS["wide"]),
-        "branchy towers (compiled)": lambda: loop._pargraph_step(loop.WORKLOADS["branchy"],
-                                                                 compiled="step"),
-        "cnn (compiled)": lambda: layer_models.step_of(pargraph, "cnn", "step"),
-        "attention (eager)": lambda: layer_models.step_of(pargraph, "attention"),
+        "wide towers (eager)": lambda: pargraph_step("wide"),
+        "branchy towers (compiled)": lambda: pargraph_step("branchy", compiled="step"),
+        "cnn (compiled)": lambda: pargraph_step("cnn", compiled="step"),
+        "attention (eager)": lambda: pargraph_step("attention"),
     }
 
 

@@ -171,9 +171,8 @@ class _Simulation:
         self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
         self.free_cores = cores
         self.core_queue: list[_Ask] = []
-        #: per task whose inputs travel, the transfers not done yet; and all of them
+        #: per task whose inputs travel, the transfers not done yet
         self.fetching: dict[int, int] = {}
-        self.moving = 0
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
         self.order += 1
@@ -379,15 +378,14 @@ class _Simulation:
         if not fetches:
             self._ready(now, r)
             return
+        moving = sum(self.fetching.values())  # other tasks' transfers not done yet
         self.fetching[r] = len(fetches)
-        for source, (seconds, arrays) in fetches.items():
-            worker_cpu, scheduler_cpu = self.network.transfer_costs(self.moving > 0)
-            self.moving += 1
+        for k, (source, (seconds, arrays)) in enumerate(fetches.items()):
+            worker_cpu, scheduler_cpu = self.network.transfer_costs(moving + k > 0)
             self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
                           scheduler_cpu, arrays, (self._fetched, r))
 
     def _fetched(self, now: float, r: int) -> None:
-        self.moving -= 1
         self.fetching[r] -= 1
         if not self.fetching[r]:
             self._ready(now, r)

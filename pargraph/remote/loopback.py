@@ -185,16 +185,18 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
         # A task that reads another worker's result waits for a transfer, which costs both
         # workers and the scheduler time on a core: a chain that takes turns on the two
         # workers, against one on a single worker.
+        def excess(more: list, base: list) -> list[float]:
+            """Per figure of :func:`on_cores`, the median of ``more`` beyond the median of
+            ``base`` (none below zero)."""
+            return [max(float(np.median([m[k] for m in more]) - np.median([b[k] for b in base])),
+                        0.0) for k in range(3)]
+
         same, across = runs(lambda: task_chain((a,))), runs(lambda: task_chain((a, b)))
         task_latency = float(np.median([s[0] for s in same]))
-        transfer_latency, worker_transfer, scheduler_transfer = (
-            max(float(np.median([c[k] for c in across]) - np.median([s[k] for s in same])),
-                0.0) for k in range(3))
+        transfer_latency, worker_transfer, scheduler_transfer = excess(across, same)
         # Two transfers at once cost each less than one alone (the processes are awake)
-        side, crossing = runs(lambda: two_chains(False)), runs(lambda: two_chains(True))
-        worker_overlap, scheduler_overlap = (
-            max(float(np.median([c[k] for c in crossing]) - np.median([s[k] for s in side])),
-                0.0) for k in (1, 2))
+        _, worker_overlap, scheduler_overlap = excess(
+            runs(lambda: two_chains(True)), runs(lambda: two_chains(False)))
         scheduler_task = median_of(burst, -2)
         # Costs per node and per value are differences of whole runs: a long run keeps the
         # runs' own noise (a millisecond or so) small beside them.
