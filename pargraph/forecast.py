@@ -361,12 +361,14 @@ class _Simulation:
             action(now, *args)
 
     def _between(self, now: float, seconds: float, sender: int, receiver: int,
-                 worker_cpu: float, scheduler_cpu: float, arrays: int,
+                 worker_cpu: float, scheduler_cpu: float, arrays: int, nbytes: int,
                  then: tuple | None) -> None:
-        """A message of ``arrays`` arrays from worker ``sender`` to ``receiver``, as
-        :meth:`_travel`: ``worker_cpu`` and ``worker_value`` per array on a core, half on
-        each worker, and ``scheduler_cpu`` on the scheduler's."""
-        cpu = (worker_cpu + self.network.worker_value * arrays) / 2
+        """A message of ``arrays`` arrays of ``nbytes`` bytes from worker ``sender`` to
+        ``receiver``, as :meth:`_travel`: ``worker_cpu``, ``worker_value`` per array and
+        ``worker_byte`` per byte on a core, half on each worker, and ``scheduler_cpu`` on
+        the scheduler's."""
+        network = self.network
+        cpu = (worker_cpu + network.worker_value * arrays + network.worker_byte * nbytes) / 2
         self._travel(now, seconds, [(sender, cpu), (receiver, cpu),
                                     (self.scheduler, scheduler_cpu)], then)
 
@@ -380,10 +382,10 @@ class _Simulation:
             return
         moving = sum(self.fetching.values())  # other tasks' transfers not done yet
         self.fetching[r] = len(fetches)
-        for k, (source, (seconds, arrays)) in enumerate(fetches.items()):
+        for k, (source, (seconds, arrays, nbytes)) in enumerate(fetches.items()):
             worker_cpu, scheduler_cpu = self.network.transfer_costs(moving + k > 0)
             self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
-                          scheduler_cpu, arrays, (self._fetched, r))
+                          scheduler_cpu, arrays, nbytes, (self._fetched, r))
 
     def _fetched(self, now: float, r: int) -> None:
         self.fetching[r] -= 1
@@ -411,14 +413,14 @@ class _Simulation:
         network, w = self.network, self.tasks[t].worker
         self._between(now, network.replicate_latency + nbytes / network.bandwidth, w,
                       (w + 1) % self.workers, network.worker_replicate,
-                      network.scheduler_replicate, arrays, None)
+                      network.scheduler_replicate, arrays, nbytes, None)
 
-    def _fetches(self, task: _Task) -> dict[int, tuple[float, int]]:
-        """Per worker ``task`` reads from (not its own), the seconds its transfer waits and
-        the arrays it moves. A worker fetches the whole tuple a task exports, unless picking
-        the parts another worker reads keeps SEND_PARTS_SAVING bytes from travelling: then
-        a task on the producer's worker picks them first (remote.layout). What one worker
-        sends goes in one message."""
+    def _fetches(self, task: _Task) -> dict[int, tuple[float, int, int]]:
+        """Per worker ``task`` reads from (not its own), the seconds its transfer waits, and
+        the arrays and the bytes it moves. A worker fetches the whole tuple a task exports,
+        unless picking the parts another worker reads keeps SEND_PARTS_SAVING bytes from
+        travelling: then a task on the producer's worker picks them first (remote.layout).
+        What one worker sends goes in one message."""
         moved: dict[int, list] = {}
         for n, read_members in task.reads.items():
             source = self.tasks[n]
@@ -433,7 +435,7 @@ class _Simulation:
             entry[2] += len(read_members) if picked else len(self.exported[n])
         network = self.network
         return {w: (network.transfer_latency + (network.task_latency if picked else 0.0)
-                    + nbytes / network.bandwidth, arrays)
+                    + nbytes / network.bandwidth, arrays, nbytes)
                 for w, (nbytes, picked, arrays) in moved.items()}
 
     def _lane_name(self, t: int, lane: int) -> str:

@@ -57,7 +57,8 @@ class Network:
     processes are awake, and a turn of their loops handles several messages); a copy of
     training state
     ``worker_replicate`` and ``scheduler_replicate``; and each array either moves costs the
-    two workers ``worker_value`` more ((de)serializing it). A value a run kept on the cluster
+    two workers ``worker_value`` more ((de)serializing it), each byte ``worker_byte`` more
+    (copying it into and out of the sockets). A value a run kept on the cluster
     (not a 0-d one, which comes back with its run) reaches the caller who reads it in
     ``read_latency`` plus its bytes over ``bandwidth``."""
 
@@ -82,6 +83,7 @@ class Network:
     #: None: as ``worker_transfer`` and ``scheduler_transfer``
     worker_transfer_overlap: float | None = None
     scheduler_transfer_overlap: float | None = None
+    worker_byte: float = 0.0
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -96,7 +98,8 @@ class Network:
                 f"{self.transfer_costs(True)[1] * 1e3:.2f} ms) and per copy "
                 f"{self.worker_replicate * 1e3:.2f} ms (the scheduler's "
                 f"{self.scheduler_replicate * 1e3:.2f} ms) + {self.worker_value * 1e6:.1f} "
-                f"us per array, a compiled step's call "
+                f"us per array and {self.worker_byte * 1e9:.2f} ms per MB (the two workers' "
+                f"time on a core), a compiled step's call "
                 f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_node * 1e6:.1f} us per "
                 f"node and {self.compiled_value * 1e6:.1f} us per value, a value read back "
                 f"{self.read_latency * 1e3:.2f} ms")

@@ -234,6 +234,10 @@ def test_a_transfer_takes_the_workers_and_the_schedulers_cores():
     per_array = Network(**{**FAST_NETWORK.__dict__, "worker_value": 0.01})
     assert forecast(per_array).outcome(workers=2).transfers >= \
         fast.outcome(workers=2).transfers + 0.005
+    # and each byte: the 16 bytes of a 4-element float32 value, half on each worker
+    per_byte = Network(**{**FAST_NETWORK.__dict__, "worker_byte": 1e-3})
+    assert forecast(per_byte).outcome(workers=2).transfers >= \
+        fast.outcome(workers=2).transfers + 0.008
 
 
 def test_a_transfer_that_starts_beside_another_costs_the_cores_less():
@@ -278,6 +282,9 @@ def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
     # on the sender's core and half on the reader's
     per_array = Network(**{**FAST_NETWORK.__dict__, "worker_value": 0.01})
     assert step(2, per_array) >= step(2, FAST_NETWORK) + 0.035
+    # and each byte: 16 x 16 float32 weights are 1 KiB, half of 1 ms a byte on each core
+    per_byte = Network(**{**FAST_NETWORK.__dict__, "worker_byte": 1e-3})
+    assert step(2, per_byte) >= step(2, FAST_NETWORK) + 0.5
     one = pargraph.forecast(tr, threads=[], workers=[1], network=slow_copy, gil=0.0)
     assert one.outcome(workers=1).transfers == 0.0  # one worker: nowhere to copy to
 

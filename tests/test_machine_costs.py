@@ -93,6 +93,8 @@ def test_the_loopback_is_measured_on_real_scheduler_and_worker_processes():
     assert network.scheduler_transfer_overlap < 1.0
     assert 0 < network.worker_replicate < 1.0 and 0 < network.scheduler_replicate < 1.0
     assert 0 < network.worker_value < 1e-3
+    # a 64 MiB value costs the two workers more time on a core than a 1 KiB one
+    assert 0 < network.worker_byte < 1e-7
     assert 0 < network.read_latency < 1.0  # a kept value, read back: a round trip
 
 

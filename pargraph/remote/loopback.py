@@ -72,8 +72,8 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
     latency, bandwidth, replication latency, a worker's time on a core per task, compiled
     run latency and time per node and per value, the workers' and the scheduler's time on a
     core per transfer and per copy of training state, the workers' per array moved, the
-    latency of a value read back, and the workers' and the scheduler's time on a core per
-    transfer beside another)`` in
+    latency of a value read back, the workers' and the scheduler's time on a core per
+    transfer beside another, and the workers' per byte moved)`` in
     seconds (bytes per second for the bandwidth), each the median of about ``repeats``
     measurements (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, values)`` times a pargraph run of a chain of ``n`` tiny nodes on
@@ -147,15 +147,16 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
             worker_cpu.append(workers)
             return took
 
-        def moved(size: int) -> float:
+        def moved(size: int) -> tuple[float, float]:
+            """How much longer a task on ``b`` that reads ``size`` bytes made on ``a`` takes
+            than one on ``a``, and the workers' time on a core for the read across."""
             made = client.submit(make, size, workers=[a], pure=False)
             client.submit(touch, made, workers=[a], pure=False).result()  # made, and on a
-            start = time.perf_counter()
-            client.submit(touch, made, workers=[b], pure=False).result()
-            across = time.perf_counter() - start
+            across, workers, _ = on_cores(
+                lambda: client.submit(touch, made, workers=[b], pure=False).result(), 1)
             start = time.perf_counter()
             client.submit(touch, made, workers=[a], pure=False).result()
-            return max(across - (time.perf_counter() - start), 1e-6)
+            return max(across - (time.perf_counter() - start), 1e-6), workers
 
         def replicated() -> float:
             made = client.submit(make, 1 << 10, workers=[a], pure=False)
@@ -212,8 +213,10 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
         compiled_value = max((median_of(lambda: run_nodes(client, 2, 2 + LONG)) - compiled)
                              / LONG - compiled_node, 0.0)
         small, big = 1 << 10, 64 << 20
-        small_time = median_of(lambda: moved(small), 2)
-        big_time = median_of(lambda: moved(big), 2)
+        # the bytes of a big value cost the two workers time on a core too (copies into
+        # and out of the sockets): the difference of the two reads' time on a core
+        (small_time, small_cpu), (big_time, big_cpu) = (
+            np.median(runs(lambda size=size: moved(size), 2), axis=0) for size in (small, big))
         replicate_latency = median_of(replicated)
         copied(1)  # the first copies also stop the scheduler's memory manager
         copies = runs(lambda: copied(1))
@@ -222,10 +225,11 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
         # each array of a tuple is (de)serialized on its own: its share of the workers' time
         worker_value = max((median_of(lambda: copied(101)[0]) - worker_replicate) / 100, 0.0)
         read_latency = median_of(lambda: read_back(client))
-    bandwidth = (big - small) / max(big_time - small_time, 1e-6)
+    bandwidth = (big - small) / max(float(big_time - small_time), 1e-6)
+    worker_byte = max(float(big_cpu - small_cpu), 0.0) / (big - small)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
             transfer_latency, bandwidth, replicate_latency,
             min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_node,
             compiled_value,
             worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate,
-            worker_value, read_latency, worker_overlap, scheduler_overlap)
+            worker_value, read_latency, worker_overlap, scheduler_overlap, worker_byte)
