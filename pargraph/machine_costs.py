@@ -427,11 +427,12 @@ def measure_loopback(repeats: int = 5) -> Network:
     2 and 1202 chained nodes that update 2 and 1202 tiny tensors, not copied to the second
     worker (a compiled run's latency beyond its task's, and the cost per node and per
     value), a task on one worker reading 1 KiB and 64 MiB made on the other (the
-    bandwidth), and the copy of 1 KiB to the second worker (the replication latency; of four
-    at once as a step makes them, the time on a core per copy, and, from copies of tuples of
-    1 and of 101 arrays, per array), and the read of a 4-element value a run kept, right after
-    the run (the read-back latency). Each is the median of about ``repeats`` measurements
-    (fewer of the slow ones, more of the transfers).
+    bandwidth, and the workers' time on a core per byte), and the copy of 1 KiB to the
+    second worker (the replication latency; of four at once as a step makes them, the time
+    on a core per copy, and, from copies of tuples of 1 and of 101 arrays, per array), and
+    the read of a 4-element value a run kept, right after the run (the read-back latency).
+    Each is the median of about ``repeats`` measurements (fewer of the slow ones, more of
+    the transfers).
 
     Examples
     --------
