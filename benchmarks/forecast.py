@@ -3,9 +3,11 @@ speed-ups the same step measures on threads and on a cluster of worker processes
 
     python -m benchmarks.forecast           # writes benchmarks/FORECAST.md
 
-Each workload is warmed on one thread and one steady step is traced there, right after the
-machine's loopback and wake-up are measured again (both drift within minutes); the forecast of
-that trace for every configuration is compared with the configuration's measured speed-up
+Each workload's loopback is measured again (it drifts within minutes); its thread counts are
+measured in rounds, one steady step traced on one thread after each round, so that the traces
+meet the machine of the minutes the measurements meet; the wake-up is measured again, and the
+forecast of the median trace for every configuration is compared with the configuration's
+measured speed-up
 (the median of steady-state steps over the same step's median on one thread or one worker),
 all of a workload's measurements one after another, its configurations taking turns in
 rounds (a cluster started for each worker count in each round). The sleeping graphs of
@@ -65,22 +67,25 @@ def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
             for name, make in scaling.GRAPHS.items()}
 
 
-def traced_forecast(step: Callable, threads: tuple, workers: tuple,
-                    network: Network | None = None) -> pargraph.Forecast:
-    """The forecast of one steady step of ``step``, traced on one thread: the median of three
-    traced steps (one step can meet a burst of the machine's other work), with the machine's
-    wake-up measured just before: on a shared virtual machine it drifts within minutes, more
-    than a kept measurement follows (docs/forecast.md). ``network``: the loopback's costs
-    (None: the kept measurement)."""
+def traced_forecast(step: Callable | None, threads: tuple, workers: tuple,
+                    network: Network | None = None, traces: list | None = None
+                    ) -> pargraph.Forecast:
+    """The forecast of one steady step, traced on one thread: the median of ``traces``
+    (steps traced on one thread, as :func:`measure_threads` makes them), else of three steps
+    of ``step`` traced here (one step can meet a burst of the machine's other work), with
+    the machine's wake-up measured first: on a shared virtual machine it drifts within
+    minutes, more than a kept measurement follows (docs/forecast.md). ``network``: the
+    loopback's costs (None: the kept measurement)."""
     wake = measure_wake_up()
-    traces = []
-    with dask.config.set(scheduler="threads", num_workers=1):
-        scaling.median_step(step, 3, 20, scaling.WARM_SECONDS)
-        for _ in range(3):
-            with pargraph.trace() as tr:
-                step()
-            traces.append(tr)
-    tr = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)[1]
+    if not traces:
+        if step is None:
+            raise ValueError("traced_forecast: give a step to trace, or traces")
+        traces = []
+        with dask.config.set(scheduler="threads", num_workers=1):
+            scaling.median_step(step, 3, 20, scaling.WARM_SECONDS)
+            for _ in range(3):
+                traces.append(_traced(step))
+    tr = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)[(len(traces) - 1) // 2]
     # every configuration runs on this machine, so its threads and processes share its cores
     return pargraph.forecast(tr, threads=threads, workers=workers, wake=wake,
                              cores=os.cpu_count(), network=network)
@@ -119,17 +124,32 @@ def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
     return statistics.median(speedups), sum(s < 1.5 for s in speedups) / len(speedups)
 
 
-def measure_threads(make: Callable, threads: tuple, steps: int) -> dict[int, float]:
+def measure_threads(make: Callable, threads: tuple, steps: int,
+                    traces: list | None = None) -> dict[int, float]:
     """Each thread count's median step, of a step made for it (a compiled step keeps the
     plan of the thread count it was captured on), the counts taking turns in
-    :data:`ROUNDS` rounds of at least ``steps / ROUNDS`` steps each."""
+    :data:`ROUNDS` rounds of at least ``steps / ROUNDS`` steps each; after each round, where
+    ``traces`` is a list and one thread is measured, one more step on one thread is traced
+    into it."""
     runs = {}
     for n in threads:
         runs[n] = _on_threads(n, make())
         scaling.median_step(runs[n], 1, 20, scaling.WARM_SECONDS)
-    timings = harness.in_rounds(runs, ROUNDS, -(-steps // ROUNDS), warmup=1,
-                                seconds=scaling.TIMED_SECONDS / 2)
-    return {n: timing.median for n, timing in timings.items()}
+    samples: dict[int, list[float]] = {n: [] for n in threads}
+    for _ in range(ROUNDS):
+        timings = harness.in_rounds(runs, 1, -(-steps // ROUNDS), warmup=1,
+                                    seconds=scaling.TIMED_SECONDS / 2)
+        for n, timing in timings.items():
+            samples[n] += timing.samples
+        if traces is not None and 1 in runs:
+            traces.append(_traced(runs[1]))
+    return {n: statistics.median(times) for n, times in samples.items()}
+
+
+def _traced(step: Callable[[], None]) -> pargraph.Trace:
+    with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
+        step()
+    return tr
 
 
 def _on_threads(n: int, step: Callable) -> Callable[[], None]:
@@ -182,8 +202,10 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
     before = cores_delivered()
     # the loopback drifts within minutes too: measured for each workload's forecast
     network = measure_loopback() if workers else None
-    forecast = traced_forecast(make(), threads, workers, network)
-    measured_on = (measure_threads(make, threads, steps), measure_workers(make, workers, steps))
+    traces: list = []
+    on_threads = measure_threads(make, threads, steps, traces)
+    forecast = traced_forecast(None if traces else make(), threads, workers, network, traces)
+    measured_on = (on_threads, measure_workers(make, workers, steps))
     cores = (before, cores_delivered())
     rows = []
     for where, counts, measured in (("threads", threads, measured_on[0]),

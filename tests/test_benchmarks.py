@@ -146,6 +146,33 @@ def test_targets_report_their_spread_over_the_rounds():
     assert sum(block) >= 0.05 and sum(block[:-1]) < 0.05 and len(block) <= 5
 
 
+def test_the_forecast_benchmark_traces_a_step_after_each_round_of_measurements(monkeypatch):
+    """The traces a forecast is made from meet the machine of the minutes the measurements
+    meet: one step on one thread is traced after each round, and the forecast takes the
+    median of them."""
+    import pargraph
+    from benchmarks import forecast, scaling
+    from pargraph.machine_costs import WakeUp
+
+    monkeypatch.setattr(scaling, "WARM_SECONDS", 0.0)
+    monkeypatch.setattr(scaling, "TIMED_SECONDS", 0.0)
+    monkeypatch.setattr(forecast, "measure_wake_up", WakeUp)  # its measurement takes seconds
+
+    def make():
+        return lambda: (pargraph.ones(8) * 2).exp().sum().item()
+
+    traces: list = []
+    steps = forecast.measure_threads(make, (1, 2), 4, traces)
+    assert sorted(steps) == [1, 2] and min(steps.values()) > 0
+    assert len(traces) == forecast.ROUNDS
+    assert all(len(t.run_records) == 1 and t.run_records[0].threads == 1 for t in traces)
+    fc = forecast.traced_forecast(None, (1, 2), (), traces=traces)
+    by_time = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)
+    assert fc.trace is by_time[(len(traces) - 1) // 2]
+    with pytest.raises(ValueError, match="a step to trace, or traces"):
+        forecast.traced_forecast(None, (1,), ())
+
+
 def test_the_kernels_benchmark_compiles_then_loads_numbas_kernels_and_times_both_ways():
     from benchmarks import kernels
 
