@@ -7,18 +7,17 @@ Each workload's loopback is measured again (it drifts within minutes); its threa
 measured in rounds, one steady step traced on one thread after each round, so that the traces
 meet the machine of the minutes the measurements meet; the wake-up is measured again, and the
 forecast of the median trace for every configuration is compared with the configuration's
-measured speed-up
-(the median of steady-state steps over the same step's median on one thread or one worker),
-all of a workload's measurements one after another, its configurations taking turns in
-rounds (a cluster started for each worker count in each round). The sleeping graphs of
-``benchmarks.scaling`` need no core, so this 2-core machine runs them on 1 to 16 threads
-and 1 to 4 worker processes for real; the numpy workloads use cores, so they are compared on the
+measured speed-up (the median of steady-state steps over the same step's median on one thread or
+one worker), all of a workload's measurements one after another, its configurations taking turns
+in rounds (a cluster started for each worker count in each round). The sleeping graphs of
+``benchmarks.scaling`` need no core, so this 2-core machine runs them on 1 to 16 threads and 1
+to 4 worker processes for real; the numpy workloads use cores, so they are compared on the
 configurations this machine has: 1 and 2 threads, 1 and 2 workers, and since the machine's
-shared cores move their speed-ups from minute to minute, each is traced, forecast and
-measured three times in a row (``--repeats``), its rows holding the medians of the three
-forecast and of the three measured speed-ups. Worker processes run one
-thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
-and process of a configuration shares this machine's cores (``cores=``).
+shared cores move their speed-ups from minute to minute, each is traced, forecast and measured
+three times in a row (``--repeats``), its rows holding the medians of the three forecast and of
+the three measured speed-ups. Worker processes run one thread each, beside a scheduler process,
+on 127.0.0.1; the forecasts know that every thread and process of a configuration shares this
+machine's cores (``cores=``).
 """
 
 from __future__ import annotations
