@@ -134,15 +134,11 @@ def measure_threads(make: Callable, threads: tuple, steps: int,
     for n in threads:
         runs[n] = _on_threads(n, make())
         scaling.median_step(runs[n], 1, 20, scaling.WARM_SECONDS)
-    samples: dict[int, list[float]] = {n: [] for n in threads}
-    for _ in range(ROUNDS):
-        timings = harness.in_rounds(runs, 1, -(-steps // ROUNDS), warmup=1,
-                                    seconds=scaling.TIMED_SECONDS / 2)
-        for n, timing in timings.items():
-            samples[n] += timing.samples
-        if traces is not None and 1 in runs:
-            traces.append(_traced(runs[1]))
-    return {n: statistics.median(times) for n, times in samples.items()}
+    trace = (lambda: traces.append(_traced(runs[1]))) \
+        if traces is not None and 1 in runs else None
+    timings = harness.in_rounds(runs, ROUNDS, -(-steps // ROUNDS), warmup=1,
+                                seconds=scaling.TIMED_SECONDS / 2, after_round=trace)
+    return {n: timing.median for n, timing in timings.items()}
 
 
 def _traced(step: Callable[[], None]) -> pargraph.Trace:

@@ -74,12 +74,13 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int 
 
 
 def in_rounds(fns: dict[str, Callable[[], object]], rounds: int, steps: int,
-              warmup: int = 2, seconds: float = 0.0) -> dict[str, Timing]:
+              warmup: int = 2, seconds: float = 0.0,
+              after_round: Callable[[], object] | None = None) -> dict[str, Timing]:
     """Steady-state loops: each round runs every variant ``warmup`` times, then times
     ``steps`` consecutive calls (more, until ``seconds`` have passed), with no pause between
     them (what a training loop does: work a step leaves running, such as copies to another
     worker, slows the next one). Rounds interleave the variants, so that machine noise hits
-    them all alike."""
+    them all alike; ``after_round`` is called after each round, untimed."""
     timings = {name: Timing([]) for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
@@ -92,6 +93,8 @@ def in_rounds(fns: dict[str, Callable[[], object]], rounds: int, steps: int,
                 times.append(time.perf_counter() - start)
             timings[name].samples += times
             timings[name].round_medians.append(statistics.median(times))
+        if after_round is not None:
+            after_round()
     return timings
 
 
