@@ -491,6 +491,30 @@ def test_a_call_that_takes_the_gil_from_another_thread_pays_its_contention():
     assert end(2) == pytest.approx(0.023)
 
 
+def test_a_node_with_no_gil_share_never_waits_for_the_gil():
+    """Each local task first holds its process's GIL for the scheduler's cost per task. A
+    node that holds no GIL (share 0) starts right after its own task's cost, whichever lane
+    holds the GIL then, and its segment lasts its own seconds. Nodes that hold it throughout
+    wait for it: the first for the other lane's task cost (2 ms), the second for the first.
+    """
+    from pargraph.forecast import Outcome, _Simulation, _Task
+
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+
+    def segments(share: float) -> list:
+        outcome = Outcome(("threads", 2), 0.0, 2)
+        tasks = [_Task([0], 0), _Task([1], 0)]
+        _Simulation(tasks, nodes, [0.01, 0.01], [share, share], 1, 2, False, None, 0.0,
+                    outcome, task_cost=0.002).run()
+        return sorted(outcome.segments, key=lambda s: s.start)
+
+    free = segments(0.0)
+    assert [s.stop - s.start for s in free] == pytest.approx([0.01, 0.01])
+    assert [s.start for s in free] == pytest.approx([0.002, 0.004])
+    held = segments(1.0)
+    assert [s.stop - s.start for s in held] == pytest.approx([0.012, 0.02])
+
+
 def test_the_work_outside_the_runs_pays_the_wake_up_of_the_runs_idle_time():
     """Sleeping branches leave the machine idle: 8 x 20 ms on one thread, about 20 ms on
     eight. With a machine whose recording costs 5 ms more after 100 ms idle (given), the
