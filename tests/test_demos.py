@@ -25,6 +25,25 @@ def _params(model):
     return [p.detach().numpy().copy() for p in model.parameters()]
 
 
+def test_the_digits_read_from_scikit_learns_file_equal_load_digits(monkeypatch):
+    """The demos read the digits file scikit-learn ships; where it cannot be found they ask
+    ``load_digits``. Both ways give its pixels and labels."""
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+
+    expected = load_digits()
+    find_spec = importlib.util.find_spec
+    read = digits.digits_arrays()
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else find_spec(name, *a))
+    asked = digits.digits_arrays()
+    for pixels, labels in (read, asked):
+        assert pixels.shape == (1797, 64) and labels.dtype == np.int64
+        np.testing.assert_array_equal(pixels, expected.data)
+        np.testing.assert_array_equal(labels, expected.target)
+
+
 def test_digits_reaches_95_percent_and_writes_checkpoint_and_plot(tmp_path):
     checkpoint, plot = tmp_path / "d.npz", tmp_path / "curves.png"
     result = digits.main(["--quiet", "--checkpoint", str(checkpoint), "--plot", str(plot)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,7 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
         processes = [subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
              "--port", "0", "--no-dashboard", "--scheduler-file", address_file],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
         try:
             deadline = time.monotonic() + 60
             while not os.path.exists(address_file):
@@ -48,18 +49,30 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
             processes += [subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
                  address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                for _ in range(workers)]
             with Client(scheduler_file=address_file, set_as_default=False) as client:
                 client.wait_for_workers(workers, timeout=60)
                 yield client
         finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            # The workers first, each nanny with its worker process (its own session): a
+            # nanny stopped alone can wait 8 s for its worker, then kills it.
+            _stop(processes[1:])
+            _stop(processes[:1])
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Stops processes started in sessions of their own, and what they started."""
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sent)
+        deadline = time.monotonic() + 10
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        if all(process.poll() is not None for process in processes):
+            return
 
 
 #: How many more nodes (or values) the long runs of :func:`measure_messages` have.
