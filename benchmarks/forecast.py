@@ -129,13 +129,19 @@ def measure_threads(make: Callable, threads: tuple, steps: int,
     plan of the thread count it was captured on), the counts taking turns in
     :data:`ROUNDS` rounds of at least ``steps / ROUNDS`` steps each; after each round, where
     ``traces`` is a list and one thread is measured, one more step on one thread is traced
-    into it."""
+    into it, after two untraced ones."""
     runs = {}
     for n in threads:
         runs[n] = _on_threads(n, make())
         scaling.median_step(runs[n], 1, 20, scaling.WARM_SECONDS)
-    trace = (lambda: traces.append(_traced(runs[1]))) \
-        if traces is not None and 1 in runs else None
+    def trace() -> None:
+        # the two steps after a switch from another thread count pay for it (as in_rounds'
+        # warm-up): untraced, so that the trace meets the step as the measurements do
+        runs[1]()
+        runs[1]()
+        traces.append(_traced(runs[1]))
+
+    trace = trace if traces is not None and 1 in runs else None
     timings = harness.in_rounds(runs, ROUNDS, -(-steps // ROUNDS), warmup=1,
                                 seconds=scaling.TIMED_SECONDS / 2, after_round=trace)
     return {n: timing.median for n, timing in timings.items()}

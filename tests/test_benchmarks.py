@@ -148,8 +148,8 @@ def test_targets_report_their_spread_over_the_rounds():
 
 def test_the_forecast_benchmark_traces_a_step_after_each_round_of_measurements(monkeypatch):
     """The traces a forecast is made from meet the machine of the minutes the measurements
-    meet: one step on one thread is traced after each round, and the forecast takes the
-    median of them."""
+    meet: one step on one thread is traced after each round, once two untraced steps paid for
+    the switch from two threads, and the forecast takes the median of them."""
     import pargraph
     from benchmarks import forecast, scaling
     from pargraph.machine_costs import WakeUp
@@ -158,13 +158,24 @@ def test_the_forecast_benchmark_traces_a_step_after_each_round_of_measurements(m
     monkeypatch.setattr(scaling, "TIMED_SECONDS", 0.0)
     monkeypatch.setattr(forecast, "measure_wake_up", WakeUp)  # its measurement takes seconds
 
+    calls: list = []  # each step's thread count, and "trace" where a trace begins
+    traced = forecast._traced
+    monkeypatch.setattr(forecast, "_traced", lambda step: calls.append("trace") or traced(step))
+
     def make():
-        return lambda: (pargraph.ones(8) * 2).exp().sum().item()
+        def step():
+            calls.append(dask.config.get("num_workers"))
+            (pargraph.ones(8) * 2).exp().sum().item()
+        return step
 
     traces: list = []
     steps = forecast.measure_threads(make, (1, 2), 4, traces)
     assert sorted(steps) == [1, 2] and min(steps.values()) > 0
     assert len(traces) == forecast.ROUNDS
+    # each trace follows the round's last block (two threads), then two untraced steps on one
+    starts = [k for k, call in enumerate(calls) if call == "trace"]
+    assert len(starts) == forecast.ROUNDS
+    assert all(calls[k - 3:k + 2] == [2, 1, 1, "trace", 1] for k in starts)
     assert all(len(t.run_records) == 1 and t.run_records[0].threads == 1 for t in traces)
     fc = forecast.traced_forecast(None, (1, 2), (), traces=traces)
     by_time = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)
