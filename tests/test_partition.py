@@ -569,6 +569,58 @@ def test_a_burst_of_slow_runs_does_not_switch_ways_but_a_lasting_slowdown_does()
     assert lasting[-100:] == ["threads"] * 100
 
 
+def _ways_after_free_runs(free_before: Callable[[int], bool], runs: int,
+                          heed: bool = True) -> list[str]:
+    """The ways a ModeChoice picks, threads taking 5 ms and one thread 9 ms (on a clock the
+    test keeps), where ``free_before(k)`` says whether another structure's run that left
+    BLAS's threads free ended right before run ``k``; they spin for ``spun`` seconds after
+    it, making a threaded run take 12 ms meanwhile (``heed``: whether the choice is told).
+    """
+    chosen, ways, now, free_end = ModeChoice(), [], 1.0, -1.0
+    for k in range(runs):
+        if free_before(k):
+            now += 0.017  # that run
+            free_end = now
+        mode = chosen.choose()
+        seconds = 0.009 if mode != "threads" else 0.012 if now - free_end < 0.1 else 0.005
+        spinning = chosen.meets_spinning_blas(now, free_end) and heed
+        chosen.ended(mode, now, now + seconds, spinning)
+        now += seconds
+        ways.append(mode)
+    return ways
+
+
+def test_runs_that_meet_blas_spinning_after_another_structures_run_are_not_timed():
+    """BLAS's threads spin for about 0.1 s after a run that left them free (the compiled cnn
+    after a block of one-thread steps: its first threaded runs took 17-20 ms, then 13.5): timed,
+    those runs made threads look slower than one thread, which the runner kept until its
+    next retry. After a block of such runs, the next ones are not timed for SETTLE seconds;
+    where such a run comes before every run, the spinning is part of the cost and is timed."""
+    def blocks(k: int) -> bool:
+        return k >= 400 and k % 100 == 0  # a block of another structure's runs, now and then
+
+    assert _ways_after_free_runs(blocks, 1000)[300:] == ["threads"] * 700
+    # timed, the spinning runs switch the way after such a block, until the next retry
+    assert _ways_after_free_runs(blocks, 1000, heed=False)[300:].count(
+        "inline, one BLAS thread") > 100
+    # before every run: threads' 12 ms are their cost, and one thread (9 ms) wins
+    every = _ways_after_free_runs(lambda k: True, 600)
+    assert every[-100:] == ["inline, one BLAS thread"] * 100
+
+
+def test_a_run_that_leaves_blas_free_says_when_it_ended():
+    """A run whose big product keeps all of BLAS's threads notes its end
+    (``Scheduling.blas_free_end``); one whose products OpenBLAS keeps on one thread does
+    not."""
+    a, small = pargraph.randn(768, 768), pargraph.randn(4, 4)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        before = modes.scheduling.blas_free_end
+        (small @ small).sum().item()
+        assert modes.scheduling.blas_free_end == before
+        (a @ a).sum().item()
+        assert modes.scheduling.blas_free_end > before
+
+
 def test_the_first_way_is_timed_once_the_process_has_warmed_up():
     """A process's first threaded runs are slow (the pool's threads start, their allocator
     arenas grow): timed then, threads lost to one thread in the branchy step's first runs and

@@ -26,7 +26,6 @@ import contextlib
 import re
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -436,25 +435,22 @@ class Program:
         plan = self.plan
         threaded = modes.is_threaded(get)
         mode, choice = modes.choose_mode(plan) if threaded else ("in order", None)
-        start = time.perf_counter()
-        if mode == "threads":
+
+        def run() -> list:
             with modes.blas_limited(get, self.plan.blas):
-                wanted = run_on_threads(self.graph, self.wanted, modes.worker_threads())
-            results = [wanted[k][e] for k, e in self.picks]
-        else:
-            with modes.blas_limited(get, self.plan.blas):
+                if mode == "threads":
+                    wanted = run_on_threads(self.graph, self.wanted, modes.worker_threads())
+                    return [wanted[k][e] for k, e in self.picks]
                 if self.in_order is not None and not node_by_node():
-                    results = self.in_order(self.values)
-                else:
-                    done: dict = {}
-                    for g, free in self.sequence:
-                        done[g] = self.graph[g](done)
-                        for h in free:
-                            del done[h]
-                    results = [done[g][e] for g, e in self.unpack]
-        if choice is not None:
-            choice.record(mode, time.perf_counter() - start)
-        return results
+                    return self.in_order(self.values)
+                done: dict = {}
+                for g, free in self.sequence:
+                    done[g] = self.graph[g](done)
+                    for h in free:
+                        del done[h]
+                return [done[g][e] for g, e in self.unpack]
+
+        return modes.timed(choice, mode, run)
 
     def _prepare_landing(self, writes: Writes, outputs: list[Node], leaves: list[Node]) -> None:
         """Per write, where its value comes from (result ``k`` of ``outputs``, or slot

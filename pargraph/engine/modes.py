@@ -47,6 +47,9 @@ class Scheduling:
         self.one_thread_rule = False
         #: How each structure's threaded runs went in each mode, by plan.
         self.modes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        #: When the last run that left BLAS's threads free ended (``time.perf_counter``):
+        #: they spin for about 0.1 s after their last call, on cores a threaded run wants.
+        self.blas_free_end = 0.0
 
 
 scheduling = context.register("scheduling", Scheduling())
@@ -132,8 +135,20 @@ class BlasThreads:
                         library.set_num_threads(threads)
 
 
-#: What a run that leaves BLAS's threads alone enters.
-_UNLIMITED = contextlib.nullcontext()
+class _BlasFree:
+    """Entered by a run that may call BLAS on all of its threads: its end is noted
+    (``Scheduling.blas_free_end``)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        scheduling.blas_free_end = time.perf_counter()
+
+
+#: What a run that leaves BLAS's threads alone enters: one whose products OpenBLAS runs on
+#: one thread anyway, and one that may use them all.
+_UNLIMITED, _FREE = contextlib.nullcontext(), _BlasFree()
 #: The process's BLAS threads during runs (BLAS's thread count is per process).
 blas_threads = context.register("blas_threads", BlasThreads())
 
@@ -145,7 +160,7 @@ def blas_limited(get: Callable, blas: str = ONE_BLAS):
     free."""
     if blas is ALL_BLAS or not is_threaded(get) or not dask.config.get(
             "pargraph.limit-blas", True) or dask.config.get("pargraph.adaptive", True) == BLAS_FREE:
-        return _UNLIMITED
+        return _UNLIMITED if blas is ANY_BLAS else _FREE
     # Scanning for BLAS libraries costs more than a task; a new one is loaded by an import or
     # by ops.gemm, so scan again only when modules or MKL were loaded since the last scan.
     products.functions()  # MKL, where a run's products will load it, loads before the scan
@@ -262,6 +277,10 @@ class ModeChoice:
         self.clock = 0.0  # seconds run in all
         self.retried_at = (0, 0.0)  # (runs, clock) when the last retries began
         self.retrying: list[tuple[str, int]] = []  # (mode, its timings when its retry began)
+        self.last_end = 0.0  # when its last run ended (``time.perf_counter``)
+        self.after_free = False  # whether a run that left BLAS free came before its last run
+        self.spun_until = 0.0  # its runs that start before then meet BLAS's threads spinning
+        self.untimed = 0.0  # seconds of its last runs, in a row, not timed for that
 
     def choose(self) -> str:
         """The way that ran this structure fastest (see :data:`MODES`).
@@ -301,6 +320,31 @@ class ModeChoice:
             if self.retrying:
                 return self.retrying[0][0]
         return ranked[0]
+
+    def meets_spinning_blas(self, start: float, free_end: float) -> bool:
+        """Whether a run starting at ``start`` meets BLAS's threads still spinning (for
+        :data:`SETTLE` seconds) after another structure's run that left them free and ended at
+        ``free_end``, where such a run came before this one but not before the one before it
+        (a switch: a block of steps on one thread, then steps on two). Such runs are not timed:
+        they made threads look slower than one thread, for the whole next retry period. Where
+        such a run comes before each of this structure's runs, the spinning is part of their
+        cost: only the first :data:`SETTLE` seconds go untimed, and never more than twice that
+        in a row."""
+        after_free = free_end > self.last_end
+        if after_free and not self.after_free:
+            self.spun_until = free_end + SETTLE
+        self.after_free = after_free
+        return start < self.spun_until and self.untimed < 2 * SETTLE
+
+    def ended(self, mode: str, start: float, end: float, spinning: bool) -> None:
+        """A run in ``mode`` went from ``start`` to ``end``; timed unless it met BLAS's
+        threads ``spinning`` (:meth:`meets_spinning_blas`)."""
+        self.last_end = end
+        if spinning:
+            self.untimed += end - start
+            return
+        self.untimed = 0.0
+        self.record(mode, end - start)
 
     def record(self, mode: str, seconds: float) -> None:
         """Time a run, unless it is the first after a switch of way, or came less than
@@ -348,14 +392,25 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
     group after group, with BLAS free to use every core or limited to one (see
     :class:`ModeChoice`)."""
     mode, choice = choose_mode(lowered.plan)
+
+    def run() -> Sequence[Any]:
+        with blas_limited(get, lowered.blas):
+            if mode == "threads":
+                return run_on_threads(lowered.graph, keys, _threads(None))
+            return run_in_order(lowered, keys)
+
+    return timed(choice, mode, run)
+
+
+def timed(choice: ModeChoice | None, mode: str, run: Callable[[], Any]) -> Any:
+    """``run()``, a run in ``mode``, timed into ``choice`` (None: not timed) unless it meets
+    BLAS's threads spinning after another structure's run (``ModeChoice.meets_spinning_blas``)."""
+    if choice is None:
+        return run()
     start = time.perf_counter()
-    with blas_limited(get, lowered.blas):
-        if mode == "threads":
-            results = run_on_threads(lowered.graph, keys, _threads(None))
-        else:
-            results = run_in_order(lowered, keys)
-    if choice is not None:
-        choice.record(mode, time.perf_counter() - start)
+    spinning = choice.meets_spinning_blas(start, scheduling.blas_free_end)
+    results = run()
+    choice.ended(mode, start, time.perf_counter(), spinning)
     return results
 
 
