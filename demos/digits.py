@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's digits as ``sklearn.datasets.load_digits`` gives them: 1,797 rows of 64
     pixels (0 to 16) and their labels. Reads the file scikit-learn ships, where it is, without
-    importing scikit-learn, whose import takes most of a small demo's second."""
+    importing scikit-learn, whose import takes longer than a small demo's training."""
     package = importlib.util.find_spec("sklearn")
     shipped = Path(package.submodule_search_locations[0], "datasets", "data", "digits.csv.gz") \
         if package is not None and package.submodule_search_locations else None

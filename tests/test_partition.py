@@ -591,11 +591,11 @@ def _ways_after_free_runs(free_before: Callable[[int], bool], runs: int,
 
 
 def test_runs_that_meet_blas_spinning_after_another_structures_run_are_not_timed():
-    """BLAS's threads spin for about 0.1 s after a run that left them free (the compiled cnn
-    after a block of one-thread steps: its first threaded runs took 17-20 ms, then 13.5): timed,
-    those runs made threads look slower than one thread, which the runner kept until its
-    next retry. After a block of such runs, the next ones are not timed for SETTLE seconds;
-    where such a run comes before every run, the spinning is part of the cost and is timed."""
+    """BLAS's threads spin for about 0.1 s after a run that left them free (a block of
+    one-thread steps, then steps on two threads): timed, the threaded runs meanwhile make
+    threads look slower than one thread, which the runner keeps until its next retry. After a
+    block of such runs, the next ones are not timed for SETTLE seconds; where such a run comes
+    before every run, the spinning is part of the cost and is timed."""
     def blocks(k: int) -> bool:
         return k >= 400 and k % 100 == 0  # a block of another structure's runs, now and then
 

@@ -326,7 +326,7 @@ class ModeChoice:
         :data:`SETTLE` seconds) after another structure's run that left them free and ended at
         ``free_end``, where such a run came before this one but not before the one before it
         (a switch: a block of steps on one thread, then steps on two). Such runs are not timed:
-        they made threads look slower than one thread, for the whole next retry period. Where
+        timed, they would make threads look slower than one thread until the next retry. Where
         such a run comes before each of this structure's runs, the spinning is part of their
         cost: only the first :data:`SETTLE` seconds go untimed, and never more than twice that
         in a row."""
