@@ -134,6 +134,7 @@ def measure_threads(make: Callable, threads: tuple, steps: int,
     for n in threads:
         runs[n] = _on_threads(n, make())
         scaling.median_step(runs[n], 1, 20, scaling.WARM_SECONDS)
+
     def trace() -> None:
         # the two steps after a switch from another thread count pay for it (as in_rounds'
         # warm-up): untraced, so that the trace meets the step as the measurements do
@@ -141,9 +142,9 @@ def measure_threads(make: Callable, threads: tuple, steps: int,
         runs[1]()
         traces.append(_traced(runs[1]))
 
-    trace = trace if traces is not None and 1 in runs else None
+    after_round = trace if traces is not None and 1 in runs else None
     timings = harness.in_rounds(runs, ROUNDS, -(-steps // ROUNDS), warmup=1,
-                                seconds=scaling.TIMED_SECONDS / 2, after_round=trace)
+                                seconds=scaling.TIMED_SECONDS / 2, after_round=after_round)
     return {n: timing.median for n, timing in timings.items()}
 
 

@@ -310,7 +310,7 @@ class _Simulation:
         if k and steps[k - 1][2] != member:
             began = now
         then = (self._after, t, lane, steps, k, began)
-        if kind == "gil" and (seconds > 0 or member is None):
+        if kind == "gil" and seconds > 0:
             # a member with no time under the GIL (a share of 0) never waits for it
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then))
         elif kind == "core" and self.free_cores is not None and seconds > 0:

@@ -573,7 +573,7 @@ def _ways_after_free_runs(free_before: Callable[[int], bool], runs: int,
                           heed: bool = True) -> list[str]:
     """The ways a ModeChoice picks, threads taking 5 ms and one thread 9 ms (on a clock the
     test keeps), where ``free_before(k)`` says whether another structure's run that left
-    BLAS's threads free ended right before run ``k``; they spin for ``spun`` seconds after
+    BLAS's threads free ended right before run ``k``; they spin for 0.1 s after
     it, making a threaded run take 12 ms meanwhile (``heed``: whether the choice is told).
     """
     chosen, ways, now, free_end = ModeChoice(), [], 1.0, -1.0
