@@ -260,8 +260,10 @@ RETRY_WITHIN = 1.5
 #: runs are slow (the pool's threads start, their allocator arenas grow, BLAS's threads spin
 #: for about 0.1 s after their last call).
 SETTLE = 0.15
-#: Runs, and seconds of runs, between two retries of the ways close to the fastest.
-RETRY_EVERY, RETRY_PERIOD = 50, 6.0
+#: Runs, and seconds of runs, between two retries of the ways close to the fastest: a retry
+#: costs two runs of the other way, and a shared machine's slow stretches (where the calling
+#: thread's way wins) end within seconds.
+RETRY_EVERY, RETRY_PERIOD = 50, 1.0
 
 
 class ModeChoice:
