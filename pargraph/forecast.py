@@ -17,7 +17,8 @@
 3. On ``W`` workers each worker is a process with its own GIL and ``threads_per_worker``
    lanes. Tasks go where pargraph's placement puts them; the scheduler takes them up one at a
    time, a task starts a round trip later, an input made on another worker arrives after a
-   transfer, and the training state's copies to a second worker end the step. The costs are
+   transfer, and the training state's copies to a second worker end the step. An eager run
+   sends each value the step made here (a random mask) as a data task of its own. The costs are
    this machine's loopback's, measured (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
    calling thread's, as traced, but for the machine's wake-up: the work after a run that left
@@ -444,6 +445,30 @@ class _Simulation:
         return f"worker {w} thread {lane}" if self.remote else f"thread {lane}"
 
 
+def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node: list
+                     ) -> tuple[list, ...]:
+    """An eager run on a cluster sends each value the step made here that it reads for the
+    first time (``RunRecord.shipped``: a random mask, a constant) in its graph, as a data
+    task of its own: the scheduler takes it up and a worker runs it like any task. Each
+    becomes a task of one member taking no time, on the worker of its first reader, appended
+    to ``tasks``; returns ``nodes`` and the ``per_node`` lists (seconds, GIL shares,
+    contention penalties, shares on a core) with those members added."""
+    shipped, leaves, first_reader = set(run.shipped), {}, {}
+    for t, task in enumerate(tasks):
+        for m in task.members:
+            for i in nodes[m].inputs:
+                if type(i) is Node and i.key in shipped and id(i) not in leaves:
+                    leaves[id(i)], first_reader[id(i)] = i, t
+    if not leaves:
+        return (nodes, *per_node)
+    for k, key in enumerate(leaves):
+        tasks.append(_Task([len(nodes) + k], tasks[first_reader[key]].worker))
+    seconds, shares, penalties, on_core = per_node
+    added = len(leaves)
+    return (list(nodes) + list(leaves.values()), seconds + [0.0] * added,
+            shares + [0.0] * added, penalties + [0.0] * added, on_core + [1.0] * added)
+
+
 def _nbytes(node: Node) -> int:
     return math.prod(node.shape) * node.dtype.itemsize
 
@@ -676,6 +701,8 @@ class Forecast:
                              + network.compiled_value * (read + len(run.outputs)) / 2)
             else:
                 submitted = network.run_latency + network.run_node * len(nodes)
+                nodes, seconds, shares, penalties, on_core = _with_data_tasks(
+                    run, tasks, nodes, seconds, shares, penalties, on_core)
             now += submitted
             outcome.scheduling += submitted
             if whole:

@@ -42,7 +42,8 @@ from typing import Any
 from pargraph import costs, runtime
 from pargraph.autograd.backward_graph import BackwardTemplate
 from pargraph.engine import execution, lowering, modes
-from pargraph.graph import Node
+from pargraph.graph import Node, uid_mark
+from pargraph.remote.layout import is_future
 from pargraph.remote.workers import on_every_worker
 
 PHASE_COLORS = {"forward": "#4C9F70", "backward": "#3B75AF", "accumulate": "#D1495B",
@@ -153,6 +154,10 @@ class RunRecord:
     blas: str = lowering.ONE_BLAS
     #: whether a compiled step's program made the run (it sends tasks, not nodes)
     compiled: bool = False
+    #: the keys of the values held here that it reads, made inside the trace and by none of
+    #: its runs (a step's random masks and constants): a run on a cluster sends each in its
+    #: graph, a data task of its own
+    shipped: tuple[str, ...] = ()
 
 
 class Trace:
@@ -169,6 +174,7 @@ class Trace:
         self._caches_at_start = _cache_counts()
         self.plan_hits = self.plan_misses = self.backward_hits = self.backward_misses = 0
         self.started, self.stopped = time.time(), None
+        self._first_uid = uid_mark()  # nodes made inside the block have greater uids
         #: Seconds the trace spent on its own records around the runs.
         self.bookkeeping = 0.0
         #: Seconds Python's cyclic garbage collector ran inside the block.
@@ -205,6 +211,10 @@ class Trace:
         position = {id(node): k for k, node in enumerate(computed)}
         returned = [position[id(node)] for node in outputs if id(node) in position]
         computed_keys = {node.key for node in computed}
+        shipped = dict.fromkeys(
+            i.key for node in computed for i in node.input_nodes()
+            if i.key not in computed_keys and i.key not in self.records
+            and i.uid > self._first_uid and i.value is not None and not is_future(i.value))
         for node in computed:
             inputs = tuple(i.key for i in node.input_nodes() if i.key in computed_keys
                            or i.key in self.records)
@@ -237,7 +247,7 @@ class Trace:
         self.run_records.append(RunRecord(structure, [structure[k] for k in returned],
                                           threads, client is not None,
                                           lowering.blas_threads_of(structure, threads),
-                                          compiled))
+                                          compiled, tuple(shipped)))
         self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
 
