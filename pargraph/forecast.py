@@ -130,6 +130,8 @@ class _Ask:
     held_at: float = 0.0  # when it got the GIL
     #: scheduling time (else a transfer's, which counts its whole span when it ends)
     scheduling: bool = True
+    #: the cores it takes, where the processes share them
+    cores: int = 1
 
 
 class _Simulation:
@@ -149,8 +151,12 @@ class _Simulation:
                  network: Network | None, start: float, outcome: Outcome,
                  task_cost: float = 0.0, penalties: list[float] | None = None,
                  on_core: list[float] | None = None, cores: int | None = None,
-                 returned: set[int] | None = None, copies: bool = False) -> None:
+                 returned: set[int] | None = None, copies: bool = False,
+                 widths: list[int] | None = None) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: per node, the cores it takes where the processes share them: a product with
+        #: BLAS on every core takes them all
+        self.widths = widths or [1] * len(nodes)
         #: the members the run returns, and of them the training state (the optimizer's
         #: updates), which ``copies`` copies to a second worker
         self.returned = returned or set()
@@ -228,12 +234,13 @@ class _Simulation:
         ask.held_at = now
         self._core(now, ask)
 
-    def _core(self, now: float, ask: _Ask) -> None:
+    def _core(self, now: float, ask: _Ask, queued: bool = False) -> None:
+        """``ask`` takes its cores, or waits for them behind the asks before it."""
         if self.free_cores is not None:
-            if self.free_cores == 0:
+            if self.free_cores < ask.cores or self.core_queue and not queued:
                 self.core_queue.append(ask)
                 return
-            self.free_cores -= 1
+            self.free_cores -= ask.cores
         waited = now - ask.asked
         queued = ask.held_at - ask.asked if ask.process is not None else 0.0
         outcome = self.outcome
@@ -252,9 +259,9 @@ class _Simulation:
 
     def _release(self, now: float, ask: _Ask) -> None:
         if self.free_cores is not None:
-            self.free_cores += 1
-            if self.core_queue:
-                self._core(now, self.core_queue.pop(0))
+            self.free_cores += ask.cores
+            while self.core_queue and self.core_queue[0].cores <= self.free_cores:
+                self._core(now, self.core_queue.pop(0), queued=True)
         if ask.process is not None:
             self.gil_held[ask.process] = False
             queue = self.gil_queue[ask.process]
@@ -313,11 +320,15 @@ class _Simulation:
         then = (self._after, t, lane, steps, k, began)
         if kind == "gil" and seconds > 0:
             # a member with no time under the GIL (a share of 0) never waits for it
-            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then))
+            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
+                                cores=self._width(member)))
         elif kind == "core" and self.free_cores is not None and seconds > 0:
-            self._ask(now, _Ask(now, None, seconds, member, then))
+            self._ask(now, _Ask(now, None, seconds, member, then, cores=self._width(member)))
         else:
             self._at(now + seconds, *then)
+
+    def _width(self, member: int | None) -> int:
+        return 1 if member is None else self.widths[member]
 
     def _after(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
         kind, seconds, member = steps[k]
@@ -668,8 +679,10 @@ class Forecast:
         threads = self.threads_per_worker if remote else count
         # A cluster's workers run BLAS on one thread each (dask's nanny starts them so:
         # ``distributed.nanny.pre-spawn-environ``); threads as the run's plan says.
-        seconds = self._alone(run, nodes, seconds, not remote and lowering.blas_threads_of(
-            nodes, threads) is ALL_BLAS)
+        all_blas = not remote and lowering.blas_threads_of(nodes, threads) is ALL_BLAS
+        seconds = self._alone(run, nodes, seconds, all_blas)
+        # a product with BLAS on every core takes every core of the machine while it runs
+        widths = [self.cores if all_blas and self.cores and n.op.blas else 1 for n in nodes]
         penalties = [c * s for c, s in zip(contention, seconds)]
         on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
@@ -717,12 +730,12 @@ class Forecast:
             inline_end = _Simulation([_Task([k for t in tasks for k in t.members], 0)], nodes,
                                      seconds, shares, 1, 1, False, None, now, inline,
                                      penalties=penalties, on_core=on_core,
-                                     cores=self.cores).run()
+                                     cores=self.cores, widths=widths).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             costs = local_costs()
             threaded_end = _Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
                                        now + costs.run, trial, costs.task, penalties, on_core,
-                                       self.cores).run()
+                                       self.cores, widths=widths).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
@@ -734,7 +747,7 @@ class Forecast:
         simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
                                  penalties=penalties, on_core=on_core, cores=self.cores,
-                                 returned=returned,
+                                 returned=returned, widths=None if remote else widths,
                                  copies=remote and workers > 1 and wanted_replicas() > 1)
         end = simulation.run()
         outcome.idles.append(self._idle(nodes, end - start, seconds))

@@ -2,6 +2,7 @@
 
 import gc
 import json
+import sys
 import time
 
 import dask
@@ -545,6 +546,46 @@ def test_a_node_with_no_gil_share_never_waits_for_the_gil():
     assert [s.start for s in free] == pytest.approx([0.002, 0.004])
     held = segments(1.0)
     assert [s.stop - s.start for s in held] == pytest.approx([0.012, 0.02])
+
+
+def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
+    """On a machine of two cores (``cores=2``), two nodes of one core each run side by side;
+    a product with BLAS on every core (``widths``: 2) leaves no core to a node beside it,
+    which waits for it. A step whose run on two threads gives BLAS every core (a product and
+    a small branch beside it) is simulated so."""
+    from pargraph.engine.lowering import ALL_BLAS, blas_threads_of
+    from pargraph.forecast import Outcome, _Simulation, _Task
+
+    a, v = pargraph.randn(384, 384), pargraph.randn(1000)
+    with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
+        ((a @ a).tanh().sum() + v.exp().sum()).item()
+    run = tr.run_records[0]
+    assert blas_threads_of(run.computed, 2) is ALL_BLAS
+    simulated = []
+
+    class Recorded(_Simulation):
+        def __init__(self, tasks, nodes, *args, **kwargs):
+            super().__init__(tasks, nodes, *args, **kwargs)
+            simulated.append({n.op.name: w for n, w in zip(nodes, self.widths)})
+
+    monkeypatch.setattr(sys.modules["pargraph.forecast"], "_Simulation", Recorded)
+    for cores, width in ((2, 2), (None, 1)):
+        simulated.clear()
+        pargraph.forecast(tr, threads=[2], gil=0.0, measure_gil=False, cores=cores)
+        assert {w["matmul"] for w in simulated} == {width}
+        assert {w["exp"] for w in simulated} == {1}
+
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+
+    def spans(widths: list[int]) -> tuple[list, float]:
+        outcome = Outcome(("threads", 2), 0.0, 2)
+        _Simulation([_Task([0], 0), _Task([1], 0)], nodes, [0.01, 0.01], [0.0, 0.0], 1, 2,
+                    False, None, 0.0, outcome, cores=2, widths=widths).run()
+        return sorted(s.stop for s in outcome.segments), outcome.core_wait
+
+    assert spans([1, 1]) == (pytest.approx([0.01, 0.01]), 0.0)
+    assert spans([2, 1]) == (pytest.approx([0.01, 0.02]), pytest.approx(0.01))
+    assert spans([2, 2]) == (pytest.approx([0.01, 0.02]), pytest.approx(0.01))
 
 
 def test_the_work_outside_the_runs_pays_the_wake_up_of_the_runs_idle_time():
