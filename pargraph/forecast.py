@@ -18,7 +18,8 @@
    lanes. Tasks go where pargraph's placement puts them; the scheduler takes them up one at a
    time, a task starts a round trip later, an input made on another worker arrives after a
    transfer, and the training state's copies to a second worker end the step. An eager run
-   sends each value the step made here (a random mask) as a data task of its own. The costs are
+   sends a value the step made here (a random mask) that several of its tasks read as a data
+   task of its own. The costs are
    this machine's loopback's, measured (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
    calling thread's, as traced, but for the machine's wake-up: the work after a run that left
@@ -53,7 +54,7 @@ from pargraph.machine_costs import (
     loopback,
     wake_up,
 )
-from pargraph.remote.layout import SEND_PARTS_SAVING
+from pargraph.remote.layout import INLINE_BYTES, SEND_PARTS_SAVING
 from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
@@ -459,21 +460,25 @@ class _Simulation:
 def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node: list
                      ) -> tuple[list, ...]:
     """An eager run on a cluster sends each value the step made here that it reads for the
-    first time (``RunRecord.shipped``: a random mask, a constant) in its graph, as a data
-    task of its own: the scheduler takes it up and a worker runs it like any task. Each
+    first time (``RunRecord.shipped``: a random mask, a constant) in its graph; one that
+    several of its tasks read and of more than ``INLINE_BYTES`` as a data task of its own
+    (``lowering.lower``), which the scheduler takes up and a worker runs like any task. Each
     becomes a task of one member taking no time, on the worker of its first reader, appended
     to ``tasks``; returns ``nodes`` and the ``per_node`` lists (seconds, GIL shares,
     contention penalties, shares on a core) with those members added."""
-    shipped, leaves, first_reader = set(run.shipped), {}, {}
+    shipped, readers, first_reader = set(run.shipped), defaultdict(set), {}
     for t, task in enumerate(tasks):
         for m in task.members:
             for i in nodes[m].inputs:
-                if type(i) is Node and i.key in shipped and id(i) not in leaves:
-                    leaves[id(i)], first_reader[id(i)] = i, t
+                if type(i) is Node and i.key in shipped:
+                    readers[i.key].add(t)
+                    first_reader.setdefault(i.key, (t, i))
+    leaves = {key: i for key, (t, i) in first_reader.items()
+              if len(readers[key]) > 1 and _nbytes(i) > INLINE_BYTES}
     if not leaves:
         return (nodes, *per_node)
     for k, key in enumerate(leaves):
-        tasks.append(_Task([len(nodes) + k], tasks[first_reader[key]].worker))
+        tasks.append(_Task([len(nodes) + k], tasks[first_reader[key][0]].worker))
     seconds, shares, penalties, on_core = per_node
     added = len(leaves)
     return (list(nodes) + list(leaves.values()), seconds + [0.0] * added,

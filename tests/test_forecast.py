@@ -214,36 +214,45 @@ def test_a_value_the_caller_reads_travels_back_from_the_cluster():
     assert twice.reads == [(1, 16), (1, 16), (3, 16)]
 
 
-def test_an_eager_run_on_a_cluster_sends_the_values_the_step_made_as_data_tasks():
-    """A value the step made here (a random mask) goes to the cluster in the run's graph, a
-    task of its own that the scheduler takes up, one at a time, as any task; a value made
-    before the block is held there after its second read, and travels no more."""
+def test_an_eager_run_on_a_cluster_sends_the_values_the_step_made_as_data_tasks(monkeypatch):
+    """A value the step made here (a random mask) goes to the cluster in the run's graph:
+    riding in the task that reads it, or, read by several tasks and over INLINE_BYTES, as a
+    data task of its own, which the scheduler takes up as any task (``lowering.lower``). A
+    value made before the block is held there after its second read, and travels no more."""
+    from pargraph.forecast import _Simulation
+
     op = sleeper(0.01)
     before = pargraph.rand(4)
 
-    def masked(masks: int):
+    def masked(shape: tuple):
         def model(x):
-            out = op(x) * before
-            for _ in range(masks):
-                out = out * pargraph.rand(4)
-            return out.sum()
+            mask = pargraph.rand(*shape)
+            return op(x * mask * before).sum() + op(x * (mask * 2)).sum()
         return model
 
-    none, three = traced(masked(0)), traced(masked(3))
-    shipped = [key for run in three.run_records for key in run.shipped]
-    assert len(shipped) == len(set(shipped)) == 3 + sum(
-        len(run.shipped) for run in none.run_records)
-    assert before._node.key not in shipped
-    busy = Network(**{**FAST_NETWORK.__dict__, "scheduler_task": 0.05})
+    simulated = []
 
-    def steps(tr) -> tuple[float, float]:
-        fc = pargraph.forecast(tr, threads=[1], workers=[1], network=busy, gil=0.0,
-                               measure_gil=False)
-        return fc.step_time(threads=1), fc.step_time(workers=1)
+    class Recorded(_Simulation):
+        def __init__(self, tasks, nodes, *args, **kwargs):
+            super().__init__(tasks, nodes, *args, **kwargs)
+            simulated.append([nodes[t.members[0]].op.name for t in tasks
+                              if len(t.members) == 1])
 
-    (threads_none, workers_none), (threads_three, workers_three) = steps(none), steps(three)
-    # three more tasks for the scheduler to take up before the run's own can start
-    assert workers_three - workers_none >= 3 * 0.05 - (threads_three - threads_none) - 0.005
+    monkeypatch.setattr(sys.modules["pargraph.forecast"], "_Simulation", Recorded)
+
+    def data_tasks(tr, workers: int) -> int:
+        simulated.clear()
+        pargraph.forecast(tr, threads=[], workers=[workers], network=FAST_NETWORK, gil=0.0,
+                          measure_gil=False)
+        return sum(names.count("leaf") for names in simulated)
+
+    small, big = traced(masked((4,))), traced(masked((1024, 4)))  # 16 B and 16 KiB
+    for tr in (small, big):
+        shipped = [key for run in tr.run_records for key in run.shipped]
+        assert len(shipped) == len(set(shipped)) >= 1
+        assert before._node.key not in shipped
+    assert data_tasks(big, 2) == 1  # its two branches' tasks read it
+    assert data_tasks(big, 1) == data_tasks(small, 2) == 0  # one task reads it; it is small
 
 
 def test_a_transfer_takes_the_workers_and_the_schedulers_cores():

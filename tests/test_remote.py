@@ -219,13 +219,19 @@ def test_state_stays_on_the_workers_between_steps(cluster, record_runs):
     assert all(isinstance(v.numpy(), np.ndarray) for v in state.values())
 
 
+def _carries(graph: dict, nbytes: int) -> bool:
+    """Whether ``graph`` sends an array of ``nbytes`` bytes: as a data key, or riding in a
+    task that reads it."""
+    return any(getattr(value, "nbytes", None) == nbytes for task in graph.values()
+               for value in ([task.value] if type(task).__name__ == "DataNode"
+                             else getattr(task, "args", ())))
+
+
 def test_data_read_by_every_step_is_sent_once_then_read_from_the_cluster(cluster, record_runs):
     losses, _, _ = train(4, cluster.client)
-    uploaded = [{k for k, task in run.items() if type(task).__name__ == "DataNode"}
-                for run in record_runs]
-    inputs = {k for k in uploaded[0] if k.startswith("leaf")}
-    assert inputs and inputs <= uploaded[0]  # the first step sends the batch in its graph
-    assert not inputs & uploaded[-1]  # later steps read the copy kept on the cluster
+    batch = 256 * 64 * 4  # the digits batch, float32
+    assert _carries(record_runs[0], batch)  # the first step sends the batch in its graph
+    assert not any(_carries(run, batch) for run in record_runs[2:])  # then reads the copy
     threaded, _, _ = train(4, "threads")
     np.testing.assert_allclose(losses, threaded, rtol=1e-6)
 
@@ -254,6 +260,34 @@ def test_small_values_ride_inside_the_tasks_that_read_them(cluster, record_runs)
     assert not small  # a data key would cost the scheduler a task each
     threaded, _, _ = train(2, "threads", shards=2)
     np.testing.assert_allclose(losses, threaded, rtol=1e-6)
+
+
+def test_a_value_one_task_reads_rides_in_it_whatever_its_size(cluster, record_runs):
+    """A dropout mask the step makes here (64 KiB) is read by one task: it rides in that task,
+    since a data key would cost the scheduler a task of its own (the eager attention step's
+    16 masks took about 20 ms of its one-worker step). Only a value several tasks read is a
+    data key, sent once for all of them; the steps train as on threads."""
+    def dropout_steps(scheduler) -> list[float]:
+        pargraph.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 256), nn.Dropout(0.5), nn.ReLU(), nn.Linear(256, 10))
+        model = nn.DataParallel(model, shards=2)
+        opt = optim.SGD(model.parameters(), lr=0.1)
+        x = pargraph.tensor(np.random.default_rng(0).random((128, 64), dtype=np.float32))
+        y = pargraph.tensor(np.arange(128) % 10)
+        with dask.config.set(scheduler=scheduler):
+            return _losses_of_steps(model, opt, x, y, 3)
+
+    losses = dropout_steps(cluster.client)
+    data_keys = 0
+    for graph in record_runs:
+        for key, task in graph.items():
+            if type(task).__name__ == "DataNode":
+                data_keys += 1
+                readers = [t for t in graph.values() if key in getattr(t, "dependencies", ())]
+                assert len(readers) >= 2, key
+    masks = sum(_carries(graph, 64 * 256 * 4) for graph in record_runs)
+    assert masks >= 3  # one mask per shard a step, riding in the task that reads it
+    np.testing.assert_allclose(losses, dropout_steps("threads"), rtol=1e-6)
 
 
 def test_workers_keep_freed_arrays_for_reuse_after_their_first_task(cluster):

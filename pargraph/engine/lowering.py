@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +101,12 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     if not isinstance(plan_, GroupPlan) or remote:
         # Data keys: what a task per node or a whole-run task reads; and on a cluster, a
         # value several tasks read is sent once, as one key. A small one (an index, a
-        # scalar) rides in the tasks that read it: a data key costs the scheduler a task.
+        # scalar), and one that a single task reads (a dropout mask), rides in the tasks
+        # that read it: a data key costs the scheduler a task.
+        once = _read_once(plan_, single, order) if remote else frozenset()
         riding = {key: value for key, value in local_values.items()
-                  if remote and getattr(value, "nbytes", INLINE_BYTES + 1) <= INLINE_BYTES}
+                  if remote and (key in once or getattr(value, "nbytes", INLINE_BYTES + 1)
+                                 <= INLINE_BYTES)}
         graph.update((key, DataNode(key, value)) for key, value in local_values.items()
                      if key not in riding)
         local_values = riding
@@ -123,6 +127,16 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
     if not remote and plan_.costs.wants_timing() and _measuring():
         lowered.timing = Timing(plan_, key, order, computed, outputs, granularity)
     return lowered
+
+
+def _read_once(plan: Any, single: Any, order: list[Node]) -> frozenset:
+    """The keys of the realized values that one task of a run on a cluster alone reads: all
+    of them where the run is one task, none where it is a task per node."""
+    if single is not None:
+        return frozenset(node.key for node in order)
+    if isinstance(plan, GroupPlan):
+        return frozenset(order[v].key for v in plan.read_once)
+    return frozenset()
 
 
 def _measuring() -> bool:
@@ -366,6 +380,10 @@ class GroupPlan:
             self.sources.append(sources)
             self.literal.append(literal)
             self.external.append(external)
+        readers = Counter(v for external in self.external
+                          for v in {v for kind, v in external if kind == Arg.INPUT})
+        #: The realized inputs (positions in ``order``) that one group task alone reads.
+        self.read_once = frozenset(v for v, n in readers.items() if n == 1)
         self.release = [release_schedule(group_sources, self.exported[g])
                         for g, group_sources in enumerate(self.sources)]
         self.outputs = [export_of[id(n)] for n in outputs]

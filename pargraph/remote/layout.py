@@ -6,11 +6,12 @@ values only the step's other tasks read hands its kept parts to a reader on the 
 which returns them as well (:func:`return_kept_from_readers`). A worker fetches a task's whole
 tuple, so where groups on another worker read a small part of a big tuple, a task on the
 producer's worker picks those parts and only they travel
-(:func:`send_only_what_other_workers_read`). A value held here of at most ``INLINE_BYTES``
-rides inside each cluster task that reads it. A 0-d output (a loss) comes back with the run
-(:func:`held_results`). What is copied to a second worker (parameters, optimizer state) is
-picked out of an update group's tuple, which also holds the gradients, by a ``<label>_keep``
-task on its worker (:func:`keep_copied`): half the bytes travel.
+(:func:`send_only_what_other_workers_read`). A value held here of at most ``INLINE_BYTES``,
+or that one task reads, rides inside each cluster task that reads it. A 0-d output (a loss)
+comes back with the run (:func:`held_results`). What is copied to a second worker
+(parameters, optimizer state) is picked out of an update group's tuple, which also holds the
+gradients, by a ``<label>_keep`` task on its worker (:func:`keep_copied`): half the bytes
+travel.
 """
 
 from __future__ import annotations
