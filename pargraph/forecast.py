@@ -19,8 +19,8 @@
    time, a task starts a round trip later, an input made on another worker arrives after a
    transfer, and the training state's copies to a second worker end the step. An eager run
    sends a value the step made here (a random mask) that several of its tasks read as a data
-   task of its own. The costs are
-   this machine's loopback's, measured (:func:`pargraph.machine_costs.loopback`), or given.
+   task of its own. The costs are this machine's loopback's, measured
+   (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
    calling thread's, as traced, but for the machine's wake-up: the work after a run that left
    the machine idle longer than the traced run did costs more, and after a shorter idle less,

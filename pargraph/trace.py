@@ -156,7 +156,7 @@ class RunRecord:
     compiled: bool = False
     #: the keys of the values held here that it reads, made inside the trace and by none of
     #: its runs (a step's random masks and constants): a run on a cluster sends each in its
-    #: graph, a data task of its own
+    #: graph (``lowering.lower``)
     shipped: tuple[str, ...] = ()
 
 
