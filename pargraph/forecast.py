@@ -54,7 +54,7 @@ from pargraph.machine_costs import (
     loopback,
     wake_up,
 )
-from pargraph.remote.layout import INLINE_BYTES, SEND_PARTS_SAVING
+from pargraph.remote.layout import SEND_PARTS_SAVING, rides
 from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
@@ -460,12 +460,12 @@ class _Simulation:
 def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node: list
                      ) -> tuple[list, ...]:
     """An eager run on a cluster sends each value the step made here that it reads for the
-    first time (``RunRecord.shipped``: a random mask, a constant) in its graph; one that
-    several of its tasks read and of more than ``INLINE_BYTES`` as a data task of its own
-    (``lowering.lower``), which the scheduler takes up and a worker runs like any task. Each
-    becomes a task of one member taking no time, on the worker of its first reader, appended
-    to ``tasks``; returns ``nodes`` and the ``per_node`` lists (seconds, GIL shares,
-    contention penalties, shares on a core) with those members added."""
+    first time (``RunRecord.shipped``: a random mask, a constant) in its graph; one that does
+    not ride in its readers (``layout.rides``) as a data task of its own (``lowering.lower``),
+    which the scheduler takes up and a worker runs like any task. Each becomes a task of one
+    member taking no time, on the worker of its first reader, appended to ``tasks``; returns
+    ``nodes`` and the ``per_node`` lists (seconds, GIL shares, contention penalties, shares on
+    a core) with those members added."""
     shipped, readers, first_reader = set(run.shipped), defaultdict(set), {}
     for t, task in enumerate(tasks):
         for m in task.members:
@@ -474,7 +474,7 @@ def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node:
                     readers[i.key].add(t)
                     first_reader.setdefault(i.key, (t, i))
     leaves = {key: i for key, (t, i) in first_reader.items()
-              if len(readers[key]) > 1 and _nbytes(i) > INLINE_BYTES}
+              if not rides(_nbytes(i), len(readers[key]) == 1)}
     if not leaves:
         return (nodes, *per_node)
     for k, key in enumerate(leaves):

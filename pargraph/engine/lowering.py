@@ -34,6 +34,7 @@ from pargraph.remote.layout import (
     held_results,
     is_future,
     return_kept_from_readers,
+    rides,
     send_only_what_other_workers_read,
 )
 from pargraph.remote.recovery import fetch
@@ -105,8 +106,7 @@ def lower(order: list[Node], computed: list[Node], outputs: Sequence[Node],
         # that read it: a data key costs the scheduler a task.
         once = _read_once(plan_, single, order) if remote else frozenset()
         riding = {key: value for key, value in local_values.items()
-                  if remote and (key in once or getattr(value, "nbytes", INLINE_BYTES + 1)
-                                 <= INLINE_BYTES)}
+                  if remote and rides(getattr(value, "nbytes", INLINE_BYTES + 1), key in once)}
         graph.update((key, DataNode(key, value)) for key, value in local_values.items()
                      if key not in riding)
         local_values = riding

@@ -98,6 +98,13 @@ def tagged(key: str, tag: str) -> str:
 INLINE_BYTES = 8 * 1024
 
 
+def rides(nbytes: int, one_reader: bool) -> bool:
+    """Whether a value held here that a cluster run reads travels inside the tasks that read
+    it rather than as a data key of its own (which costs the scheduler a task): a small one
+    (a copy per task), or one that a single task reads, whatever its size."""
+    return one_reader or nbytes <= INLINE_BYTES
+
+
 #: Bytes a task picking the parts another worker reads must keep from travelling: it adds a
 #: scheduler round trip before its readers, about what 1 MiB costs on a 1 Gbit/s link.
 SEND_PARTS_SAVING = 1 << 20
