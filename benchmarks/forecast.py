@@ -27,6 +27,7 @@ import os
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import dask
@@ -123,16 +124,65 @@ def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
     return statistics.median(speedups), sum(s < 1.5 for s in speedups) / len(speedups)
 
 
+def calls_delivered(seconds: float = 1.0) -> float:
+    """What two threads of small numpy calls get from this machine right now: the median,
+    over rounds of about 5 ms for ``seconds``, of the time of the same calls one after the
+    other over their time on two threads, with the interpreter's switch interval of
+    pargraph's runs. Each call (an elementwise op on 65,536 numbers, about 25 us)
+    releases the GIL for its loop and takes it back, so the figure follows what a step of
+    many small ops gets (the GIL's hand-overs, waking the other thread) where two threads of
+    products (:func:`cores_delivered`) need neither."""
+    from pargraph.engine.threads import state
+
+    arrays = [np.random.default_rng(k).random((64, 1024), dtype=np.float32) for k in range(2)]
+    outs = [np.empty_like(a) for a in arrays]
+
+    def calls(k: int) -> None:
+        for _ in range(40):
+            np.tanh(arrays[k], out=outs[k])
+
+    ratios = []
+    with state.switching.lowered():
+        calls(0)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            start = time.perf_counter()
+            calls(0)
+            calls(1)
+            alone = time.perf_counter() - start
+            pair = [threading.Thread(target=calls, args=(k,)) for k in range(2)]
+            start = time.perf_counter()
+            for thread in pair:
+                thread.start()
+            for thread in pair:
+                thread.join()
+            ratios.append(alone / (time.perf_counter() - start))
+    return statistics.median(ratios)
+
+
+def runner_ways() -> Counter:
+    """The runs of every structure this process ran on threads so far, by the way the
+    runner chose for each (``engine.modes.MODES``)."""
+    from pargraph.engine.modes import scheduling
+
+    ran: Counter = Counter()
+    for choice in list(scheduling.modes.values()):
+        ran.update(choice.ran)
+    return ran
+
+
 def measure_threads(make: Callable, threads: tuple, steps: int,
-                    traces: list | None = None) -> dict[int, float]:
+                    traces: list | None = None,
+                    ways: dict[int, Counter] | None = None) -> dict[int, float]:
     """Each thread count's median step, of a step made for it (a compiled step keeps the
     plan of the thread count it was captured on), the counts taking turns in
     :data:`ROUNDS` rounds of at least ``steps / ROUNDS`` steps each; after each round, where
     ``traces`` is a list and one thread is measured, one more step on one thread is traced
-    into it, after two untraced ones."""
+    into it, after two untraced ones. ``ways``: where to count, per thread count, its
+    steps' runs by the way the runner chose (:func:`runner_ways`), warm-ups too."""
     runs = {}
     for n in threads:
-        runs[n] = _on_threads(n, make())
+        runs[n] = _on_threads(n, make(), None if ways is None else ways.setdefault(n, Counter()))
         scaling.median_step(runs[n], 1, 20, scaling.WARM_SECONDS)
 
     def trace() -> None:
@@ -154,11 +204,17 @@ def _traced(step: Callable[[], None]) -> pargraph.Trace:
     return tr
 
 
-def _on_threads(n: int, step: Callable) -> Callable[[], None]:
+def _on_threads(n: int, step: Callable, ways: Counter | None = None) -> Callable[[], None]:
     def run() -> None:
         with dask.config.set(scheduler="threads", num_workers=n):
             step()
-    return run
+
+    def counted() -> None:
+        before = runner_ways()
+        run()
+        ways.update(runner_ways() - before)
+
+    return run if ways is None else counted
 
 
 def measure_workers(make: Callable, workers: tuple, steps: int) -> dict[int, float]:
@@ -191,6 +247,7 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
             rows = [rows[k] for rows in passes]
             merged = {**row, "offs": [r["forecast"] / r["measured"] - 1 for r in rows],
                       "cores": [r["cores"] for r in rows],
+                      "calls": [r["calls"] for r in rows], "ways": [r["ways"] for r in rows],
                       "network": [r["network"] for r in rows]}
             for field in ("measured", "forecast", "step", "forecast_step"):
                 merged[field] = statistics.median(r[field] for r in rows)
@@ -201,14 +258,17 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
 def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: int
               ) -> list[dict]:
     """One workload's trace, forecast and measurements, as rows of :func:`compare`."""
-    before = cores_delivered()
+    before, calls_before = cores_delivered(), calls_delivered()
     # the loopback drifts within minutes too: measured for each workload's forecast
     network = measure_loopback() if workers else None
     traces: list = []
-    on_threads = measure_threads(make, threads, steps, traces)
+    ways: dict[int, Counter] = {}
+    on_threads = measure_threads(make, threads, steps, traces, ways)
     forecast = traced_forecast(None if traces else make(), threads, workers, network, traces)
     measured_on = (on_threads, measure_workers(make, workers, steps))
     cores = (before, cores_delivered())
+    calls = (calls_before, calls_delivered())
+    most = max(threads)
     rows = []
     for where, counts, measured in (("threads", threads, measured_on[0]),
                                     ("workers", workers, measured_on[1])):
@@ -217,20 +277,28 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
                          "measured": measured[1] / measured[n],
                          "forecast": forecast.speedup(**{where: n}), "step": measured[n],
                          "forecast_step": forecast.step_time(**{where: n}),
-                         "cores": cores, "network": forecast.network})
+                         "cores": cores, "calls": calls, "ways": ways.get(most, Counter()),
+                         "threads": most, "network": forecast.network})
     return rows
 
 
 def cores_table(rows: list[dict]) -> str:
     """Per workload, what the machine's two cores gave two threads of numpy products right
-    before its measurements and right after (:func:`cores_delivered`), and the loopback's
-    latencies its forecast used: one line per repetition."""
+    before its measurements and right after (:func:`cores_delivered`), and two threads of
+    small calls (:func:`calls_delivered`); how many of its steps' runs on its most threads
+    the runner made on threads (the rest in the calling thread, ``engine.modes``); and the
+    loopback's latencies its forecast used: one line per repetition."""
     lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after "
-             "| loopback: a task, a run, a transfer |", "|---|---|---|---|"]
+             "| small calls before, after | runs on threads "
+             "| loopback: a task, a run, a transfer |", "|---|---|---|---|---|---|"]
     for name, row in {row["workload"]: row for row in rows}.items():
-        for cores, network in zip(row["cores"], row["network"]):
+        for cores, calls, ways, network in zip(row["cores"], row["calls"], row["ways"],
+                                               row["network"]):
+            on_threads = (f"{ways['threads']} of {sum(ways.values())} ({row['threads']})"
+                          if ways else "-")
             lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
                                                      for median, low in cores)
+                         + f" | {calls[0]:.2f}x, {calls[1]:.2f}x | {on_threads}"
                          + f" | {network.task_latency * 1e3:.2f}, "
                            f"{network.run_latency * 1e3:.2f}, "
                            f"{network.transfer_latency * 1e3:.2f} ms |")
@@ -294,8 +362,13 @@ def main(argv: list[str] | None = None) -> None:
               "Two threads of numpy products against the same products one after the other "
               "(`cores_delivered`, 2 s of rounds of about 25 ms): the median speed-up, and "
               "the share of rounds under 1.5x, right before each workload's trace and right "
-              "after its last measurement; and the loopback's latencies, measured right "
-              "before the trace, that its forecast used; a line per repetition.", "",
+              "after its last measurement; two threads of small elementwise calls against "
+              "the same calls one after the other (`calls_delivered`, 1 s of rounds), before "
+              "and after; of the runs of the workload's steps on its most threads (sleeping "
+              "graphs: 16, numpy workloads: 2), how many the runner made on threads rather "
+              "than in the calling thread (warm-ups too); and the loopback's latencies, "
+              "measured right before the trace, that its forecast used; a line per "
+              "repetition.", "",
               cores_table(sleeping + real)]
     text = "\n".join(parts)
     print(text)

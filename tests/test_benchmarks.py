@@ -3,6 +3,7 @@ the in-process comparisons time what they say."""
 
 import os
 import sys
+from collections import Counter
 
 import dask
 import numpy as np
@@ -184,6 +185,31 @@ def test_the_forecast_benchmark_traces_a_step_after_each_round_of_measurements(m
         forecast.traced_forecast(None, (1,), ())
 
 
+def test_the_forecast_benchmark_counts_the_runners_ways_per_thread_count(monkeypatch):
+    """Each thread count's steps' runs, by the way the runner chose: what FORECAST.md shows
+    beside a two-thread measurement (a speed-up near 1 with every run in the calling thread
+    is the runner's choice, not the machine's)."""
+    import pargraph
+    from benchmarks import forecast, scaling
+    from pargraph.engine import modes
+
+    monkeypatch.setattr(scaling, "WARM_SECONDS", 0.0)
+    monkeypatch.setattr(scaling, "TIMED_SECONDS", 0.0)
+
+    def make():
+        a = pargraph.ones(256, 256)
+
+        def step():
+            (a.exp() @ a + a.tanh() @ a).sum().item()
+        return step
+
+    ways: dict = {}
+    forecast.measure_threads(make, (1, 2), 8, None, ways)
+    assert set(ways) == {1, 2}
+    # every step on two threads is one run of two branches, which the runner times
+    assert sum(ways[2].values()) >= 8 and set(ways[2]) <= set(modes.MODES)
+
+
 def test_the_kernels_benchmark_compiles_then_loads_numbas_kernels_and_times_both_ways():
     from benchmarks import kernels
 
@@ -194,20 +220,26 @@ def test_the_kernels_benchmark_compiles_then_loads_numbas_kernels_and_times_both
 
 
 def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload():
-    from benchmarks.forecast import cores_delivered, cores_table
+    from benchmarks.forecast import calls_delivered, cores_delivered, cores_table
 
     median, low = cores_delivered(0.3)
     assert 0.3 < median < 2.5 and 0.0 <= low <= 1.0  # two threads of products, two cores
+    assert 0.2 < calls_delivered(0.2) < 2.5
     from pargraph.machine_costs import Network
 
     network = Network(task_latency=3e-3, scheduler_task=1e-3, run_latency=8e-3, run_node=0.0,
                       transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3)
-    row = {"workload": "towers", "cores": [((1.93, 0.05), (1.12, 0.6))], "network": [network]}
+    ways = Counter({"threads": 98, "inline, one BLAS thread": 7})
+    row = {"workload": "towers", "cores": [((1.93, 0.05), (1.12, 0.6))], "calls": [(1.2, 0.9)],
+           "ways": [ways], "threads": 2, "network": [network]}
     assert cores_table([row, row]).splitlines()[2:] == [
-        "| towers | 1.93x (5%) | 1.12x (60%) | 3.00, 8.00, 2.00 ms |"]
+        "| towers | 1.93x (5%) | 1.12x (60%) | 1.20x, 0.90x | 98 of 105 (2) "
+        "| 3.00, 8.00, 2.00 ms |"]
     # a repeated workload: a line per repetition, and each repetition's distance per row
-    again = {**row, "cores": row["cores"] * 2, "network": [network] * 2}
+    again = {**row, "cores": row["cores"] * 2, "calls": row["calls"] * 2,
+             "ways": [ways, Counter()], "network": [network] * 2}
     assert len(cores_table([again]).splitlines()) == 4
+    assert "| - |" in cores_table([again]).splitlines()[3]
     from benchmarks.forecast import table
 
     rows = [{"workload": "towers", "where": "threads", "count": 2, "measured": 1.5,

@@ -273,6 +273,7 @@ class ModeChoice:
     def __init__(self) -> None:
         self.timings: dict[str, list[float]] = {mode: [] for mode in MODES}
         self.timed = dict.fromkeys(MODES, 0)  # timings taken in all, per mode
+        self.ran = dict.fromkeys(MODES, 0)  # runs in all, timed or not, per mode
         self.runs = 0
         self.last_mode = ""  # of the last run, timed or not
         self.settling = 0.0  # seconds of runs before the last mode's runs are timed
@@ -341,6 +342,7 @@ class ModeChoice:
     def ended(self, mode: str, start: float, end: float, spinning: bool) -> None:
         """A run in ``mode`` went from ``start`` to ``end``; timed unless it met BLAS's
         threads ``spinning`` (:meth:`meets_spinning_blas`)."""
+        self.ran[mode] += 1
         self.last_end = end
         if spinning:
             self.untimed += end - start
