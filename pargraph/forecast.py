@@ -795,6 +795,8 @@ class Forecast:
         ]
         if self.cores is not None:
             lines.append(f"every thread and process shares {self.cores} core(s)")
+        lines.append("the waits, transfers and scheduling add up over every lane and task, so "
+                     "they can exceed the step")
         lines += ["", f"{'configuration':<26}{'step':>11}{'speed-up':>10}{'busy':>7}"
                   f"{'GIL wait':>11}" + (f"{'core wait':>11}" if self.cores else "")
                   + f"{'transfers':>11}{'scheduling':>12}"]

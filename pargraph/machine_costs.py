@@ -312,8 +312,9 @@ def _graph_work() -> Any:
 
 @functools.cache
 def wake_up(measure: bool = False) -> WakeUp:
-    """This machine's :class:`WakeUp` (:func:`measure_wake_up`), kept in
-    ``~/.cache/pargraph/wake_up.json`` once measured (``measure=True``: again, now)."""
+    """This machine's :class:`WakeUp` (:func:`measure_wake_up`): the median of the latest
+    measurements kept in ``~/.cache/pargraph/wake_up.json``, measured once none is kept
+    (``measure=True``: again, now, and this one returned)."""
     return _kept("wake_up", lambda fields: WakeUp(tuple(fields["idles"]),
                                                   tuple(fields["extras"])),
                  lambda: measure_wake_up(), measure)
@@ -359,31 +360,69 @@ def _cache_file(name: str) -> str:
     return os.path.join(folder, "pargraph", f"{name}.json")
 
 
+#: How many of a machine's latest measurements of one kind are kept: what is read back is
+#: their median, so that one measurement taken in a slow stretch of a shared machine does not
+#: decide every forecast until the next.
+KEPT_MEASUREMENTS = 5
+
+
 def _kept(name: str, read: Callable[[dict], Any], measure_now: Callable[[], Any],
           measure: bool, form: int = 1) -> Any:
-    """A measurement of this machine kept in ``~/.cache/pargraph/<name>.json``: read back
-    (``read`` makes it from the file's fields), unless ``measure`` or none is kept yet, in
-    which case ``measure_now()`` measures it and it is kept. ``form`` says what the
-    measurement means: a kept one of another form (what pargraph did when it was measured
-    has changed since) is measured again."""
+    """A measurement of this machine kept in ``~/.cache/pargraph/<name>.json``: read back as
+    the median of the :data:`KEPT_MEASUREMENTS` latest (``read`` makes it from their median
+    fields), unless ``measure`` or none is kept yet, in which case ``measure_now()`` measures
+    it, and it is kept beside the latest others and returned. ``form`` says what the
+    measurement means: those of another form (what pargraph did when they were measured has
+    changed since) are dropped."""
     path = _cache_file(name)
-    if not measure:
+    kept = _kept_measurements(path, form)
+    if not measure and kept:
         try:
-            with open(path) as file:
-                fields = json.load(file)
-            if fields.pop("form", 1) == form:
-                return read(fields)
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            pass  # none yet, or unreadable: measured now
+            return read(_median_fields(kept))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            pass  # an older version's fields: measured now
     measured = measure_now()
+    kept = (kept + [dataclasses.asdict(measured)])[-KEPT_MEASUREMENTS:]
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w") as file:
-            json.dump({**dataclasses.asdict(measured), "form": form}, file)
+            json.dump({"form": form, "kept": kept}, file)
         os.replace(path + ".tmp", path)
     except OSError:
         pass  # a read-only home: measured again by the next process
     return measured
+
+
+def _kept_measurements(path: str, form: int) -> list[dict]:
+    """The measurements of ``form`` kept at ``path``, oldest first (a file of one measurement,
+    as versions before the median wrote, is a list of one)."""
+    try:
+        with open(path) as file:
+            saved = json.load(file)
+        if saved.pop("form", 1) != form:
+            return []
+        kept = saved["kept"] if "kept" in saved else [saved]
+        return [m for m in kept if isinstance(m, dict) and m]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []  # none yet, or unreadable
+
+
+def _median_fields(measurements: list[dict]) -> dict:
+    """Field by field, the median of ``measurements``: of numbers, and element by element of
+    lists of numbers of one length; any other field, and one some measurements lack, is the
+    latest's."""
+    latest = measurements[-1]
+    merged = {}
+    for field_name, value in latest.items():
+        values = [m.get(field_name) for m in measurements]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            merged[field_name] = float(np.median(values))
+        elif all(isinstance(v, list) and len(v) == len(value)
+                 and all(isinstance(e, (int, float)) for e in v) for v in values):
+            merged[field_name] = [float(np.median(column)) for column in zip(*values)]
+        else:
+            merged[field_name] = value
+    return merged
 
 
 #: What a kept loopback measurement means, raised whenever what pargraph does on a cluster
@@ -394,8 +433,9 @@ LOOPBACK_FORM = 3
 
 @functools.cache
 def loopback(measure: bool = False) -> Network:
-    """This machine's loopback costs (:func:`measure_loopback`), kept in
-    ``~/.cache/pargraph/loopback.json`` once measured (``measure=True``: again, now).
+    """This machine's loopback costs (:func:`measure_loopback`): the median of the latest
+    measurements kept in ``~/.cache/pargraph/loopback.json`` (:data:`KEPT_MEASUREMENTS`),
+    measured once none is kept (``measure=True``: again, now, and these figures returned).
 
     Examples
     --------

@@ -55,8 +55,10 @@ def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "measure_loopback", lambda: measured.append(1) or FAST_NETWORK)
     try:
         assert loopback() == FAST_NETWORK and measured == [1]
-        saved = json.loads((tmp_path / "pargraph" / "loopback.json").read_text())
-        assert saved.pop("form") == LOOPBACK_FORM and Network(**saved) == FAST_NETWORK
+        file = json.loads((tmp_path / "pargraph" / "loopback.json").read_text())
+        assert file["form"] == LOOPBACK_FORM and len(file["kept"]) == 1
+        saved = file["kept"][0]
+        assert Network(**saved) == FAST_NETWORK
         loopback.cache_clear()
         assert loopback() == FAST_NETWORK and measured == [1]  # read back, not measured
         assert loopback(measure=True) == FAST_NETWORK and measured == [1, 1]
@@ -72,6 +74,44 @@ def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
             {**saved, "form": LOOPBACK_FORM - 1}))
         loopback.cache_clear()
         assert loopback() == FAST_NETWORK and measured == [1, 1, 1, 1]
+    finally:
+        loopback.cache_clear()
+
+
+def test_what_is_read_back_is_the_median_of_the_latest_measurements(tmp_path, monkeypatch):
+    """One measurement taken in a slow stretch of a shared machine does not decide every
+    forecast after it: the kept figures are the median of the latest KEPT_MEASUREMENTS, and a
+    measurement asked for now is returned as measured."""
+    import dataclasses
+
+    from pargraph import machine_costs as module
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    slow = dataclasses.replace(FAST_NETWORK, task_latency=FAST_NETWORK.task_latency * 10,
+                               bandwidth=FAST_NETWORK.bandwidth / 10)
+    given = iter([FAST_NETWORK, slow, FAST_NETWORK] + [slow] * module.KEPT_MEASUREMENTS)
+    monkeypatch.setattr(module, "measure_loopback", lambda: next(given))
+
+    def measured_now():
+        loopback.cache_clear()  # a process measures once, then keeps its figures
+        return loopback(measure=True)
+
+    try:
+        assert measured_now() == FAST_NETWORK
+        assert measured_now() == slow  # now, as measured
+        loopback.cache_clear()
+        assert loopback() == dataclasses.replace(  # the median of the two
+            FAST_NETWORK, task_latency=(FAST_NETWORK.task_latency + slow.task_latency) / 2,
+            bandwidth=(FAST_NETWORK.bandwidth + slow.bandwidth) / 2)
+        measured_now()
+        loopback.cache_clear()
+        assert loopback() == FAST_NETWORK  # fast, slow, fast
+        for _ in range(module.KEPT_MEASUREMENTS):
+            measured_now()
+        loopback.cache_clear()
+        assert loopback() == slow  # the fast ones are no longer among the latest
+        kept = json.loads((tmp_path / "pargraph" / "loopback.json").read_text())["kept"]
+        assert len(kept) == module.KEPT_MEASUREMENTS
     finally:
         loopback.cache_clear()
 

@@ -24,6 +24,7 @@ from dask.utils import key_split
 import pargraph
 from pargraph import nn, optim
 from pargraph.remote.layout import is_future
+from pargraph.remote.loopback import stop_sessions
 from pargraph.remote.state import clusters
 from tests.conftest import IN_PROCESS_LOOPBACK
 from tests.models import MeanOfTowers
@@ -100,14 +101,8 @@ class Cluster:
                 self.client.close(timeout=5)  # also when its scheduler was killed
         except Exception:
             pass
-        for process in self.workers + [self.scheduler]:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.workers + [self.scheduler]:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop_sessions(self.workers)
+        stop_sessions([self.scheduler])
 
 
 @pytest.fixture(scope="module")

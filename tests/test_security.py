@@ -8,7 +8,6 @@ import http.server
 import os
 import re
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import psutil
 import pytest
 
 import pargraph
+from pargraph.remote.loopback import stop_sessions
 from tests.test_remote import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,10 +76,7 @@ def test_documented_commands_listen_on_loopback_only():
         exposed = {a for a in addresses if a[0] not in LOOPBACK}
         assert not exposed, f"listening beyond loopback: {sorted(exposed)}"
     finally:
-        for process in processes:
-            os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            process.wait(timeout=30)
+        stop_sessions(processes)
 
 
 def test_the_documented_tls_commands_keep_their_http_servers_on_loopback(tmp_path):
@@ -131,10 +128,7 @@ def test_the_documented_tls_commands_keep_their_http_servers_on_loopback(tmp_pat
                     if not tls.recv(100):
                         raise ConnectionError("closed without a word")
     finally:
-        for process in processes:
-            os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            process.wait(timeout=30)
+        stop_sessions(processes)
 
 
 @pytest.mark.filterwarnings("ignore:Port 8787 is already in use")

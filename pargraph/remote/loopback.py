@@ -57,12 +57,13 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
         finally:
             # The workers first, each nanny with its worker process (its own session): a
             # nanny stopped alone can wait 8 s for its worker, then kills it.
-            _stop(processes[1:])
-            _stop(processes[:1])
+            stop_sessions(processes[1:])
+            stop_sessions(processes[:1])
 
 
-def _stop(processes: list[subprocess.Popen]) -> None:
-    """Stops processes started in sessions of their own, and what they started."""
+def stop_sessions(processes: list[subprocess.Popen]) -> None:
+    """Stops processes started in sessions of their own (``start_new_session=True``), and what
+    they started: SIGTERM to each session, then SIGKILL to those still running 10 s later."""
     for sent in (signal.SIGTERM, signal.SIGKILL):
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
