@@ -690,6 +690,15 @@ class Forecast:
         widths = [self.cores if all_blas and self.cores and n.op.blas else 1 for n in nodes]
         penalties = [c * s for c, s in zip(contention, seconds)]
         on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
+        if run.compiled and not remote:
+            # a compiled program's call here: its guards and the values it writes back in the
+            # calling thread first, and per node the program's step to it, holding the GIL
+            local = local_costs()
+            now += local.compiled_call + local.compiled_value * len(run.outputs)
+            step = local.compiled_node
+            shares = [(h * s + step) / (s + step) for h, s in zip(shares, seconds)]
+            on_core = [(c * s + step) / (s + step) for c, s in zip(on_core, seconds)]
+            seconds = [s + step for s in seconds]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
         granularity = modes.configured_granularity(remote, workers * threads, hosts)

@@ -21,8 +21,8 @@ from typing import Any
 import dask
 import numpy as np
 
-from pargraph.remote.loopback import measure_messages
-from pargraph.trace import Trace
+from pargraph.remote.loopback import LONG, measure_messages
+from pargraph.trace import Trace, trace
 
 #: Seconds of repeated calls each GIL measurement times, per thread, and the fewest calls:
 #: a thread's start and a sleep's overshoot are tens of microseconds, and a busy machine's
@@ -522,21 +522,29 @@ def measure_loopback(repeats: int = 5) -> Network:
 @dataclass(frozen=True)
 class LocalCosts:
     """What pargraph's threads cost a run on this machine: its start and end (``run``) and
-    each task's bookkeeping, which holds the GIL (``task``), in seconds."""
+    each task's bookkeeping, which holds the GIL (``task``); and what a compiled step's call
+    costs beyond its ops' own time, on this process's threads: per call (its guards, its
+    arguments), per node (running the program's next op) and per value it writes back
+    (``compiled_call``, ``compiled_node``, ``compiled_value``), in seconds."""
 
     run: float
     task: float
+    compiled_call: float = 0.0
+    compiled_node: float = 0.0
+    compiled_value: float = 0.0
 
 
 @functools.cache
 def local_costs() -> LocalCosts:
     """:class:`LocalCosts`, measured once per process: runs of one and of 256 tasks that do
-    nothing, on pargraph's threads (``threads.run_on_threads``), on one thread.
+    nothing, on pargraph's threads (``threads.run_on_threads``), on one thread; and compiled
+    steps of 4 and 1204 nodes writing 2 and 1202 values, on one thread, less their ops' own
+    time (each kind's calls repeated alone).
 
     Examples
     --------
     >>> costs = local_costs()
-    >>> costs.run >= 0 and costs.task >= 0
+    >>> costs.run >= 0 and costs.task >= 0 and costs.compiled_node >= 0
     True
     """
     from dask.task_spec import Task, TaskRef
@@ -550,17 +558,64 @@ def local_costs() -> LocalCosts:
 
     def per_run(tasks: int) -> float:
         g = graph(tasks)
-        run_on_threads(g, ["end"], 1)
-        times = []
-        for _ in range(15):
-            start = time.perf_counter()
-            run_on_threads(g, ["end"], 1)
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
+        return _median_time(lambda: run_on_threads(g, ["end"], 1), 15)
 
     one, many = per_run(1), per_run(256)
     task = max((many - one) / 255, 0.0)
-    return LocalCosts(max(one - 2 * task, 0.0), task)
+    return LocalCosts(max(one - 2 * task, 0.0), task, *_compiled_call_costs())
+
+
+def _median_time(call: Callable[[], Any], repeats: int) -> float:
+    """The median seconds of ``repeats`` calls, after one untimed."""
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _compiled_call_costs() -> tuple[float, float, float]:
+    """``(per call, per node, per value written)``: what a compiled step's call costs on one
+    of this process's threads beyond its ops' own time, from steps that write ``values``
+    tiny tensors (``mul_``) and multiply one ``nodes - 1`` times, their ops' time alone taken
+    out as a forecast takes it (each kind's traced call repeated)."""
+    from pargraph.compiler import compile
+    from pargraph.factories import ones
+
+    def compiled(nodes: int, values: int) -> Callable[[], Any]:
+        x, written = ones(4), [ones(4) for _ in range(values)]
+
+        def step() -> Any:
+            for value in written:
+                value.mul_(1.0)
+            h = x
+            for _ in range(nodes - 1):
+                h = h * 2
+            return h.sum()
+
+        run = compile(step)
+        return lambda: run().item()
+
+    with dask.config.set(scheduler="threads", num_workers=1):
+        base_step = compiled(2, 2)
+        base_step(), base_step()  # captured, then replayed
+        with trace() as tr:
+            base_step()
+        base = _median_time(base_step, 25)
+        nodes_step, values_step = compiled(2 + LONG, 2), compiled(2, 2 + LONG)
+        nodes_step(), values_step()
+        nodes, values = _median_time(nodes_step, 9), _median_time(values_step, 9)
+    alone = {}
+    for kind, (op, attrs, args) in tr.samples.calls.items():
+        call = functools.partial(op.forward, *args, **attrs)
+        alone[kind[0]] = _median_time(lambda call=call: [call() for _ in range(100)], 9) / 100
+    mul, mul_ = alone.get("mul", 0.0), alone.get("mul_", alone.get("mul", 0.0))
+    per_node = max((nodes - base) / LONG - mul, 0.0)
+    per_value = max((values - base) / LONG - mul_ - per_node, 0.0)
+    per_call = max(base - sum(alone.values()) - 4 * per_node - 2 * per_value, 0.0)
+    return per_call, per_node, per_value
 
 
 def _count(*values: Any) -> int:

@@ -444,6 +444,53 @@ def test_a_compiled_step_goes_to_one_worker_as_one_task():
             assert sent_nodes(2) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_a_compiled_steps_call_here_costs_its_program_per_call_node_and_value(monkeypatch):
+    """A compiled step's call on this machine runs its program's guards, a step per node
+    and the landing of each value it writes beyond its ops' own time (LocalCosts, measured):
+    a forecast on threads charges them, an eager step's forecast not."""
+    import sys
+
+    from pargraph.machine_costs import LocalCosts
+
+    module = sys.modules["pargraph.forecast"]
+    sleep = sleeper(0.002)
+    x = pargraph.ones(4, requires_grad=True)
+
+    def train(x):
+        x.grad = None
+        loss = pargraph.stack([sleep(x * (k + 1)) for k in range(4)]).sum()
+        loss.backward()
+        return loss
+
+    for run, compiled in ((train, False), (pargraph.compile(train), True)):
+        with dask.config.set(scheduler="threads", num_workers=1):
+            for _ in range(3):
+                run(x).item()
+            with pargraph.trace() as tr:
+                run(x).item()
+
+        def step(costs: LocalCosts, threads: int) -> float:
+            monkeypatch.setattr(module, "local_costs", lambda: costs)
+            return pargraph.forecast(tr, threads=[threads], gil=0.0,
+                                     measure_gil=False).step_time(threads=threads)
+
+        free = LocalCosts(run=0.0, task=0.0)
+        charged = LocalCosts(run=0.0, task=0.0, compiled_call=0.01, compiled_node=1e-3,
+                             compiled_value=2e-3)
+        (record,) = tr.run_records
+        expected = 0.01 + 1e-3 * len(record.computed) + 2e-3 * len(record.outputs)
+        for threads in (1, 2):
+            added = step(charged, threads) - step(free, threads)
+            if compiled:
+                # on one thread all of it (less the run's own gaps, which the steps fill);
+                # on two the nodes' steps may overlap the sleeps
+                assert added == pytest.approx(expected, abs=5e-4) if threads == 1 else \
+                    0.01 + 2e-3 * len(record.outputs) - 1e-9 <= added <= expected + 1e-9, \
+                    (threads, added, expected)
+            else:
+                assert added == pytest.approx(0.0, abs=1e-9), (threads, added)
+
+
 def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():
     x = pargraph.ones(4, requires_grad=True)
     model = branches(4, 0.002)
