@@ -14,8 +14,8 @@ in rounds (a cluster started for each worker count in each round). The sleeping 
 to 4 worker processes for real; the numpy workloads use cores, so they are compared on the
 configurations this machine has: 1 and 2 threads, 1 and 2 workers, and since the machine's
 shared cores move their speed-ups from minute to minute, each is traced, forecast and measured
-three times in a row (``--repeats``), its rows holding the medians of the three forecast and of
-the three measured speed-ups. Worker processes run one thread each, beside a scheduler process,
+five times in a row (``--repeats``), its rows holding the medians of the five forecast and of
+the five measured speed-ups. Worker processes run one thread each, beside a scheduler process,
 on 127.0.0.1; the forecasts know that every thread and process of a configuration shares this
 machine's cores (``cores=``).
 """
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per setting")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--only", choices=["sleeping", "real"], default=None)
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int, default=5,
                         help="times each numpy workload is traced, forecast and measured")
     args = parser.parse_args(argv)
     start = time.perf_counter()
