@@ -63,6 +63,9 @@ from pargraph.trace import PHASE_COLORS, Trace, critical_path
 OUTSIDE_FLOOR = 0.25
 #: The predicted timeline's lane of the caller, which reads values back from a cluster.
 CLIENT_LANE = "client"
+#: Seconds between two turns of a cluster process's own loops in the simulation (a worker's
+#: profiler samples every 10 ms), each taking its share of a core (``Network.worker_idle``).
+LOOPS_PERIOD = 0.01
 #: The predicted timeline's colours: the trace's by phase, and the caller's read-backs'.
 TIMELINE_COLORS = {**PHASE_COLORS, "transfer": "#8C8C8C"}
 
@@ -133,6 +136,8 @@ class _Ask:
     scheduling: bool = True
     #: the cores it takes, where the processes share them
     cores: int = 1
+    #: a turn of a cluster process's own loops, which no task waits for
+    loops: bool = False
 
 
 class _Simulation:
@@ -181,6 +186,7 @@ class _Simulation:
         self.core_queue: list[_Ask] = []
         #: per task whose inputs travel, the transfers not done yet
         self.fetching: dict[int, int] = {}
+        self.finished = 0  # tasks done
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
         self.order += 1
@@ -213,12 +219,30 @@ class _Simulation:
         for t, n in self.waiting.items():
             if n == 0:
                 self._at(self.start, self._ready, t)
+        network = self.network
+        if self.remote and self.free_cores is not None and network is not None:
+            # the processes' own loops take turns on the cores while the run lasts
+            shares = [network.worker_idle] * self.workers + [network.scheduler_idle]
+            for process, share in enumerate(shares):
+                if share > 0:
+                    self._at(self.start + LOOPS_PERIOD * process / len(shares), self._loops,
+                             share * LOOPS_PERIOD)
         end = self.start
         while self.events:
             now, _, action, args = heapq.heappop(self.events)
-            end = max(end, now)
+            if action != self._loops and not (action == self._release and args[0].loops):
+                end = max(end, now)
             action(now, *args)
         return end
+
+    def _loops(self, now: float, seconds: float) -> None:
+        """A turn of a cluster process's own loops: ``seconds`` on a core, again every
+        :data:`LOOPS_PERIOD` until the run's tasks are done."""
+        if self.finished == len(self.tasks):
+            return
+        self._ask(now, _Ask(now, None, seconds, None, (_nothing,), lane=False, scheduling=False,
+                            loops=True))
+        self._at(now + LOOPS_PERIOD, self._loops, seconds)
 
     # --- the GILs and the cores ---
 
@@ -245,7 +269,8 @@ class _Simulation:
         waited = now - ask.asked
         queued = ask.held_at - ask.asked if ask.process is not None else 0.0
         outcome = self.outcome
-        outcome.core_wait += waited - queued
+        if not ask.loops:
+            outcome.core_wait += waited - queued
         if ask.lane:
             outcome.gil_wait += queued
         if ask.member is None and ask.scheduling:
@@ -344,6 +369,7 @@ class _Simulation:
     def _done(self, now: float, t: int, lane: int) -> None:
         task = self.tasks[t]
         task.done = now
+        self.finished += 1
         self.free_lanes[task.worker].append(lane)
         self.free_lanes[task.worker].sort()
         for r in self.readers[t]:
@@ -455,6 +481,10 @@ class _Simulation:
     def _lane_name(self, t: int, lane: int) -> str:
         w = self.tasks[t].worker
         return f"worker {w} thread {lane}" if self.remote else f"thread {lane}"
+
+
+def _nothing(now: float) -> None:
+    """What follows a turn of a process's own loops: nothing waits for it."""
 
 
 def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node: list

@@ -60,7 +60,9 @@ class Network:
     two workers ``worker_value`` more ((de)serializing it), each byte ``worker_byte`` more
     (copying it into and out of the sockets). A value a run kept on the cluster
     (not a 0-d one, which comes back with its run) reaches the caller who reads it in
-    ``read_latency`` plus its bytes over ``bandwidth``."""
+    ``read_latency`` plus its bytes over ``bandwidth``. Between all that, each worker (with
+    its nanny) keeps ``worker_idle`` of a core busy with its own loops (heartbeats, its
+    profiler's samples), and the scheduler ``scheduler_idle``, as shares of a core."""
 
     task_latency: float
     scheduler_task: float
@@ -84,6 +86,8 @@ class Network:
     worker_transfer_overlap: float | None = None
     scheduler_transfer_overlap: float | None = None
     worker_byte: float = 0.0
+    worker_idle: float = 0.0
+    scheduler_idle: float = 0.0
 
     def __str__(self) -> str:
         return (f"a task {self.task_latency * 1e3:.2f} ms after the scheduler takes it up "
@@ -102,7 +106,8 @@ class Network:
                 f"time on a core), a compiled step's call "
                 f"{self.compiled_call * 1e3:.2f} ms + {self.compiled_node * 1e6:.1f} us per "
                 f"node and {self.compiled_value * 1e6:.1f} us per value, a value read back "
-                f"{self.read_latency * 1e3:.2f} ms")
+                f"{self.read_latency * 1e3:.2f} ms, and between tasks a worker's own loops "
+                f"{self.worker_idle:.1%} of a core (the scheduler's {self.scheduler_idle:.1%})")
 
     def transfer_costs(self, overlap: bool) -> tuple[float, float]:
         """The workers' and the scheduler's seconds on a core per transfer, for one that
@@ -427,8 +432,8 @@ def _median_fields(measurements: list[dict]) -> dict:
 
 #: What a kept loopback measurement means, raised whenever what pargraph does on a cluster
 #: changes what it measures (form 2: a compiled step's program held on the workers; 3: a
-#: value read back).
-LOOPBACK_FORM = 3
+#: value read back; 4: the processes' own loops between tasks).
+LOOPBACK_FORM = 4
 
 
 @functools.cache

@@ -394,6 +394,32 @@ def test_threads_and_workers_that_share_a_machines_cores_wait_for_them():
         pargraph.forecast(tr, cores=0)
 
 
+def test_a_clusters_own_loops_take_their_share_of_shared_cores():
+    """Between tasks each worker (with its nanny) and the scheduler keep part of a core busy
+    (Network.worker_idle, scheduler_idle): where the processes share the machine's cores,
+    four workers of busy lanes on two cores wait for those turns, and the step lasts longer;
+    on cores of their own, or with no loops measured, nothing changes."""
+    tr = traced(branches(8, 0.01))
+    # busy lanes: the sleeps held on a core (not measured, so all on a core), no GIL
+    quiet = Network(**{**FAST_NETWORK.__dict__, "worker_task": 1e-4})
+    busy = Network(**{**quiet.__dict__, "worker_idle": 0.2, "scheduler_idle": 0.1})
+
+    def runs(network: Network, cores: int | None) -> float:
+        fc = pargraph.forecast(tr, threads=[], workers=[4], network=network, gil=0.0,
+                               measure_gil=False, cores=cores)
+        return fc.step_time(workers=4) - fc.outcome(workers=4).outside
+
+    # 80 ms of work on two cores; the loops want 0.9 of a core for the run's length
+    assert runs(busy, 2) > runs(quiet, 2) * 1.2
+    assert runs(busy, None) == pytest.approx(runs(quiet, None))
+    # and the turns end with the run: the last task's end is the run's
+    fc = pargraph.forecast(tr, threads=[], workers=[4], network=busy, gil=0.0,
+                           measure_gil=False, cores=2)
+    outcome = fc.outcome(workers=4)
+    assert max(s.stop for s in outcome.segments) == pytest.approx(
+        outcome.step_time - outcome.outside, abs=0.003)
+
+
 def test_a_compiled_step_goes_to_one_worker_as_one_task():
     sleep = sleeper(0.005)
     x = pargraph.ones(4, requires_grad=True)

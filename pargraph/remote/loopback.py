@@ -87,7 +87,8 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
     run latency and time per node and per value, the workers' and the scheduler's time on a
     core per transfer and per copy of training state, the workers' per array moved, the
     latency of a value read back, the workers' and the scheduler's time on a core per
-    transfer beside another, and the workers' per byte moved)`` in
+    transfer beside another, the workers' per byte moved, and the shares of a core a worker
+    and the scheduler keep busy between tasks (:func:`idle_cores`))`` in
     seconds (bytes per second for the bandwidth), each the median of about ``repeats``
     measurements (see :func:`pargraph.machine_costs.measure_loopback`);
     ``run_nodes(client, n, values)`` times a pargraph run of a chain of ``n`` tiny nodes on
@@ -239,6 +240,7 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
         # each array of a tuple is (de)serialized on its own: its share of the workers' time
         worker_value = max((median_of(lambda: copied(101)[0]) - worker_replicate) / 100, 0.0)
         read_latency = median_of(lambda: read_back(client))
+        worker_idle, scheduler_idle = idle_cores(client)
     bandwidth = (big - small) / max(float(big_time - small_time), 1e-6)
     worker_byte = max(float(big_cpu - small_cpu), 0.0) / (big - small)
     return (task_latency, min(scheduler_task, task_latency), run_latency, per_node,
@@ -246,4 +248,26 @@ def measure_messages(run_nodes: Callable[[Any, int, int], float],
             min(float(np.median(worker_cpu)), task_latency), compiled_latency, compiled_node,
             compiled_value,
             worker_transfer, scheduler_transfer, worker_replicate, scheduler_replicate,
-            worker_value, read_latency, worker_overlap, scheduler_overlap, worker_byte)
+            worker_value, read_latency, worker_overlap, scheduler_overlap, worker_byte,
+            worker_idle, scheduler_idle)
+
+
+#: Seconds over which the cluster's own loops are timed between tasks.
+IDLE_SECONDS = 2.0
+
+
+def idle_cores(client: Any, seconds: float = IDLE_SECONDS) -> tuple[float, float]:
+    """The shares of a core a worker (its process and its nanny's, the mean over the
+    client's workers) and the scheduler keep busy with their own loops while no task runs:
+    heartbeats, the workers' profilers, the nannies' watch of their workers."""
+    def process_times() -> tuple[float, float]:
+        workers = sum(client.run(time.process_time).values())
+        nannies = sum(client.run(time.process_time, nanny=True).values())
+        return workers + nannies, client.run_on_scheduler(time.process_time)
+
+    count = len(client.scheduler_info()["workers"])
+    (workers_before, scheduler_before), start = process_times(), time.perf_counter()
+    time.sleep(seconds)
+    (workers_after, scheduler_after), took = process_times(), time.perf_counter() - start
+    return ((workers_after - workers_before) / max(count, 1) / took,
+            (scheduler_after - scheduler_before) / took)
