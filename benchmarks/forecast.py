@@ -161,14 +161,11 @@ def calls_delivered(seconds: float = 1.0) -> float:
 
 
 def runner_ways() -> Counter:
-    """The runs of every structure this process ran on threads so far, by the way the
-    runner chose for each (``engine.modes.MODES``)."""
+    """The runs this process made so far whose way the runner chose, by that way
+    (``engine.modes.MODES``: on threads, or in the calling thread)."""
     from pargraph.engine.modes import scheduling
 
-    ran: Counter = Counter()
-    for choice in list(scheduling.modes.values()):
-        ran.update(choice.ran)
-    return ran
+    return Counter(scheduling.ran)
 
 
 def measure_threads(make: Callable, threads: tuple, steps: int,

@@ -725,6 +725,7 @@ class Forecast:
             # calling thread first, and per node the program's step to it, holding the GIL
             local = local_costs()
             now += local.compiled_call + local.compiled_value * len(run.outputs)
+            start = now  # the call's own work keeps the machine busy, not idle
             step = local.compiled_node
             shares = [(h * s + step) / (s + step) for h, s in zip(shares, seconds)]
             on_core = [(c * s + step) / (s + step) for c, s in zip(on_core, seconds)]

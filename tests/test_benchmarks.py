@@ -197,7 +197,7 @@ def test_the_forecast_benchmark_counts_the_runners_ways_per_thread_count(monkeyp
     monkeypatch.setattr(scaling, "TIMED_SECONDS", 0.0)
 
     def make():
-        a = pargraph.ones(256, 256)
+        a = pargraph.ones(512, 512)  # products of milliseconds: never run as one task
 
         def step():
             (a.exp() @ a + a.tanh() @ a).sum().item()

@@ -622,17 +622,19 @@ def test_runs_that_meet_blas_spinning_after_another_structures_run_are_not_timed
     assert only_retries(every[-300:], "inline, one BLAS thread")
 
 
-def test_a_choice_counts_each_ways_runs_timed_or_not():
-    """``ModeChoice.ran`` counts the runs of each way, those that met BLAS's threads spinning
-    (not timed) too: what benchmarks.forecast reports of the runner's way."""
-    chosen, now, picked = ModeChoice(), 1.0, []
-    for k in range(120):
+def test_the_process_counts_the_runs_of_each_way_the_runner_chose():
+    """``scheduling.ran`` counts the runs whose way the runner chose, by way, timed or not; a
+    way forced through ``pargraph.adaptive`` is not the runner's choice: what
+    benchmarks.forecast reports of the runner's way."""
+    chosen, picked = ModeChoice(), []
+    before = Counter(modes.scheduling.ran)
+    for _ in range(120):
         mode = chosen.choose()
-        chosen.ended(mode, now, now + 0.005, spinning=k % 7 == 0)
-        now += 0.005
+        modes.timed(chosen, mode, lambda: None)
         picked.append(mode)
-    assert chosen.ran == {mode: picked.count(mode) for mode in modes.MODES}
-    assert sum(chosen.timed.values()) < len(picked)
+    modes.timed(None, "threads", lambda: None)  # forced: not counted
+    assert {mode: modes.scheduling.ran[mode] - before[mode] for mode in modes.MODES} == \
+        {mode: picked.count(mode) for mode in modes.MODES}
 
 
 def test_a_run_that_leaves_blas_free_says_when_it_ended():

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,6 +51,8 @@ class Scheduling:
         #: When the last run that left BLAS's threads free ended (``time.perf_counter``):
         #: they spin for about 0.1 s after their last call, on cores a threaded run wants.
         self.blas_free_end = 0.0
+        #: The runs whose way the runner chose, by that way (``MODES``), in all.
+        self.ran: Counter = Counter()
 
 
 scheduling = context.register("scheduling", Scheduling())
@@ -273,7 +276,6 @@ class ModeChoice:
     def __init__(self) -> None:
         self.timings: dict[str, list[float]] = {mode: [] for mode in MODES}
         self.timed = dict.fromkeys(MODES, 0)  # timings taken in all, per mode
-        self.ran = dict.fromkeys(MODES, 0)  # runs in all, timed or not, per mode
         self.runs = 0
         self.last_mode = ""  # of the last run, timed or not
         self.settling = 0.0  # seconds of runs before the last mode's runs are timed
@@ -342,7 +344,6 @@ class ModeChoice:
     def ended(self, mode: str, start: float, end: float, spinning: bool) -> None:
         """A run in ``mode`` went from ``start`` to ``end``; timed unless it met BLAS's
         threads ``spinning`` (:meth:`meets_spinning_blas`)."""
-        self.ran[mode] += 1
         self.last_end = end
         if spinning:
             self.untimed += end - start
@@ -411,6 +412,7 @@ def timed(choice: ModeChoice | None, mode: str, run: Callable[[], Any]) -> Any:
     BLAS's threads spinning after another structure's run (``ModeChoice.meets_spinning_blas``)."""
     if choice is None:
         return run()
+    scheduling.ran[mode] += 1
     start = time.perf_counter()
     spinning = choice.meets_spinning_blas(start, scheduling.blas_free_end)
     results = run()
