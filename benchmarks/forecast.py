@@ -105,23 +105,31 @@ def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
         for _ in range(4):
             a @ a
 
-    speedups = []
     with threadpool_limits(1):
-        products()
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            start = time.perf_counter()
-            products()
-            products()
-            alone = time.perf_counter() - start
-            pair = [threading.Thread(target=products) for _ in range(2)]
-            start = time.perf_counter()
-            for thread in pair:
-                thread.start()
-            for thread in pair:
-                thread.join()
-            speedups.append(alone / (time.perf_counter() - start))
+        speedups = _pairs_over_one((products, products), seconds)
     return statistics.median(speedups), sum(s < 1.5 for s in speedups) / len(speedups)
+
+
+def _pairs_over_one(works: tuple[Callable[[], None], Callable[[], None]],
+                    seconds: float) -> list[float]:
+    """Rounds for ``seconds``: the two ``works`` one after the other, then on two threads at
+    once; each round's first time over its second."""
+    works[0]()
+    ratios = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        for work in works:
+            work()
+        alone = time.perf_counter() - start
+        pair = [threading.Thread(target=work) for work in works]
+        start = time.perf_counter()
+        for thread in pair:
+            thread.start()
+        for thread in pair:
+            thread.join()
+        ratios.append(alone / (time.perf_counter() - start))
+    return ratios
 
 
 def calls_delivered(seconds: float = 1.0) -> float:
@@ -141,23 +149,9 @@ def calls_delivered(seconds: float = 1.0) -> float:
         for _ in range(40):
             np.tanh(arrays[k], out=outs[k])
 
-    ratios = []
     with state.switching.lowered():
-        calls(0)
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            start = time.perf_counter()
-            calls(0)
-            calls(1)
-            alone = time.perf_counter() - start
-            pair = [threading.Thread(target=calls, args=(k,)) for k in range(2)]
-            start = time.perf_counter()
-            for thread in pair:
-                thread.start()
-            for thread in pair:
-                thread.join()
-            ratios.append(alone / (time.perf_counter() - start))
-    return statistics.median(ratios)
+        return statistics.median(_pairs_over_one((lambda: calls(0), lambda: calls(1)),
+                                                 seconds))
 
 
 def runner_ways() -> Counter:

@@ -489,18 +489,8 @@ def measure_loopback(repeats: int = 5) -> Network:
     """
     def pargraph_run(client: Any, nodes: int, values: int = 0) -> float:
         from pargraph.compiler import compile
-        from pargraph.factories import ones
 
-        x, written = ones(4), [ones(4) for _ in range(values)]
-
-        def step() -> Any:  # reads and writes ``values`` values, as a training step does
-            for value in written:
-                value.mul_(1.0)
-            h = x
-            for _ in range(nodes - 1):
-                h = h * 2
-            return h.sum()
-
+        step = _chain_step(nodes, values)
         run = compile(step) if values else step
         # the copies of what it writes are measured apart (``worker_replicate``)
         with dask.config.set({"scheduler": client, "pargraph.replicas": 1}):
@@ -581,26 +571,34 @@ def _median_time(call: Callable[[], Any], repeats: int) -> float:
     return float(np.median(times))
 
 
+def _chain_step(nodes: int, values: int) -> Callable[[], Any]:
+    """A step of ``nodes`` tiny nodes in a chain that also writes ``values`` tiny tensors in
+    place (``mul_``), as a training step reads and writes its parameters: what the costs of
+    a run per node and per value are measured on."""
+    from pargraph.factories import ones
+
+    x, written = ones(4), [ones(4) for _ in range(values)]
+
+    def step() -> Any:
+        for value in written:
+            value.mul_(1.0)
+        h = x
+        for _ in range(nodes - 1):
+            h = h * 2
+        return h.sum()
+
+    return step
+
+
 def _compiled_call_costs() -> tuple[float, float, float]:
     """``(per call, per node, per value written)``: what a compiled step's call costs on one
     of this process's threads beyond its ops' own time, from steps that write ``values``
     tiny tensors (``mul_``) and multiply one ``nodes - 1`` times, their ops' time alone taken
     out as a forecast takes it (each kind's traced call repeated)."""
     from pargraph.compiler import compile
-    from pargraph.factories import ones
 
     def compiled(nodes: int, values: int) -> Callable[[], Any]:
-        x, written = ones(4), [ones(4) for _ in range(values)]
-
-        def step() -> Any:
-            for value in written:
-                value.mul_(1.0)
-            h = x
-            for _ in range(nodes - 1):
-                h = h * 2
-            return h.sum()
-
-        run = compile(step)
+        run = compile(_chain_step(nodes, values))
         return lambda: run().item()
 
     with dask.config.set(scheduler="threads", num_workers=1):

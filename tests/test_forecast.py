@@ -73,6 +73,27 @@ def branches(n: int, seconds: float):
     return lambda x: pargraph.stack([op(x * (k + 1)) for k in range(n)]).sum()
 
 
+def eager_and_compiled(branches: int, seconds: float):
+    """Traces of one training step of ``branches`` sleeps of ``seconds``, eager then compiled,
+    each on one thread after three steps: yields ``(trace, compiled)``."""
+    sleep = sleeper(seconds)
+    x = pargraph.ones(4, requires_grad=True)
+
+    def train(x):
+        x.grad = None
+        loss = pargraph.stack([sleep(x * (k + 1)) for k in range(branches)]).sum()
+        loss.backward()
+        return loss
+
+    for run, compiled in ((train, False), (pargraph.compile(train), True)):
+        with dask.config.set(scheduler="threads", num_workers=1):
+            for _ in range(3):
+                run(x).item()
+            with pargraph.trace() as tr:
+                run(x).item()
+        yield tr, compiled
+
+
 def chain(n: int, seconds: float):
     op = sleeper(seconds)
 
@@ -421,21 +442,7 @@ def test_a_clusters_own_loops_take_their_share_of_shared_cores():
 
 
 def test_a_compiled_step_goes_to_one_worker_as_one_task():
-    sleep = sleeper(0.005)
-    x = pargraph.ones(4, requires_grad=True)
-
-    def train(x):
-        x.grad = None
-        loss = pargraph.stack([sleep(x * (k + 1)) for k in range(6)]).sum()
-        loss.backward()
-        return loss
-
-    for run, compiled in ((train, False), (pargraph.compile(train), True)):
-        with dask.config.set(scheduler="threads", num_workers=1):
-            for _ in range(3):
-                run(x).item()
-            with pargraph.trace() as tr:
-                run(x).item()
+    for tr, compiled in eager_and_compiled(branches=6, seconds=0.005):
         assert all(r.compiled == compiled for r in tr.run_records)
         network = Network(**{**FAST_NETWORK.__dict__, "run_node": 1e-3})
         # (nothing measured: forecasts that differ in one cost differ by it alone)
@@ -479,21 +486,7 @@ def test_a_compiled_steps_call_here_costs_its_program_per_call_node_and_value(mo
     from pargraph.machine_costs import LocalCosts
 
     module = sys.modules["pargraph.forecast"]
-    sleep = sleeper(0.002)
-    x = pargraph.ones(4, requires_grad=True)
-
-    def train(x):
-        x.grad = None
-        loss = pargraph.stack([sleep(x * (k + 1)) for k in range(4)]).sum()
-        loss.backward()
-        return loss
-
-    for run, compiled in ((train, False), (pargraph.compile(train), True)):
-        with dask.config.set(scheduler="threads", num_workers=1):
-            for _ in range(3):
-                run(x).item()
-            with pargraph.trace() as tr:
-                run(x).item()
+    for tr, compiled in eager_and_compiled(branches=4, seconds=0.002):
 
         def step(costs: LocalCosts, threads: int) -> float:
             monkeypatch.setattr(module, "local_costs", lambda: costs)

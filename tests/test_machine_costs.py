@@ -189,6 +189,6 @@ def test_a_compiled_calls_own_costs_here_are_measured_beyond_its_ops():
     from pargraph.machine_costs import _compiled_call_costs
 
     per_call, per_node, per_value = _compiled_call_costs()
-    assert 0 < per_call < 5e-3
     assert 0 < per_node < 1e-4  # a step of 1204 nodes takes longer than one of 4
-    assert 0 <= per_value < 1e-4
+    # (each a difference of timings: a busy machine can bring the smaller ones to nothing)
+    assert 0 <= per_call < 5e-3 and 0 <= per_value < 1e-4
