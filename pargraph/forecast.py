@@ -228,9 +228,10 @@ class _Simulation:
                     self._at(self.start + LOOPS_PERIOD * process / len(shares), self._loops,
                              share * LOOPS_PERIOD)
         end = self.start
+        loops, release = self._loops, self._release  # bound once, not per event
         while self.events:
             now, _, action, args = heapq.heappop(self.events)
-            if action != self._loops and not (action == self._release and args[0].loops):
+            if action != loops and not (action == release and args[0].loops):
                 end = max(end, now)
             action(now, *args)
         return end

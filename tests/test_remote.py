@@ -273,11 +273,9 @@ def test_a_value_one_task_reads_rides_in_it_whatever_its_size(cluster, record_ru
             return _losses_of_steps(model, opt, x, y, 3)
 
     losses = dropout_steps(cluster.client)
-    data_keys = 0
     for graph in record_runs:
         for key, task in graph.items():
             if type(task).__name__ == "DataNode":
-                data_keys += 1
                 readers = [t for t in graph.values() if key in getattr(t, "dependencies", ())]
                 assert len(readers) >= 2, key
     masks = sum(_carries(graph, 64 * 256 * 4) for graph in record_runs)
