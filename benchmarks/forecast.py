@@ -35,7 +35,13 @@ import numpy as np
 
 import pargraph
 from benchmarks import harness, scaling
-from pargraph.machine_costs import Network, loopback, measure_loopback, measure_wake_up
+from pargraph.machine_costs import (
+    Network,
+    loopback,
+    measure_loopback,
+    measure_wake_up,
+    median_network,
+)
 from pargraph.remote.loopback import worker_processes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +55,10 @@ SLEEPING_LIMIT, REAL_LIMIT = 0.10, 0.15
 #: less than two cores in stretches of up to seconds (docs/forecast.md), which should slow
 #: every configuration's measurement a little rather than one of them a lot.
 ROUNDS, WORKER_ROUNDS = 4, 2
+#: A workload's forecast takes the median of the loopbacks measured right before it and
+#: before the workloads just before it, this many in all: one measured in a slow stretch
+#: moved every worker row of its workload (docs/forecast.md).
+LOOPBACK_LATEST = 3
 
 
 def real_workloads() -> dict[str, Callable[[], Callable]]:
@@ -232,8 +242,10 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
     traced, forecast and measured that many times in a row, and each row holds the medians
     of the forecast and of the measured speed-ups (``offs``: each repetition's own)."""
     on_threads, on_workers = [], []
+    networks: list[Network] = []
     for name, make in makers.items():
-        passes = [_one_pass(name, make, threads, workers, steps) for _ in range(repeats)]
+        passes = [_one_pass(name, make, threads, workers, steps, networks)
+                  for _ in range(repeats)]
         for k, row in enumerate(passes[0]):
             rows = [rows[k] for rows in passes]
             merged = {**row, "offs": [r["forecast"] / r["measured"] - 1 for r in rows],
@@ -246,12 +258,17 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
     return on_threads + on_workers
 
 
-def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: int
-              ) -> list[dict]:
-    """One workload's trace, forecast and measurements, as rows of :func:`compare`."""
+def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: int,
+              networks: list[Network]) -> list[dict]:
+    """One workload's trace, forecast and measurements, as rows of :func:`compare`;
+    ``networks``: the loopbacks measured before, to which this pass adds its own."""
     before, calls_before = cores_delivered(), calls_delivered()
-    # the loopback drifts within minutes too: measured for each workload's forecast
-    network = measure_loopback() if workers else None
+    # the loopback drifts within minutes too: measured again for each workload's forecast,
+    # which takes the median of the latest few
+    network = None
+    if workers:
+        networks.append(measure_loopback())
+        network = median_network(networks[-LOOPBACK_LATEST:])
     traces: list = []
     ways: dict[int, Counter] = {}
     on_threads = measure_threads(make, threads, steps, traces, ways)

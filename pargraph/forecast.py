@@ -7,10 +7,11 @@
    configuration uses (:func:`pargraph.engine.partition.placed_partition`, dask's config read as a
    run reads it), with the work a steady run partitions with: the estimates, or the measured
    times where they disagree (on a cluster, whose runs are not timed, the estimates).
-2. Its tasks run on simulated threads, one lane per thread, in dependency order. A node's
-   time is split into a part that holds its process's GIL and a part that does not (the
-   *GIL share*, measured per kind of op by :mod:`pargraph.machine_costs`): one lock per
-   process serializes the held parts, first come first served. A run and each task cost what
+2. Its tasks run on simulated threads, one lane per thread, in dependency order. Nodes of
+   one process that run at once slow each other by their *GIL shares* (measured per kind of
+   op by :mod:`pargraph.machine_costs`): two of one kind each take ``1 + share`` times their
+   time alone, as measured, and nodes holding the GIL throughout take turns. A run and each
+   task cost what
    pargraph's thread pool costs here. Where the real runner would run a structure in the
    calling thread, group after group, because that is faster (``modes.run_adaptively``),
    the forecast takes that way too.
@@ -31,12 +32,9 @@ What it leaves out, and so how far to trust it: docs/forecast.md.
 
 from __future__ import annotations
 
-import heapq
 import json
-import math
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +45,7 @@ from pargraph.engine.lowering import ALL_BLAS
 from pargraph.engine.partition import estimated_seconds, placed_partition
 from pargraph.graph import Node
 from pargraph.machine_costs import (
+    MAX_SHARE,
     Network,
     WakeUp,
     call_costs,
@@ -54,8 +53,9 @@ from pargraph.machine_costs import (
     loopback,
     wake_up,
 )
-from pargraph.remote.layout import SEND_PARTS_SAVING, rides
+from pargraph.remote.layout import rides
 from pargraph.remote.workers import placement_on, wanted_replicas
+from pargraph.simulation import Outcome, Segment, Simulation, Task, nbytes
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
 #: The least share of the traced time outside the runs a configuration is forecast to take:
@@ -63,440 +63,19 @@ from pargraph.trace import PHASE_COLORS, Trace, critical_path
 OUTSIDE_FLOOR = 0.25
 #: The predicted timeline's lane of the caller, which reads values back from a cluster.
 CLIENT_LANE = "client"
-#: Seconds between two turns of a cluster process's own loops in the simulation (a worker's
-#: profiler samples every 10 ms), each taking its share of a core (``Network.worker_idle``).
-LOOPS_PERIOD = 0.01
 #: The predicted timeline's colours: the trace's by phase, and the caller's read-backs'.
 TIMELINE_COLORS = {**PHASE_COLORS, "transfer": "#8C8C8C"}
 
 
-@dataclass
-class Segment:
-    """A simulated stretch of one lane: one node, from its start to its stop; or, on the
-    ``client`` lane of a cluster's configuration, the values the caller read back after a
-    run (op ``read back``, phase ``transfer``)."""
-
-    lane: str
-    key: str
-    op: str
-    phase: str
-    start: float
-    stop: float
-
-
-@dataclass
-class Outcome:
-    """One configuration's simulated step: its time and where the time went (seconds)."""
-
-    config: tuple[str, int]
-    step_time: float
-    lanes: int
-    compute: float = 0.0
-    gil_wait: float = 0.0
-    #: waiting for a core, where the processes share a machine's (``cores=``)
-    core_wait: float = 0.0
-    transfers: float = 0.0
-    scheduling: float = 0.0
-    outside: float = 0.0
-    segments: list[Segment] = field(default_factory=list)
-    #: per run, the seconds it left the machine idle (no thread of it on a core)
-    idles: list[float] = field(default_factory=list)
-
-    @property
-    def busy(self) -> float:
-        """Share of the lanes' time spent computing nodes."""
-        return self.compute / (self.lanes * self.step_time) if self.step_time else 0.0
-
-
-# --- simulating -----------------------------------------------------------------------
-
-
-@dataclass
-class _Task:
-    members: list[int]  # indices into the run's computed nodes
-    worker: int
-    #: per task it reads from (by index), the nodes of that task it reads
-    reads: dict[int, set[int]] = field(default_factory=dict)
-    done: float = 0.0
-
-
-@dataclass
-class _Ask:
-    """A stretch of work that holds a process's GIL (``process`` None: none) and, where the
-    processes share cores, a core: asked at ``asked``, ``then`` called when it ends."""
-
-    asked: float
-    process: int | None
-    seconds: float
-    member: int | None  # the node it is part of; None: scheduling
-    then: tuple
-    lane: bool = True  # a lane's step (else the scheduler's or a worker's own loop)
-    held_at: float = 0.0  # when it got the GIL
-    #: scheduling time (else a transfer's, which counts its whole span when it ends)
-    scheduling: bool = True
-    #: the cores it takes, where the processes share them
-    cores: int = 1
-    #: a turn of a cluster process's own loops, which no task waits for
-    loops: bool = False
-
-
-class _Simulation:
-    """One run on ``workers`` processes of ``threads`` lanes each (one process: threads),
-    as events in time order. A lane runs a task's steps one after another: its scheduling
-    (``task_cost`` of the GIL locally), then per member the part that holds the GIL, the part
-    on a core without it, and the part that waits. Each process's GIL goes to the steps that
-    ask, first come first served; where all processes share ``cores`` cores, a step on a core
-    also waits for one, in the order asked. On a cluster, the scheduler (a process of its
-    own) takes up one task at a time, and of each task's latency its worker spends
-    ``worker_task`` holding its GIL; transfers and copies of training state take the
-    workers' and the scheduler's time on a core too. Each ready task goes to the first free
-    lane of its process, in the tasks' order."""
-
-    def __init__(self, tasks: list[_Task], nodes: list[Node], seconds: list[float],
-                 shares: list[float], workers: int, threads: int, remote: bool,
-                 network: Network | None, start: float, outcome: Outcome,
-                 task_cost: float = 0.0, penalties: list[float] | None = None,
-                 on_core: list[float] | None = None, cores: int | None = None,
-                 returned: set[int] | None = None, copies: bool = False,
-                 widths: list[int] | None = None) -> None:
-        self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
-        #: per node, the cores it takes where the processes share them: a product with
-        #: BLAS on every core takes them all
-        self.widths = widths or [1] * len(nodes)
-        #: the members the run returns, and of them the training state (the optimizer's
-        #: updates), which ``copies`` copies to a second worker
-        self.returned = returned or set()
-        self.copied = {m for m in self.returned if nodes[m].phase == "update"} \
-            if copies else set()
-        #: per node, the seconds it adds when it takes its GIL from another lane
-        self.penalties = penalties or [0.0] * len(nodes)
-        #: per node, the share of its time on a core (the rest waits: a sleep, a device)
-        self.on_core = on_core or [1.0] * len(nodes)
-        self.task_cost = task_cost  # seconds of the GIL a local task costs the scheduler
-        self.workers, self.threads, self.remote = workers, threads, remote
-        self.network, self.outcome, self.start = network, outcome, start
-        self.events: list[tuple] = []
-        self.order = 0
-        self.free_lanes = [list(range(threads)) for _ in range(workers)]
-        self.ready: list[list[int]] = [[] for _ in range(workers)]
-        self.scheduler = workers  # the scheduler's process, after the workers'
-        self.gil_held = [False] * (workers + 1)
-        self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
-        self.free_cores = cores
-        self.core_queue: list[_Ask] = []
-        #: per task whose inputs travel, the transfers not done yet
-        self.fetching: dict[int, int] = {}
-        self.finished = 0  # tasks done
-
-    def _at(self, when: float, action: Any, *args: Any) -> None:
-        self.order += 1
-        heapq.heappush(self.events, (when, self.order, action, args))
-
-    def run(self) -> float:
-        """Simulates the run; returns when its last task ends."""
-        producer: dict[int, int] = {}
-        for t, task in enumerate(self.tasks):
-            for m in task.members:
-                producer.setdefault(m, t)
-        index = {id(node): k for k, node in enumerate(self.nodes)}
-        for task in self.tasks:
-            own = set(task.members)
-            for m in task.members:
-                for i in self.nodes[m].inputs:
-                    k = index.get(id(i)) if type(i) is Node else None
-                    if k is not None and k not in own:
-                        task.reads.setdefault(producer[k], set()).add(k)
-        #: per task, the members other tasks read: the tuple its task returns
-        self.exported: dict[int, set[int]] = defaultdict(set)
-        for task in self.tasks:
-            for source, read in task.reads.items():
-                self.exported[source] |= read
-        self.readers: dict[int, list[int]] = defaultdict(list)
-        self.waiting = {t: len(task.reads) for t, task in enumerate(self.tasks)}
-        for t, task in enumerate(self.tasks):
-            for n in task.reads:
-                self.readers[n].append(t)
-        for t, n in self.waiting.items():
-            if n == 0:
-                self._at(self.start, self._ready, t)
-        network = self.network
-        if self.remote and self.free_cores is not None and network is not None:
-            # the processes' own loops take turns on the cores while the run lasts
-            shares = [network.worker_idle] * self.workers + [network.scheduler_idle]
-            for process, share in enumerate(shares):
-                if share > 0:
-                    self._at(self.start + LOOPS_PERIOD * process / len(shares), self._loops,
-                             share * LOOPS_PERIOD)
-        end = self.start
-        loops, release = self._loops, self._release  # bound once, not per event
-        while self.events:
-            now, _, action, args = heapq.heappop(self.events)
-            if action != loops and not (action == release and args[0].loops):
-                end = max(end, now)
-            action(now, *args)
-        return end
-
-    def _loops(self, now: float, seconds: float) -> None:
-        """A turn of a cluster process's own loops: ``seconds`` on a core, again every
-        :data:`LOOPS_PERIOD` until the run's tasks are done."""
-        if self.finished == len(self.tasks):
-            return
-        self._ask(now, _Ask(now, None, seconds, None, (_nothing,), lane=False, scheduling=False,
-                            loops=True))
-        self._at(now + LOOPS_PERIOD, self._loops, seconds)
-
-    # --- the GILs and the cores ---
-
-    def _ask(self, now: float, ask: _Ask) -> None:
-        if ask.process is None:
-            self._core(now, ask)
-        elif self.gil_held[ask.process]:
-            self.gil_queue[ask.process].append(ask)
-        else:
-            self._gil(now, ask)
-
-    def _gil(self, now: float, ask: _Ask) -> None:
-        self.gil_held[ask.process] = True
-        ask.held_at = now
-        self._core(now, ask)
-
-    def _core(self, now: float, ask: _Ask, queued: bool = False) -> None:
-        """``ask`` takes its cores, or waits for them behind the asks before it."""
-        if self.free_cores is not None:
-            if self.free_cores < ask.cores or self.core_queue and not queued:
-                self.core_queue.append(ask)
-                return
-            self.free_cores -= ask.cores
-        waited = now - ask.asked
-        queued = ask.held_at - ask.asked if ask.process is not None else 0.0
-        outcome = self.outcome
-        if not ask.loops:
-            outcome.core_wait += waited - queued
-        if ask.lane:
-            outcome.gil_wait += queued
-        if ask.member is None and ask.scheduling:
-            outcome.scheduling += ask.seconds + waited
-        penalty = 0.0
-        if ask.member is not None and ask.process is not None and (
-                ask.held_at > ask.asked or self.gil_queue[ask.process]):
-            # taken from another lane (it waited, or another waits): the call's contention
-            penalty = self.penalties[ask.member]
-            outcome.gil_wait += penalty
-        self._at(now + ask.seconds + penalty, self._release, ask)
-
-    def _release(self, now: float, ask: _Ask) -> None:
-        if self.free_cores is not None:
-            self.free_cores += ask.cores
-            while self.core_queue and self.core_queue[0].cores <= self.free_cores:
-                self._core(now, self.core_queue.pop(0), queued=True)
-        if ask.process is not None:
-            self.gil_held[ask.process] = False
-            queue = self.gil_queue[ask.process]
-            if queue:
-                self._gil(now, queue.pop(0))
-        action, *args = ask.then
-        action(now, *args)
-
-    # --- tasks ---
-
-    def _ready(self, now: float, t: int) -> None:
-        if self.remote:  # the scheduler takes tasks up one at a time, then sends them off
-            self._ask(now, _Ask(now, self.scheduler, self.network.scheduler_task, None,
-                                (self._taken, t), lane=False))
-        else:
-            self._sent(now, t)
-
-    def _taken(self, now: float, t: int) -> None:
-        network = self.network
-        travel = max(network.task_latency - network.scheduler_task - network.worker_task, 0.0)
-        self.outcome.scheduling += travel
-        self._at(now + travel, self._arrived, t)
-
-    def _arrived(self, now: float, t: int) -> None:
-        self._ask(now, _Ask(now, self.tasks[t].worker, self.network.worker_task, None,
-                            (self._sent, t), lane=False))
-
-    def _sent(self, now: float, t: int) -> None:
-        w = self.tasks[t].worker
-        heapq.heappush(self.ready[w], t)
-        self._dispatch(now, w)
-
-    def _dispatch(self, now: float, w: int) -> None:
-        while self.ready[w] and self.free_lanes[w]:
-            t, lane = heapq.heappop(self.ready[w]), self.free_lanes[w].pop(0)
-            task = self.tasks[t]
-            steps: list[tuple] = []
-            if self.task_cost:
-                steps.append(("gil", self.task_cost, None))
-            for m in task.members:
-                seconds, share = self.seconds[m], self.shares[m]
-                on_core = max(self.on_core[m], share)
-                steps += [("gil", seconds * share, m), ("core", seconds * (on_core - share), m),
-                          ("free", seconds * (1.0 - on_core), m)]
-            self._step(now, t, lane, steps, 0, now)
-
-    def _step(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
-        """Lane ``lane`` goes on with step ``k`` of task ``t`` at ``now``; ``began``: when
-        the current member (or the scheduling) started."""
-        if k == len(steps):
-            self._done(now, t, lane)
-            return
-        kind, seconds, member = steps[k]
-        if k and steps[k - 1][2] != member:
-            began = now
-        then = (self._after, t, lane, steps, k, began)
-        if kind == "gil" and seconds > 0:
-            # a member with no time under the GIL (a share of 0) never waits for it
-            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
-                                cores=self._width(member)))
-        elif kind == "core" and self.free_cores is not None and seconds > 0:
-            self._ask(now, _Ask(now, None, seconds, member, then, cores=self._width(member)))
-        else:
-            self._at(now + seconds, *then)
-
-    def _width(self, member: int | None) -> int:
-        return 1 if member is None else self.widths[member]
-
-    def _after(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
-        kind, seconds, member = steps[k]
-        last_of_member = k + 1 == len(steps) or steps[k + 1][2] != member
-        if member is not None and last_of_member:
-            node = self.nodes[member]
-            self.outcome.compute += self.seconds[member]
-            self.outcome.segments.append(Segment(self._lane_name(t, lane), node.key,
-                                                 node.op.name, node.phase, began, now))
-        self._step(now, t, lane, steps, k + 1, began)
-
-    def _done(self, now: float, t: int, lane: int) -> None:
-        task = self.tasks[t]
-        task.done = now
-        self.finished += 1
-        self.free_lanes[task.worker].append(lane)
-        self.free_lanes[task.worker].sort()
-        for r in self.readers[t]:
-            self.waiting[r] -= 1
-            if self.waiting[r] == 0:
-                self._fetch(now, r)
-        if self.copied:
-            self._copy(now, t)
-        self._dispatch(now, task.worker)
-
-    def _travel(self, now: float, seconds: float, asks: list[tuple[int, float]],
-                then: tuple | None) -> None:
-        """Something that moves between processes from ``now``: it lasts ``seconds`` at
-        least, and until each of ``asks`` (a process, its seconds on a core, holding its
-        GIL) is done; then ``then`` is called. Its span counts as transfers."""
-        asks = [(process, cpu) for process, cpu in asks if cpu > 0]
-        step = (self._moved, [1 + len(asks)], now, then)
-        self._at(now + seconds, *step)
-        for process, cpu in asks:
-            self._ask(now, _Ask(now, process, cpu, None, step, lane=False, scheduling=False))
-
-    def _moved(self, now: float, left: list[int], began: float, then: tuple | None) -> None:
-        left[0] -= 1
-        if left[0]:
-            return
-        self.outcome.transfers += now - began
-        if then is not None:
-            action, *args = then
-            action(now, *args)
-
-    def _between(self, now: float, seconds: float, sender: int, receiver: int,
-                 worker_cpu: float, scheduler_cpu: float, arrays: int, nbytes: int,
-                 then: tuple | None) -> None:
-        """A message of ``arrays`` arrays of ``nbytes`` bytes from worker ``sender`` to
-        ``receiver``, as :meth:`_travel`: ``worker_cpu``, ``worker_value`` per array and
-        ``worker_byte`` per byte on a core, half on each worker, and ``scheduler_cpu`` on
-        the scheduler's."""
-        network = self.network
-        cpu = (worker_cpu + network.worker_value * arrays + network.worker_byte * nbytes) / 2
-        self._travel(now, seconds, [(sender, cpu), (receiver, cpu),
-                                    (self.scheduler, scheduler_cpu)], then)
-
-    def _fetch(self, now: float, r: int) -> None:
-        """Task ``r``'s sources are done: what it reads from other workers travels, one
-        transfer per worker it reads from (``Network.transfer_costs``: less for one that
-        starts while another moves), then it is ready."""
-        fetches = self._fetches(self.tasks[r]) if self.remote else {}
-        if not fetches:
-            self._ready(now, r)
-            return
-        moving = sum(self.fetching.values())  # other tasks' transfers not done yet
-        self.fetching[r] = len(fetches)
-        for k, (source, (seconds, arrays, nbytes)) in enumerate(fetches.items()):
-            worker_cpu, scheduler_cpu = self.network.transfer_costs(moving + k > 0)
-            self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
-                          scheduler_cpu, arrays, nbytes, (self._fetched, r))
-
-    def _fetched(self, now: float, r: int) -> None:
-        self.fetching[r] -= 1
-        if not self.fetching[r]:
-            self._ready(now, r)
-
-    def _copy(self, now: float, t: int) -> None:
-        """Task ``t`` ended: the training state it holds is copied to another worker
-        (``remote.replication``). Where its tuple holds other values too, a ``_keep`` task
-        on its worker picks the state first (``remote.layout.keep_copied``)."""
-        task = self.tasks[t]
-        state = {m for m in task.members if m in self.copied}
-        if not state:
-            return
-        held = self.exported[t] | (set(task.members) & self.returned)
-        copy = (self._copy_out, t, sum(_nbytes(self.nodes[m]) for m in state), len(state))
-        if held - state:
-            network = self.network
-            self._travel(now, network.task_latency, [(self.scheduler, network.scheduler_task),
-                                                     (task.worker, network.worker_task)], copy)
-        else:
-            self._copy_out(now, *copy[1:])
-
-    def _copy_out(self, now: float, t: int, nbytes: int, arrays: int) -> None:
-        network, w = self.network, self.tasks[t].worker
-        self._between(now, network.replicate_latency + nbytes / network.bandwidth, w,
-                      (w + 1) % self.workers, network.worker_replicate,
-                      network.scheduler_replicate, arrays, nbytes, None)
-
-    def _fetches(self, task: _Task) -> dict[int, tuple[float, int, int]]:
-        """Per worker ``task`` reads from (not its own), the seconds its transfer waits, and
-        the arrays and the bytes it moves. A worker fetches the whole tuple a task exports,
-        unless picking the parts another worker reads keeps SEND_PARTS_SAVING bytes from
-        travelling: then a task on the producer's worker picks them first (remote.layout).
-        What one worker sends goes in one message."""
-        moved: dict[int, list] = {}
-        for n, read_members in task.reads.items():
-            source = self.tasks[n]
-            if source.worker == task.worker:
-                continue
-            exported = sum(_nbytes(self.nodes[m]) for m in self.exported[n])
-            read = sum(_nbytes(self.nodes[m]) for m in read_members)
-            picked = exported - read >= SEND_PARTS_SAVING
-            entry = moved.setdefault(source.worker, [0, False, 0])
-            entry[0] += read if picked else exported
-            entry[1] = entry[1] or picked
-            entry[2] += len(read_members) if picked else len(self.exported[n])
-        network = self.network
-        return {w: (network.transfer_latency + (network.task_latency if picked else 0.0)
-                    + nbytes / network.bandwidth, arrays, nbytes)
-                for w, (nbytes, picked, arrays) in moved.items()}
-
-    def _lane_name(self, t: int, lane: int) -> str:
-        w = self.tasks[t].worker
-        return f"worker {w} thread {lane}" if self.remote else f"thread {lane}"
-
-
-def _nothing(now: float) -> None:
-    """What follows a turn of a process's own loops: nothing waits for it."""
-
-
-def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node: list
+def _with_data_tasks(run: Any, tasks: list[Task], nodes: list[Node], *per_node: list
                      ) -> tuple[list, ...]:
     """An eager run on a cluster sends each value the step made here that it reads for the
     first time (``RunRecord.shipped``: a random mask, a constant) in its graph; one that does
     not ride in its readers (``layout.rides``) as a data task of its own (``lowering.lower``),
     which the scheduler takes up and a worker runs like any task. Each becomes a task of one
     member taking no time, on the worker of its first reader, appended to ``tasks``; returns
-    ``nodes`` and the ``per_node`` lists (seconds, GIL shares, contention penalties, shares on
-    a core) with those members added."""
+    ``nodes`` and the ``per_node`` lists (seconds, shares, shares on a core) with those
+    members added."""
     shipped, readers, first_reader = set(run.shipped), defaultdict(set), {}
     for t, task in enumerate(tasks):
         for m in task.members:
@@ -505,27 +84,22 @@ def _with_data_tasks(run: Any, tasks: list[_Task], nodes: list[Node], *per_node:
                     readers[i.key].add(t)
                     first_reader.setdefault(i.key, (t, i))
     leaves = {key: i for key, (t, i) in first_reader.items()
-              if not rides(_nbytes(i), len(readers[key]) == 1)}
+              if not rides(nbytes(i), len(readers[key]) == 1)}
     if not leaves:
         return (nodes, *per_node)
     for k, key in enumerate(leaves):
-        tasks.append(_Task([len(nodes) + k], tasks[first_reader[key][0]].worker))
-    seconds, shares, penalties, on_core = per_node
+        tasks.append(Task([len(nodes) + k], tasks[first_reader[key][0]].worker))
+    seconds, shares, on_core = per_node
     added = len(leaves)
     return (list(nodes) + list(leaves.values()), seconds + [0.0] * added,
-            shares + [0.0] * added, penalties + [0.0] * added, on_core + [1.0] * added)
-
-
-def _nbytes(node: Node) -> int:
-    return math.prod(node.shape) * node.dtype.itemsize
+            shares + [0.0] * added, on_core + [1.0] * added)
 
 
 # --- the forecast ---------------------------------------------------------------------
 
 
 class Forecast:
-    """A traced step's predicted time on each configuration: ``threads`` of this process,
-    or ``workers`` of a dask cluster (``threads_per_worker`` each). Configurations not asked
+    """A `workers`` of a dask cluster (``threads_per_worker`` each). Configurations not asked
     for at first are simulated when asked about.
 
     Examples
@@ -691,8 +265,8 @@ class Forecast:
             if remote:
                 # each value the caller read after this run travels back from the cluster
                 network = self.network
-                back = sum(network.read_latency + nbytes / network.bandwidth
-                           for after, nbytes in self.trace.reads if after == k + 1)
+                back = sum(network.read_latency + size / network.bandwidth
+                           for after, size in self.trace.reads if after == k + 1)
                 if back:
                     outcome.segments.append(Segment(CLIENT_LANE, f"read-back-{k}", "read back",
                                                     "transfer", now, now + back))
@@ -719,7 +293,6 @@ class Forecast:
         seconds = self._alone(run, nodes, seconds, all_blas)
         # a product with BLAS on every core takes every core of the machine while it runs
         widths = [self.cores if all_blas and self.cores and n.op.blas else 1 for n in nodes]
-        penalties = [c * s for c, s in zip(contention, seconds)]
         on_core = [self.on_core.get(n.key, 1.0) for n in nodes]
         if run.compiled and not remote:
             # a compiled program's call here: its guards and the values it writes back in the
@@ -730,7 +303,14 @@ class Forecast:
             step = local.compiled_node
             shares = [(h * s + step) / (s + step) for h, s in zip(shares, seconds)]
             on_core = [(c * s + step) / (s + step) for c, s in zip(on_core, seconds)]
+            contention = [c * s / (s + step) for c, s in zip(contention, seconds)]
             seconds = [s + step for s in seconds]
+        # Per node, how much a node of its process running beside it slows it, over its time
+        # on a core: its GIL share and, where a pair of its kind took longer than one thread
+        # making both's calls, the excess (``CallCost.contention``).
+        on_core = [max(c, h) for c, h in zip(on_core, shares)]
+        shares = [min((h + 2 * k / c) / c, MAX_SHARE) if c > 0 else 0.0
+                  for h, k, c in zip(shares, contention, on_core)]
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
         granularity = modes.configured_granularity(remote, workers * threads, hosts)
@@ -743,7 +323,7 @@ class Forecast:
         else:
             groups, placed = placed_partition(nodes, granularity, run.outputs, work)
         index = {id(node): k for k, node in enumerate(nodes)}
-        tasks = [_Task([index[id(m)] for m in group], placed[g] if hosts else 0)
+        tasks = [Task([index[id(m)] for m in group], placed[g] if hosts else 0)
                  for g, group in enumerate(groups)]
         if remote:
             # An eager run records, lowers and sends each node. A compiled step's program is
@@ -760,8 +340,8 @@ class Forecast:
                              + network.compiled_value * (read + len(run.outputs)) / 2)
             else:
                 submitted = network.run_latency + network.run_node * len(nodes)
-                nodes, seconds, shares, penalties, on_core = _with_data_tasks(
-                    run, tasks, nodes, seconds, shares, penalties, on_core)
+                nodes, seconds, shares, on_core = _with_data_tasks(
+                    run, tasks, nodes, seconds, shares, on_core)
             now += submitted
             outcome.scheduling += submitted
             if whole:
@@ -773,14 +353,14 @@ class Forecast:
             # the runner's other way: in the calling thread, group after group, which it
             # takes when faster (modes.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
-            inline_end = _Simulation([_Task([k for t in tasks for k in t.members], 0)], nodes,
+            inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
                                      seconds, shares, 1, 1, False, None, now, inline,
-                                     penalties=penalties, on_core=on_core,
+                                     on_core=on_core,
                                      cores=self.cores, widths=widths).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             costs = local_costs()
-            threaded_end = _Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
-                                       now + costs.run, trial, costs.task, penalties, on_core,
+            threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
+                                       now + costs.run, trial, costs.task, on_core,
                                        self.cores, widths=widths).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
@@ -790,9 +370,9 @@ class Forecast:
         # Training state is copied to a second worker as each task holding it ends, and the
         # next run waits for the copies.
         returned = {index[id(node)] for node in run.outputs if id(node) in index}
-        simulation = _Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
+        simulation = Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
                                  self.network if remote else None, now, outcome,
-                                 penalties=penalties, on_core=on_core, cores=self.cores,
+                                 on_core=on_core, cores=self.cores,
                                  returned=returned, widths=None if remote else widths,
                                  copies=remote and workers > 1 and wanted_replicas() > 1)
         end = simulation.run()

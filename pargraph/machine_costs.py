@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -459,6 +459,22 @@ def _kept_network(fields: dict) -> Network:
     if missing:
         raise KeyError(sorted(missing))
     return Network(**fields)
+
+
+def median_network(networks: Sequence[Network]) -> Network:
+    """Field by field, the median of ``networks`` (one measured in a slow stretch of a
+    shared machine no longer decides alone).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from pargraph.machine_costs import Network, median_network
+    >>> one = Network(1e-3, 1e-4, 2e-3, 0.0, 1e-3, 1e9, 2e-3)
+    >>> median_network([dataclasses.replace(one, bandwidth=b) for b in (1e9, 2e9, 9e9)]
+    ...                ).bandwidth
+    2000000000.0
+    """
+    return _kept_network(_median_fields([dataclasses.asdict(n) for n in networks]))
 
 
 def measure_loopback(repeats: int = 5) -> Network:

@@ -1,6 +1,7 @@
 """The benchmarks' hand-written numpy baseline does the same work as pargraph's step, and
 the in-process comparisons time what they say."""
 
+import dataclasses
 import os
 import sys
 from collections import Counter
@@ -208,6 +209,44 @@ def test_the_forecast_benchmark_counts_the_runners_ways_per_thread_count(monkeyp
     assert set(ways) == {1, 2}
     # every step on two threads is one run of two branches, which the runner times
     assert sum(ways[2].values()) >= 8 and set(ways[2]) <= set(modes.MODES)
+
+
+def test_the_forecast_benchmark_takes_the_median_of_the_latest_loopbacks(monkeypatch):
+    """Each workload's forecast on workers takes the median of the loopback measured right
+    before it and the two measured before that: one measured in a slow stretch (100 ms a
+    run) no longer decides a workload's forecast alone."""
+    from benchmarks import forecast
+    from pargraph.machine_costs import Network
+
+    one = Network(1e-3, 1e-4, 2e-3, 0.0, 1e-3, 1e9, 2e-3)
+    measured = iter([dataclasses.replace(one, run_latency=s)
+                     for s in (0.004, 0.1, 0.005, 0.006, 0.007)])
+    used = []
+
+    class Forecast:
+        def __init__(self, network):
+            self.network = network
+            used.append(network.run_latency)
+
+        def speedup(self, **config):
+            return 1.0
+
+        def step_time(self, **config):
+            return 0.01
+
+    monkeypatch.setattr(forecast, "measure_loopback", lambda: next(measured))
+    monkeypatch.setattr(forecast, "cores_delivered", lambda: (2.0, 0.0))
+    monkeypatch.setattr(forecast, "calls_delivered", lambda: 2.0)
+    monkeypatch.setattr(forecast, "measure_threads", lambda *a, **k: {1: 0.01})
+    monkeypatch.setattr(forecast, "measure_workers", lambda make, workers, steps: {
+        w: 0.01 for w in workers})
+    monkeypatch.setattr(forecast, "traced_forecast",
+                        lambda step, threads, workers, network, traces: Forecast(network))
+    rows = forecast.compare({"a": lambda: None, "b": lambda: None}, (1,), (1, 2), 1,
+                            repeats=2)
+    assert used == pytest.approx([0.004, 0.052, 0.005, 0.006])
+    assert [n.run_latency for n in rows[0]["network"]] == pytest.approx([0.004, 0.052])
+    assert len(rows) == 6  # per workload, one row a configuration
 
 
 def test_the_kernels_benchmark_compiles_then_loads_numbas_kernels_and_times_both_ways():

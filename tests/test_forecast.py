@@ -240,7 +240,7 @@ def test_an_eager_run_on_a_cluster_sends_the_values_the_step_made_as_data_tasks(
     riding in the task that reads it, or, read by several tasks and over INLINE_BYTES, as a
     data task of its own, which the scheduler takes up as any task (``lowering.lower``). A
     value made before the block is held there after its second read, and travels no more."""
-    from pargraph.forecast import _Simulation
+    from pargraph.simulation import Simulation
 
     op = sleeper(0.01)
     before = pargraph.rand(4)
@@ -253,13 +253,13 @@ def test_an_eager_run_on_a_cluster_sends_the_values_the_step_made_as_data_tasks(
 
     simulated = []
 
-    class Recorded(_Simulation):
+    class Recorded(Simulation):
         def __init__(self, tasks, nodes, *args, **kwargs):
             super().__init__(tasks, nodes, *args, **kwargs)
             simulated.append([nodes[t.members[0]].op.name for t in tasks
                               if len(t.members) == 1])
 
-    monkeypatch.setattr(sys.modules["pargraph.forecast"], "_Simulation", Recorded)
+    monkeypatch.setattr(sys.modules["pargraph.forecast"], "Simulation", Recorded)
 
     def data_tasks(tr, workers: int) -> int:
         simulated.clear()
@@ -581,55 +581,13 @@ def test_bad_questions_are_clear_errors():
         pargraph.forecast(empty)
 
 
-def test_a_call_that_takes_the_gil_from_another_thread_pays_its_contention():
-    """Two one-node tasks that hold the GIL throughout, each adding 3 ms when it takes the
-    lock from the other thread: on two threads the second waits for the first, then pays
-    its contention; on one thread neither contends."""
-    from pargraph.forecast import Outcome, _Simulation, _Task
-
-    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
-
-    def end(threads: int) -> float:
-        tasks = [_Task([0], 0), _Task([1], 0)]
-        return _Simulation(tasks, nodes, [0.01, 0.01], [1.0, 1.0], 1, threads, False, None,
-                           0.0, Outcome(("threads", threads), 0.0, threads),
-                           penalties=[0.003, 0.003]).run()
-
-    assert end(1) == pytest.approx(0.02)
-    assert end(2) == pytest.approx(0.023)
-
-
-def test_a_node_with_no_gil_share_never_waits_for_the_gil():
-    """Each local task first holds its process's GIL for the scheduler's cost per task. A
-    node that holds no GIL (share 0) starts right after its own task's cost, whichever lane
-    holds the GIL then, and its segment lasts its own seconds. Nodes that hold it throughout
-    wait for it: the first for the other lane's task cost (2 ms), the second for the first.
-    """
-    from pargraph.forecast import Outcome, _Simulation, _Task
-
-    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
-
-    def segments(share: float) -> list:
-        outcome = Outcome(("threads", 2), 0.0, 2)
-        tasks = [_Task([0], 0), _Task([1], 0)]
-        _Simulation(tasks, nodes, [0.01, 0.01], [share, share], 1, 2, False, None, 0.0,
-                    outcome, task_cost=0.002).run()
-        return sorted(outcome.segments, key=lambda s: s.start)
-
-    free = segments(0.0)
-    assert [s.stop - s.start for s in free] == pytest.approx([0.01, 0.01])
-    assert [s.start for s in free] == pytest.approx([0.002, 0.004])
-    held = segments(1.0)
-    assert [s.stop - s.start for s in held] == pytest.approx([0.012, 0.02])
-
-
 def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
     """On a machine of two cores (``cores=2``), two nodes of one core each run side by side;
     a product with BLAS on every core (``widths``: 2) leaves no core to a node beside it,
     which waits for it. A step whose run on two threads gives BLAS every core (a product and
     a small branch beside it) is simulated so."""
     from pargraph.engine.lowering import ALL_BLAS, blas_threads_of
-    from pargraph.forecast import Outcome, _Simulation, _Task
+    from pargraph.simulation import Outcome, Simulation, Task
 
     a, v = pargraph.randn(384, 384), pargraph.randn(1000)
     with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
@@ -638,12 +596,12 @@ def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
     assert blas_threads_of(run.computed, 2) is ALL_BLAS
     simulated = []
 
-    class Recorded(_Simulation):
+    class Recorded(Simulation):
         def __init__(self, tasks, nodes, *args, **kwargs):
             super().__init__(tasks, nodes, *args, **kwargs)
             simulated.append({n.op.name: w for n, w in zip(nodes, self.widths)})
 
-    monkeypatch.setattr(sys.modules["pargraph.forecast"], "_Simulation", Recorded)
+    monkeypatch.setattr(sys.modules["pargraph.forecast"], "Simulation", Recorded)
     for cores, width in ((2, 2), (None, 1)):
         simulated.clear()
         pargraph.forecast(tr, threads=[2], gil=0.0, measure_gil=False, cores=cores)
@@ -654,7 +612,7 @@ def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
 
     def spans(widths: list[int]) -> tuple[list, float]:
         outcome = Outcome(("threads", 2), 0.0, 2)
-        _Simulation([_Task([0], 0), _Task([1], 0)], nodes, [0.01, 0.01], [0.0, 0.0], 1, 2,
+        Simulation([Task([0], 0), Task([1], 0)], nodes, [0.01, 0.01], [0.0, 0.0], 1, 2,
                     False, None, 0.0, outcome, cores=2, widths=widths).run()
         return sorted(s.stop for s in outcome.segments), outcome.core_wait
 

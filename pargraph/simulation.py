@@ -1,0 +1,486 @@
+"""The simulation of one run of a step's tasks on threads and worker processes.
+
+:class:`Simulation` replays a run's tasks, each a list of nodes with their seconds alone and
+their GIL shares, on simulated lanes, as events in time order: the GIL each process's lanes
+share, the cores a machine's processes share, and on a cluster the scheduler, the tasks'
+round trips, the transfers between workers and the copies of the training state.
+:mod:`pargraph.forecast` makes the tasks of each configuration and reads the outcome.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pargraph.graph import Node
+from pargraph.machine_costs import Network
+from pargraph.remote.layout import SEND_PARTS_SAVING
+
+#: Seconds between two turns of a cluster process's own loops in the simulation (a worker's
+#: profiler samples every 10 ms), each taking its share of a core (``Network.worker_idle``).
+LOOPS_PERIOD = 0.01
+
+
+@dataclass
+class Segment:
+    """A simulated stretch of one lane: one node, from its start to its stop; or, on the
+    ``client`` lane of a cluster's configuration, the values the caller read back after a
+    run (op ``read back``, phase ``transfer``)."""
+
+    lane: str
+    key: str
+    op: str
+    phase: str
+    start: float
+    stop: float
+
+
+@dataclass
+class Outcome:
+    """One configuration's simulated step: its time and where the time went (seconds)."""
+
+    config: tuple[str, int]
+    step_time: float
+    lanes: int
+    compute: float = 0.0
+    gil_wait: float = 0.0
+    #: waiting for a core, where the processes share a machine's (``cores=``)
+    core_wait: float = 0.0
+    transfers: float = 0.0
+    scheduling: float = 0.0
+    outside: float = 0.0
+    segments: list[Segment] = field(default_factory=list)
+    #: per run, the seconds it left the machine idle (no thread of it on a core)
+    idles: list[float] = field(default_factory=list)
+
+    @property
+    def busy(self) -> float:
+        """Share of the lanes' time spent computing nodes."""
+        return self.compute / (self.lanes * self.step_time) if self.step_time else 0.0
+
+
+
+
+@dataclass
+class Task:
+    members: list[int]  # indices into the run's computed nodes
+    worker: int
+    #: per task it reads from (by index), the nodes of that task it reads
+    reads: dict[int, set[int]] = field(default_factory=dict)
+    done: float = 0.0
+
+
+@dataclass
+class _Ask:
+    """A stretch of work that holds a process's GIL (``process`` None: none) and, where the
+    processes share cores, a core: asked at ``asked``, ``then`` called when it ends."""
+
+    asked: float
+    process: int | None
+    seconds: float
+    member: int | None  # the node it is part of; None: scheduling
+    then: tuple
+    lane: bool = True  # a lane's step (else the scheduler's or a worker's own loop)
+    held_at: float = 0.0  # when it got the GIL
+    #: scheduling time (else a transfer's, which counts its whole span when it ends)
+    scheduling: bool = True
+    #: the cores it takes, where the processes share them
+    cores: int = 1
+    #: a turn of a cluster process's own loops, which no task waits for
+    loops: bool = False
+    #: what it slows, and is slowed by, a stretch of its process running beside it
+    #: (``_Simulation._rates``): a node's GIL share; a stretch that takes the lock, 1
+    share: float = 1.0
+    #: its seconds of work not done yet, and the pace it goes at, while it runs
+    left: float = 0.0
+    rate: float = 1.0
+    ran_at: float = 0.0  # when it began to run
+    version: int = 0  # its latest end event; older ones are stale
+
+
+class Simulation:
+    """One run on ``workers`` processes of ``threads`` lanes each (one process: threads),
+    as events in time order. A lane runs a task's steps one after another: its scheduling
+    (``task_cost`` of the GIL locally), then per member its part on a core and the part that
+    waits. The stretches of one process that run at once slow each other by their GIL shares
+    (``_rates``): two nodes of one kind each take ``1 + share`` times their time alone, as
+    the share was measured (``machine_costs.measure_call``), many nodes holding the GIL
+    throughout take turns, and a node that releases it goes at its own pace. Stretches that
+    are no node's (scheduling, transfers) take the process's lock, first come first served,
+    and run as holding the GIL throughout; where all processes share ``cores`` cores, a
+    stretch on a core also waits for one, in the order asked. On a cluster, the scheduler
+    (a process of its own) takes up one task at a time, and of each task's latency its
+    worker spends ``worker_task`` holding its GIL; transfers and copies of training state
+    take the workers' and the scheduler's time on a core too. Each ready task goes to the
+    first free lane of its process, in the tasks' order."""
+
+    def __init__(self, tasks: list[Task], nodes: list[Node], seconds: list[float],
+                 shares: list[float], workers: int, threads: int, remote: bool,
+                 network: Network | None, start: float, outcome: Outcome,
+                 task_cost: float = 0.0, on_core: list[float] | None = None,
+                 cores: int | None = None,
+                 returned: set[int] | None = None, copies: bool = False,
+                 widths: list[int] | None = None) -> None:
+        self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: per node, the cores it takes where the processes share them: a product with
+        #: BLAS on every core takes them all
+        self.widths = widths or [1] * len(nodes)
+        #: the members the run returns, and of them the training state (the optimizer's
+        #: updates), which ``copies`` copies to a second worker
+        self.returned = returned or set()
+        self.copied = {m for m in self.returned if nodes[m].phase == "update"} \
+            if copies else set()
+        #: per node, the share of its time on a core (the rest waits: a sleep, a device)
+        self.on_core = on_core or [1.0] * len(nodes)
+        self.task_cost = task_cost  # seconds of the GIL a local task costs the scheduler
+        self.workers, self.threads, self.remote = workers, threads, remote
+        self.network, self.outcome, self.start = network, outcome, start
+        self.events: list[tuple] = []
+        self.order = 0
+        self.free_lanes = [list(range(threads)) for _ in range(workers)]
+        self.ready: list[list[int]] = [[] for _ in range(workers)]
+        self.scheduler = workers  # the scheduler's process, after the workers'
+        self.gil_held = [False] * (workers + 1)
+        self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
+        #: per process, the stretches running on it, and when their work was last counted
+        self.running: list[list[_Ask]] = [[] for _ in range(workers + 1)]
+        self.counted = [0.0] * (workers + 1)
+        self.free_cores = cores
+        self.core_queue: list[_Ask] = []
+        #: per task whose inputs travel, the transfers not done yet
+        self.fetching: dict[int, int] = {}
+        self.finished = 0  # tasks done
+
+    def _at(self, when: float, action: Any, *args: Any) -> None:
+        self.order += 1
+        heapq.heappush(self.events, (when, self.order, action, args))
+
+    def run(self) -> float:
+        """Simulates the run; returns when its last task ends."""
+        producer: dict[int, int] = {}
+        for t, task in enumerate(self.tasks):
+            for m in task.members:
+                producer.setdefault(m, t)
+        index = {id(node): k for k, node in enumerate(self.nodes)}
+        for task in self.tasks:
+            own = set(task.members)
+            for m in task.members:
+                for i in self.nodes[m].inputs:
+                    k = index.get(id(i)) if type(i) is Node else None
+                    if k is not None and k not in own:
+                        task.reads.setdefault(producer[k], set()).add(k)
+        #: per task, the members other tasks read: the tuple its task returns
+        self.exported: dict[int, set[int]] = defaultdict(set)
+        for task in self.tasks:
+            for source, read in task.reads.items():
+                self.exported[source] |= read
+        self.readers: dict[int, list[int]] = defaultdict(list)
+        self.waiting = {t: len(task.reads) for t, task in enumerate(self.tasks)}
+        for t, task in enumerate(self.tasks):
+            for n in task.reads:
+                self.readers[n].append(t)
+        for t, n in self.waiting.items():
+            if n == 0:
+                self._at(self.start, self._ready, t)
+        network = self.network
+        if self.remote and self.free_cores is not None and network is not None:
+            # the processes' own loops take turns on the cores while the run lasts
+            shares = [network.worker_idle] * self.workers + [network.scheduler_idle]
+            for process, share in enumerate(shares):
+                if share > 0:
+                    self._at(self.start + LOOPS_PERIOD * process / len(shares), self._loops,
+                             share * LOOPS_PERIOD)
+        end = self.start
+        loops, release, ran = self._loops, self._release, self._ran  # bound once
+        while self.events:
+            now, _, action, args = heapq.heappop(self.events)
+            if action == ran and args[1] != args[0].version:
+                continue  # an end its stretch's pace has since moved
+            if action != loops and not (action == release and args[0].loops):
+                end = max(end, now)
+            action(now, *args)
+        return end
+
+    def _loops(self, now: float, seconds: float) -> None:
+        """A turn of a cluster process's own loops: ``seconds`` on a core, again every
+        :data:`LOOPS_PERIOD` until the run's tasks are done."""
+        if self.finished == len(self.tasks):
+            return
+        self._ask(now, _Ask(now, None, seconds, None, (_nothing,), lane=False, scheduling=False,
+                            loops=True))
+        self._at(now + LOOPS_PERIOD, self._loops, seconds)
+
+    # --- the GILs and the cores ---
+
+    def _ask(self, now: float, ask: _Ask) -> None:
+        if ask.process is None or ask.member is not None:
+            self._core(now, ask)  # a node shares its process's GIL as it runs (_rates)
+        elif self.gil_held[ask.process]:
+            self.gil_queue[ask.process].append(ask)
+        else:
+            self._gil(now, ask)
+
+    def _gil(self, now: float, ask: _Ask) -> None:
+        self.gil_held[ask.process] = True
+        ask.held_at = now
+        self._core(now, ask)
+
+    def _core(self, now: float, ask: _Ask, queued: bool = False) -> None:
+        """``ask`` takes its cores, or waits for them behind the asks before it."""
+        if self.free_cores is not None:
+            if self.free_cores < ask.cores or self.core_queue and not queued:
+                self.core_queue.append(ask)
+                return
+            self.free_cores -= ask.cores
+        locked = ask.held_at - ask.asked if ask.process is not None and ask.member is None \
+            else 0.0
+        if not ask.loops:
+            self.outcome.core_wait += now - ask.asked - locked
+        if ask.lane:
+            self.outcome.gil_wait += locked
+        if ask.process is None:
+            self._at(now + ask.seconds, self._release, ask)
+            return
+        p = ask.process
+        self._count(now, p)
+        ask.left, ask.ran_at = ask.seconds, now
+        self.running[p].append(ask)
+        self._rates(now, p)
+
+    def _count(self, now: float, p: int) -> None:
+        """The work done on process ``p`` since it was last counted."""
+        passed = now - self.counted[p]
+        for ask in self.running[p]:
+            ask.left -= passed * ask.rate
+        self.counted[p] = now
+
+    def _rates(self, now: float, p: int) -> None:
+        """Each stretch running on process ``p`` goes at ``1 / (1 + the sum, over the others,
+        of the smaller of its share and theirs)`` of its pace alone: two of one kind each at
+        ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that holds
+        it never at its own pace."""
+        running = self.running[p]
+        for ask in running:
+            ask.rate = 1.0 / (1.0 + sum(min(ask.share, other.share) for other in running
+                                        if other is not ask))
+            ask.version += 1
+            self._at(now + max(ask.left, 0.0) / ask.rate, self._ran, ask, ask.version)
+
+    def _ran(self, now: float, ask: _Ask, version: int) -> None:
+        p = ask.process
+        self._count(now, p)
+        self.running[p].remove(ask)
+        self._rates(now, p)
+        if ask.lane:  # what the stretches beside it cost it
+            self.outcome.gil_wait += now - ask.ran_at - ask.seconds
+        self._release(now, ask)
+
+    def _release(self, now: float, ask: _Ask) -> None:
+        if ask.member is None and ask.scheduling:
+            self.outcome.scheduling += now - ask.asked
+        if self.free_cores is not None:
+            self.free_cores += ask.cores
+            while self.core_queue and self.core_queue[0].cores <= self.free_cores:
+                self._core(now, self.core_queue.pop(0), queued=True)
+        if ask.process is not None and ask.member is None:
+            self.gil_held[ask.process] = False
+            queue = self.gil_queue[ask.process]
+            if queue:
+                self._gil(now, queue.pop(0))
+        action, *args = ask.then
+        action(now, *args)
+
+    # --- tasks ---
+
+    def _ready(self, now: float, t: int) -> None:
+        if self.remote:  # the scheduler takes tasks up one at a time, then sends them off
+            self._ask(now, _Ask(now, self.scheduler, self.network.scheduler_task, None,
+                                (self._taken, t), lane=False))
+        else:
+            self._sent(now, t)
+
+    def _taken(self, now: float, t: int) -> None:
+        network = self.network
+        travel = max(network.task_latency - network.scheduler_task - network.worker_task, 0.0)
+        self.outcome.scheduling += travel
+        self._at(now + travel, self._arrived, t)
+
+    def _arrived(self, now: float, t: int) -> None:
+        self._ask(now, _Ask(now, self.tasks[t].worker, self.network.worker_task, None,
+                            (self._sent, t), lane=False))
+
+    def _sent(self, now: float, t: int) -> None:
+        w = self.tasks[t].worker
+        heapq.heappush(self.ready[w], t)
+        self._dispatch(now, w)
+
+    def _dispatch(self, now: float, w: int) -> None:
+        while self.ready[w] and self.free_lanes[w]:
+            t, lane = heapq.heappop(self.ready[w]), self.free_lanes[w].pop(0)
+            task = self.tasks[t]
+            steps: list[tuple] = []
+            if self.task_cost:
+                steps.append(("gil", self.task_cost, None))
+            for m in task.members:
+                seconds, on_core = self.seconds[m], self.on_core[m]
+                steps += [("core", seconds * on_core, m), ("free", seconds * (1.0 - on_core), m)]
+            self._step(now, t, lane, steps, 0, now)
+
+    def _step(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
+        """Lane ``lane`` goes on with step ``k`` of task ``t`` at ``now``; ``began``: when
+        the current member (or the scheduling) started."""
+        if k == len(steps):
+            self._done(now, t, lane)
+            return
+        kind, seconds, member = steps[k]
+        if k and steps[k - 1][2] != member:
+            began = now
+        then = (self._after, t, lane, steps, k, began)
+        if kind == "gil" and seconds > 0:
+            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then))
+        elif kind == "core" and seconds > 0:
+            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
+                                cores=self._width(member), share=self.shares[member]))
+        else:
+            self._at(now + seconds, *then)
+
+    def _width(self, member: int | None) -> int:
+        return 1 if member is None else self.widths[member]
+
+    def _after(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
+        kind, seconds, member = steps[k]
+        last_of_member = k + 1 == len(steps) or steps[k + 1][2] != member
+        if member is not None and last_of_member:
+            node = self.nodes[member]
+            self.outcome.compute += self.seconds[member]
+            self.outcome.segments.append(Segment(self._lane_name(t, lane), node.key,
+                                                 node.op.name, node.phase, began, now))
+        self._step(now, t, lane, steps, k + 1, began)
+
+    def _done(self, now: float, t: int, lane: int) -> None:
+        task = self.tasks[t]
+        task.done = now
+        self.finished += 1
+        self.free_lanes[task.worker].append(lane)
+        self.free_lanes[task.worker].sort()
+        for r in self.readers[t]:
+            self.waiting[r] -= 1
+            if self.waiting[r] == 0:
+                self._fetch(now, r)
+        if self.copied:
+            self._copy(now, t)
+        self._dispatch(now, task.worker)
+
+    def _travel(self, now: float, seconds: float, asks: list[tuple[int, float]],
+                then: tuple | None) -> None:
+        """Something that moves between processes from ``now``: it lasts ``seconds`` at
+        least, and until each of ``asks`` (a process, its seconds on a core, holding its
+        GIL) is done; then ``then`` is called. Its span counts as transfers."""
+        asks = [(process, cpu) for process, cpu in asks if cpu > 0]
+        step = (self._moved, [1 + len(asks)], now, then)
+        self._at(now + seconds, *step)
+        for process, cpu in asks:
+            self._ask(now, _Ask(now, process, cpu, None, step, lane=False, scheduling=False))
+
+    def _moved(self, now: float, left: list[int], began: float, then: tuple | None) -> None:
+        left[0] -= 1
+        if left[0]:
+            return
+        self.outcome.transfers += now - began
+        if then is not None:
+            action, *args = then
+            action(now, *args)
+
+    def _between(self, now: float, seconds: float, sender: int, receiver: int,
+                 worker_cpu: float, scheduler_cpu: float, arrays: int, nbytes: int,
+                 then: tuple | None) -> None:
+        """A message of ``arrays`` arrays of ``nbytes`` bytes from worker ``sender`` to
+        ``receiver``, as :meth:`_travel`: ``worker_cpu``, ``worker_value`` per array and
+        ``worker_byte`` per byte on a core, half on each worker, and ``scheduler_cpu`` on
+        the scheduler's."""
+        network = self.network
+        cpu = (worker_cpu + network.worker_value * arrays + network.worker_byte * nbytes) / 2
+        self._travel(now, seconds, [(sender, cpu), (receiver, cpu),
+                                    (self.scheduler, scheduler_cpu)], then)
+
+    def _fetch(self, now: float, r: int) -> None:
+        """Task ``r``'s sources are done: what it reads from other workers travels, one
+        transfer per worker it reads from (``Network.transfer_costs``: less for one that
+        starts while another moves), then it is ready."""
+        fetches = self._fetches(self.tasks[r]) if self.remote else {}
+        if not fetches:
+            self._ready(now, r)
+            return
+        moving = sum(self.fetching.values())  # other tasks' transfers not done yet
+        self.fetching[r] = len(fetches)
+        for k, (source, (seconds, arrays, nbytes)) in enumerate(fetches.items()):
+            worker_cpu, scheduler_cpu = self.network.transfer_costs(moving + k > 0)
+            self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
+                          scheduler_cpu, arrays, nbytes, (self._fetched, r))
+
+    def _fetched(self, now: float, r: int) -> None:
+        self.fetching[r] -= 1
+        if not self.fetching[r]:
+            self._ready(now, r)
+
+    def _copy(self, now: float, t: int) -> None:
+        """Task ``t`` ended: the training state it holds is copied to another worker
+        (``remote.replication``). Where its tuple holds other values too, a ``_keep`` task
+        on its worker picks the state first (``remote.layout.keep_copied``)."""
+        task = self.tasks[t]
+        state = {m for m in task.members if m in self.copied}
+        if not state:
+            return
+        held = self.exported[t] | (set(task.members) & self.returned)
+        copy = (self._copy_out, t, sum(nbytes(self.nodes[m]) for m in state), len(state))
+        if held - state:
+            network = self.network
+            self._travel(now, network.task_latency, [(self.scheduler, network.scheduler_task),
+                                                     (task.worker, network.worker_task)], copy)
+        else:
+            self._copy_out(now, *copy[1:])
+
+    def _copy_out(self, now: float, t: int, nbytes: int, arrays: int) -> None:
+        network, w = self.network, self.tasks[t].worker
+        self._between(now, network.replicate_latency + nbytes / network.bandwidth, w,
+                      (w + 1) % self.workers, network.worker_replicate,
+                      network.scheduler_replicate, arrays, nbytes, None)
+
+    def _fetches(self, task: Task) -> dict[int, tuple[float, int, int]]:
+        """Per worker ``task`` reads from (not its own), the seconds its transfer waits, and
+        the arrays and the bytes it moves. A worker fetches the whole tuple a task exports,
+        unless picking the parts another worker reads keeps SEND_PARTS_SAVING bytes from
+        travelling: then a task on the producer's worker picks them first (remote.layout).
+        What one worker sends goes in one message."""
+        moved: dict[int, list] = {}
+        for n, read_members in task.reads.items():
+            source = self.tasks[n]
+            if source.worker == task.worker:
+                continue
+            exported = sum(nbytes(self.nodes[m]) for m in self.exported[n])
+            read = sum(nbytes(self.nodes[m]) for m in read_members)
+            picked = exported - read >= SEND_PARTS_SAVING
+            entry = moved.setdefault(source.worker, [0, False, 0])
+            entry[0] += read if picked else exported
+            entry[1] = entry[1] or picked
+            entry[2] += len(read_members) if picked else len(self.exported[n])
+        network = self.network
+        return {w: (network.transfer_latency + (network.task_latency if picked else 0.0)
+                    + nbytes / network.bandwidth, arrays, nbytes)
+                for w, (nbytes, picked, arrays) in moved.items()}
+
+    def _lane_name(self, t: int, lane: int) -> str:
+        w = self.tasks[t].worker
+        return f"worker {w} thread {lane}" if self.remote else f"thread {lane}"
+
+
+def _nothing(now: float) -> None:
+    """What follows a turn of a process's own loops: nothing waits for it."""
+
+
+def nbytes(node: Node) -> int:
+    """The bytes of ``node``'s value."""
+    return math.prod(node.shape) * node.dtype.itemsize

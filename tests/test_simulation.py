@@ -1,0 +1,72 @@
+"""The simulation of a run's tasks on lanes: how nodes running at once share a process's GIL
+(``pargraph.simulation``; the forecasts built on it are in test_forecast.py)."""
+
+import pytest
+
+import pargraph
+from pargraph.simulation import Outcome, Simulation, Task
+
+
+@pytest.mark.parametrize("shares, two_threads", [
+    ((0.0, 0.0), (0.01, 0.01)),  # neither holds the GIL: side by side at their own pace
+    ((0.4, 0.4), (0.014, 0.014)),  # one kind: each 1 + share times its time, as measured
+    ((1.0, 1.0), (0.02, 0.02)),  # both hold it throughout: they take turns
+    ((1.3, 1.3), (0.023, 0.023)),  # a pair slower than one thread making both's calls
+    ((1.0, 0.0), (0.01, 0.01)),  # one holds it, the other never asks for it
+    ((0.6, 0.2), (0.012, 0.012)),  # two kinds: each slowed by the smaller share
+])
+def test_nodes_running_side_by_side_slow_each_other_by_their_gil_shares(shares, two_threads):
+    """Two one-node tasks of 10 ms each, with their shares (over their time on a core): on
+    one thread one after the other; on two threads side by side, each node's segment as long
+    as the share it has in common with the other says, however their shares add up."""
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+
+    def run(threads: int) -> tuple[float, list[float]]:
+        outcome = Outcome(("threads", threads), 0.0, threads)
+        end = Simulation([Task([0], 0), Task([1], 0)], nodes, [0.01, 0.01], list(shares),
+                          1, threads, False, None, 0.0, outcome).run()
+        lasted = {s.key: s.stop - s.start for s in outcome.segments}
+        return end, [lasted[n.key] for n in nodes]
+
+    assert run(1) == (pytest.approx(0.02), [pytest.approx(0.01)] * 2)
+    end, lasted = run(2)
+    assert lasted == [pytest.approx(t) for t in two_threads]
+    assert end == pytest.approx(max(two_threads))
+
+
+def test_a_short_node_beside_a_long_one_slows_it_only_while_both_run():
+    """A 4 ms node beside a 10 ms one, both holding the GIL throughout: they share it while
+    both run (the short one ends at 8 ms, the long one has done 4 ms of its work), then the
+    long one goes at its own pace for its last 6 ms."""
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+    outcome = Outcome(("threads", 2), 0.0, 2)
+    end = Simulation([Task([0], 0), Task([1], 0)], nodes, [0.004, 0.01], [1.0, 1.0], 1, 2,
+                      False, None, 0.0, outcome).run()
+    stops = {s.key: s.stop for s in outcome.segments}
+    assert stops[nodes[0].key] == pytest.approx(0.008)
+    assert end == stops[nodes[1].key] == pytest.approx(0.014)
+    assert outcome.gil_wait == pytest.approx(0.004 + 0.004)
+
+
+def test_a_node_with_no_gil_share_never_waits_for_the_gil():
+    """Each local task first holds its process's GIL for the scheduler's cost per task. A
+    node that holds no GIL (share 0) starts right after its own task's cost, whichever lane
+    holds the GIL then, and its segment lasts its own seconds. Nodes that hold it throughout
+    share it with what runs beside them: the first with the other lane's task cost (2 ms at
+    half pace), then with the second node, which ends 2 ms after the first.
+    """
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+
+    def segments(share: float) -> list:
+        outcome = Outcome(("threads", 2), 0.0, 2)
+        tasks = [Task([0], 0), Task([1], 0)]
+        Simulation(tasks, nodes, [0.01, 0.01], [share, share], 1, 2, False, None, 0.0,
+                    outcome, task_cost=0.002).run()
+        return sorted(outcome.segments, key=lambda s: s.start)
+
+    free = segments(0.0)
+    assert [s.stop - s.start for s in free] == pytest.approx([0.01, 0.01])
+    assert [s.start for s in free] == pytest.approx([0.002, 0.004])
+    held = segments(1.0)
+    assert [s.start for s in held] == pytest.approx([0.002, 0.006])
+    assert [s.stop for s in held] == pytest.approx([0.022, 0.024])
