@@ -95,6 +95,20 @@ def _with_data_tasks(run: Any, tasks: list[Task], nodes: list[Node], *per_node: 
             shares + [0.0] * added, on_core + [1.0] * added)
 
 
+def _run_after(outcome: Outcome, nodes: list[Node], seconds: list[float], after: set[str],
+               end: float) -> float:
+    """The nodes of ``after`` (keys) run from ``end`` one after another in the calling thread,
+    as a compiled program runs its updates of big state after its tasks; returns when the
+    last ends."""
+    for node, took in zip(nodes, seconds):
+        if node.key in after:
+            outcome.segments.append(Segment("thread 0", node.key, node.op.name, node.phase,
+                                            end, end + took))
+            outcome.compute += took
+            end += took
+    return end
+
+
 # --- the forecast ---------------------------------------------------------------------
 
 
@@ -315,13 +329,21 @@ class Forecast:
             if remote and workers > 1 and placement_on() else ()
         granularity = modes.configured_granularity(remote, workers * threads, hosts)
         # the work a steady run partitions with: the estimates, unless measured times
-        # disagree with them (lowering.Timing; cluster runs are not timed)
+        # disagree with them (lowering.Timing); a compiled program keeps the partition it
+        # was captured with, from the estimates, and cluster runs are not timed
         estimated = [estimated_seconds(node) for node in nodes]
-        work = seconds if not remote and disagree(estimated, seconds) else estimated
-        if lowering.is_small(nodes, granularity.single_task_below, work) or len(nodes) < 2:
-            groups, placed = [list(nodes)], [0]
+        timed = not remote and not run.compiled
+        work = seconds if timed and disagree(estimated, seconds) else estimated
+        # a compiled program's updates of big state run after its tasks (in_place)
+        after = set(run.after)
+        tasked = [k for k, node in enumerate(nodes) if node.key not in after]
+        in_tasks = [nodes[k] for k in tasked]
+        work = [work[k] for k in tasked]
+        if lowering.is_small(in_tasks, granularity.single_task_below, work) \
+                or len(in_tasks) < 2:
+            groups, placed = [in_tasks], [0]
         else:
-            groups, placed = placed_partition(nodes, granularity, run.outputs, work)
+            groups, placed = placed_partition(in_tasks, granularity, run.outputs, work)
         index = {id(node): k for k, node in enumerate(nodes)}
         tasks = [Task([index[id(m)] for m in group], placed[g] if hosts else 0)
                  for g, group in enumerate(groups)]
@@ -354,28 +376,28 @@ class Forecast:
             # takes when faster (modes.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
             inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
-                                     seconds, shares, 1, 1, False, None, now, inline,
-                                     on_core=on_core,
-                                     cores=self.cores, widths=widths).run()
+                                    seconds, shares, 1, 1, False, None, now, inline,
+                                    on_core=on_core, cores=self.cores, widths=widths).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             costs = local_costs()
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
-                                       now + costs.run, trial, costs.task, on_core,
-                                       self.cores, widths=widths).run()
+                                      now + costs.run, trial, costs.task, on_core,
+                                      self.cores, widths=widths).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
+            end = _run_after(outcome, nodes, seconds, after, end)
             outcome.idles.append(self._idle(nodes, end - start, seconds))
             return end
         # Training state is copied to a second worker as each task holding it ends, and the
         # next run waits for the copies.
         returned = {index[id(node)] for node in run.outputs if id(node) in index}
         simulation = Simulation(tasks, nodes, seconds, shares, workers, threads, remote,
-                                 self.network if remote else None, now, outcome,
-                                 on_core=on_core, cores=self.cores,
-                                 returned=returned, widths=None if remote else widths,
-                                 copies=remote and workers > 1 and wanted_replicas() > 1)
-        end = simulation.run()
+                                self.network if remote else None, now, outcome,
+                                on_core=on_core, cores=self.cores,
+                                returned=returned, widths=None if remote else widths,
+                                copies=remote and workers > 1 and wanted_replicas() > 1)
+        end = _run_after(outcome, nodes, seconds, after, simulation.run())
         outcome.idles.append(self._idle(nodes, end - start, seconds))
         return end
 

@@ -158,6 +158,9 @@ class RunRecord:
     #: its runs (a step's random masks and constants): a run on a cluster sends each in its
     #: graph (``lowering.lower``)
     shipped: tuple[str, ...] = ()
+    #: the keys of the nodes a compiled step's program runs after its tasks, one after
+    #: another in the calling thread (its updates of big state, ``in_place``)
+    after: tuple[str, ...] = ()
 
 
 class Trace:
@@ -203,9 +206,10 @@ class Trace:
 
     @contextlib.contextmanager
     def run(self, computed: list[Node], get: Any, outputs: Sequence[Node] = (),
-            compiled: bool = False) -> Iterator[None]:
+            compiled: bool = False, after: Sequence[Node] = ()) -> Iterator[None]:
         """Entered by the execution layer around each dask run of ``computed``, which returns
-        ``outputs``; ``compiled``: the run is a compiled step's program."""
+        ``outputs``; ``compiled``: the run is a compiled step's program, which runs ``after``
+        (of ``computed``) after its tasks, in the calling thread."""
         entered = time.time()
         structure = _copy_structure(computed)  # a run cuts its nodes' inputs
         position = {id(node): k for k, node in enumerate(computed)}
@@ -247,7 +251,8 @@ class Trace:
         self.run_records.append(RunRecord(structure, [structure[k] for k in returned],
                                           threads, client is not None,
                                           lowering.blas_threads_of(structure, threads),
-                                          compiled, tuple(shipped)))
+                                          compiled, tuple(shipped),
+                                          tuple(node.key for node in after)))
         self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
 

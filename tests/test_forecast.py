@@ -94,6 +94,41 @@ def eager_and_compiled(branches: int, seconds: float):
         yield tr, compiled
 
 
+def test_a_compiled_step_is_partitioned_as_its_program_was_captured():
+    """Sleeps of 10 ms with no declared cost are estimated at next to nothing. An eager run
+    learns their measured times and partitions its branches with them (``lowering.Timing``);
+    a compiled step's program keeps the plan it was captured with, from the estimates: one
+    task, its sleeps one after another on four threads as on one. The forecast of each
+    partitions as the real run does."""
+    @pargraph.library.custom_op("forecast_test::uncosted_sleep", mutates_args=())
+    def sleep(x):
+        time.sleep(0.01)
+        return x + 1.0
+
+    sleep.register_fake(lambda x: pargraph.empty_like(x))
+    x = pargraph.ones(4)
+
+    def step(x):
+        return pargraph.stack([sleep(x * (k + 1)) for k in range(8)]).sum()
+
+    speedups = {}
+    for run, compiled in ((step, False), (pargraph.compile(step), True)):
+        with dask.config.set(scheduler="threads", num_workers=4):
+            for _ in range(4):  # the eager runs time their nodes and partition again
+                run(x).item()
+            start = time.perf_counter()
+            run(x).item()
+            took = time.perf_counter() - start
+        with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
+            run(x).item()
+        speedups[compiled] = runs_speedup(pargraph.forecast(tr, threads=[1, 4], gil=0.0),
+                                          threads=4)
+        if compiled:
+            assert took >= 0.08  # one task: the eight sleeps one after another
+    assert speedups[True] == pytest.approx(1.0, abs=0.05)
+    assert speedups[False] > 2.5
+
+
 def chain(n: int, seconds: float):
     op = sleeper(seconds)
 
@@ -381,6 +416,38 @@ def test_a_transfer_moves_what_the_reader_reads():
     assert two.transfers < 0.5  # numbers and gradients of 4 values, not the 8 MB blocks
 
 
+def test_a_compiled_steps_updates_of_big_state_run_after_its_tasks():
+    """A compiled step updates each state of 1 MiB or more after its group tasks, one update
+    after another in the calling thread (``in_place``): the trace says which nodes those are,
+    and the forecast runs them after every other node of the run, on one lane, on any number
+    of threads."""
+    pargraph.manual_seed(0)
+    layers = pargraph.nn.ModuleList([pargraph.nn.Linear(512, 512) for _ in range(2)])
+    opt = pargraph.optim.Adam(layers.parameters(), lr=1e-3)
+
+    def train(x):
+        opt.zero_grad()
+        loss = sum(layer(x).tanh().sum() for layer in layers)
+        loss.backward()
+        opt.step()
+        return loss
+
+    tr = traced_call(pargraph.compile(train), pargraph.randn(8, 512))
+    run = tr.run_records[-1]
+    assert run.compiled
+    # each weight (512 x 512 float32: 1 MiB) and its two moments: three updates a weight
+    assert len(run.after) == 6
+    assert {tr.records[key].phase for key in run.after} == {"update"}
+    fc = pargraph.forecast(tr, threads=[1, 4], gil=0.0, measure_gil=False)
+    for threads in (1, 4):
+        segments = fc.outcome(threads=threads).segments
+        after = sorted((s for s in segments if s.key in run.after), key=lambda s: s.start)
+        rest = [s for s in segments if s.key not in run.after]
+        assert [s.key for s in after] and {s.lane for s in after} == {"thread 0"}
+        assert after[0].start >= max(s.stop for s in rest) - 1e-12
+        assert all(a.stop <= b.start + 1e-12 for a, b in zip(after, after[1:]))
+
+
 def test_compiled_and_eager_steps_forecast_alike():
     train, x = linears_step(32, 64)
     for run in (train, pargraph.compile(train)):
@@ -488,18 +555,24 @@ def test_a_compiled_steps_call_here_costs_its_program_per_call_node_and_value(mo
     module = sys.modules["pargraph.forecast"]
     for tr, compiled in eager_and_compiled(branches=4, seconds=0.002):
 
-        def step(costs: LocalCosts, threads: int) -> float:
+        def step(costs: LocalCosts, threads: int) -> tuple[float, int]:
+            """The step's time, and how many node runs it has (a cheap node copied into
+            several groups runs in each, and pays a step in each)."""
             monkeypatch.setattr(module, "local_costs", lambda: costs)
-            return pargraph.forecast(tr, threads=[threads], gil=0.0,
-                                     measure_gil=False).step_time(threads=threads)
+            outcome = pargraph.forecast(tr, threads=[threads], gil=0.0,
+                                        measure_gil=False).outcome(threads=threads)
+            return outcome.step_time, len(outcome.segments)
 
         free = LocalCosts(run=0.0, task=0.0)
         charged = LocalCosts(run=0.0, task=0.0, compiled_call=0.01, compiled_node=1e-3,
                              compiled_value=2e-3)
         (record,) = tr.run_records
-        expected = 0.01 + 1e-3 * len(record.computed) + 2e-3 * len(record.outputs)
         for threads in (1, 2):
-            added = step(charged, threads) - step(free, threads)
+            (free_step, node_runs), (charged_step, _) = step(free, threads), \
+                step(charged, threads)
+            assert node_runs >= len(record.computed)
+            expected = 0.01 + 1e-3 * node_runs + 2e-3 * len(record.outputs)
+            added = charged_step - free_step
             if compiled:
                 # on one thread all of it (less the run's own gaps, which the steps fill);
                 # on two the nodes' steps may overlap the sleeps

@@ -115,3 +115,28 @@ def test_the_allocator_setting_is_checked():
     with dask.config.set({"pargraph.malloc": "jemalloc"}), \
             pytest.raises(ValueError, match="pargraph.malloc is 'jemalloc'; expected"):
         Allocator().for_steps()
+
+
+def test_a_traced_ops_kind_holds_its_attributes():
+    """Two convolutions of one input, a 1x1 kernel and a 5x5 one: their weight gradients read
+    arguments of the same shapes and differ in time many-fold, so each is a kind of its own,
+    with its own call kept, and the forecast measures each apart."""
+    import dask
+
+    import pargraph
+    from pargraph.machine_costs import call_costs
+
+    x = pargraph.randn(8, 4, 12, 12)
+    small = pargraph.nn.Conv2d(4, 4, 1)
+    big = pargraph.nn.Conv2d(4, 4, 5, padding=2)
+    with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
+        (small(x).sum() + big(x).sum()).backward()
+    kinds = {tr.records[key].op: set() for key in tr.samples.kinds}
+    for key, kind in tr.samples.kinds.items():
+        kinds[tr.records[key].op].add(kind)
+    assert len(kinds["conv_weight_grad"]) == 2
+    weight_shapes = {tr.samples.calls[kind][1]["weight_shape"]
+                     for kind in kinds["conv_weight_grad"]}
+    assert weight_shapes == {(4, 4, 1, 1), (4, 4, 5, 5)}
+    measured = call_costs(tr)
+    assert kinds["conv_weight_grad"] <= set(measured)

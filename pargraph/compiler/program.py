@@ -372,8 +372,9 @@ class Program:
             aside = {} if first else self._release_grads()
             with contextlib.ExitStack() as stack:
                 for observer in list(execution.local.observers):
-                    stack.enter_context(observer.run(self.computed, get, self.outputs,
-                                                     compiled=True))
+                    stack.enter_context(observer.run(
+                        self.computed, get, self.outputs, compiled=True,
+                        after=self.in_place.nodes if self.in_place is not None else ()))
                 results = self._run(values, get, client)
                 with interrupts.deferred():
                     if self.in_place is not None:
