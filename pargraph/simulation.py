@@ -274,8 +274,8 @@ class Simulation:
         self._count(now, p)
         self.running[p].remove(ask)
         self._rates(now, p)
-        if ask.lane:  # what the stretches beside it cost it
-            self.outcome.gil_wait += now - ask.ran_at - ask.seconds
+        if ask.lane:  # what the stretches beside it cost it (none: rounding, not below 0)
+            self.outcome.gil_wait += max(now - ask.ran_at - ask.seconds, 0.0)
         self._release(now, ask)
 
     def _release(self, now: float, ask: _Ask) -> None:
