@@ -139,11 +139,13 @@ def chain(n: int, seconds: float):
     return model
 
 
-def linears_step(width: int, batch: int):
-    """A training step of four Linear layers side by side with SGD, and its input."""
+def linears_step(width: int, batch: int, layers: int = 4, adam: bool = False):
+    """A training step of ``layers`` Linear layers side by side with SGD (or Adam), and its
+    input."""
     pargraph.manual_seed(0)
-    model = pargraph.nn.ModuleList([pargraph.nn.Linear(width, width) for _ in range(4)])
-    opt = pargraph.optim.SGD(model.parameters(), lr=0.01)
+    model = pargraph.nn.ModuleList([pargraph.nn.Linear(width, width) for _ in range(layers)])
+    opt = (pargraph.optim.Adam(model.parameters(), lr=1e-3) if adam
+           else pargraph.optim.SGD(model.parameters(), lr=0.01))
 
     def train(x):
         opt.zero_grad()
@@ -421,18 +423,8 @@ def test_a_compiled_steps_updates_of_big_state_run_after_its_tasks():
     after another in the calling thread (``in_place``): the trace says which nodes those are,
     and the forecast runs them after every other node of the run, on one lane, on any number
     of threads."""
-    pargraph.manual_seed(0)
-    layers = pargraph.nn.ModuleList([pargraph.nn.Linear(512, 512) for _ in range(2)])
-    opt = pargraph.optim.Adam(layers.parameters(), lr=1e-3)
-
-    def train(x):
-        opt.zero_grad()
-        loss = sum(layer(x).tanh().sum() for layer in layers)
-        loss.backward()
-        opt.step()
-        return loss
-
-    tr = traced_call(pargraph.compile(train), pargraph.randn(8, 512))
+    train, x = linears_step(512, 8, layers=2, adam=True)
+    tr = traced_call(pargraph.compile(train), x)
     run = tr.run_records[-1]
     assert run.compiled
     # each weight (512 x 512 float32: 1 MiB) and its two moments: three updates a weight
