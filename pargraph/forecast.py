@@ -113,7 +113,8 @@ def _run_after(outcome: Outcome, nodes: list[Node], seconds: list[float], after:
 
 
 class Forecast:
-    """A `workers`` of a dask cluster (``threads_per_worker`` each). Configurations not asked
+    """A traced step's predicted time on each configuration: ``threads`` of this process,
+    or ``workers`` of a dask cluster (``threads_per_worker`` each). Configurations not asked
     for at first are simulated when asked about.
 
     Examples

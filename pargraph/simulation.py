@@ -62,10 +62,10 @@ class Outcome:
         return self.compute / (self.lanes * self.step_time) if self.step_time else 0.0
 
 
-
-
 @dataclass
 class Task:
+    """One task of a run: its members, run one after another on one lane of ``worker``."""
+
     members: list[int]  # indices into the run's computed nodes
     worker: int
     #: per task it reads from (by index), the nodes of that task it reads
@@ -75,8 +75,10 @@ class Task:
 
 @dataclass
 class _Ask:
-    """A stretch of work that holds a process's GIL (``process`` None: none) and, where the
-    processes share cores, a core: asked at ``asked``, ``then`` called when it ends."""
+    """A stretch of work on process ``process`` (None: on a core, no GIL) and, where the
+    processes share cores, a core: a node's part on a core shares its process's GIL by its
+    share (``Simulation._rates``), any other stretch takes the process's lock first. Asked at
+    ``asked``, ``then`` called when it ends."""
 
     asked: float
     process: int | None
@@ -84,7 +86,7 @@ class _Ask:
     member: int | None  # the node it is part of; None: scheduling
     then: tuple
     lane: bool = True  # a lane's step (else the scheduler's or a worker's own loop)
-    held_at: float = 0.0  # when it got the GIL
+    held_at: float = 0.0  # when it got the process's lock
     #: scheduling time (else a transfer's, which counts its whole span when it ends)
     scheduling: bool = True
     #: the cores it takes, where the processes share them
@@ -92,7 +94,7 @@ class _Ask:
     #: a turn of a cluster process's own loops, which no task waits for
     loops: bool = False
     #: what it slows, and is slowed by, a stretch of its process running beside it
-    #: (``_Simulation._rates``): a node's GIL share; a stretch that takes the lock, 1
+    #: (``Simulation._rates``): a node's GIL share; a stretch that takes the lock, 1
     share: float = 1.0
     #: its seconds of work not done yet, and the pace it goes at, while it runs
     left: float = 0.0
@@ -260,8 +262,8 @@ class Simulation:
     def _rates(self, now: float, p: int) -> None:
         """Each stretch running on process ``p`` goes at ``1 / (1 + the sum, over the others,
         of the smaller of its share and theirs)`` of its pace alone: two of one kind each at
-        ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that holds
-        it never at its own pace."""
+        ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that never
+        holds it at its own pace."""
         running = self.running[p]
         for ask in running:
             ask.rate = 1.0 / (1.0 + sum(min(ask.share, other.share) for other in running
