@@ -335,11 +335,11 @@ class Forecast:
         estimated = [estimated_seconds(node) for node in nodes]
         timed = not remote and not run.compiled
         work = seconds if timed and disagree(estimated, seconds) else estimated
-        # a compiled program's updates of big state run after its tasks (in_place)
+        # a compiled program's updates of big state run after its tasks (in_place); the
+        # run's outputs are what its tasks return, what the updates read among them
         after = set(run.after)
         tasked = [k for k, node in enumerate(nodes) if node.key not in after]
-        in_tasks = [nodes[k] for k in tasked]
-        work = [work[k] for k in tasked]
+        in_tasks, work = [nodes[k] for k in tasked], [work[k] for k in tasked]
         if lowering.is_small(in_tasks, granularity.single_task_below, work) \
                 or len(in_tasks) < 2:
             groups, placed = [in_tasks], [0]

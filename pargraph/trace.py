@@ -159,7 +159,8 @@ class RunRecord:
     #: graph (``lowering.lower``)
     shipped: tuple[str, ...] = ()
     #: the keys of the nodes a compiled step's program runs after its tasks, one after
-    #: another in the calling thread (its updates of big state, ``in_place``)
+    #: another in the calling thread (its updates of big state, ``in_place``; ``outputs``
+    #: are then what the tasks return, what these read among them)
     after: tuple[str, ...] = ()
 
 

@@ -418,12 +418,21 @@ def test_a_transfer_moves_what_the_reader_reads():
     assert two.transfers < 0.5  # numbers and gradients of 4 values, not the 8 MB blocks
 
 
-def test_a_compiled_steps_updates_of_big_state_run_after_its_tasks():
+def test_a_compiled_steps_updates_of_big_state_run_after_its_tasks(monkeypatch):
     """A compiled step updates each state of 1 MiB or more after its group tasks, one update
     after another in the calling thread (``in_place``): the trace says which nodes those are,
-    and the forecast runs them after every other node of the run, on one lane, on any number
-    of threads."""
-    train, x = linears_step(512, 8, layers=2, adam=True)
+    and the forecast partitions the rest, which return what the updates read, and runs the
+    updates after every other node of the run, on one lane, on any number of threads."""
+    module = sys.modules["pargraph.forecast"]
+    partitioned = []
+
+    def placed_partition(computed, granularity, outputs, work):
+        partitioned.append(({id(n) for n in computed}, list(outputs)))
+        return real(computed, granularity, outputs, work)
+
+    real = module.placed_partition
+    monkeypatch.setattr(module, "placed_partition", placed_partition)
+    train, x = linears_step(512, 256, layers=2, adam=True)
     tr = traced_call(pargraph.compile(train), x)
     run = tr.run_records[-1]
     assert run.compiled
@@ -438,6 +447,15 @@ def test_a_compiled_steps_updates_of_big_state_run_after_its_tasks():
         assert [s.key for s in after] and {s.lane for s in after} == {"thread 0"}
         assert after[0].start >= max(s.stop for s in rest) - 1e-12
         assert all(a.stop <= b.start + 1e-12 for a, b in zip(after, after[1:]))
+    # each partition has the step's other nodes, which return what the updates read
+    assert partitioned
+    computed = {node.key for node in run.computed}
+    read = {i.key for node in run.computed if node.key in run.after
+            for i in node.input_nodes()} & computed - set(run.after)
+    for inside, outputs in partitioned:
+        assert len(inside) == len(run.computed) - len(run.after)
+        assert all(id(node) in inside for node in outputs)
+        assert read and read <= {node.key for node in outputs}
 
 
 def test_compiled_and_eager_steps_forecast_alike():
