@@ -132,8 +132,8 @@ class OpSamples:
     @staticmethod
     def kind(op_name: str, args: Sequence[Any], attrs: dict) -> tuple:
         """The op, its arguments' shapes and dtypes, and its attributes: a convolution's
-        weight gradient of a 1x1 kernel and of a 5x5 one read the same arguments, and differ
-        40-fold in time."""
+        weight gradients of a 1x1 kernel and of a 5x5 one read arguments of the same shapes
+        and differ many-fold in time."""
         return (op_name, *((a.shape, a.dtype.str) if isinstance(a, np.ndarray) else type(a)
                            for a in args), repr(sorted(attrs.items())))
 
