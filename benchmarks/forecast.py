@@ -15,9 +15,10 @@ to 4 worker processes for real; the numpy workloads use cores, so they are compa
 configurations this machine has: 1 and 2 threads, 1 and 2 workers, and since the machine's
 shared cores move their speed-ups from minute to minute, each is traced, forecast and measured
 five times in a row (``--repeats``), its rows holding the medians of the five forecast and of
-the five measured speed-ups. Worker processes run one thread each, beside a scheduler process,
-on 127.0.0.1; the forecasts know that every thread and process of a configuration shares this
-machine's cores (``cores=``).
+the five measured speed-ups; the sleeping graphs, whose steps on many threads or workers meet
+the machine's slow stretches too, three times (``--sleeping-repeats``). Worker processes run
+one thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
+and process of a configuration shares this machine's cores (``cores=``).
 """
 
 from __future__ import annotations
@@ -352,11 +353,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["sleeping", "real"], default=None)
     parser.add_argument("--repeats", type=int, default=5,
                         help="times each numpy workload is traced, forecast and measured")
+    parser.add_argument("--sleeping-repeats", type=int, default=3,
+                        help="times each sleeping graph is traced, forecast and measured")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     network = loopback(measure=True)  # this machine's loopback now, as the wake-up
     sleeping = [] if args.only == "real" else compare(
-        sleeping_workloads(), scaling.THREADS, scaling.WORKERS, args.steps)
+        sleeping_workloads(), scaling.THREADS, scaling.WORKERS, args.steps,
+        args.sleeping_repeats)
     real = [] if args.only == "sleeping" else compare(
         real_workloads(), REAL_THREADS, REAL_WORKERS, args.steps, args.repeats)
     parts = []

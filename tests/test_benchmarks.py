@@ -211,6 +211,26 @@ def test_the_forecast_benchmark_counts_the_runners_ways_per_thread_count(monkeyp
     assert sum(ways[2].values()) >= 8 and set(ways[2]) <= set(modes.MODES)
 
 
+def test_the_forecast_benchmark_repeats_each_workload_and_takes_the_medians(monkeypatch):
+    """Both kinds of workload are traced, forecast and measured several times in a row (the
+    sleeping graphs' steps on many threads meet the machine's slow stretches as the numpy
+    workloads' do), as many as asked, and ``--repeats`` stays the numpy workloads' own."""
+    from benchmarks import forecast
+
+    asked = []
+
+    def compare(makers, threads, workers, steps, repeats=1):
+        asked.append((threads, repeats))
+        return []
+
+    monkeypatch.setattr(forecast, "compare", compare)
+    monkeypatch.setattr(forecast, "loopback", lambda measure: None)
+    forecast.main(["--no-write"])
+    forecast.main(["--no-write", "--repeats", "4", "--sleeping-repeats", "2"])
+    sleeping, real = forecast.scaling.THREADS, forecast.REAL_THREADS
+    assert asked == [(sleeping, 3), (real, 5), (sleeping, 2), (real, 4)]
+
+
 def test_the_forecast_benchmark_takes_the_median_of_the_latest_loopbacks(monkeypatch):
     """Each workload's forecast on workers takes the median of the loopback measured right
     before it and the two measured before that: one measured in a slow stretch (100 ms a
