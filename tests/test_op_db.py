@@ -20,8 +20,8 @@ from tests import op_db
 
 @functools.cache
 def _pytorch_gelu_of_inf_is_nan() -> bool:
-    """Whether this machine's PyTorch gives NaN for gelu(+inf): its vectorized erf does with
-    some CPUs' kernels (AVX-512), and +inf with others (AVX2)."""
+    """Whether this machine's PyTorch gives NaN for gelu(+inf): its vectorized erf did on the
+    machines the entry was found on, and gives +inf where PyTorch picks AVX2 kernels."""
     import torch
 
     inf = [torch.full((64,), float("inf"), dtype=dtype)
