@@ -211,7 +211,7 @@ def test_the_forecast_benchmark_counts_the_runners_ways_per_thread_count(monkeyp
     assert sum(ways[2].values()) >= 8 and set(ways[2]) <= set(modes.MODES)
 
 
-def test_the_forecast_benchmark_repeats_each_workload_and_takes_the_medians(monkeypatch):
+def test_the_forecast_benchmark_repeats_each_kind_of_workload_as_asked(monkeypatch):
     """Both kinds of workload are traced, forecast and measured several times in a row (the
     sleeping graphs' steps on many threads meet the machine's slow stretches as the numpy
     workloads' do), as many as asked, and ``--repeats`` stays the numpy workloads' own."""
