@@ -5,7 +5,7 @@ speed-ups the same step measures on threads and on a cluster of worker processes
 
 Each workload's loopback is measured again (it drifts within minutes); its thread counts are
 measured in rounds, one steady step traced on one thread after each round, so that the traces
-meet the machine of the minutes the measurements meet; the wake-up is measured again, and the
+meet the machine of the minutes the measurements meet; and the
 forecast of the median trace for every configuration is compared with the configuration's
 measured speed-up (the median of steady-state steps over the same step's median on one thread or
 one worker), all of a workload's measurements one after another, its configurations taking turns
@@ -40,7 +40,6 @@ from pargraph.machine_costs import (
     Network,
     loopback,
     measure_loopback,
-    measure_wake_up,
     median_network,
 )
 from pargraph.remote.loopback import worker_processes
@@ -83,11 +82,8 @@ def traced_forecast(step: Callable | None, threads: tuple, workers: tuple,
                     ) -> pargraph.Forecast:
     """The forecast of one steady step, traced on one thread: the median of ``traces``
     (steps traced on one thread, as :func:`measure_threads` makes them), else of three steps
-    of ``step`` traced here (one step can meet a burst of the machine's other work), with
-    the machine's wake-up measured first: on a shared virtual machine it drifts within
-    minutes, more than a kept measurement follows (docs/forecast.md). ``network``: the
-    loopback's costs (None: the kept measurement)."""
-    wake = measure_wake_up()
+    of ``step`` traced here (one step can meet a burst of the machine's other work).
+    ``network``: the loopback's costs (None: the kept measurement)."""
     if not traces:
         if step is None:
             raise ValueError("traced_forecast: give a step to trace, or traces")
@@ -98,8 +94,8 @@ def traced_forecast(step: Callable | None, threads: tuple, workers: tuple,
                 traces.append(_traced(step))
     tr = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)[(len(traces) - 1) // 2]
     # every configuration runs on this machine, so its threads and processes share its cores
-    return pargraph.forecast(tr, threads=threads, workers=workers, wake=wake,
-                             cores=os.cpu_count(), network=network)
+    return pargraph.forecast(tr, threads=threads, workers=workers, cores=os.cpu_count(),
+                             network=network)
 
 
 def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
@@ -357,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="times each sleeping graph is traced, forecast and measured")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    network = loopback(measure=True)  # this machine's loopback now, as the wake-up
+    network = loopback(measure=True)  # this machine's loopback now
     sleeping = [] if args.only == "real" else compare(
         sleeping_workloads(), scaling.THREADS, scaling.WORKERS, args.steps,
         args.sleeping_repeats)

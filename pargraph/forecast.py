@@ -23,9 +23,7 @@
    task of its own. The costs are this machine's loopback's, measured
    (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
-   calling thread's, as traced, but for the machine's wake-up: the work after a run that left
-   the machine idle longer than the traced run did costs more, and after a shorter idle less,
-   by this machine's measured :class:`~pargraph.machine_costs.WakeUp`.
+   calling thread's, as traced.
 
 What it leaves out, and so how far to trust it: docs/forecast.md.
 """
@@ -47,20 +45,15 @@ from pargraph.graph import Node
 from pargraph.machine_costs import (
     MAX_SHARE,
     Network,
-    WakeUp,
     call_costs,
     local_costs,
     loopback,
-    wake_up,
 )
 from pargraph.remote.layout import rides
 from pargraph.remote.workers import placement_on, wanted_replicas
 from pargraph.simulation import Outcome, Segment, Simulation, Task, nbytes
 from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
-#: The least share of the traced time outside the runs a configuration is forecast to take:
-#: wake-up costs are measured apart from the step and may exceed the step's own.
-OUTSIDE_FLOOR = 0.25
 #: The predicted timeline's lane of the caller, which reads values back from a cluster.
 CLIENT_LANE = "client"
 #: The predicted timeline's colours: the trace's by phase, and the caller's read-backs'.
@@ -131,7 +124,7 @@ class Forecast:
     def __init__(self, trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
                  threads_per_worker: int = 1, network: Network | None = None,
                  gil: float | dict | None = None, measure_gil: bool = True,
-                 wake: WakeUp | None = None, cores: int | None = None) -> None:
+                 cores: int | None = None) -> None:
         if not trace.run_records:
             raise ValueError("pargraph.forecast: the trace holds no run, so there is no step "
                              "to forecast; trace one training step: `with pargraph.trace() "
@@ -159,11 +152,6 @@ class Forecast:
         self.measured = summary.wall + self._outside()
         self.traced_threads = max(run.threads for run in trace.run_records)
         self.shares, self.measured_kinds = self._shares(gil, measure_gil)
-        #: What Python work costs more after the process sat idle (none unless measured).
-        self.wake = wake if wake is not None else wake_up() if measure_gil else WakeUp()
-        #: How long each traced run left the machine idle.
-        self.traced_idles = [self._idle(run.computed, stop - start, self._traced_seconds(run))
-                             for run, (start, stop) in zip(trace.run_records, trace.runs)]
         for n in _counts("threads", threads):
             self.outcome(threads=n)
         for n in _counts("workers", workers):
@@ -187,21 +175,6 @@ class Forecast:
         records = self.trace.records
         return [records[n.key].duration if n.key in records and records[n.key].stop else 0.0
                 for n in run.computed]
-
-    def _idle(self, nodes: list[Node], wall: float, seconds: list[float]) -> float:
-        """Seconds of a run of ``wall`` seconds in which no thread of it was on a core: its
-        wall time less its nodes' time on a core (a kind not measured counts whole)."""
-        busy = sum(s * self.on_core.get(n.key, 1.0) for n, s in zip(nodes, seconds))
-        return max(wall - busy, 0.0)
-
-    def _outside_after(self, idles: list[float]) -> float:
-        """The time outside the runs, when the runs leave the machine idle for ``idles``
-        seconds instead of the traced runs' (the work after each run pays the machine's
-        wake-up, :class:`WakeUp`); never under :data:`OUTSIDE_FLOOR` of the traced time."""
-        outside = self._outside()
-        change = sum(self.wake.extra(i) for i in idles) - \
-            sum(self.wake.extra(i) for i in self.traced_idles)
-        return max(outside + change, OUTSIDE_FLOOR * outside)
 
     def _shares(self, gil: float | dict | None, measure: bool) -> tuple[dict[str, float], int]:
         """Each traced node's GIL share, by key; and how many kinds of op were measured."""
@@ -287,15 +260,13 @@ class Forecast:
                                                     "transfer", now, now + back))
                 now += back
                 outcome.transfers += back
-        outcome.outside = self._outside_after(outcome.idles)
+        outcome.outside = self._outside()
         outcome.step_time = now + outcome.outside
         return outcome
 
     def _simulate_run(self, run: Any, remote: bool, count: int, now: float,
                       outcome: Outcome) -> float:
-        """Simulates one run from ``now``; returns when it ends, and appends to
-        ``outcome.idles`` how long it leaves the machine idle."""
-        start = now
+        """Simulates one run from ``now``; returns when it ends."""
         nodes = run.computed
         seconds = self._traced_seconds(run)
         shares = [self.shares.get(n.key, 1.0) for n in nodes]
@@ -314,7 +285,6 @@ class Forecast:
             # calling thread first, and per node the program's step to it, holding the GIL
             local = local_costs()
             now += local.compiled_call + local.compiled_value * len(run.outputs)
-            start = now  # the call's own work keeps the machine busy, not idle
             step = local.compiled_node
             shares = [(h * s + step) / (s + step) for h, s in zip(shares, seconds)]
             on_core = [(c * s + step) / (s + step) for c, s in zip(on_core, seconds)]
@@ -376,20 +346,20 @@ class Forecast:
             # the runner's other way: in the calling thread, group after group, which it
             # takes when faster (modes.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
+            costs = local_costs()
             inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
                                     seconds, shares, 1, 1, False, None, now, inline,
-                                    on_core=on_core, cores=self.cores, widths=widths).run()
+                                    on_core=on_core, cores=self.cores, widths=widths,
+                                    retake=costs.retake).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
-            costs = local_costs()
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
                                       now + costs.run, trial, costs.task, on_core,
-                                      self.cores, widths=widths).run()
+                                      self.cores, widths=widths,
+                                      retake=costs.retake).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
-            end = _run_after(outcome, nodes, seconds, after, end)
-            outcome.idles.append(self._idle(nodes, end - start, seconds))
-            return end
+            return _run_after(outcome, nodes, seconds, after, end)
         # Training state is copied to a second worker as each task holding it ends, and the
         # next run waits for the copies.
         returned = {index[id(node)] for node in run.outputs if id(node) in index}
@@ -397,10 +367,9 @@ class Forecast:
                                 self.network if remote else None, now, outcome,
                                 on_core=on_core, cores=self.cores,
                                 returned=returned, widths=None if remote else widths,
-                                copies=remote and workers > 1 and wanted_replicas() > 1)
-        end = _run_after(outcome, nodes, seconds, after, simulation.run())
-        outcome.idles.append(self._idle(nodes, end - start, seconds))
-        return end
+                                copies=remote and workers > 1 and wanted_replicas() > 1,
+                                retake=local_costs().retake)
+        return _run_after(outcome, nodes, seconds, after, simulation.run())
 
     # --- reading ---
 
@@ -525,7 +494,7 @@ class Forecast:
 def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
              threads_per_worker: int = 1, network: Network | None = None,
              gil: float | dict | None = None, measure_gil: bool = True,
-             wake: WakeUp | None = None, cores: int | None = None) -> Forecast:
+             cores: int | None = None) -> Forecast:
     """Predict a traced step's time on other numbers of threads and of cluster workers.
 
     Parameters
@@ -542,11 +511,7 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     gil : float or dict, optional
         Every node's GIL share, or shares by op name; default: measured per kind of op.
     measure_gil : bool
-        False: kinds not given in ``gil`` hold the GIL throughout, and Python work costs no
-        more after an idle run (nothing is measured).
-    wake : WakeUp, optional
-        What Python work costs more after the process sat idle; default: this machine's,
-        measured once and kept (``machine_costs.wake_up``), when ``measure_gil``.
+        False: kinds not given in ``gil`` hold the GIL throughout (nothing is measured).
     cores : int, optional
         The cores of the one machine every simulated thread, worker process and the
         scheduler share, as a ``LocalCluster`` on a laptop does; their steps on a core wait
@@ -565,7 +530,7 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     True
     """
     return Forecast(trace, threads, workers, threads_per_worker, network, gil, measure_gil,
-                    wake, cores)
+                    cores)
 
 
 def _merge(into: Outcome, part: Outcome) -> None:

@@ -272,94 +272,6 @@ def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
     return costs
 
 
-#: How long the process sits idle before each wake-up measurement (seconds).
-WAKE_UP_IDLES = (0.01, 0.03, 0.1, 0.3)
-
-
-@dataclass(frozen=True)
-class WakeUp:
-    """What Python work costs this machine more right after the process sat idle: ``extras``
-    seconds after ``idles`` seconds of idling (a core clocked down, caches others filled).
-    Sleeping branches leave a machine idle for most of a step run on one thread, and the
-    step's work outside its runs (building the graph) then takes longer than it does between
-    the short runs of many threads.
-
-    Examples
-    --------
-    >>> round(WakeUp((0.01, 0.1), (0.0002, 0.002)).extra(0.055), 6)
-    0.0011
-    """
-
-    idles: tuple[float, ...] = ()
-    extras: tuple[float, ...] = ()
-
-    def extra(self, idle: float) -> float:
-        """Seconds more after ``idle`` seconds idle: interpolated, none after none, and no
-        more than after the longest idle measured."""
-        if not self.idles or idle <= 0:
-            return 0.0
-        return float(np.interp(idle, (0.0, *self.idles), (0.0, *self.extras)))
-
-
-def _graph_work() -> Any:
-    """What a step does outside its runs, about 2 ms of it: recording ops (240 nodes on a
-    small tensor, none run)."""
-    from pargraph.factories import ones
-
-    def record() -> Any:
-        h = x = ones(4)
-        for _ in range(120):
-            h = (h * 2).tanh()
-        return h, x
-
-    return record
-
-
-@functools.cache
-def wake_up(measure: bool = False) -> WakeUp:
-    """This machine's :class:`WakeUp` (:func:`measure_wake_up`): the median of the latest
-    measurements kept in ``~/.cache/pargraph/wake_up.json``, measured once none is kept
-    (``measure=True``: again, now, and this one returned)."""
-    return _kept("wake_up", lambda fields: WakeUp(tuple(fields["idles"]),
-                                                  tuple(fields["extras"])),
-                 lambda: measure_wake_up(), measure)
-
-
-def measure_wake_up(repeats: int = 5) -> WakeUp:
-    """The :class:`WakeUp` of this machine: the median time of about 2 ms of recording ops right
-    after each of :data:`WAKE_UP_IDLES` of sleep, less its median time right after the same
-    work (about 2.5 s in all).
-
-    Examples
-    --------
-    >>> costs = measure_wake_up(repeats=1)  # doctest: +SKIP
-    >>> costs.extra(0.3) > costs.extra(0.01)  # doctest: +SKIP
-    True
-    """
-    work = _graph_work()
-
-    def timed() -> float:
-        start = time.perf_counter()
-        work()
-        return time.perf_counter() - start
-
-    warm = []
-    for _ in range(repeats):
-        work()
-        warm.append(timed())
-    base = float(np.median(warm))
-    extras = []
-    for idle in WAKE_UP_IDLES:
-        after = []
-        for _ in range(repeats):
-            time.sleep(idle)
-            after.append(timed())
-        extras.append(max(float(np.median(after)) - base, 0.0))
-    for k in range(1, len(extras)):  # a longer idle costs no less than a shorter one
-        extras[k] = max(extras[k], extras[k - 1])
-    return WakeUp(WAKE_UP_IDLES, tuple(extras))
-
-
 def _cache_file(name: str) -> str:
     folder = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(folder, "pargraph", f"{name}.json")
@@ -536,21 +448,24 @@ class LocalCosts:
     each task's bookkeeping, which holds the GIL (``task``); and what a compiled step's call
     costs beyond its ops' own time, on this process's threads: per call (its guards, its
     arguments), per node (running the program's next op) and per value it writes back
-    (``compiled_call``, ``compiled_node``, ``compiled_value``), in seconds."""
+    (``compiled_call``, ``compiled_node``, ``compiled_value``); and the GIL's time a thread back
+    from a wait (a sleep) takes to have it again while other threads hold it (``retake``: the
+    hand-over, and the thread's way back from its wait), in seconds."""
 
     run: float
     task: float
     compiled_call: float = 0.0
     compiled_node: float = 0.0
     compiled_value: float = 0.0
+    retake: float = 0.0
 
 
 @functools.cache
 def local_costs() -> LocalCosts:
     """:class:`LocalCosts`, measured once per process: runs of one and of 256 tasks that do
-    nothing, on pargraph's threads (``threads.run_on_threads``), on one thread; and compiled
+    nothing, on pargraph's threads (``threads.run_on_threads``), on one thread; compiled
     steps of 4 and 1204 nodes writing 2 and 1202 values, on one thread, less their ops' own
-    time (each kind's calls repeated alone).
+    time (each kind's calls repeated alone); and the GIL's hand-over (:func:`measure_retake`).
 
     Examples
     --------
@@ -573,7 +488,51 @@ def local_costs() -> LocalCosts:
 
     one, many = per_run(1), per_run(256)
     task = max((many - one) / 255, 0.0)
-    return LocalCosts(max(one - 2 * task, 0.0), task, *_compiled_call_costs())
+    return LocalCosts(max(one - 2 * task, 0.0), task, *_compiled_call_costs(), measure_retake())
+
+
+def measure_retake(threads: int = 24, sleeps: int = 40, repeats: int = 3) -> float:
+    """The GIL's time a thread back from a wait takes to have it again while others hold it:
+    ``threads`` threads each sleep 1 ms then run about 0.05 ms of Python, ``sleeps`` times,
+    with the switch interval of pargraph's runs. So many keep the GIL held throughout, and
+    each wake-up's share of the time is its Python and its hand-over: the median of
+    ``repeats`` such runs, less the Python's time on one thread (about 0.5 s in all).
+
+    Examples
+    --------
+    >>> 0.0 <= measure_retake(threads=4, sleeps=5, repeats=1) < 0.01
+    True
+    """
+    from pargraph.engine.threads import state
+
+    def python(loops: int) -> None:
+        for _ in range(loops):
+            pass
+
+    # about 0.05 ms of Python a wake-up, whatever this machine's speed
+    loops = max(int(1000 * 5e-5 / max(_median_time(lambda: python(1000), 20), 1e-7)), 1)
+    alone = min(_median_time(lambda: python(loops), 20) for _ in range(3))
+    barrier = threading.Barrier(threads + 1)
+
+    def wake_ups() -> None:
+        barrier.wait()
+        for _ in range(sleeps):
+            time.sleep(0.001)
+            python(loops)
+
+    def per_wake_up() -> float:
+        pool = [threading.Thread(target=wake_ups, daemon=True) for _ in range(threads)]
+        for thread in pool:
+            thread.start()
+        barrier.wait()
+        start = time.perf_counter()
+        for thread in pool:
+            thread.join()
+        return (time.perf_counter() - start) / (threads * sleeps)
+
+    with state.switching.lowered():
+        took = float(np.median([per_wake_up() for _ in range(repeats)]))
+    return max(took - alone, 0.0)
 
 
 def _median_time(call: Callable[[], Any], repeats: int) -> float:

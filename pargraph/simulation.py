@@ -22,6 +22,10 @@ from pargraph.remote.layout import SEND_PARTS_SAVING
 #: Seconds between two turns of a cluster process's own loops in the simulation (a worker's
 #: profiler samples every 10 ms), each taking its share of a core (``Network.worker_idle``).
 LOOPS_PERIOD = 0.01
+#: A node whose time on a core is under this share of its time mostly waits (a sleep, I/O, a
+#: device), and takes the GIL back after its wait (``LocalCosts.retake``); an op that computes
+#: without the GIL has its hand-overs in its measured share (``machine_costs.measure_call``).
+WAITS_BELOW = 0.5
 
 
 @dataclass
@@ -53,8 +57,6 @@ class Outcome:
     scheduling: float = 0.0
     outside: float = 0.0
     segments: list[Segment] = field(default_factory=list)
-    #: per run, the seconds it left the machine idle (no thread of it on a core)
-    idles: list[float] = field(default_factory=list)
 
     @property
     def busy(self) -> float:
@@ -93,6 +95,8 @@ class _Ask:
     cores: int = 1
     #: a turn of a cluster process's own loops, which no task waits for
     loops: bool = False
+    #: a thread back from a wait taking the GIL again: the whole stretch is a wait for it
+    retake: bool = False
     #: what it slows, and is slowed by, a stretch of its process running beside it
     #: (``Simulation._rates``): a node's GIL share; a stretch that takes the lock, 1
     share: float = 1.0
@@ -113,7 +117,9 @@ class Simulation:
     throughout take turns, and a node that releases it goes at its own pace. Stretches that
     are no node's (scheduling, transfers) take the process's lock, first come first served,
     and run as holding the GIL throughout; where all processes share ``cores`` cores, a
-    stretch on a core also waits for one, in the order asked. On a cluster, the scheduler
+    stretch on a core also waits for one, in the order asked. A node that mostly waits
+    (:data:`WAITS_BELOW`) takes its process's GIL back after its wait, for ``retake``
+    seconds, where a stretch holding it runs then. On a cluster, the scheduler
     (a process of its own) takes up one task at a time, and of each task's latency its
     worker spends ``worker_task`` holding its GIL; transfers and copies of training state
     take the workers' and the scheduler's time on a core too. Each ready task goes to the
@@ -125,7 +131,7 @@ class Simulation:
                  task_cost: float = 0.0, on_core: list[float] | None = None,
                  cores: int | None = None,
                  returned: set[int] | None = None, copies: bool = False,
-                 widths: list[int] | None = None) -> None:
+                 widths: list[int] | None = None, retake: float = 0.0) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
         #: per node, the cores it takes where the processes share them: a product with
         #: BLAS on every core takes them all
@@ -138,6 +144,8 @@ class Simulation:
         #: per node, the share of its time on a core (the rest waits: a sleep, a device)
         self.on_core = on_core or [1.0] * len(nodes)
         self.task_cost = task_cost  # seconds of the GIL a local task costs the scheduler
+        #: the GIL's time a thread back from a wait takes to have it again (``LocalCosts``)
+        self.retake = retake
         self.workers, self.threads, self.remote = workers, threads, remote
         self.network, self.outcome, self.start = network, outcome, start
         self.events: list[tuple] = []
@@ -276,7 +284,9 @@ class Simulation:
         self._count(now, p)
         self.running[p].remove(ask)
         self._rates(now, p)
-        if ask.lane:  # what the stretches beside it cost it (none: rounding, not below 0)
+        if ask.retake:
+            self.outcome.gil_wait += now - ask.ran_at
+        elif ask.lane:  # what the stretches beside it cost it (none: rounding, not below 0)
             self.outcome.gil_wait += max(now - ask.ran_at - ask.seconds, 0.0)
         self._release(now, ask)
 
@@ -329,6 +339,8 @@ class Simulation:
             for m in task.members:
                 seconds, on_core = self.seconds[m], self.on_core[m]
                 steps += [("core", seconds * on_core, m), ("free", seconds * (1.0 - on_core), m)]
+                if on_core < WAITS_BELOW and self.retake:
+                    steps.append(("retake", self.retake, m))
             self._step(now, t, lane, steps, 0, now)
 
     def _step(self, now: float, t: int, lane: int, steps: list, k: int, began: float) -> None:
@@ -346,8 +358,15 @@ class Simulation:
         elif kind == "core" and seconds > 0:
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
                                 cores=self._width(member), share=self.shares[member]))
-        else:
-            self._at(now + seconds, *then)
+        elif kind == "retake" and self._gil_busy(self.tasks[t].worker):
+            self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
+                                retake=True))
+        else:  # a part that waits; or a GIL taken back that no other thread holds
+            self._at(now + (seconds if kind != "retake" else 0.0), *then)
+
+    def _gil_busy(self, p: int) -> bool:
+        """Whether a stretch holding process ``p``'s GIL runs now."""
+        return self.gil_held[p] or any(ask.share > 0 for ask in self.running[p])
 
     def _width(self, member: int | None) -> int:
         return 1 if member is None else self.widths[member]

@@ -154,11 +154,9 @@ def test_the_forecast_benchmark_traces_a_step_after_each_round_of_measurements(m
     the switch from two threads, and the forecast takes the median of them."""
     import pargraph
     from benchmarks import forecast, scaling
-    from pargraph.machine_costs import WakeUp
 
     monkeypatch.setattr(scaling, "WARM_SECONDS", 0.0)
     monkeypatch.setattr(scaling, "TIMED_SECONDS", 0.0)
-    monkeypatch.setattr(forecast, "measure_wake_up", WakeUp)  # its measurement takes seconds
 
     calls: list = []  # each step's thread count, and "trace" where a trace begins
     traced = forecast._traced

@@ -357,9 +357,9 @@ def _run(demo: str, *flags: str, tmp_path, **kwargs) -> subprocess.CompletedProc
 # attention.py prints its forecast as cnn.py does: both train through common.train_classifier.
 @pytest.mark.parametrize("demo", ["towers.py", "cnn.py", "digits.py"])
 def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
-    from pargraph.machine_costs import LOOPBACK_FORM, Network, WakeUp
+    from pargraph.machine_costs import LOOPBACK_FORM, Network
 
-    # this machine's loopback and wake-up costs as if measured before: the demo reads them
+    # this machine's loopback costs as if measured before: the demo reads them
     cache = tmp_path / "cache" / "pargraph"
     cache.mkdir(parents=True)
     (cache / "loopback.json").write_text(json.dumps(Network(
@@ -368,7 +368,6 @@ def test_forecast_prints_the_forecast_and_its_timeline(demo, tmp_path):
         worker_task=1e-3, compiled_latency=5e-3, compiled_node=5e-6, compiled_value=1e-5,
         worker_transfer=1e-3, scheduler_transfer=5e-4, worker_replicate=1e-3,
         scheduler_replicate=5e-4, worker_value=2e-5).__dict__ | {"form": LOOPBACK_FORM}))
-    (cache / "wake_up.json").write_text(json.dumps(WakeUp((0.01, 0.3), (2e-4, 5e-3)).__dict__))
     flags = ["--forecast"] + (["--trace", str(tmp_path / "step.json")]
                               if demo == "towers.py" else [])
     done = _run(demo, "--quiet", *flags, timeout=180, check=True, tmp_path=tmp_path,

@@ -704,43 +704,45 @@ def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
     assert spans([2, 2]) == (pytest.approx([0.01, 0.02]), pytest.approx(0.01))
 
 
-def test_the_work_outside_the_runs_pays_the_wake_up_of_the_runs_idle_time():
-    """Sleeping branches leave the machine idle: 8 x 20 ms on one thread, about 20 ms on
-    eight. With a machine whose recording costs 5 ms more after 100 ms idle (given), the
-    step's work outside its runs is forecast shorter on eight threads than as traced, by
-    the difference of the two wake-ups; with none (``WakeUp()``) it stays as traced."""
-    from pargraph.machine_costs import WakeUp
-
+def test_the_work_outside_the_runs_is_forecast_as_traced_on_every_configuration():
+    """The calling thread's work between and around the runs (recording ops) is the same on
+    one thread and on eight, where the runs on one thread leave the machine idle for most of
+    their time and those on eight do not: 64 branches of 1 ms measured 7.2 ms outside the
+    runs either way (docs/forecast.md)."""
     tr = traced(branches(8, 0.02))
-    costly = WakeUp((0.01, 0.1), (0.0005, 0.005))
-    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, wake=costly)
-    traced_outside = fc._outside()
-    assert len(fc.traced_idles) == len(tr.runs) and max(fc.traced_idles) > 0.1
-    one, eight = fc.outcome(threads=1), fc.outcome(threads=8)
-    assert one.outside == pytest.approx(traced_outside, abs=1e-4)
-    assert sum(eight.idles) < 0.06 < 0.1 < sum(one.idles)
-    expected = traced_outside + sum(costly.extra(i) for i in eight.idles) - \
-        sum(costly.extra(i) for i in fc.traced_idles)
-    assert eight.outside == pytest.approx(max(expected, 0.25 * traced_outside))
-    assert eight.outside < traced_outside
-    plain = pargraph.forecast(tr, threads=[1, 8], gil=0.0, wake=WakeUp())
-    assert plain.outcome(threads=8).outside == plain.outcome(threads=1).outside == \
-        pytest.approx(traced_outside)
-    assert plain.step_time(threads=8) > fc.step_time(threads=8)
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0)
+    assert fc._outside() > 0
+    for n in (1, 8):
+        assert fc.outcome(threads=n).outside == pytest.approx(fc._outside())
 
 
-def test_a_wake_up_costs_nothing_after_no_idle_and_no_more_than_the_longest_measured():
-    from pargraph.machine_costs import WakeUp, measure_wake_up
+def test_a_thread_back_from_a_wait_takes_the_gil_again_while_another_holds_it():
+    """Two nodes that sleep 10 ms, beside one that holds the GIL for 50 ms: each sleeper
+    takes the GIL back after its sleep for ``retake`` seconds, sharing it with the node that
+    holds it, so each ends later than its sleep and the GIL's work (50 ms and two retakes)
+    ends no sooner than its sum; the retakes count as waits for the GIL. Without a node
+    holding the GIL, or without a retake cost, the sleepers end with their sleeps."""
+    from pargraph.simulation import Outcome, Simulation, Task
 
-    wake = WakeUp((0.01, 0.1), (0.001, 0.004))
-    assert wake.extra(0.0) == 0.0 and wake.extra(-1.0) == 0.0
-    assert wake.extra(0.005) == pytest.approx(0.0005)
-    assert wake.extra(0.055) == pytest.approx(0.0025)
-    assert wake.extra(10.0) == pytest.approx(0.004)
-    assert WakeUp().extra(1.0) == 0.0
-    measured = measure_wake_up(repeats=1)
-    assert len(measured.extras) == len(measured.idles) and min(measured.extras) >= 0.0
-    assert list(measured.extras) == sorted(measured.extras)  # longer idles cost no less
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node, pargraph.ones(2)._node]
+
+    def ends(retake: float, holder: bool) -> tuple[list[float], Outcome]:
+        members = [0, 1, 2] if holder else [0, 1]
+        outcome = Outcome(("threads", 3), 0.0, 3)
+        Simulation([Task([m], 0) for m in members], nodes, [0.01, 0.01, 0.05],
+                   [0.0, 0.0, 1.0], 1, 3, False, None, 0.0, outcome,
+                   on_core=[0.05, 0.05, 1.0], retake=retake).run()
+        by_key = {s.key: s.stop for s in outcome.segments}
+        return [by_key[nodes[m].key] for m in members], outcome
+
+    (a, b, gil), outcome = ends(0.001, True)
+    assert min(a, b) > 0.011 and max(a, b) < 0.015
+    assert gil == pytest.approx(0.052)
+    assert outcome.gil_wait >= 0.002
+    assert ends(0.001, False)[0] == pytest.approx([0.01, 0.01])
+    assert ends(0.0, True)[0][:2] == pytest.approx([0.01, 0.01])
+    (a, b, gil), _ = ends(0.0, True)
+    assert gil == pytest.approx(0.05)
 
 
 def test_a_step_traced_on_two_threads_keeps_the_blas_threads_its_trace_had():
