@@ -267,6 +267,7 @@ class Forecast:
     def _simulate_run(self, run: Any, remote: bool, count: int, now: float,
                       outcome: Outcome) -> float:
         """Simulates one run from ``now``; returns when it ends."""
+        local = local_costs()
         nodes = run.computed
         seconds = self._traced_seconds(run)
         shares = [self.shares.get(n.key, 1.0) for n in nodes]
@@ -283,7 +284,6 @@ class Forecast:
         if run.compiled and not remote:
             # a compiled program's call here: its guards and the values it writes back in the
             # calling thread first, and per node the program's step to it, holding the GIL
-            local = local_costs()
             now += local.compiled_call + local.compiled_value * len(run.outputs)
             step = local.compiled_node
             shares = [(h * s + step) / (s + step) for h, s in zip(shares, seconds)]
@@ -346,16 +346,14 @@ class Forecast:
             # the runner's other way: in the calling thread, group after group, which it
             # takes when faster (modes.run_adaptively); the forecast takes the faster too
             inline = Outcome(outcome.config, 0.0, 1)
-            costs = local_costs()
             inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
                                     seconds, shares, 1, 1, False, None, now, inline,
                                     on_core=on_core, cores=self.cores, widths=widths,
-                                    retake=costs.retake).run()
+                                    retake=local.retake).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
-                                      now + costs.run, trial, costs.task, on_core,
-                                      self.cores, widths=widths,
-                                      retake=costs.retake).run()
+                                      now + local.run, trial, local.task, on_core,
+                                      self.cores, widths=widths, retake=local.retake).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
@@ -368,7 +366,7 @@ class Forecast:
                                 on_core=on_core, cores=self.cores,
                                 returned=returned, widths=None if remote else widths,
                                 copies=remote and workers > 1 and wanted_replicas() > 1,
-                                retake=local_costs().retake)
+                                retake=local.retake)
         return _run_after(outcome, nodes, seconds, after, simulation.run())
 
     # --- reading ---
