@@ -160,8 +160,12 @@ class Simulation:
         self.counted = [0.0] * (workers + 1)
         self.free_cores = cores
         self.core_queue: list[_Ask] = []
-        #: per task whose inputs travel, the transfers not done yet
+        #: per task whose inputs travel, the messages it waits for
         self.fetching: dict[int, int] = {}
+        #: per (source task, worker), the message bringing its result there: a list of the
+        #: tasks waiting for it while it travels, None once it has landed
+        self.landing: dict[tuple[int, int], list[int] | None] = {}
+        self.in_flight = 0  # messages between workers not landed yet
         self.finished = 0  # tasks done
 
     def _at(self, when: float, action: Any, *args: Any) -> None:
@@ -429,23 +433,36 @@ class Simulation:
 
     def _fetch(self, now: float, r: int) -> None:
         """Task ``r``'s sources are done: what it reads from other workers travels, one
-        transfer per worker it reads from (``Network.transfer_costs``: less for one that
-        starts while another moves), then it is ready."""
-        fetches = self._fetches(self.tasks[r]) if self.remote else {}
-        if not fetches:
-            self._ready(now, r)
-            return
-        moving = sum(self.fetching.values())  # other tasks' transfers not done yet
-        self.fetching[r] = len(fetches)
-        for k, (source, (seconds, arrays, nbytes)) in enumerate(fetches.items()):
-            worker_cpu, scheduler_cpu = self.network.transfer_costs(moving + k > 0)
-            self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
-                          scheduler_cpu, arrays, nbytes, (self._fetched, r))
-
-    def _fetched(self, now: float, r: int) -> None:
-        self.fetching[r] -= 1
+        message per worker it reads from (``Network.transfer_costs``: less for one that
+        starts while another moves), then it is ready. A result travels to a worker once, as
+        a dask worker fetches a key once for all its tasks that read it: a second reader
+        there waits for the same message, or finds the result landed."""
+        fetches = self._fetches(r) if self.remote else {}
+        waits = {id(waiting): waiting for key in self._reads_elsewhere(r)
+                 if (waiting := self.landing.get(key)) is not None}
+        self.fetching[r] = len(waits) + len(fetches)
         if not self.fetching[r]:
             self._ready(now, r)
+            return
+        for waiting in waits.values():
+            waiting.append(r)
+        for k, (source, (seconds, arrays, nbytes, keys)) in enumerate(fetches.items()):
+            waiting = [r]
+            for key in keys:
+                self.landing[key] = waiting
+            worker_cpu, scheduler_cpu = self.network.transfer_costs(self.in_flight + k > 0)
+            self._between(now, seconds, source, self.tasks[r].worker, worker_cpu,
+                          scheduler_cpu, arrays, nbytes, (self._landed, keys, waiting))
+        self.in_flight += len(fetches)
+
+    def _landed(self, now: float, keys: list[tuple[int, int]], waiting: list[int]) -> None:
+        self.in_flight -= 1
+        for key in keys:
+            self.landing[key] = None
+        for r in waiting:
+            self.fetching[r] -= 1
+            if not self.fetching[r]:
+                self._ready(now, r)
 
     def _copy(self, now: float, t: int) -> None:
         """Task ``t`` ended: the training state it holds is copied to another worker
@@ -470,28 +487,38 @@ class Simulation:
                       (w + 1) % self.workers, network.worker_replicate,
                       network.scheduler_replicate, arrays, nbytes, None)
 
-    def _fetches(self, task: Task) -> dict[int, tuple[float, int, int]]:
-        """Per worker ``task`` reads from (not its own), the seconds its transfer waits, and
-        the arrays and the bytes it moves. A worker fetches the whole tuple a task exports,
-        unless picking the parts another worker reads keeps SEND_PARTS_SAVING bytes from
-        travelling: then a task on the producer's worker picks them first (remote.layout).
-        What one worker sends goes in one message."""
+    def _reads_elsewhere(self, r: int) -> list[tuple[int, int]]:
+        """The (source task, task ``r``'s worker) pairs of the results ``r`` reads from
+        other workers."""
+        w = self.tasks[r].worker
+        return [(n, w) for n in self.tasks[r].reads if self.tasks[n].worker != w]
+
+    def _fetches(self, r: int) -> dict[int, tuple[float, int, int, list[tuple[int, int]]]]:
+        """Per worker task ``r`` reads from, of the results that have not travelled to its
+        worker yet: the seconds the message waits, the arrays and the bytes it moves, and the
+        (source task, worker) pairs it brings. A worker fetches the whole tuple a task
+        exports, unless picking the parts the tasks of that worker read keeps
+        SEND_PARTS_SAVING bytes from travelling: then a task on the producer's worker picks
+        them first (remote.layout). What one worker sends goes in one message."""
         moved: dict[int, list] = {}
-        for n, read_members in task.reads.items():
-            source = self.tasks[n]
-            if source.worker == task.worker:
-                continue
+        for key in self._reads_elsewhere(r):
+            if key in self.landing:
+                continue  # landed, or on its way
+            n, w = key
             exported = sum(nbytes(self.nodes[m]) for m in self.exported[n])
-            read = sum(nbytes(self.nodes[m]) for m in read_members)
+            wanted = set().union(*(self.tasks[t].reads[n] for t in self.readers[n]
+                                   if self.tasks[t].worker == w))
+            read = sum(nbytes(self.nodes[m]) for m in wanted)
             picked = exported - read >= SEND_PARTS_SAVING
-            entry = moved.setdefault(source.worker, [0, False, 0])
+            entry = moved.setdefault(self.tasks[n].worker, [0, False, 0, []])
             entry[0] += read if picked else exported
             entry[1] = entry[1] or picked
-            entry[2] += len(read_members) if picked else len(self.exported[n])
+            entry[2] += len(wanted) if picked else len(self.exported[n])
+            entry[3].append(key)
         network = self.network
         return {w: (network.transfer_latency + (network.task_latency if picked else 0.0)
-                    + nbytes / network.bandwidth, arrays, nbytes)
-                for w, (nbytes, picked, arrays) in moved.items()}
+                    + nbytes / network.bandwidth, arrays, nbytes, keys)
+                for w, (nbytes, picked, arrays, keys) in moved.items()}
 
     def _lane_name(self, t: int, lane: int) -> str:
         w = self.tasks[t].worker

@@ -771,3 +771,33 @@ def test_a_step_traced_on_two_threads_keeps_the_blas_threads_its_trace_had():
         assert set(took) == products
         for key, seconds in took.items():
             assert seconds == pytest.approx(tr.records[key].duration * scale(key), rel=1e-6)
+
+
+def test_a_result_travels_to_a_worker_once_for_all_its_readers_there():
+    """A dask worker fetches a key once for all its tasks that read it: of two tasks on a
+    worker reading one result made on another, the second waits for the first's message
+    and sends none of its own; a task there made ready after the result landed finds it;
+    a reader on a third worker fetches its own copy."""
+    from pargraph.simulation import Outcome, Simulation, Task
+
+    x = pargraph.ones(4)
+    a = x * 2
+    first, second = a + 1, a * 3
+    later = first + a  # reads the landed result after ``first`` ran
+    nodes = [a._node, first._node, second._node, later._node]
+    network = Network(**{**FAST_NETWORK.__dict__, "transfer_latency": 0.01,
+                         "worker_transfer": 0.002})
+
+    def run(workers: list[int]) -> tuple[float, list[float]]:
+        outcome = Outcome(("workers", 3), 0.0, 3)
+        tasks = [Task([0], 0)] + [Task([k + 1], w) for k, w in enumerate(workers)]
+        Simulation(tasks, nodes[:len(tasks)], [0.01] + [0.001] * len(workers), [0.0] * 4,
+                   3, 1, True, network, 0.0, outcome).run()
+        return outcome.transfers, [t.done for t in tasks]
+
+    once, done = run([1, 1])  # one message of 10 ms (and the workers' time on a core)
+    assert 0.01 <= once < 0.012
+    # the second reader waits for the same message, then runs after the first on the lane
+    assert abs(done[2] - done[1]) >= 0.001
+    assert run([1, 2])[0] >= 2 * 0.01  # a reader on another worker: a message of its own
+    assert run([1, 1, 1])[0] == pytest.approx(once)  # the later reader fetches nothing
