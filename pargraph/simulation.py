@@ -100,9 +100,13 @@ class _Ask:
     #: what it slows, and is slowed by, a stretch of its process running beside it
     #: (``Simulation._rates``): a node's GIL share; a stretch that takes the lock, 1
     share: float = 1.0
-    #: its seconds of work not done yet, and the pace it goes at, while it runs
+    #: its seconds of work not done yet, and the pace it goes at, while it runs: its pace
+    #: beside its process's other stretches (``gil_pace``) times its share of the cores
     left: float = 0.0
     rate: float = 1.0
+    gil_pace: float = 1.0
+    #: the seconds it has gone without a core so far, where the cores are shared
+    core_lost: float = 0.0
     ran_at: float = 0.0  # when it began to run
     version: int = 0  # its latest end event; older ones are stale
 
@@ -116,8 +120,10 @@ class Simulation:
     the share was measured (``machine_costs.measure_call``), many nodes holding the GIL
     throughout take turns, and a node that releases it goes at its own pace. Stretches that
     are no node's (scheduling, transfers) take the process's lock, first come first served,
-    and run as holding the GIL throughout; where all processes share ``cores`` cores, a
-    stretch on a core also waits for one, in the order asked. A node that mostly waits
+    and run as holding the GIL throughout. Where all processes share ``cores`` cores, the
+    stretches running at once share them as Linux shares a busy core: each wants its width
+    (``widths``) times its pace beside its process's others, and where all want more than
+    ``cores``, each goes at ``cores / wanted`` of that pace. A node that mostly waits
     (:data:`WAITS_BELOW`) takes its process's GIL back after its wait, for ``retake``
     seconds, where a stretch holding it runs then. On a cluster, the scheduler
     (a process of its own) takes up one task at a time, and of each task's latency its
@@ -155,11 +161,13 @@ class Simulation:
         self.scheduler = workers  # the scheduler's process, after the workers'
         self.gil_held = [False] * (workers + 1)
         self.gil_queue: list[list[_Ask]] = [[] for _ in range(workers + 1)]
-        #: per process, the stretches running on it, and when their work was last counted
-        self.running: list[list[_Ask]] = [[] for _ in range(workers + 1)]
-        self.counted = [0.0] * (workers + 1)
-        self.free_cores = cores
-        self.core_queue: list[_Ask] = []
+        #: per process, the stretches running on it (the last: those of no process, the
+        #: loops' turns), and when the work of all was last counted
+        self.running: list[list[_Ask]] = [[] for _ in range(workers + 2)]
+        self.counted = 0.0
+        self.cores = cores
+        #: the share of its pace each stretch on a core goes at, where the cores are shared
+        self.core_pace = 1.0
         #: per task whose inputs travel, the messages it waits for
         self.fetching: dict[int, int] = {}
         #: per (source task, worker), the message bringing its result there: a list of the
@@ -200,7 +208,7 @@ class Simulation:
             if n == 0:
                 self._at(self.start, self._ready, t)
         network = self.network
-        if self.remote and self.free_cores is not None and network is not None:
+        if self.remote and self.cores is not None and network is not None:
             # the processes' own loops take turns on the cores while the run lasts
             shares = [network.worker_idle] * self.workers + [network.scheduler_idle]
             for process, share in enumerate(shares):
@@ -213,7 +221,7 @@ class Simulation:
             now, _, action, args = heapq.heappop(self.events)
             if action == ran and args[1] != args[0].version:
                 continue  # an end its stretch's pace has since moved
-            if action != loops and not (action == release and args[0].loops):
+            if action != loops and not (action in (release, ran) and args[0].loops):
                 end = max(end, now)
             action(now, *args)
         return end
@@ -242,65 +250,69 @@ class Simulation:
         ask.held_at = now
         self._core(now, ask)
 
-    def _core(self, now: float, ask: _Ask, queued: bool = False) -> None:
-        """``ask`` takes its cores, or waits for them behind the asks before it."""
-        if self.free_cores is not None:
-            if self.free_cores < ask.cores or self.core_queue and not queued:
-                self.core_queue.append(ask)
-                return
-            self.free_cores -= ask.cores
-        locked = ask.held_at - ask.asked if ask.process is not None and ask.member is None \
-            else 0.0
-        if not ask.loops:
-            self.outcome.core_wait += now - ask.asked - locked
-        if ask.lane:
-            self.outcome.gil_wait += locked
-        if ask.process is None:
-            self._at(now + ask.seconds, self._release, ask)
-            return
-        p = ask.process
-        self._count(now, p)
+    def _core(self, now: float, ask: _Ask) -> None:
+        """``ask`` begins to run, beside the stretches running already."""
+        if ask.lane and ask.process is not None and ask.member is None:
+            self.outcome.gil_wait += ask.held_at - ask.asked  # it waited for the lock
+        self._count(now)
         ask.left, ask.ran_at = ask.seconds, now
-        self.running[p].append(ask)
-        self._rates(now, p)
+        self.running[self._slot(ask)].append(ask)
+        self._rates(now, self._slot(ask))
 
-    def _count(self, now: float, p: int) -> None:
-        """The work done on process ``p`` since it was last counted."""
-        passed = now - self.counted[p]
-        for ask in self.running[p]:
-            ask.left -= passed * ask.rate
-        self.counted[p] = now
+    def _slot(self, ask: _Ask) -> int:
+        return self.workers + 1 if ask.process is None else ask.process
+
+    def _count(self, now: float) -> None:
+        """The work done, and the time gone without a core, since it was last counted."""
+        passed = now - self.counted
+        if passed > 0:
+            lost = passed * (1.0 - self.core_pace)
+            for running in self.running:
+                for ask in running:
+                    ask.left -= passed * ask.rate
+                    ask.core_lost += lost
+                    if not ask.loops:
+                        self.outcome.core_wait += lost
+        self.counted = now
 
     def _rates(self, now: float, p: int) -> None:
         """Each stretch running on process ``p`` goes at ``1 / (1 + the sum, over the others,
         of the smaller of its share and theirs)`` of its pace alone: two of one kind each at
         ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that never
-        holds it at its own pace."""
+        holds it at its own pace. Where the cores are shared, every stretch then goes at
+        ``cores / wanted`` of that, where the stretches want more cores than there are."""
         running = self.running[p]
         for ask in running:
-            ask.rate = 1.0 / (1.0 + sum(min(ask.share, other.share) for other in running
-                                        if other is not ask))
-            ask.version += 1
-            self._at(now + max(ask.left, 0.0) / ask.rate, self._ran, ask, ask.version)
+            ask.gil_pace = 1.0 if ask.process is None else 1.0 / (1.0 + sum(
+                min(ask.share, other.share) for other in running if other is not ask))
+        changed = [running]
+        if self.cores is not None:
+            wanted = sum(ask.cores * ask.gil_pace for each in self.running for ask in each)
+            pace = min(1.0, self.cores / wanted) if wanted else 1.0
+            if pace != self.core_pace:
+                self.core_pace, changed = pace, self.running
+        for each in changed:
+            for ask in each:
+                rate = ask.gil_pace * self.core_pace
+                if rate != ask.rate or ask.version == 0:
+                    ask.rate = rate
+                    ask.version += 1
+                    self._at(now + max(ask.left, 0.0) / rate, self._ran, ask, ask.version)
 
     def _ran(self, now: float, ask: _Ask, version: int) -> None:
-        p = ask.process
-        self._count(now, p)
-        self.running[p].remove(ask)
-        self._rates(now, p)
+        self._count(now)
+        self.running[self._slot(ask)].remove(ask)
+        self._rates(now, self._slot(ask))
+        own = now - ask.ran_at - ask.core_lost  # its time on a core
         if ask.retake:
-            self.outcome.gil_wait += now - ask.ran_at
+            self.outcome.gil_wait += own
         elif ask.lane:  # what the stretches beside it cost it (none: rounding, not below 0)
-            self.outcome.gil_wait += max(now - ask.ran_at - ask.seconds, 0.0)
+            self.outcome.gil_wait += max(own - ask.seconds, 0.0)
         self._release(now, ask)
 
     def _release(self, now: float, ask: _Ask) -> None:
         if ask.member is None and ask.scheduling:
             self.outcome.scheduling += now - ask.asked
-        if self.free_cores is not None:
-            self.free_cores += ask.cores
-            while self.core_queue and self.core_queue[0].cores <= self.free_cores:
-                self._core(now, self.core_queue.pop(0), queued=True)
         if ask.process is not None and ask.member is None:
             self.gil_held[ask.process] = False
             queue = self.gil_queue[ask.process]

@@ -664,11 +664,12 @@ def test_bad_questions_are_clear_errors():
         pargraph.forecast(empty)
 
 
-def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
+def test_a_product_with_blas_on_every_core_wants_every_core(monkeypatch):
     """On a machine of two cores (``cores=2``), two nodes of one core each run side by side;
-    a product with BLAS on every core (``widths``: 2) leaves no core to a node beside it,
-    which waits for it. A step whose run on two threads gives BLAS every core (a product and
-    a small branch beside it) is simulated so."""
+    a product with BLAS on every core (``widths``: 2) wants both, so a node beside it makes
+    three threads on two cores, each at two thirds of its pace, as Linux shares them. A step
+    whose run on two threads gives BLAS every core (a product and a small branch beside it) is
+    simulated so."""
     from pargraph.engine.lowering import ALL_BLAS, blas_threads_of
     from pargraph.simulation import Outcome, Simulation, Task
 
@@ -691,17 +692,39 @@ def test_a_product_with_blas_on_every_core_takes_every_core(monkeypatch):
         assert {w["matmul"] for w in simulated} == {width}
         assert {w["exp"] for w in simulated} == {1}
 
-    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+    nodes = [pargraph.ones(1)._node for _ in range(3)]
 
     def spans(widths: list[int]) -> tuple[list, float]:
         outcome = Outcome(("threads", 2), 0.0, 2)
-        Simulation([Task([0], 0), Task([1], 0)], nodes, [0.01, 0.01], [0.0, 0.0], 1, 2,
-                    False, None, 0.0, outcome, cores=2, widths=widths).run()
+        Simulation([Task([k], 0) for k in range(len(widths))], nodes, [0.01] * 3,
+                   [0.0] * 3, 1, 3, False, None, 0.0, outcome, cores=2, widths=widths).run()
         return sorted(s.stop for s in outcome.segments), outcome.core_wait
 
     assert spans([1, 1]) == (pytest.approx([0.01, 0.01]), 0.0)
-    assert spans([2, 1]) == (pytest.approx([0.01, 0.02]), pytest.approx(0.01))
-    assert spans([2, 2]) == (pytest.approx([0.01, 0.02]), pytest.approx(0.01))
+    # 30 ms of a core's work on two: both end at 15 ms, each 5 ms of it without a core
+    assert spans([2, 1]) == (pytest.approx([0.015, 0.015]), pytest.approx(0.01))
+    assert spans([2, 2]) == (pytest.approx([0.02, 0.02]), pytest.approx(0.02))
+    assert spans([1, 1, 1]) == (pytest.approx([0.015] * 3), pytest.approx(0.015))
+
+
+def test_threads_taking_turns_on_one_gil_want_one_core_between_them():
+    """On two cores, two threads of one process holding its GIL throughout take turns, each
+    at half its pace, and want one core between them: a third thread that releases the GIL
+    runs beside them on the other core at its own pace, not after them. Four threads that
+    release it want four cores of two, and each goes at half its pace."""
+    from pargraph.simulation import Outcome, Simulation, Task
+
+    nodes = [pargraph.ones(1)._node for _ in range(4)]
+
+    def stops(shares: list[float]) -> list[float]:
+        outcome = Outcome(("threads", len(shares)), 0.0, len(shares))
+        Simulation([Task([k], 0) for k in range(len(shares))], nodes, [0.01] * 4, shares, 1,
+                   len(shares), False, None, 0.0, outcome, cores=2).run()
+        stop = {s.key: s.stop for s in outcome.segments}
+        return [stop[node.key] for node in nodes[:len(shares)]]
+
+    assert stops([1.0, 1.0, 0.0]) == pytest.approx([0.02, 0.02, 0.01])
+    assert stops([0.0] * 4) == pytest.approx([0.02] * 4)
 
 
 def test_the_work_outside_the_runs_is_forecast_as_traced_on_every_configuration():
