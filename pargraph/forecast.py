@@ -512,9 +512,10 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
         False: kinds not given in ``gil`` hold the GIL throughout (nothing is measured).
     cores : int, optional
         The cores of the one machine every simulated thread, worker process and the
-        scheduler share, as a ``LocalCluster`` on a laptop does; their steps on a core wait
-        for a free one. Default: each thread (``threads=``) or worker process has cores of
-        its own, as on a cluster of machines.
+        scheduler share, as a ``LocalCluster`` on a laptop does; where their steps on a core
+        want more cores than there are, each goes slower, as Linux shares them. Default: each
+        thread (``threads=``) or worker process has cores of its own, as on a cluster of
+        machines.
 
     Examples
     --------

@@ -51,7 +51,8 @@ class Outcome:
     lanes: int
     compute: float = 0.0
     gil_wait: float = 0.0
-    #: waiting for a core, where the processes share a machine's (``cores=``)
+    #: time without a core, where the processes share a machine's (``cores=``): a stretch
+    #: going at half its pace for lack of cores goes half its time without one
     core_wait: float = 0.0
     transfers: float = 0.0
     scheduling: float = 0.0
