@@ -217,12 +217,12 @@ class Simulation:
                     self._at(self.start + LOOPS_PERIOD * process / len(shares), self._loops,
                              share * LOOPS_PERIOD)
         end = self.start
-        loops, release, ran = self._loops, self._release, self._ran  # bound once
+        loops, ran = self._loops, self._ran  # bound once
         while self.events:
             now, _, action, args = heapq.heappop(self.events)
             if action == ran and args[1] != args[0].version:
                 continue  # an end its stretch's pace has since moved
-            if action != loops and not (action in (release, ran) and args[0].loops):
+            if action != loops and not (action == ran and args[0].loops):
                 end = max(end, now)
             action(now, *args)
         return end
@@ -257,8 +257,9 @@ class Simulation:
             self.outcome.gil_wait += ask.held_at - ask.asked  # it waited for the lock
         self._count(now)
         ask.left, ask.ran_at = ask.seconds, now
-        self.running[self._slot(ask)].append(ask)
-        self._rates(now, self._slot(ask))
+        slot = self._slot(ask)
+        self.running[slot].append(ask)
+        self._rates(now, slot)
 
     def _slot(self, ask: _Ask) -> int:
         return self.workers + 1 if ask.process is None else ask.process
@@ -295,15 +296,16 @@ class Simulation:
         for each in changed:
             for ask in each:
                 rate = ask.gil_pace * self.core_pace
-                if rate != ask.rate or ask.version == 0:
+                if rate != ask.rate or ask.version == 0:  # (0: just begun, no end yet)
                     ask.rate = rate
                     ask.version += 1
                     self._at(now + max(ask.left, 0.0) / rate, self._ran, ask, ask.version)
 
     def _ran(self, now: float, ask: _Ask, version: int) -> None:
         self._count(now)
-        self.running[self._slot(ask)].remove(ask)
-        self._rates(now, self._slot(ask))
+        slot = self._slot(ask)
+        self.running[slot].remove(ask)
+        self._rates(now, slot)
         own = now - ask.ran_at - ask.core_lost  # its time on a core
         if ask.retake:
             self.outcome.gil_wait += own
