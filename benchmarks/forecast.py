@@ -54,7 +54,11 @@ SLEEPING_LIMIT, REAL_LIMIT = 0.10, 0.15
 #: Rounds in which a workload's configurations take turns: the machine gives two threads
 #: less than two cores in stretches of up to seconds (docs/forecast.md), which should slow
 #: every configuration's measurement a little rather than one of them a lot.
-ROUNDS, WORKER_ROUNDS = 4, 2
+ROUNDS, WORKER_ROUNDS = 4, 3
+#: Seconds of steps a worker count's round times at least: a step on four workers sharing
+#: two cores varies by about a tenth from one step to the next, so a handful of steps leaves
+#: its median as uncertain as the target (docs/forecast.md).
+WORKER_SECONDS = 1.5
 #: A workload's forecast takes the median of the loopbacks measured right before it and
 #: before the workloads just before it, this many in all: one measured in a slow stretch
 #: moved every worker row of its workload (docs/forecast.md).
@@ -220,13 +224,14 @@ def measure_workers(make: Callable, workers: tuple, steps: int) -> dict[int, flo
     ``dask worker`` processes on 127.0.0.1: the cluster the loopback's costs are measured
     on (a ``LocalCluster`` would run its scheduler in this process, beside the client).
     The counts take turns in :data:`WORKER_ROUNDS` rounds, each on a cluster of its own
-    (an idle cluster beside the one measured would take a share of a core)."""
+    (an idle cluster beside the one measured would take a share of a core), of at least
+    ``steps / WORKER_ROUNDS`` steps and :data:`WORKER_SECONDS` of them."""
     samples: dict[int, list[float]] = {count: [] for count in workers}
     for _ in range(WORKER_ROUNDS):
         for count in workers:
             with worker_processes(count) as client, dask.config.set(scheduler=client):
                 timing = harness.in_rounds({count: make()}, 1, -(-steps // WORKER_ROUNDS),
-                                           warmup=5)
+                                           warmup=5, seconds=WORKER_SECONDS)
             samples[count] += timing[count].samples
     return {count: statistics.median(times) for count, times in samples.items()}
 

@@ -209,6 +209,41 @@ def test_the_forecast_benchmark_counts_the_runners_ways_per_thread_count(monkeyp
     assert sum(ways[2].values()) >= 8 and set(ways[2]) <= set(modes.MODES)
 
 
+def test_the_forecast_benchmark_times_each_worker_count_for_seconds_in_rounds(monkeypatch):
+    """Each worker count is measured in WORKER_ROUNDS rounds, on a cluster of its own each,
+    the counts taking turns, and each round times WORKER_SECONDS of steps at least: a
+    handful of steps on four workers sharing two cores leaves a median as uncertain as the
+    target."""
+    import contextlib
+    import time
+
+    from benchmarks import forecast
+
+    clusters: list = []
+
+    @contextlib.contextmanager
+    def cluster(count):
+        clusters.append(count)
+        yield "sync"
+
+    monkeypatch.setattr(forecast, "worker_processes", cluster)
+    monkeypatch.setattr(forecast, "WORKER_SECONDS", 0.05)
+    timed: dict = {}
+
+    def make():
+        def step():
+            timed[clusters[-1]] = timed.get(clusters[-1], 0) + 1
+            time.sleep(0.005 * clusters[-1])
+        return step
+
+    steps = forecast.measure_workers(make, (1, 2), 2)
+    assert clusters == [1, 2] * forecast.WORKER_ROUNDS
+    assert steps[1] == pytest.approx(0.005, rel=0.5) and steps[2] == pytest.approx(0.01, rel=0.5)
+    # five warm-up steps a round, then 0.05 s of steps: ten of 5 ms, five of 10 ms at least
+    assert timed[1] >= forecast.WORKER_ROUNDS * (5 + 10)
+    assert timed[2] >= forecast.WORKER_ROUNDS * (5 + 5)
+
+
 def test_the_forecast_benchmark_repeats_each_kind_of_workload_as_asked(monkeypatch):
     """Both kinds of workload are traced, forecast and measured several times in a row (the
     sleeping graphs' steps on many threads meet the machine's slow stretches as the numpy
