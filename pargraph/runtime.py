@@ -81,7 +81,13 @@ class Lowered:
     single_values: list = field(default_factory=list)  # theirs, read when it was planned
     tasks: int = 0
     plan: Any = None  # the GroupPlan, for its record of how runs in each mode went
-    sequential: list | None = None  # (group key, keys to free after it) in dependency order
+    #: (group key, keys to free after it, (key, element) pairs to drop after it) in
+    #: dependency order: a run in one thread.
+    sequential: list | None = None
+    #: Per group key, the (key, element) pairs of tuples it reads that can go before their
+    #: tuple once every reader of them ran (``GroupPlan._early_parts``).
+    parts: dict | None = None
+    listed: frozenset = frozenset()  # the keys of those tuples
     workers: dict | None = None  # task key -> the worker address it should run on
     fetched: int = 0  # on a cluster: the last ``fetched`` keys are gathered with the run
     urgent: frozenset = frozenset()  # on a cluster: tasks to run as soon as they can

@@ -461,4 +461,6 @@ def _emit_vjps(node: Node, g: Node, needs: dict[int, bool], checked: bool,
                 if contribution.dtype != x.dtype:
                     contribution = cast(contribution, dtype=x.dtype)
             found.append((position, contribution))
+        if out is not node:
+            twins.vjps_made((out, *inputs), [c for _, c in found if c is not None])
         return found

@@ -256,11 +256,14 @@ class Program:
         self.in_order = None
         if len(self.tasks) > 1:
             lines = ["def run(values):"]
-            for g, free in self.sequence:
+            for g, free, drops in self.sequence:
                 args = "".join(f"r{v}, " if is_group else f"values[{v}], "
                                for is_group, v in self.recipes[g])
-                lines.append(f"    r{g} = s{g}(({args}))")
-                lines += [f"    r{h} = None" for h in free]  # read by no later group
+                call = f"s{g}(({args}))"
+                lines.append(f"    r{g} = list({call})" if g in self.listed
+                             else f"    r{g} = {call}")
+                lines += [f"    r{h}[{e}] = None" for h, e in drops]  # read by no later group
+                lines += [f"    r{h} = None" for h in free]
             lines.append("    return [" + ", ".join(f"r{g}[{e}]" for g, e in self.unpack) + "]")
             names = {f"s{g}": run for g, run in enumerate(self.straight)}
             exec("\n".join(lines), names)  # noqa: S102 (code built from positions only)
@@ -282,7 +285,11 @@ class Program:
         self.wanted = wanted
         position = {g: k for k, g in enumerate(wanted)}
         self.picks = [(position[g], e) for g, e in made.outputs]
-        self.sequence = [(g, free) for g, free in zip(made.order, made.free_after)]
+        by_reader, by_step = made.early()
+        #: (group, groups to free after it, (group, element) pairs to drop after it).
+        self.sequence = list(zip(made.order, made.free_after, by_step))
+        self.parts = {r: pairs for r, pairs in enumerate(by_reader) if pairs}
+        self.listed = frozenset(h for pairs in by_reader for h, _ in pairs)
 
     # calling -----------------------------------------------------------------------------
 
@@ -440,13 +447,17 @@ class Program:
         def run() -> list:
             with modes.blas_limited(get, self.plan.blas):
                 if mode == "threads":
-                    wanted = run_on_threads(self.graph, self.wanted, modes.worker_threads())
+                    wanted = run_on_threads(self.graph, self.wanted, modes.worker_threads(),
+                                            self.parts)
                     return [wanted[k][e] for k, e in self.picks]
                 if self.in_order is not None and not node_by_node():
                     return self.in_order(self.values)
                 done: dict = {}
-                for g, free in self.sequence:
-                    done[g] = self.graph[g](done)
+                for g, free, drops in self.sequence:
+                    value = self.graph[g](done)
+                    done[g] = list(value) if g in self.listed else value
+                    for h, e in drops:
+                        done[h][e] = None
                     for h in free:
                         del done[h]
                 return [done[g][e] for g, e in self.unpack]

@@ -397,6 +397,7 @@ class GroupPlan:
         #: ``(SELECTION, s)``).
         self.selections: list[tuple[list[int], list[tuple[int, int]]]] = []
         self.straight = StraightCode()
+        self.early_parts: tuple | None = None  # see early()
 
     def _exports(self, groups: list[list[Node]], outputs: list[Node]
                  ) -> dict[int, tuple[int, int]]:
@@ -441,6 +442,55 @@ class GroupPlan:
             if g not in wanted:
                 free_after[k].append(g)
         return free_after
+
+    def early(self) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]:
+        """``_early_parts``, found once, at the first local run (a cluster's layout changes
+        ``returned`` and ``outputs`` first)."""
+        if self.early_parts is None:
+            self.early_parts = self._early_parts()
+        return self.early_parts
+
+    def _early_parts(self) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]:
+        """The elements of group tuples that can go before their tuple: per group, the
+        ``(producer group, element)`` pairs it reads that another group reads after it, or
+        that belong to an output's tuple (kept to the end), outputs excepted; and, for a run
+        in ``order``, per step, the pairs whose last reader it was. A tuple goes after its
+        last reader of any element: without these, a big value of a tuple held by a small
+        late one (a weight's gradient) stays until the run ends."""
+        wanted = {g for g, _ in self.outputs}
+        outputs = set(self.outputs)
+        read: list[set[tuple[int, int]]] = []
+        whole = set()  # tuples a group returns whole: none of their elements go early
+        for sources, external, returned in zip(self.sources, self.external, self.returned):
+            pairs = set()
+            passed = [r for r in returned if type(r) is tuple]  # arguments passed through
+            for kind, v in [source for member in sources for source in member] + passed:
+                if kind == PART and external[v[0]][0] == Arg.GROUP:
+                    pairs.add((external[v[0]][1], v[1]))
+                elif kind == EXT and external[v][0] == Arg.GROUP:
+                    whole.add(external[v][1])
+            read.append(pairs)
+        step = {g: k for k, g in enumerate(self.order)}
+        last_of_part: dict[tuple[int, int], int] = {}
+        last_of_group: dict[int, int] = {}
+        readers_of_part: Counter = Counter()
+        readers_of_group: Counter = Counter()
+        for r, pairs in enumerate(read):
+            for g in {g for g, _ in pairs}:
+                readers_of_group[g] += 1
+                last_of_group[g] = max(last_of_group.get(g, -1), step[r])
+            for pair in pairs:
+                readers_of_part[pair] += 1
+                last_of_part[pair] = max(last_of_part.get(pair, -1), step[r])
+        early = {pair for pair, n in readers_of_part.items()
+                 if pair not in outputs and pair[0] not in whole
+                 and (pair[0] in wanted or n < readers_of_group[pair[0]])}
+        by_reader = [sorted(pairs & early) for pairs in read]
+        by_step: list[list[tuple[int, int]]] = [[] for _ in self.order]
+        for pair in early:
+            if pair[0] in wanted or last_of_part[pair] < last_of_group[pair[0]]:
+                by_step[last_of_part[pair]].append(pair)
+        return by_reader, by_step
 
     def _dependency_order(self) -> list[int]:
         """The groups in an order where each comes after the groups it reads from."""
@@ -492,8 +542,11 @@ class GroupPlan:
         if not remote:
             self.straight.attach(fused)
         tasks = len(self.members) + len(self.selections)
-        sequential = [(keys[g], [keys[h] for h in free])
-                      for g, free in zip(self.order, self.free_after)]
+        by_reader, by_step = self.early()
+        sequential = [(keys[g], [keys[h] for h in free], [(keys[h], e) for h, e in drops])
+                      for g, free, drops in zip(self.order, self.free_after, by_step)]
+        parts = {keys[r]: [(keys[h], e) for h, e in pairs]
+                 for r, pairs in enumerate(by_reader) if pairs}
         if named_outputs:
             for node, (g, e) in zip(outputs, self.outputs):
                 graph[node.key] = Task(node.key, operator.getitem, TaskRef(keys[g]), e)
@@ -516,7 +569,9 @@ class GroupPlan:
                                  frozenset(sent) | {keys[wanted[k]] for k in scalar}, plan=self)
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
-                       plan=self, sequential=sequential, blas=self.blas)
+                       plan=self, sequential=sequential, parts=parts,
+                       listed=frozenset(h for pairs in parts.values() for h, _ in pairs),
+                       blas=self.blas)
 
 
 def is_small(computed: list[Node], below: float, work: Sequence[float] | None = None) -> bool:

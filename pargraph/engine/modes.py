@@ -401,7 +401,7 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
     def run() -> Sequence[Any]:
         with blas_limited(get, lowered.blas):
             if mode == "threads":
-                return run_on_threads(lowered.graph, keys, _threads(None))
+                return run_on_threads(lowered.graph, keys, _threads(None), lowered.parts)
             return run_in_order(lowered, keys)
 
     return timed(choice, mode, run)
@@ -422,11 +422,16 @@ def timed(choice: ModeChoice | None, mode: str, run: Callable[[], Any]) -> Any:
 
 def run_in_order(lowered: Lowered, keys: list) -> list:
     """Run the group tasks one after another in this thread, in dependency order, releasing
-    each result after its last reader as dask would: what dask's sync scheduler does, without
-    its costs per task."""
+    each result after its last reader as dask would, and each element of a result after its
+    own (``Lowered.sequential``): what dask's sync scheduler does, without its costs per
+    task."""
     values: dict = {}
-    for key, done in lowered.sequential:
-        values[key] = lowered.graph[key](values)
+    listed = lowered.listed  # tuples with elements that go early, held as lists
+    for key, done, drops in lowered.sequential:
+        value = lowered.graph[key](values)
+        values[key] = list(value) if key in listed else value
+        for producer, element in drops:
+            values[producer][element] = None
         for finished in done:
             del values[finished]
     return [values[key] for key in keys]

@@ -77,8 +77,14 @@ class GilSwitching:
 class _Run:
     """One run's bookkeeping, read and changed under its pool's lock."""
 
-    def __init__(self, graph: dict, keys: list, lock: threading.Lock) -> None:
+    def __init__(self, graph: dict, keys: list, lock: threading.Lock,
+                 parts: dict | None = None) -> None:
         self.graph = graph
+        #: Per task, the (key, element) pairs of tuples it reads that go once every reader of
+        #: them ran, before their tuple (``Lowered.parts``); those tuples are held as lists.
+        self.parts = parts or {}
+        self.part_unread = collections.Counter(p for read in self.parts.values() for p in read)
+        self.listed = {key for key, _ in self.part_unread}
         self.inputs = {key: [k for k in task.dependencies if k in graph]
                        for key, task in graph.items()}
         self.readers: dict[Any, list] = {key: [] for key in graph}
@@ -154,7 +160,7 @@ class Helpers:
         if error is not None or run.error is not None:
             self._fail(run, error)
             return
-        run.values[key] = value
+        run.values[key] = list(value) if key in run.listed else value
         run.left -= 1
         newly = 0
         for reader in run.readers[key]:
@@ -165,6 +171,10 @@ class Helpers:
                 run.ready.append(reader)
                 newly += 1
         values, unread, kept = run.values, run.unread, run.kept
+        for part in run.parts.get(key, ()):
+            run.part_unread[part] -= 1
+            if not run.part_unread[part]:
+                values[part[0]][part[1]] = None
         for k in run.inputs[key]:
             unread[k] -= 1
             if not unread[k] and k not in kept:
@@ -306,13 +316,14 @@ def _positive(name: str, threads: Any) -> int:
     return threads.__index__()
 
 
-def run_on_threads(graph: dict, keys: list, threads: int) -> list:
+def run_on_threads(graph: dict, keys: list, threads: int, parts: dict | None = None) -> list:
     """Run a graph of group tasks on ``threads`` threads (this one and ``threads - 1``
     helpers), each task as soon as the tasks it reads have finished, releasing each result
-    after its last reader; returns the values of ``keys``. The first error stops the run and is
-    raised as itself, once no task of the run is running. Ctrl-C is held while this thread
-    works and waits, and taken between tasks (raised inside ``Condition.wait``, it could leave
-    the lock held).
+    after its last reader (and each element of a tuple named in ``parts``, see
+    ``Lowered.parts``, after its own); returns the values of ``keys``. The first error stops
+    the run and is raised as itself, once no task of the run is running. Ctrl-C is held while
+    this thread works and waits, and taken between tasks (raised inside ``Condition.wait``, it
+    could leave the lock held).
 
     Examples
     --------
@@ -325,7 +336,7 @@ def run_on_threads(graph: dict, keys: list, threads: int) -> list:
     with interrupts.deferred(), state.switching.lowered():
         pool = helpers(max(threads - 1, 0))
         lock = pool.lock
-        run = _Run(graph, keys, lock)
+        run = _Run(graph, keys, lock, parts)
         main = threading.current_thread() is threading.main_thread()
         poll = INTERRUPT_POLL if main else None
         lock.acquire()
