@@ -285,11 +285,10 @@ class Program:
         self.wanted = wanted
         position = {g: k for k, g in enumerate(wanted)}
         self.picks = [(position[g], e) for g, e in made.outputs]
-        by_reader, by_step = made.early()
+        by_reader, by_step, self.listed = made.early()
         #: (group, groups to free after it, (group, element) pairs to drop after it).
         self.sequence = list(zip(made.order, made.free_after, by_step))
         self.parts = {r: pairs for r, pairs in enumerate(by_reader) if pairs}
-        self.listed = frozenset(h for pairs in by_reader for h, _ in pairs)
 
     # calling -----------------------------------------------------------------------------
 

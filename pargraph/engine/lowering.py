@@ -443,18 +443,21 @@ class GroupPlan:
                 free_after[k].append(g)
         return free_after
 
-    def early(self) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]:
+    def early(self) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]],
+                             frozenset[int]]:
         """``_early_parts``, found once, at the first local run (a cluster's layout changes
         ``returned`` and ``outputs`` first)."""
         if self.early_parts is None:
             self.early_parts = self._early_parts()
         return self.early_parts
 
-    def _early_parts(self) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]:
+    def _early_parts(self) -> tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]],
+                                    frozenset[int]]:
         """The elements of group tuples that can go before their tuple: per group, the
         ``(producer group, element)`` pairs it reads that another group reads after it, or
-        that belong to an output's tuple (kept to the end), outputs excepted; and, for a run
-        in ``order``, per step, the pairs whose last reader it was. A tuple goes after its
+        that belong to an output's tuple (kept to the end), outputs excepted; for a run in
+        ``order``, per step, the pairs whose last reader it was; and the groups whose tuples
+        have such elements (held as lists, to drop them). A tuple goes after its
         last reader of any element: without these, a big value of a tuple held by a small
         late one (a weight's gradient) stays until the run ends."""
         wanted = {g for g, _ in self.outputs}
@@ -490,7 +493,7 @@ class GroupPlan:
         for pair in early:
             if pair[0] in wanted or last_of_part[pair] < last_of_group[pair[0]]:
                 by_step[last_of_part[pair]].append(pair)
-        return by_reader, by_step
+        return by_reader, by_step, frozenset(g for g, _ in early)
 
     def _dependency_order(self) -> list[int]:
         """The groups in an order where each comes after the groups it reads from."""
@@ -542,7 +545,7 @@ class GroupPlan:
         if not remote:
             self.straight.attach(fused)
         tasks = len(self.members) + len(self.selections)
-        by_reader, by_step = self.early()
+        by_reader, by_step, listed = self.early()
         sequential = [(keys[g], [keys[h] for h in free], [(keys[h], e) for h, e in drops])
                       for g, free, drops in zip(self.order, self.free_after, by_step)]
         parts = {keys[r]: [(keys[h], e) for h, e in pairs]
@@ -570,8 +573,7 @@ class GroupPlan:
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential, parts=parts,
-                       listed=frozenset(h for pairs in parts.values() for h, _ in pairs),
-                       blas=self.blas)
+                       listed=frozenset(keys[g] for g in listed), blas=self.blas)
 
 
 def is_small(computed: list[Node], below: float, work: Sequence[float] | None = None) -> bool:
