@@ -10,7 +10,9 @@
 2. Its tasks run on simulated threads, one lane per thread, in dependency order. Nodes of
    one process that run at once slow each other by their *GIL shares* (measured per kind of
    op by :mod:`pargraph.machine_costs`): two of one kind each take ``1 + share`` times their
-   time alone, as measured, and nodes holding the GIL throughout take turns. A run and each
+   time alone, as measured, and nodes holding the GIL throughout take turns; two kinds with
+   the most traced time are measured side by side too, and slow each other as measured. A
+   run and each
    task cost what
    pargraph's thread pool costs here. Where the real runner would run a structure in the
    calling thread, group after group, because that is faster (``modes.run_adaptively``),
@@ -48,6 +50,7 @@ from pargraph.machine_costs import (
     call_costs,
     local_costs,
     loopback,
+    pair_costs,
 )
 from pargraph.remote.layout import rides
 from pargraph.remote.workers import placement_on, wanted_replicas
@@ -190,6 +193,10 @@ class Forecast:
                                 for key, kind in kinds.items()
                                 if kind in costs and costs[kind].seconds_all_blas > 0}
         measured = {kind: cost.gil_share for kind, cost in costs.items()}
+        #: per ordered pair of kinds measured side by side, how much the second slows the
+        #: first (``machine_costs.pair_costs``): not where shares are given
+        self.pairs = pair_costs(self.trace, costs) if measure and gil is None else {}
+        self.kind_costs = costs
         #: each node's share of its time on a core, where its kind was measured
         self.on_core = {key: costs[kind].on_core for key, kind in kinds.items() if kind in costs}
         #: each node's measured contention (``CallCost.contention``), where its kind was
@@ -226,6 +233,32 @@ class Forecast:
         power = 0 if traced_all == all_blas else 1 if traced_all else -1
         return [s * self.one_blas_thread.get(n.key, 1.0) ** power if n.op.blas
                 else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
+
+    def _pairs(self, nodes: list[Node], compiled: bool, step: float
+               ) -> tuple[list[int], dict[tuple[int, int], float]]:
+        """Per node its kind's number among the kinds measured side by side (-1: none), and
+        per ordered pair of those numbers how much the second slows the first over the
+        first's time on a core, as the simulation takes it: in a compiled program's call
+        here each node's time holds the program's ``step`` to it too, holding the GIL, as
+        its share does."""
+        if not self.pairs:
+            return [-1] * len(nodes), {}
+        number: dict[tuple, int] = {}
+        for a, b in self.pairs:
+            number.setdefault(a, len(number))
+            number.setdefault(b, len(number))
+        kinds_of = self.trace.samples.kinds
+        kinds = [number.get(kinds_of.get(n.key), -1) for n in nodes]
+        pairs = {}
+        for (a, b), slowing in self.pairs.items():
+            cost = self.kind_costs[a]
+            seconds, on_core = cost.seconds, cost.on_core
+            if compiled:
+                slowing = (slowing * seconds + step) / (seconds + step)
+                on_core = (on_core * seconds + step) / (seconds + step)
+            on_core = max(on_core, min(slowing, 1.0))
+            pairs[number[a], number[b]] = min(slowing / on_core, MAX_SHARE) if on_core else 0.0
+        return kinds, pairs
 
     @property
     def network(self) -> Network:
@@ -296,6 +329,7 @@ class Forecast:
         on_core = [max(c, h) for c, h in zip(on_core, shares)]
         shares = [min((h + 2 * k / c) / c, MAX_SHARE) if c > 0 else 0.0
                   for h, k, c in zip(shares, contention, on_core)]
+        kinds, pairs = self._pairs(nodes, run.compiled and not remote, local.compiled_node)
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
         granularity = modes.configured_granularity(remote, workers * threads, hosts)
@@ -335,6 +369,7 @@ class Forecast:
                 submitted = network.run_latency + network.run_node * len(nodes)
                 nodes, seconds, shares, on_core = _with_data_tasks(
                     run, tasks, nodes, seconds, shares, on_core)
+                kinds += [-1] * (len(nodes) - len(kinds))
             now += submitted
             outcome.scheduling += submitted
             if whole:
@@ -349,11 +384,12 @@ class Forecast:
             inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
                                     seconds, shares, 1, 1, False, None, now, inline,
                                     on_core=on_core, cores=self.cores, widths=widths,
-                                    retake=local.retake).run()
+                                    retake=local.retake, kinds=kinds, pairs=pairs).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
                                       now + local.run, trial, local.task, on_core,
-                                      self.cores, widths=widths, retake=local.retake).run()
+                                      self.cores, widths=widths, retake=local.retake,
+                                      kinds=kinds, pairs=pairs).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
@@ -366,7 +402,7 @@ class Forecast:
                                 on_core=on_core, cores=self.cores,
                                 returned=returned, widths=None if remote else widths,
                                 copies=remote and workers > 1 and wanted_replicas() > 1,
-                                retake=local.retake)
+                                retake=local.retake, kinds=kinds, pairs=pairs)
         return _run_after(outcome, nodes, seconds, after, simulation.run())
 
     # --- reading ---
@@ -401,8 +437,9 @@ class Forecast:
             f"{self.work / self.critical_path if self.critical_path else 0.0:.2f}x)",
             f"traced on {_name('threads', self.traced_threads)}: measured "
             f"{self.measured * ms:.2f} ms, forecast {traced.step_time * ms:.2f} ms",
-            f"GIL shares measured for {self.measured_kinds} kind(s) of op; share of the "
-            f"work holding the GIL: {self.gil_held_share():.0%}",
+            f"GIL shares measured for {self.measured_kinds} kind(s) of op, and "
+            f"{len({frozenset(p) for p in self.pairs})} pair(s) of them side by side; share "
+            f"of the work holding the GIL: {self.gil_held_share():.0%}",
         ]
         if self.cores is not None:
             lines.append(f"every thread and process shares {self.cores} core(s)")

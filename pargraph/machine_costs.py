@@ -33,6 +33,16 @@ GIL_MEASURE_SECONDS, GIL_MEASURE_CALLS = 20e-3, 3
 GIL_BUDGET_SECONDS = 3.0
 #: The largest measured share kept: a pair at most this many times one thread's calls.
 MAX_SHARE = 4.0
+#: Seconds of one round of a pair of kinds' measurement (each kind's calls alone, then both
+#: side by side), at least, and the rounds whose median is kept (:func:`measure_pair`).
+PAIR_ROUND_SECONDS, PAIR_ROUNDS = 10e-3, 5
+#: Seconds all pair measurements of one forecast may take; pairs past it (those of the kinds
+#: with the least traced time) keep the rule of the kinds' shares.
+PAIR_BUDGET_SECONDS = 4.0
+#: A kind whose time on a core is under this share of its time mostly waits (a sleep, I/O);
+#: such kinds are not measured in pairs (``simulation.WAITS_BELOW``), nor kinds with less
+#: than ``PAIR_LEAST`` of the trace's time in nodes.
+PAIR_ON_CORE, PAIR_LEAST = 0.5, 0.02
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,139 @@ def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
             except Exception:  # a call that cannot run again alone (an op with side effects)
                 continue
     return costs
+
+
+def measure_pair(first: tuple, second: tuple, rounds: int = PAIR_ROUNDS) -> tuple[float, float]:
+    """How much two kinds of op slow each other side by side: ``(a, b)``, the first kind's
+    calls taking ``1 + a`` times their time alone while the second's run beside them, and the
+    second's ``1 + b``. ``first`` and ``second`` are calls as a trace keeps them (op,
+    attributes, arguments), each run on its own copy of the arguments.
+
+    In each of ``rounds`` rounds, with BLAS on one thread and the switch interval of
+    pargraph's runs, each kind's calls run alone, then both kinds' on two threads at once;
+    each kind's pace is its calls' rate beside the other over its rate alone in that round,
+    and its slowing the median over the rounds: a shared machine's slow stretches last
+    seconds, so a round's times alone and together meet the same machine, and the median
+    follows what a step meets, as its measured median does. The two kinds' shares
+    (:func:`measure_call`) give the same for a pair of one kind; for two kinds, the time one
+    waits for the GIL depends on how long the other holds it at a time, which their shares do
+    not tell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pargraph.ops import REGISTRY
+    >>> a, b = measure_pair((REGISTRY["exp"], {}, (np.ones(1000),)),
+    ...                     (REGISTRY["tanh"], {}, (np.ones(1000),)), rounds=1)
+    >>> 0.0 <= a <= MAX_SHARE and 0.0 <= b <= MAX_SHARE
+    True
+    """
+    from threadpoolctl import threadpool_limits
+
+    from pargraph.engine.threads import state
+
+    calls = [functools.partial(op.forward, *(a.copy() if isinstance(a, np.ndarray) else a
+                                             for a in args), **attrs)
+             for op, attrs, args in (first, second)]
+    with threadpool_limits(1), state.switching.lowered():
+        single = max(_timed_calls(call, 1) for call in calls)  # also warms both up
+        # long enough for a few calls of the slower kind in each stretch
+        seconds = max(PAIR_ROUND_SECONDS, 4 * single)
+        paces: list[tuple[float, float]] = []
+        for _ in range(rounds):
+            alone = [_call_rate(call, seconds) for call in calls]
+            together = _pair_rates(calls, 2 * seconds)
+            paces.append((together[0] / alone[0], together[1] / alone[1]))
+    return tuple(min(max(1.0 / max(float(np.median(side)), 1e-9) - 1.0, 0.0), MAX_SHARE)
+                 for side in zip(*paces))
+
+
+def _call_rate(call: Callable[[], Any], seconds: float) -> float:
+    """Calls a second of ``call`` made one after another for about ``seconds``."""
+    calls, start = 0, time.perf_counter()
+    while True:
+        call()
+        calls += 1
+        took = time.perf_counter() - start
+        if took >= seconds and calls >= 2:
+            return calls / took
+
+
+def _pair_rates(calls: list[Callable[[], Any]], seconds: float) -> list[float]:
+    """Each call's rate while both run on two threads for about ``seconds``: the calls that
+    ended while both threads were calling, over the time they took, so that neither thread's
+    last calls, alone after the other stopped, count."""
+    barrier, stop = threading.Barrier(2), threading.Event()
+    ends: list[list[float]] = [[], []]
+
+    def run(k: int) -> None:
+        barrier.wait()
+        ends[k].append(time.perf_counter())  # when it began
+        while True:  # one call at least
+            calls[k]()
+            ends[k].append(time.perf_counter())
+            if stop.is_set():
+                return
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    began = max(ends[0][0], ends[1][0])
+    over = min(ends[0][-1], ends[1][-1])  # the first thread's last call's end
+    rates = []
+    for own in ends:
+        inside = [t for t in own[1:] if began < t <= over]
+        if len(inside) >= 2:
+            rates.append((len(inside) - 1) / (inside[-1] - inside[0]))
+        else:  # calls as long as the stretch: its first one, from its start
+            rates.append(1.0 / max(own[1] - own[0], 1e-9))
+    return rates
+
+
+def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
+               budget: float = PAIR_BUDGET_SECONDS) -> dict[tuple[tuple, tuple], float]:
+    """How much each pair of kinds of op ``trace`` kept a call of slow each other side by
+    side (:func:`measure_pair`): per ordered pair ``(a, b)`` of kinds, the share of its time
+    ``a`` takes longer beside ``b``. Kinds measured alone in ``costs`` (:func:`call_costs`)
+    that compute (a kind that mostly waits gives the GIL away for its wait) and hold at least
+    :data:`PAIR_LEAST` of the traced time in nodes are paired, the pairs of the most traced
+    time together first, until ``budget`` seconds are spent.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> with pargraph.trace() as tr:
+    ...     _ = pargraph.ones(1000).exp().sum().item()
+    >>> pairs = pair_costs(tr, call_costs(tr), budget=0.5)
+    >>> all(0.0 <= slowing for slowing in pairs.values())
+    True
+    """
+    traced: dict[tuple, float] = defaultdict(float)
+    for key, kind in trace.samples.kinds.items():
+        record = trace.records.get(key)
+        if record is not None and record.stop:
+            traced[kind] += record.duration
+    least = PAIR_LEAST * sum(traced.values())
+    kinds = sorted((k for k, seconds in traced.items() if seconds >= least and k in costs
+                    and costs[k].on_core >= PAIR_ON_CORE), key=lambda k: -traced[k])
+    pairs = [(a, b) for i, a in enumerate(kinds) for b in kinds[i:]]
+    # two kinds meet each other both ways round, a kind itself once
+    pairs.sort(key=lambda p: -traced[p[0]] * traced[p[1]] * (1 if p[0] == p[1] else 2))
+    slowing: dict[tuple[tuple, tuple], float] = {}
+    deadline = time.perf_counter() + budget
+    for a, b in pairs:
+        if time.perf_counter() > deadline:
+            break
+        try:
+            slowing[a, b], slowing[b, a] = measure_pair(trace.samples.calls[a],
+                                                        trace.samples.calls[b])
+        except Exception:  # a call that cannot run again beside another
+            continue
+    return slowing
 
 
 def _cache_file(name: str) -> str:

@@ -101,6 +101,8 @@ class _Ask:
     #: what it slows, and is slowed by, a stretch of its process running beside it
     #: (``Simulation._rates``): a node's GIL share; a stretch that takes the lock, 1
     share: float = 1.0
+    #: its node's kind of op, where two kinds were measured side by side (else -1)
+    kind: int = -1
     #: its seconds of work not done yet, and the pace it goes at, while it runs: its pace
     #: beside its process's other stretches (``gil_pace``) times its share of the cores
     left: float = 0.0
@@ -119,7 +121,9 @@ class Simulation:
     waits. The stretches of one process that run at once slow each other by their GIL shares
     (``_rates``): two nodes of one kind each take ``1 + share`` times their time alone, as
     the share was measured (``machine_costs.measure_call``), many nodes holding the GIL
-    throughout take turns, and a node that releases it goes at its own pace. Stretches that
+    throughout take turns, and a node that releases it goes at its own pace; where two nodes'
+    kinds (``kinds``) were measured side by side, each slows the other as measured
+    (``pairs``, ``machine_costs.measure_pair``). Stretches that
     are no node's (scheduling, transfers) take the process's lock, first come first served,
     and run as holding the GIL throughout. Where all processes share ``cores`` cores, the
     stretches running at once share them as Linux shares a busy core: each wants its width
@@ -138,8 +142,15 @@ class Simulation:
                  task_cost: float = 0.0, on_core: list[float] | None = None,
                  cores: int | None = None,
                  returned: set[int] | None = None, copies: bool = False,
-                 widths: list[int] | None = None, retake: float = 0.0) -> None:
+                 widths: list[int] | None = None, retake: float = 0.0,
+                 kinds: list[int] | None = None,
+                 pairs: dict[tuple[int, int], float] | None = None) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: per node, its kind of op's number (-1: none measured in pairs), and per ordered
+        #: pair of kinds ``(a, b)`` how much ``b`` beside ``a`` slows it, over its time on a
+        #: core: ``a`` goes at ``1 / (1 + slowing)`` of its pace
+        self.kinds = kinds or [-1] * len(nodes)
+        self.pairs = pairs or {}
         #: per node, the cores it takes where the processes share them: a product with
         #: BLAS on every core takes them all
         self.widths = widths or [1] * len(nodes)
@@ -281,12 +292,22 @@ class Simulation:
         """Each stretch running on process ``p`` goes at ``1 / (1 + the sum, over the others,
         of the smaller of its share and theirs)`` of its pace alone: two of one kind each at
         ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that never
-        holds it at its own pace. Where the cores are shared, every stretch then goes at
-        ``cores / wanted`` of that, where the stretches want more cores than there are."""
+        holds it at its own pace. Where the two stretches' kinds were measured side by side
+        (``pairs``), that slowing replaces the smaller share. Where the cores are shared,
+        every stretch then goes at ``cores / wanted`` of that, where the stretches want more
+        cores than there are."""
         running = self.running[p]
+        pairs = self.pairs
         for ask in running:
-            ask.gil_pace = 1.0 if ask.process is None else 1.0 / (1.0 + sum(
-                min(ask.share, other.share) for other in running if other is not ask))
+            if ask.process is None:
+                ask.gil_pace = 1.0
+            elif pairs and ask.kind >= 0:
+                ask.gil_pace = 1.0 / (1.0 + sum(
+                    pairs.get((ask.kind, other.kind), min(ask.share, other.share))
+                    for other in running if other is not ask))
+            else:
+                ask.gil_pace = 1.0 / (1.0 + sum(
+                    min(ask.share, other.share) for other in running if other is not ask))
         changed = [running]
         if self.cores is not None:
             wanted = sum(ask.cores * ask.gil_pace for each in self.running for ask in each)
@@ -376,7 +397,8 @@ class Simulation:
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then))
         elif kind == "core" and seconds > 0:
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
-                                cores=self._width(member), share=self.shares[member]))
+                                cores=self._width(member), share=self.shares[member],
+                                kind=self.kinds[member]))
         elif kind == "retake" and self._gil_busy(self.tasks[t].worker):
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
                                 retake=True))

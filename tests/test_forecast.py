@@ -209,6 +209,44 @@ def test_a_trace_measures_the_gil_share_of_its_ops():
     assert runs_speedup(fc, threads=4) > 1.5  # four branches that mostly wait
 
 
+def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(monkeypatch):
+    """A forecast measures the kinds of op that compute and hold a good part of the step in
+    pairs (a sleep gives the GIL away: not paired), and its simulated nodes slow each other as
+    those pairs say: four branches of products on two threads take about twice as long with
+    every pair taking turns (each slowed by its own time) as with none slowed. The step ends
+    with a sleep, which holds a good part of it too."""
+    module = sys.modules["pargraph.forecast"]
+    a = pargraph.randn(256, 256)
+    sleep = sleeper(0.001)
+
+    def step():
+        return sleep(sum(((a * k) @ a).tanh().sum() for k in range(1, 5))).item()
+
+    with dask.config.set(scheduler="threads", num_workers=1):
+        step()
+        step()
+        with pargraph.trace() as tr:
+            step()
+    fc = pargraph.forecast(tr, threads=[1])
+    paired = {kind[0] for pair in fc.pairs for kind in pair}
+    assert "matmul" in paired and not any(op.startswith("forecast_test::") for op in paired)
+    assert all(0.0 <= slowing <= 4.0 for slowing in fc.pairs.values())
+    # the same kinds' costs alone for every forecast below: only the pairs change
+    monkeypatch.setattr(module, "call_costs", lambda trace: fc.kind_costs)
+    kinds = list(fc.kind_costs)
+
+    def runs_on_two(slowing: float) -> float:
+        monkeypatch.setattr(module, "pair_costs", lambda trace, costs: {
+            (a, b): slowing for a in kinds for b in kinds})
+        outcome = pargraph.forecast(tr, threads=[2]).outcome(threads=2)
+        return outcome.step_time - outcome.outside - sum(  # less the sleep, which waits
+            s.stop - s.start for s in outcome.segments if s.op.startswith("forecast_test::"))
+
+    assert runs_on_two(1.0) > 1.4 * runs_on_two(0.0)
+    # shares given by the caller ("what if"): nothing is measured in pairs
+    assert pargraph.forecast(tr, threads=[1], gil=0.5).pairs == {}
+
+
 def test_workers_pay_for_transfers_and_scheduling():
     tr = traced(branches(8, 0.02))
     fc = pargraph.forecast(tr, threads=[1], workers=[1, 2, 4], network=FAST_NETWORK, gil=0.0)

@@ -70,3 +70,26 @@ def test_a_node_with_no_gil_share_never_waits_for_the_gil():
     held = segments(1.0)
     assert [s.start for s in held] == pytest.approx([0.002, 0.006])
     assert [s.stop for s in held] == pytest.approx([0.022, 0.024])
+
+
+def test_two_kinds_measured_side_by_side_slow_each_other_as_measured():
+    """Two 10 ms nodes whose kinds were measured side by side: the first slowed by half its
+    time (it goes at 2/3 of its pace), the second not at all, whatever their shares say. The
+    second ends at 10 ms; the first has done 6.67 ms of work then, and ends 3.33 ms later.
+    Kinds not measured together keep the rule of the smaller share."""
+    nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
+
+    def stops(kinds: list[int], pairs: dict) -> list[float]:
+        outcome = Outcome(("threads", 2), 0.0, 2)
+        Simulation([Task([0], 0), Task([1], 0)], nodes, [0.01, 0.01], [0.2, 0.2], 1, 2, False,
+                   None, 0.0, outcome, kinds=kinds, pairs=pairs).run()
+        stop = {s.key: s.stop for s in outcome.segments}
+        return [stop[n.key] for n in nodes]
+
+    measured = {(0, 1): 0.5, (1, 0): 0.0, (0, 0): 0.9, (1, 1): 0.9}
+    assert stops([0, 1], measured) == pytest.approx([0.01 + 0.01 / 3, 0.01])
+    # the same kind twice: its own pair's slowing
+    assert stops([0, 0], measured) == pytest.approx([0.019, 0.019])
+    # a kind not measured in pairs (-1), or no pairs at all: 1 + the smaller share
+    assert stops([0, -1], measured) == pytest.approx([0.012, 0.012])
+    assert stops([0, 1], {}) == pytest.approx([0.012, 0.012])
