@@ -43,6 +43,10 @@ PAIR_BUDGET_SECONDS = 4.0
 #: such kinds are not measured in pairs (``simulation.WAITS_BELOW``), nor kinds with less
 #: than ``PAIR_LEAST`` of the trace's time in nodes.
 PAIR_ON_CORE, PAIR_LEAST = 0.5, 0.02
+#: Seconds of a call alone under which a kind's waits for the GIL beside another count: a
+#: call waits for it a few times, each up to the switch interval (0.2 ms in pargraph's runs),
+#: which is lost in a call of milliseconds. Two kinds both slower are not measured in pairs.
+PAIR_CALLS_UNDER = 1e-3
 
 
 @dataclass(frozen=True)
@@ -291,12 +295,11 @@ def measure_pair(first: tuple, second: tuple, rounds: int = PAIR_ROUNDS) -> tupl
     In each of ``rounds`` rounds, with BLAS on one thread and the switch interval of
     pargraph's runs, each kind's calls run alone, then both kinds' on two threads at once;
     each kind's pace is its calls' rate beside the other over its rate alone in that round,
-    and its slowing the median over the rounds: a shared machine's slow stretches last
-    seconds, so a round's times alone and together meet the same machine, and the median
-    follows what a step meets, as its measured median does. The two kinds' shares
-    (:func:`measure_call`) give the same for a pair of one kind; for two kinds, the time one
-    waits for the GIL depends on how long the other holds it at a time, which their shares do
-    not tell.
+    and its slowing the median over the rounds, so that a round's times alone and together
+    meet the same machine. The two kinds' shares (:func:`measure_call`) give the same for a
+    pair of one kind; for two kinds, the time one waits for the GIL depends on how long the
+    other holds it at a time, which their shares do not tell. :func:`pair_costs` measures
+    several pairs with their rounds taking turns.
 
     Examples
     --------
@@ -307,24 +310,43 @@ def measure_pair(first: tuple, second: tuple, rounds: int = PAIR_ROUNDS) -> tupl
     >>> 0.0 <= a <= MAX_SHARE and 0.0 <= b <= MAX_SHARE
     True
     """
+    return _measure_pairs([(first, second)], rounds)[0]
+
+
+def _measure_pairs(pairs: list[tuple[tuple, tuple]], rounds: int,
+                   budget: float | None = None) -> list[tuple[float, float]]:
+    """:func:`measure_pair` of each of ``pairs``, their rounds taking turns: a shared
+    machine's slow stretches last up to seconds, and one that met every round of one pair
+    would read as that pair's slowing; spread over all the rounds of all the pairs, it meets
+    one round of each, which the median leaves out. With ``budget``, only the first pairs
+    whose rounds fit in about that many seconds are measured."""
     from threadpoolctl import threadpool_limits
 
     from pargraph.engine.threads import state
 
-    calls = [functools.partial(op.forward, *(a.copy() if isinstance(a, np.ndarray) else a
-                                             for a in args), **attrs)
-             for op, attrs, args in (first, second)]
+    measured: list[tuple[list, float]] = []  # per pair, its two calls and its stretch
     with threadpool_limits(1), state.switching.lowered():
-        single = max(_timed_calls(call, 1) for call in calls)  # also warms both up
-        # long enough for a few calls of the slower kind in each stretch
-        seconds = max(PAIR_ROUND_SECONDS, 4 * single)
-        paces: list[tuple[float, float]] = []
+        spent = 0.0
+        for pair in pairs:
+            calls = [functools.partial(op.forward, *(a.copy() if isinstance(a, np.ndarray)
+                                                     else a for a in args), **attrs)
+                     for op, attrs, args in pair]
+            single = max(_timed_calls(call, 1) for call in calls)  # also warms both up
+            # long enough for a few calls of the slower kind in each stretch
+            seconds = max(PAIR_ROUND_SECONDS, 4 * single)
+            # a round: each kind alone, then both for twice as long
+            spent += rounds * 4 * seconds
+            if budget is not None and measured and spent > budget:
+                break
+            measured.append((calls, seconds))
+        paces: list[list[tuple[float, float]]] = [[] for _ in measured]
         for _ in range(rounds):
-            alone = [_call_rate(call, seconds) for call in calls]
-            together = _pair_rates(calls, 2 * seconds)
-            paces.append((together[0] / alone[0], together[1] / alone[1]))
-    return tuple(min(max(1.0 / max(float(np.median(side)), 1e-9) - 1.0, 0.0), MAX_SHARE)
-                 for side in zip(*paces))
+            for k, (calls, seconds) in enumerate(measured):
+                alone = [_call_rate(call, seconds) for call in calls]
+                together = _pair_rates(calls, 2 * seconds)
+                paces[k].append((together[0] / alone[0], together[1] / alone[1]))
+    return [tuple(min(max(1.0 / max(float(np.median(side)), 1e-9) - 1.0, 0.0), MAX_SHARE)
+                  for side in zip(*each)) for each in paces]
 
 
 def _call_rate(call: Callable[[], Any], seconds: float) -> float:
@@ -379,8 +401,11 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     side (:func:`measure_pair`): per ordered pair ``(a, b)`` of kinds, the share of its time
     ``a`` takes longer beside ``b``. Kinds measured alone in ``costs`` (:func:`call_costs`)
     that compute (a kind that mostly waits gives the GIL away for its wait) and hold at least
-    :data:`PAIR_LEAST` of the traced time in nodes are paired, the pairs of the most traced
-    time together first, until ``budget`` seconds are spent.
+    :data:`PAIR_LEAST` of the traced time in nodes are paired where one of the two calls
+    takes under :data:`PAIR_CALLS_UNDER` (two calls of milliseconds slow each other by the
+    core's hardware, which their shares measure, more than by their waits for the GIL), the
+    pairs of the most traced time together first, as many as fit in ``budget`` seconds,
+    their rounds taking turns.
 
     Examples
     --------
@@ -399,19 +424,16 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     least = PAIR_LEAST * sum(traced.values())
     kinds = sorted((k for k, seconds in traced.items() if seconds >= least and k in costs
                     and costs[k].on_core >= PAIR_ON_CORE), key=lambda k: -traced[k])
-    pairs = [(a, b) for i, a in enumerate(kinds) for b in kinds[i:]]
+    pairs = [(a, b) for i, a in enumerate(kinds) for b in kinds[i:]
+             if min(costs[a].seconds, costs[b].seconds) < PAIR_CALLS_UNDER]
     # two kinds meet each other both ways round, a kind itself once
     pairs.sort(key=lambda p: -traced[p[0]] * traced[p[1]] * (1 if p[0] == p[1] else 2))
+    # every kind in costs ran again alone (measure_call), so it runs beside another too
+    found = _measure_pairs([(trace.samples.calls[a], trace.samples.calls[b])
+                            for a, b in pairs], PAIR_ROUNDS, budget)
     slowing: dict[tuple[tuple, tuple], float] = {}
-    deadline = time.perf_counter() + budget
-    for a, b in pairs:
-        if time.perf_counter() > deadline:
-            break
-        try:
-            slowing[a, b], slowing[b, a] = measure_pair(trace.samples.calls[a],
-                                                        trace.samples.calls[b])
-        except Exception:  # a call that cannot run again beside another
-            continue
+    for (a, b), (of_a, of_b) in zip(pairs, found):
+        slowing[a, b], slowing[b, a] = of_a, of_b
     return slowing
 
 

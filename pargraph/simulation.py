@@ -123,9 +123,9 @@ class Simulation:
     the share was measured (``machine_costs.measure_call``), many nodes holding the GIL
     throughout take turns, and a node that releases it goes at its own pace; where two nodes'
     kinds (``kinds``) were measured side by side, each slows the other as measured
-    (``pairs``, ``machine_costs.measure_pair``). Stretches that
-    are no node's (scheduling, transfers) take the process's lock, first come first served,
-    and run as holding the GIL throughout. Where all processes share ``cores`` cores, the
+    (``pairs``, ``machine_costs.measure_pair``). Stretches that are no node's (scheduling,
+    transfers) take the process's lock, first come first served, and run as holding the GIL
+    throughout. Where all processes share ``cores`` cores, the
     stretches running at once share them as Linux shares a busy core: each wants its width
     (``widths``) times its pace beside its process's others, and where all want more than
     ``cores``, each goes at ``cores / wanted`` of that pace. A node that mostly waits
