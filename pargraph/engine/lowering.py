@@ -457,9 +457,9 @@ class GroupPlan:
         ``(producer group, element)`` pairs it reads that another group reads after it, or
         that belong to an output's tuple (kept to the end), outputs excepted; for a run in
         ``order``, per step, the pairs whose last reader it was; and the groups whose tuples
-        have such elements (held as lists, to drop them). A tuple goes after its
-        last reader of any element: without these, a big value of a tuple held by a small
-        late one (a weight's gradient) stays until the run ends."""
+        have such elements (held as lists, to drop them). A tuple goes after its last reader
+        of any element: without these, a big value of a tuple held by a small late one (a
+        weight's gradient) stays until the run ends."""
         wanted = {g for g, _ in self.outputs}
         outputs = set(self.outputs)
         read: list[set[tuple[int, int]]] = []
