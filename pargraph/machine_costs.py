@@ -38,7 +38,7 @@ MAX_SHARE = 4.0
 PAIR_ROUND_SECONDS, PAIR_ROUNDS = 10e-3, 5
 #: Seconds all pair measurements of one forecast may take; pairs past it (those of the kinds
 #: with the least traced time) keep the rule of the kinds' shares.
-PAIR_BUDGET_SECONDS = 4.0
+PAIR_BUDGET_SECONDS = 2.0
 #: A kind whose time on a core is under this share of its time mostly waits (a sleep, I/O);
 #: such kinds are not measured in pairs (``simulation.WAITS_BELOW``), nor kinds with less
 #: than ``PAIR_LEAST`` of the trace's time in nodes.
