@@ -190,8 +190,7 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     """
     from threadpoolctl import threadpool_limits
 
-    copies = [tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
-              for _ in range(2)]
+    copies = [_copied(args) for _ in range(2)]
     calls = [functools.partial(op.forward, *c, **attrs) for c in copies]
 
     def pair(repeats: int, offset: float) -> tuple[float, float]:
@@ -253,6 +252,11 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     contention = min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * on_core_share
     return CallCost(min(max(share, 0.0), 1.0, on_core_share), alone / repeats, contention,
                     all_blas, on_core_share)
+
+
+def _copied(args: tuple) -> tuple:
+    """``args`` with each array copied: a measured call runs on arrays of its own."""
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
 
 def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:
@@ -328,8 +332,7 @@ def _measure_pairs(pairs: list[tuple[tuple, tuple]], rounds: int,
     with threadpool_limits(1), state.switching.lowered():
         spent = 0.0
         for pair in pairs:
-            calls = [functools.partial(op.forward, *(a.copy() if isinstance(a, np.ndarray)
-                                                     else a for a in args), **attrs)
+            calls = [functools.partial(op.forward, *_copied(args), **attrs)
                      for op, attrs, args in pair]
             single = max(_timed_calls(call, 1) for call in calls)  # also warms both up
             # long enough for a few calls of the slower kind in each stretch

@@ -18,17 +18,25 @@ from pargraph.machine_costs import (
 from tests.test_forecast import FAST_NETWORK
 
 
-def test_measured_calls_tell_a_wait_from_python_work():
-    class Op:  # what measure_call runs: an op's forward on the recorded arguments
-        def __init__(self, forward):
-            self.forward = forward
+class Op:
+    """What measure_call and measure_pair run: an op's forward on the recorded arguments."""
 
-    def python_work(x):
+    def __init__(self, forward):
+        self.forward = forward
+
+
+def python_work(loops: int):
+    """A forward that holds the GIL throughout: ``loops`` turns of a Python loop."""
+    def forward(x):
         total = 0
-        for k in range(30_000):
+        for k in range(loops):
             total += k
         return x
 
+    return forward
+
+
+def test_measured_calls_tell_a_wait_from_python_work():
     x = np.ones(4, np.float32)
     # The suite's other processes share the two cores, and a busy machine biases Python
     # work's share down (docs/forecast.md, "Noise"): the least disturbed measurement is the
@@ -38,7 +46,7 @@ def test_measured_calls_tell_a_wait_from_python_work():
              for _ in range(3)]
     works = []
     while len(works) < 8 and not any(c.gil_share > 0.6 for c in works):
-        works.append(measure_call(Op(python_work), {}, (x,)))
+        works.append(measure_call(Op(python_work(30_000)), {}, (x,)))
     assert all(isinstance(c, CallCost) and c.seconds >= 0.002 for c in waits)
     assert all(0.0 <= c.gil_share <= 1.0 for c in waits + works)
     assert max(c.gil_share for c in works) > 0.6
@@ -51,18 +59,8 @@ def test_two_kinds_side_by_side_are_measured_each_way():
     """Python work holds the GIL throughout: two threads of it take turns, each slowed by
     about its own time. Beside calls that sleep it goes at about its own pace: a sleep gives
     the GIL away, and takes it back for microseconds. One measurement, two slowings."""
-    class Op:
-        def __init__(self, forward):
-            self.forward = forward
-
-    def python_work(x):
-        total = 0
-        for k in range(20_000):
-            total += k
-        return x
-
     x = np.ones(4, np.float32)
-    work = (Op(python_work), {}, (x,))
+    work = (Op(python_work(20_000)), {}, (x,))
     sleep = (Op(lambda x: (time.sleep(0.002), x)[1]), {}, (x,))
     # the least disturbed of a few measurements: the suite's other processes share the cores
     turns: list[tuple[float, float]] = []
