@@ -232,7 +232,7 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
                 pairs.append((took - offset, offset))
             if len(pairs) == trials:
                 break
-    all_blas = min(_timed_calls(calls[0], repeats) for _ in range(trials)) / repeats
+    all_blas = _all_blas_seconds(op, calls[0], repeats, alone / repeats)
     on_core_share = min(on_core[alones.index(alone)] / alone, 1.0)
     if not pairs:  # the threads never ran at once: the machine is too busy to tell, but a
         # call holds the GIL no longer than it is on a core
@@ -252,6 +252,27 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     contention = min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * on_core_share
     return CallCost(min(max(share, 0.0), 1.0, on_core_share), alone / repeats, contention,
                     all_blas, on_core_share)
+
+
+#: Rounds of the measurement of a BLAS op's calls with BLAS on one thread against every core.
+BLAS_ROUNDS = 5
+
+
+def _all_blas_seconds(op: Any, call: Callable[[], Any], repeats: int, seconds: float) -> float:
+    """A call's seconds with BLAS on every core, from its ``seconds`` on one BLAS thread: by
+    the median over :data:`BLAS_ROUNDS` rounds of the two ways' times, each round timing
+    ``repeats`` calls one way then the other, so that both meet the same machine (a shared
+    one's speed moves within a second). 0.0 for an op that calls no BLAS: nothing to tell."""
+    from threadpoolctl import threadpool_limits
+
+    if not getattr(op, "blas", False):
+        return 0.0
+    ratios = []
+    for _ in range(BLAS_ROUNDS):
+        with threadpool_limits(1):
+            one = _timed_calls(call, repeats)
+        ratios.append(one / max(_timed_calls(call, repeats), 1e-12))
+    return seconds / float(np.median(ratios))
 
 
 def _copied(args: tuple) -> tuple:

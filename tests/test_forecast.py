@@ -212,10 +212,11 @@ def test_a_trace_measures_the_gil_share_of_its_ops():
 def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(monkeypatch):
     """A forecast measures the kinds of op that compute and hold a good part of the step in
     pairs (a sleep gives the GIL away: not paired), and its simulated nodes slow each other as
-    those pairs say: four branches of products on two threads take clearly longer with every
-    pair taking turns (each slowed by its own time) than with none slowed (about 1.75 times
-    from a trace taken on an idle machine, 1.3 on a busy one). The step ends with a sleep,
-    which holds a good part of it too."""
+    those pairs say: four branches of products on two threads, two at a time, take clearly
+    longer with every pair slowing each other by half their time than with none slowed.
+    The products' simulated time is compared, not the step's, whose other nodes take a share
+    that moves with the machine (their time alone, and the products' BLAS thread ratio, are
+    measured). The step ends with a sleep, which holds a good part of it too."""
     module = sys.modules["pargraph.forecast"]
     a = pargraph.randn(256, 256)
     sleep = sleeper(0.001)
@@ -240,10 +241,11 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
         monkeypatch.setattr(module, "pair_costs", lambda trace, costs: {
             (a, b): slowing for a in kinds for b in kinds})
         outcome = pargraph.forecast(tr, threads=[2]).outcome(threads=2)
-        return outcome.step_time - outcome.outside - sum(  # less the sleep, which waits
-            s.stop - s.start for s in outcome.segments if s.op.startswith("forecast_test::"))
+        return sum(s.stop - s.start for s in outcome.segments if s.op == "matmul")
 
-    assert runs_on_two(1.0) > 1.15 * runs_on_two(0.0)
+    # a slowing of 1 would make the calling thread's way as fast, which the forecast would
+    # take as the runner does: each product then alone again
+    assert runs_on_two(0.5) > 1.3 * runs_on_two(0.0)
     # shares given by the caller ("what if"): nothing is measured in pairs
     assert pargraph.forecast(tr, threads=[1], gil=0.5).pairs == {}
 

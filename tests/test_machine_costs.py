@@ -55,6 +55,19 @@ def test_measured_calls_tell_a_wait_from_python_work():
     assert all(c.gil_share < 0.1 and c.contention < 0.05 for c in waits)
 
 
+def test_only_an_op_that_calls_blas_is_timed_with_blas_on_every_core():
+    """A product's time with BLAS on every core is measured (the forecast scales its traced
+    time by it where a configuration gives BLAS one thread); an op without BLAS has none."""
+    from pargraph.ops import REGISTRY
+
+    a = np.random.default_rng(0).random((128, 128), dtype=np.float32)
+    product = measure_call(REGISTRY["matmul"], {}, (a, a))
+    assert REGISTRY["matmul"].blas and product.seconds_all_blas > 0.0
+    # two ways of one product: within a few times of each other, whatever the machine's load
+    assert 0.2 < product.seconds / product.seconds_all_blas < 5.0
+    assert measure_call(Op(python_work(1_000)), {}, (a,)).seconds_all_blas == 0.0
+
+
 def test_two_kinds_side_by_side_are_measured_each_way():
     """Python work holds the GIL throughout: two threads of it take turns, each slowed by
     about its own time. Beside calls that sleep it goes at about its own pace: a sleep gives
