@@ -186,10 +186,15 @@ class Forecast:
         self.one_thread = {key: costs[kind].seconds for key, kind in kinds.items()
                            if kind in costs}
         #: per node whose kind was measured, its time with BLAS on one thread over its time
-        #: with BLAS on every core (as the trace's run on one thread had it)
-        self.one_blas_thread = {key: costs[kind].seconds / costs[kind].seconds_all_blas
-                                for key, kind in kinds.items()
-                                if kind in costs and costs[kind].seconds_all_blas > 0}
+        #: with BLAS on every core (as the trace's run on one thread had it), between 1 and
+        #: the machine's cores: BLAS splits a product over at most one thread per core, and
+        #: runs one too small to gain on one thread. Calls repeated alone read outside those
+        #: bounds on a shared machine (BLAS's threads waking for every call, a core taken
+        #: away), where the same step's products, one BLAS thread against every core, do not.
+        most = float(os.cpu_count() or 1)
+        self.one_blas_thread = {
+            key: min(max(costs[kind].seconds / costs[kind].seconds_all_blas, 1.0), most)
+            for key, kind in kinds.items() if kind in costs and costs[kind].seconds_all_blas > 0}
         measured = {kind: cost.gil_share for kind, cost in costs.items()}
         #: per ordered pair of kinds measured side by side, how much the second slows the
         #: first (``machine_costs.pair_costs``): not where shares are given
