@@ -158,7 +158,8 @@ class CallCost:
     gil_share: float
     seconds: float
     contention: float = 0.0
-    #: its seconds with BLAS on every core, as a run on one thread gives it
+    #: its seconds with BLAS on every core, as a run on one thread gives it (0.0: an op that
+    #: calls no BLAS, not measured)
     seconds_all_blas: float = 0.0
     #: the share of its time alone that its thread spent on a core (``time.thread_time``)
     on_core: float = 1.0
