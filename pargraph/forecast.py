@@ -188,9 +188,8 @@ class Forecast:
         #: per node whose kind was measured, its time with BLAS on one thread over its time
         #: with BLAS on every core (as the trace's run on one thread had it), between 1 and
         #: the machine's cores: BLAS splits a product over at most one thread per core, and
-        #: runs one too small to gain on one thread. Calls repeated alone read outside those
-        #: bounds on a shared machine (BLAS's threads waking for every call, a core taken
-        #: away), where the same step's products, one BLAS thread against every core, do not.
+        #: runs one too small to gain on one thread. On a shared machine, calls repeated alone
+        #: read outside those bounds where the same step's products do not (docs/forecast.md).
         most = float(os.cpu_count() or 1)
         self.one_blas_thread = {
             key: min(max(costs[kind].seconds / costs[kind].seconds_all_blas, 1.0), most)
