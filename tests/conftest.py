@@ -2,6 +2,7 @@
 
 import compileall
 import os
+import pathlib
 import sys
 
 import dask
@@ -24,6 +25,7 @@ def pytest_configure(config):
     if sys.dont_write_bytecode and not hasattr(config, "workerinput"):
         for room in ("pargraph", "demos", "tests"):
             compileall.compile_dir(os.path.join(ROOT, room), quiet=1)
+        _rewrite_test_modules_once(config)
     if not hasattr(config, "workerinput"):
         # The suite runs three test processes and their subprocesses (demos, cluster
         # workers) on few cores. After each product numpy's OpenBLAS keeps its idle threads
@@ -37,6 +39,31 @@ def pytest_configure(config):
         # No test reads the profile; the event loop is checked every second instead.
         os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
         os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL", "1s")
+
+def _rewrite_test_modules_once(config) -> None:
+    """Write pytest's assertion-rewritten bytecode of the test modules once, here.
+
+    Each test process rewrites every test module's asserts as it imports it (about 6 s of CPU
+    on this suite), and where bytecode is not written it cannot keep the result for the
+    others. They read this copy instead. It leans on pytest's own rewriting functions: where a
+    pytest version lacks them, each process rewrites for itself, as without this."""
+    if config.getoption("assertmode") != "rewrite":
+        return
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for path in sorted(pathlib.Path(ROOT, "tests").glob("*.py")):
+            if not (path.name.startswith("test_") or path.name == "conftest.py"):
+                continue
+            cache = rewrite.get_cache_dir(path)
+            pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite.try_makedirs(cache) and rewrite._read_pyc(path, pyc) is None:
+                source_stat, code = rewrite._rewrite_test(path, config)
+                rewrite._write_pyc(state, code, source_stat, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return
+
 
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
 #: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,

@@ -14,7 +14,7 @@ import pargraph
 from pargraph import nn, optim
 from pargraph.optim import lr_scheduler
 
-STEPS, THREADS = 200, 8
+STEPS, THREADS = 100, 8
 
 
 class Towers(nn.Module):
