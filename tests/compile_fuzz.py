@@ -225,12 +225,13 @@ def run(torch, spec: ProgramSpec, compiled: bool) -> list:
     return history
 
 
-def difference(torch, spec: ProgramSpec) -> str | None:
+def difference(torch, spec: ProgramSpec, compiled_on: Any = None) -> str | None:
     """Where the compiled run first differs from the eager one by more than a second eager run
-    does (plus a few roundings), or None."""
+    does (plus a few roundings), or None. ``compiled_on``: the settings the compiled run
+    alone goes under (:func:`on_cluster`); the eager runs stay on this process's threads."""
     eager = run(torch, spec, compiled=False)
     again = run(torch, spec, compiled=False)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), compiled_on or contextlib.nullcontext():
         warnings.simplefilter("ignore")  # graph breaks warn; they are allowed
         compiled = run(torch, spec, compiled=True)
     for call, (e, a, c) in enumerate(zip(eager, again, compiled)):
@@ -247,18 +248,22 @@ def difference(torch, spec: ProgramSpec) -> str | None:
     return None
 
 
+@contextlib.contextmanager
 def on_cluster(client: Any) -> Any:
     """The settings under which runs go to ``client``'s cluster a group task per worker: with
-    several worker processes, each holds its own copy of a compiled program."""
+    several worker processes, each holds its own copy of a compiled program. Set when the
+    block is entered (not when this is called, as ``dask.config.set`` would)."""
     import dask
 
-    return dask.config.set({"scheduler": client, "pargraph.single-task-below": 0,
-                            "pargraph.task-grain": 0})
+    with dask.config.set({"scheduler": client, "pargraph.single-task-below": 0,
+                          "pargraph.task-grain": 0}):
+        yield
 
 
 def main(argv: list[str]) -> int:
     """``python -m tests.compile_fuzz [COUNT] [--workers W]``: the first COUNT programs, on
-    local threads, or on W ``dask worker`` processes on 127.0.0.1 (:func:`on_cluster`)."""
+    local threads, or compiled on W ``dask worker`` processes on 127.0.0.1 (:func:`on_cluster`)
+    against eager runs on local threads."""
     import argparse
 
     import pargraph
@@ -270,12 +275,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     failed = 0
     with contextlib.ExitStack() as stack:
-        if args.workers:
-            stack.enter_context(on_cluster(stack.enter_context(worker_processes(args.workers))))
+        client = stack.enter_context(worker_processes(args.workers)) if args.workers else None
         for seed in range(args.count):
             spec = draw_spec(seed)
             try:
-                found = difference(pargraph, spec)
+                found = difference(pargraph, spec, on_cluster(client) if client else None)
             except Exception as error:  # a crash is a finding too
                 found = f"{type(error).__name__}: {error}"
             if found is not None:

@@ -33,9 +33,16 @@ def test_a_random_program_compiled_on_two_worker_processes_equals_eager(two_work
     """The programs' changes between calls (learning rates, attributes, frozen parameters,
     loaded state) reach the copy of the program each worker process holds. ``.ci/run`` runs
     twenty such programs."""
+    def executed() -> int:
+        return sum(two_workers.run(lambda dask_worker: dask_worker.state.executed_count)
+                   .values())
+
     spec = compile_fuzz.draw_spec(seed)
-    with compile_fuzz.on_cluster(two_workers):
-        assert compile_fuzz.difference(pargraph, spec) is None, str(spec)
+    before = executed()
+    on_cluster = compile_fuzz.on_cluster(two_workers)  # the compiled run's only: entered there
+    assert executed() == before
+    assert compile_fuzz.difference(pargraph, spec, compiled_on=on_cluster) is None, str(spec)
+    assert executed() >= before + len(spec.calls)  # the compiled calls ran on the workers
 
 
 def _twice(step_of, changes, args=()):
