@@ -260,31 +260,53 @@ def on_cluster(client: Any) -> Any:
         yield
 
 
+def finding(seed: int, client: Any = None) -> str | None:
+    """Program ``seed``'s difference (:func:`difference`), a crash included, as a report
+    naming the program, or None."""
+    import pargraph
+
+    spec = draw_spec(seed)
+    try:
+        found = difference(pargraph, spec, on_cluster(client) if client else None)
+    except Exception as error:  # a crash is a finding too
+        found = f"{type(error).__name__}: {error}"
+    return None if found is None else f"{spec}\n    {found}"
+
+
 def main(argv: list[str]) -> int:
-    """``python -m tests.compile_fuzz [COUNT] [--workers W]``: the first COUNT programs, on
-    local threads, or compiled on W ``dask worker`` processes on 127.0.0.1 (:func:`on_cluster`)
+    """``python -m tests.compile_fuzz [COUNT] [--workers W | --jobs J]``: the first COUNT
+    programs, on local threads (``--jobs``: in J processes side by side, each its share of
+    them), or compiled on W ``dask worker`` processes on 127.0.0.1 (:func:`on_cluster`)
     against eager runs on local threads."""
     import argparse
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    import pargraph
     from pargraph.remote.loopback import worker_processes
 
     parser = argparse.ArgumentParser(prog="python -m tests.compile_fuzz")
     parser.add_argument("count", nargs="?", type=int, default=200)
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args(argv)
-    failed = 0
+    if args.workers and args.jobs > 1:
+        parser.error("--workers and --jobs: the programs go to one cluster from one process")
+    seeds = range(args.count)
     with contextlib.ExitStack() as stack:
-        client = stack.enter_context(worker_processes(args.workers)) if args.workers else None
-        for seed in range(args.count):
-            spec = draw_spec(seed)
-            try:
-                found = difference(pargraph, spec, on_cluster(client) if client else None)
-            except Exception as error:  # a crash is a finding too
-                found = f"{type(error).__name__}: {error}"
+        if args.workers:
+            client = stack.enter_context(worker_processes(args.workers))
+            findings = (finding(seed, client) for seed in seeds)
+        elif args.jobs > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(
+                args.jobs, mp_context=multiprocessing.get_context("spawn")))
+            findings = pool.map(finding, seeds, chunksize=max(args.count // (8 * args.jobs), 1))
+        else:
+            findings = (finding(seed) for seed in seeds)
+        failed = 0
+        for found in findings:  # in the programs' order, as each comes
             if found is not None:
                 failed += 1
-                print(f"{spec}\n    {found}")
+                print(found)
     where = f" on {args.workers} worker processes" if args.workers else ""
     print(f"{args.count - failed} of {args.count} programs{where}: compiled equals eager")
     return 1 if failed else 0

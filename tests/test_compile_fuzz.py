@@ -19,6 +19,24 @@ def test_a_random_program_compiled_equals_eager(seed):
     assert compile_fuzz.difference(pargraph, spec) is None, str(spec)
 
 
+def test_the_sweep_runs_in_several_processes_and_reports_each_programs_finding(
+        monkeypatch, capsys):
+    # .ci/run's sweep: two processes side by side, each its share of the programs
+    assert compile_fuzz.main(["4", "--jobs", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "4 of 4 programs: compiled equals eager"
+    # one process: a program that differs, or crashes, is printed with its spec, and fails
+    monkeypatch.setattr(compile_fuzz, "difference", lambda torch, spec, on=None: (
+        [None, "call 0: result 0 differs"][spec.seed] if spec.seed < 2 else 1 / 0))
+    assert compile_fuzz.main(["3"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("seed 1: ") and lines[1] == "    call 0: result 0 differs"
+    assert lines[2].startswith("seed 2: ") and lines[3] == "    ZeroDivisionError: division by zero"
+    assert lines[4:] == ["1 of 3 programs: compiled equals eager"]
+    with pytest.raises(SystemExit):
+        compile_fuzz.main(["3", "--jobs", "2", "--workers", "2"])
+
+
 @pytest.fixture(scope="module")
 def two_workers():
     """A ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1."""
