@@ -40,6 +40,7 @@ def pytest_configure(config):
         os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
         os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL", "1s")
 
+
 def _rewrite_test_modules_once(config) -> None:
     """Write pytest's assertion-rewritten bytecode of the test modules once, here.
 

@@ -1,10 +1,11 @@
 """Compiled steps against eager ones: a sample of the differential fuzzer's random programs
-(``tests/compile_fuzz.py``; ``python -m tests.compile_fuzz 1000`` runs the whole sweep), and
-each class of stale replay it found, as a test of its own."""
+(``tests/compile_fuzz.py``; ``python -m tests.compile_fuzz 1000 --jobs 2`` runs the whole
+sweep), and each class of stale replay it found, as a test of its own."""
 
 import copy
 import warnings
 
+import dask
 import numpy as np
 import pytest
 
@@ -58,7 +59,7 @@ def test_a_random_program_compiled_on_two_worker_processes_equals_eager(two_work
     spec = compile_fuzz.draw_spec(seed)
     before = executed()
     on_cluster = compile_fuzz.on_cluster(two_workers)  # the compiled run's only: entered there
-    assert executed() == before
+    assert dask.config.get("scheduler", None) is not two_workers
     assert compile_fuzz.difference(pargraph, spec, compiled_on=on_cluster) is None, str(spec)
     assert executed() >= before + len(spec.calls)  # the compiled calls ran on the workers
 
