@@ -44,10 +44,10 @@ def pytest_configure(config):
 def _rewrite_test_modules_once(config) -> None:
     """Write pytest's assertion-rewritten bytecode of the test modules once, here.
 
-    Each test process rewrites every test module's asserts as it imports it (about 6 s of CPU
-    on this suite), and where bytecode is not written it cannot keep the result for the
-    others. They read this copy instead. It leans on pytest's own rewriting functions: where a
-    pytest version lacks them, each process rewrites for itself, as without this."""
+    Each test process rewrites every test module's asserts as it imports it, and where
+    bytecode is not written it cannot keep the result for the others. They read this copy
+    instead. It leans on pytest's own rewriting functions: where a pytest version lacks them,
+    each process rewrites for itself, as without this."""
     if config.getoption("assertmode") != "rewrite":
         return
     try:

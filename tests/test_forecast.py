@@ -237,8 +237,8 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     assert all(0.0 <= slowing <= 4.0 for slowing in fc.pairs.values())
     # the same kinds' costs alone for every forecast below: only the pairs change. Products
     # hold no GIL there, and BLAS is as fast on one thread as on every core: as measured, a
-    # product's GIL share (read up to 1.0) or BLAS ratio (over 1.3 on a busy machine) could
-    # make the forecast keep the products apart, as the runner would.
+    # product's GIL share or BLAS ratio, both moved by a busy machine, could make the forecast
+    # keep the products apart, as the runner would.
     costs = {kind: dataclasses.replace(cost, gil_share=0.0, seconds_all_blas=cost.seconds)
              if cost.seconds_all_blas else cost for kind, cost in fc.kind_costs.items()}
     monkeypatch.setattr(module, "call_costs", lambda trace: costs)
