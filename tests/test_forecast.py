@@ -3,7 +3,6 @@
 import dataclasses
 import gc
 import json
-import statistics
 import sys
 import time
 
@@ -244,16 +243,21 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     monkeypatch.setattr(module, "call_costs", lambda trace: costs)
     kinds = list(costs)
 
-    def runs_on_two(slowing: float) -> float:
+    def runs_on_two(slowing: float) -> dict[str, float]:
+        """Each product's simulated seconds on two threads."""
         monkeypatch.setattr(module, "pair_costs", lambda trace, costs: {
             (a, b): slowing for a in kinds for b in kinds})
         outcome = pargraph.forecast(tr, threads=[2]).outcome(threads=2)
-        # the median product: one the trace caught waiting for a core keeps its long time
-        return statistics.median(s.stop - s.start for s in outcome.segments if s.op == "matmul")
+        return {s.key: s.stop - s.start for s in outcome.segments if s.op == "matmul"}
 
     # a slowing of 1 would make the calling thread's way as fast, which the forecast would
     # take as the runner does: each product then alone again
-    assert runs_on_two(0.5) > 1.3 * runs_on_two(0.0)
+    slowed, alone = runs_on_two(0.5), runs_on_two(0.0)
+    ratios = [slowed[key] / alone[key] for key in alone]
+    # Products that ran side by side took about 1.5x as long, and none took less. How much
+    # of each product overlapped another follows the traced times, which the machine moves:
+    # the product slowed most is judged.
+    assert len(ratios) == 4 and min(ratios) > 0.99 and max(ratios) > 1.3, ratios
     # shares given by the caller ("what if"): nothing is measured in pairs
     assert pargraph.forecast(tr, threads=[1], gil=0.5).pairs == {}
 
