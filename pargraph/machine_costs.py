@@ -222,7 +222,12 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     alones, pairs, on_core = [], [], []
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
-        single = _timed_calls(calls[0], 1)
+        # Each copy's first call untimed: a first call may set up what later ones reuse (a
+        # library's lazy start, fresh pages), and, taken for a call's time, it would make
+        # the repeats too few and the second thread start after the first had finished.
+        for call in calls:
+            call()
+        single = min(_timed_calls(calls[0], 1) for _ in range(2))
         repeats = max(GIL_MEASURE_CALLS, int(GIL_MEASURE_SECONDS / max(single, 1e-7)))
         for _ in range(3 * trials):  # a pair whose second thread started late does not count
             alones += [_timed_calls(calls[0], repeats, on_core),
