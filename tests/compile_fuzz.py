@@ -293,15 +293,13 @@ def main(argv: list[str]) -> int:
         parser.error("--workers and --jobs: the programs go to one cluster from one process")
     seeds = range(args.count)
     with contextlib.ExitStack() as stack:
-        if args.workers:
-            client = stack.enter_context(worker_processes(args.workers))
-            findings = (finding(seed, client) for seed in seeds)
-        elif args.jobs > 1:
+        client = stack.enter_context(worker_processes(args.workers)) if args.workers else None
+        if args.jobs > 1:
             pool = stack.enter_context(ProcessPoolExecutor(
                 args.jobs, mp_context=multiprocessing.get_context("spawn")))
             findings = pool.map(finding, seeds, chunksize=max(args.count // (8 * args.jobs), 1))
         else:
-            findings = (finding(seed) for seed in seeds)
+            findings = (finding(seed, client) for seed in seeds)
         failed = 0
         for found in findings:  # in the programs' order, as each comes
             if found is not None:
