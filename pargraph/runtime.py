@@ -101,6 +101,9 @@ class Lowered:
     timing: Any = None
     #: How many of BLAS's threads the run takes (``lowering.blas_threads_of``).
     blas: str = ONE_BLAS
+    #: A local run's group tasks as :class:`GroupCall` s by key, for pargraph's own runners
+    #: (``source`` then builds dask's graph from them only if a dask scheduler runs it).
+    calls: dict | None = None
 
     def values(self, results: Sequence[Any]) -> Sequence[Any]:
         return results if self.unpack is None else self.unpack(results)
@@ -463,6 +466,32 @@ class FusedTask:
 
     def __repr__(self) -> str:
         return f"FusedTask({', '.join(node.key for node in self.nodes)})"
+
+
+class GroupCall:
+    """One group task of a run on this machine, called without dask's task objects (whose
+    building and argument resolving cost the calling thread more than a small group's
+    work): its :class:`FusedTask`, its arguments (literal values, and None where another
+    task's result goes) and ``refs``, the ``(position, key)`` of those results. The caller
+    sets numpy's error state (the calling thread's run, or the pool's threads)."""
+
+    __slots__ = ("function", "args", "refs", "dependencies")
+
+    def __init__(self, function: FusedTask, args: list, refs: list[tuple[int, Any]]) -> None:
+        self.function, self.args, self.refs = function, args, refs
+        #: The keys of the tasks it reads, as a dask task's.
+        self.dependencies = frozenset(key for _, key in refs)
+
+    def __call__(self, values: dict) -> Any:
+        args = list(self.args)
+        for position, key in self.refs:
+            args[position] = values[key]
+        if not allocator.checked:
+            allocator.for_worker()
+        return self.function.run(tuple(args))
+
+    def __repr__(self) -> str:
+        return f"GroupCall({self.function!r})"
 
 
 def _site_text(site: Any) -> str:

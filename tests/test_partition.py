@@ -827,10 +827,20 @@ def test_structure_caches_are_bounded_lru_and_shared_safely_between_threads():
 def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeypatch):
     """Chosen "threads", a run's group tasks run on two threads (this one and a pool's), not
     through dask's scheduler, with BLAS limited to one thread, and give the same bits as the
-    same tasks in one thread and on dask's threaded scheduler (both with one BLAS thread)."""
+    same tasks in one thread and on dask's threaded scheduler (both with one BLAS thread).
+    pargraph's own ways build no dask task objects: only dask's scheduler gets a graph."""
     from dask.callbacks import Callback
 
     from pargraph import ops
+    from pargraph.engine import lowering
+
+    built, dask_graph = [], lowering._dask_graph
+
+    def building(graph, calls):
+        built.append(len(calls))
+        return dask_graph(graph, calls)
+
+    monkeypatch.setattr(lowering, "_dask_graph", building)
 
     through_dask, blas, relu = [], [], ops.REGISTRY["relu"]
     forward = relu.forward
@@ -854,6 +864,7 @@ def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeyp
         blas.clear()
         through_dask.clear()
         on_threads.clear()
+        built.clear()
         with Callback(pretask=lambda key, dsk, state: through_dask.append(key)), \
                 dask.config.set({"scheduler": "threads", "num_workers": 2,
                                  "pargraph.adaptive": mode if adaptive else False,
@@ -865,13 +876,13 @@ def test_the_adaptive_threads_mode_runs_group_tasks_on_pargraphs_threads(monkeyp
         if adaptive:
             # The mode is what the test asserts; how many of the two lanes took a task
             # depends on whether the pool's thread woke before this one drained the tasks.
-            assert not through_dask
+            assert not through_dask and not built
             if mode == "threads":
                 assert on_threads and set(on_threads) == {2}, on_threads
             else:
                 assert not on_threads and len(lanes) == 1, (on_threads, lanes)
         else:
-            assert through_dask  # pargraph.adaptive: False keeps dask's threaded scheduler
+            assert through_dask and built  # pargraph.adaptive: False: dask's threaded scheduler
         assert set(blas) == {1}
     for mode in (("inline, one BLAS thread", True), ("threads", False)):
         for a, b in zip(results["threads", True], results[mode]):
@@ -942,7 +953,7 @@ def test_an_element_of_a_tuple_goes_after_its_own_last_reader():
     sequential = [("a", [], []), ("b", [], []), ("c", [], [("a", 0)]), ("d", ["a"], []),
                   ("e", [], []), ("f", [], [("e", 1)]), ("g", ["f"], [])]
     lowered = Lowered(graph, keys, sequential=sequential, parts=parts,
-                      listed=frozenset({"a", "e"}))
+                      listed=frozenset({"a", "e"}), calls=graph)
     got = modes.run_in_order(lowered, keys)
     assert got[:3] + [None] + got[4:] == expected
     assert got[3][0] is not None and got[3][1] is None

@@ -19,6 +19,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from pargraph.runtime import (
     PART,
     Arg,
     FusedTask,
+    GroupCall,
     Lowered,
     NodeTask,
     Selection,
@@ -528,20 +530,26 @@ class GroupPlan:
             graph[sent[-1]] = Task(sent[-1], Selection(picks),
                                    *(TaskRef(keys[g]) for g in producers))
         fused = []
+        calls = {}  # a local run's: pargraph's runners call these, dask's get the graph
         for g, members in enumerate(self.members):
             nodes = [computed[p] for p in members]
             sources = _with_literals(self.sources[g], self.literal[g], nodes)
-            args = []
+            args: list = []
+            refs = []
             for kind, v in self.external[g]:
-                if kind == Arg.GROUP:
-                    args.append(TaskRef(keys[v]))
-                elif kind == Arg.SELECTION:
-                    args.append(TaskRef(sent[v]))
-                else:
-                    key = order[v].key
-                    args.append(local_values[key] if key in local_values else TaskRef(key))
+                if kind == Arg.INPUT and order[v].key in local_values:
+                    args.append(local_values[order[v].key])
+                    continue
+                refs.append((len(args), keys[v] if kind == Arg.GROUP
+                             else sent[v] if kind == Arg.SELECTION else order[v].key))
+                args.append(None)
             fused.append(FusedTask(nodes, sources, self.returned[g], self.release[g]))
-            graph[keys[g]] = Task(keys[g], fused[-1], *args)
+            calls[keys[g]] = GroupCall(fused[-1], args, refs)
+        local = not remote and not named_outputs
+        if local:
+            graph = partial(_dask_graph, graph, calls)
+        else:
+            _dask_graph(graph, calls)
         if not remote:
             self.straight.attach(fused)
         tasks = len(self.members) + len(self.selections)
@@ -573,7 +581,18 @@ class GroupPlan:
         return Lowered(graph, [keys[g] for g in wanted],
                        unpack=lambda results: [results[k][e] for k, e in picks], tasks=tasks,
                        plan=self, sequential=sequential, parts=parts,
-                       listed=frozenset(keys[g] for g in listed), blas=self.blas)
+                       listed=frozenset(keys[g] for g in listed), blas=self.blas, calls=calls)
+
+
+def _dask_graph(graph: dict, calls: dict[str, GroupCall]) -> dict:
+    """``graph`` with a dask task per group call (a local run's graph, built only if a dask
+    scheduler runs it)."""
+    for key, call in calls.items():
+        args = list(call.args)
+        for position, ref in call.refs:
+            args[position] = TaskRef(ref)
+        graph[key] = Task(key, call.function, *args)
+    return graph
 
 
 def is_small(computed: list[Node], below: float, work: Sequence[float] | None = None) -> bool:

@@ -401,7 +401,7 @@ def run_adaptively(lowered: Lowered, keys: list, get: Callable) -> Sequence[Any]
     def run() -> Sequence[Any]:
         with blas_limited(get, lowered.blas):
             if mode == "threads":
-                return run_on_threads(lowered.graph, keys, _threads(None), lowered.parts)
+                return run_on_threads(lowered.calls, keys, _threads(None), lowered.parts)
             return run_in_order(lowered, keys)
 
     return timed(choice, mode, run)
@@ -426,9 +426,10 @@ def run_in_order(lowered: Lowered, keys: list) -> list:
     own (``Lowered.sequential``): what dask's sync scheduler does, without its costs per
     task."""
     values: dict = {}
+    calls = lowered.calls
     listed = lowered.listed  # tuples with elements that go early, held as lists
     for key, done, drops in lowered.sequential:
-        value = lowered.graph[key](values)
+        value = calls[key](values)
         values[key] = list(value) if key in listed else value
         for producer, element in drops:
             values[producer][element] = None

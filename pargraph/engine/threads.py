@@ -317,8 +317,10 @@ def _positive(name: str, threads: Any) -> int:
 
 
 def run_on_threads(graph: dict, keys: list, threads: int, parts: dict | None = None) -> list:
-    """Run a graph of group tasks on ``threads`` threads (this one and ``threads - 1``
-    helpers), each task as soon as the tasks it reads have finished, releasing each result
+    """Run a graph of group tasks (dask tasks, or ``runtime.GroupCall`` s: each called with
+    the dict of results so far, and naming the keys it reads in ``dependencies``) on
+    ``threads`` threads (this one and ``threads - 1`` helpers), each task as soon as the
+    tasks it reads have finished, releasing each result
     after its last reader (and each element of a tuple named in ``parts``, see
     ``Lowered.parts``, after its own); returns the values of ``keys``. The first error stops
     the run and is raised as itself, once no task of the run is running. Ctrl-C is held while
