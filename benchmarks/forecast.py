@@ -165,6 +165,24 @@ def calls_delivered(seconds: float = 1.0) -> float:
                                                  seconds))
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """This machine's CPU seconds so far, summed over its cores: ``(stolen, total)``, stolen
+    being a virtual machine's time its host gave the cores to other machines (``psutil``'s
+    ``steal``; 0 where there is none). Over a workload's measurements, the stolen share says
+    how much of the machine another tenant took, which no measurement here can undo."""
+    import psutil
+
+    times = psutil.cpu_times()
+    total = sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+    return getattr(times, "steal", 0.0), total  # guest time is counted in user time too
+
+
+def stolen_share(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The share of the CPU time between two :func:`cpu_seconds` that the host took."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
 def runner_ways() -> Counter:
     """The runs this process made so far whose way the runner chose, by that way
     (``engine.modes.MODES``: on threads, or in the calling thread)."""
@@ -252,6 +270,7 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
             rows = [rows[k] for rows in passes]
             merged = {**row, "offs": [r["forecast"] / r["measured"] - 1 for r in rows],
                       "cores": [r["cores"] for r in rows],
+                      "stolen": [r["stolen"] for r in rows],
                       "calls": [r["calls"] for r in rows], "ways": [r["ways"] for r in rows],
                       "network": [r["network"] for r in rows]}
             for field in ("measured", "forecast", "step", "forecast_step"):
@@ -264,6 +283,7 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
               networks: list[Network]) -> list[dict]:
     """One workload's trace, forecast and measurements, as rows of :func:`compare`;
     ``networks``: the loopbacks measured before, to which this pass adds its own."""
+    seconds_before = cpu_seconds()
     before, calls_before = cores_delivered(), calls_delivered()
     # the loopback drifts within minutes too: measured again for each workload's forecast,
     # which takes the median of the latest few
@@ -278,6 +298,7 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
     measured_on = (on_threads, measure_workers(make, workers, steps))
     cores = (before, cores_delivered())
     calls = (calls_before, calls_delivered())
+    stolen = stolen_share(seconds_before, cpu_seconds())
     most = max(threads)
     rows = []
     for where, counts, measured in (("threads", threads, measured_on[0]),
@@ -288,6 +309,7 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
                          "forecast": forecast.speedup(**{where: n}), "step": measured[n],
                          "forecast_step": forecast.step_time(**{where: n}),
                          "cores": cores, "calls": calls, "ways": ways.get(most, Counter()),
+                         "stolen": stolen,
                          "threads": most, "network": forecast.network})
     return rows
 
@@ -295,20 +317,24 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
 def cores_table(rows: list[dict]) -> str:
     """Per workload, what the machine's two cores gave two threads of numpy products right
     before its measurements and right after (:func:`cores_delivered`), and two threads of
-    small calls (:func:`calls_delivered`); how many of its steps' runs on its most threads
-    the runner made on threads (the rest in the calling thread, ``engine.modes``); and the
-    loopback's latencies its forecast used: one line per repetition."""
+    small calls (:func:`calls_delivered`); the share of the machine's CPU time its host took
+    for other machines meanwhile (:func:`stolen_share`); how many of its steps' runs on its
+    most threads the runner made on threads (the rest in the calling thread,
+    ``engine.modes``); and the loopback's latencies its forecast used: one line per
+    repetition."""
     lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after "
-             "| small calls before, after | runs on threads "
-             "| loopback: a task, a run, a transfer |", "|---|---|---|---|---|---|"]
+             "| small calls before, after | taken by the host | runs on threads "
+             "| loopback: a task, a run, a transfer |", "|---|---|---|---|---|---|---|"]
     for name, row in {row["workload"]: row for row in rows}.items():
-        for cores, calls, ways, network in zip(row["cores"], row["calls"], row["ways"],
-                                               row["network"]):
+        for cores, calls, taken, ways, network in zip(row["cores"], row["calls"], row["stolen"],
+                                                      row["ways"], row["network"]):
             on_threads = (f"{ways['threads']} of {sum(ways.values())} ({row['threads']})"
                           if ways else "-")
             lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
                                                      for median, low in cores)
-                         + f" | {calls[0]:.2f}x, {calls[1]:.2f}x | {on_threads}"
+                         + f" | {calls[0]:.2f}x, {calls[1]:.2f}x"
+                         + f" | {taken:.0%}"
+                         + f" | {on_threads}"
                          + f" | {network.task_latency * 1e3:.2f}, "
                            f"{network.run_latency * 1e3:.2f}, "
                            f"{network.transfer_latency * 1e3:.2f} ms |")
@@ -377,7 +403,9 @@ def main(argv: list[str] | None = None) -> None:
               "the share of rounds under 1.5x, right before each workload's trace and right "
               "after its last measurement; two threads of small elementwise calls against "
               "the same calls one after the other (`calls_delivered`, 1 s of rounds), before "
-              "and after; of the runs of the workload's steps on its most threads (sleeping "
+              "and after; the share of the machine's CPU time that its host took for other "
+              "virtual machines over the workload's measurements (the kernel's steal time); "
+              "of the runs of the workload's steps on its most threads (sleeping "
               "graphs: 16, numpy workloads: 2), how many the runner made on threads rather "
               "than in the calling thread (warm-ups too); and the loopback's latencies, "
               "measured right before the trace, that its forecast used; a line per "

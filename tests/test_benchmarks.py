@@ -300,6 +300,8 @@ def test_the_forecast_benchmark_takes_the_median_of_the_latest_loopbacks(monkeyp
     rows = forecast.compare({"a": lambda: None, "b": lambda: None}, (1,), (1, 2), 1,
                             repeats=2)
     assert used == pytest.approx([0.004, 0.052, 0.005, 0.006])
+    assert all(len(row["stolen"]) == 2 and all(0.0 <= share <= 1.0 for share in row["stolen"])
+               for row in rows)
     assert [n.run_latency for n in rows[0]["network"]] == pytest.approx([0.004, 0.052])
     assert len(rows) == 6  # per workload, one row a configuration
 
@@ -319,19 +321,28 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
     median, low = cores_delivered(0.3)
     assert 0.3 < median < 2.5 and 0.0 <= low <= 1.0  # two threads of products, two cores
     assert 0.2 < calls_delivered(0.2) < 2.5
+    from benchmarks.forecast import cpu_seconds, stolen_share
+
+    before = cpu_seconds()
+    sum(range(2_000_000))  # some CPU time passes
+    after = cpu_seconds()
+    assert 0.0 <= before[0] <= before[1] and after[1] > before[1] and after[0] >= before[0]
+    assert 0.0 <= stolen_share(before, after) <= 1.0
+    assert stolen_share((10.0, 100.0), (15.0, 150.0)) == pytest.approx(0.1)
+    assert stolen_share((10.0, 100.0), (10.0, 100.0)) == 0.0
     from pargraph.machine_costs import Network
 
     network = Network(task_latency=3e-3, scheduler_task=1e-3, run_latency=8e-3, run_node=0.0,
                       transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3)
     ways = Counter({"threads": 98, "inline, one BLAS thread": 7})
     row = {"workload": "towers", "cores": [((1.93, 0.05), (1.12, 0.6))], "calls": [(1.2, 0.9)],
-           "ways": [ways], "threads": 2, "network": [network]}
+           "stolen": [0.18], "ways": [ways], "threads": 2, "network": [network]}
     assert cores_table([row, row]).splitlines()[2:] == [
-        "| towers | 1.93x (5%) | 1.12x (60%) | 1.20x, 0.90x | 98 of 105 (2) "
+        "| towers | 1.93x (5%) | 1.12x (60%) | 1.20x, 0.90x | 18% | 98 of 105 (2) "
         "| 3.00, 8.00, 2.00 ms |"]
     # a repeated workload: a line per repetition, and each repetition's distance per row
     again = {**row, "cores": row["cores"] * 2, "calls": row["calls"] * 2,
-             "ways": [ways, Counter()], "network": [network] * 2}
+             "stolen": [0.18, 0.0], "ways": [ways, Counter()], "network": [network] * 2}
     assert len(cores_table([again]).splitlines()) == 4
     assert "| - |" in cores_table([again]).splitlines()[3]
     from benchmarks.forecast import table
