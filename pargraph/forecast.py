@@ -181,7 +181,10 @@ class Forecast:
         """Each traced node's GIL share, by key; and how many kinds of op were measured."""
         kinds = self.trace.samples.kinds
         given: dict = gil if isinstance(gil, dict) else {}
-        costs = call_costs(self.trace) if measure else {}
+        kept = self.trace.measured
+        if measure and "calls" not in kept:
+            kept["calls"] = call_costs(self.trace)
+        costs = kept["calls"] if measure else {}
         #: each node's seconds on one thread with BLAS on one, where its kind was measured
         self.one_thread = {key: costs[kind].seconds for key, kind in kinds.items()
                            if kind in costs}
@@ -197,7 +200,9 @@ class Forecast:
         measured = {kind: cost.gil_share for kind, cost in costs.items()}
         #: per ordered pair of kinds measured side by side, how much the second slows the
         #: first (``machine_costs.pair_costs``): not where shares are given
-        self.pairs = pair_costs(self.trace, costs) if measure and gil is None else {}
+        if measure and gil is None and "pairs" not in kept:
+            kept["pairs"] = pair_costs(self.trace, costs)
+        self.pairs = kept["pairs"] if measure and gil is None else {}
         self.kind_costs = costs
         #: each node's share of its time on a core, where its kind was measured
         self.on_core = {key: costs[kind].on_core for key, kind in kinds.items() if kind in costs}

@@ -174,6 +174,10 @@ class Trace:
         self.run_records: list[RunRecord] = []
         #: The first call of each kind of op that ran in this process (``runtime.OpSamples``).
         self.samples = runtime.OpSamples()
+        #: What :func:`pargraph.forecast` measured of ``samples`` on this machine (its ops'
+        #: calls alone and side by side), by what: measured once, so that every forecast
+        #: of this trace reads the same costs and asks again costs no time.
+        self.measured: dict[str, Any] = {}
         self._lanes: dict[Any, str] = {}
         self._caches_at_start = _cache_counts()
         self.plan_hits = self.plan_misses = self.backward_hits = self.backward_misses = 0

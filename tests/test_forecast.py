@@ -210,7 +210,25 @@ def test_a_trace_measures_the_gil_share_of_its_ops():
     assert runs_speedup(fc, threads=4) > 1.5  # four branches that mostly wait
 
 
-def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(monkeypatch):
+def test_a_trace_is_measured_once_for_all_its_forecasts(monkeypatch):
+    """The calls a trace kept are timed on the first forecast of it; every later one reads
+    those costs, so that the same trace forecasts the same, however the machine moves."""
+    module = sys.modules["pargraph.forecast"]
+    tr = traced(branches(4, 0.01))
+    first = pargraph.forecast(tr, threads=[1, 2])
+    assert set(tr.measured) == {"calls", "pairs"}
+
+    def again(*args: object) -> None:
+        raise AssertionError("the trace's calls were measured again")
+
+    monkeypatch.setattr(module, "call_costs", again)
+    monkeypatch.setattr(module, "pair_costs", again)
+    second = pargraph.forecast(tr, threads=[1, 2])
+    assert second.shares == first.shares and second.pairs == first.pairs
+    assert second.step_time(threads=2) == first.step_time(threads=2)
+
+
+def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so():
     """A forecast measures the kinds of op that compute and hold a good part of the step in
     pairs (a sleep gives the GIL away: not paired), and its simulated nodes slow each other as
     those pairs say: four branches of products on two threads, two at a time, take clearly
@@ -218,7 +236,6 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     A product's simulated time is compared, not the step's, whose other nodes take a share
     that moves with the machine (their time alone is measured). The step ends with a sleep,
     which holds a good part of it too."""
-    module = sys.modules["pargraph.forecast"]
     a = pargraph.randn(256, 256)
     sleep = sleeper(0.001)
 
@@ -240,13 +257,13 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     # keep the products apart, as the runner would.
     costs = {kind: dataclasses.replace(cost, gil_share=0.0, seconds_all_blas=cost.seconds)
              if cost.seconds_all_blas else cost for kind, cost in fc.kind_costs.items()}
-    monkeypatch.setattr(module, "call_costs", lambda trace: costs)
+    # what the trace keeps measured is what its forecasts read
+    tr.measured["calls"] = costs
     kinds = list(costs)
 
     def runs_on_two(slowing: float) -> dict[str, float]:
         """Each product's simulated seconds on two threads."""
-        monkeypatch.setattr(module, "pair_costs", lambda trace, costs: {
-            (a, b): slowing for a in kinds for b in kinds})
+        tr.measured["pairs"] = {(a, b): slowing for a in kinds for b in kinds}
         outcome = pargraph.forecast(tr, threads=[2]).outcome(threads=2)
         return {s.key: s.stop - s.start for s in outcome.segments if s.op == "matmul"}
 

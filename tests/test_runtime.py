@@ -138,5 +138,5 @@ def test_a_traced_ops_kind_holds_its_attributes():
     weight_shapes = {tr.samples.calls[kind][1]["weight_shape"]
                      for kind in kinds["conv_weight_grad"]}
     assert weight_shapes == {(4, 4, 1, 1), (4, 4, 5, 5)}
-    measured = call_costs(tr)
+    measured = call_costs(tr, budget=60.0)  # every kind, however busy the machine
     assert kinds["conv_weight_grad"] <= set(measured)
