@@ -29,7 +29,8 @@ from pargraph.trace import Trace, trace
 #: time slices a few milliseconds, which a longer window averages out.
 GIL_MEASURE_SECONDS, GIL_MEASURE_CALLS = 20e-3, 3
 #: Seconds all GIL measurements of one forecast may take; kinds of op past it (the ones with
-#: the least traced time) are taken to hold the GIL throughout.
+#: the least traced time) are taken to hold the GIL throughout. ``pargraph.measure-seconds``
+#: sets the total of this and :data:`PAIR_BUDGET_SECONDS` (:func:`measure_seconds`).
 GIL_BUDGET_SECONDS = 3.0
 #: The largest measured share kept: a pair at most this many times one thread's calls.
 MAX_SHARE = 4.0
@@ -286,9 +287,34 @@ def _copied(args: tuple) -> tuple:
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
 
-def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, CallCost]:
+def measure_seconds() -> tuple[float, float]:
+    """The seconds a forecast may spend measuring its trace's calls, alone then in pairs:
+    :data:`GIL_BUDGET_SECONDS` and :data:`PAIR_BUDGET_SECONDS`, or the total dask's
+    ``pargraph.measure-seconds`` sets, split alike (0 measures nothing).
+
+    Examples
+    --------
+    >>> import dask
+    >>> with dask.config.set({"pargraph.measure-seconds": 1.0}):
+    ...     measure_seconds()
+    (0.6, 0.4)
+    """
+    default = GIL_BUDGET_SECONDS + PAIR_BUDGET_SECONDS
+    total = dask.config.get("pargraph.measure-seconds", None)
+    if total is None:
+        return GIL_BUDGET_SECONDS, PAIR_BUDGET_SECONDS
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not total >= 0:
+        raise ValueError(f"pargraph.forecast: the dask config pargraph.measure-seconds is the "
+                         f"seconds a forecast may spend measuring its trace's calls, a number "
+                         f"of at least 0 (default {default:g}), got {total!r}")
+    return (float(total) * (GIL_BUDGET_SECONDS / default),
+            float(total) * (PAIR_BUDGET_SECONDS / default))
+
+
+def call_costs(trace: Trace, budget: float | None = None) -> dict[tuple, CallCost]:
     """The :class:`CallCost` (:func:`measure_call`) of each kind of op ``trace`` kept a call
-    of, the kinds with the most traced time first, until ``budget`` seconds are spent.
+    of, the kinds with the most traced time first, until ``budget`` seconds are spent
+    (default: the calls' share of :func:`measure_seconds`).
 
     Examples
     --------
@@ -304,9 +330,9 @@ def call_costs(trace: Trace, budget: float = GIL_BUDGET_SECONDS) -> dict[tuple, 
         if record is not None and record.stop:
             time_by_kind[kind] += record.duration
     costs: dict[tuple, CallCost] = {}
-    deadline = time.perf_counter() + budget
+    deadline = time.perf_counter() + (measure_seconds()[0] if budget is None else budget)
     for kind in sorted(time_by_kind, key=lambda k: -time_by_kind[k]):
-        if time.perf_counter() > deadline:
+        if time.perf_counter() >= deadline:
             break
         call = trace.samples.calls.get(kind)
         if call is not None:
@@ -426,7 +452,7 @@ def _pair_rates(calls: list[Callable[[], Any]], seconds: float) -> list[float]:
 
 
 def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
-               budget: float = PAIR_BUDGET_SECONDS) -> dict[tuple[tuple, tuple], float]:
+               budget: float | None = None) -> dict[tuple[tuple, tuple], float]:
     """How much each pair of kinds of op ``trace`` kept a call of slow each other side by
     side (:func:`measure_pair`): per ordered pair ``(a, b)`` of kinds, the share of its time
     ``a`` takes longer beside ``b``. Kinds measured alone in ``costs`` (:func:`call_costs`)
@@ -434,8 +460,8 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     :data:`PAIR_LEAST` of the traced time in nodes are paired where one of the two calls
     takes under :data:`PAIR_CALLS_UNDER` (two calls of milliseconds slow each other by the
     core's hardware, which their shares measure, more than by their waits for the GIL), the
-    pairs of the most traced time together first, as many as fit in ``budget`` seconds,
-    their rounds taking turns.
+    pairs of the most traced time together first, as many as fit in ``budget`` seconds
+    (default: the pairs' share of :func:`measure_seconds`), their rounds taking turns.
 
     Examples
     --------
@@ -460,7 +486,8 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     pairs.sort(key=lambda p: -traced[p[0]] * traced[p[1]] * (1 if p[0] == p[1] else 2))
     # every kind in costs ran again alone (measure_call), so it runs beside another too
     found = _measure_pairs([(trace.samples.calls[a], trace.samples.calls[b])
-                            for a, b in pairs], PAIR_ROUNDS, budget)
+                            for a, b in pairs], PAIR_ROUNDS,
+                           measure_seconds()[1] if budget is None else budget)
     slowing: dict[tuple[tuple, tuple], float] = {}
     for (a, b), (of_a, of_b) in zip(pairs, found):
         slowing[a, b], slowing[b, a] = of_a, of_b

@@ -68,9 +68,11 @@ def _rewrite_test_modules_once(config) -> None:
 
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
 #: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,
-#: worker addresses) to every interface, the scheduler's on 8787 even with no dashboard.
+#: worker addresses) to every interface, the scheduler's on 8787 even with no dashboard. The
+#: dashboard's pages are left out: their start takes the process about a second of a core.
 IN_PROCESS_LOOPBACK = {"processes": False, "dashboard_address": None,
-                       "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+                       "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0",
+                                            "dashboard": False},
                        "worker_dashboard_address": "127.0.0.1:0"}
 
 

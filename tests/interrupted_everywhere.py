@@ -43,7 +43,8 @@ if SCHEDULER == "distributed":  # an in-process cluster: one worker of two threa
 
     cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                            dashboard_address=None, worker_dashboard_address="127.0.0.1:0",
-                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0",
+                                             "dashboard": False})
     dask.config.set(scheduler=Client(cluster, set_as_default=False))
 elif SCHEDULER == "threads-split":  # the small step as many tasks, on pargraph's threads
     dask.config.set({"scheduler": "threads", "pargraph.single-task-below": 0,

@@ -181,7 +181,8 @@ def main() -> None:
 
         cluster = LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                dashboard_address=None,
-                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0",
+                                                 "dashboard": False},
                                worker_dashboard_address="127.0.0.1:0")
         dask.config.set(scheduler=Client(cluster, set_as_default=False))
     else:

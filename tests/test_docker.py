@@ -117,7 +117,7 @@ def _local(argv: list[str], cluster: Cluster, worker: int = 0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def compose_cluster():
-    running = Cluster(workers=2)
+    running = Cluster(workers=2, pages=True)
     yield running
     running.close()
 

@@ -228,6 +228,21 @@ def test_a_trace_is_measured_once_for_all_its_forecasts(monkeypatch):
     assert second.step_time(threads=2) == first.step_time(threads=2)
 
 
+def test_the_measuring_is_bounded_by_the_dask_config():
+    """``pargraph.measure-seconds`` bounds the seconds a forecast measures its trace's calls:
+    at 0 nothing is measured and every kind holds the GIL throughout; a bad bound is a clear
+    error naming the key."""
+    tr = traced(branches(4, 0.01))
+    with dask.config.set({"pargraph.measure-seconds": 0}):
+        fc = pargraph.forecast(tr, threads=[1, 4])
+    assert fc.measured_kinds == 0 and tr.measured == {"calls": {}, "pairs": {}}
+    assert set(fc.shares.values()) == {1.0}
+    for bad in (-1, "soon", True):
+        with dask.config.set({"pargraph.measure-seconds": bad}), \
+                pytest.raises(ValueError, match="pargraph.measure-seconds.*got"):
+            pargraph.forecast(traced(branches(2, 0.01)), threads=[1])
+
+
 def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so():
     """A forecast measures the kinds of op that compute and hold a good part of the step in
     pairs (a sleep gives the GIL away: not paired), and its simulated nodes slow each other as

@@ -55,30 +55,30 @@ def free_port() -> int:
             return port
 
 
-def local_command(command: str, port: int, dashboard: int, worker_http: int = 0) -> list[str]:
-    """A compose command made to run on this machine: 127.0.0.1 and its ports, nothing else."""
+def local_command(command: str, port: int, dashboard: int, worker_http: int = 0,
+                  pages: bool = True) -> list[str]:
+    """A compose command made to run on this machine: 127.0.0.1 and its ports, nothing else.
+    Without ``pages``, the process serves its HTTP routes (health, metrics) but not the
+    dashboard's pages, whose start takes each process about a second of a core."""
     command = (command.replace("--host 0.0.0.0", "--host 127.0.0.1")
                .replace("--port 8786", f"--port {port}")
                .replace("0.0.0.0:8787", f"127.0.0.1:{dashboard}")
                .replace("0.0.0.0:8789", f"127.0.0.1:{worker_http}")
                .replace("tcp://scheduler:8786", f"tcp://127.0.0.1:{port}"))
     assert "0.0.0.0" not in command, command
-    return shlex.split(command)
+    return shlex.split(command) + ([] if pages else ["--no-dashboard"])
 
 
 class Cluster:
-    """A scheduler and workers as separate processes, stopped at the end."""
+    """A scheduler and workers as separate processes, stopped at the end; with ``pages``,
+    each serves the dashboard's pages as the compose file's do."""
 
-    def __init__(self, workers: int) -> None:
-        self.port, self.dashboard = free_port(), free_port()
+    def __init__(self, workers: int, pages: bool = False) -> None:
+        self.port, self.dashboard, self.pages = free_port(), free_port(), pages
         self.address = f"tcp://127.0.0.1:{self.port}"
-        commands = compose_commands()
-        self.scheduler = self._start(local_command(commands["scheduler"], self.port,
-                                                   self.dashboard))
+        self.scheduler = self.start("scheduler")
         self.worker_http = [free_port() for _ in range(workers)]
-        self.workers = [self._start(local_command(commands["worker"], self.port,
-                                                  self.dashboard, http))
-                        for http in self.worker_http]
+        self.workers = [self.start("worker", http) for http in self.worker_http]
         self.client = None
         try:
             self.client = pargraph.connect(self.address, timeout=30)
@@ -87,8 +87,10 @@ class Cluster:
             self.close()
             raise
 
-    @staticmethod
-    def _start(args: list[str]) -> subprocess.Popen:
+    def start(self, service: str, http: int = 0) -> subprocess.Popen:
+        """The compose ``service``'s command, started on this cluster's ports."""
+        args = local_command(compose_commands()[service], self.port, self.dashboard, http,
+                             self.pages)
         return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 cwd=ROOT, start_new_session=True)
 
@@ -722,10 +724,8 @@ def test_a_client_that_reconnects_to_a_new_scheduler_tunes_it_too():
         deadline = time.monotonic() + 60
         while running.client.status == "running" and time.monotonic() < deadline:
             time.sleep(0.05)  # until the client noticed
-        running.scheduler = running._start(local_command(compose_commands()["scheduler"],
-                                                         running.port, running.dashboard))
-        running.workers = [running._start(local_command(compose_commands()["worker"],
-                                                        running.port, running.dashboard))]
+        running.scheduler = running.start("scheduler")
+        running.workers = [running.start("worker")]
         while time.monotonic() < deadline:
             try:  # the client's pooled connections to the old scheduler fail once each
                 if running.client.status == "running":
@@ -1104,12 +1104,10 @@ def test_the_digits_demo_resumes_after_a_scheduler_restart(tmp_path):
         finished = pargraph.load(checkpoint)["epoch"]
         assert finished < 39
 
-        running.scheduler = running._start(local_command(compose_commands()["scheduler"],
-                                                         running.port, running.dashboard))
+        running.scheduler = running.start("scheduler")
         for worker in running.workers:
             os.killpg(worker.pid, signal.SIGKILL)  # workers of the old scheduler
-        running.workers = [running._start(local_command(compose_commands()["worker"],
-                                                        running.port, running.dashboard))]
+        running.workers = [running.start("worker")]
         done = subprocess.run(command + ["--resume", "--epochs", str(finished + 3)], cwd=ROOT,
                               capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stderr

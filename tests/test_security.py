@@ -148,6 +148,21 @@ def test_the_demos_dashboard_cluster_listens_on_loopback_only():
     assert all(ip in LOOPBACK for ip, _ in during), sorted(during)
 
 
+def test_the_forecasts_loopback_cluster_listens_on_loopback_only():
+    """The scheduler and workers a forecast measures the loopback on serve nothing beyond
+    127.0.0.1: without the dashboard, distributed still opens its HTTP routes on every
+    interface unless told where."""
+    from pargraph.remote.loopback import worker_processes
+
+    before = listening_addresses([os.getpid()])
+    with worker_processes(2) as client:
+        assert client.submit(sum, [1, 2]).result() == 3
+        during = listening_addresses([os.getpid()]) - before
+    # the scheduler's and the two workers' HTTP servers, beside their TCP ones
+    assert len(during) >= 6, sorted(during)
+    assert all(ip in LOOPBACK for ip, _ in during), sorted(during)
+
+
 def test_the_tests_in_process_clusters_listen_on_loopback_only():
     """The suite's in-process clusters (scaled up, as a test does) open HTTP servers on
     127.0.0.1 only: with no TCP host, distributed binds them to every interface."""

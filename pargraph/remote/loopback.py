@@ -27,16 +27,18 @@ from pargraph.remote.submit import send_promptly
 @contextlib.contextmanager
 def worker_processes(workers: int = 2) -> Iterator[Any]:
     """A Client of a ``dask scheduler`` and ``workers`` one-thread ``dask worker`` processes on
-    127.0.0.1, started as commands (a ``LocalCluster`` of processes would import the
-    caller's ``__main__`` again, and runs its scheduler in the caller's process), stopped at
-    the end."""
+    127.0.0.1 (their HTTP servers too: without the dashboard, they still serve its routes on
+    every interface unless told where), started as commands (a ``LocalCluster`` of processes
+    would import the caller's ``__main__`` again, and runs its scheduler in the caller's
+    process), stopped at the end."""
     from distributed import Client
 
     with tempfile.TemporaryDirectory() as folder:
         address_file = os.path.join(folder, "scheduler.json")
         processes = [subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--scheduler-file", address_file],
+             "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+             "--scheduler-file", address_file],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
         try:
             deadline = time.monotonic() + 60
@@ -48,7 +50,8 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
                 time.sleep(0.05)
             processes += [subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"],
+                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+                 "--dashboard-address", "127.0.0.1:0"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                 for _ in range(workers)]
             with Client(scheduler_file=address_file, set_as_default=False) as client:
