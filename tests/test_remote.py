@@ -17,6 +17,7 @@ import warnings
 
 import dask
 import numpy as np
+import psutil
 import pytest
 import yaml
 from dask.utils import key_split
@@ -39,14 +40,19 @@ def compose_commands() -> dict[str, str]:
     return {name: " ".join(service["command"].split()) for name, service in services.items()}
 
 
+_PORTS = random.SystemRandom()
+
+
 def free_port() -> int:
     """A port free now, below the kernel's ephemeral range: ``bind(0)`` would hand out a port of
     that range, which the outgoing connections of the suite's other processes also draw from,
-    so one of them could hold it by the time a scheduler binds it."""
+    so one of them could hold it by the time a scheduler binds it. The draw is the operating
+    system's: a test that seeds ``random`` (a DataLoader worker does) would otherwise give two
+    test processes the same ports at once."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as file:
         ephemeral_low = int(file.read().split()[0])
     while True:
-        port = random.randrange(10_000, ephemeral_low)
+        port = _PORTS.randrange(10_000, ephemeral_low)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -178,6 +184,30 @@ def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = 
     with dask.config.set({"scheduler": client, "pargraph.replicas": 1, **settings}):
         losses = _losses_of_steps(model, opt, x, y, steps, on_step, compiled, decay)
     return losses, towers
+
+
+def test_stopping_sessions_kills_what_ignores_sigterm_and_spares_reaped_ids(monkeypatch):
+    """stop_sessions ends a session whose leader and child ignore SIGTERM, reaps its leader,
+    and sends nothing to a process already reaped: its pid may belong to another by then."""
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, subprocess, sys, time; "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+         "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)']); "
+         "print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert stubborn.stdout.readline().strip() == "ready"
+    child = psutil.Process(stubborn.pid).children()[0]
+    done = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    done.wait()
+    signalled = []
+    killpg = os.killpg
+    monkeypatch.setattr(os, "killpg", lambda pid, sent: (signalled.append(pid),
+                                                         killpg(pid, sent)))
+    stop_sessions([stubborn, done])
+    assert stubborn.returncode == -signal.SIGKILL
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert done.pid not in signalled and signalled.count(stubborn.pid) == 2
 
 
 def test_compose_commands_are_the_ones_tests_run():

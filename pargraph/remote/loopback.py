@@ -66,17 +66,36 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
 
 def stop_sessions(processes: list[subprocess.Popen]) -> None:
     """Stops processes started in sessions of their own (``start_new_session=True``), and what
-    they started: SIGTERM to each session, then SIGKILL to those still running 10 s later."""
+    they started: SIGTERM to each session, then SIGKILL to those still running 10 s later.
+
+    A session is signalled by its leader's pid, so each leader stays unreaped (a zombie holds
+    its pid) until no signal will follow: once reaped, its pid, and so its session's id, can
+    go to another process (pids wrap at ``/proc/sys/kernel/pid_max``, often 32768). Processes
+    already reaped are left alone for that reason."""
+    live = [process for process in processes if process.returncode is None]
+    exited: set[int] = set()
     for sent in (signal.SIGTERM, signal.SIGKILL):
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sent)
+        for process in live:
+            if process.pid not in exited:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, sent)
         deadline = time.monotonic() + 10
-        for process in processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(deadline - time.monotonic(), 0.0))
-        if all(process.poll() is not None for process in processes):
-            return
+        for process in live:
+            while process.pid not in exited and time.monotonic() < deadline:
+                try:
+                    found = os.waitid(os.P_PID, process.pid,
+                                      os.WEXITED | os.WNOWAIT | os.WNOHANG)
+                except ChildProcessError:  # reaped by another waiter after all
+                    found = True
+                if found is not None:
+                    exited.add(process.pid)  # exited, not reaped: its pid is still its own
+                else:
+                    time.sleep(0.02)
+        if len(exited) == len(live):
+            break
+    for process in live:
+        with contextlib.suppress(ChildProcessError):
+            process.wait()
 
 
 #: How many more nodes (or values) the long runs of :func:`measure_messages` have.
