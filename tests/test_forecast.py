@@ -122,7 +122,8 @@ def test_a_compiled_step_is_partitioned_as_its_program_was_captured():
             took = time.perf_counter() - start
         with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
             run(x).item()
-        speedups[compiled] = runs_speedup(pargraph.forecast(tr, threads=[1, 4], gil=0.0),
+        speedups[compiled] = runs_speedup(pargraph.forecast(tr, threads=[1, 4], gil=0.0,
+                                                            measure_gil=False),
                                           threads=4)
         if compiled:
             assert took >= 0.08  # one task: the eight sleeps one after another
@@ -170,7 +171,7 @@ def traced_call(run, x):
 
 def test_independent_branches_forecast_their_parallelism_and_no_more():
     tr = traced(branches(8, 0.02))
-    fc = pargraph.forecast(tr, threads=[1, 2, 4, 8], gil=0.0)
+    fc = pargraph.forecast(tr, threads=[1, 2, 4, 8], gil=0.0, measure_gil=False)
     available = tr.summary(print_it=False).available_parallelism
     speedups = [fc.speedup(threads=n) for n in (1, 2, 4, 8)]
     assert speedups[0] == 1.0
@@ -186,16 +187,18 @@ def test_independent_branches_forecast_their_parallelism_and_no_more():
 
 
 def test_a_chain_forecasts_no_speed_up():
-    fc = pargraph.forecast(traced(chain(6, 0.01)), threads=[1, 8], gil=0.0)
+    fc = pargraph.forecast(traced(chain(6, 0.01)), threads=[1, 8], gil=0.0, measure_gil=False)
     assert fc.speedup(threads=8) == pytest.approx(1.0, abs=0.05)
 
 
 def test_the_gil_share_decides_how_far_branches_scale():
     tr = traced(branches(8, 0.02))
-    free = runs_speedup(pargraph.forecast(tr, threads=[8], gil=0.0), threads=8)
+    free = runs_speedup(pargraph.forecast(tr, threads=[8], gil=0.0, measure_gil=False),
+                        threads=8)
     half = runs_speedup(pargraph.forecast(tr, threads=[8], gil={"forecast_test::sleep_20ms": 0.5},
                                           measure_gil=False), threads=8)
-    held = runs_speedup(pargraph.forecast(tr, threads=[8], gil=1.0), threads=8)
+    held = runs_speedup(pargraph.forecast(tr, threads=[8], gil=1.0, measure_gil=False),
+                        threads=8)
     assert held == pytest.approx(1.0, abs=0.05)  # the GIL held throughout: one at a time
     assert 1.5 < half < 2.1  # half of each sleep takes turns: at most 2x
     assert free > 4.0
@@ -296,7 +299,8 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so():
 
 def test_workers_pay_for_transfers_and_scheduling():
     tr = traced(branches(8, 0.02))
-    fc = pargraph.forecast(tr, threads=[1], workers=[1, 2, 4], network=FAST_NETWORK, gil=0.0)
+    fc = pargraph.forecast(tr, threads=[1], workers=[1, 2, 4], network=FAST_NETWORK, gil=0.0,
+                           measure_gil=False)
     one, four = fc.outcome(workers=1), fc.outcome(workers=4)
     # one worker holds every value: only x.grad (4 floats) travels, to the caller reading it
     assert one.transfers == pytest.approx(16 / FAST_NETWORK.bandwidth)
@@ -306,7 +310,8 @@ def test_workers_pay_for_transfers_and_scheduling():
     assert 2.5 < runs_speedup(fc, workers=4) <= 4.0 + 1e-9
     slow = Network(**{**FAST_NETWORK.__dict__, "transfer_latency": 0.05})
     assert pargraph.forecast(tr, threads=[], workers=[4], network=slow,
-                             gil=0.0).step_time(workers=4) > fc.step_time(workers=4)
+                             gil=0.0, measure_gil=False).step_time(workers=4) > \
+        fc.step_time(workers=4)
 
 
 def test_a_value_the_caller_reads_travels_back_from_the_cluster():
@@ -455,7 +460,7 @@ def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
     def step(replicas: int, network: Network = slow_copy) -> float:
         with dask.config.set({"pargraph.replicas": replicas}):
             return pargraph.forecast(tr, threads=[], workers=[2], network=network,
-                                     gil=0.0).step_time(workers=2)
+                                     gil=0.0, measure_gil=False).step_time(workers=2)
 
     assert step(2) >= step(1) + 0.05  # the step waits for the copies of the parameters
     assert step(2, FAST_NETWORK) < step(2)
@@ -470,7 +475,8 @@ def test_training_state_is_copied_to_a_second_worker_before_the_next_step():
     # and each byte: 16 x 16 float32 weights are 1 KiB, half of 1 ms a byte on each core
     per_byte = Network(**{**FAST_NETWORK.__dict__, "worker_byte": 1e-3})
     assert step(2, per_byte) >= step(2, FAST_NETWORK) + 0.5
-    one = pargraph.forecast(tr, threads=[], workers=[1], network=slow_copy, gil=0.0)
+    one = pargraph.forecast(tr, threads=[], workers=[1], network=slow_copy, gil=0.0,
+                            measure_gil=False)
     assert one.outcome(workers=1).transfers == 0.0  # one worker: nowhere to copy to
 
 
@@ -497,7 +503,8 @@ def test_a_transfer_moves_what_the_reader_reads():
 
     tr = traced(model)
     slow = Network(**{**FAST_NETWORK.__dict__, "bandwidth": 1e6})  # a second per megabyte
-    two = pargraph.forecast(tr, threads=[], workers=[2], network=slow, gil=0.0).outcome(
+    two = pargraph.forecast(tr, threads=[], workers=[2], network=slow, gil=0.0,
+                            measure_gil=False).outcome(
         workers=2)
     assert two.transfers > 0.0  # the branches ran on both workers, and met
     assert two.transfers < 0.5  # numbers and gradients of 4 values, not the 8 MB blocks
@@ -550,7 +557,7 @@ def test_compiled_and_eager_steps_forecast_alike():
             run(x).item()
         with pargraph.trace() as tr:
             run(x).item()
-        fc = pargraph.forecast(tr, threads=[1, 2], gil=0.5)
+        fc = pargraph.forecast(tr, threads=[1, 2], gil=0.5, measure_gil=False)
         assert fc.step_time(threads=2) <= fc.step_time(threads=1)
         # the forecast sees every node the step ran, each once
         segments = fc.outcome(threads=2).segments
@@ -709,7 +716,8 @@ def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():
 
 def test_the_table_the_timeline_and_the_picture(tmp_path, capsys):
     tr = traced(branches(4, 0.01))
-    fc = pargraph.forecast(tr, threads=[1, 2, 4], workers=[2], network=FAST_NETWORK, gil=0.0)
+    fc = pargraph.forecast(tr, threads=[1, 2, 4], workers=[2], network=FAST_NETWORK, gil=0.0,
+                           measure_gil=False)
     print(fc)
     text = capsys.readouterr().out
     for label in ("1 thread", "2 threads", "4 threads", "2 workers x 1 thread",
@@ -730,7 +738,7 @@ def test_the_table_the_timeline_and_the_picture(tmp_path, capsys):
 
 def test_bad_questions_are_clear_errors():
     tr = traced(branches(2, 0.001))
-    fc = pargraph.forecast(tr, threads=[1], gil=0.0)
+    fc = pargraph.forecast(tr, threads=[1], gil=0.0, measure_gil=False)
     with pytest.raises(ValueError, match="name one configuration: threads=N or workers=N"):
         fc.step_time(threads=2, workers=2)
     with pytest.raises(ValueError, match="name one configuration"):
@@ -818,7 +826,7 @@ def test_the_work_outside_the_runs_is_forecast_as_traced_on_every_configuration(
     their time and those on eight do not: 64 branches of 1 ms measured 7.2 ms outside the
     runs either way (docs/forecast.md)."""
     tr = traced(branches(8, 0.02))
-    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0)
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False)
     assert fc._outside() > 0
     for n in (1, 8):
         assert fc.outcome(threads=n).outside == pytest.approx(fc._outside())
