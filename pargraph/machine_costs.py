@@ -151,7 +151,7 @@ def _timed_calls(call: Any, repeats: int, cpu: list | None = None) -> float:
     """Seconds ``repeats`` calls take; ``cpu``: where to append the seconds this thread spent
     on a core meanwhile, and the seconds it waited, ready, for one (a busy machine's other
     processes keep a thread that computes off its core for a part of its time)."""
-    waited = _runqueue_seconds()
+    waited = _runqueue_seconds() if cpu is not None else 0.0
     start, on_core = time.perf_counter(), time.thread_time()
     for _ in range(repeats):
         call()

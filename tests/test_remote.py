@@ -47,8 +47,7 @@ def free_port() -> int:
     """A port free now, below the kernel's ephemeral range: ``bind(0)`` would hand out a port of
     that range, which the outgoing connections of the suite's other processes also draw from,
     so one of them could hold it by the time a scheduler binds it. The draw is the operating
-    system's: a test that seeds ``random`` (a DataLoader worker does) would otherwise give two
-    test processes the same ports at once."""
+    system's, so that no test seeding Python's ``random`` makes the ports repeat."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as file:
         ephemeral_low = int(file.read().split()[0])
     while True:

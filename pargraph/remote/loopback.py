@@ -23,6 +23,10 @@ from pargraph.remote.replication import settle_replication, start_replication
 from pargraph.remote.state import clusters
 from pargraph.remote.submit import send_promptly
 
+#: No dashboard pages, and the HTTP routes distributed serves without them on 127.0.0.1 (by
+#: default they listen on every interface).
+_NO_PAGES = ("--no-dashboard", "--dashboard-address", "127.0.0.1:0")
+
 
 @contextlib.contextmanager
 def worker_processes(workers: int = 2) -> Iterator[Any]:
@@ -37,8 +41,7 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
         address_file = os.path.join(folder, "scheduler.json")
         processes = [subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-             "--scheduler-file", address_file],
+             "--port", "0", *_NO_PAGES, "--scheduler-file", address_file],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
         try:
             deadline = time.monotonic() + 60
@@ -50,8 +53,7 @@ def worker_processes(workers: int = 2) -> Iterator[Any]:
                 time.sleep(0.05)
             processes += [subprocess.Popen(
                 [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                 address_file, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-                 "--dashboard-address", "127.0.0.1:0"],
+                 address_file, "--host", "127.0.0.1", "--nthreads", "1", *_NO_PAGES],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                 for _ in range(workers)]
             with Client(scheduler_file=address_file, set_as_default=False) as client:
