@@ -69,7 +69,7 @@ def _rewrite_test_modules_once(config) -> None:
 #: An in-process LocalCluster with its HTTP servers on loopback. Its scheduler and workers talk
 #: in-process (no TCP host), and distributed then binds their HTTP servers (metrics, task names,
 #: worker addresses) to every interface, the scheduler's on 8787 even with no dashboard. The
-#: dashboard's pages are left out: their start takes the process about a second of a core.
+#: dashboard's pages are left out: starting them is a large part of the process's start.
 IN_PROCESS_LOOPBACK = {"processes": False, "dashboard_address": None,
                        "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0",
                                             "dashboard": False},

@@ -16,8 +16,8 @@ from pargraph.engine import modes
 
 
 def scipy_fftconvolve(x, kernel, mode: str = "same"):
-    """scipy's fftconvolve, imported when called: ``scipy.signal`` takes every test process
-    that collects this file about a second and a half of a core to import."""
+    """scipy's fftconvolve, imported when called: importing ``scipy.signal`` would be a large
+    part of the collection in every test process that collects this file."""
     from scipy import signal
 
     return signal.fftconvolve(x, kernel, mode)

@@ -64,7 +64,7 @@ def local_command(command: str, port: int, dashboard: int, worker_http: int = 0,
                   pages: bool = True) -> list[str]:
     """A compose command made to run on this machine: 127.0.0.1 and its ports, nothing else.
     Without ``pages``, the process serves its HTTP routes (health, metrics) but not the
-    dashboard's pages, whose start takes each process about a second of a core."""
+    dashboard's pages, whose start is a large part of each process's start."""
     command = (command.replace("--host 0.0.0.0", "--host 127.0.0.1")
                .replace("--port 8786", f"--port {port}")
                .replace("0.0.0.0:8787", f"127.0.0.1:{dashboard}")
