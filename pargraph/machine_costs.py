@@ -137,27 +137,15 @@ class Network:
         return self.run_latency if self.compiled_latency is None else self.compiled_latency
 
 
-def _runqueue_seconds() -> float:
-    """Seconds this thread has waited, ready to run, for a core (Linux's
-    ``/proc/thread-self/schedstat``; 0.0 where there is none)."""
-    try:
-        with open("/proc/thread-self/schedstat") as file:
-            return int(file.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def _timed_calls(call: Any, repeats: int, cpu: list | None = None) -> float:
     """Seconds ``repeats`` calls take; ``cpu``: where to append the seconds this thread spent
-    on a core meanwhile, and the seconds it waited, ready, for one (a busy machine's other
-    processes keep a thread that computes off its core for a part of its time)."""
-    waited = _runqueue_seconds() if cpu is not None else 0.0
+    on a core meanwhile."""
     start, on_core = time.perf_counter(), time.thread_time()
     for _ in range(repeats):
         call()
     took = time.perf_counter() - start
     if cpu is not None:
-        cpu.append((time.thread_time() - on_core, _runqueue_seconds() - waited))
+        cpu.append(time.thread_time() - on_core)
     return took
 
 
@@ -174,8 +162,7 @@ class CallCost:
     #: its seconds with BLAS on every core, as a run on one thread gives it (0.0: an op that
     #: calls no BLAS, not measured)
     seconds_all_blas: float = 0.0
-    #: the share of its time alone that its thread spent on a core (``time.thread_time``),
-    #: of the time it did not wait, ready, for one
+    #: the share of its time alone that its thread spent on a core (``time.thread_time``)
     on_core: float = 1.0
 
 
@@ -253,10 +240,7 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
             if len(pairs) == trials:
                 break
     all_blas = _all_blas_seconds(op, calls[0], repeats, alone / repeats)
-    # its time on a core over its time not waiting for one: a call that waits for a sleep or
-    # I/O is off its core, a call that computes on a busy machine only waits its turn
-    seconds_on_core, waited = on_core[alones.index(alone)]
-    on_core_share = min(seconds_on_core / max(alone - waited, 1e-12), 1.0)
+    on_core_share = min(on_core[alones.index(alone)] / alone, 1.0)
     if not pairs:  # the threads never ran at once: the machine is too busy to tell, but a
         # call holds the GIL no longer than it is on a core
         return CallCost(on_core_share, alone / repeats, 0.0, all_blas, on_core_share)
