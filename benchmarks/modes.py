@@ -23,8 +23,12 @@ from benchmarks.harness import in_blocks
 from benchmarks.loop import WORKLOADS, _pargraph_step
 
 
-def _on_dask_threads(graph: dict, keys: list, threads: int) -> list:
-    return dask.threaded.get(graph, keys, num_workers=threads)
+def _on_dask_threads(calls: dict, keys: list, threads: int, parts: dict | None = None) -> list:
+    """``run_on_threads``' group calls as dask tasks on dask's threaded scheduler (which has no
+    use for the parts of tuples that can go early, ``parts``)."""
+    from pargraph.engine.lowering import _dask_graph
+
+    return dask.threaded.get(_dask_graph({}, calls), keys, num_workers=threads)
 
 
 def compare(workload: str, blocks: int = 8, steps: int = 8) -> dict[str, list[float]]:

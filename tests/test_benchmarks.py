@@ -83,12 +83,21 @@ def test_a_run_measures_the_blas_kernels_a_stock_numpy_picks():
         assert "running its Haswell kernels" in told["machine"]
 
 
-def test_the_modes_benchmark_times_every_way_and_restores_the_choice():
+def test_the_modes_benchmark_times_every_way_and_restores_the_choice(monkeypatch):
     from benchmarks import modes
     from pargraph.engine import modes as engine_modes
 
     choose, run = dask.config.get("pargraph.adaptive", True), engine_modes.run_on_threads
-    times = modes.compare("small", blocks=1, steps=2)
+    on_dask, dask_runs = modes._on_dask_threads, []
+
+    def counted(*args):
+        dask_runs.append(len(args))
+        return on_dask(*args)
+
+    monkeypatch.setattr(modes, "_on_dask_threads", counted)
+    # branchy: a step of many group tasks, so that the threaded ways run their runners
+    times = modes.compare("branchy", blocks=1, steps=2)
+    assert len(dask_runs) >= 2  # dask's threads ran the group tasks
     assert set(times) == {"pargraph's threads", "dask's threads", "one thread, one BLAS thread",
                           "one thread, BLAS free"}
     assert all(len(seconds) == 2 and min(seconds) > 0 for seconds in times.values())
