@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,9 +46,11 @@ from pargraph.graph import Node
 from pargraph.machine_costs import (
     MAX_SHARE,
     Network,
+    Replay,
     call_costs,
     local_costs,
     loopback,
+    measure_replay,
     pair_costs,
 )
 from pargraph.remote.layout import rides
@@ -57,6 +60,9 @@ from pargraph.trace import PHASE_COLORS, Trace, critical_path
 
 #: The predicted timeline's lane of the caller, which reads values back from a cluster.
 CLIENT_LANE = "client"
+#: The most seconds per node the GIL's hand-overs are fitted to (``Forecast._fit_handover``),
+#: and the halvings of the interval the fit ends in.
+HANDOVER_MOST, HANDOVER_STEPS = 1e-3, 16
 #: The predicted timeline's colours: the trace's by phase, and the caller's read-backs'.
 TIMELINE_COLORS = {**PHASE_COLORS, "transfer": "#8C8C8C"}
 
@@ -204,6 +210,13 @@ class Forecast:
             kept["pairs"] = pair_costs(self.trace, costs)
         self.pairs = kept["pairs"] if measure and gil is None else {}
         self.kind_costs = costs
+        #: the step's nodes replayed on one thread and on two (``machine_costs.measure_replay``),
+        #: and the seconds per node lost to the GIL's hand-overs that it fits: not where
+        #: shares are given
+        if measure and gil is None and "replay" not in kept:
+            kept["replay"] = measure_replay(self.trace)
+        self.replay: Replay | None = kept["replay"] if measure and gil is None else None
+        self.handover = self._fit_handover()
         #: each node's share of its time on a core, where its kind was measured
         self.on_core = {key: costs[kind].on_core for key, kind in kinds.items() if kind in costs}
         #: each node's measured contention (``CallCost.contention``), where its kind was
@@ -241,21 +254,20 @@ class Forecast:
         return [s * self.one_blas_thread.get(n.key, 1.0) ** power if n.op.blas
                 else self.one_thread.get(n.key, s) for n, s in zip(nodes, seconds)]
 
-    def _pairs(self, nodes: list[Node], compiled: bool, step: float
+    def _pairs(self, node_kinds: list, compiled: bool, step: float
                ) -> tuple[list[int], dict[tuple[int, int], float]]:
-        """Per node its kind's number among the kinds measured side by side (-1: none), and
-        per ordered pair of those numbers how much the second slows the first over the
-        first's time on a core, as the simulation takes it: in a compiled program's call
-        here each node's time holds the program's ``step`` to it too, holding the GIL, as
-        its share does."""
+        """Per node, of its kind (``node_kinds``, None: unknown), the kind's number among the
+        kinds measured side by side (-1: none), and per ordered pair of those numbers how
+        much the second slows the first over the first's time on a core, as the simulation
+        takes it: in a compiled program's call here each node's time holds the program's
+        ``step`` to it too, holding the GIL, as its share does."""
         if not self.pairs:
-            return [-1] * len(nodes), {}
+            return [-1] * len(node_kinds), {}
         number: dict[tuple, int] = {}
         for a, b in self.pairs:
             number.setdefault(a, len(number))
             number.setdefault(b, len(number))
-        kinds_of = self.trace.samples.kinds
-        kinds = [number.get(kinds_of.get(n.key), -1) for n in nodes]
+        kinds = [number.get(kind, -1) for kind in node_kinds]
         pairs = {}
         for (a, b), slowing in self.pairs.items():
             cost = self.kind_costs[a]
@@ -266,6 +278,44 @@ class Forecast:
             on_core = max(on_core, min(slowing, 1.0))
             pairs[number[a], number[b]] = min(slowing / on_core, MAX_SHARE) if on_core else 0.0
         return kinds, pairs
+
+    def _fit_handover(self) -> float:
+        """The seconds per node lost to the GIL's hand-overs (``Simulation.handover``) with
+        which the simulated :attr:`replay` (:meth:`_replay_speedup`) gives the speed-up the
+        replay measured; 0 where the shares and pairs alone give no more than it did."""
+        replay = self.replay
+        if replay is None or self._replay_speedup(0.0) <= replay.speedup:
+            return 0.0
+        low, high = 0.0, max(replay.seconds.values())
+        while self._replay_speedup(high) > replay.speedup and high < HANDOVER_MOST:
+            low, high = high, 2 * high
+        for _ in range(HANDOVER_STEPS):
+            middle = (low + high) / 2
+            if self._replay_speedup(middle) > replay.speedup:
+                low = middle
+            else:
+                high = middle
+        return min(high, HANDOVER_MOST)
+
+    def _replay_speedup(self, handover: float) -> float:
+        """The speed-up of :attr:`replay` as simulated with ``handover``: its nodes, each its
+        kind's time alone, on one thread, and every other one on each of two threads of one
+        process on this machine's cores, as they were replayed."""
+        replay, costs = self.replay, self.kind_costs
+        kinds = list(replay.kinds)
+        seconds = [replay.seconds[kind] for kind in kinds]
+        on_core, shares = _slowing(
+            [costs[k].gil_share if k in costs else 1.0 for k in kinds],
+            [costs[k].contention if k in costs else 0.0 for k in kinds],
+            [costs[k].on_core if k in costs else 1.0 for k in kinds])
+        numbers, pairs = self._pairs(kinds, False, 0.0)
+        nodes = [_Replayed(f"replayed-{k}", kind[0]) for k, kind in enumerate(kinds)]
+        halves = [Task(list(range(first, len(kinds), 2)), 0) for first in (0, 1)]
+        end = Simulation(halves, nodes, seconds, shares, 1, 2, False, None, 0.0,
+                         Outcome(("threads", 2), 0.0, 2), on_core=on_core,
+                         cores=os.cpu_count(), kinds=numbers, pairs=pairs,
+                         handover=handover).run()
+        return sum(seconds) / end if end > 0 else 1.0
 
     @property
     def network(self) -> Network:
@@ -330,13 +380,10 @@ class Forecast:
             on_core = [(c * s + step) / (s + step) for c, s in zip(on_core, seconds)]
             contention = [c * s / (s + step) for c, s in zip(contention, seconds)]
             seconds = [s + step for s in seconds]
-        # Per node, how much a node of its process running beside it slows it, over its time
-        # on a core: its GIL share and, where a pair of its kind took longer than one thread
-        # making both's calls, the excess (``CallCost.contention``).
-        on_core = [max(c, h) for c, h in zip(on_core, shares)]
-        shares = [min((h + 2 * k / c) / c, MAX_SHARE) if c > 0 else 0.0
-                  for h, k, c in zip(shares, contention, on_core)]
-        kinds, pairs = self._pairs(nodes, run.compiled and not remote, local.compiled_node)
+        on_core, shares = _slowing(shares, contention, on_core)
+        kinds_of = self.trace.samples.kinds
+        kinds, pairs = self._pairs([kinds_of.get(n.key) for n in nodes],
+                                   run.compiled and not remote, local.compiled_node)
         hosts = tuple((f"tcp://forecast-worker-{k}", threads) for k in range(workers)) \
             if remote and workers > 1 and placement_on() else ()
         granularity = modes.configured_granularity(remote, workers * threads, hosts)
@@ -396,7 +443,8 @@ class Forecast:
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
                                       now + local.run, trial, local.task, on_core,
                                       self.cores, widths=widths, retake=local.retake,
-                                      kinds=kinds, pairs=pairs).run()
+                                      kinds=kinds, pairs=pairs,
+                                      handover=self.handover).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
@@ -409,7 +457,8 @@ class Forecast:
                                 on_core=on_core, cores=self.cores,
                                 returned=returned, widths=None if remote else widths,
                                 copies=remote and workers > 1 and wanted_replicas() > 1,
-                                retake=local.retake, kinds=kinds, pairs=pairs)
+                                retake=local.retake, kinds=kinds, pairs=pairs,
+                                handover=self.handover)
         return _run_after(outcome, nodes, seconds, after, simulation.run())
 
     # --- reading ---
@@ -448,6 +497,10 @@ class Forecast:
             f"{len({frozenset(p) for p in self.pairs})} pair(s) of them side by side; share "
             f"of the work holding the GIL: {self.gil_held_share():.0%}",
         ]
+        if self.replay is not None:
+            lines.append(f"the GIL's hand-overs: {self.handover * 1e6:.1f} us a node beside "
+                         f"another, fitted to {len(self.replay.kinds)} of its small calls "
+                         f"replayed on two threads ({self.replay.speedup:.2f}x)")
         if self.cores is not None:
             lines.append(f"every thread and process shares {self.cores} core(s)")
         lines.append("the waits, transfers and scheduling add up over every lane and task, so "
@@ -574,6 +627,32 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     """
     return Forecast(trace, threads, workers, threads_per_worker, network, gil, measure_gil,
                     cores)
+
+
+def _slowing(shares: list[float], contention: list[float], on_core: list[float]
+             ) -> tuple[list[float], list[float]]:
+    """Per node, its share of its time on a core (at least its GIL share), and how much a
+    node of its process running beside it slows it, over that time: its GIL share and, where
+    a pair of its kind took longer than one thread making both's calls, the excess
+    (``CallCost.contention``)."""
+    on_core = [max(c, h) for c, h in zip(on_core, shares)]
+    return on_core, [min((h + 2 * k / c) / c, MAX_SHARE) if c > 0 else 0.0
+                     for h, k, c in zip(shares, contention, on_core)]
+
+
+@dataclass
+class _Replayed:
+    """A node of a replayed step (``machine_costs.Replay``), as the simulation reads it: it
+    reads no other node."""
+
+    key: str
+    name: str  # its op's
+    phase: str = "forward"
+    inputs: tuple = ()
+
+    @property
+    def op(self) -> Any:
+        return self
 
 
 def _merge(into: Outcome, part: Outcome) -> None:

@@ -44,6 +44,14 @@ PAIR_BUDGET_SECONDS = 2.0
 #: such kinds are not measured in pairs (``simulation.WAITS_BELOW``), nor kinds with less
 #: than ``PAIR_LEAST`` of the trace's time in nodes.
 PAIR_ON_CORE, PAIR_LEAST = 0.5, 0.02
+#: Seconds the replay of a forecast's step on one thread and on two may take
+#: (:func:`measure_replay`), and its rounds: at least the first, at most the second.
+REPLAY_BUDGET_SECONDS = 1.0
+REPLAY_ROUNDS = (3, 9)
+#: Seconds of a call alone under which a node is replayed: a hand-over of the GIL costs a
+#: call a fixed time, which a longer call's own time hides, and two longer calls side by side
+#: slow each other by the core's hardware, which their kinds' shares and pairs measure.
+REPLAY_CALLS_UNDER = 100e-6
 #: Seconds of a call alone under which a kind's waits for the GIL beside another count: a
 #: call waits for it a few times, each up to the switch interval (0.2 ms in pargraph's runs),
 #: which is lost in a call of milliseconds. Two kinds both slower are not measured in pairs.
@@ -287,28 +295,30 @@ def _copied(args: tuple) -> tuple:
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
 
-def measure_seconds() -> tuple[float, float]:
-    """The seconds a forecast may spend measuring its trace's calls, alone then in pairs:
-    :data:`GIL_BUDGET_SECONDS` and :data:`PAIR_BUDGET_SECONDS`, or the total dask's
+def measure_seconds() -> tuple[float, float, float]:
+    """The seconds a forecast may spend measuring its trace's calls, alone, in pairs, and as
+    the step replayed (:func:`measure_replay`): :data:`GIL_BUDGET_SECONDS`,
+    :data:`PAIR_BUDGET_SECONDS` and :data:`REPLAY_BUDGET_SECONDS`, or the total dask's
     ``pargraph.measure-seconds`` sets, split alike (0 measures nothing).
 
     Examples
     --------
     >>> import dask
-    >>> with dask.config.set({"pargraph.measure-seconds": 1.0}):
+    >>> with dask.config.set({"pargraph.measure-seconds": 3.0}):
     ...     measure_seconds()
-    (0.6, 0.4)
+    (1.5, 1.0, 0.5)
     """
-    default = GIL_BUDGET_SECONDS + PAIR_BUDGET_SECONDS
+    budgets = GIL_BUDGET_SECONDS, PAIR_BUDGET_SECONDS, REPLAY_BUDGET_SECONDS
+    default = sum(budgets)
     total = dask.config.get("pargraph.measure-seconds", None)
     if total is None:
-        return GIL_BUDGET_SECONDS, PAIR_BUDGET_SECONDS
+        return budgets
     if isinstance(total, bool) or not isinstance(total, (int, float)) or not total >= 0:
         raise ValueError(f"pargraph.forecast: the dask config pargraph.measure-seconds is the "
                          f"seconds a forecast may spend measuring its trace's calls, a number "
                          f"of at least 0 (default {default:g}), got {total!r}")
-    return (float(total) * (GIL_BUDGET_SECONDS / default),
-            float(total) * (PAIR_BUDGET_SECONDS / default))
+    first, second, third = (float(total) * (budget / default) for budget in budgets)
+    return first, second, third
 
 
 def call_costs(trace: Trace, budget: float | None = None) -> dict[tuple, CallCost]:
@@ -492,6 +502,118 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     for (a, b), (of_a, of_b) in zip(pairs, found):
         slowing[a, b], slowing[b, a] = of_a, of_b
     return slowing
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A traced step's nodes replayed, each a call of its kind's kept call
+    (:func:`measure_replay`): the kinds in the step's order, each kind's seconds a call alone,
+    and the median speed-up of the nodes shared out over two threads over the same nodes on
+    one."""
+
+    kinds: tuple[tuple, ...]
+    seconds: dict[tuple, float]
+    speedup: float
+
+
+def measure_replay(trace: Trace, budget: float | None = None) -> Replay | None:
+    """The step ``trace`` holds, replayed: each node that computes (on a core for at least
+    :data:`PAIR_ON_CORE` of its time) a call of its kind's kept call, in the step's order,
+    on one thread, then every other node on each of two threads at once; the median, over
+    rounds, of the time on one thread over the time on two. Two threads of a step's small
+    ops lose more to the GIL's hand-overs than pairs of one kind repeated side by side show
+    (:func:`measure_pair`): each op's release and retake of the lock waits for the other
+    thread's stretch of Python, whatever kind it runs; :mod:`pargraph.forecast` fits its
+    simulation's cost per hand-over to this figure. With BLAS on one thread and the switch
+    interval of pargraph's runs; at most ``budget`` seconds (default: the replay's share of
+    :func:`measure_seconds`), the step's first nodes only where it is longer; None where
+    nothing can be replayed.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> a = pargraph.randn(64, 64)
+    >>> with pargraph.trace() as tr:
+    ...     _ = sum((a @ a).tanh().sum() for _ in range(8)).item()
+    >>> replay = measure_replay(tr, budget=0.2)
+    >>> replay.speedup > 0 and len(replay.kinds) >= 8
+    True
+    """
+    from threadpoolctl import threadpool_limits
+
+    from pargraph.engine.threads import state
+
+    budget = measure_seconds()[2] if budget is None else budget
+    samples = trace.samples
+    order = [samples.kinds.get(node.key) for run in trace.run_records for node in run.computed]
+    kinds = {kind for kind in order if kind in samples.calls}
+    if budget <= 0 or not kinds:
+        return None
+    least, most = REPLAY_ROUNDS
+    copies = [{kind: functools.partial(samples.calls[kind][0].forward,
+                                       *_copied(samples.calls[kind][2]), **samples.calls[kind][1])
+               for kind in kinds} for _ in range(2)]
+    with threadpool_limits(1), state.switching.lowered():
+        # each kind once: it warms up, and its time on a core says whether it computes
+        once: dict[tuple, float] = {}
+        for kind in kinds:
+            try:
+                for calls in copies:
+                    calls[kind]()
+                start, on_core = time.perf_counter(), time.thread_time()
+                copies[0][kind]()
+            except Exception:  # a call that cannot run again alone (an op with side effects)
+                continue
+            took = time.perf_counter() - start
+            if time.thread_time() - on_core >= PAIR_ON_CORE * took and took < REPLAY_CALLS_UNDER:
+                once[kind] = took
+        # the first nodes whose rounds fit the budget, a round being about twice the nodes
+        replayed, allowed = [], budget / (2.5 * least)
+        for kind in order:
+            if kind in once:
+                allowed -= once[kind]
+                if allowed < 0 and replayed:
+                    break
+                replayed.append(kind)
+        if len(replayed) < 2:
+            return None
+        rounds = int(min(max(budget / (2.5 * sum(once[k] for k in replayed)), least), most))
+        halves = [replayed[0::2], replayed[1::2]]
+        timed: dict[tuple, list[float]] = defaultdict(list)
+        speedups = []
+        for _ in range(rounds):
+            alone = 0.0
+            for kind in replayed:
+                start = time.perf_counter()
+                copies[0][kind]()
+                took = time.perf_counter() - start
+                timed[kind].append(took)
+                alone += took
+            speedups.append(alone / _side_by_side(
+                [[copies[k][kind] for kind in half] for k, half in enumerate(halves)]))
+    return Replay(tuple(replayed), {kind: float(np.median(t)) for kind, t in timed.items()},
+                  float(np.median(speedups)))
+
+
+def _side_by_side(calls: list[list[Callable[[], Any]]]) -> float:
+    """Seconds two threads take to make their ``calls`` one after another, at once: from
+    the first thread's start to the last one's end, on the threads' own clocks."""
+    barrier = threading.Barrier(2)
+    starts, ends = [0.0, 0.0], [0.0, 0.0]
+
+    def run(k: int) -> None:
+        barrier.wait()
+        starts[k] = time.perf_counter()
+        for call in calls[k]:
+            call()
+        ends[k] = time.perf_counter()
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return max(ends) - min(starts)
 
 
 def _cache_file(name: str) -> str:

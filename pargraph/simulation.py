@@ -103,6 +103,8 @@ class _Ask:
     share: float = 1.0
     #: its node's kind of op, where two kinds were measured side by side (else -1)
     kind: int = -1
+    #: a node's part on a core that computes: it pays the hand-over beside another such part
+    hands: bool = False
     #: its seconds of work not done yet, and the pace it goes at, while it runs: its pace
     #: beside its process's other stretches (``gil_pace``) times its share of the cores
     left: float = 0.0
@@ -123,7 +125,8 @@ class Simulation:
     the share was measured (``machine_costs.measure_call``), many nodes holding the GIL
     throughout take turns, and a node that releases it goes at its own pace; where two nodes'
     kinds (``kinds``) were measured side by side, each slows the other as measured
-    (``pairs``, ``machine_costs.measure_pair``). Stretches that are no node's (scheduling,
+    (``pairs``, ``machine_costs.measure_pair``), and a node that computes beside another
+    loses ``handover`` seconds to the GIL's hand-overs. Stretches that are no node's (scheduling,
     transfers) take the process's lock, first come first served, and run as holding the GIL
     throughout. Where all processes share ``cores`` cores, the
     stretches running at once share them as Linux shares a busy core: each wants its width
@@ -144,8 +147,12 @@ class Simulation:
                  returned: set[int] | None = None, copies: bool = False,
                  widths: list[int] | None = None, retake: float = 0.0,
                  kinds: list[int] | None = None,
-                 pairs: dict[tuple[int, int], float] | None = None) -> None:
+                 pairs: dict[tuple[int, int], float] | None = None,
+                 handover: float = 0.0) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: seconds a node that computes loses to the GIL's hand-overs while a node of
+        #: another lane of its process computes beside it (fitted by the forecast)
+        self.handover = handover
         #: per node, its kind of op's number (-1: none measured in pairs), and per ordered
         #: pair of kinds ``(a, b)`` how much ``b`` beside ``a`` slows it, over its time on a
         #: core: ``a`` goes at ``1 / (1 + slowing)`` of its pace
@@ -293,21 +300,26 @@ class Simulation:
         of the smaller of its share and theirs)`` of its pace alone: two of one kind each at
         ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that never
         holds it at its own pace. Where the two stretches' kinds were measured side by side
-        (``pairs``), that slowing replaces the smaller share. Where the cores are shared,
-        every stretch then goes at ``cores / wanted`` of that, where the stretches want more
-        cores than there are."""
+        (``pairs``), that slowing replaces the smaller share. A node that computes, beside
+        another lane's node that computes, loses ``handover`` seconds more (the GIL's
+        hand-overs). Where the cores are shared, every stretch then goes at ``cores / wanted``
+        of that, where the stretches want more cores than there are."""
         running = self.running[p]
         pairs = self.pairs
+        handing = self.handover and sum(ask.hands for ask in running) > 1
         for ask in running:
             if ask.process is None:
                 ask.gil_pace = 1.0
-            elif pairs and ask.kind >= 0:
-                ask.gil_pace = 1.0 / (1.0 + sum(
-                    pairs.get((ask.kind, other.kind), min(ask.share, other.share))
-                    for other in running if other is not ask))
+                continue
+            if pairs and ask.kind >= 0:
+                slowing = sum(pairs.get((ask.kind, other.kind), min(ask.share, other.share))
+                              for other in running if other is not ask)
             else:
-                ask.gil_pace = 1.0 / (1.0 + sum(
-                    min(ask.share, other.share) for other in running if other is not ask))
+                slowing = sum(min(ask.share, other.share) for other in running
+                              if other is not ask)
+            if handing and ask.hands:
+                slowing += self.handover / ask.seconds
+            ask.gil_pace = 1.0 / (1.0 + slowing)
         changed = [running]
         if self.cores is not None:
             wanted = sum(ask.cores * ask.gil_pace for each in self.running for ask in each)
@@ -398,7 +410,8 @@ class Simulation:
         elif kind == "core" and seconds > 0:
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
                                 cores=self._width(member), share=self.shares[member],
-                                kind=self.kinds[member]))
+                                kind=self.kinds[member],
+                                hands=self.on_core[member] >= WAITS_BELOW))
         elif kind == "retake" and self._gil_busy(self.tasks[t].worker):
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
                                 retake=True))

@@ -11,7 +11,9 @@ import pytest
 
 import pargraph
 from pargraph.machine_costs import (
+    REPLAY_CALLS_UNDER,
     Network,
+    measure_replay,
 )
 
 #: A cluster whose messages cost little next to the ops below, given rather than measured.
@@ -219,15 +221,17 @@ def test_a_trace_is_measured_once_for_all_its_forecasts(monkeypatch):
     module = sys.modules["pargraph.forecast"]
     tr = traced(branches(4, 0.01))
     first = pargraph.forecast(tr, threads=[1, 2])
-    assert set(tr.measured) == {"calls", "pairs"}
+    assert set(tr.measured) == {"calls", "pairs", "replay"}
 
     def again(*args: object) -> None:
         raise AssertionError("the trace's calls were measured again")
 
     monkeypatch.setattr(module, "call_costs", again)
     monkeypatch.setattr(module, "pair_costs", again)
+    monkeypatch.setattr(module, "measure_replay", again)
     second = pargraph.forecast(tr, threads=[1, 2])
     assert second.shares == first.shares and second.pairs == first.pairs
+    assert second.handover == first.handover
     assert second.step_time(threads=2) == first.step_time(threads=2)
 
 
@@ -238,12 +242,75 @@ def test_the_measuring_is_bounded_by_the_dask_config():
     tr = traced(branches(4, 0.01))
     with dask.config.set({"pargraph.measure-seconds": 0}):
         fc = pargraph.forecast(tr, threads=[1, 4])
-    assert fc.measured_kinds == 0 and tr.measured == {"calls": {}, "pairs": {}}
+    assert fc.measured_kinds == 0
+    assert tr.measured == {"calls": {}, "pairs": {}, "replay": None} and fc.handover == 0.0
     assert set(fc.shares.values()) == {1.0}
     for bad in (-1, "soon", True):
         with dask.config.set({"pargraph.measure-seconds": bad}), \
                 pytest.raises(ValueError, match="pargraph.measure-seconds.*got"):
             pargraph.forecast(traced(branches(2, 0.01)), threads=[1])
+
+
+def small_ops_step():
+    """A trace of a step of eight branches of small elementwise ops on one thread."""
+    a = pargraph.randn(64, 64)
+
+    def step():
+        return sum((a * k).tanh().sum() for k in range(1, 9)).item()
+
+    with dask.config.set(scheduler="threads", num_workers=1):
+        step()
+        step()
+        with pargraph.trace() as tr:
+            step()
+    return tr
+
+
+def test_the_steps_small_calls_are_replayed_on_one_thread_and_on_two():
+    """The replay makes each node that computes a call of its kind, in the step's order, on
+    one thread and on two: every node of a step of small ops, each kind's time alone; a
+    budget of 0 replays nothing, and a step that only waits has nothing to replay."""
+    tr = small_ops_step()
+    replay = measure_replay(tr, budget=0.3)
+    traced = [tr.samples.kinds.get(node.key) for run in tr.run_records for node in run.computed]
+    assert list(replay.kinds) == [kind for kind in traced if kind in replay.kinds]
+    assert {kind[0] for kind in replay.kinds} >= {"mul", "sum"}
+    assert all(0 < seconds < REPLAY_CALLS_UNDER for seconds in replay.seconds.values())
+    assert 0.0 < replay.speedup < 2.5  # two threads on two cores, at most about twice
+    assert measure_replay(tr, budget=0.0) is None
+    sleeps = traced_call(lambda x: sleeper(0.001)(sleeper(0.001)(x)), pargraph.ones(1))
+    assert measure_replay(sleeps, budget=0.3) is None
+
+
+def test_the_hand_over_is_fitted_to_the_replay_and_slows_nodes_side_by_side():
+    """The forecast fits the seconds per node lost to the GIL's hand-overs so that its
+    simulation of the replay gives the replay's measured speed-up: none where the replay
+    was as fast as its shares say (nodes that hold no GIL: about 2x), more the slower the
+    replay was; and a forecast on two threads is no faster for it (its small run split into
+    tasks, ``pargraph.single-task-below``, as a bigger step's would be; test_simulation
+    shows the nodes side by side slowed)."""
+    tr = small_ops_step()
+    forecast = pargraph.forecast(tr, threads=[1])
+    # every kind holding no GIL, so that only the hand-over slows nodes side by side
+    tr.measured["calls"] = {kind: dataclasses.replace(cost, gil_share=0.0, contention=0.0,
+                                                      on_core=1.0)
+                            for kind, cost in forecast.kind_costs.items()}
+    tr.measured["pairs"] = {}
+    replay = tr.measured["replay"]
+
+    def fitted(speedup: float) -> tuple[pargraph.Forecast, float]:
+        tr.measured["replay"] = dataclasses.replace(replay, speedup=speedup)
+        with dask.config.set({"pargraph.single-task-below": 0}):
+            fc = pargraph.forecast(tr, threads=[1, 2])
+            return fc, fc.step_time(threads=2)
+
+    (free, free_step), (slow, slow_step), (slower, slower_step) = \
+        fitted(2.0), fitted(1.4), fitted(1.1)
+    assert free.handover == 0.0 < slow.handover < slower.handover
+    # the fit's own check: the replay simulated with the fitted hand-over
+    for fc, speedup in ((slow, 1.4), (slower, 1.1)):
+        assert fc._replay_speedup(fc.handover) == pytest.approx(speedup, rel=0.01)
+    assert free_step <= slow_step <= slower_step
 
 
 def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so():
@@ -276,8 +343,8 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so():
     # keep the products apart, as the runner would.
     costs = {kind: dataclasses.replace(cost, gil_share=0.0, seconds_all_blas=cost.seconds)
              if cost.seconds_all_blas else cost for kind, cost in fc.kind_costs.items()}
-    # what the trace keeps measured is what its forecasts read
-    tr.measured["calls"] = costs
+    # what the trace keeps measured is what its forecasts read; no hand-overs fitted
+    tr.measured["calls"], tr.measured["replay"] = costs, None
     kinds = list(costs)
 
     def runs_on_two(slowing: float) -> dict[str, float]:
