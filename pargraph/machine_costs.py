@@ -517,7 +517,8 @@ class Replay:
 
 
 def measure_replay(trace: Trace, budget: float | None = None) -> Replay | None:
-    """The step ``trace`` holds, replayed: each node that computes (on a core for at least
+    """The step ``trace`` holds, replayed: each node whose kind's call takes under
+    :data:`REPLAY_CALLS_UNDER` alone and computes (on a core for at least
     :data:`PAIR_ON_CORE` of its time) a call of its kind's kept call, in the step's order,
     on one thread, then every other node on each of two threads at once; the median, over
     rounds, of the time on one thread over the time on two. Two threads of a step's small
