@@ -555,18 +555,17 @@ def measure_replay(trace: Trace, budget: float | None = None) -> Replay | None:
                                        *_copied(samples.calls[kind][2]), **samples.calls[kind][1])
                for kind in kinds} for _ in range(2)]
     with threadpool_limits(1), state.switching.lowered():
-        # each kind once: it warms up, and its time on a core says whether it computes
+        # each kind warmed up, then its fastest of three calls, whose time on a core says
+        # whether it computes (a busy machine may take the core away during any one call)
         once: dict[tuple, float] = {}
         for kind in kinds:
             try:
                 for calls in copies:
                     calls[kind]()
-                start, on_core = time.perf_counter(), time.thread_time()
-                copies[0][kind]()
+                took, on_core = min(_call_on_core(copies[0][kind]) for _ in range(3))
             except Exception:  # a call that cannot run again alone (an op with side effects)
                 continue
-            took = time.perf_counter() - start
-            if time.thread_time() - on_core >= PAIR_ON_CORE * took and took < REPLAY_CALLS_UNDER:
+            if on_core >= PAIR_ON_CORE * took and took < REPLAY_CALLS_UNDER:
                 once[kind] = took
         # the first nodes whose rounds fit the budget, a round being about twice the nodes
         replayed, allowed = [], budget / (2.5 * least)
@@ -594,6 +593,13 @@ def measure_replay(trace: Trace, budget: float | None = None) -> Replay | None:
                 [[copies[k][kind] for kind in half] for k, half in enumerate(halves)]))
     return Replay(tuple(replayed), {kind: float(np.median(t)) for kind, t in timed.items()},
                   float(np.median(speedups)))
+
+
+def _call_on_core(call: Callable[[], Any]) -> tuple[float, float]:
+    """One call's seconds, and the seconds its thread spent on a core meanwhile."""
+    start, on_core = time.perf_counter(), time.thread_time()
+    call()
+    return time.perf_counter() - start, time.thread_time() - on_core
 
 
 def _side_by_side(calls: list[list[Callable[[], Any]]]) -> float:

@@ -1,9 +1,13 @@
 """The README's sample outputs and the docstrings' examples come from the code: a change that
 makes them stale fails here."""
 
+import doctest
+import importlib
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,24 +19,32 @@ def test_readme_samples_match_a_fresh_run():
     assert "match the code" in done.stdout
 
 
-def test_every_docstring_example_runs():
-    """The examples in the package's docstrings are doctests: they must print what they say."""
-    import doctest
-    import importlib
+def _package_modules() -> list[str]:
     import pkgutil
 
     import pargraph
 
-    failed, attempted = {}, 0
-    for info in pkgutil.walk_packages(pargraph.__path__, "pargraph."):
-        module = importlib.import_module(info.name)
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False,
-                                 report=False)
-        attempted += result.attempted
-        if result.failed:
-            failed[info.name] = result.failed
-    assert attempted > 100  # the public functions' examples
-    assert not failed, f"docstring examples that fail (run pytest --doctest-modules): {failed}"
+    return [info.name for info in pkgutil.walk_packages(pargraph.__path__, "pargraph.")]
+
+
+#: The package's modules, one test of their examples each, so that the test processes share them.
+MODULES = _package_modules()
+
+
+def test_the_public_functions_have_examples():
+    finder = doctest.DocTestFinder()
+    examples = sum(len(test.examples) for name in MODULES
+                   for test in finder.find(importlib.import_module(name)))
+    assert examples > 100
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_docstring_example_runs(name):
+    """The examples in the package's docstrings are doctests: they must print what they say."""
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS,
+                             verbose=False, report=False)
+    assert not result.failed, (f"{result.failed} docstring example(s) of {name} fail (run "
+                               f"pytest --doctest-modules {name.replace('.', '/')}.py)")
 
 
 def test_the_readme_comparison_table_is_made_from_the_benchmark_results():
