@@ -41,10 +41,10 @@ def test_the_public_functions_have_examples():
 @pytest.mark.parametrize("name", MODULES)
 def test_every_docstring_example_runs(name):
     """The examples in the package's docstrings are doctests: they must print what they say."""
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS,
-                             verbose=False, report=False)
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False, report=False)
     assert not result.failed, (f"{result.failed} docstring example(s) of {name} fail (run "
-                               f"pytest --doctest-modules {name.replace('.', '/')}.py)")
+                               f"pytest --doctest-modules {os.path.relpath(module.__file__)})")
 
 
 def test_the_readme_comparison_table_is_made_from_the_benchmark_results():
