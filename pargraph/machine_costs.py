@@ -200,34 +200,10 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     """
     from threadpoolctl import threadpool_limits
 
-    copies = [_copied(args) for _ in range(2)]
-    calls = [functools.partial(op.forward, *c, **attrs) for c in copies]
-
-    def pair(repeats: int, offset: float) -> tuple[float, float]:
-        """(seconds from the first call of either thread to the last call's end, and how far
-        apart the two threads started)."""
-        barrier = threading.Barrier(2)
-        starts, ends = [0.0, 0.0], [0.0, 0.0]
-
-        def run(k: int) -> None:
-            barrier.wait()
-            if k:
-                time.sleep(offset)
-            starts[k] = time.perf_counter()
-            _timed_calls(calls[k], repeats)
-            ends[k] = time.perf_counter()
-
-        threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        # on the threads' own clocks (the calling thread's start and join are no part of
-        # it), from whichever thread started first: a busy machine may hold either back
-        return max(ends) - min(starts), abs(starts[1] - starts[0])
-
     from pargraph.engine.threads import state
 
+    copies = [_copied(args) for _ in range(2)]
+    calls = [functools.partial(op.forward, *c, **attrs) for c in copies]
     alones, pairs, on_core = [], [], []
     # BLAS on one thread, and the switch interval of pargraph's runs
     with threadpool_limits(1), state.switching.lowered():
@@ -242,7 +218,8 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
             alones += [_timed_calls(calls[0], repeats, on_core),
                        _timed_calls(calls[1], repeats, on_core)]
             alone = min(alones)
-            took, offset = pair(repeats, single / 2)
+            took, offset = _side_by_side([[calls[0]] * repeats, [calls[1]] * repeats],
+                                         single / 2)
             if offset < alone / 2:
                 pairs.append((took - offset, offset))
             if len(pairs) == trials:
@@ -589,27 +566,33 @@ def measure_replay(trace: Trace, budget: float | None = None) -> Replay | None:
                 took = time.perf_counter() - start
                 timed[kind].append(took)
                 alone += took
-            speedups.append(alone / _side_by_side(
-                [[copies[k][kind] for kind in half] for k, half in enumerate(halves)]))
+            together, _ = _side_by_side(
+                [[copies[k][kind] for kind in half] for k, half in enumerate(halves)])
+            speedups.append(alone / together)
     return Replay(tuple(replayed), {kind: float(np.median(t)) for kind, t in timed.items()},
                   float(np.median(speedups)))
 
 
 def _call_on_core(call: Callable[[], Any]) -> tuple[float, float]:
     """One call's seconds, and the seconds its thread spent on a core meanwhile."""
-    start, on_core = time.perf_counter(), time.thread_time()
-    call()
-    return time.perf_counter() - start, time.thread_time() - on_core
+    on_core: list[float] = []
+    return _timed_calls(call, 1, on_core), on_core[0]
 
 
-def _side_by_side(calls: list[list[Callable[[], Any]]]) -> float:
-    """Seconds two threads take to make their ``calls`` one after another, at once: from
-    the first thread's start to the last one's end, on the threads' own clocks."""
+def _side_by_side(calls: list[list[Callable[[], Any]]], offset: float = 0.0
+                  ) -> tuple[float, float]:
+    """Two threads make their ``calls`` one after another at once, the second starting
+    ``offset`` seconds late: the seconds from the first thread's start to the last one's end,
+    and how far apart the two started. On the threads' own clocks (the calling thread's
+    start and join are no part of it), from whichever thread started first: a busy machine
+    may hold either back."""
     barrier = threading.Barrier(2)
     starts, ends = [0.0, 0.0], [0.0, 0.0]
 
     def run(k: int) -> None:
         barrier.wait()
+        if k and offset:
+            time.sleep(offset)
         starts[k] = time.perf_counter()
         for call in calls[k]:
             call()
@@ -620,7 +603,7 @@ def _side_by_side(calls: list[list[Callable[[], Any]]]) -> float:
         thread.start()
     for thread in threads:
         thread.join()
-    return max(ends) - min(starts)
+    return max(ends) - min(starts), abs(starts[1] - starts[0])
 
 
 def _cache_file(name: str) -> str:
