@@ -3,6 +3,7 @@
 import dataclasses
 import gc
 import json
+import statistics
 import sys
 import time
 
@@ -351,6 +352,13 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     local = dataclasses.replace(module.local_costs(), run=0.0, task=0.0)
     monkeypatch.setattr(module, "local_costs", lambda: local)
     kinds = list(costs)
+    # the four products as long as each other: a busy machine stretches one traced call
+    # several times over, and a product that long would overlap the others for a small
+    # part of its time only
+    products = [record for record in tr.records.values() if record.op == "matmul"]
+    middle = statistics.median(record.duration for record in products)
+    for record in products:
+        record.stop = record.start + middle
 
     def runs_on_two(slowing: float) -> dict[str, float]:
         """Each product's simulated seconds on two threads, each branch a task of its own
@@ -365,9 +373,7 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     # take as the runner does: each product then alone again
     slowed, alone = runs_on_two(0.5), runs_on_two(0.0)
     ratios = [slowed[key] / alone[key] for key in alone]
-    # Products that ran side by side took about 1.5x as long, and none took less. How much
-    # of each product overlapped another follows the traced times, which the machine moves:
-    # the product slowed most is judged.
+    # Products that ran side by side took about 1.5x as long, and none took less.
     assert len(ratios) == 4 and min(ratios) > 0.99 and max(ratios) > 1.3, ratios
     # shares given by the caller ("what if"): nothing is measured in pairs
     assert pargraph.forecast(tr, threads=[1], gil=0.5).pairs == {}
