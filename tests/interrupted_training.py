@@ -4,7 +4,11 @@ each interrupt the state must be one of an uninterrupted run's, and training res
 must end where that run ends. Run by tests/test_interrupts.py in a process of its own (a stray
 KeyboardInterrupt must not reach pytest); prints one JSON line.
 
-Usage: python interrupted_training.py SCHEDULER STEPS SEED FOLDER
+Usage: python interrupted_training.py SCHEDULER STEPS SEED FOLDER [INTERRUPTS]
+
+It trains STEPS steps, and on past them until INTERRUPTS interrupts have landed (default 0),
+at most ``MOST_STEPS_PER_STEP`` times STEPS steps: how many land in a step depends on how fast
+the machine runs a step against the sender's sleeps.
 
 SCHEDULER is sync, threads or distributed; with ``-compiled`` after it (``threads-compiled``)
 the interrupted run trains through ``pargraph.compile`` of its step: the interrupts then land
@@ -32,6 +36,8 @@ from pargraph.utils.data import DataLoader, TensorDataset
 # Python's own handler, even when started with SIGINT ignored (a shell's background job).
 signal.signal(signal.SIGINT, signal.default_int_handler)
 SCHEDULER, STEPS, SEED, FOLDER = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+INTERRUPTS = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+MOST_STEPS_PER_STEP = 4
 IN_PLACE = SCHEDULER.endswith("-in-place")
 SCHEDULER = SCHEDULER.removesuffix("-in-place")
 COMPILED = SCHEDULER.endswith("-compiled")
@@ -94,6 +100,20 @@ def snapshot(model, opt):
     moments = [(s["exp_avg"].numpy().copy(), s["exp_avg_sq"].numpy().copy(), s["step"])
                for s in (opt.state.get(p) for p in model.parameters()) if s]
     return params, moments
+
+
+class Reference:
+    """An uninterrupted run's state after each step, trained as far as it is asked for."""
+
+    def __init__(self) -> None:
+        self.model, self.opt = make()
+        self.states = [snapshot(self.model, self.opt)]
+
+    def __getitem__(self, k: int):
+        while len(self.states) <= k:
+            attempt(self.model, self.opt, len(self.states) - 1)
+            self.states.append(snapshot(self.model, self.opt))
+        return self.states[k]
 
 
 def same(a, b):
@@ -187,12 +207,8 @@ def main() -> None:
         dask.config.set(scheduler=Client(cluster, set_as_default=False))
     else:
         dask.config.set(scheduler=SCHEDULER)
-    model, opt = make()
-    reference = [snapshot(model, opt)]
-    for k in range(STEPS):
-        attempt(model, opt, k)
-        reference.append(snapshot(model, opt))
-
+    reference = Reference()
+    reference[STEPS]  # trained before the interrupts start, as far as it surely goes
     model, opt = make()
     step = None
     if COMPILED:
@@ -208,6 +224,11 @@ def main() -> None:
     report = {"interrupts": 0, "torn": [], "grad_mode_off": 0, "context_left": 0,
               "grads_torn": 0, "bad_checkpoint": 0, "escaped": 0, "attempts": 0}
     committed = 0
+
+    def wanted() -> bool:
+        """Whether to train on: STEPS steps, then until enough interrupts have landed."""
+        return committed < STEPS or (report["interrupts"] < INTERRUPTS
+                                     and committed < MOST_STEPS_PER_STEP * STEPS)
 
     def check() -> int:
         """The step the state is at (it must be one of the reference's)."""
@@ -235,10 +256,10 @@ def main() -> None:
 
     def train() -> None:
         nonlocal committed
-        while committed < STEPS:
+        while True:  # each attempt's outcome is checked, the last one's too
             sender.drain()
             committed = check()
-            if committed >= STEPS:
+            if not wanted():
                 break
             report["attempts"] += 1
             kind = report["attempts"] % 3  # anywhere, from opt.step() on, or in a commit
@@ -263,7 +284,8 @@ def main() -> None:
             report["escaped"] += 1
     sender.done = True
     report["sent"] = sender.sent
-    report["final_equal"] = same(snapshot(model, opt), reference[STEPS])
+    report["steps"] = committed
+    report["final_equal"] = same(snapshot(model, opt), reference[committed])
     if step is not None:
         report["replays"], report["eager"] = step.replays, step.eager
         report["written_in_place"] = sum(program.in_place.written for program in step.programs
