@@ -42,6 +42,7 @@ from pargraph.costs import disagree
 from pargraph.engine import lowering, modes
 from pargraph.engine.lowering import ALL_BLAS
 from pargraph.engine.partition import estimated_seconds, placed_partition
+from pargraph.engine.threads import PYTHON_SWITCH_INTERVAL, state
 from pargraph.graph import Node
 from pargraph.machine_costs import (
     MAX_SHARE,
@@ -431,6 +432,8 @@ class Forecast:
                 now += network.task_latency
                 outcome.scheduling += network.task_latency
                 remote = False
+        # a dask worker process keeps Python's switch interval; pargraph's runs lower it here
+        switch = PYTHON_SWITCH_INTERVAL if remote else state.switching.interval()
         if not remote and len(tasks) > 1:
             # the runner's other way: in the calling thread, group after group, which it
             # takes when faster (modes.run_adaptively); the forecast takes the faster too
@@ -438,13 +441,14 @@ class Forecast:
             inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
                                     seconds, shares, 1, 1, False, None, now, inline,
                                     on_core=on_core, cores=self.cores, widths=widths,
-                                    retake=local.retake, kinds=kinds, pairs=pairs).run()
+                                    retake=local.retake, kinds=kinds, pairs=pairs,
+                                    switch_interval=switch).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
                                       now + local.run, trial, local.task, on_core,
                                       self.cores, widths=widths, retake=local.retake,
-                                      kinds=kinds, pairs=pairs,
-                                      handover=self.handover).run()
+                                      kinds=kinds, pairs=pairs, handover=self.handover,
+                                      switch_interval=switch).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
                 else (trial, threaded_end)
             _merge(outcome, chosen)
@@ -458,7 +462,7 @@ class Forecast:
                                 returned=returned, widths=None if remote else widths,
                                 copies=remote and workers > 1 and wanted_replicas() > 1,
                                 retake=local.retake, kinds=kinds, pairs=pairs,
-                                handover=self.handover)
+                                handover=self.handover, switch_interval=switch)
         return _run_after(outcome, nodes, seconds, after, simulation.run())
 
     # --- reading ---

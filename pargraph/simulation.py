@@ -105,6 +105,9 @@ class _Ask:
     kind: int = -1
     #: a node's part on a core that computes: it pays the hand-over beside another such part
     hands: bool = False
+    #: a node's part that takes the process's lock alone, first come first served, as any
+    #: stretch of no node does (a waiting node's short stretch of Python: ``switch_interval``)
+    alone: bool = False
     #: its seconds of work not done yet, and the pace it goes at, while it runs: its pace
     #: beside its process's other stretches (``gil_pace``) times its share of the cores
     left: float = 0.0
@@ -148,8 +151,13 @@ class Simulation:
                  widths: list[int] | None = None, retake: float = 0.0,
                  kinds: list[int] | None = None,
                  pairs: dict[tuple[int, int], float] | None = None,
-                 handover: float = 0.0) -> None:
+                 handover: float = 0.0, switch_interval: float = 0.0) -> None:
         self.tasks, self.nodes, self.seconds, self.shares = tasks, nodes, seconds, shares
+        #: the interval after which a thread waiting for the GIL asks its holder to drop it:
+        #: a node that mostly waits holds it for its stretch of Python from one wait to the
+        #: next, and one shorter than this runs to its end, the lock's other takers waiting
+        #: in turn (0: every node's part shares the lock as its share says)
+        self.switch_interval = switch_interval
         #: seconds a node that computes loses to the GIL's hand-overs while a node of
         #: another lane of its process computes beside it (fitted by the forecast)
         self.handover = handover
@@ -257,7 +265,7 @@ class Simulation:
     # --- the GILs and the cores ---
 
     def _ask(self, now: float, ask: _Ask) -> None:
-        if ask.process is None or ask.member is not None:
+        if ask.process is None or (ask.member is not None and not ask.alone):
             self._core(now, ask)  # a node shares its process's GIL as it runs (_rates)
         elif self.gil_held[ask.process]:
             self.gil_queue[ask.process].append(ask)
@@ -271,7 +279,7 @@ class Simulation:
 
     def _core(self, now: float, ask: _Ask) -> None:
         """``ask`` begins to run, beside the stretches running already."""
-        if ask.lane and ask.process is not None and ask.member is None:
+        if ask.lane and ask.process is not None and (ask.member is None or ask.alone):
             self.outcome.gil_wait += ask.held_at - ask.asked  # it waited for the lock
         self._count(now)
         ask.left, ask.ran_at = ask.seconds, now
@@ -349,7 +357,7 @@ class Simulation:
     def _release(self, now: float, ask: _Ask) -> None:
         if ask.member is None and ask.scheduling:
             self.outcome.scheduling += now - ask.asked
-        if ask.process is not None and ask.member is None:
+        if ask.process is not None and (ask.member is None or ask.alone):
             self.gil_held[ask.process] = False
             queue = self.gil_queue[ask.process]
             if queue:
@@ -408,13 +416,14 @@ class Simulation:
         if kind == "gil" and seconds > 0:
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then))
         elif kind == "core" and seconds > 0:
+            waits = self.on_core[member] < WAITS_BELOW
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
                                 cores=self._width(member), share=self.shares[member],
-                                kind=self.kinds[member],
-                                hands=self.on_core[member] >= WAITS_BELOW))
+                                kind=self.kinds[member], hands=not waits,
+                                alone=waits and seconds < self.switch_interval))
         elif kind == "retake" and self._gil_busy(self.tasks[t].worker):
             self._ask(now, _Ask(now, self.tasks[t].worker, seconds, member, then,
-                                retake=True))
+                                retake=True, alone=self.switch_interval > 0))
         else:  # a part that waits; or a GIL taken back that no other thread holds
             self._at(now + (seconds if kind != "retake" else 0.0), *then)
 

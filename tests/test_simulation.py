@@ -116,3 +116,30 @@ def test_nodes_that_compute_side_by_side_lose_the_gils_hand_overs(on_core, laste
     assert run(1) == (pytest.approx(0.02), [pytest.approx(0.01)] * 2)
     end, spans = run(2)
     assert spans == [pytest.approx(lasted)] * 2 and end == pytest.approx(lasted)
+
+
+@pytest.mark.parametrize("on_core, switch_interval, alone", [
+    (0.04, 2e-4, True),  # 40 us of Python, then a wait: each runs to its end, in turn
+    (0.04, 0.0, False),  # no interval given: the four share the GIL as their shares say
+    (0.4, 2e-4, False),  # 400 us, longer than the interval: the holder is asked to drop it
+])
+def test_a_waiting_nodes_short_stretch_of_python_takes_the_gil_alone(on_core, switch_interval,
+                                                                      alone):
+    """Four 1 ms nodes that mostly wait, on four threads, each holding the GIL while on a
+    core: a stretch shorter than the switch interval holds the lock to its end, the others
+    waiting in turn (a waiter asks the holder to drop it only after an interval), so the
+    nodes end one stretch apart and the waits count as waits for the GIL; else the four
+    stretches share the lock and end together, each after all four's time."""
+    nodes = [pargraph.full((1,), float(k))._node for k in range(4)]
+    outcome = Outcome(("threads", 4), 0.0, 4)
+    end = Simulation([Task([k], 0) for k in range(4)], nodes, [1e-3] * 4, [1.0] * 4, 1, 4,
+                     False, None, 0.0, outcome, on_core=[on_core] * 4,
+                     switch_interval=switch_interval).run()
+    stops = sorted(s.stop for s in outcome.segments)
+    stretch = 1e-3 * on_core
+    if alone:
+        assert stops == pytest.approx([1e-3 + k * stretch for k in range(4)])
+        assert outcome.gil_wait == pytest.approx(6 * stretch)
+    else:
+        assert stops == pytest.approx([1e-3 + 3 * stretch] * 4)
+    assert end == pytest.approx(stops[-1])

@@ -33,8 +33,9 @@ from pargraph.context import context
 from pargraph.interrupts import interrupts
 
 #: Seconds a thread holds the GIL before one waiting for it may take it, while a threaded run
-#: is in progress (``pargraph.switch-interval``; Python's own is 5 ms).
+#: is in progress (``pargraph.switch-interval``; Python's own is ``PYTHON_SWITCH_INTERVAL``).
 SWITCH_INTERVAL = 0.0002
+PYTHON_SWITCH_INTERVAL = 0.005
 #: Seconds between the calling thread's looks for a held Ctrl-C while it waits for tasks.
 INTERRUPT_POLL = 0.05
 
@@ -53,6 +54,12 @@ class GilSwitching:
         self._lock = threading.Lock()
         self._runs = 0
         self._saved: float | None = None
+
+    def interval(self) -> float:
+        """The switch interval a run on threads started now would have."""
+        wanted = dask.config.get("pargraph.switch-interval", SWITCH_INTERVAL)
+        now = self._saved if self._runs else sys.getswitchinterval()
+        return min(float(wanted), now) if wanted else sys.getswitchinterval()
 
     @contextlib.contextmanager
     def lowered(self) -> Iterator[None]:
