@@ -136,11 +136,12 @@ class Simulation:
     (``widths``) times its pace beside its process's others, and where all want more than
     ``cores``, each goes at ``cores / wanted`` of that pace. A node that mostly waits
     (:data:`WAITS_BELOW`) takes its process's GIL back after its wait, for ``retake``
-    seconds, where a stretch holding it runs then. On a cluster, the scheduler
-    (a process of its own) takes up one task at a time, and of each task's latency its
-    worker spends ``worker_task`` holding its GIL; transfers and copies of training state
-    take the workers' and the scheduler's time on a core too. Each ready task goes to the
-    first free lane of its process, in the tasks' order."""
+    seconds, where a stretch holding it runs then; its stretch on a core, where shorter than
+    ``switch_interval``, takes the lock alone, as a stretch of no node does. On a cluster,
+    the scheduler (a process of its own) takes up one task at a time, and of each task's
+    latency its worker spends ``worker_task`` holding its GIL; transfers and copies of
+    training state take the workers' and the scheduler's time on a core too. Each ready task
+    goes to the first free lane of its process, in the tasks' order."""
 
     def __init__(self, tasks: list[Task], nodes: list[Node], seconds: list[float],
                  shares: list[float], workers: int, threads: int, remote: bool,
