@@ -258,8 +258,8 @@ class Trace:
                                           lowering.blas_threads_of(structure, threads),
                                           compiled, tuple(shipped),
                                           tuple(node.key for node in after)))
-        self.bookkeeping += time.time() - entered - (stop - start)
         self._set_ready(computed_keys, start)
+        self.bookkeeping += time.time() - entered - (stop - start)
 
     def read(self, node: Node) -> None:
         """Called when the caller reads ``node``'s realized value: on a cluster, one its
