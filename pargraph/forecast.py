@@ -30,6 +30,7 @@ What it leaves out, and so how far to trust it: docs/forecast.md.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import defaultdict
@@ -48,6 +49,7 @@ from pargraph.machine_costs import (
     MAX_SHARE,
     Network,
     Replay,
+    WakeUps,
     call_costs,
     local_costs,
     loopback,
@@ -64,6 +66,8 @@ CLIENT_LANE = "client"
 #: The most seconds per node the GIL's hand-overs are fitted to (``Forecast._fit_handover``),
 #: and the halvings of the interval the fit ends in.
 HANDOVER_MOST, HANDOVER_STEPS = 1e-3, 16
+#: The most seconds of the GIL a thread back from a wait is fitted to take (``fitted_retake``).
+RETAKE_MOST = 2e-3
 #: The predicted timeline's colours: the trace's by phase, and the caller's read-backs'.
 TIMELINE_COLORS = {**PHASE_COLORS, "transfer": "#8C8C8C"}
 
@@ -94,6 +98,50 @@ def _with_data_tasks(run: Any, tasks: list[Task], nodes: list[Node], *per_node: 
     added = len(leaves)
     return (list(nodes) + list(leaves.values()), seconds + [0.0] * added,
             shares + [0.0] * added, on_core + [1.0] * added)
+
+
+@functools.cache
+def fitted_retake(wake_ups: WakeUps | None) -> float:
+    """The seconds of the GIL a thread back from a wait takes (``Simulation.retake``) with
+    which the simulated wake-up loop (:func:`pargraph.machine_costs.measure_wake_ups`) takes
+    as long as it was timed: each thread a task of its sleeps, each sleep and its Python a
+    node of its time alone on one thread, on this machine's cores with the switch interval
+    of pargraph's runs. 0 where the loop without hand-overs takes as long already.
+
+    Examples
+    --------
+    >>> from pargraph.machine_costs import WakeUps
+    >>> fitted_retake(WakeUps(4, 2, 30e-6, 1.1e-3, 2.2e-3))
+    0.0
+    """
+    if wake_ups is None:
+        return 0.0
+    w = wake_ups
+    count = w.threads * w.sleeps
+    nodes = [_Replayed(f"wake-up-{k}", "sleep") for k in range(count)]
+    on_core = [min(w.python / w.alone, 1.0)] * count
+    switch = state.switching.interval()
+
+    def simulated(retake: float) -> float:
+        tasks = [Task(list(range(k * w.sleeps, (k + 1) * w.sleeps)), 0)
+                 for k in range(w.threads)]
+        return Simulation(tasks, nodes, [w.alone] * count, [1.0] * count, 1, w.threads,
+                          False, None, 0.0, Outcome(("threads", w.threads), 0.0, w.threads),
+                          on_core=on_core, cores=os.cpu_count(), retake=retake,
+                          switch_interval=switch).run()
+
+    if simulated(0.0) >= w.took:
+        return 0.0
+    low, high = 0.0, 1e-4
+    while simulated(high) < w.took and high < RETAKE_MOST:
+        low, high = high, 2 * high
+    for _ in range(HANDOVER_STEPS):
+        middle = (low + high) / 2
+        if simulated(middle) < w.took:
+            low = middle
+        else:
+            high = middle
+    return min(high, RETAKE_MOST)
 
 
 def _run_after(outcome: Outcome, nodes: list[Node], seconds: list[float], after: set[str],
@@ -359,6 +407,7 @@ class Forecast:
                       outcome: Outcome) -> float:
         """Simulates one run from ``now``; returns when it ends."""
         local = local_costs()
+        retake = fitted_retake(local.wake_ups)
         nodes = run.computed
         seconds = self._traced_seconds(run)
         shares = [self.shares.get(n.key, 1.0) for n in nodes]
@@ -441,12 +490,12 @@ class Forecast:
             inline_end = Simulation([Task([k for t in tasks for k in t.members], 0)], nodes,
                                     seconds, shares, 1, 1, False, None, now, inline,
                                     on_core=on_core, cores=self.cores, widths=widths,
-                                    retake=local.retake, kinds=kinds, pairs=pairs,
+                                    retake=retake, kinds=kinds, pairs=pairs,
                                     switch_interval=switch).run()
             trial = Outcome(outcome.config, 0.0, outcome.lanes)
             threaded_end = Simulation(tasks, nodes, seconds, shares, 1, threads, False, None,
                                       now + local.run, trial, local.task, on_core,
-                                      self.cores, widths=widths, retake=local.retake,
+                                      self.cores, widths=widths, retake=retake,
                                       kinds=kinds, pairs=pairs, handover=self.handover,
                                       switch_interval=switch).run()
             chosen, end = (inline, inline_end) if inline_end <= threaded_end \
@@ -461,7 +510,7 @@ class Forecast:
                                 on_core=on_core, cores=self.cores,
                                 returned=returned, widths=None if remote else widths,
                                 copies=remote and workers > 1 and wanted_replicas() > 1,
-                                retake=local.retake, kinds=kinds, pairs=pairs,
+                                retake=retake, kinds=kinds, pairs=pairs,
                                 handover=self.handover, switch_interval=switch)
         return _run_after(outcome, nodes, seconds, after, simulation.run())
 

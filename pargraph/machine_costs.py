@@ -777,21 +777,35 @@ def measure_loopback(repeats: int = 5) -> Network:
 
 
 @dataclass(frozen=True)
+class WakeUps:
+    """Threads waking from sleeps into short stretches of Python, timed
+    (:func:`measure_wake_ups`): ``threads`` threads each ``sleeps`` times sleep then run
+    ``python`` seconds of Python (its time alone); one sleep and its Python took ``alone``
+    seconds on one thread, and the whole loop on ``threads`` threads at once ``took``."""
+
+    threads: int
+    sleeps: int
+    python: float
+    alone: float
+    took: float
+
+
+@dataclass(frozen=True)
 class LocalCosts:
     """What pargraph's threads cost a run on this machine: its start and end (``run``) and
     each task's bookkeeping, which holds the GIL (``task``); and what a compiled step's call
     costs beyond its ops' own time, on this process's threads: per call (its guards, its
     arguments), per node (running the program's next op) and per value it writes back
-    (``compiled_call``, ``compiled_node``, ``compiled_value``); and the GIL's time a thread back
-    from a wait (a sleep) takes to have it again while other threads hold it (``retake``: the
-    hand-over, and the thread's way back from its wait), in seconds."""
+    (``compiled_call``, ``compiled_node``, ``compiled_value``), in seconds; and threads back
+    from waits taking the GIL again (``wake_ups``), from which the forecast fits the GIL's
+    time one such thread takes (``Simulation.retake``)."""
 
     run: float
     task: float
     compiled_call: float = 0.0
     compiled_node: float = 0.0
     compiled_value: float = 0.0
-    retake: float = 0.0
+    wake_ups: WakeUps | None = None
 
 
 @functools.cache
@@ -799,7 +813,8 @@ def local_costs() -> LocalCosts:
     """:class:`LocalCosts`, measured once per process: runs of one and of 256 tasks that do
     nothing, on pargraph's threads (``threads.run_on_threads``), on one thread; compiled
     steps of 4 and 1204 nodes writing 2 and 1202 values, on one thread, less their ops' own
-    time (each kind's calls repeated alone); and the GIL's hand-over (:func:`measure_retake`).
+    time (each kind's calls repeated alone); and threads waking from sleeps
+    (:func:`measure_wake_ups`).
 
     Examples
     --------
@@ -822,51 +837,61 @@ def local_costs() -> LocalCosts:
 
     one, many = per_run(1), per_run(256)
     task = max((many - one) / 255, 0.0)
-    return LocalCosts(max(one - 2 * task, 0.0), task, *_compiled_call_costs(), measure_retake())
+    return LocalCosts(max(one - 2 * task, 0.0), task, *_compiled_call_costs(),
+                      measure_wake_ups())
 
 
-def measure_retake(threads: int = 24, sleeps: int = 40, repeats: int = 3) -> float:
-    """The GIL's time a thread back from a wait takes to have it again while others hold it:
-    ``threads`` threads each sleep 1 ms then run about 0.05 ms of Python, ``sleeps`` times,
-    with the switch interval of pargraph's runs. So many keep the GIL held throughout, and
-    each wake-up's share of the time is its Python and its hand-over: the median of
-    ``repeats`` such runs, less the Python's time on one thread (about 0.5 s in all).
+def measure_wake_ups(threads: int = 16, sleeps: int = 8, python: float = 35e-6,
+                     repeats: int = 15) -> WakeUps:
+    """Threads waking from waits into Python, with the switch interval of pargraph's runs:
+    ``threads`` threads, started together, each ``sleeps`` times sleep 1 ms then run about
+    ``python`` seconds of Python, timed ``repeats`` times (the median), after three untimed
+    loops; and one thread doing the same, timed five times. Sixteen threads of 35 us keep the
+    GIL about half busy with Python, as a step of many 1 ms branches on sixteen threads does,
+    so that their hand-overs of the GIL decide how far the loop outlasts one thread's (about
+    0.3 s in all).
 
     Examples
     --------
-    >>> 0.0 <= measure_retake(threads=4, sleeps=5, repeats=1) < 0.01
+    >>> w = measure_wake_ups(threads=4, sleeps=2, repeats=1)
+    >>> w.took > 0 and w.alone > w.python > 0
     True
     """
     from pargraph.engine.threads import state
 
-    def python(loops: int) -> None:
+    def run_python(loops: int) -> None:
         for _ in range(loops):
             pass
 
-    # about 0.05 ms of Python a wake-up, whatever this machine's speed
-    loops = max(int(1000 * 5e-5 / max(_median_time(lambda: python(1000), 20), 1e-7)), 1)
-    alone = min(_median_time(lambda: python(loops), 20) for _ in range(3))
-    barrier = threading.Barrier(threads + 1)
+    # about ``python`` seconds of Python a wake-up, whatever this machine's speed
+    per_loop = max(_median_time(lambda: run_python(1000), 20) / 1000, 1e-10)
+    loops = max(int(python / per_loop), 1)
+    took_python = min(_median_time(lambda: run_python(loops), 20) for _ in range(3))
 
-    def wake_ups() -> None:
-        barrier.wait()
-        for _ in range(sleeps):
-            time.sleep(0.001)
-            python(loops)
+    def loop(count: int) -> float:
+        barrier = threading.Barrier(count + 1)
 
-    def per_wake_up() -> float:
-        pool = [threading.Thread(target=wake_ups, daemon=True) for _ in range(threads)]
+        def wake_ups() -> None:
+            barrier.wait()
+            for _ in range(sleeps):
+                time.sleep(0.001)
+                run_python(loops)
+
+        pool = [threading.Thread(target=wake_ups, daemon=True) for _ in range(count)]
         for thread in pool:
             thread.start()
         barrier.wait()
         start = time.perf_counter()
         for thread in pool:
             thread.join()
-        return (time.perf_counter() - start) / (threads * sleeps)
+        return time.perf_counter() - start
 
     with state.switching.lowered():
-        took = float(np.median([per_wake_up() for _ in range(repeats)]))
-    return max(took - alone, 0.0)
+        for _ in range(3):  # untimed: a process's first threads start slower
+            loop(threads)
+        one = float(np.median([loop(1) for _ in range(5)])) / sleeps
+        took = float(np.median([loop(threads) for _ in range(repeats)]))
+    return WakeUps(threads, sleeps, took_python, max(one, took_python), took)
 
 
 def _median_time(call: Callable[[], Any], repeats: int) -> float:

@@ -23,7 +23,7 @@ from pargraph.remote.layout import SEND_PARTS_SAVING
 #: profiler samples every 10 ms), each taking its share of a core (``Network.worker_idle``).
 LOOPS_PERIOD = 0.01
 #: A node whose time on a core is under this share of its time mostly waits (a sleep, I/O, a
-#: device), and takes the GIL back after its wait (``LocalCosts.retake``); an op that computes
+#: device), and takes the GIL back after its wait (``forecast.fitted_retake``); an op that computes
 #: without the GIL has its hand-overs in its measured share (``machine_costs.measure_call``).
 WAITS_BELOW = 0.5
 

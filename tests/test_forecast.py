@@ -9,6 +9,7 @@ import sys
 import time
 
 import dask
+import numpy as np
 import pytest
 
 import pargraph
@@ -946,6 +947,43 @@ def test_a_thread_back_from_a_wait_takes_the_gil_again_while_another_holds_it():
     assert ends(0.0, True)[0][:2] == pytest.approx([0.01, 0.01])
     (a, b, gil), _ = ends(0.0, True)
     assert gil == pytest.approx(0.05)
+
+
+def test_the_retake_is_fitted_so_that_the_simulated_wake_up_loop_takes_as_long_as_timed():
+    """The GIL's time a thread back from a wait takes is fitted to the timed loop of threads
+    waking into Python: the loop simulated with the fitted retake takes as long as timed; a
+    slower loop gives a larger retake; a loop no slower than its turns without hand-overs
+    gives none. Given loops (generated around what this machine's threads took), not
+    measured ones, so that the fit is checked alone."""
+    import os
+
+    from pargraph.engine.threads import state
+    from pargraph.forecast import _Replayed, fitted_retake
+    from pargraph.machine_costs import WakeUps
+    from pargraph.simulation import Outcome, Simulation, Task
+
+    def simulated(w: WakeUps, retake: float) -> float:
+        count = w.threads * w.sleeps
+        nodes = [_Replayed(f"n{k}", "sleep") for k in range(count)]
+        tasks = [Task(list(range(k * w.sleeps, (k + 1) * w.sleeps)), 0)
+                 for k in range(w.threads)]
+        return Simulation(tasks, nodes, [w.alone] * count, [1.0] * count, 1, w.threads,
+                          False, None, 0.0, Outcome(("threads", w.threads), 0.0, w.threads),
+                          on_core=[w.python / w.alone] * count, cores=os.cpu_count(),
+                          retake=retake, switch_interval=state.switching.interval()).run()
+
+    rng = np.random.default_rng(59)
+    for _ in range(4):
+        threads, sleeps = int(rng.integers(8, 25)), int(rng.integers(4, 10))
+        python, alone = rng.uniform(20e-6, 60e-6), rng.uniform(1.05e-3, 1.25e-3)
+        turns = simulated(WakeUps(threads, sleeps, python, alone, 1.0), 0.0)
+        slower = [WakeUps(threads, sleeps, python, alone, turns * f) for f in (1.1, 1.25)]
+        fitted = [fitted_retake(w) for w in slower]
+        assert 0.0 < fitted[0] < fitted[1]
+        for w, retake in zip(slower, fitted):
+            assert simulated(w, retake) == pytest.approx(w.took, rel=0.02)
+        assert fitted_retake(WakeUps(threads, sleeps, python, alone, turns * 0.99)) == 0.0
+    assert fitted_retake(None) == 0.0
 
 
 def test_a_step_traced_on_two_threads_keeps_the_blas_threads_its_trace_had():
