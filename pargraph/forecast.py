@@ -111,7 +111,7 @@ def fitted_retake(wake_ups: WakeUps | None) -> float:
     Examples
     --------
     >>> from pargraph.machine_costs import WakeUps
-    >>> fitted_retake(WakeUps(4, 2, 30e-6, 1.1e-3, 2.2e-3))
+    >>> fitted_retake(WakeUps(4, 2, 30e-6, 1.1e-3, 2.0e-3))  # no slower than its sleeps
     0.0
     """
     if wake_ups is None:
