@@ -104,9 +104,8 @@ def _with_data_tasks(run: Any, tasks: list[Task], nodes: list[Node], *per_node: 
 def fitted_retake(wake_ups: WakeUps | None) -> float:
     """The seconds of the GIL a thread back from a wait takes (``Simulation.retake``) with
     which the simulated wake-up loop (:func:`pargraph.machine_costs.measure_wake_ups`) takes
-    as long as it was timed: each thread a task of its sleeps, each sleep and its Python a
-    node of its time alone on one thread, on this machine's cores with the switch interval
-    of pargraph's runs. 0 where the loop without hand-overs takes as long already.
+    as long as it was timed (:func:`simulated_wake_ups`). 0 where the loop without
+    hand-overs takes as long already.
 
     Examples
     --------
@@ -116,32 +115,32 @@ def fitted_retake(wake_ups: WakeUps | None) -> float:
     """
     if wake_ups is None:
         return 0.0
-    w = wake_ups
-    count = w.threads * w.sleeps
-    nodes = [_Replayed(f"wake-up-{k}", "sleep") for k in range(count)]
-    on_core = [min(w.python / w.alone, 1.0)] * count
-    switch = state.switching.interval()
-
-    def simulated(retake: float) -> float:
-        tasks = [Task(list(range(k * w.sleeps, (k + 1) * w.sleeps)), 0)
-                 for k in range(w.threads)]
-        return Simulation(tasks, nodes, [w.alone] * count, [1.0] * count, 1, w.threads,
-                          False, None, 0.0, Outcome(("threads", w.threads), 0.0, w.threads),
-                          on_core=on_core, cores=os.cpu_count(), retake=retake,
-                          switch_interval=switch).run()
-
-    if simulated(0.0) >= w.took:
+    took = wake_ups.took
+    if simulated_wake_ups(wake_ups, 0.0) >= took:
         return 0.0
     low, high = 0.0, 1e-4
-    while simulated(high) < w.took and high < RETAKE_MOST:
+    while simulated_wake_ups(wake_ups, high) < took and high < RETAKE_MOST:
         low, high = high, 2 * high
     for _ in range(HANDOVER_STEPS):
         middle = (low + high) / 2
-        if simulated(middle) < w.took:
+        if simulated_wake_ups(wake_ups, middle) < took:
             low = middle
         else:
             high = middle
     return min(high, RETAKE_MOST)
+
+
+def simulated_wake_ups(w: WakeUps, retake: float) -> float:
+    """The seconds the wake-up loop ``w`` takes in simulation with ``retake``: each thread a
+    task of its sleeps, each sleep and its Python a node of its time alone on one thread, on
+    this machine's cores with the switch interval of pargraph's runs."""
+    count = w.threads * w.sleeps
+    nodes = [_Replayed(f"wake-up-{k}", "sleep") for k in range(count)]
+    tasks = [Task(list(range(k * w.sleeps, (k + 1) * w.sleeps)), 0) for k in range(w.threads)]
+    return Simulation(tasks, nodes, [w.alone] * count, [1.0] * count, 1, w.threads, False,
+                      None, 0.0, Outcome(("threads", w.threads), 0.0, w.threads),
+                      on_core=[min(w.python / w.alone, 1.0)] * count, cores=os.cpu_count(),
+                      retake=retake, switch_interval=state.switching.interval()).run()
 
 
 def _run_after(outcome: Outcome, nodes: list[Node], seconds: list[float], after: set[str],

@@ -955,22 +955,9 @@ def test_the_retake_is_fitted_so_that_the_simulated_wake_up_loop_takes_as_long_a
     slower loop gives a larger retake; a loop no slower than its turns without hand-overs
     gives none. Given loops (generated around what this machine's threads took), not
     measured ones, so that the fit is checked alone."""
-    import os
-
-    from pargraph.engine.threads import state
-    from pargraph.forecast import _Replayed, fitted_retake
+    from pargraph.forecast import fitted_retake
+    from pargraph.forecast import simulated_wake_ups as simulated
     from pargraph.machine_costs import WakeUps
-    from pargraph.simulation import Outcome, Simulation, Task
-
-    def simulated(w: WakeUps, retake: float) -> float:
-        count = w.threads * w.sleeps
-        nodes = [_Replayed(f"n{k}", "sleep") for k in range(count)]
-        tasks = [Task(list(range(k * w.sleeps, (k + 1) * w.sleeps)), 0)
-                 for k in range(w.threads)]
-        return Simulation(tasks, nodes, [w.alone] * count, [1.0] * count, 1, w.threads,
-                          False, None, 0.0, Outcome(("threads", w.threads), 0.0, w.threads),
-                          on_core=[w.python / w.alone] * count, cores=os.cpu_count(),
-                          retake=retake, switch_interval=state.switching.interval()).run()
 
     rng = np.random.default_rng(59)
     for _ in range(4):
