@@ -16,11 +16,12 @@
    would run a structure in the calling thread, group after group, because that is faster
    (``modes.run_adaptively``), the forecast takes that way too.
 3. On ``W`` workers each worker is a process with its own GIL and ``threads_per_worker``
-   lanes. Tasks go where pargraph's placement puts them; the scheduler takes them up one at a
-   time, a task starts a round trip later, an input made on another worker arrives after a
-   transfer, and the training state's copies to a second worker end the step. An eager run
-   sends a value the step made here (a random mask) that several of its tasks read as a data
-   task of its own. The costs are this machine's loopback's, measured
+   lanes. Tasks go where pargraph's placement puts them; the scheduler takes in their ends
+   one at a time, a task starts a round trip after the end that made it ready, an input made
+   on another worker arrives after a transfer once the task reached its worker, and the
+   training state's copies to a second worker end the step. An eager run sends a value the
+   step made here (a random mask) that several of its tasks read as a data task of its own.
+   The costs are this machine's loopback's, measured
    (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
    calling thread's, as traced.

@@ -61,8 +61,8 @@ PAIR_CALLS_UNDER = 1e-3
 @dataclass(frozen=True)
 class Network:
     """What a cluster's messages cost, in seconds: a task starts ``task_latency`` after the
-    scheduler took it up, and the scheduler takes up one task at a time, each for
-    ``scheduler_task``; a run's submission and its results' return cost ``run_latency``
+    scheduler took it up, and the scheduler spends ``scheduler_task`` on each task, one task
+    at a time; a run's submission and its results' return cost ``run_latency``
     beyond its tasks', and ``run_node`` more per node of the run (recorded, lowered and
     sent by this process, taken in by the scheduler); a value moves between two workers in
     ``transfer_latency`` plus its bytes over ``bandwidth`` (bytes per second), and is copied

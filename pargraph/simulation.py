@@ -138,10 +138,12 @@ class Simulation:
     (:data:`WAITS_BELOW`) takes its process's GIL back after its wait, for ``retake``
     seconds, where a stretch holding it runs then; its stretch on a core, where shorter than
     ``switch_interval``, takes the lock alone, as a stretch of no node does. On a cluster,
-    the scheduler (a process of its own) takes up one task at a time, and of each task's
-    latency its worker spends ``worker_task`` holding its GIL; transfers and copies of
-    training state take the workers' and the scheduler's time on a core too. Each ready task
-    goes to the first free lane of its process, in the tasks' order."""
+    the scheduler (a process of its own) takes in each task's end, one at a time, then
+    sends off the tasks that end made ready; of each task's latency its worker spends
+    ``worker_task`` holding its GIL, then fetches what the task reads from other workers;
+    transfers and copies of training state take the workers' and the scheduler's time on a
+    core too. Each ready task goes to the first free lane of its process, in the tasks'
+    order."""
 
     def __init__(self, tasks: list[Task], nodes: list[Node], seconds: list[float],
                  shares: list[float], workers: int, threads: int, remote: bool,
@@ -369,9 +371,8 @@ class Simulation:
     # --- tasks ---
 
     def _ready(self, now: float, t: int) -> None:
-        if self.remote:  # the scheduler takes tasks up one at a time, then sends them off
-            self._ask(now, _Ask(now, self.scheduler, self.network.scheduler_task, None,
-                                (self._taken, t), lane=False))
+        if self.remote:  # the scheduler sends it off (its time on a task: at the task's end)
+            self._taken(now, t)
         else:
             self._sent(now, t)
 
@@ -383,7 +384,7 @@ class Simulation:
 
     def _arrived(self, now: float, t: int) -> None:
         self._ask(now, _Ask(now, self.tasks[t].worker, self.network.worker_task, None,
-                            (self._sent, t), lane=False))
+                            (self._fetch, t), lane=False))
 
     def _sent(self, now: float, t: int) -> None:
         w = self.tasks[t].worker
@@ -451,13 +452,20 @@ class Simulation:
         self.finished += 1
         self.free_lanes[task.worker].append(lane)
         self.free_lanes[task.worker].sort()
-        for r in self.readers[t]:
-            self.waiting[r] -= 1
-            if self.waiting[r] == 0:
-                self._fetch(now, r)
+        if self.remote:  # the scheduler takes in the task's end, then sends its readers off
+            self._ask(now, _Ask(now, self.scheduler, self.network.scheduler_task, None,
+                                (self._reported, t), lane=False))
+        else:
+            self._reported(now, t)
         if self.copied:
             self._copy(now, t)
         self._dispatch(now, task.worker)
+
+    def _reported(self, now: float, t: int) -> None:
+        for r in self.readers[t]:
+            self.waiting[r] -= 1
+            if self.waiting[r] == 0:
+                self._ready(now, r)
 
     def _travel(self, now: float, seconds: float, asks: list[tuple[int, float]],
                 then: tuple | None) -> None:
@@ -492,17 +500,18 @@ class Simulation:
                                     (self.scheduler, scheduler_cpu)], then)
 
     def _fetch(self, now: float, r: int) -> None:
-        """Task ``r``'s sources are done: what it reads from other workers travels, one
-        message per worker it reads from (``Network.transfer_costs``: less for one that
-        starts while another moves), then it is ready. A result travels to a worker once, as
-        a dask worker fetches a key once for all its tasks that read it: a second reader
+        """Task ``r`` reached its worker, its sources done: what it reads from other workers
+        travels, one message per worker it reads from (``Network.transfer_costs``: less for
+        one that starts while another moves), then it runs (a dask worker fetches a task's
+        inputs once the scheduler has sent it the task). A result travels to a worker once,
+        as a dask worker fetches a key once for all its tasks that read it: a second reader
         there waits for the same message, or finds the result landed."""
         fetches = self._fetches(r) if self.remote else {}
         waits = {id(waiting): waiting for key in self._reads_elsewhere(r)
                  if (waiting := self.landing.get(key)) is not None}
         self.fetching[r] = len(waits) + len(fetches)
         if not self.fetching[r]:
-            self._ready(now, r)
+            self._sent(now, r)
             return
         for waiting in waits.values():
             waiting.append(r)
@@ -522,7 +531,7 @@ class Simulation:
         for r in waiting:
             self.fetching[r] -= 1
             if not self.fetching[r]:
-                self._ready(now, r)
+                self._sent(now, r)
 
     def _copy(self, now: float, t: int) -> None:
         """Task ``t`` ended: the training state it holds is copied to another worker

@@ -143,3 +143,29 @@ def test_a_waiting_nodes_short_stretch_of_python_takes_the_gil_alone(on_core, sw
     else:
         assert stops == pytest.approx([1e-3 + 3 * stretch] * 4)
     assert end == pytest.approx(stops[-1])
+
+
+def test_a_joins_readers_on_a_cluster_leave_together_once_its_last_source_is_reported():
+    """Four sources on four workers end 3 ms apart, each read by a task on every worker (a
+    block's join). The scheduler's time per task falls where the task's end is reported, as
+    dask's scheduler takes in a finished task and sends off the tasks it made ready: the four
+    readers then reach their workers together, fetch what they read once there, and start
+    at the same moment, the last source's report, the task latency and the transfer latency
+    after its end; not one scheduler's time per task apart."""
+    from pargraph.machine_costs import Network
+
+    network = Network(task_latency=3e-3, scheduler_task=2e-3, run_latency=0.0, run_node=0.0,
+                      transfer_latency=1.5e-3, bandwidth=1e12, replicate_latency=0.0,
+                      worker_task=0.5e-3)
+    nodes = [pargraph.ones(1)._node for _ in range(8)]
+    sources = [Task([k], k) for k in range(4)]
+    readers = [Task([4 + k], k, reads={s: {s} for s in range(4)}) for k in range(4)]
+    seconds = [0.010, 0.013, 0.016, 0.019] + [0.001] * 4
+    outcome = Outcome(("workers", 4), 0.0, 4)
+    Simulation(sources + readers, nodes, seconds, [0.0] * 8, 4, 1, True, network, 0.0,
+               outcome).run()
+    starts = {s.key: s.start for s in outcome.segments}
+    # each source starts once sent: travel and the worker's own time, no scheduler's time
+    assert [starts[n.key] for n in nodes[:4]] == pytest.approx([3e-3 - 2e-3] * 4)
+    last_end = 1e-3 + 0.019
+    assert [starts[n.key] for n in nodes[4:]] == pytest.approx([last_end + 3e-3 + 1.5e-3] * 4)
