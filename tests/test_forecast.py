@@ -187,8 +187,8 @@ def test_independent_branches_forecast_their_parallelism_and_no_more():
     assert 4.0 < runs_speedup(fc, threads=8) <= 8.0 + 1e-9
     # one thread: each node's time alone (its kind's, measured, else its traced time) one
     # after another (no op here calls BLAS), and the step's time outside its runs. A cheap
-    # node the branches share is recomputed in each, as the runner's groups do: counted as
-    # often as it runs (one traced at 15 ms by a busy machine once cost 8 x 15 ms)
+    # node the branches share is recomputed in each, as the runner's groups do: it counts
+    # as often as it runs
     alone = {r.key: fc.one_thread.get(r.key, r.duration) for r in tr.nodes()}
     ran = [s.key for s in fc.outcome(threads=1).segments]
     assert set(ran) == set(alone)
