@@ -506,7 +506,7 @@ class Simulation:
         inputs once the scheduler has sent it the task). A result travels to a worker once,
         as a dask worker fetches a key once for all its tasks that read it: a second reader
         there waits for the same message, or finds the result landed."""
-        fetches = self._fetches(r) if self.remote else {}
+        fetches = self._fetches(r)
         waits = {id(waiting): waiting for key in self._reads_elsewhere(r)
                  if (waiting := self.landing.get(key)) is not None}
         self.fetching[r] = len(waits) + len(fetches)
