@@ -360,3 +360,26 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
              "forecast": 1.65, "step": 0.01, "forecast_step": 0.009, "offs": [0.1, -0.05]}]
     assert table(rows).splitlines()[2] == \
         "| towers | 2 threads | 10.0 ms | 9.0 ms | 1.50x | 1.65x | +10.0% | +10.0%, -5.0% |"
+
+
+def test_the_outside_benchmark_counts_the_callers_time_between_runs_only():
+    """A step's time outside pargraph's runs holds what the caller does between them, and
+    none of a run's own time (here a sleeping op's 30 ms, forward and backward side by
+    side)."""
+    import time
+
+    from benchmarks import outside, scaling
+
+    run_only = scaling.step_of(scaling.branches(1, 0.03, True))
+    run_only()
+
+    def with_python_outside() -> None:
+        time.sleep(0.02)
+        run_only()
+
+    clock = outside.RunClock()
+    with clock.observing():
+        run_only()
+    assert clock.inside >= 0.03
+    assert outside.outside_seconds(run_only) < 0.03
+    assert 0.02 <= outside.outside_seconds(with_python_outside) < 0.05
