@@ -34,7 +34,7 @@ AWAY_MS, RECORDINGS = (0, 2, 10, 20, 50, 150), 20
 
 class RunClock:
     """An observer of pargraph's runs (as a trace is one) that adds up their seconds, and
-    the garbage collector's, which pargraph leaves to the time between runs.
+    the garbage collector's passes' that begin between them.
 
     Examples
     --------
@@ -48,21 +48,25 @@ class RunClock:
     def __init__(self) -> None:
         self.inside = self.collecting = 0.0
         self._collection_start = 0.0
+        self._open_runs = 0
 
     @contextlib.contextmanager
     def run(self, *args: object, **kwargs: object) -> Iterator[None]:
         start = time.perf_counter()
+        self._open_runs += 1
         try:
             yield
         finally:
+            self._open_runs -= 1
             self.inside += time.perf_counter() - start
 
     def read(self, node: object) -> None:
         """A value read back: nothing to count."""
 
     def _collected(self, phase: str, info: dict) -> None:
-        if phase == "start":
-            self._collection_start = time.perf_counter()
+        if phase == "start":  # a pass inside a run (another thread's) is the run's time
+            if not self._open_runs:
+                self._collection_start = time.perf_counter()
         elif self._collection_start:
             self.collecting += time.perf_counter() - self._collection_start
             self._collection_start = 0.0

@@ -188,6 +188,7 @@ class Trace:
         #: Seconds Python's cyclic garbage collector ran inside the block.
         self.collecting = 0.0
         self._collection_start = 0.0
+        self._open_runs = 0  # runs under way, whose time (a pass's too) counts apart
         #: Structures partitioned again from measured times inside the block (pargraph.costs).
         self.cost_decisions: list[str] = []
         #: The values the caller read that a run inside the block computed and kept (not a
@@ -202,9 +203,11 @@ class Trace:
     # --- recording ----------------------------------------------------------------------
 
     def _collecting(self, phase: str, info: dict) -> None:
-        """A ``gc.callbacks`` entry: adds up the collections' time."""
+        """A ``gc.callbacks`` entry: adds up the time of the collections that begin outside
+        the runs (one inside a run, in another thread, is the run's time already)."""
         if phase == "start":
-            self._collection_start = time.perf_counter()
+            if not self._open_runs:
+                self._collection_start = time.perf_counter()
         elif self._collection_start:  # not a pass that began before the block
             self.collecting += time.perf_counter() - self._collection_start
             self._collection_start = 0.0
@@ -215,6 +218,16 @@ class Trace:
         """Entered by the execution layer around each dask run of ``computed``, which returns
         ``outputs``; ``compiled``: the run is a compiled step's program, which runs ``after``
         (of ``computed``) after its tasks, in the calling thread."""
+        self._open_runs += 1
+        try:
+            with self._recorded_run(computed, get, outputs, compiled, after):
+                yield
+        finally:
+            self._open_runs -= 1
+
+    @contextlib.contextmanager
+    def _recorded_run(self, computed: list[Node], get: Any, outputs: Sequence[Node],
+                      compiled: bool, after: Sequence[Node]) -> Iterator[None]:
         entered = time.time()
         structure = _copy_structure(computed)  # a run cuts its nodes' inputs
         position = {id(node): k for k, node in enumerate(computed)}

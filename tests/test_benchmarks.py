@@ -383,3 +383,20 @@ def test_the_outside_benchmark_counts_the_callers_time_between_runs_only():
     assert clock.inside >= 0.03
     assert outside.outside_seconds(run_only) < 0.03
     assert 0.02 <= outside.outside_seconds(with_python_outside) < 0.05
+
+
+def test_the_outside_benchmark_counts_a_collectors_pass_inside_a_run_as_the_runs():
+    import gc
+
+    from benchmarks import outside
+
+    clock = outside.RunClock()
+    with clock.observing():
+        with clock.run():
+            gc.collect()
+        gc.collect()
+    assert 0.0 < clock.collecting < clock.inside + clock.collecting
+    inside_only = outside.RunClock()
+    with inside_only.observing(), inside_only.run():
+        gc.collect()
+    assert inside_only.collecting == 0.0 and inside_only.inside > 0.0

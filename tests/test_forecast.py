@@ -807,6 +807,28 @@ def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():
     assert fc.outcome(threads=1).outside < traced_outside - 0.9 * took
 
 
+def test_a_collectors_pass_inside_a_run_is_counted_once():
+    """A pass that begins inside a run (here an op's own) is the run's time: the trace does
+    not count it as the collector's too, which the step's time outside the runs leaves out."""
+
+    @pargraph.library.custom_op("test::collects", mutates_args=())
+    def collects(x):
+        gc.collect()
+        return x + 1.0
+
+    collects.register_fake(lambda x: pargraph.empty_like(x))
+    x = pargraph.ones(4)
+    (collects(x) * 2).sum().item()
+    with pargraph.trace() as tr:
+        start = time.perf_counter()
+        (collects(x) * 2).sum().item()
+        took = time.perf_counter() - start
+    assert sum(b - a for a, b in tr.runs) > 0
+    assert tr.collecting == 0.0
+    fc = pargraph.forecast(tr, threads=[1], gil=0.0, measure_gil=False)
+    assert 0.0 <= fc.outcome(threads=1).outside < took
+
+
 def test_the_table_the_timeline_and_the_picture(tmp_path, capsys):
     tr = traced(branches(4, 0.01))
     fc = pargraph.forecast(tr, threads=[1, 2, 4], workers=[2], network=FAST_NETWORK, gil=0.0,
