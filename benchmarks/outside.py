@@ -34,7 +34,7 @@ AWAY_MS, RECORDINGS = (0, 2, 10, 20, 50, 150), 20
 
 class RunClock:
     """An observer of pargraph's runs (as a trace is one) that adds up their seconds, and
-    the garbage collector's passes' that begin between them.
+    the seconds of the garbage collector's passes that begin between them.
 
     Examples
     --------
