@@ -24,6 +24,7 @@ import pargraph
 from benchmarks import scaling
 from benchmarks.forecast import _on_threads, sleeping_workloads
 from pargraph.engine import execution
+from pargraph.trace import CollectorTime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: The thread counts compared, and the rounds and steps per round each takes in turn.
@@ -46,39 +47,34 @@ class RunClock:
     """
 
     def __init__(self) -> None:
-        self.inside = self.collecting = 0.0
-        self._collection_start = 0.0
-        self._open_runs = 0
+        self.inside = 0.0
+        self._collector = CollectorTime()
+
+    @property
+    def collecting(self) -> float:
+        return self._collector.seconds
 
     @contextlib.contextmanager
     def run(self, *args: object, **kwargs: object) -> Iterator[None]:
         start = time.perf_counter()
-        self._open_runs += 1
+        self._collector.open_runs += 1
         try:
             yield
         finally:
-            self._open_runs -= 1
+            self._collector.open_runs -= 1
             self.inside += time.perf_counter() - start
 
     def read(self, node: object) -> None:
         """A value read back: nothing to count."""
 
-    def _collected(self, phase: str, info: dict) -> None:
-        if phase == "start":  # a pass inside a run (another thread's) is the run's time
-            if not self._open_runs:
-                self._collection_start = time.perf_counter()
-        elif self._collection_start:
-            self.collecting += time.perf_counter() - self._collection_start
-            self._collection_start = 0.0
-
     @contextlib.contextmanager
     def observing(self) -> Iterator[RunClock]:
         execution.local.observers.append(self)
-        gc.callbacks.append(self._collected)
+        gc.callbacks.append(self._collector)
         try:
             yield self
         finally:
-            gc.callbacks.remove(self._collected)
+            gc.callbacks.remove(self._collector)
             execution.local.observers.remove(self)
 
 

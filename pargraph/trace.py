@@ -164,6 +164,36 @@ class RunRecord:
     after: tuple[str, ...] = ()
 
 
+class CollectorTime:
+    """A ``gc.callbacks`` entry that adds up the seconds of Python's cyclic collector's passes
+    that begin outside pargraph's runs (``open_runs``: those under way); a pass inside a run,
+    in another thread, is the run's time already.
+
+    Examples
+    --------
+    >>> import gc
+    >>> clock = CollectorTime()
+    >>> gc.callbacks.append(clock)
+    >>> _ = gc.collect()
+    >>> gc.callbacks.remove(clock)
+    >>> clock.seconds > 0
+    True
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.open_runs = 0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            if not self.open_runs:
+                self._start = time.perf_counter()
+        elif self._start:  # not a pass that began before the clock was added
+            self.seconds += time.perf_counter() - self._start
+            self._start = 0.0
+
+
 class Trace:
     """Records the nodes realized inside ``with pargraph.trace() as tr:``."""
 
@@ -185,10 +215,7 @@ class Trace:
         self._first_uid = uid_mark()  # nodes made inside the block have greater uids
         #: Seconds the trace spent on its own records around the runs.
         self.bookkeeping = 0.0
-        #: Seconds Python's cyclic garbage collector ran inside the block.
-        self.collecting = 0.0
-        self._collection_start = 0.0
-        self._open_runs = 0  # runs under way, whose time (a pass's too) counts apart
+        self._collector = CollectorTime()
         #: Structures partitioned again from measured times inside the block (pargraph.costs).
         self.cost_decisions: list[str] = []
         #: The values the caller read that a run inside the block computed and kept (not a
@@ -202,15 +229,10 @@ class Trace:
 
     # --- recording ----------------------------------------------------------------------
 
-    def _collecting(self, phase: str, info: dict) -> None:
-        """A ``gc.callbacks`` entry: adds up the time of the collections that begin outside
-        the runs (one inside a run, in another thread, is the run's time already)."""
-        if phase == "start":
-            if not self._open_runs:
-                self._collection_start = time.perf_counter()
-        elif self._collection_start:  # not a pass that began before the block
-            self.collecting += time.perf_counter() - self._collection_start
-            self._collection_start = 0.0
+    @property
+    def collecting(self) -> float:
+        """Seconds Python's cyclic garbage collector ran inside the block, outside the runs."""
+        return self._collector.seconds
 
     @contextlib.contextmanager
     def run(self, computed: list[Node], get: Any, outputs: Sequence[Node] = (),
@@ -218,12 +240,12 @@ class Trace:
         """Entered by the execution layer around each dask run of ``computed``, which returns
         ``outputs``; ``compiled``: the run is a compiled step's program, which runs ``after``
         (of ``computed``) after its tasks, in the calling thread."""
-        self._open_runs += 1
+        self._collector.open_runs += 1
         try:
             with self._recorded_run(computed, get, outputs, compiled, after):
                 yield
         finally:
-            self._open_runs -= 1
+            self._collector.open_runs -= 1
 
     @contextlib.contextmanager
     def _recorded_run(self, computed: list[Node], get: Any, outputs: Sequence[Node],
@@ -490,12 +512,12 @@ def trace(input: Any = None) -> Any:
 def _recording() -> Iterator[Trace]:
     recorder = Trace()
     execution.local.observers.append(recorder)
-    gc.callbacks.append(recorder._collecting)
+    gc.callbacks.append(recorder._collector)
     try:
         yield recorder
         execution.flush()  # backward() defers its run: the block's work runs inside the block
     finally:
-        gc.callbacks.remove(recorder._collecting)
+        gc.callbacks.remove(recorder._collector)
         execution.local.observers.remove(recorder)
         recorder.stopped = time.time()
         recorder._count_cache_use()
