@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -43,21 +44,33 @@ def compose_commands() -> dict[str, str]:
 _PORTS = random.SystemRandom()
 
 
-def free_port() -> int:
-    """A port free now, below the kernel's ephemeral range: ``bind(0)`` would hand out a port of
-    that range, which the outgoing connections of the suite's other processes also draw from,
-    so one of them could hold it by the time a scheduler binds it. The draw is the operating
-    system's, so that no test seeding Python's ``random`` makes the ports repeat."""
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now, below the kernel's ephemeral range: ``bind(0)`` would
+    hand out a port of that range, which the outgoing connections of the suite's other
+    processes also draw from, so one of them could hold it by the time a scheduler binds it.
+    Each port stays bound until all are drawn, so no two are the same. The draw is the
+    operating system's, so that no test seeding Python's ``random`` makes the ports repeat."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as file:
         ephemeral_low = int(file.read().split()[0])
-    while True:
-        port = _PORTS.randrange(10_000, ephemeral_low)
-        with socket.socket() as s:
+    held: list[socket.socket] = []
+    try:
+        while len(held) < count:
+            s = socket.socket()
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind(("127.0.0.1", _PORTS.randrange(10_000, ephemeral_low)))
             except OSError:
+                s.close()
                 continue
-            return port
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
+def free_port() -> int:
+    """One port as :func:`free_ports` draws them."""
+    return free_ports(1)[0]
 
 
 def local_command(command: str, port: int, dashboard: int, worker_http: int = 0,
@@ -79,25 +92,51 @@ class Cluster:
     each serves the dashboard's pages as the compose file's do."""
 
     def __init__(self, workers: int, pages: bool = False) -> None:
-        self.port, self.dashboard, self.pages = free_port(), free_port(), pages
-        self.address = f"tcp://127.0.0.1:{self.port}"
-        self.scheduler = self.start("scheduler")
-        self.worker_http = [free_port() for _ in range(workers)]
-        self.workers = [self.start("worker", http) for http in self.worker_http]
-        self.client = None
-        try:
-            self.client = pargraph.connect(self.address, timeout=30)
-            self.client.wait_for_workers(workers, timeout=60)
-        except BaseException:  # the processes must not outlive a cluster that never came up
-            self.close()
-            raise
+        self.pages, self.client = pages, None
+        for attempt in range(3):
+            # All ports are drawn before any process starts, so none can take another's.
+            self.port, self.dashboard, *self.worker_http = free_ports(2 + workers)
+            self.address = f"tcp://127.0.0.1:{self.port}"
+            self.log = tempfile.TemporaryFile()
+            self.scheduler = self.start("scheduler", stderr=self.log)
+            self.workers = [self.start("worker", http) for http in self.worker_http]
+            try:
+                self.connect(timeout=30)
+                self.client.wait_for_workers(workers, timeout=60)
+                return
+            except BaseException as error:  # no process outlives a cluster that never came up
+                said = self.scheduler_said()
+                self.close()
+                if not isinstance(error, Exception):
+                    raise
+                # Another process can bind a drawn port before the scheduler does: draw again.
+                if "Address already in use" in said and attempt < 2:
+                    continue
+                raise ConnectionError(f"{error}\nthe scheduler's last words:\n{said}") from error
 
-    def start(self, service: str, http: int = 0) -> subprocess.Popen:
+    def connect(self, timeout: float) -> None:
+        """A client of the scheduler, once it listens; a scheduler that exited ends the wait."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.client = pargraph.connect(self.address, timeout=2)
+                return
+            except ConnectionError:
+                if self.scheduler.poll() is not None or time.monotonic() > deadline:
+                    raise
+
+    def scheduler_said(self) -> str:
+        """The errors the scheduler wrote to its stderr, or its log's last lines if none."""
+        self.log.seek(0)
+        lines = self.log.read().decode(errors="replace").splitlines()
+        return "\n".join([line for line in lines if "Error" in line] or lines[-5:])
+
+    def start(self, service: str, http: int = 0, stderr=subprocess.DEVNULL) -> subprocess.Popen:
         """The compose ``service``'s command, started on this cluster's ports."""
         args = local_command(compose_commands()[service], self.port, self.dashboard, http,
                              self.pages)
-        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                cwd=ROOT, start_new_session=True)
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT,
+                                start_new_session=True)
 
     def kill_worker(self, index: int) -> None:
         os.killpg(self.workers[index].pid, signal.SIGKILL)
@@ -110,6 +149,7 @@ class Cluster:
             pass
         stop_sessions(self.workers)
         stop_sessions([self.scheduler])
+        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +223,32 @@ def train_towers(client, steps: int, settings: dict, on_step=None, norm: bool = 
     with dask.config.set({"scheduler": client, "pargraph.replicas": 1, **settings}):
         losses = _losses_of_steps(model, opt, x, y, steps, on_step, compiled, decay)
     return losses, towers
+
+
+def test_a_cluster_whose_port_was_taken_draws_again_and_says_why_when_it_cannot(monkeypatch):
+    """Between the draw and the scheduler's bind, another process can take the port: the
+    cluster starts on new ports; a scheduler that fails for good shows its own error."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    draws, draw = [], free_ports
+
+    def first_taken(count):
+        draws.append(count)
+        ports = draw(count)
+        return [taken.getsockname()[1], *ports[1:]] if len(draws) == 1 else ports
+
+    monkeypatch.setattr(sys.modules[__name__], "free_ports", first_taken)
+    with taken:
+        running = Cluster(workers=1)
+        try:
+            assert len(draws) == 2 and running.port != taken.getsockname()[1]
+            assert running.client.submit(operator.add, 1, 2).result(timeout=30) == 3
+        finally:
+            running.close()
+        monkeypatch.setattr(sys.modules[__name__], "free_ports",
+                            lambda count: [taken.getsockname()[1], *draw(count)[1:]])
+        with pytest.raises(ConnectionError, match="Address already in use"):
+            Cluster(workers=1)
 
 
 def test_stopping_sessions_kills_what_ignores_sigterm_and_spares_reaped_ids(monkeypatch):
