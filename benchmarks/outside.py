@@ -57,11 +57,10 @@ class RunClock:
     @contextlib.contextmanager
     def run(self, *args: object, **kwargs: object) -> Iterator[None]:
         start = time.perf_counter()
-        self._collector.open_runs += 1
         try:
-            yield
+            with self._collector.inside_run():
+                yield
         finally:
-            self._collector.open_runs -= 1
             self.inside += time.perf_counter() - start
 
     def read(self, node: object) -> None:

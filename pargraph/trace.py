@@ -33,6 +33,7 @@ import graphlib
 import json
 import math
 import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -184,6 +185,18 @@ class CollectorTime:
         self.seconds = 0.0
         self.open_runs = 0
         self._start = 0.0
+        self._counting = threading.Lock()  # runs of several threads enter and leave at once
+
+    @contextlib.contextmanager
+    def inside_run(self) -> Iterator[None]:
+        """Counts a run under way for the block's duration."""
+        with self._counting:
+            self.open_runs += 1
+        try:
+            yield
+        finally:
+            with self._counting:
+                self.open_runs -= 1
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -240,12 +253,9 @@ class Trace:
         """Entered by the execution layer around each dask run of ``computed``, which returns
         ``outputs``; ``compiled``: the run is a compiled step's program, which runs ``after``
         (of ``computed``) after its tasks, in the calling thread."""
-        self._collector.open_runs += 1
-        try:
-            with self._recorded_run(computed, get, outputs, compiled, after):
-                yield
-        finally:
-            self._collector.open_runs -= 1
+        with self._collector.inside_run(), self._recorded_run(computed, get, outputs,
+                                                               compiled, after):
+            yield
 
     @contextlib.contextmanager
     def _recorded_run(self, computed: list[Node], get: Any, outputs: Sequence[Node],
