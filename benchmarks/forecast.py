@@ -37,8 +37,10 @@ import numpy as np
 import pargraph
 from benchmarks import harness, scaling
 from pargraph.machine_costs import (
+    Away,
     Network,
     loopback,
+    measure_away,
     measure_loopback,
     median_network,
 )
@@ -82,12 +84,13 @@ def sleeping_workloads() -> dict[str, Callable[[], Callable]]:
 
 
 def traced_forecast(step: Callable | None, threads: tuple, workers: tuple,
-                    network: Network | None = None, traces: list | None = None
-                    ) -> pargraph.Forecast:
+                    network: Network | None = None, traces: list | None = None,
+                    away: Away | None = None) -> pargraph.Forecast:
     """The forecast of one steady step, traced on one thread: the median of ``traces``
     (steps traced on one thread, as :func:`measure_threads` makes them), else of three steps
     of ``step`` traced here (one step can meet a burst of the machine's other work).
-    ``network``: the loopback's costs (None: the kept measurement)."""
+    ``network``: the loopback's costs (None: the kept measurement); ``away``: the caller's
+    slowing after a wait (None: measured once in this process)."""
     if not traces:
         if step is None:
             raise ValueError("traced_forecast: give a step to trace, or traces")
@@ -99,7 +102,7 @@ def traced_forecast(step: Callable | None, threads: tuple, workers: tuple,
     tr = sorted(traces, key=lambda t: t.stopped - t.started - t.collecting)[(len(traces) - 1) // 2]
     # every configuration runs on this machine, so its threads and processes share its cores
     return pargraph.forecast(tr, threads=threads, workers=workers, cores=os.cpu_count(),
-                             network=network)
+                             network=network, away=away)
 
 
 def cores_delivered(seconds: float = 2.0) -> tuple[float, float]:
@@ -272,7 +275,8 @@ def compare(makers: dict[str, Callable], threads: tuple, workers: tuple, steps: 
                       "cores": [r["cores"] for r in rows],
                       "stolen": [r["stolen"] for r in rows],
                       "calls": [r["calls"] for r in rows], "ways": [r["ways"] for r in rows],
-                      "network": [r["network"] for r in rows]}
+                      "network": [r["network"] for r in rows],
+                      "away": [r["away"] for r in rows]}
             for field in ("measured", "forecast", "step", "forecast_step"):
                 merged[field] = statistics.median(r[field] for r in rows)
             (on_threads if row["where"] == "threads" else on_workers).append(merged)
@@ -291,10 +295,13 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
     if workers:
         networks.append(measure_loopback())
         network = median_network(networks[-LOOPBACK_LATEST:])
+    # and so does how much the host slows the caller's Python after a wait
+    away = measure_away()
     traces: list = []
     ways: dict[int, Counter] = {}
     on_threads = measure_threads(make, threads, steps, traces, ways)
-    forecast = traced_forecast(None if traces else make(), threads, workers, network, traces)
+    forecast = traced_forecast(None if traces else make(), threads, workers, network, traces,
+                               away)
     measured_on = (on_threads, measure_workers(make, workers, steps))
     cores = (before, cores_delivered())
     calls = (calls_before, calls_delivered())
@@ -309,8 +316,8 @@ def _one_pass(name: str, make: Callable, threads: tuple, workers: tuple, steps: 
                          "forecast": forecast.speedup(**{where: n}), "step": measured[n],
                          "forecast_step": forecast.step_time(**{where: n}),
                          "cores": cores, "calls": calls, "ways": ways.get(most, Counter()),
-                         "stolen": stolen,
-                         "threads": most, "network": forecast.network})
+                         "stolen": stolen, "threads": most, "network": forecast.network,
+                         "away": away})
     return rows
 
 
@@ -320,14 +327,17 @@ def cores_table(rows: list[dict]) -> str:
     small calls (:func:`calls_delivered`); the share of the machine's CPU time its host took
     for other machines meanwhile (:func:`stolen_share`); how many of its steps' runs on its
     most threads the runner made on threads (the rest in the calling thread,
-    ``engine.modes``); and the loopback's latencies its forecast used: one line per
-    repetition."""
+    ``engine.modes``); the loopback's latencies its forecast used; and how much longer the
+    caller's Python took after waits of 15 and 250 ms than right after a run
+    (``machine_costs.measure_away``): one line per repetition."""
     lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after "
              "| small calls before, after | taken by the host | runs on threads "
-             "| loopback: a task, a run, a transfer |", "|---|---|---|---|---|---|---|"]
+             "| loopback: a task, a run, a transfer | the caller after 15, 250 ms |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, row in {row["workload"]: row for row in rows}.items():
-        for cores, calls, taken, ways, network in zip(row["cores"], row["calls"], row["stolen"],
-                                                      row["ways"], row["network"]):
+        for cores, calls, taken, ways, network, away in zip(
+                row["cores"], row["calls"], row["stolen"], row["ways"], row["network"],
+                row["away"]):
             on_threads = (f"{ways['threads']} of {sum(ways.values())} ({row['threads']})"
                           if ways else "-")
             lines.append(f"| {name} | " + " | ".join(f"{median:.2f}x ({low:.0%})"
@@ -337,7 +347,9 @@ def cores_table(rows: list[dict]) -> str:
                          + f" | {on_threads}"
                          + f" | {network.task_latency * 1e3:.2f}, "
                            f"{network.run_latency * 1e3:.2f}, "
-                           f"{network.transfer_latency * 1e3:.2f} ms |")
+                           f"{network.transfer_latency * 1e3:.2f} ms"
+                         + f" | +{away.extra(0.015) * 1e3:.2f}, "
+                           f"+{away.extra(0.25) * 1e3:.2f} ms |")
     return "\n".join(lines)
 
 
@@ -407,9 +419,10 @@ def main(argv: list[str] | None = None) -> None:
               "virtual machines over the workload's measurements (the kernel's steal time); "
               "of the runs of the workload's steps on its most threads (sleeping "
               "graphs: 16, numpy workloads: 2), how many the runner made on threads rather "
-              "than in the calling thread (warm-ups too); and the loopback's latencies, "
-              "measured right before the trace, that its forecast used; a line per "
-              "repetition.", "",
+              "than in the calling thread (warm-ups too); the loopback's latencies, "
+              "measured right before the trace, that its forecast used; and how much longer "
+              "a small step's Python took after waits of 15 and 250 ms than right after "
+              "another (`measure_away`), measured then too; a line per repetition.", "",
               cores_table(sleeping + real)]
     text = "\n".join(parts)
     print(text)

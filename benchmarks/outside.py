@@ -1,30 +1,27 @@
-"""The caller's time outside pargraph's runs, by thread count: what a forecast takes as traced.
+"""The caller's time outside pargraph's runs, by thread count, measured and forecast.
 
     python -m benchmarks.outside            # writes benchmarks/OUTSIDE.md
 
-A forecast charges every configuration the time its one-thread trace spent outside the runs
-(recording ops, planning, reading values back). This measures that time in untraced steps of
-each sleeping graph of ``benchmarks.scaling`` on one and on sixteen threads, the counts taking
-turns in rounds, beside the one-thread traces' figure the forecast reads; and how long one
-recording of a graph takes right after another and after the process has been away from it
-(spinning or sleeping) for a while, on this machine.
-"""
+A forecast charges each configuration the time its trace spent outside the runs (recording
+ops, planning, reading values back), less what the caller's Python saves coming back from a
+shorter wait on each run (``machine_costs.measure_away``). This measures that time in untraced
+steps of each sleeping graph of ``benchmarks.scaling`` on one and on sixteen threads, the
+counts taking turns in rounds, beside what the forecasts of one-thread traces say for both;
+and how long one recording of a graph takes right after another and after the process has been
+away from it (spinning or sleeping) for a while, on this machine."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pargraph
 from benchmarks import scaling
 from benchmarks.forecast import _on_threads, sleeping_workloads
-from pargraph.engine import execution
-from pargraph.trace import CollectorTime
+from pargraph.trace import outside_seconds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: The thread counts compared, and the rounds and steps per round each takes in turn.
@@ -33,64 +30,9 @@ THREADS, ROUNDS, STEPS = (1, 16), 6, 8
 AWAY_MS, RECORDINGS = (0, 2, 10, 20, 50, 150), 20
 
 
-class RunClock:
-    """An observer of pargraph's runs (as a trace is one) that adds up their seconds, and
-    the seconds of the garbage collector's passes that begin between them.
-
-    Examples
-    --------
-    >>> clock = RunClock()
-    >>> with clock.observing():
-    ...     _ = (pargraph.ones(3) * 2).sum().item()
-    >>> clock.inside > 0
-    True
-    """
-
-    def __init__(self) -> None:
-        self.inside = 0.0
-        self._collector = CollectorTime()
-
-    @property
-    def collecting(self) -> float:
-        return self._collector.seconds
-
-    @contextlib.contextmanager
-    def run(self, *args: object, **kwargs: object) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            with self._collector.inside_run():
-                yield
-        finally:
-            self.inside += time.perf_counter() - start
-
-    def read(self, node: object) -> None:
-        """A value read back: nothing to count."""
-
-    @contextlib.contextmanager
-    def observing(self) -> Iterator[RunClock]:
-        execution.local.observers.append(self)
-        gc.callbacks.append(self._collector)
-        try:
-            yield self
-        finally:
-            gc.callbacks.remove(self._collector)
-            execution.local.observers.remove(self)
-
-
-def outside_seconds(step: Callable[[], None]) -> float:
-    """The seconds one call of ``step`` spends outside pargraph's runs and the collector's
-    passes (as :func:`pargraph.forecast` counts a trace's)."""
-    clock = RunClock()
-    with clock.observing():
-        start = time.perf_counter()
-        step()
-        took = time.perf_counter() - start
-    return took - clock.inside - clock.collecting
-
-
 def measure_outside(make: Callable[[], Callable[[], None]]) -> dict:
     """The median seconds outside the runs per thread count of :data:`THREADS`, in rounds,
-    untraced; and the one-thread traces' (one after each round), as the forecast reads them."""
+    untraced; and as the forecasts of one-thread traces (one after each round) read them."""
     steps = {n: _on_threads(n, make()) for n in THREADS}
     for step in steps.values():
         scaling.median_step(step, 1, 20, scaling.WARM_SECONDS)
@@ -104,10 +46,12 @@ def measure_outside(make: Callable[[], Callable[[], None]]) -> dict:
         steps[1]()
         with pargraph.trace() as tr:
             steps[1]()
-        fc = pargraph.forecast(tr, threads=(1,), measure_gil=False)
-        traced.append(fc.rows()[0]["outside"])
+        # the sleeping ops hold the GIL for none of their time: the runs' lengths, unmeasured
+        fc = pargraph.forecast(tr, threads=THREADS, gil=0.0, measure_gil=False)
+        traced.append([fc.outcome(threads=n).outside for n in THREADS])
     return {"untraced": {n: statistics.median(v) for n, v in outside.items()},
-            "traced": statistics.median(traced)}
+            "forecast": {n: statistics.median(t[k] for t in traced)
+                         for k, n in enumerate(THREADS)}}
 
 
 def recording_after_away() -> dict[str, float]:
@@ -146,13 +90,15 @@ def report(outside: dict[str, dict], away: dict[str, float]) -> str:
              "Generated by `python -m benchmarks.outside` on this machine "
              f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores). Medians of "
              f"{ROUNDS} rounds of {STEPS} untraced steps per thread count, the counts taking "
-             "turns; the forecast's figure is the median of one-thread traces, one per round.",
-             "", "| graph | 1 thread (ms) | 16 threads (ms) | 16 over 1 | forecast takes (ms) |",
-             "|---|---:|---:|---:|---:|"]
+             "turns; the forecasts' figures are the medians of the forecasts of one-thread "
+             "traces, one per round.",
+             "", "| graph | 1 thread (ms) | 16 threads (ms) | 16 over 1 | forecast on 1 (ms) "
+             "| forecast on 16 (ms) |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, row in outside.items():
         one, many = row["untraced"][1], row["untraced"][16]
         lines.append(f"| {name} | {one * ms:.2f} | {many * ms:.2f} | {many / one:.2f} | "
-                     f"{row['traced'] * ms:.2f} |")
+                     f"{row['forecast'][1] * ms:.2f} | {row['forecast'][16] * ms:.2f} |")
     lines += ["", "One recording of the towers graph (forward and backward, nothing run), after "
               "the process was away from it:", "", "| before it | recording (ms) |", "|---|---:|"]
     lines += [f"| {name} | {seconds * ms:.3f} |" for name, seconds in away.items()]

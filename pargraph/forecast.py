@@ -24,7 +24,10 @@
    The costs are this machine's loopback's, measured
    (:func:`pargraph.machine_costs.loopback`), or given.
 4. The time the step spends outside its runs (recording ops, Python between the runs) is the
-   calling thread's, as traced.
+   calling thread's, as traced, less what the caller saves coming back from a shorter wait on
+   each run than traced (or plus what a longer one costs): the first Python after a wait
+   refills the caches the machine's other work took meanwhile, as long as a small step's
+   takes after a wait of that length on this machine (:func:`pargraph.machine_costs.away_costs`).
 
 What it leaves out, and so how far to trust it: docs/forecast.md.
 """
@@ -48,9 +51,11 @@ from pargraph.engine.threads import PYTHON_SWITCH_INTERVAL, state
 from pargraph.graph import Node
 from pargraph.machine_costs import (
     MAX_SHARE,
+    Away,
     Network,
     Replay,
     WakeUps,
+    away_costs,
     call_costs,
     local_costs,
     loopback,
@@ -180,7 +185,7 @@ class Forecast:
     def __init__(self, trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
                  threads_per_worker: int = 1, network: Network | None = None,
                  gil: float | dict | None = None, measure_gil: bool = True,
-                 cores: int | None = None) -> None:
+                 cores: int | None = None, away: Away | None = None) -> None:
         if not trace.run_records:
             raise ValueError("pargraph.forecast: the trace holds no run, so there is no step "
                              "to forecast; trace one training step: `with pargraph.trace() "
@@ -202,6 +207,7 @@ class Forecast:
         self.cores = None if cores is None else int(cores)
         self.threads_per_worker = int(threads_per_worker)
         self._network = network
+        self._away = away
         self._outcomes: dict[tuple[str, int], Outcome] = {}
         summary = trace.summary(print_it=False)
         self.work, self.critical_path = summary.work, summary.critical_path
@@ -226,6 +232,32 @@ class Forecast:
         inside = sum(stop - start for start, stop in self.trace.runs) + self.trace.bookkeeping
         return max(self.trace.stopped - self.trace.started - inside - self.trace.collecting,
                    0.0)
+
+    def _outside_after(self, outcome: Outcome) -> float:
+        """The caller's time outside the runs on ``outcome``'s configuration: the traced time,
+        less, per run, how much less the Python after it (up to the next run; the last run's,
+        up to the step's first) takes after the configuration's wait on it than after the
+        traced configuration's, both simulated (:attr:`away`), at most that Python's time."""
+        traced = self._outside()
+        runs = self.trace.runs
+        if outcome.config == ("threads", self.traced_threads) or self.trace.stopped is None:
+            return traced
+        was = self.outcome(threads=self.traced_threads).waits
+        bounds = [self.trace.started, *(t for run in runs for t in run), self.trace.stopped]
+        gaps = [max(bounds[2 * k + 1] - bounds[2 * k], 0.0) for k in range(len(runs) + 1)]
+        saved = 0.0
+        for k, (before, now) in enumerate(zip(was, outcome.waits)):
+            after = gaps[k + 1] + (gaps[0] if k == len(runs) - 1 else 0.0)
+            saved += min(self.away.extra(before) - self.away.extra(now), after)
+        return max(traced - saved, 0.0)
+
+    @property
+    def away(self) -> Away:
+        """How much longer the caller's Python takes after a wait: as given, else measured
+        on this machine once per process."""
+        if self._away is None:
+            self._away = away_costs()
+        return self._away
 
     def _traced_seconds(self, run: Any) -> list[float]:
         records = self.trace.records
@@ -388,6 +420,7 @@ class Forecast:
         outcome = Outcome((where, count), 0.0, lanes)
         now = 0.0
         for k, run in enumerate(self.trace.run_records):
+            began = now
             now = self._simulate_run(run, remote, count, now, outcome)
             if remote:
                 # each value the caller read after this run travels back from the cluster
@@ -399,7 +432,8 @@ class Forecast:
                                                     "transfer", now, now + back))
                 now += back
                 outcome.transfers += back
-        outcome.outside = self._outside()
+            outcome.waits.append(now - began)
+        outcome.outside = self._outside_after(outcome)
         outcome.step_time = now + outcome.outside
         return outcome
 
@@ -557,10 +591,10 @@ class Forecast:
         if self.cores is not None:
             lines.append(f"every thread and process shares {self.cores} core(s)")
         lines.append("the waits, transfers and scheduling add up over every lane and task, so "
-                     "they can exceed the step")
+                     "they can exceed the step; outside: the caller's time between the runs")
         lines += ["", f"{'configuration':<26}{'step':>11}{'speed-up':>10}{'busy':>7}"
                   f"{'GIL wait':>11}" + (f"{'core wait':>11}" if self.cores else "")
-                  + f"{'transfers':>11}{'scheduling':>12}"]
+                  + f"{'transfers':>11}{'scheduling':>12}{'outside':>11}"]
         for row in self.rows():
             label = _name(row["where"], row["count"])
             if row["where"] == "workers":
@@ -568,7 +602,8 @@ class Forecast:
             core_wait = f"{row['core_wait'] * ms:8.2f} ms" if self.cores else ""
             lines.append(f"{label:<26}{row['step_time'] * ms:8.2f} ms{row['speedup']:9.2f}x"
                          f"{row['busy']:7.0%}{row['gil_wait'] * ms:8.2f} ms{core_wait}"
-                         f"{row['transfers'] * ms:8.2f} ms{row['scheduling'] * ms:9.2f} ms")
+                         f"{row['transfers'] * ms:8.2f} ms{row['scheduling'] * ms:9.2f} ms"
+                         f"{row['outside'] * ms:8.2f} ms")
         return "\n".join(lines)
 
     def gil_held_share(self) -> float:
@@ -642,7 +677,7 @@ class Forecast:
 def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
              threads_per_worker: int = 1, network: Network | None = None,
              gil: float | dict | None = None, measure_gil: bool = True,
-             cores: int | None = None) -> Forecast:
+             cores: int | None = None, away: Away | None = None) -> Forecast:
     """Predict a traced step's time on other numbers of threads and of cluster workers.
 
     Parameters
@@ -666,6 +701,10 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
         want more cores than there are, each goes slower, as Linux shares them. Default: each
         thread (``threads=``) or worker process has cores of its own, as on a cluster of
         machines.
+    away : Away, optional
+        How much longer the caller's Python takes after waiting on a run, by the wait;
+        default: measured on this machine once per process
+        (:func:`pargraph.machine_costs.away_costs`).
 
     Examples
     --------
@@ -679,7 +718,7 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     True
     """
     return Forecast(trace, threads, workers, threads_per_worker, network, gil, measure_gil,
-                    cores)
+                    cores, away)
 
 
 def _slowing(shares: list[float], contention: list[float], on_core: list[float]

@@ -57,6 +57,8 @@ class Outcome:
     transfers: float = 0.0
     scheduling: float = 0.0
     outside: float = 0.0
+    #: the caller's wait on each run, from its start to its values back
+    waits: list[float] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
 
     @property

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,6 +428,69 @@ class Trace:
         fig.tight_layout(rect=(0, 0.45 / (1.2 + 0.6 * len(lanes)), 1, 1))
         fig.savefig(path, dpi=110)
         plt.close(fig)
+
+
+class RunClock:
+    """An observer of pargraph's runs (as a trace is one) that adds up their seconds, and
+    the seconds of the garbage collector's passes that begin between them.
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> clock = RunClock()
+    >>> with clock.observing():
+    ...     _ = (pargraph.ones(3) * 2).sum().item()
+    >>> clock.inside > 0
+    True
+    """
+
+    def __init__(self) -> None:
+        self.inside = 0.0
+        self._collector = CollectorTime()
+
+    @property
+    def collecting(self) -> float:
+        return self._collector.seconds
+
+    @contextlib.contextmanager
+    def run(self, *args: object, **kwargs: object) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            with self._collector.inside_run():
+                yield
+        finally:
+            self.inside += time.perf_counter() - start
+
+    def read(self, node: object) -> None:
+        """A value read back: nothing to count."""
+
+    @contextlib.contextmanager
+    def observing(self) -> Iterator[RunClock]:
+        execution.local.observers.append(self)
+        gc.callbacks.append(self._collector)
+        try:
+            yield self
+        finally:
+            gc.callbacks.remove(self._collector)
+            execution.local.observers.remove(self)
+
+
+def outside_seconds(step: Callable[[], Any]) -> float:
+    """The seconds one call of ``step`` spends outside pargraph's runs and the collector's
+    passes (as :func:`pargraph.forecast` counts a trace's).
+
+    Examples
+    --------
+    >>> import pargraph
+    >>> outside_seconds(lambda: (pargraph.ones(3) * 2).sum().item()) > 0
+    True
+    """
+    clock = RunClock()
+    with clock.observing():
+        start = time.perf_counter()
+        step()
+        took = time.perf_counter() - start
+    return took - clock.inside - clock.collecting
 
 
 def _copy_structure(computed: Sequence[Node]) -> list[Node]:

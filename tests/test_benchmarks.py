@@ -304,8 +304,9 @@ def test_the_forecast_benchmark_takes_the_median_of_the_latest_loopbacks(monkeyp
     monkeypatch.setattr(forecast, "measure_threads", lambda *a, **k: {1: 0.01})
     monkeypatch.setattr(forecast, "measure_workers", lambda make, workers, steps: {
         w: 0.01 for w in workers})
+    monkeypatch.setattr(forecast, "measure_away", lambda: None)
     monkeypatch.setattr(forecast, "traced_forecast",
-                        lambda step, threads, workers, network, traces: Forecast(network))
+                        lambda step, threads, workers, network, traces, away: Forecast(network))
     rows = forecast.compare({"a": lambda: None, "b": lambda: None}, (1,), (1, 2), 1,
                             repeats=2)
     assert used == pytest.approx([0.004, 0.052, 0.005, 0.006])
@@ -339,19 +340,22 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
     assert 0.0 <= stolen_share(before, after) <= 1.0
     assert stolen_share((10.0, 100.0), (15.0, 150.0)) == pytest.approx(0.1)
     assert stolen_share((10.0, 100.0), (10.0, 100.0)) == 0.0
-    from pargraph.machine_costs import Network
+    from pargraph.machine_costs import Away, Network
 
+    away = Away((0.0, 0.01, 0.02, 0.5), (1e-4, 2e-4, 4e-4, 9e-4))
     network = Network(task_latency=3e-3, scheduler_task=1e-3, run_latency=8e-3, run_node=0.0,
                       transfer_latency=2e-3, bandwidth=1e9, replicate_latency=3e-3)
     ways = Counter({"threads": 98, "inline, one BLAS thread": 7})
     row = {"workload": "towers", "cores": [((1.93, 0.05), (1.12, 0.6))], "calls": [(1.2, 0.9)],
-           "stolen": [0.18], "ways": [ways], "threads": 2, "network": [network]}
+           "stolen": [0.18], "ways": [ways], "threads": 2, "network": [network],
+           "away": [away]}
     assert cores_table([row, row]).splitlines()[2:] == [
         "| towers | 1.93x (5%) | 1.12x (60%) | 1.20x, 0.90x | 18% | 98 of 105 (2) "
-        "| 3.00, 8.00, 2.00 ms |"]
+        "| 3.00, 8.00, 2.00 ms | +0.20, +0.54 ms |"]
     # a repeated workload: a line per repetition, and each repetition's distance per row
     again = {**row, "cores": row["cores"] * 2, "calls": row["calls"] * 2,
-             "stolen": [0.18, 0.0], "ways": [ways, Counter()], "network": [network] * 2}
+             "stolen": [0.18, 0.0], "ways": [ways, Counter()], "network": [network] * 2,
+             "away": [away] * 2}
     assert len(cores_table([again]).splitlines()) == 4
     assert "| - |" in cores_table([again]).splitlines()[3]
     from benchmarks.forecast import table
@@ -360,46 +364,3 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
              "forecast": 1.65, "step": 0.01, "forecast_step": 0.009, "offs": [0.1, -0.05]}]
     assert table(rows).splitlines()[2] == \
         "| towers | 2 threads | 10.0 ms | 9.0 ms | 1.50x | 1.65x | +10.0% | +10.0%, -5.0% |"
-
-
-def test_the_outside_benchmark_counts_the_callers_time_between_runs_only():
-    """A step's time outside pargraph's runs holds what the caller does between them, and
-    none of a run's own time (here a sleeping op's 30 ms, forward and backward side by
-    side)."""
-    import time
-
-    from benchmarks import outside, scaling
-
-    run_only = scaling.step_of(scaling.branches(1, 0.03, True))
-    run_only()
-
-    def with_python_outside() -> None:
-        time.sleep(0.02)
-        run_only()
-
-    clock = outside.RunClock()
-    with clock.observing():
-        run_only()
-    assert clock.inside >= 0.03
-    for step, slept_outside in ((run_only, 0.0), (with_python_outside, 0.02)):
-        start = time.perf_counter()
-        seconds = outside.outside_seconds(step)
-        took = time.perf_counter() - start
-        assert slept_outside <= seconds <= took - 0.03  # the run's sleep is not outside
-
-
-def test_the_outside_benchmark_counts_a_collectors_pass_inside_a_run_as_the_runs():
-    import gc
-
-    from benchmarks import outside
-
-    clock = outside.RunClock()
-    with clock.observing():
-        with clock.run():
-            gc.collect()
-        gc.collect()
-    assert clock.collecting > 0.0 and clock.inside > 0.0  # the pass outside the run counts
-    inside_only = outside.RunClock()
-    with inside_only.observing(), inside_only.run():
-        gc.collect()
-    assert inside_only.collecting == 0.0 and inside_only.inside > 0.0

@@ -15,16 +15,25 @@ import pytest
 import pargraph
 from pargraph.machine_costs import (
     REPLAY_CALLS_UNDER,
+    Away,
     CallCost,
     Network,
+    measure_away,
     measure_replay,
 )
+from pargraph.trace import RunClock, outside_seconds
 
 #: A cluster whose messages cost little next to the ops below, given rather than measured.
 FAST_NETWORK = Network(task_latency=1e-3, scheduler_task=1e-4, run_latency=2e-3, run_node=0.0,
                        transfer_latency=1e-3, bandwidth=1e9,
                        replicate_latency=2e-3, worker_task=2e-4,
                        compiled_latency=1e-3)
+#: The caller's Python as fast after any wait: the time outside the runs as traced.
+FLAT = Away((0.0,), (0.0,))
+#: The caller's Python 1 ms slower after 300 ms of waiting, rising in a straight line.
+RISING = Away((0.0, 0.3), (1e-3, 2e-3))
+
+
 _ops: dict = {}
 
 
@@ -424,8 +433,10 @@ def test_a_value_the_caller_reads_travels_back_from_the_cluster():
     assert tr.reads == [(len(tr.run_records), 16)]
 
     def forecast(network: Network) -> pargraph.Forecast:
+        # the caller's Python as fast after any wait, so that the waits' lengths move
+        # nothing but the runs
         return pargraph.forecast(tr, threads=[1, 2], workers=[1, 2], network=network, gil=0.0,
-                                 measure_gil=False)
+                                 measure_gil=False, away=FLAT)
 
     fast = forecast(FAST_NETWORK)
     slow = forecast(Network(**{**FAST_NETWORK.__dict__, "read_latency": 0.05}))
@@ -754,8 +765,8 @@ def test_a_compiled_steps_call_here_costs_its_program_per_call_node_and_value(mo
             """The step's time, and how many node runs it has (a cheap node copied into
             several groups runs in each, and pays a step in each)."""
             monkeypatch.setattr(module, "local_costs", lambda: costs)
-            outcome = pargraph.forecast(tr, threads=[threads], gil=0.0,
-                                        measure_gil=False).outcome(threads=threads)
+            outcome = pargraph.forecast(tr, threads=[threads], gil=0.0, measure_gil=False,
+                                        away=FLAT).outcome(threads=threads)
             return outcome.step_time, len(outcome.segments)
 
         free = LocalCosts(run=0.0, task=0.0)
@@ -800,7 +811,7 @@ def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():
         gc.collect()
         took = time.perf_counter() - start
     assert took > 0.005 and tr.collecting >= 0.9 * took
-    fc = pargraph.forecast(tr, threads=[1], gil=0.0, measure_gil=False)
+    fc = pargraph.forecast(tr, threads=[1], gil=0.0, measure_gil=False, away=FLAT)
     traced_outside = (tr.stopped - tr.started - sum(b - a for a, b in tr.runs)
                       - tr.bookkeeping)
     assert fc.outcome(threads=1).outside == pytest.approx(traced_outside - tr.collecting)
@@ -935,16 +946,115 @@ def test_threads_taking_turns_on_one_gil_want_one_core_between_them():
     assert stops([0.0] * 4) == pytest.approx([0.02] * 4)
 
 
-def test_the_work_outside_the_runs_is_forecast_as_traced_on_every_configuration():
-    """The calling thread's work between and around the runs (recording ops) is the same on
-    one thread and on eight, where the runs on one thread leave the machine idle for most of
-    their time and those on eight do not: 64 branches of 1 ms measured 7.2 ms outside the
-    runs either way (docs/forecast.md)."""
+def _wait(fc, threads: int) -> float:
+    """The simulated wait on a one-run step's run (its step less its time outside)."""
+    return fc.step_time(threads=threads) - fc.outcome(threads=threads).outside
+
+
+def test_the_work_outside_the_runs_is_as_traced_where_the_caller_comes_back_as_fast():
+    """With the caller's Python as fast after any wait, its work between and around the runs
+    (recording ops, reading values back) is the trace's on every configuration."""
     tr = traced(branches(8, 0.02))
-    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False)
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False, away=FLAT)
     assert fc._outside() > 0
     for n in (1, 8):
         assert fc.outcome(threads=n).outside == pytest.approx(fc._outside())
+
+
+def test_the_caller_back_from_a_shorter_wait_than_traced_spends_less_time_outside():
+    """The first Python after a run pays for the caches the wait lost: on eight threads the
+    step waits about 45 ms on its run where the trace's configuration waits 330 ms on one, and
+    its time outside the runs is less by what the caller's Python saves after the shorter
+    wait; on the traced configuration it is as traced."""
+    tr = traced(branches(8, 0.02))
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False, away=RISING)
+    assert _wait(fc, 8) < _wait(fc, 1) / 4
+    assert fc.outcome(threads=1).outside == fc._outside()
+    saved = RISING.extra(_wait(fc, 1)) - RISING.extra(_wait(fc, 8))
+    assert fc.outcome(threads=8).outside == pytest.approx(fc._outside() - saved, abs=1e-9)
+    assert saved > 0.5e-3
+
+
+def test_a_step_traced_on_many_threads_forecasts_more_time_outside_on_one():
+    """A longer wait than traced costs the caller's Python more (a trace on eight threads,
+    forecast on one)."""
+    x = pargraph.ones(4, requires_grad=True)
+    model = branches(8, 0.02)
+
+    def step():
+        x.grad = None
+        model(x).backward()
+        x.grad.numpy()
+
+    with dask.config.set(scheduler="threads", num_workers=8):
+        step(), step()
+        with pargraph.trace() as tr:
+            step()
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False, away=RISING)
+    assert fc.outcome(threads=8).outside == fc._outside()
+    more = fc.outcome(threads=1).outside - fc._outside()
+    assert more == pytest.approx(RISING.extra(_wait(fc, 1)) - RISING.extra(_wait(fc, 8)))
+    assert more > 0.5e-3
+
+
+def test_the_caller_saves_at_most_its_python_after_each_run():
+    """However much slower a wait made the traced Python, a forecast cannot save more than
+    the Python after the run took: the time outside never goes below none."""
+    tr = traced(branches(8, 0.02))
+    steep = Away((0.0, 0.1), (0.0, 10.0))
+    fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False, away=steep)
+    assert fc.outcome(threads=8).outside == 0.0 < fc.outcome(threads=1).outside
+
+
+def test_a_run_clock_counts_the_callers_time_between_runs_only():
+    """A step's time outside pargraph's runs holds what the caller does between them, and
+    none of a run's own time (here a sleeping op's 30 ms, forward and backward side by
+    side)."""
+    x = pargraph.ones(4, requires_grad=True)
+    model = branches(1, 0.03)
+
+    def run_only() -> None:
+        x.grad = None
+        model(x).backward()
+        x.grad.numpy()
+
+    run_only()
+
+    def with_python_outside() -> None:
+        time.sleep(0.02)
+        run_only()
+
+    clock = RunClock()
+    with clock.observing():
+        run_only()
+    assert clock.inside >= 0.03
+    for step, slept_outside in ((run_only, 0.0), (with_python_outside, 0.02)):
+        start = time.perf_counter()
+        seconds = outside_seconds(step)
+        took = time.perf_counter() - start
+        assert slept_outside <= seconds <= took - 0.03  # the run's sleep is not outside
+
+
+def test_a_run_clock_counts_a_collectors_pass_inside_a_run_as_the_runs():
+    clock = RunClock()
+    with clock.observing():
+        with clock.run():
+            gc.collect()
+        gc.collect()
+    assert clock.collecting > 0.0 and clock.inside > 0.0  # the pass outside the run counts
+    inside_only = RunClock()
+    with inside_only.observing(), inside_only.run():
+        gc.collect()
+    assert inside_only.collecting == 0.0 and inside_only.inside > 0.0
+
+
+def test_the_callers_slowing_after_a_wait_is_measured_outside_the_runs():
+    """The measurement waits, then times a small step's Python outside its run."""
+    start = time.perf_counter()
+    away = measure_away((0.0, 0.05), repeats=2)
+    assert time.perf_counter() - start >= 2 * 0.05
+    assert away.after == (0.0, 0.05) and all(0 < t < 0.05 for t in away.took)
+    assert away.extra(0.0) == 0.0 <= away.extra(0.01) <= away.extra(0.05) == away.extra(1.0)
 
 
 def test_a_thread_back_from_a_wait_takes_the_gil_again_while_another_holds_it():
