@@ -36,11 +36,10 @@ import numpy as np
 
 import pargraph
 from benchmarks import harness, scaling
+from pargraph.caller_costs import Away, measure_away
 from pargraph.machine_costs import (
-    Away,
     Network,
     loopback,
-    measure_away,
     measure_loopback,
     median_network,
 )
@@ -329,7 +328,7 @@ def cores_table(rows: list[dict]) -> str:
     most threads the runner made on threads (the rest in the calling thread,
     ``engine.modes``); the loopback's latencies its forecast used; and how much longer the
     caller's Python took after waits of 15 and 250 ms than right after a run
-    (``machine_costs.measure_away``): one line per repetition."""
+    (``caller_costs.measure_away``): one line per repetition."""
     lines = ["| workload | two threads' speed-up before (rounds under 1.5x) | after "
              "| small calls before, after | taken by the host | runs on threads "
              "| loopback: a task, a run, a transfer | the caller after 15, 250 ms |",

@@ -4,7 +4,7 @@
 
 A forecast charges each configuration the time its trace spent outside the runs (recording
 ops, planning, reading values back), less what the caller's Python saves coming back from a
-shorter wait on each run (``machine_costs.measure_away``). This measures that time in untraced
+shorter wait on each run (``caller_costs.measure_away``). This measures that time in untraced
 steps of each sleeping graph of ``benchmarks.scaling`` on one and on sixteen threads, the
 counts taking turns in rounds, beside what the forecasts of one-thread traces say for both;
 and how long one recording of a graph takes right after another and after the process has been

@@ -27,7 +27,7 @@
    calling thread's, as traced, less what the caller saves coming back from a shorter wait on
    each run than traced (or plus what a longer one costs): the first Python after a wait
    refills the caches the machine's other work took meanwhile, as long as a small step's
-   takes after a wait of that length on this machine (:func:`pargraph.machine_costs.away_costs`).
+   takes after a wait of that length on this machine (:func:`pargraph.caller_costs.away_costs`).
 
 What it leaves out, and so how far to trust it: docs/forecast.md.
 """
@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from pargraph.caller_costs import Away, away_costs
 from pargraph.costs import disagree
 from pargraph.engine import lowering, modes
 from pargraph.engine.lowering import ALL_BLAS
@@ -51,11 +52,9 @@ from pargraph.engine.threads import PYTHON_SWITCH_INTERVAL, state
 from pargraph.graph import Node
 from pargraph.machine_costs import (
     MAX_SHARE,
-    Away,
     Network,
     Replay,
     WakeUps,
-    away_costs,
     call_costs,
     local_costs,
     loopback,
@@ -704,7 +703,7 @@ def forecast(trace: Trace, threads: Any = (1, 2, 4, 8, 16), workers: Any = (),
     away : Away, optional
         How much longer the caller's Python takes after waiting on a run, by the wait;
         default: measured on this machine once per process
-        (:func:`pargraph.machine_costs.away_costs`).
+        (:func:`pargraph.caller_costs.away_costs`).
 
     Examples
     --------

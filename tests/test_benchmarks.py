@@ -340,7 +340,8 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
     assert 0.0 <= stolen_share(before, after) <= 1.0
     assert stolen_share((10.0, 100.0), (15.0, 150.0)) == pytest.approx(0.1)
     assert stolen_share((10.0, 100.0), (10.0, 100.0)) == 0.0
-    from pargraph.machine_costs import Away, Network
+    from pargraph.caller_costs import Away
+    from pargraph.machine_costs import Network
 
     away = Away((0.0, 0.01, 0.02, 0.5), (1e-4, 2e-4, 4e-4, 9e-4))
     network = Network(task_latency=3e-3, scheduler_task=1e-3, run_latency=8e-3, run_node=0.0,

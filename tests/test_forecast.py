@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 import pargraph
+from pargraph.caller_costs import Away
 from pargraph.machine_costs import (
     REPLAY_CALLS_UNDER,
-    Away,
     CallCost,
     Network,
-    measure_away,
     measure_replay,
 )
 from pargraph.trace import RunClock, outside_seconds
@@ -902,7 +901,10 @@ def test_a_product_with_blas_on_every_core_wants_every_core(monkeypatch):
     class Recorded(Simulation):
         def __init__(self, tasks, nodes, *args, **kwargs):
             super().__init__(tasks, nodes, *args, **kwargs)
-            simulated.append({n.op.name: w for n, w in zip(nodes, self.widths)})
+            # the two-thread step's simulations (the traced one-thread step's are simulated
+            # too, for the caller's time outside the runs)
+            if any(isinstance(a, Outcome) and a.config == ("threads", 2) for a in args):
+                simulated.append({n.op.name: w for n, w in zip(nodes, self.widths)})
 
     monkeypatch.setattr(sys.modules["pargraph.forecast"], "Simulation", Recorded)
     for cores, width in ((2, 2), (None, 1)):
@@ -1047,14 +1049,6 @@ def test_a_run_clock_counts_a_collectors_pass_inside_a_run_as_the_runs():
         gc.collect()
     assert inside_only.collecting == 0.0 and inside_only.inside > 0.0
 
-
-def test_the_callers_slowing_after_a_wait_is_measured_outside_the_runs():
-    """The measurement waits, then times a small step's Python outside its run."""
-    start = time.perf_counter()
-    away = measure_away((0.0, 0.05), repeats=2)
-    assert time.perf_counter() - start >= 2 * 0.05
-    assert away.after == (0.0, 0.05) and all(0 < t < 0.05 for t in away.took)
-    assert away.extra(0.0) == 0.0 <= away.extra(0.01) <= away.extra(0.05) == away.extra(1.0)
 
 
 def test_a_thread_back_from_a_wait_takes_the_gil_again_while_another_holds_it():
