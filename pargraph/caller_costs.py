@@ -17,7 +17,8 @@ import numpy as np
 from pargraph.trace import outside_seconds
 
 #: Seconds the caller waits before each small step :func:`measure_away` times: from none to
-#: past the waits after which the slowing levels off on the machines measured.
+#: about a one-thread run of the benchmarks' sleeping graphs (145-330 ms); longer waits take
+#: the longest's slowing.
 AWAY_SECONDS = (0.0, 0.005, 0.015, 0.04, 0.1, 0.25)
 
 
