@@ -51,9 +51,9 @@ def sleeper(seconds: float):
     return _ops[seconds]
 
 
-def traced(model, steps: int = 2):
-    """A trace of one step of ``model`` (forward and backward) on one thread, after
-    ``steps`` steps that let the runner settle."""
+def training_step(model):
+    """One step of ``model`` on a leaf of four ones: forward, backward, the loss and the
+    gradient read back."""
     x = pargraph.ones(4, requires_grad=True)
 
     def step():
@@ -63,7 +63,14 @@ def traced(model, steps: int = 2):
         loss.item()
         x.grad.numpy()
 
-    with dask.config.set(scheduler="threads", num_workers=1):
+    return step
+
+
+def traced(model, steps: int = 2, threads: int = 1):
+    """A trace of one step of ``model`` (forward and backward) on ``threads`` threads, after
+    ``steps`` steps that let the runner settle."""
+    step = training_step(model)
+    with dask.config.set(scheduler="threads", num_workers=threads):
         for _ in range(steps):
             step()
         with pargraph.trace() as tr:
@@ -789,14 +796,7 @@ def test_a_compiled_steps_call_here_costs_its_program_per_call_node_and_value(mo
 
 
 def test_a_collectors_pass_inside_the_trace_is_left_out_of_the_step():
-    x = pargraph.ones(4, requires_grad=True)
-    model = branches(4, 0.002)
-
-    def step():
-        x.grad = None
-        model(x).backward()
-        x.grad.numpy()
-
+    step = training_step(branches(4, 0.002))
     step()
     cycles = []
     for _ in range(300_000):  # garbage only a full pass of the collector frees
@@ -980,18 +980,7 @@ def test_the_caller_back_from_a_shorter_wait_than_traced_spends_less_time_outsid
 def test_a_step_traced_on_many_threads_forecasts_more_time_outside_on_one():
     """A longer wait than traced costs the caller's Python more (a trace on eight threads,
     forecast on one)."""
-    x = pargraph.ones(4, requires_grad=True)
-    model = branches(8, 0.02)
-
-    def step():
-        x.grad = None
-        model(x).backward()
-        x.grad.numpy()
-
-    with dask.config.set(scheduler="threads", num_workers=8):
-        step(), step()
-        with pargraph.trace() as tr:
-            step()
+    tr = traced(branches(8, 0.02), threads=8)
     fc = pargraph.forecast(tr, threads=[1, 8], gil=0.0, measure_gil=False, away=RISING)
     assert fc.outcome(threads=8).outside == fc._outside()
     more = fc.outcome(threads=1).outside - fc._outside()
@@ -1012,14 +1001,7 @@ def test_a_run_clock_counts_the_callers_time_between_runs_only():
     """A step's time outside pargraph's runs holds what the caller does between them, and
     none of a run's own time (here a sleeping op's 30 ms, forward and backward side by
     side)."""
-    x = pargraph.ones(4, requires_grad=True)
-    model = branches(1, 0.03)
-
-    def run_only() -> None:
-        x.grad = None
-        model(x).backward()
-        x.grad.numpy()
-
+    run_only = training_step(branches(1, 0.03))
     run_only()
 
     def with_python_outside() -> None:
