@@ -131,7 +131,8 @@ class Simulation:
     throughout take turns, and a node that releases it goes at its own pace; where two nodes'
     kinds (``kinds``) were measured side by side, each slows the other as measured
     (``pairs``, ``machine_costs.measure_pair``), and a node that computes beside another
-    loses ``handover`` seconds to the GIL's hand-overs. Stretches that are no node's (scheduling,
+    loses ``handover`` seconds to the GIL's hand-overs, as often as the other holds the lock
+    (its share). Stretches that are no node's (scheduling,
     transfers) take the process's lock, first come first served, and run as holding the GIL
     throughout. Where all processes share ``cores`` cores, the
     stretches running at once share them as Linux shares a busy core: each wants its width
@@ -164,7 +165,8 @@ class Simulation:
         #: in turn (0: every node's part shares the lock as its share says)
         self.switch_interval = switch_interval
         #: seconds a node that computes loses to the GIL's hand-overs while a node of
-        #: another lane of its process computes beside it (fitted by the forecast)
+        #: another lane of its process computes beside it holding the lock throughout (by
+        #: the share it holds it otherwise; fitted by the forecast)
         self.handover = handover
         #: per node, its kind of op's number (-1: none measured in pairs), and per ordered
         #: pair of kinds ``(a, b)`` how much ``b`` beside ``a`` slows it, over its time on a
@@ -314,9 +316,10 @@ class Simulation:
         ``1 / (1 + share)``; ``n`` holding the GIL throughout at ``1 / n``; one that never
         holds it at its own pace. Where the two stretches' kinds were measured side by side
         (``pairs``), that slowing replaces the smaller share. A node that computes, beside
-        another lane's node that computes, loses ``handover`` seconds more (the GIL's
-        hand-overs). Where the cores are shared, every stretch then goes at ``cores / wanted``
-        of that, where the stretches want more cores than there are."""
+        another lane's node that computes, loses ``handover`` seconds more times the other's
+        share, at most the whole (the GIL's hand-overs). Where the cores are shared, every
+        stretch then goes at ``cores / wanted`` of that, where the stretches want more cores
+        than there are."""
         running = self.running[p]
         pairs = self.pairs
         handing = self.handover and sum(ask.hands for ask in running) > 1
@@ -331,7 +334,10 @@ class Simulation:
                 slowing = sum(min(ask.share, other.share) for other in running
                               if other is not ask)
             if handing and ask.hands:
-                slowing += self.handover / ask.seconds
+                # taking the lock back waits for a thread that holds it: as often as the
+                # nodes beside it hold it (their shares; a product in BLAS seldom does)
+                wanting = sum(o.share for o in running if o is not ask and o.hands)
+                slowing += self.handover / ask.seconds * min(wanting, 1.0)
             ask.gil_pace = 1.0 / (1.0 + slowing)
         changed = [running]
         if self.cores is not None:

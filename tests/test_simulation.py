@@ -95,19 +95,23 @@ def test_two_kinds_measured_side_by_side_slow_each_other_as_measured():
     assert stops([0, 1], {}) == pytest.approx([0.012, 0.012])
 
 
-@pytest.mark.parametrize("on_core, lasted", [
-    (1.0, 0.01 + 0.002),  # nodes that compute: each loses the hand-overs beside the other
-    (0.2, 0.01),  # nodes that mostly wait: their retake of the GIL is modelled instead
+@pytest.mark.parametrize("on_core, share, lasted", [
+    # nodes that compute: each loses the hand-overs as often as the other holds the lock
+    (1.0, 1.0, 0.01 * (1 + 1.0 + 0.2)),
+    (1.0, 0.5, 0.01 * (1 + 0.5 + 0.2 * 0.5)),
+    (1.0, 0.0, 0.01),  # beside a node that never holds the lock, nothing to hand over
+    (0.2, 0.0, 0.01),  # nodes that mostly wait: their retake of the GIL is modelled instead
 ])
-def test_nodes_that_compute_side_by_side_lose_the_gils_hand_overs(on_core, lasted):
-    """Two 10 ms nodes that never hold the GIL otherwise, with a hand-over of 2 ms: side by
-    side on two threads each takes 2 ms longer; on one thread, where none runs beside
-    another, each takes its own time."""
+def test_nodes_that_compute_side_by_side_lose_the_gils_hand_overs(on_core, share, lasted):
+    """Two 10 ms nodes holding the GIL for ``share`` of their time, with a hand-over of 2 ms:
+    side by side on two threads each goes at ``1 / (1 + share + 0.2 * share)`` of its pace
+    (the lock shared, and a hand-over each time the other holds it); on one thread, where
+    none runs beside another, each takes its own time."""
     nodes = [pargraph.ones(1)._node, pargraph.zeros(1)._node]
 
     def run(threads: int) -> tuple[float, list[float]]:
         outcome = Outcome(("threads", threads), 0.0, threads)
-        end = Simulation([Task([0], 0), Task([1], 0)], nodes, [0.01, 0.01], [0.0, 0.0], 1,
+        end = Simulation([Task([0], 0), Task([1], 0)], nodes, [0.01, 0.01], [share, share], 1,
                          threads, False, None, 0.0, outcome, on_core=[on_core] * 2,
                          handover=0.002).run()
         spans = {s.key: s.stop - s.start for s in outcome.segments}
