@@ -122,31 +122,29 @@ class _Ask:
 
 
 class Simulation:
-    """One run on ``workers`` processes of ``threads`` lanes each (one process: threads),
-    as events in time order. A lane runs a task's steps one after another: its scheduling
-    (``task_cost`` of the GIL locally), then per member its part on a core and the part that
-    waits. The stretches of one process that run at once slow each other by their GIL shares
-    (``_rates``): two nodes of one kind each take ``1 + share`` times their time alone, as
-    the share was measured (``machine_costs.measure_call``), many nodes holding the GIL
-    throughout take turns, and a node that releases it goes at its own pace; where two nodes'
-    kinds (``kinds``) were measured side by side, each slows the other as measured
-    (``pairs``, ``machine_costs.measure_pair``), and a node that computes beside another
-    loses ``handover`` seconds to the GIL's hand-overs, as often as the other holds the lock
-    (its share). Stretches that are no node's (scheduling,
-    transfers) take the process's lock, first come first served, and run as holding the GIL
-    throughout. Where all processes share ``cores`` cores, the
+    """One run on ``workers`` processes of ``threads`` lanes each (one process: threads), as events
+    in time order. A lane runs a task's steps one after another: its scheduling (``task_cost``
+    of the GIL locally), then per member its part on a core and the part that waits. The
+    stretches of one process that run at once slow each other by their GIL shares (``_rates``):
+    two nodes of one kind each take ``1 + share`` times their time alone, as the share was
+    measured (``machine_costs.measure_call``), many nodes holding the GIL throughout take turns,
+    and a node that releases it goes at its own pace; where two nodes' kinds (``kinds``) were
+    measured side by side, each slows the other as measured (``pairs``,
+    ``machine_costs.measure_pair``), and a node that computes beside another loses ``handover``
+    seconds to the GIL's hand-overs, as often as the other holds the lock (its share). Stretches
+    that are no node's (scheduling, transfers) take the process's lock, first come first served,
+    and run as holding the GIL throughout. Where all processes share ``cores`` cores, the
     stretches running at once share them as Linux shares a busy core: each wants its width
     (``widths``) times its pace beside its process's others, and where all want more than
     ``cores``, each goes at ``cores / wanted`` of that pace. A node that mostly waits
-    (:data:`WAITS_BELOW`) takes its process's GIL back after its wait, for ``retake``
-    seconds, where a stretch holding it runs then; its stretch on a core, where shorter than
-    ``switch_interval``, takes the lock alone, as a stretch of no node does. On a cluster,
-    the scheduler (a process of its own) takes in each task's end, one at a time, then
-    sends off the tasks that end made ready; of each task's latency its worker spends
-    ``worker_task`` holding its GIL, then fetches what the task reads from other workers;
-    transfers and copies of training state take the workers' and the scheduler's time on a
-    core too. Each ready task goes to the first free lane of its process, in the tasks'
-    order."""
+    (:data:`WAITS_BELOW`) takes its process's GIL back after its wait, for ``retake`` seconds,
+    where a stretch holding it runs then; its stretch on a core, where shorter than
+    ``switch_interval``, takes the lock alone, as a stretch of no node does. On a cluster, the
+    scheduler (a process of its own) takes in each task's end, one at a time, then sends off the
+    tasks that end made ready; of each task's latency its worker spends ``worker_task`` holding
+    its GIL, then fetches what the task reads from other workers; transfers and copies of
+    training state take the workers' and the scheduler's time on a core too. Each ready task
+    goes to the first free lane of its process, in the tasks' order."""
 
     def __init__(self, tasks: list[Task], nodes: list[Node], seconds: list[float],
                  shares: list[float], workers: int, threads: int, remote: bool,
@@ -164,9 +162,9 @@ class Simulation:
         #: next, and one shorter than this runs to its end, the lock's other takers waiting
         #: in turn (0: every node's part shares the lock as its share says)
         self.switch_interval = switch_interval
-        #: seconds a node that computes loses to the GIL's hand-overs while a node of
-        #: another lane of its process computes beside it holding the lock throughout (by
-        #: the share it holds it otherwise; fitted by the forecast)
+        #: seconds a node that computes loses to the GIL's hand-overs beside a node of
+        #: another lane of its process that holds the lock throughout, and that share of
+        #: them beside one holding it for a share of its time (fitted by the forecast)
         self.handover = handover
         #: per node, its kind of op's number (-1: none measured in pairs), and per ordered
         #: pair of kinds ``(a, b)`` how much ``b`` beside ``a`` slows it, over its time on a

@@ -310,9 +310,9 @@ def test_the_hand_over_is_fitted_to_the_replay_and_slows_nodes_side_by_side():
     """The forecast fits the seconds per node lost to the GIL's hand-overs so that its
     simulation of the replay gives the replay's measured speed-up: none where the replay
     was as fast as its shares say or faster (nodes holding the GIL a fifth of their time:
-    about 1.7x), more the slower the replay was; and a forecast on two threads is no faster for it (its small run split into
-    tasks, ``pargraph.single-task-below``, as a bigger step's would be; test_simulation
-    shows the nodes side by side slowed)."""
+    about 1.7x), more the slower the replay was; and a forecast on two threads is no faster
+    for it (its small run split into tasks, ``pargraph.single-task-below``, as a bigger
+    step's would be; test_simulation shows the nodes side by side slowed)."""
     tr = small_ops_step()
     forecast = pargraph.forecast(tr, threads=[1])
     # every kind holding the GIL a fifth of its time, which a hand-over waits for
