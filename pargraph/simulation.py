@@ -321,6 +321,8 @@ class Simulation:
         running = self.running[p]
         pairs = self.pairs
         handing = self.handover and sum(ask.hands for ask in running) > 1
+        # the shares of the nodes that compute, whose lock a hand-over waits for
+        held = sum(ask.share for ask in running if ask.hands) if handing else 0.0
         for ask in running:
             if ask.process is None:
                 ask.gil_pace = 1.0
@@ -334,8 +336,7 @@ class Simulation:
             if handing and ask.hands:
                 # taking the lock back waits for a thread that holds it: as often as the
                 # nodes beside it hold it (their shares; a product in BLAS seldom does)
-                wanting = sum(o.share for o in running if o is not ask and o.hands)
-                slowing += self.handover / ask.seconds * min(wanting, 1.0)
+                slowing += self.handover / ask.seconds * min(max(held - ask.share, 0.0), 1.0)
             ask.gil_pace = 1.0 / (1.0 + slowing)
         changed = [running]
         if self.cores is not None:
