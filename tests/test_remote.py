@@ -115,15 +115,19 @@ class Cluster:
                 raise ConnectionError(f"{error}\nthe scheduler's last words:\n{said}") from error
 
     def connect(self, timeout: float) -> None:
-        """A client of the scheduler, once it listens; a scheduler that exited ends the wait."""
+        """A client of the scheduler, once its port listens; a scheduler that exited ends the
+        wait. The client gets the whole ``timeout``: it is also how long it tries to reconnect
+        after its scheduler went away (the reconnection tests start a new one meanwhile)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.client = pargraph.connect(self.address, timeout=2)
-                return
-            except ConnectionError:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError as error:
                 if self.scheduler.poll() is not None or time.monotonic() > deadline:
-                    raise
+                    raise ConnectionError(f"nothing listens at {self.address}") from error
+                time.sleep(0.05)
+        self.client = pargraph.connect(self.address, timeout=timeout)
 
     def scheduler_said(self) -> str:
         """The errors the scheduler wrote to its stderr, or its log's last lines if none."""
