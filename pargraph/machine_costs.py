@@ -52,10 +52,6 @@ REPLAY_ROUNDS = (3, 9)
 #: call a fixed time, which a longer call's own time hides, and two longer calls side by side
 #: slow each other by the core's hardware, which their kinds' shares and pairs measure.
 REPLAY_CALLS_UNDER = 100e-6
-#: Seconds of a call alone under which a kind's waits for the GIL beside another count: a
-#: call waits for it a few times, each up to the switch interval (0.2 ms in pargraph's runs),
-#: which is lost in a call of milliseconds. Two kinds both slower are not measured in pairs.
-PAIR_CALLS_UNDER = 1e-3
 
 
 @dataclass(frozen=True)
@@ -444,11 +440,10 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     side (:func:`measure_pair`): per ordered pair ``(a, b)`` of kinds, the share of its time
     ``a`` takes longer beside ``b``. Kinds measured alone in ``costs`` (:func:`call_costs`)
     that compute (a kind that mostly waits gives the GIL away for its wait) and hold at least
-    :data:`PAIR_LEAST` of the traced time in nodes are paired where one of the two calls
-    takes under :data:`PAIR_CALLS_UNDER` (two calls of milliseconds slow each other by the
-    core's hardware, which their shares measure, more than by their waits for the GIL), the
+    :data:`PAIR_LEAST` of the traced time in nodes are paired, a kind with itself too, the
     pairs of the most traced time together first, as many as fit in ``budget`` seconds
-    (default: the pairs' share of :func:`measure_seconds`), their rounds taking turns.
+    (default: the pairs' share of :func:`measure_seconds`), their rounds taking turns. A kind
+    beside itself slows by the mean of its two sides (the two threads' calls are alike).
 
     Examples
     --------
@@ -467,8 +462,7 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     least = PAIR_LEAST * sum(traced.values())
     kinds = sorted((k for k, seconds in traced.items() if seconds >= least and k in costs
                     and costs[k].on_core >= PAIR_ON_CORE), key=lambda k: -traced[k])
-    pairs = [(a, b) for i, a in enumerate(kinds) for b in kinds[i:]
-             if min(costs[a].seconds, costs[b].seconds) < PAIR_CALLS_UNDER]
+    pairs = [(a, b) for i, a in enumerate(kinds) for b in kinds[i:]]
     # two kinds meet each other both ways round, a kind itself once
     pairs.sort(key=lambda p: -traced[p[0]] * traced[p[1]] * (1 if p[0] == p[1] else 2))
     # every kind in costs ran again alone (measure_call), so it runs beside another too
@@ -477,7 +471,10 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
                            measure_seconds()[1] if budget is None else budget)
     slowing: dict[tuple[tuple, tuple], float] = {}
     for (a, b), (of_a, of_b) in zip(pairs, found):
-        slowing[a, b], slowing[b, a] = of_a, of_b
+        if a == b:
+            slowing[a, a] = (of_a + of_b) / 2
+        else:
+            slowing[a, b], slowing[b, a] = of_a, of_b
     return slowing
 
 

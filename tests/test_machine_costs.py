@@ -5,6 +5,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 
 from pargraph.machine_costs import (
     LOOPBACK_FORM,
@@ -14,6 +15,7 @@ from pargraph.machine_costs import (
     measure_call,
     measure_loopback,
     measure_pair,
+    pair_costs,
 )
 from tests.test_forecast import FAST_NETWORK
 
@@ -102,6 +104,47 @@ def test_two_kinds_side_by_side_are_measured_each_way():
         beside.append(measure_pair(work, sleep))
     assert all(len(pair) == 2 and all(0.0 <= s <= 4.0 for s in pair) for pair in beside)
     assert min(work_slowed for work_slowed, _ in beside) < 0.3
+
+
+def test_every_kind_that_computes_is_paired_however_long_its_calls(monkeypatch):
+    """The kinds that compute are paired whatever their calls' length (a kind with itself
+    too), and a kind beside itself slows by the mean of its two threads' slowings: the two
+    threads make like calls. A kind that waits is not paired. The pairs' own measurement is
+    stood in for, so that the rule is what is tested, not the machine."""
+    import dask
+
+    import pargraph
+    from pargraph import machine_costs as module
+
+    a = pargraph.randn(64, 64)
+    with dask.config.set(scheduler="threads", num_workers=1), pargraph.trace() as tr:
+        ((a @ a) @ a.t()).sum().item()
+    kinds = set(tr.samples.kinds.values())
+    assert {kind[0] for kind in kinds} >= {"matmul", "permute", "sum"}
+    waits = next(kind for kind in kinds if kind[0] == "sum")
+    # every call 5 ms alone, on a core throughout but for the sum, which waits
+    costs = {kind: CallCost(0.5, 5e-3, 0.0, 0.0, 0.1 if kind == waits else 1.0)
+             for kind in kinds}
+    measured: list = []
+
+    def pairs_measured(pairs, rounds, budget=None):
+        measured.extend(pairs)
+        return [(0.1, 0.3)] * len(pairs)
+
+    monkeypatch.setattr(module, "_measure_pairs", pairs_measured)
+    slowing = pair_costs(tr, costs, budget=10.0)
+    computing = kinds - {waits}
+    kind_of = {id(tr.samples.calls[kind]): kind for kind in computing}
+    order = [tuple(kind_of[id(call)] for call in pair) for pair in measured]
+    # each pair of computing kinds measured once, either way round, and each kind with itself
+    assert sorted(map(frozenset, order), key=sorted) == sorted(
+        {frozenset((x, y)) for x in computing for y in computing}, key=sorted)
+    assert len(slowing) == len(computing) ** 2 and not any(waits in pair for pair in slowing)
+    for first, second in order:
+        if first == second:
+            assert slowing[first, first] == pytest.approx(0.2)
+        else:
+            assert slowing[first, second] == 0.1 and slowing[second, first] == 0.3
 
 
 def test_the_loopback_costs_are_measured_once_and_kept(tmp_path, monkeypatch):
