@@ -92,8 +92,7 @@ def test_two_kinds_side_by_side_are_measured_each_way():
     sleep = (Op(lambda x: (time.sleep(0.002), x)[1]), {}, (x,))
     # the least disturbed of up to twelve measurements: the suite's other processes share the
     # cores, and slow the calls alone too (taking turns reads about 1.0 on an idle machine,
-    # 0.38 at best in six during one fresh-clone CI; a pair that does not take turns reads
-    # about 0)
+    # under 0.4 at times during the suite; a pair that does not take turns reads about 0)
     turns: list[tuple[float, float]] = []
     while len(turns) < 12 and not any(min(pair) > 0.6 for pair in turns):
         turns.append(measure_pair(work, work))
