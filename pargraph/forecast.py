@@ -55,6 +55,7 @@ from pargraph.machine_costs import (
     Network,
     Replay,
     WakeUps,
+    beside_itself,
     call_costs,
     local_costs,
     loopback,
@@ -283,12 +284,15 @@ class Forecast:
         self.one_blas_thread = {
             key: min(max(costs[kind].seconds / costs[kind].seconds_all_blas, 1.0), most)
             for key, kind in kinds.items() if kind in costs and costs[kind].seconds_all_blas > 0}
-        measured = {kind: cost.gil_share for kind, cost in costs.items()}
         #: per ordered pair of kinds measured side by side, how much the second slows the
         #: first (``machine_costs.pair_costs``): not where shares are given
         if measure and gil is None and "pairs" not in kept:
             kept["pairs"] = pair_costs(self.trace, costs)
         self.pairs = kept["pairs"] if measure and gil is None else {}
+        # a kind measured beside itself takes its share from that pair's rounds
+        costs = {kind: beside_itself(cost, self.pairs[kind, kind])
+                 if (kind, kind) in self.pairs else cost for kind, cost in costs.items()}
+        measured = {kind: cost.gil_share for kind, cost in costs.items()}
         self.kind_costs = costs
         #: the step's nodes replayed on one thread and on two (``machine_costs.measure_replay``),
         #: and the seconds per node lost to the GIL's hand-overs that it fits: not where

@@ -434,6 +434,23 @@ def _pair_rates(calls: list[Callable[[], Any]], seconds: float) -> list[float]:
     return rates
 
 
+def beside_itself(cost: CallCost, slowing: float) -> CallCost:
+    """``cost`` with its GIL share and contention taken from ``slowing``, how much its kind's
+    calls slow beside a copy of themselves (:func:`pair_costs`): the quantity the share's
+    best-of-three trials measure (:func:`measure_call`), here as the median of rounds that
+    each time the calls alone and side by side at once, which a shared machine's slow
+    stretches move far less (docs/forecast.md). The share stays at most its time on a core.
+
+    Examples
+    --------
+    >>> beside_itself(CallCost(0.3, 1e-3, on_core=1.0), 0.05).gil_share
+    0.05
+    """
+    contention = min(max(slowing - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * cost.on_core
+    return dataclasses.replace(cost, gil_share=min(max(slowing, 0.0), 1.0, cost.on_core),
+                               contention=contention)
+
+
 def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
                budget: float | None = None) -> dict[tuple[tuple, tuple], float]:
     """How much each pair of kinds of op ``trace`` kept a call of slow each other side by
@@ -462,9 +479,12 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     least = PAIR_LEAST * sum(traced.values())
     kinds = sorted((k for k, seconds in traced.items() if seconds >= least and k in costs
                     and costs[k].on_core >= PAIR_ON_CORE), key=lambda k: -traced[k])
-    pairs = [(a, b) for i, a in enumerate(kinds) for b in kinds[i:]]
-    # two kinds meet each other both ways round, a kind itself once
-    pairs.sort(key=lambda p: -traced[p[0]] * traced[p[1]] * (1 if p[0] == p[1] else 2))
+    # each kind beside itself first, the kinds of the most traced time first: that pair
+    # gives the kind's GIL share (:func:`beside_itself`); then two kinds, which meet each
+    # other both ways round, the pairs of the most traced time together first
+    pairs = [(a, a) for a in kinds]
+    pairs += sorted(((a, b) for i, a in enumerate(kinds) for b in kinds[i + 1:]),
+                    key=lambda p: -traced[p[0]] * traced[p[1]])
     # every kind in costs ran again alone (measure_call), so it runs beside another too
     found = _measure_pairs([(trace.samples.calls[a], trace.samples.calls[b])
                             for a, b in pairs], PAIR_ROUNDS,

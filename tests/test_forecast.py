@@ -369,7 +369,8 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
     # what the trace keeps measured is what its forecasts read; no hand-overs fitted
     tr.measured["calls"], tr.measured["replay"] = costs, None
     fc = pargraph.forecast(tr, threads=[1])
-    paired = {kind[0] for pair in fc.pairs for kind in pair}
+    paired_kinds = {kind for pair in fc.pairs for kind in pair}
+    paired = {kind[0] for kind in paired_kinds}
     assert "matmul" in paired and not any(op.startswith("forecast_test::") for op in paired)
     assert all(0.0 <= slowing <= 4.0 for slowing in fc.pairs.values())
     # nor a run's start and task costs as a busy machine measures them, which could make the
@@ -392,7 +393,11 @@ def test_kinds_that_compute_are_measured_side_by_side_and_slow_each_other_so(mon
         short, and run them on one thread)."""
         tr.measured["pairs"] = {(a, b): slowing for a in kinds for b in kinds}
         with dask.config.set({"pargraph.task-grain": 1, "pargraph.single-task-below": 0}):
-            outcome = pargraph.forecast(tr, threads=[2]).outcome(threads=2)
+            fc = pargraph.forecast(tr, threads=[2])
+            outcome = fc.outcome(threads=2)
+        # a kind measured beside itself takes its GIL share from that pair, not from its
+        # call's own trials (0.0 here)
+        assert {fc.kind_costs[kind].gil_share for kind in paired_kinds} == {slowing}
         return {s.key: s.stop - s.start for s in outcome.segments if s.op == "matmul"}
 
     # a slowing of 1 would make the calling thread's way as fast, which the forecast would

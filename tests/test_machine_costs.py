@@ -144,6 +144,9 @@ def test_every_kind_that_computes_is_paired_however_long_its_calls(monkeypatch):
     assert sorted(map(frozenset, order), key=sorted) == sorted(
         {frozenset((x, y)) for x in computing for y in computing}, key=sorted)
     assert len(slowing) == len(computing) ** 2 and not any(waits in pair for pair in slowing)
+    # every kind beside itself before any two kinds: those pairs give the kinds' shares
+    selves = [first == second for first, second in order]
+    assert selves == sorted(selves, reverse=True) and sum(selves) == len(computing)
     for first, second in order:
         if first == second:
             assert slowing[first, first] == pytest.approx(0.2)
