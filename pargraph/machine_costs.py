@@ -457,10 +457,12 @@ def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
     side (:func:`measure_pair`): per ordered pair ``(a, b)`` of kinds, the share of its time
     ``a`` takes longer beside ``b``. Kinds measured alone in ``costs`` (:func:`call_costs`)
     that compute (a kind that mostly waits gives the GIL away for its wait) and hold at least
-    :data:`PAIR_LEAST` of the traced time in nodes are paired, a kind with itself too, the
-    pairs of the most traced time together first, as many as fit in ``budget`` seconds
-    (default: the pairs' share of :func:`measure_seconds`), their rounds taking turns. A kind
-    beside itself slows by the mean of its two sides (the two threads' calls are alike).
+    :data:`PAIR_LEAST` of the traced time in nodes are paired: each kind with itself first
+    (that pair gives its GIL share, :func:`beside_itself`), the kinds of the most traced time
+    first, then two kinds, the pairs of the most traced time together first; as many as fit
+    in ``budget`` seconds (default: the pairs' share of :func:`measure_seconds`), their rounds
+    taking turns. A kind beside itself slows by the mean of its two sides (the two threads'
+    calls are alike).
 
     Examples
     --------
