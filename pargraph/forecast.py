@@ -13,8 +13,8 @@
    time alone, as measured, and nodes holding the GIL throughout take turns; the kinds with
    the most traced time are measured side by side too, each beside itself first (its share
    then that pair's slowing), and slow each other as measured. A run and each task cost
-   what pargraph's thread pool costs here. Where the real runner
-   would run a structure in the calling thread, group after group, because that is faster
+   what pargraph's thread pool costs here. Where the real runner would run a structure in
+   the calling thread, group after group, because that is faster
    (``modes.run_adaptively``), the forecast takes that way too.
 3. On ``W`` workers each worker is a process with its own GIL and ``threads_per_worker``
    lanes. Tasks go where pargraph's placement puts them; the scheduler takes in their ends

@@ -232,14 +232,20 @@ def measure_call(op: Any, attrs: dict, args: tuple, trials: int = 3) -> CallCost
     # sleep, I/O) holds the GIL for microseconds, but wakes up late by a varying margin.
     noise = float(np.median(alones)) - alone
     share = max(together - alone - noise, 0.0) / (alone - offset)  # over the stretch both ran
+    held, contention = _held(share, on_core_share)
+    return CallCost(held, alone / repeats, contention, all_blas, on_core_share)
+
+
+def _held(slowing: float, on_core: float) -> tuple[float, float]:
+    """A kind's GIL share and contention (:class:`CallCost`) from ``slowing``, how much two
+    threads of its calls take longer than one, and ``on_core``, its share of time on a core."""
     # No more than its share of time on a core: a thread that waits (a sleep, I/O, another
     # thread) has given the GIL away, however late it woke.
-    # A pair slower than one thread making both threads' calls (share over 1): each call
+    # A pair slower than one thread making both threads' calls (slowing over 1): each call
     # that took the lock from the other thread cost half the excess more, on its time on a
     # core.
-    contention = min(max(share - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * on_core_share
-    return CallCost(min(max(share, 0.0), 1.0, on_core_share), alone / repeats, contention,
-                    all_blas, on_core_share)
+    contention = min(max(slowing - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * on_core
+    return min(max(slowing, 0.0), 1.0, on_core), contention
 
 
 #: Rounds of the measurement of a BLAS op's calls with BLAS on one thread against every core.
@@ -446,9 +452,8 @@ def beside_itself(cost: CallCost, slowing: float) -> CallCost:
     >>> beside_itself(CallCost(0.3, 1e-3, on_core=1.0), 0.05).gil_share
     0.05
     """
-    contention = min(max(slowing - 1.0, 0.0), MAX_SHARE - 1.0) / 2 * cost.on_core
-    return dataclasses.replace(cost, gil_share=min(max(slowing, 0.0), 1.0, cost.on_core),
-                               contention=contention)
+    held, contention = _held(slowing, cost.on_core)
+    return dataclasses.replace(cost, gil_share=held, contention=contention)
 
 
 def pair_costs(trace: Trace, costs: dict[tuple, CallCost],
