@@ -18,7 +18,8 @@ five times in a row (``--repeats``), its rows holding the medians of the five fo
 the five measured speed-ups; the sleeping graphs, whose steps on many threads or workers meet
 the machine's slow stretches too, three times (``--sleeping-repeats``). Worker processes run
 one thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
-and process of a configuration shares this machine's cores (``cores=``).
+and process of a configuration shares this machine's cores (``cores=``). Each row also says how
+much longer its measured and its forecast step took than in the ``FORECAST.md`` it replaces.
 """
 
 from __future__ import annotations
@@ -352,21 +353,52 @@ def cores_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def table(rows: list[dict]) -> str:
+def _configuration(row: dict) -> str:
+    return f"{row['count']} {row['where'][:-1] if row['count'] == 1 else row['where']}"
+
+
+def table(rows: list[dict], before: dict[tuple[str, str], tuple[float, float]] | None = None
+          ) -> str:
     """The rows as a markdown table; where a workload was repeated, each repetition's own
-    distance too."""
+    distance too; and where ``before`` (:func:`steps_before`) has the row, how much longer
+    its measured and its forecast step took than in that run, so that a miss whose measured
+    step moved while its forecast held reads as the machine's."""
     each = any(len(row["offs"]) > 1 for row in rows)
+    before = before or {}
     lines = ["| workload | configuration | measured step | forecast step | measured speed-up "
-             "| forecast speed-up | off by |" + (" each repetition |" if each else ""),
-             "|---|---|---|---|---|---|---|" + ("---|" if each else "")]
+             "| forecast speed-up | off by |" + (" each repetition |" if each else "")
+             + (" steps against the run before: measured, forecast |" if before else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if each else "")
+             + ("---|" if before else "")]
     for row in rows:
-        where = f"{row['count']} {row['where'][:-1] if row['count'] == 1 else row['where']}"
+        where = _configuration(row)
         off = row["forecast"] / row["measured"] - 1
+        moved = ""
+        if before:
+            was = before.get((row["workload"], where))
+            moved = (f" {row['step'] / was[0] - 1:+.1%}, {row['forecast_step'] / was[1] - 1:+.1%} |"
+                     if was else " - |")
         lines.append(f"| {row['workload']} | {where} | {row['step'] * 1e3:.1f} ms | "
                      f"{row['forecast_step'] * 1e3:.1f} ms | {row['measured']:.2f}x | "
                      f"{row['forecast']:.2f}x | {off:+.1%} |"
-                     + (f" {', '.join(f'{o:+.1%}' for o in row['offs'])} |" if each else ""))
+                     + (f" {', '.join(f'{o:+.1%}' for o in row['offs'])} |" if each else "")
+                     + moved)
     return "\n".join(lines)
+
+
+def steps_before(text: str) -> dict[tuple[str, str], tuple[float, float]]:
+    """The measured and forecast step (seconds) of each row of a ``FORECAST.md`` this
+    benchmark wrote before, by workload and configuration."""
+    found = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[2].endswith(" ms") and cells[3].endswith(" ms"):
+            try:
+                found[cells[0], cells[1]] = (float(cells[2][:-3]) / 1e3,
+                                             float(cells[3][:-3]) / 1e3)
+            except ValueError:
+                continue
+    return found
 
 
 def targets(sleeping: list[dict], real: list[dict]) -> list[str]:
@@ -401,11 +433,16 @@ def main(argv: list[str] | None = None) -> None:
         args.sleeping_repeats)
     real = [] if args.only == "sleeping" else compare(
         real_workloads(), REAL_THREADS, REAL_WORKERS, args.steps, args.repeats)
+    path = os.path.join(HERE, "FORECAST.md")
+    before = {}
+    if os.path.exists(path):
+        with open(path) as file:
+            before = steps_before(file.read())
     parts = []
     if sleeping:
-        parts += ["## Sleeping graphs (benchmarks.scaling)", "", table(sleeping), ""]
+        parts += ["## Sleeping graphs (benchmarks.scaling)", "", table(sleeping, before), ""]
     if real:
-        parts += ["## numpy workloads", "", table(real), ""]
+        parts += ["## numpy workloads", "", table(real, before), ""]
     if sleeping and real:
         parts += targets(sleeping, real)
     parts += ["", "## The machine during each workload", "",
@@ -429,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     from benchmarks.run import machine
 
-    with open(os.path.join(HERE, "FORECAST.md"), "w") as file:
+    with open(path, "w") as file:
         file.write(f"# Forecasts against measurements\n\n- machine: {machine()}\n- command: "
                    f"`python -m benchmarks.forecast` ({time.perf_counter() - start:.0f} s)\n"
                    f"- this machine's loopback at the start, as `pargraph.forecast` measured it "

@@ -365,3 +365,24 @@ def test_the_forecast_benchmark_says_what_the_machines_cores_gave_each_workload(
              "forecast": 1.65, "step": 0.01, "forecast_step": 0.009, "offs": [0.1, -0.05]}]
     assert table(rows).splitlines()[2] == \
         "| towers | 2 threads | 10.0 ms | 9.0 ms | 1.50x | 1.65x | +10.0% | +10.0%, -5.0% |"
+
+
+def test_the_forecast_benchmark_says_how_far_each_rows_steps_moved_from_the_run_before():
+    """Read back from the FORECAST.md the run before wrote, each row's measured and forecast
+    step set beside this run's tell a miss whose measured step moved from one whose
+    forecast did; a row the run before did not have says so."""
+    from benchmarks.forecast import steps_before, table
+
+    row = {"workload": "towers", "where": "threads", "count": 2, "measured": 1.5,
+           "forecast": 1.65, "step": 0.01, "forecast_step": 0.009, "offs": [0.1, -0.05]}
+    earlier = "# Forecasts\n\n" + table([row]) + "\n\n| towers | 1.93x (5%) | 1.1x | 3.00 ms |\n"
+    before = steps_before(earlier)
+    assert before == {("towers", "2 threads"): (pytest.approx(0.01), pytest.approx(0.009))}
+    slower = {**row, "step": 0.0125, "forecast_step": 0.0081}
+    one = {**row, "count": 1, "step": 0.02}
+    lines = table([slower, one], before).splitlines()
+    assert lines[0].endswith("| steps against the run before: measured, forecast |")
+    assert lines[1].count("---") == 9
+    assert lines[2].endswith("| +10.0%, -5.0% | +25.0%, -10.0% |")
+    assert lines[3].startswith("| towers | 1 thread |") and lines[3].endswith("| - |")
+    assert "steps against" not in table([row], {})
