@@ -16,7 +16,7 @@ configurations this machine has: 1 and 2 threads, 1 and 2 workers, and since the
 shared cores move their speed-ups from minute to minute, each is traced, forecast and measured
 five times in a row (``--repeats``), its rows holding the medians of the five forecast and of
 the five measured speed-ups; the sleeping graphs, whose steps on many threads or workers meet
-the machine's slow stretches too, three times (``--sleeping-repeats``). Worker processes run
+the machine's slow stretches too, five times (``--sleeping-repeats``). Worker processes run
 one thread each, beside a scheduler process, on 127.0.0.1; the forecasts know that every thread
 and process of a configuration shares this machine's cores (``cores=``). Each row also says how
 much longer its measured and its forecast step took than in the ``FORECAST.md`` it replaces.
@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["sleeping", "real"], default=None)
     parser.add_argument("--repeats", type=int, default=5,
                         help="times each numpy workload is traced, forecast and measured")
-    parser.add_argument("--sleeping-repeats", type=int, default=3,
+    parser.add_argument("--sleeping-repeats", type=int, default=5,
                         help="times each sleeping graph is traced, forecast and measured")
     args = parser.parse_args(argv)
     start = time.perf_counter()
