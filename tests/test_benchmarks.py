@@ -272,7 +272,7 @@ def test_the_forecast_benchmark_repeats_each_kind_of_workload_as_asked(monkeypat
     forecast.main(["--no-write"])
     forecast.main(["--no-write", "--repeats", "4", "--sleeping-repeats", "2"])
     sleeping, real = forecast.scaling.THREADS, forecast.REAL_THREADS
-    assert asked == [(sleeping, 3), (real, 5), (sleeping, 2), (real, 4)]
+    assert asked == [(sleeping, 5), (real, 5), (sleeping, 2), (real, 4)]
 
 
 def test_the_forecast_benchmark_takes_the_median_of_the_latest_loopbacks(monkeypatch):
